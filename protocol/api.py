@@ -1,0 +1,180 @@
+"""API keys, header versions and request/response framing (sans-IO).
+
+Header rules (Kafka's ``ApiMessageType.requestHeaderVersion``/``responseHeaderVersion``): a flexible API
+version uses request header v2 and response header v1 (both carry tagged fields); otherwise request
+header v1 and response header v0. Two exceptions: ControlledShutdown v0 uses request header v0 (no client
+id), and ApiVersions responses always use response header v0 so that a client that does not know the
+broker's versions can still read the answer.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from odradek.protocol.messages import MODULES, headers
+from odradek.protocol.schema import Container, DecodeError, Message, Splice, decode, encode_parts
+
+__all__ = [
+    "ApiKey",
+    "Api",
+    "APIS",
+    "RequestHeader",
+    "Request",
+    "UnknownApiKey",
+    "UnsupportedApiVersion",
+    "request_header_version",
+    "response_header_version",
+    "peek_header",
+    "decode_request",
+    "encode_request",
+    "encode_response",
+    "decode_response",
+]
+
+
+@dataclass(frozen=True)
+class Api:
+    key: int
+    name: str
+    request: Message
+    response: Message
+    listeners: tuple[str, ...]
+
+    @property
+    def min_version(self) -> int:
+        return self.request.valid.low
+
+    @property
+    def max_version(self) -> int:
+        assert self.request.valid.high is not None
+        return self.request.valid.high
+
+
+def _api(module: ModuleType) -> Api:
+    return Api(module.API_KEY, module.NAME, module.REQUEST, module.RESPONSE, module.LISTENERS)
+
+
+APIS: dict[int, Api] = {key: _api(module) for key, module in MODULES.items()}
+
+ApiKey = enum.IntEnum("ApiKey", {_api_name: key for key, _api_name in ((k, a.name) for k, a in APIS.items())})  # type: ignore[misc]
+"""Every API key the broker can decode, named as Kafka names them (``ApiKey.Produce == 0``)."""
+
+_CONTROLLED_SHUTDOWN = 7
+_API_VERSIONS = 18
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    if api_key == _CONTROLLED_SHUTDOWN and api_version == 0:
+        return 0
+    return 2 if APIS[api_key].request.is_flexible(api_version) else 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    if api_key == _API_VERSIONS:
+        return 0
+    return 1 if APIS[api_key].response.is_flexible(api_version) else 0
+
+
+class UnknownApiKey(DecodeError):
+    """The request names an API key we do not know: Kafka closes the connection."""
+
+
+@dataclass
+class UnsupportedApiVersion(DecodeError):
+    """A known API at a version outside its valid range; the correlation id is still readable."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+
+    def __str__(self) -> str:
+        return f"API key {self.api_key} has no version {self.api_version}"
+
+
+@dataclass(slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    header_version: int
+
+
+@dataclass(slots=True)
+class Request:
+    header: RequestHeader
+    body: Container
+
+    @property
+    def api(self) -> Api:
+        return APIS[self.header.api_key]
+
+
+_PEEK = struct.Struct(">hhi")
+
+
+def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
+    """(api key, api version, correlation id): the fields every request header version starts with."""
+    if len(frame) < _PEEK.size:
+        raise DecodeError("request shorter than a request header")
+    return _PEEK.unpack_from(frame, 0)
+
+
+def decode_request(frame: bytes) -> Request:
+    """Decode a request frame (without its 4-byte size prefix).
+
+    Raises :class:`UnknownApiKey`, :class:`UnsupportedApiVersion` or :class:`DecodeError`.
+    """
+    api_key, api_version, correlation_id = peek_header(frame)
+    api = APIS.get(api_key)
+    if api is None:
+        raise UnknownApiKey(f"unknown API key {api_key}")
+    if api_version not in api.request.valid:
+        raise UnsupportedApiVersion(api_key, api_version, correlation_id)
+    header_version = request_header_version(api_key, api_version)
+    header, end = decode(headers.REQUEST_HEADER, header_version, frame, exact=False)
+    body, _ = decode(api.request, api_version, frame, end)
+    return Request(
+        RequestHeader(api_key, api_version, correlation_id, header.client_id, header_version),
+        body,
+    )
+
+
+def _sized(data: bytes, splices: list[Splice]) -> tuple[bytes, list[Splice]]:
+    """Prefix the frame with its total size, counting the spliced-in data that is sent separately."""
+    total = len(data) + sum(s.value.length for s in splices)
+    shifted = [Splice(s.position + 4, s.value) for s in splices]
+    return struct.pack(">i", total) + data, shifted
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: dict[str, Any]) -> tuple[bytes, list[Splice]]:
+    """A size-prefixed response frame, plus the splices where record data must be inserted."""
+    header_version = response_header_version(api_key, api_version)
+    header, _ = encode_parts(headers.RESPONSE_HEADER, header_version, {"correlation_id": correlation_id})
+    data, splices = encode_parts(APIS[api_key].response, api_version, body, prefix=header)
+    return _sized(data, splices)
+
+
+def encode_request(api_key: int, api_version: int, correlation_id: int, body: dict[str, Any], client_id: str | None = "odradek") -> bytes:
+    """A size-prefixed request frame (for inter-broker calls, tools and tests)."""
+    header_version = request_header_version(api_key, api_version)
+    header, _ = encode_parts(
+        headers.REQUEST_HEADER,
+        header_version,
+        {"request_api_key": api_key, "request_api_version": api_version, "correlation_id": correlation_id, "client_id": client_id},
+    )
+    data, splices = encode_parts(APIS[api_key].request, api_version, body, prefix=header)
+    if splices:
+        raise ValueError("requests cannot carry records placeholders")
+    return struct.pack(">i", len(data)) + data
+
+
+def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, Container]:
+    """(correlation id, body) of a response frame without its size prefix."""
+    header, end = decode(headers.RESPONSE_HEADER, response_header_version(api_key, api_version), frame, exact=False)
+    body, _ = decode(APIS[api_key].response, api_version, frame, end)
+    return header.correlation_id, body

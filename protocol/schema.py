@@ -1,0 +1,759 @@
+"""Declarative message schemas, compiled per version into construct parsers and builders.
+
+A message is declared once, as Kafka's own JSON specs declare it: fields with version ranges, nullable
+versions, tagged fields, defaults and nested structs. For a given (message, version) we build a
+``construct`` object whose ``_emitparse``/``_emitbuild`` generate straight-line Python, then let
+construct's compiler turn it into a module. Custom constructs cover what construct lacks (unsigned varints,
+compact strings, tagged-field sections, zero-copy ``records``).
+
+Decoded structs are ``construct.Container`` objects (dicts with attribute access) that always carry every
+field of the message, filled with the field's default when the version lacks it, so handlers never branch
+on versions to read a field. Building takes dicts and uses the default for any missing key.
+
+Zero-copy: a ``records`` field decodes to a ``memoryview`` slice of the input buffer. When building, a
+``records`` value may be any object with a ``length`` attribute (e.g. file slices to be sent with
+sendfile): its length prefix is written and its position recorded, and :func:`encode` returns the parts
+in order so the caller can send the record data itself.
+"""
+
+from __future__ import annotations
+
+import io as _io
+import re
+import struct
+import uuid
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import construct
+from construct import Container
+
+__all__ = [
+    "Versions",
+    "F",
+    "S",
+    "Array",
+    "Message",
+    "DecodeError",
+    "Splice",
+    "encode",
+    "encode_parts",
+    "decode",
+    "snake_case",
+]
+
+
+class DecodeError(ValueError):
+    """The one error raised for any input that is not a valid encoding of the requested message."""
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Version ranges, as Kafka writes them: "0+", "3-7", "5", "none".
+
+
+@dataclass(frozen=True, slots=True)
+class Versions:
+    low: int
+    high: int | None  # None = open-ended
+
+    @classmethod
+    def parse(cls, spec: str | None) -> "Versions":
+        if spec is None or spec == "none" or spec == "":
+            return NONE
+        if spec.endswith("+"):
+            return cls(int(spec[:-1]), None)
+        if "-" in spec:
+            lo, hi = spec.split("-")
+            return cls(int(lo), int(hi))
+        return cls(int(spec), int(spec))
+
+    def __contains__(self, version: int) -> bool:
+        return self.low <= version and (self.high is None or version <= self.high)
+
+    def __str__(self) -> str:
+        if self.low > (self.high if self.high is not None else self.low):
+            return "none"
+        if self.high is None:
+            return f"{self.low}+"
+        if self.low == self.high:
+            return str(self.low)
+        return f"{self.low}-{self.high}"
+
+
+NONE = Versions(1, 0)  # empty range
+
+
+def _versions(spec: str | Versions | None) -> Versions:
+    return spec if isinstance(spec, Versions) else Versions.parse(spec)
+
+
+def snake_case(name: str) -> str:
+    """Kafka's CamelCase field names as Python attribute names (``ThrottleTimeMs`` → ``throttle_time_ms``)."""
+    s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
+    s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s)
+    return s.lower()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Declarations
+
+PRIMITIVES = ("bool", "int8", "int16", "uint16", "int32", "int64", "float64", "uuid", "string", "bytes", "records")
+
+
+@dataclass(frozen=True)
+class S:
+    """A struct: Kafka's nested field groups and common structs."""
+
+    name: str
+    fields: tuple["F", ...]
+
+    def __init__(self, name: str, *fields: "F") -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "fields", tuple(fields))
+
+
+@dataclass(frozen=True)
+class Array:
+    element: "str | S"  # a primitive type name or a struct
+
+
+@dataclass(frozen=True)
+class F:
+    """A field: name, type (primitive name, ``S`` or ``Array``), versions and Kafka's per-field options."""
+
+    name: str
+    type: "str | S | Array"
+    versions: Versions
+    nullable: Versions
+    tag: int | None
+    tagged: Versions
+    default: Any
+    flexible: Versions | None  # a field-level override of the message's flexible versions (RequestHeader)
+
+    def __init__(
+        self,
+        name: str,
+        type: "str | S | Array",
+        versions: str = "0+",
+        *,
+        nullable: str | None = None,
+        tag: int | None = None,
+        tagged: str | None = None,
+        default: Any = None,
+        flexible: str | None = None,
+    ) -> None:
+        set_ = object.__setattr__
+        set_(self, "name", name)
+        set_(self, "type", type)
+        set_(self, "versions", _versions(versions))
+        set_(self, "nullable", _versions(nullable))
+        set_(self, "tag", tag)
+        set_(self, "tagged", _versions(tagged))
+        set_(self, "default", default)
+        set_(self, "flexible", None if flexible is None else _versions(flexible))
+
+    def default_value(self) -> Any:
+        """Kafka's default for the field: the declared one, else zero/empty/null by type."""
+        t = self.type
+        if self.default is not None:
+            return self.default
+        if isinstance(t, Array):
+            return []
+        if isinstance(t, S):
+            return _struct_default(t)
+        return _PRIMITIVE_DEFAULTS[t]
+
+
+NULL = type("Null", (), {"__repr__": lambda self: "NULL"})()
+"""Marker for a declared default of null (``None`` means 'no declared default')."""
+
+_PRIMITIVE_DEFAULTS: dict[str, Any] = {
+    "bool": False,
+    "int8": 0,
+    "int16": 0,
+    "uint16": 0,
+    "int32": 0,
+    "int64": 0,
+    "float64": 0.0,
+    "uuid": uuid.UUID(int=0),
+    "string": "",
+    "bytes": b"",
+    "records": None,
+}
+
+
+def _struct_default(s: S) -> Container:
+    return Container((snake_case(f.name), _resolve_default(f)) for f in s.fields)
+
+
+def _resolve_default(f: F) -> Any:
+    value = f.default_value()
+    return None if value is NULL else value
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Code emission. Every parser is an expression over ``io`` (a BytesIO) and ``this`` (construct's context,
+# used only to reach ``_params``); every builder is an expression over ``obj``, ``io`` and ``this``.
+
+_PRELUDE = '''
+from odradek.protocol.schema import _rt
+'''
+
+
+class _Emitter:
+    """Per-compilation helper: allocates function names and interns constants into the module."""
+
+    def __init__(self, code: Any) -> None:
+        self.code = code
+        if not getattr(code, "_odradek_prelude", False):
+            code.append(_PRELUDE)
+            code._odradek_prelude = True
+            code._odradek_consts = {}
+
+    def fn(self, prefix: str, body: str) -> str:
+        name = f"{prefix}_{self.code.allocateId()}"
+        self.code.append(body.replace("FN", name))
+        return name
+
+    def const(self, value: Any) -> str:
+        consts: dict[int, str] = self.code._odradek_consts
+        key = id(value)
+        if key not in consts:
+            name = f"_c{self.code.allocateId()}"
+            _CONSTS[name] = value
+            self.code.append(f"{name} = _rt.CONSTS[{name!r}]\n")
+            consts[key] = name
+        return consts[key]
+
+
+_CONSTS: dict[str, Any] = {}
+
+_FIXED = {
+    "bool": ("_rt.BOOL", 1),
+    "int8": ("_rt.INT8", 1),
+    "int16": ("_rt.INT16", 2),
+    "uint16": ("_rt.UINT16", 2),
+    "int32": ("_rt.INT32", 4),
+    "int64": ("_rt.INT64", 8),
+    "float64": ("_rt.FLOAT64", 8),
+}
+
+
+class _Field(construct.Construct):
+    """Base for our constructs: one implementation (the emitted code); the interpreted path compiles it."""
+
+    def _parse(self, stream: Any, context: Any, path: str) -> Any:
+        return self._compiled.parsefunc(stream, context)
+
+    def _build(self, obj: Any, stream: Any, context: Any, path: str) -> Any:
+        return self._compiled.buildfunc(obj, stream, context)
+
+    @cached_property
+    def _compiled(self) -> Any:
+        return construct.Construct.compile(self)
+
+    def _sizeof(self, context: Any, path: str) -> int:
+        raise construct.SizeofError(path=path)
+
+
+class Primitive(_Field):
+    """A Kafka primitive: fixed-width numbers, uuid, (compact) (nullable) string/bytes, records."""
+
+    def __init__(self, type_name: str, compact: bool, nullable: bool) -> None:
+        super().__init__()
+        self.type_name = type_name
+        self.compact = compact
+        self.nullable = nullable
+
+    def _emitparse(self, code: Any) -> str:
+        t = self.type_name
+        if t in _FIXED:
+            packer, size = _FIXED[t]
+            expr = f"{packer}.unpack(_rt.read(io, {size}))[0]"
+            return f"bool({expr})" if t == "bool" else expr
+        if t == "uuid":
+            return "_rt.read_uuid(io)"
+        kind = {"string": "str", "bytes": "bytes", "records": "records"}[t]
+        return f"_rt.read_{kind}(io, this, {self.compact}, {self.nullable})"
+
+    def _emitbuild(self, code: Any) -> str:
+        t = self.type_name
+        if t in _FIXED:
+            packer, _ = _FIXED[t]
+            return f"(io.write({packer}.pack(obj)), obj)[1]"
+        if t == "uuid":
+            return "_rt.write_uuid(obj, io)"
+        kind = {"string": "str", "bytes": "bytes", "records": "records"}[t]
+        return f"_rt.write_{kind}(obj, io, this, {self.compact}, {self.nullable})"
+
+
+class KArray(_Field):
+    """Kafka arrays: int32 count (-1 = null) or compact unsigned-varint count+1 (0 = null)."""
+
+    def __init__(self, element: construct.Construct, compact: bool, nullable: bool) -> None:
+        super().__init__()
+        self.element = element
+        self.compact = compact
+        self.nullable = nullable
+
+    def _emitparse(self, code: Any) -> str:
+        e = _Emitter(code)
+        count = "_rt.read_uvarint(io) - 1" if self.compact else "_rt.INT32.unpack(_rt.read(io, 4))[0]"
+        elem = self.element._compileparse(code)
+        null = "return None" if self.nullable else "raise _rt.DecodeError('null array in non-nullable field')"
+        fn = e.fn(
+            "parse_array",
+            f"""
+def FN(io, this):
+    n = {count}
+    if n < 0:
+        {null}
+    _rt.check_count(n, this)
+    return [{elem} for _ in range(n)]
+""",
+        )
+        return f"{fn}(io, this)"
+
+    def _emitbuild(self, code: Any) -> str:
+        e = _Emitter(code)
+        elem_fn = e.fn("build_elem", f"\ndef FN(obj, io, this):\n    return {self.element._compilebuild(code)}\n")
+        write_count = "_rt.write_uvarint(len(obj) + 1, io)" if self.compact else "io.write(_rt.INT32.pack(len(obj)))"
+        null_count = "_rt.write_uvarint(0, io)" if self.compact else "io.write(_rt.INT32.pack(-1))"
+        fn = e.fn(
+            "build_array",
+            f"""
+def FN(obj, io, this):
+    if obj is None:
+        {null_count if self.nullable else "raise _rt.EncodeError('null array in non-nullable field')"}
+        return obj
+    {write_count}
+    for item in obj:
+        {elem_fn}(item, io, this)
+    return obj
+""",
+        )
+        return f"{fn}(obj, io, this)"
+
+
+class KStruct(_Field):
+    """One struct at one version: its present fields in order, then (if flexible) the tagged-field section.
+
+    The parsed Container carries every declared field; absent ones get their defaults. Unknown tagged
+    fields are kept under ``_unknown_tags`` so that re-encoding reproduces the input exactly.
+    """
+
+    def __init__(self, decl: S, version: int, flexible: bool) -> None:
+        super().__init__()
+        self.decl = decl
+        self.version = version
+        self.flexible = flexible
+        self.regular: list[tuple[str, construct.Construct]] = []
+        self.tagged: list[tuple[str, int, construct.Construct, F]] = []
+        self.absent: list[tuple[str, F]] = []
+        for f in decl.fields:
+            name = snake_case(f.name)
+            field_flexible = flexible if f.flexible is None else (version in f.flexible)
+            if version not in f.versions:
+                self.absent.append((name, f))
+            elif f.tag is not None and version in f.tagged:
+                if flexible:
+                    self.tagged.append((name, f.tag, _construct_for(f, version, field_flexible), f))
+                else:
+                    self.absent.append((name, f))
+            else:
+                self.regular.append((name, _construct_for(f, version, field_flexible)))
+        self.tagged.sort(key=lambda t: t[1])
+
+    def _emitparse(self, code: Any) -> str:
+        e = _Emitter(code)
+        lines = ["def FN(io, this):", "    r = _rt.Container()"]
+        for name, sub in self.regular:
+            lines.append(f"    r[{name!r}] = {sub._compileparse(code)}")
+        for name, f in self.absent:
+            lines.append(f"    r[{name!r}] = _rt.copy_default({e.const(_resolve_default(f))})")
+        if self.flexible:
+            tag_parsers = {}
+            for name, tag, sub, f in self.tagged:
+                lines.append(f"    r[{name!r}] = _rt.copy_default({e.const(_resolve_default(f))})")
+                tag_parsers[tag] = (name, e.fn("parse_tag", f"\ndef FN(io, this):\n    return {sub._compileparse(code)}\n"))
+            table = "{" + ", ".join(f"{tag}: ({n!r}, {p})" for tag, (n, p) in tag_parsers.items()) + "}"
+            lines.append(f"    _rt.read_tagged(io, this, r, {table})")
+        lines.append("    return r")
+        return f"{e.fn('parse_struct', chr(10) + chr(10).join(lines) + chr(10))}(io, this)"
+
+    def _emitbuild(self, code: Any) -> str:
+        e = _Emitter(code)
+        lines = ["def FN(obj, io, this):", "    get = obj.get"]
+        for name, sub in self.regular:
+            default = e.const(_resolve_default(_field_named(self.decl, name)))
+            sub_fn = e.fn("build_field", f"\ndef FN(obj, io, this):\n    return {sub._compilebuild(code)}\n")
+            lines.append(f"    {sub_fn}(get({name!r}, {default}), io, this)")
+        if self.flexible:
+            if self.tagged:
+                entries = []
+                for name, tag, sub, f in self.tagged:
+                    sub_fn = e.fn("build_tag", f"\ndef FN(obj, io, this):\n    return {sub._compilebuild(code)}\n")
+                    entries.append(f"({tag}, {name!r}, {sub_fn}, {e.const(_resolve_default(f))})")
+                lines.append(f"    _rt.write_tagged(obj, io, this, ({', '.join(entries)},))")
+            else:
+                lines.append("    _rt.write_tagged(obj, io, this, ())")
+        lines.append("    return obj")
+        return f"{e.fn('build_struct', chr(10) + chr(10).join(lines) + chr(10))}(obj, io, this)"
+
+
+class NullableStruct(_Field):
+    """Kafka's nullable struct: an int8 marker (-1 = null, 1 = present) before the struct."""
+
+    def __init__(self, struct_: KStruct) -> None:
+        super().__init__()
+        self.struct = struct_
+
+    def _emitparse(self, code: Any) -> str:
+        inner = self.struct._compileparse(code)
+        return f"(None if _rt.INT8.unpack(_rt.read(io, 1))[0] < 0 else {inner})"
+
+    def _emitbuild(self, code: Any) -> str:
+        inner = self.struct._compilebuild(code)
+        return f"(io.write(b'\\xff'), obj)[1] if obj is None else (io.write(b'\\x01'), {inner})[1]"
+
+
+def _field_named(s: S, name: str) -> F:
+    for f in s.fields:
+        if snake_case(f.name) == name:
+            return f
+    raise KeyError(name)
+
+
+def _construct_for(f: F, version: int, flexible: bool) -> construct.Construct:
+    nullable = version in f.nullable
+    t = f.type
+    if isinstance(t, S):
+        struct_ = KStruct(t, version, flexible)
+        return NullableStruct(struct_) if nullable else struct_
+    if isinstance(t, Array):
+        el = t.element
+        element = KStruct(el, version, flexible) if isinstance(el, S) else Primitive(el, flexible, False)
+        return KArray(element, flexible, nullable)
+    return Primitive(t, flexible, nullable)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Messages
+
+
+@dataclass(frozen=True)
+class Message:
+    """A top-level request or response (or header, or coordinator record) with its versions."""
+
+    name: str
+    valid: Versions
+    flexible: Versions
+    fields: tuple[F, ...]
+    _cache: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def __init__(self, name: str, valid: str, flexible: str, *fields: F) -> None:
+        set_ = object.__setattr__
+        set_(self, "name", name)
+        set_(self, "valid", _versions(valid))
+        set_(self, "flexible", _versions(flexible))
+        set_(self, "fields", tuple(fields))
+        set_(self, "_cache", {})
+
+    @property
+    def struct(self) -> S:
+        return S(self.name, *self.fields)
+
+    def is_flexible(self, version: int) -> bool:
+        return version in self.flexible
+
+    def versions(self) -> range:
+        assert self.valid.high is not None
+        return range(self.valid.low, self.valid.high + 1)
+
+    def codec(self, version: int) -> Any:
+        """The compiled construct for one version (cached: compiling costs milliseconds)."""
+        compiled = self._cache.get(version)
+        if compiled is None:
+            if version not in self.valid:
+                raise ValueError(f"{self.name} has no version {version} (valid {self.valid})")
+            compiled = KStruct(self.struct, version, self.is_flexible(version)).compile()
+            self._cache[version] = compiled
+        return compiled
+
+    def default(self) -> Container:
+        return _struct_default(self.struct)
+
+
+@dataclass(slots=True)
+class Splice:
+    """Where encoded output must be interleaved with data sent separately (a records placeholder)."""
+
+    position: int
+    value: Any
+
+
+def decode(message: Message, version: int, data: bytes | bytearray | memoryview, offset: int = 0, *, exact: bool = True) -> tuple[Container, int]:
+    """Decode ``message`` at ``version`` from ``data[offset:]``; returns (value, end offset).
+
+    ``records`` fields come back as memoryview slices of ``data`` (no copy). Any malformed input raises
+    :class:`DecodeError`, never another exception. With ``exact``, trailing bytes are an error.
+    """
+    if not isinstance(data, bytes):
+        data = bytes(data)  # BytesIO shares a bytes object's buffer; anything else it would copy anyway
+    view = memoryview(data)
+    stream = _io.BytesIO(data)
+    stream.seek(offset)
+    try:
+        value = message.codec(version).parse_stream(stream, _buf=view, _size=len(view))
+    except DecodeError:
+        raise
+    except (construct.ConstructError, struct.error, ValueError, IndexError, KeyError, TypeError, OverflowError, MemoryError, RecursionError) as exc:
+        raise DecodeError(f"{message.name} v{version}: {exc.__class__.__name__}: {exc}") from None
+    end = stream.tell()
+    if exact and end != len(view):
+        raise DecodeError(f"{message.name} v{version}: {len(view) - end} trailing bytes")
+    return value, end
+
+
+def encode_parts(message: Message, version: int, value: dict, prefix: bytes = b"") -> tuple[bytes, list[Splice]]:
+    """Encode ``value``; records fields that are not bytes-like become splices (length written, data not)."""
+    stream = _io.BytesIO()
+    stream.write(prefix)
+    splices: list[Splice] = []
+    message.codec(version).build_stream(value, stream, _splices=splices)
+    return stream.getvalue(), splices
+
+
+def encode(message: Message, version: int, value: dict) -> bytes:
+    data, splices = encode_parts(message, version, value)
+    if splices:
+        raise ValueError("value holds records placeholders; use encode_parts")
+    return data
+
+
+class _Runtime:
+    """Helpers the emitted code calls (kept in one namespace, ``_rt``, to keep the generated source short)."""
+
+    DecodeError = DecodeError
+    EncodeError = ValueError
+    Container = Container
+    CONSTS = _CONSTS
+    BOOL = struct.Struct(">?")
+    INT8 = struct.Struct(">b")
+    INT16 = struct.Struct(">h")
+    UINT16 = struct.Struct(">H")
+    INT32 = struct.Struct(">i")
+    INT64 = struct.Struct(">q")
+    FLOAT64 = struct.Struct(">d")
+    UUID = uuid.UUID
+
+    @staticmethod
+    def read(io: Any, n: int) -> bytes:
+        data = io.read(n)
+        if len(data) != n:
+            raise DecodeError(f"truncated: wanted {n} bytes, got {len(data)}")
+        return data
+
+    @staticmethod
+    def check_count(n: int, this: Any) -> None:
+        # Every element takes at least one byte except empty structs, which real messages never repeat;
+        # bounding by the input size stops hostile counts from allocating huge lists.
+        if n > this["_params"].get("_size", 0x7FFFFFFF):
+            raise DecodeError(f"count {n} exceeds the remaining input")
+
+    @staticmethod
+    def read_uvarint(io: Any) -> int:
+        result = 0
+        shift = 0
+        read = io.read
+        while True:
+            b = read(1)
+            if not b:
+                raise DecodeError("truncated varint")
+            byte = b[0]
+            result |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return result
+            shift += 7
+            if shift > 28:
+                raise DecodeError("unsigned varint longer than 5 bytes")
+
+    @staticmethod
+    def write_uvarint(value: int, io: Any) -> None:
+        io.write(_uvarint_bytes(value))
+
+    @staticmethod
+    def read_str(io: Any, this: Any, compact: bool, nullable: bool) -> str | None:
+        n = _Runtime.read_uvarint(io) - 1 if compact else _Runtime.INT16.unpack(_Runtime.read(io, 2))[0]
+        if n < 0:
+            if nullable and n == -1:
+                return None
+            raise DecodeError("null string in non-nullable field" if n == -1 else f"bad string length {n}")
+        try:
+            return _Runtime.read(io, n).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DecodeError(f"string is not UTF-8: {exc}") from None
+
+    @staticmethod
+    def write_str(obj: str | None, io: Any, this: Any, compact: bool, nullable: bool) -> str | None:
+        if obj is None:
+            if not nullable:
+                raise ValueError("null string in non-nullable field")
+            io.write(b"\x00" if compact else b"\xff\xff")
+            return obj
+        data = obj.encode("utf-8")
+        if compact:
+            io.write(_uvarint_bytes(len(data) + 1))
+        else:
+            if len(data) > 0x7FFF:
+                raise ValueError("string longer than 32767 bytes")
+            io.write(_Runtime.INT16.pack(len(data)))
+        io.write(data)
+        return obj
+
+    @staticmethod
+    def read_bytes(io: Any, this: Any, compact: bool, nullable: bool) -> bytes | None:
+        n = _Runtime.read_uvarint(io) - 1 if compact else _Runtime.INT32.unpack(_Runtime.read(io, 4))[0]
+        if n < 0:
+            if nullable and n == -1:
+                return None
+            raise DecodeError("null bytes in non-nullable field" if n == -1 else f"bad bytes length {n}")
+        return _Runtime.read(io, n)
+
+    @staticmethod
+    def write_bytes(obj: Any, io: Any, this: Any, compact: bool, nullable: bool) -> Any:
+        if obj is None:
+            if not nullable:
+                raise ValueError("null bytes in non-nullable field")
+            io.write(b"\x00" if compact else b"\xff\xff\xff\xff")
+            return obj
+        io.write(_uvarint_bytes(len(obj) + 1) if compact else _Runtime.INT32.pack(len(obj)))
+        io.write(obj)
+        return obj
+
+    @staticmethod
+    def read_records(io: Any, this: Any, compact: bool, nullable: bool) -> memoryview | bytes | None:
+        n = _Runtime.read_uvarint(io) - 1 if compact else _Runtime.INT32.unpack(_Runtime.read(io, 4))[0]
+        if n < 0:
+            if n == -1:
+                return None  # Kafka's records fields are nullable in every version
+            raise DecodeError(f"bad records length {n}")
+        buf = this["_params"].get("_buf")
+        if buf is None:
+            return _Runtime.read(io, n)
+        pos = io.tell()
+        if pos + n > len(buf):
+            raise DecodeError(f"truncated records: wanted {n} bytes, {len(buf) - pos} remain")
+        io.seek(n, 1)
+        return buf[pos : pos + n]
+
+    @staticmethod
+    def write_records(obj: Any, io: Any, this: Any, compact: bool, nullable: bool) -> Any:
+        if obj is None:
+            io.write(b"\x00" if compact else b"\xff\xff\xff\xff")
+            return obj
+        if isinstance(obj, (bytes, bytearray, memoryview)):
+            length = len(obj) if not isinstance(obj, memoryview) else obj.nbytes
+            io.write(_uvarint_bytes(length + 1) if compact else _Runtime.INT32.pack(length))
+            io.write(obj)
+            return obj
+        length = obj.length
+        io.write(_uvarint_bytes(length + 1) if compact else _Runtime.INT32.pack(length))
+        splices = this["_params"].get("_splices")
+        if splices is None:
+            raise ValueError("records placeholder outside encode_parts")
+        splices.append(Splice(io.tell(), obj))
+        return obj
+
+    @staticmethod
+    def read_uuid(io: Any) -> uuid.UUID:
+        return uuid.UUID(bytes=_Runtime.read(io, 16))
+
+    @staticmethod
+    def write_uuid(obj: uuid.UUID | bytes, io: Any) -> Any:
+        io.write(obj.bytes if isinstance(obj, uuid.UUID) else bytes(obj))
+        return obj
+
+    @staticmethod
+    def copy_default(value: Any) -> Any:
+        if isinstance(value, list):
+            return []
+        if isinstance(value, Container):
+            return Container((k, _Runtime.copy_default(v)) for k, v in value.items())
+        return value
+
+    @staticmethod
+    def read_tagged(io: Any, this: Any, result: Container, parsers: dict) -> None:
+        count = _Runtime.read_uvarint(io)
+        last = -1
+        for _ in range(count):
+            tag = _Runtime.read_uvarint(io)
+            if tag <= last:
+                raise DecodeError(f"tagged fields out of order: {tag} after {last}")
+            last = tag
+            size = _Runtime.read_uvarint(io)
+            data = _Runtime.read(io, size)
+            known = parsers.get(tag)
+            if known is None:
+                result.setdefault("_unknown_tags", {})[tag] = data
+                continue
+            name, parse = known
+            sub = _io.BytesIO(data)
+            result[name] = parse(sub, this)
+            if sub.tell() != size:
+                raise DecodeError(f"tagged field {tag}: {size - sub.tell()} trailing bytes")
+
+    @staticmethod
+    def write_tagged(obj: Any, io: Any, this: Any, entries: tuple) -> None:
+        fields: list[tuple[int, bytes]] = []
+        get = obj.get
+        for tag, name, build, default in entries:
+            value = get(name, default)
+            if value == default:
+                continue
+            sub = _io.BytesIO()
+            build(value, sub, this)
+            fields.append((tag, sub.getvalue()))
+        unknown = get("_unknown_tags")
+        if unknown:
+            fields.extend(unknown.items())
+            fields.sort(key=lambda item: item[0])
+        io.write(_uvarint_bytes(len(fields)))
+        for tag, data in fields:
+            io.write(_uvarint_bytes(tag))
+            io.write(_uvarint_bytes(len(data)))
+            io.write(data)
+
+
+def _uvarint_bytes(value: int) -> bytes:
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_rt = _Runtime
+
+
+def struct_of(t: Any) -> S | None:
+    """The struct inside a field type (directly, or as an array's element), if any."""
+    if isinstance(t, S):
+        return t
+    if isinstance(t, Array) and isinstance(t.element, S):
+        return t.element
+    return None
+
+
+def type_name(t: Any) -> str:
+    """A field type in Kafka's JSON notation (``int32``, ``[]TopicData``, ``Struct``)."""
+    if isinstance(t, Array):
+        return "[]" + (t.element.name if isinstance(t.element, S) else t.element)
+    if isinstance(t, S):
+        return t.name
+    return t
+
