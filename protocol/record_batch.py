@@ -26,12 +26,18 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Iterator
+from enum import IntEnum
+from typing import ClassVar, Iterator
 
 import crc32c as _crc32c
 
+from odradek.protocol.errors import ErrorCode, KafkaError
+
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes not counted by batchLength
+MAGIC_V0 = 0
+MAGIC_V1 = 1
+MAGIC_V2 = 2
 MAGIC_OFFSET = 16
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21
@@ -45,6 +51,7 @@ NO_PARTITION_LEADER_EPOCH = -1
 NO_TIMESTAMP = -1
 
 COMPRESSION_MASK = 0x07
+_MAX_COMPRESSION_ID = 4  # zstd; ids 5-7 are unassigned
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
@@ -52,9 +59,49 @@ DELETE_HORIZON_FLAG = 0x40
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _PREFIX = struct.Struct(">qi")  # baseOffset, batchLength: enough to walk a log
+_PREFIX_WITH_MAGIC = struct.Struct(">qiib")  # ... partitionLeaderEpoch, magic
+_CRC_COVERED_HEADER = struct.Struct(">hiqqqhii")  # attributes .. recordsCount
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
 _UINT32 = struct.Struct(">I")
+
+
+class TimestampType(IntEnum):
+    NO_TIMESTAMP_TYPE = -1  # magic 0 messages
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+class RecordsError(KafkaError):
+    """Record data that is malformed or that Kafka refuses; ``code`` is the error a produce is answered with.
+
+    Everything in odradek.protocol that parses batches, records, legacy message sets or compressed data
+    raises only subclasses of this on bad input, whatever the bytes are.
+    """
+
+    error_code: ClassVar[ErrorCode]
+
+    def __init__(self, message: str) -> None:
+        super().__init__(self.error_code, message)
+
+
+class CorruptRecordError(RecordsError):
+    """Bad CRC, sizes that do not add up, undecodable compressed data (Kafka's CorruptRecordException)."""
+
+    error_code = ErrorCode.CORRUPT_MESSAGE
+
+
+class InvalidRecordError(RecordsError):
+    """Well-formed bytes that break Kafka's rules: offsets vs count, record structure, magic mismatch."""
+
+    error_code = ErrorCode.INVALID_RECORD
+
+
+class UnsupportedCompressionTypeError(RecordsError):
+    """A codec the target format cannot carry (zstd in magic 0/1 message sets)."""
+
+    error_code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
 
 
 def crc32c(data: bytes | bytearray | memoryview) -> int:
@@ -160,8 +207,8 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int) -
     Both fields are inside the CRC, so this is the one in-place change that costs a CRC pass (Kafka does the
     same for topics with ``message.timestamp.type=LogAppendTime``).
     """
-    attributes = struct.unpack_from(">h", buf, pos + ATTRIBUTES_OFFSET)[0]
-    struct.pack_into(">h", buf, pos + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_MASK)
+    attributes = _INT16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0]
+    _INT16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_MASK)
     _INT64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, timestamp)
     _UINT32.pack_into(buf, pos + CRC_OFFSET, compute_crc(buf, pos))
 
@@ -176,3 +223,157 @@ def iter_batch_positions(buf: bytes | bytearray | memoryview, pos: int = 0, end:
             return
         yield pos, base_offset, size
         pos += size
+
+
+def peek_magic(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
+    """The magic of the batch or legacy message at ``pos``: both formats keep it at byte 16.
+
+    The produce path uses it to tell a legacy message set (produce v0-v2 clients) from magic-2 batches.
+    """
+    if len(buf) - pos <= MAGIC_OFFSET:
+        raise CorruptRecordError(f"{len(buf) - pos} bytes are too few to hold a record batch")
+    return _PREFIX_WITH_MAGIC.unpack_from(buf, pos)[3]
+
+
+def encode_batch(
+    records: bytes | bytearray | memoryview,
+    *,
+    base_offset: int,
+    attributes: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    records_count: int,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+) -> bytes:
+    """A complete batch around already encoded (and possibly compressed) ``records``, CRC included."""
+    covered = _CRC_COVERED_HEADER.pack(
+        attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch,
+        base_sequence, records_count,
+    )
+    crc = _crc32c.crc32c(records, _crc32c.crc32c(covered))
+    batch_length = HEADER_SIZE - LOG_OVERHEAD + len(records)
+    prefix = _PREFIX_WITH_MAGIC.pack(base_offset, batch_length, partition_leader_epoch, MAGIC_V2)
+    return b"".join((prefix, _UINT32.pack(crc), covered, records))
+
+
+@dataclass(slots=True)
+class ValidatedBatches:
+    """What the produce path needs from a validated ``records`` field, read from the batch headers alone."""
+
+    batches: list[tuple[int, BatchHeader]]  # (position in the buffer, header), in order
+    record_count: int
+    max_timestamp: int
+    size: int
+
+    @property
+    def first(self) -> BatchHeader:
+        return self.batches[0][1]
+
+    @property
+    def producer_id(self) -> int:
+        return self.first.producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        return self.first.producer_epoch
+
+    @property
+    def base_sequence(self) -> int:
+        return self.first.base_sequence
+
+    @property
+    def is_transactional(self) -> bool:
+        return self.first.is_transactional
+
+    @property
+    def is_control(self) -> bool:
+        return self.first.is_control
+
+    @property
+    def compression(self) -> int:
+        """The last non-zero codec id, as Kafka picks the "source compression" of an append."""
+        codecs = [header.compression for _, header in self.batches if header.compression]
+        return codecs[-1] if codecs else 0
+
+
+def validate_batches(buf: bytes | bytearray | memoryview, *, from_client: bool = True) -> ValidatedBatches:
+    """Check the magic-2 batches of a produce request's ``records`` without decoding a single record.
+
+    Structure and CRC are checked for every origin (Kafka's ``analyzeAndValidateRecords``); with
+    ``from_client`` also the rules Kafka's ``LogValidator`` applies to client appends: exactly one batch,
+    base offset 0, ``recordsCount == lastOffsetDelta + 1 > 0``, no control batches, and a base sequence for
+    idempotent batches. A legacy (magic 0/1) message set is refused here: convert it with
+    ``legacy_records.up_convert`` first (``peek_magic`` tells them apart).
+
+    Raises CorruptRecordError (CORRUPT_MESSAGE) for sizes, magic or CRC, InvalidRecordError (INVALID_RECORD)
+    for the rest. Record size limits (message.max.bytes) and timestamp bounds are broker config, checked by
+    the caller from the returned headers.
+    """
+    view = memoryview(buf)
+    end = len(view)
+    batches: list[tuple[int, BatchHeader]] = []
+    record_count = 0
+    max_timestamp = NO_TIMESTAMP
+    pos = 0
+    while pos < end:
+        header = read_batch_header(view, pos)
+        if from_client:
+            _check_client_batch(header)
+        batches.append((pos, header))
+        record_count += header.records_count
+        max_timestamp = max(max_timestamp, header.max_timestamp)
+        pos += header.size
+    if not batches:
+        raise InvalidRecordError("no record batches")
+    if from_client and len(batches) > 1:
+        raise InvalidRecordError("a produce request may carry only one record batch per partition")
+    return ValidatedBatches(batches, record_count, max_timestamp, end)
+
+
+def read_batch_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """The header of the magic-2 batch at ``pos`` once its size, magic, codec and CRC are known good.
+
+    A legacy message (magic 0/1) raises InvalidRecordError, anything else wrong CorruptRecordError.
+    """
+    end = len(buf)
+    if end - pos <= MAGIC_OFFSET:
+        raise CorruptRecordError(f"partial record batch: {end - pos} bytes left at position {pos}")
+    _, batch_length, _, magic = _PREFIX_WITH_MAGIC.unpack_from(buf, pos)
+    if magic in (MAGIC_V0, MAGIC_V1):
+        raise InvalidRecordError(f"record batches must have magic 2, found magic {magic}")
+    if magic != MAGIC_V2:
+        raise CorruptRecordError(f"invalid magic {magic} at position {pos}")
+    if batch_length < HEADER_SIZE - LOG_OVERHEAD:
+        raise CorruptRecordError(f"record batch length {batch_length} is below the batch header size")
+    if pos + LOG_OVERHEAD + batch_length > end:
+        raise CorruptRecordError(f"partial record batch: length {batch_length} overruns the data")
+    header = parse_header(buf, pos)
+    if header.compression > _MAX_COMPRESSION_ID:
+        raise CorruptRecordError(f"unknown compression type id {header.compression}")
+    if compute_crc(buf, pos, header.size) != header.crc:
+        raise CorruptRecordError(f"record batch is corrupt (stored crc = {header.crc})")
+    return header
+
+
+def _check_client_batch(header: BatchHeader) -> None:
+    if header.base_offset != 0:
+        raise InvalidRecordError(f"the base offset of a produced batch must be 0, not {header.base_offset}")
+    if header.last_offset_delta < 0:
+        raise InvalidRecordError(f"batch has an invalid offset range: last offset delta {header.last_offset_delta}")
+    if header.records_count <= 0:
+        raise InvalidRecordError(f"invalid reported count for record batch: {header.records_count}")
+    if header.records_count != header.last_offset_delta + 1:
+        raise InvalidRecordError(
+            f"inconsistent batch offset range [0, {header.last_offset_delta}] and count of records "
+            f"{header.records_count}"
+        )
+    if header.is_control:
+        raise InvalidRecordError("clients are not allowed to write control records")
+    if header.producer_id >= 0 and header.base_sequence < 0:
+        raise InvalidRecordError(
+            f"invalid sequence number {header.base_sequence} in record batch with producerId {header.producer_id}"
+        )
