@@ -289,7 +289,11 @@ class Primitive(_Field):
 
 
 class KArray(_Field):
-    """Kafka arrays: int32 count (-1 = null) or compact unsigned-varint count+1 (0 = null)."""
+    """Kafka arrays: int32 count (-1 = null) or compact unsigned-varint count+1 (0 = null).
+
+    Other negative counts are refused like other negative lengths (Kafka's Java reader would take any
+    negative count as null; no client writes one, so it can only be a corrupt or hostile frame).
+    """
 
     def __init__(self, element: construct.Construct, compact: bool, nullable: bool) -> None:
         super().__init__()
@@ -308,6 +312,8 @@ class KArray(_Field):
 def FN(io, this):
     n = {count}
     if n < 0:
+        if n != -1:
+            raise _rt.DecodeError('bad array count %d' % n)
         {null}
     _rt.check_count(n, this)
     return [{elem} for _ in range(n)]
