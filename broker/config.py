@@ -1,0 +1,258 @@
+"""Broker configuration: one table of ``server.properties`` keys, as Kafka names them.
+
+The table feeds parsing and validation (``odradek serve``), DescribeConfigs for the broker resource, and
+docs/operations.md. Keys Kafka has that odradek accepts but does not act on (thread counts, SSL, quotas)
+are listed as such so that a real ``server.properties`` starts cleanly; keys the table does not know are
+warned about, and bad values stop the broker with a message naming the key.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from odradek.storage.config_types import ConfigKey, ConfigType, ConfigError
+
+log = logging.getLogger("odradek.config")
+
+B, S, I, L, LIST, D, PW, C = (
+    ConfigType.BOOLEAN,
+    ConfigType.STRING,
+    ConfigType.INT,
+    ConfigType.LONG,
+    ConfigType.LIST,
+    ConfigType.DOUBLE,
+    ConfigType.PASSWORD,
+    ConfigType.CLASS,
+)
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+
+
+def _k(name: str, type_: ConfigType, default: Any, doc: str, *, at_least: float | None = None, valid: tuple[str, ...] | None = None, acted_on: bool = True) -> ConfigKey:
+    return ConfigKey(name, type_, default, doc, at_least=at_least, valid=valid, acted_on=acted_on)
+
+
+BROKER_CONFIG: tuple[ConfigKey, ...] = (
+    # identity and listeners
+    _k("broker.id", I, -1, "The broker id for this server. If unset (-1), node.id is used, else 0 (the embedded single node)."),
+    _k("node.id", I, -1, "The node id (KRaft name of broker.id); used when broker.id is unset."),
+    _k("broker.rack", S, None, "Rack of the broker, reported in Metadata and DescribeCluster."),
+    _k("listeners", S, "PLAINTEXT://127.0.0.1:9092", "Comma-separated list of URIs to listen on with listener names, e.g. PLAINTEXT://127.0.0.1:9092. Port 0 picks a free port."),
+    _k("advertised.listeners", S, None, "Listeners to publish to clients if different from listeners."),
+    _k("listener.security.protocol.map", S, "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", "Map between listener names and security protocols. odradek serves PLAINTEXT only."),
+    _k("inter.broker.listener.name", S, None, "Name of the listener used for communication between brokers."),
+    _k("inter.broker.protocol.version", S, "3.9-IV0", "Inter-broker protocol version.", acted_on=False),
+    _k("cluster.id", S, None, "odradek: cluster id to use when the log directories carry none (Kafka takes it from ZooKeeper or meta.properties)."),
+    # ZooKeeper (cluster mode)
+    _k("zookeeper.connect", S, None, "ZooKeeper connection string (host:port[,host:port][/chroot]). Unset: the embedded single-node controller."),
+    _k("zookeeper.session.timeout.ms", I, 18000, "ZooKeeper session timeout."),
+    _k("zookeeper.connection.timeout.ms", I, None, "Maximum time to wait to establish a ZooKeeper connection; defaults to the session timeout."),
+    _k("controller.socket.timeout.ms", I, 30000, "Socket timeout for controller-to-broker channels."),
+    # sockets and requests
+    _k("socket.request.max.bytes", I, 104857600, "The maximum number of bytes in a socket request.", at_least=1),
+    _k("socket.send.buffer.bytes", I, 102400, "SO_SNDBUF of server sockets; -1 uses the OS default."),
+    _k("socket.receive.buffer.bytes", I, 102400, "SO_RCVBUF of server sockets; -1 uses the OS default."),
+    _k("socket.listen.backlog.size", I, 50, "Maximum number of pending connections on the socket.", at_least=1),
+    _k("connections.max.idle.ms", L, 600000, "Idle connections timeout: connections idle longer than this are closed."),
+    _k("num.network.threads", I, 3, "Kafka's network thread count; odradek serves from one event loop.", at_least=1, acted_on=False),
+    _k("num.io.threads", I, 8, "Kafka's request handler thread count; odradek serves from one event loop.", at_least=1, acted_on=False),
+    _k("num.recovery.threads.per.data.dir", I, 2, "Threads per data directory for log recovery at startup.", at_least=1, acted_on=False),
+    _k("queued.max.requests", I, 500, "Queued requests allowed per connection before reading stops.", at_least=1),
+    _k("request.timeout.ms", I, 30000, "Upper bound for waiting on delayed operations without a timeout of their own."),
+    # topics
+    _k("auto.create.topics.enable", B, True, "Enable auto creation of topic on the server (Metadata and Produce for unknown topics)."),
+    _k("num.partitions", I, 1, "The default number of log partitions per topic.", at_least=1),
+    _k("default.replication.factor", I, 1, "The default replication factor for automatically created topics.", at_least=1),
+    _k("delete.topic.enable", B, True, "Enables delete topic. Delete topic through the admin tool has no effect if this config is turned off."),
+    _k("message.max.bytes", I, 1048588, "The largest record batch size allowed by Kafka (after compression if compression is enabled).", at_least=0),
+    _k("compression.type", S, "producer", "Final compression type for a given topic.", valid=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+    _k("min.insync.replicas", I, 1, "Minimum number of in-sync replicas required for acks=all.", at_least=1),
+    _k("unclean.leader.election.enable", B, False, "Allow replicas not in the ISR to be elected leader as a last resort."),
+    _k("replica.lag.time.max.ms", L, 30000, "A follower that has not caught up with the leader for this long leaves the ISR."),
+    _k("replica.fetch.max.bytes", I, 1048576, "Bytes of messages a follower fetches per partition.", at_least=0),
+    _k("replica.fetch.wait.max.ms", I, 500, "Max wait time for each fetcher request issued by follower replicas."),
+    _k("auto.leader.rebalance.enable", B, True, "Enables automatic preferred-leader balancing."),
+    _k("leader.imbalance.per.broker.percentage", I, 10, "Leader imbalance allowed per broker, in percent."),
+    _k("leader.imbalance.check.interval.seconds", L, 300, "Frequency of the partition rebalance check by the controller."),
+    # log
+    _k("log.dirs", S, None, "A comma-separated list of the directories where the log data is stored. If not set, log.dir is used."),
+    _k("log.dir", S, "/tmp/kafka-logs", "The directory in which the log data is kept (supplemental for log.dirs)."),
+    _k("log.segment.bytes", I, 1073741824, "The maximum size of a single log file.", at_least=14),
+    _k("log.roll.ms", L, None, "Maximum time before a new log segment is rolled out (ms); if unset log.roll.hours is used."),
+    _k("log.roll.hours", I, 168, "Maximum time before a new log segment is rolled out (hours).", at_least=1),
+    _k("log.roll.jitter.ms", L, None, "Maximum jitter subtracted from logRollTimeMillis (ms)."),
+    _k("log.roll.jitter.hours", I, 0, "Maximum jitter subtracted from logRollTimeMillis (hours).", at_least=0),
+    _k("log.retention.ms", L, None, "Milliseconds to keep a log file before deleting it; -1 means no limit. If unset, log.retention.minutes."),
+    _k("log.retention.minutes", I, None, "Minutes to keep a log file before deleting it; if unset, log.retention.hours."),
+    _k("log.retention.hours", I, 168, "Hours to keep a log file before deleting it."),
+    _k("log.retention.bytes", L, -1, "The maximum size of the log before deleting it."),
+    _k("log.retention.check.interval.ms", L, 300000, "How often the log cleaner checks whether any log is eligible for deletion.", at_least=1),
+    _k("log.segment.delete.delay.ms", L, 60000, "The amount of time to wait before deleting a file from the filesystem.", at_least=0),
+    _k("log.flush.interval.messages", L, LONG_MAX, "Messages accumulated on a log partition before messages are flushed to disk.", at_least=1),
+    _k("log.flush.interval.ms", L, None, "Maximum time a message stays in memory before being flushed; if unset, log.flush.scheduler.interval.ms."),
+    _k("log.flush.scheduler.interval.ms", L, LONG_MAX, "How often the log flusher checks whether any log needs flushing."),
+    _k("log.flush.offset.checkpoint.interval.ms", I, 60000, "How often the recovery point checkpoint is written.", at_least=0),
+    _k("log.flush.start.offset.checkpoint.interval.ms", I, 60000, "How often the log start offset checkpoint is written.", at_least=0),
+    _k("replica.high.watermark.checkpoint.interval.ms", L, 5000, "How often the high watermark is saved to disk."),
+    _k("log.index.size.max.bytes", I, 10485760, "The maximum size in bytes of the offset index.", at_least=4),
+    _k("log.index.interval.bytes", I, 4096, "The interval with which an entry is added to the offset index.", at_least=0),
+    _k("log.preallocate", B, False, "Preallocate the file when creating a new segment."),
+    _k("log.cleanup.policy", LIST, "delete", "The default cleanup policy for segments beyond the retention window.", valid=("compact", "delete")),
+    _k("log.cleaner.enable", B, True, "Enable the log cleaner process (compaction)."),
+    _k("log.cleaner.delete.retention.ms", L, 86400000, "How long delete records (tombstones) are retained.", at_least=0),
+    _k("log.cleaner.min.compaction.lag.ms", L, 0, "The minimum time a message remains uncompacted in the log.", at_least=0),
+    _k("log.cleaner.max.compaction.lag.ms", L, LONG_MAX, "The maximum time a message remains ineligible for compaction.", at_least=1),
+    _k("log.cleaner.min.cleanable.ratio", D, 0.5, "Minimum ratio of dirty log to total log for a log to be eligible for cleaning."),
+    _k("log.message.timestamp.type", S, "CreateTime", "Whether the timestamp in the message is create time or log append time.", valid=("CreateTime", "LogAppendTime")),
+    _k("log.message.timestamp.difference.max.ms", L, LONG_MAX, "Deprecated: maximum difference between the broker's time and a message's timestamp.", at_least=0),
+    _k("log.message.timestamp.before.max.ms", L, LONG_MAX, "Maximum allowed difference before the broker's timestamp.", at_least=0),
+    _k("log.message.timestamp.after.max.ms", L, LONG_MAX, "Maximum allowed difference after the broker's timestamp.", at_least=0),
+    _k("log.message.downconversion.enable", B, True, "Whether down-conversion of message formats is enabled for consumer requests."),
+    _k("log.message.format.version", S, "3.0-IV1", "Deprecated since 3.0: the message format is always v2.", acted_on=False),
+    _k("log.local.retention.ms", L, -2, "Local retention for tiered storage (-2: use retention.ms).", acted_on=False),
+    _k("log.local.retention.bytes", L, -2, "Local retention bytes for tiered storage (-2: use retention.bytes).", acted_on=False),
+    # groups and offsets
+    _k("offsets.topic.num.partitions", I, 50, "The number of partitions for the offset commit topic (should not change after deployment).", at_least=1),
+    _k("offsets.topic.replication.factor", I, 1, "Replication factor of the offsets topic. Kafka's default is 3; odradek's is 1 because its default is a single node (Kafka's shipped server.properties sets 1 too).", at_least=1),
+    _k("offsets.topic.segment.bytes", I, 104857600, "The offsets topic segment bytes should be kept relatively small for faster loading.", at_least=1),
+    _k("offsets.topic.compression.codec", I, 0, "Compression codec for the offsets topic."),
+    _k("offsets.retention.minutes", I, 10080, "Committed offsets of a group that became empty are kept for this long.", at_least=1),
+    _k("offsets.retention.check.interval.ms", L, 600000, "Frequency at which to check for stale offsets.", at_least=1),
+    _k("offsets.commit.timeout.ms", I, 5000, "Offset commit will be delayed until all replicas for the offsets topic receive the commit or this timeout is reached.", at_least=1),
+    _k("offsets.load.buffer.size", I, 5242880, "Batch size for reading from the offsets segments when loading offsets into the cache.", at_least=1),
+    _k("group.initial.rebalance.delay.ms", I, 3000, "Time the coordinator waits for more members to join a new group before the first rebalance."),
+    _k("group.min.session.timeout.ms", I, 6000, "The minimum allowed session timeout for registered consumers."),
+    _k("group.max.session.timeout.ms", I, 1800000, "The maximum allowed session timeout for registered consumers."),
+    _k("group.max.size", I, INT_MAX, "The maximum number of consumers that a single consumer group can accommodate.", at_least=1),
+    # producers and transactions
+    _k("transaction.state.log.num.partitions", I, 50, "The number of partitions for the transaction topic.", at_least=1),
+    _k("transaction.state.log.replication.factor", I, 1, "Replication factor of the transaction topic (Kafka's default 3; 1 here, as for offsets).", at_least=1),
+    _k("transaction.state.log.min.isr", I, 1, "min.insync.replicas for the transaction topic.", at_least=1),
+    _k("transactional.id.expiration.ms", I, 604800000, "Time a transactional id may be idle before its state expires.", at_least=1),
+    _k("transaction.max.timeout.ms", I, 900000, "The maximum allowed timeout for transactions.", at_least=1),
+    _k("producer.id.expiration.ms", I, 86400000, "Time a producer id may be idle before the broker forgets its state.", at_least=1),
+    _k("max.incremental.fetch.session.cache.slots", I, 1000, "The maximum number of incremental fetch sessions that we will maintain.", at_least=0),
+    _k("fetch.max.bytes", I, 57671680, "The maximum number of bytes returned for a fetch request.", at_least=1024),
+    _k("fetch.purgatory.purge.interval.requests", I, 1000, "Purge interval of the fetch purgatory.", acted_on=False),
+    _k("producer.purgatory.purge.interval.requests", I, 1000, "Purge interval of the producer purgatory.", acted_on=False),
+)
+
+BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in BROKER_CONFIG}
+
+# Prefixes of Kafka keys that odradek accepts silently (security, metrics, quotas, KRaft, tiered storage).
+IGNORED_PREFIXES = ("ssl.", "sasl.", "security.", "metric", "kafka.metrics", "quota.", "client.quota", "controller.", "process.roles", "remote.", "authorizer.", "super.users", "principal.", "listener.name.", "max.connections", "delegation.token", "share.", "password.encoder")
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+
+def parse_listeners(value: str) -> list[Listener]:
+    """``NAME://host:port,...`` as Kafka writes listeners (an empty host means all interfaces)."""
+    out = []
+    for item in filter(None, (p.strip() for p in value.split(","))):
+        if "://" not in item:
+            raise ConfigError(f"Invalid listener {item!r}: expected NAME://host:port")
+        name, rest = item.split("://", 1)
+        host, sep, port = rest.rpartition(":")
+        if not sep or not port.lstrip("-").isdigit():
+            raise ConfigError(f"Invalid listener {item!r}: no port")
+        host = host.strip("[]")
+        out.append(Listener(name.upper(), host, int(port)))
+    names = [l.name for l in out]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"Each listener must have a different name, got {value!r}")
+    return out
+
+
+class BrokerConfig:
+    """Parsed broker configuration: the values of every key in the table, from properties and overrides."""
+
+    def __init__(self, props: Mapping[str, str] | None = None) -> None:
+        self.originals: dict[str, str] = dict(props or {})
+        self.values: dict[str, Any] = {}
+        for key in BROKER_CONFIG:
+            raw = self.originals.get(key.name)
+            self.values[key.name] = key.default if raw is None else key.parse(raw)
+        for name in self.originals:
+            if name not in BROKER_KEYS and not name.startswith(IGNORED_PREFIXES):
+                log.warning("Unknown configuration %r was supplied but isn't a known config.", name)
+        self.listeners = parse_listeners(self["listeners"])
+        if not self.listeners:
+            raise ConfigError("listeners must name at least one listener")
+        advertised = self["advertised.listeners"]
+        self.advertised_listeners = parse_listeners(advertised) if advertised else self.listeners
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, overrides: Mapping[str, str] | None = None) -> "BrokerConfig":
+        props: dict[str, str] = {}
+        if path is not None:
+            props.update(read_properties(Path(path)))
+        props.update(overrides or {})
+        return cls(props)
+
+    @property
+    def broker_id(self) -> int:
+        if self["broker.id"] >= 0:
+            return self["broker.id"]
+        return self["node.id"] if self["node.id"] >= 0 else 0
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        dirs = self["log.dirs"] or self["log.dir"]
+        return [Path(d.strip()) for d in dirs.split(",") if d.strip()]
+
+    def is_set(self, name: str) -> bool:
+        return name in self.originals
+
+    def broker_defaults_for_topics(self) -> dict[str, str]:
+        """The ``log.*``-style broker keys, as strings, that topic configs fall back to."""
+        return {k: str(v) for k, v in self.originals.items()}
+
+    def describe(self) -> list[tuple[ConfigKey, Any, bool]]:
+        """(key, value, is_default) for DescribeConfigs of the broker resource."""
+        return [(k, self.values[k.name], k.name not in self.originals) for k in BROKER_CONFIG]
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Java ``.properties`` as Kafka's config files use them: ``key=value`` or ``key: value``, ``#``/``!`` comments,
+    backslash line continuations."""
+    props: dict[str, str] = {}
+    pending = ""
+    for raw in path.read_text().splitlines():
+        line = pending + raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        for i, ch in enumerate(line):
+            if ch in "=:" or ch.isspace():
+                key, value = line[:i], line[i + 1 :].strip()
+                if ch.isspace() and value[:1] in ("=", ":"):
+                    value = value[1:].strip()
+                break
+        else:
+            key, value = line, ""
+        props[key.strip()] = value
+    return props
+
+
+def parse_overrides(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--override expects key=value, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out

@@ -1,0 +1,155 @@
+"""``odradek.Broker``: a real broker for tests and applications, in-process or as a subprocess.
+
+Python users otherwise need Docker to test Kafka code. ``with Broker() as b:`` starts a single-node broker
+on a free loopback port with a temporary log directory and yields when it accepts connections
+(``b.bootstrap``). In-process it runs on its own thread and event loop; ``subprocess=True`` runs
+``odradek serve`` in a child process, which tests use to restart or kill -9 a broker.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess as sp
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Mapping
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+
+from odradek.broker.config import BrokerConfig
+
+_BANNER = re.compile(r"started in \d+ ms: listeners \w+://([^:,\s]+):(\d+)")
+
+
+class Broker:
+    def __init__(
+        self,
+        log_dir: str | Path | None = None,
+        *,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        config: Mapping[str, Any] | None = None,
+        subprocess: bool = False,
+    ) -> None:
+        self._own_dir = log_dir is None
+        self.log_dir = Path(log_dir) if log_dir is not None else Path(tempfile.mkdtemp(prefix="odradek-"))
+        self.host = host
+        self.port = port
+        self.props = {
+            "listeners": f"PLAINTEXT://{host}:{port}",
+            "log.dirs": str(self.log_dir),
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        self.props.update({k: str(v) for k, v in (config or {}).items()})
+        self.subprocess = subprocess
+        self._thread: threading.Thread | None = None
+        self._proc: sp.Popen | None = None
+        self._stop: anyio.Event | None = None
+        self._token: Any = None
+        self._started = threading.Event()
+        self._error: BaseException | None = None
+        self.server: Any = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self) -> "Broker":
+        if self.subprocess:
+            self._start_process()
+        else:
+            self._start_thread()
+        # A restart binds the same port again, so clients reconnect to the same address.
+        self.props["listeners"] = f"PLAINTEXT://{self.host}:{self.port}"
+        return self
+
+    def _start_thread(self) -> None:
+        config = BrokerConfig(self.props)
+        self._started.clear()
+
+        async def main() -> None:
+            from odradek.broker.runner import run
+
+            self._stop = anyio.Event()
+            self._token = anyio.lowlevel.current_token()
+
+            def started(server: Any, address: tuple[str, int]) -> None:
+                self.server = server
+                self.port = address[1]
+                self._started.set()
+
+            await run(config, handle_signals=False, on_started=started, stop_event=self._stop)
+
+        def target() -> None:
+            try:
+                anyio.run(main, backend="asyncio", backend_options={"use_uvloop": True})
+            except BaseException as exc:  # surfaced to the starting thread
+                self._error = exc
+                self._started.set()
+
+        self._thread = threading.Thread(target=target, name="odradek-broker", daemon=True)
+        self._thread.start()
+        self._started.wait(30)
+        if self._error is not None:
+            raise RuntimeError("broker failed to start") from self._error
+
+    def _start_process(self) -> None:
+        cmd = [sys.executable, "-m", "odradek", "serve"]
+        for key, value in self.props.items():
+            cmd += ["--override", f"{key}={value}"]
+        self._proc = sp.Popen(cmd, stdout=sp.PIPE, stderr=sp.STDOUT, text=True)
+        assert self._proc.stdout is not None
+        lines = []
+        for line in self._proc.stdout:
+            lines.append(line)
+            match = _BANNER.search(line)
+            if match:
+                self.port = int(match.group(2))
+                threading.Thread(target=self._drain, daemon=True).start()
+                return
+        raise RuntimeError("broker process exited before accepting connections:\n" + "".join(lines))
+
+    def _drain(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        for line in self._proc.stdout:
+            if os.environ.get("ODRADEK_BROKER_OUTPUT"):
+                sys.stderr.write(line)
+
+    def stop(self) -> None:
+        """Clean shutdown (SIGTERM for a subprocess)."""
+        if self._proc is not None:
+            self._proc.send_signal(signal.SIGTERM)
+            self._proc.wait(30)
+            self._proc = None
+        if self._thread is not None:
+            if self._stop is not None and self._token is not None:
+                anyio.from_thread.run_sync(self._stop.set, token=self._token)
+            self._thread.join(30)
+            self._thread = None
+
+    def kill(self) -> None:
+        """kill -9: no flush, no checkpoints, no clean-shutdown marker (subprocess mode only)."""
+        if self._proc is None:
+            raise RuntimeError("kill() needs a broker started with subprocess=True")
+        self._proc.kill()
+        self._proc.wait(30)
+        self._proc = None
+
+    def restart(self) -> "Broker":
+        self.stop()
+        return self.start()
+
+    def __enter__(self) -> "Broker":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.log_dir, ignore_errors=True)

@@ -1,0 +1,192 @@
+"""Incremental fetch sessions (KIP-227), sans-IO.
+
+A client opens a session with a full fetch (epoch 0), then sends only what changed (epoch 1, 2, ...);
+the broker answers only partitions with something new: records, an error, or a moved high watermark,
+last stable offset or log start offset. Epoch -1 means a sessionless full fetch (and closes a named
+session). The cache holds at most ``max.incremental.fetch.session.cache.slots`` sessions; when full, a
+new session may evict one that has been idle past the eviction time or that has fewer partitions, as
+Kafka's ``FetchSessionCache`` does. Answering without a session (id 0) is always legal.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Hashable
+
+from odradek.protocol.errors import ErrorCode
+
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+INVALID_SESSION_ID = 0
+EVICTION_MS = 120_000
+
+PartitionKey = tuple[Hashable, int]
+"""(topic name or topic id, partition index)."""
+
+
+@dataclass
+class FetchPartition:
+    """What the client asked for one partition."""
+
+    key: PartitionKey
+    topic: str | None
+    topic_id: object
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+    log_start_offset: int = -1
+
+
+@dataclass
+class CachedPartition:
+    request: FetchPartition
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+
+
+@dataclass
+class PartitionOutcome:
+    """What the broker found for one partition: decides whether an incremental response includes it."""
+
+    error: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    records_length: int
+
+
+@dataclass
+class FetchSession:
+    session_id: int
+    epoch: int
+    is_follower: bool
+    partitions: OrderedDict[PartitionKey, CachedPartition]
+    last_used_ms: int
+
+
+@dataclass
+class FetchContext:
+    """One fetch request's view of its session: what to read, and which results to send."""
+
+    error: ErrorCode = ErrorCode.NONE
+    session: FetchSession | None = None
+    incremental: bool = False
+    requested: list[FetchPartition] = field(default_factory=list)
+    create_session: bool = False
+
+    def partitions(self) -> list[FetchPartition]:
+        if self.incremental and self.session is not None:
+            return [c.request for c in self.session.partitions.values()]
+        return self.requested
+
+
+class FetchSessionCache:
+    def __init__(self, max_slots: int, rng: random.Random | None = None) -> None:
+        self.max_slots = max_slots
+        self.sessions: dict[int, FetchSession] = {}
+        self._rng = rng or random.Random()
+
+    def new_context(
+        self,
+        session_id: int,
+        epoch: int,
+        partitions: list[FetchPartition],
+        forgotten: list[PartitionKey],
+        is_follower: bool,
+        now_ms: int,
+    ) -> FetchContext:
+        if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+            if session_id != INVALID_SESSION_ID:
+                self.sessions.pop(session_id, None)
+            return FetchContext(requested=partitions, create_session=epoch == INITIAL_EPOCH)
+        session = self.sessions.get(session_id)
+        if session is None:
+            return FetchContext(error=ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+        if session.epoch != epoch:
+            return FetchContext(error=ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+        for key in forgotten:
+            session.partitions.pop(key, None)
+        for p in partitions:
+            cached = session.partitions.get(p.key)
+            if cached is None:
+                session.partitions[p.key] = CachedPartition(p)
+            else:
+                cached.request = p
+        session.epoch = _next_epoch(epoch)
+        session.last_used_ms = now_ms
+        return FetchContext(session=session, incremental=True)
+
+    def finish(self, context: FetchContext, outcomes: dict[PartitionKey, PartitionOutcome], is_follower: bool, now_ms: int) -> tuple[int, list[PartitionKey]]:
+        """(session id to answer, keys of the partitions the response carries, in order)."""
+        if context.incremental:
+            assert context.session is not None
+            included = []
+            for key, cached in context.session.partitions.items():
+                outcome = outcomes.get(key)
+                if outcome is not None and _must_respond(cached, outcome):
+                    included.append(key)
+            return context.session.session_id, included
+        keys = [p.key for p in context.requested]
+        if not context.create_session:
+            return INVALID_SESSION_ID, keys
+        session = self._create(context.requested, outcomes, is_follower, now_ms)
+        return (session.session_id if session else INVALID_SESSION_ID), keys
+
+    def _create(self, requested: list[FetchPartition], outcomes: dict[PartitionKey, PartitionOutcome], is_follower: bool, now_ms: int) -> FetchSession | None:
+        if self.max_slots <= 0:
+            return None
+        if len(self.sessions) >= self.max_slots and not self._evict_for(len(requested), is_follower, now_ms):
+            return None
+        session_id = self._new_session_id()
+        cached: OrderedDict[PartitionKey, CachedPartition] = OrderedDict()
+        for p in requested:
+            c = CachedPartition(p)
+            outcome = outcomes.get(p.key)
+            if outcome is not None:
+                _must_respond(c, outcome)
+            cached[p.key] = c
+        session = FetchSession(session_id, _next_epoch(INITIAL_EPOCH), is_follower, cached, now_ms)
+        self.sessions[session_id] = session
+        return session
+
+    def _evict_for(self, size: int, is_follower: bool, now_ms: int) -> bool:
+        """Evict a stale session, else one less valuable (a consumer's, or a smaller one) than the new one."""
+        by_age = sorted(self.sessions.values(), key=lambda s: s.last_used_ms)
+        for s in by_age:
+            if now_ms - s.last_used_ms > EVICTION_MS:
+                del self.sessions[s.session_id]
+                return True
+        for s in by_age:
+            if (is_follower and not s.is_follower) or (is_follower == s.is_follower and len(s.partitions) < size):
+                del self.sessions[s.session_id]
+                return True
+        return False
+
+    def _new_session_id(self) -> int:
+        while True:
+            session_id = self._rng.randint(1, 2**31 - 1)
+            if session_id not in self.sessions:
+                return session_id
+
+
+def _must_respond(cached: CachedPartition, outcome: PartitionOutcome) -> bool:
+    """Kafka's ``CachedPartition.maybeUpdateResponseData``: update the cache and say if anything is news."""
+    respond = outcome.records_length > 0 or outcome.error != 0
+    if cached.high_watermark != outcome.high_watermark:
+        cached.high_watermark = outcome.high_watermark
+        respond = True
+    if cached.last_stable_offset != outcome.last_stable_offset:
+        cached.last_stable_offset = outcome.last_stable_offset
+        respond = True
+    if cached.log_start_offset != outcome.log_start_offset:
+        cached.log_start_offset = outcome.log_start_offset
+        respond = True
+    return respond
+
+
+def _next_epoch(epoch: int) -> int:
+    return 1 if epoch >= 2**31 - 1 else epoch + 1

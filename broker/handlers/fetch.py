@@ -1,0 +1,162 @@
+"""Fetch: read slices of segment files below the high watermark and send them with sendfile.
+
+Kafka's rules kept here: topic names (v0-12) or topic ids (v13+); incremental fetch sessions (KIP-227,
+v7+); ``max_bytes`` across the response and ``partition_max_bytes`` per partition, but the first
+partition with data returns at least one whole batch even if it is larger (KIP-74, v3+); a fetch inside a
+batch returns that whole batch (the client skips the records before its offset); long polling until
+``min_bytes`` arrive or ``max_wait_ms`` passes, woken by appends. Followers (replica id ≥ 0) read up to the
+log end offset and tell the leader their position.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from odradek.broker.fetch_session import FetchContext, FetchPartition, PartitionOutcome
+from odradek.broker.replica_manager import FetchRecords
+from odradek.protocol.api import Request
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.storage.log import OffsetOutOfRangeError
+
+if TYPE_CHECKING:
+    from odradek.broker.kafka_server import KafkaServer
+
+READ_COMMITTED = 1
+
+
+@dataclass
+class PartitionRead:
+    request: FetchPartition
+    error: int = ErrorCode.NONE
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: Any = None
+    length: int = 0
+
+
+def handle(server: "KafkaServer", request: Request) -> Any:
+    body = request.body
+    version = request.header.api_version
+    uses_ids = version >= 13
+    replica_id = body.replica_state.replica_id if version >= 15 else body.replica_id
+    is_follower = replica_id >= 0
+    now_ms = int(time.time() * 1000)
+
+    requested = []
+    for topic in body.topics:
+        name = topic.topic if not uses_ids else server.replica_manager.by_topic_id.get(topic.topic_id)
+        key_topic = topic.topic_id if uses_ids else topic.topic
+        for p in topic.partitions:
+            requested.append(
+                FetchPartition((key_topic, p.partition), name, topic.topic_id, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch, p.log_start_offset)
+            )
+    forgotten = []
+    for topic in body.forgotten_topics_data:
+        key_topic = topic.topic_id if uses_ids else topic.topic
+        forgotten.extend((key_topic, p) for p in topic.partitions)
+
+    if version >= 7:
+        context = server.fetch_sessions.new_context(body.session_id, body.session_epoch, requested, forgotten, is_follower, now_ms)
+    else:
+        context = FetchContext(requested=requested)
+    if context.error != ErrorCode.NONE:
+        return {"error_code": context.error, "session_id": 0, "responses": []}
+
+    max_bytes = min(body.max_bytes if version >= 3 else 2**31 - 1, server.config["fetch.max.bytes"])
+    isolation = body.isolation_level if version >= 4 else 0
+    hard_limit = version <= 2
+
+    def read_all() -> list[PartitionRead]:
+        return _read(server, context.partitions(), max_bytes, isolation, replica_id, hard_limit)
+
+    reads = read_all()
+    total = sum(r.length for r in reads)
+    if body.max_wait_ms <= 0 or total >= body.min_bytes or any(r.error for r in reads) or not reads:
+        return _respond(server, context, reads, version, is_follower, now_ms)
+    return _long_poll(server, context, reads, read_all, body, version, is_follower)
+
+
+async def _long_poll(server: "KafkaServer", context: FetchContext, reads: list[PartitionRead], read_all: Any, body: Any, version: int, is_follower: bool) -> dict:
+    deadline = time.monotonic() + body.max_wait_ms / 1000
+    keys = [(r.request.topic, r.request.partition) for r in reads if r.request.topic is not None]
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        await server.replica_manager.wait_for_change(keys, remaining)
+        reads = read_all()
+        if sum(r.length for r in reads) >= body.min_bytes or any(r.error for r in reads):
+            break
+    return _respond(server, context, reads, version, is_follower, int(time.time() * 1000))
+
+
+def _read(server: "KafkaServer", partitions: list[FetchPartition], max_bytes: int, isolation: int, replica_id: int, hard_limit: bool) -> list[PartitionRead]:
+    replicas = server.replica_manager
+    budget = max_bytes
+    min_one = not hard_limit
+    reads = []
+    for fp in partitions:
+        read = PartitionRead(fp)
+        reads.append(read)
+        try:
+            if fp.topic is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
+            partition = replicas.leader_partition(fp.topic, fp.partition, fp.current_leader_epoch)
+            log = partition.log
+            if replica_id >= 0:
+                partition.update_follower(replica_id, fp.fetch_offset)
+                upper = log.log_end_offset
+            elif isolation == READ_COMMITTED:
+                upper = partition.last_stable_offset
+            else:
+                upper = partition.high_watermark
+            read.high_watermark = partition.high_watermark
+            read.last_stable_offset = partition.last_stable_offset
+            read.log_start_offset = log.log_start_offset
+            limit = min(fp.max_bytes, budget)
+            info = log.read(fp.fetch_offset, limit, upper, min_one)
+            if info.size > 0:
+                read.records = FetchRecords(info.slices, info.size)
+                read.length = info.size
+                budget = max(0, budget - info.size)
+                min_one = False
+        except OffsetOutOfRangeError:
+            read.error = ErrorCode.OFFSET_OUT_OF_RANGE
+            read.high_watermark = read.last_stable_offset = read.log_start_offset = -1
+        except KafkaError as exc:
+            read.error = exc.code
+            read.high_watermark = read.last_stable_offset = read.log_start_offset = -1
+    return reads
+
+
+def _respond(server: "KafkaServer", context: FetchContext, reads: list[PartitionRead], version: int, is_follower: bool, now_ms: int) -> dict:
+    outcomes = {r.request.key: PartitionOutcome(r.error, r.high_watermark, r.last_stable_offset, r.log_start_offset, r.length) for r in reads}
+    if version >= 7:
+        session_id, included = server.fetch_sessions.finish(context, outcomes, is_follower, now_ms)
+    else:
+        session_id, included = 0, [r.request.key for r in reads]
+    by_key = {r.request.key: r for r in reads}
+    topics: list[dict] = []
+    last_topic = object()
+    for key in included:
+        r = by_key[key]
+        fp = r.request
+        if fp.key[0] != last_topic:
+            topics.append({"topic": fp.topic or "", "topic_id": fp.topic_id, "partitions": []})
+            last_topic = fp.key[0]
+        topics[-1]["partitions"].append(
+            {
+                "partition_index": fp.partition,
+                "error_code": r.error,
+                "high_watermark": r.high_watermark,
+                "last_stable_offset": r.last_stable_offset,
+                "log_start_offset": r.log_start_offset,
+                "aborted_transactions": None,
+                "preferred_read_replica": -1,
+                "records": r.records if r.records is not None else b"",
+            }
+        )
+    return {"error_code": ErrorCode.NONE, "session_id": session_id, "responses": topics}

@@ -1,0 +1,95 @@
+"""Metadata: brokers, controller, cluster id, and topics with their partitions' leaders, epochs and ISRs.
+
+An unknown topic is created when both the broker (``auto.create.topics.enable``) and the request
+(``allow_auto_topic_creation``, always true before v4) allow it; as in Kafka, the answer for a topic
+created by this request is LEADER_NOT_AVAILABLE, and clients ask again.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from odradek.controller.metadata import TopicInfo, topic_name_error
+from odradek.protocol.api import Request
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from odradek.broker.kafka_server import KafkaServer
+
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+def topic_entry(topic: TopicInfo) -> dict:
+    partitions = []
+    for index, state in sorted(topic.partitions.items()):
+        partitions.append(
+            {
+                "error_code": ErrorCode.NONE,
+                "partition_index": index,
+                "leader_id": state.leader,
+                "leader_epoch": state.leader_epoch,
+                "replica_nodes": state.replicas,
+                "isr_nodes": state.isr,
+                "offline_replicas": [],
+            }
+        )
+    return {
+        "error_code": ErrorCode.NONE,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": topic.is_internal,
+        "partitions": partitions,
+        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+def _error_entry(name: str | None, error: ErrorCode, topic_id=None) -> dict:
+    entry = {"error_code": error, "name": name, "is_internal": False, "partitions": [], "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+    if topic_id is not None:
+        entry["topic_id"] = topic_id
+    return entry
+
+
+def handle(server: "KafkaServer", request: Request) -> dict:
+    body = request.body
+    version = request.header.api_version
+    image = server.metadata
+    allow_auto_create = server.config["auto.create.topics.enable"] and (version < 4 or body.allow_auto_topic_creation)
+    topics = []
+    if body.topics is None or (version == 0 and not body.topics):
+        topics = [topic_entry(t) for t in image.topics.values()]
+    else:
+        for requested in body.topics:
+            name = requested.name
+            if name is None:
+                topic = image.topic_by_id(requested.topic_id)
+                topics.append(topic_entry(topic) if topic else _error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, requested.topic_id))
+                continue
+            topic = image.topics.get(name)
+            if topic is not None:
+                topics.append(topic_entry(topic))
+            elif topic_name_error(name):
+                topics.append(_error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
+            elif allow_auto_create:
+                topics.append(_auto_create(server, name))
+            else:
+                topics.append(_error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+    return {
+        "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in image.brokers.values()],
+        "cluster_id": image.cluster_id,
+        "controller_id": image.controller_id,
+        "topics": topics,
+        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+def _auto_create(server: "KafkaServer", name: str) -> dict:
+    try:
+        topic = server.create_topic(name)
+    except KafkaError as exc:
+        if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+            return topic_entry(server.metadata.topics[name])
+        return _error_entry(name, exc.code)
+    entry = _error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE, topic.topic_id)
+    entry["is_internal"] = topic.is_internal
+    return entry

@@ -1,0 +1,109 @@
+"""Produce: validate batch headers and CRCs, append as received, answer per partition.
+
+Records are never decoded: the batch header says everything the broker checks (size, count, offsets,
+producer id/epoch/sequence, timestamps), and the log patches offsets and the leader epoch in place.
+Legacy message sets (magic 0/1, produce v0-v2 and old clients) are converted to magic 2 first, as Kafka
+3.x does. acks=0 gets no answer, and any error closes the connection instead (so the client notices);
+acks=all waits until the high watermark passes the appended batch.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from odradek.broker.kafka_apis import CLOSE_CONNECTION, internal_topics_allowed
+from odradek.protocol.api import Request
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol import legacy_records
+from odradek.protocol.record_batch import MAGIC_V2, peek_magic, validate_batches
+
+if TYPE_CHECKING:
+    from odradek.broker.kafka_server import KafkaServer
+
+
+def handle(server: "KafkaServer", request: Request) -> Any:
+    body = request.body
+    acks = body.acks
+    now_ms = int(time.time() * 1000)
+    results: list[tuple[str, list[dict]]] = []
+    waits: list[tuple[Any, int, dict]] = []
+    failed = False
+    allow_internal = internal_topics_allowed(request)
+    for topic_data in body.topic_data:
+        partitions = []
+        for pd in topic_data.partition_data:
+            entry = {"index": pd.index, "error_code": ErrorCode.NONE, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
+            try:
+                if acks not in (-1, 0, 1):
+                    raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS)
+                if body.transactional_id is not None:
+                    raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "odradek does not support transactions yet")
+                partition = server.replica_manager.leader_partition(topic_data.name, pd.index)
+                if server.metadata.topics[topic_data.name].is_internal and not allow_internal:
+                    raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic_data.name}")
+                entry.update(_append(server, partition, pd.records, acks, now_ms))
+                if acks == -1:
+                    waits.append((partition, entry["base_offset"], entry))
+            except KafkaError as exc:
+                failed = True
+                entry["error_code"] = exc.code
+                entry["error_message"] = exc.message
+            partitions.append(entry)
+        results.append((topic_data.name, partitions))
+    if acks == 0:
+        return CLOSE_CONNECTION if failed else None
+    response = {"responses": [{"name": name, "partition_responses": parts} for name, parts in results]}
+    if not waits:
+        return response
+    return _await_high_watermark(server, waits, body.timeout_ms, response)
+
+
+def _append(server: "KafkaServer", partition: Any, records: Any, acks: int, now_ms: int) -> dict:
+    if records is None or len(records) == 0:
+        raise KafkaError(ErrorCode.INVALID_RECORD, "Produce request carries no records")
+    config = partition.log.config
+    if peek_magic(records) != MAGIC_V2:
+        records = memoryview(bytearray(legacy_records.up_convert(records)))
+    validated = validate_batches(records)
+    max_message_bytes = config.max_message_bytes
+    for _, header in validated.batches:
+        if header.size > max_message_bytes:
+            raise KafkaError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"The record batch size {header.size} bytes exceeds the maximum allowed batch size {max_message_bytes}",
+            )
+    log_append_time = None
+    if config.log_append_time:
+        log_append_time = now_ms
+    else:
+        _check_timestamps(config, validated, now_ms)
+    info = partition.append_as_leader(records, acks, log_append_time, config.min_insync_replicas)
+    return {
+        "base_offset": info.first_offset,
+        "log_append_time_ms": log_append_time if log_append_time is not None else -1,
+        "log_start_offset": partition.log.log_start_offset,
+    }
+
+
+def _check_timestamps(config: Any, validated: Any, now_ms: int) -> None:
+    """CreateTime bounds (KIP-937), from each batch's max timestamp: the header carries it, no decoding."""
+    before, after = config.effective_timestamp_before_max_ms, config.effective_timestamp_after_max_ms
+    for _, header in validated.batches:
+        ts = header.max_timestamp
+        if ts < 0:
+            continue
+        if now_ms - ts > before or ts - now_ms > after:
+            raise KafkaError(
+                ErrorCode.INVALID_TIMESTAMP,
+                f"Timestamp {ts} of message is out of range. The timestamp should be within [{now_ms - before}, {now_ms + after}]",
+            )
+
+
+async def _await_high_watermark(server: "KafkaServer", waits: list, timeout_ms: int, response: dict) -> dict:
+    deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+    for partition, base_offset, entry in waits:
+        remaining = deadline - time.monotonic()
+        if not await server.replica_manager.wait_for_high_watermark(partition, base_offset + 1, max(remaining, 0)):
+            entry["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+    return response

@@ -1,0 +1,86 @@
+"""Request dispatch: one table from API key to handler and the versions it serves (Kafka's KafkaApis).
+
+The table is also what ApiVersions advertises, so a version is listed only when its handler serves it.
+A handler takes the server and the decoded request and returns the response body (a dict), an awaitable
+of it (for waits: long-poll fetches, acks=all), ``None`` (acks=0: no response) or ``CLOSE_CONNECTION``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+from odradek.broker.handlers import (
+    api_versions,
+    create_topics,
+    fetch,
+    init_producer_id,
+    list_offsets,
+    metadata,
+    offset_for_leader_epoch,
+    produce,
+)
+from odradek.protocol.api import APIS, ApiKey, Request, encode_response
+from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.broker.kafka_server import KafkaServer
+
+log = logging.getLogger("odradek.apis")
+
+CLOSE_CONNECTION = object()
+"""A handler's answer meaning: send nothing and close the connection (Kafka's CloseConnectionResponse)."""
+
+ADMIN_CLIENT_ID = "__admin_client"
+
+
+def internal_topics_allowed(request: Request) -> bool:
+    """Kafka lets only its own admin tooling (client id ``__admin_client``) write internal topics."""
+    return request.header.client_id == ADMIN_CLIENT_ID
+
+
+@dataclass(frozen=True)
+class Handler:
+    handle: Callable[["KafkaServer", Request], Any]
+    min_version: int
+    max_version: int
+
+
+def _all(key: ApiKey, module: Any) -> Handler:
+    """A handler serving every version Kafka 3.9 defines for the API."""
+    api = APIS[key]
+    return Handler(module.handle, api.min_version, api.max_version)
+
+
+HANDLERS: dict[int, Handler] = {
+    ApiKey.Produce: Handler(produce.handle, 0, 11),
+    ApiKey.Fetch: Handler(fetch.handle, 4, 17),
+    ApiKey.ListOffsets: _all(ApiKey.ListOffsets, list_offsets),
+    ApiKey.Metadata: _all(ApiKey.Metadata, metadata),
+    ApiKey.ApiVersions: _all(ApiKey.ApiVersions, api_versions),
+    ApiKey.CreateTopics: _all(ApiKey.CreateTopics, create_topics),
+    ApiKey.InitProducerId: _all(ApiKey.InitProducerId, init_producer_id),
+    ApiKey.OffsetForLeaderEpoch: _all(ApiKey.OffsetForLeaderEpoch, offset_for_leader_epoch),
+}
+
+
+def unsupported_api_versions_response(correlation_id: int) -> bytes:
+    """KIP-511: an ApiVersions request at a version we do not know gets a v0 answer with our ranges."""
+    data, _ = encode_response(
+        ApiKey.ApiVersions, 0, correlation_id, {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": api_versions.api_ranges()}
+    )
+    return data
+
+
+def error_response(request: Request, code: ErrorCode) -> dict | None:
+    """The answer to a request whose handler failed unexpectedly: every error field set to ``code``.
+
+    Kafka builds this per API (``AbstractRequest.getErrorResponse``); walking the decoded request's shape
+    gives the same answer generically: the response's top-level ``error_code`` if it has one, else the
+    per-partition or per-topic entries mirroring the request's.
+    """
+    fields = {f.name for f in request.api.response.fields}
+    if "ErrorCode" in fields:
+        return {"error_code": code}
+    return None

@@ -1,0 +1,107 @@
+"""The broker's components, wired together (Kafka's ``KafkaServer``), independent of the network.
+
+``KafkaServer`` owns the log manager, the replica manager, the controller, the coordinators and the fetch
+sessions; it receives metadata changes from the controller as Kafka's brokers receive LeaderAndIsr,
+UpdateMetadata and StopReplica. The socket server feeds it request frames and sends what it answers.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from odradek.broker.config import BrokerConfig
+from odradek.broker.fetch_session import FetchSessionCache
+from odradek.broker.replica_manager import ReplicaManager
+from odradek.controller.embedded import EmbeddedController
+from odradek.controller.metadata import BrokerInfo, TopicInfo
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.storage.log_manager import LogManager
+
+log = logging.getLogger("odradek.server")
+
+
+class KafkaServer:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.started_at = time.time()
+        self.log_dirs = config.log_dirs
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        self.broker_defaults = config.broker_defaults_for_topics()
+        self.log_manager = LogManager(self.log_dirs, self.broker_defaults)
+        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.broker_defaults)
+        self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
+        self.controller: EmbeddedController | None = None
+        self.coordinators: dict[str, Any] = {}
+        self._producer_ids: range = range(0)
+        self._next_producer_id = 0
+
+    def startup(self, advertised_host: str, advertised_port: int) -> None:
+        """Bring up storage, then the controller, which hands this broker its partitions."""
+        me = BrokerInfo(self.broker_id, advertised_host, advertised_port, self.config["broker.rack"])
+        self.controller = EmbeddedController(me, self.log_dirs[0], self, self.config["cluster.id"])
+        self.log_manager.startup(self.controller.image.cluster_id, self.broker_id)
+        self.controller.startup()
+
+    def shutdown(self) -> None:
+        self.log_manager.shutdown()
+
+    # -- MetadataListener ---------------------------------------------------------------------------------
+
+    def on_partitions_changed(self, topic: TopicInfo, partitions: list[int]) -> None:
+        self.replica_manager.become_leader_or_follower(topic, partitions)
+
+    def on_topic_deleted(self, topic: TopicInfo) -> None:
+        self.replica_manager.stop_replicas(topic, delete=True)
+        log.info("Deleted topic %s (id %s)", topic.name, topic.topic_id)
+
+    def on_topic_configs_changed(self, topic: TopicInfo) -> None:
+        self.replica_manager.update_configs(topic)
+
+    # -- shared operations --------------------------------------------------------------------------------
+
+    @property
+    def metadata(self):
+        assert self.controller is not None
+        return self.controller.image
+
+    def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1, configs: dict[str, str] | None = None, assignments: dict[int, list[int]] | None = None, *, validate_only: bool = False) -> TopicInfo:
+        """Validate configs against the topic config table, then let the controller create the topic."""
+        from odradek.storage.log_config import LogConfig
+        from odradek.storage.config_types import ConfigError
+
+        assert self.controller is not None
+        try:
+            LogConfig.from_props(configs or {}, self.broker_defaults)
+        except ConfigError as exc:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        topic = self.controller.create_topic(
+            name,
+            num_partitions,
+            replication_factor,
+            configs,
+            assignments,
+            validate_only=validate_only,
+            default_partitions=self.config["num.partitions"],
+            default_replication_factor=self.config["default.replication.factor"],
+        )
+        if not validate_only:
+            log.info("Created topic %s with %d partitions (id %s)", name, len(topic.partitions), topic.topic_id)
+        return topic
+
+    def next_producer_id(self) -> int:
+        """Producer ids come in blocks from the controller, as brokers get them from ZooKeeper."""
+        assert self.controller is not None
+        if self._next_producer_id >= self._producer_ids.stop:
+            self._producer_ids = self.controller.allocate_producer_ids()
+            self._next_producer_id = self._producer_ids.start
+        pid = self._next_producer_id
+        self._next_producer_id += 1
+        return pid
+
+    def log_dir_paths(self) -> list[Path]:
+        return self.log_dirs

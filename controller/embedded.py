@@ -1,0 +1,240 @@
+"""The embedded single-node controller: odradek's default, with no ZooKeeper.
+
+It does what Kafka's controller does for a cluster of one: validates and assigns topics, elects the
+broker leader of every partition with a leader epoch, keeps topic configs, allocates producer-id blocks,
+and tells the broker about every change through the :class:`MetadataListener` interface (the
+LeaderAndIsr/UpdateMetadata/StopReplica path that the ZooKeeper controller drives over the wire).
+Its state lives in one JSON file in the first log directory, replaced atomically on every change, as
+ZooKeeper's znodes would hold it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import uuid
+from dataclasses import asdict
+from pathlib import Path
+from typing import Iterable
+
+from odradek.controller.metadata import (
+    INTERNAL_TOPICS,
+    BrokerInfo,
+    MetadataImage,
+    MetadataListener,
+    PartitionState,
+    TopicInfo,
+    topic_name_error,
+    unify_collision_chars,
+)
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+STATE_FILE = "odradek-controller.json"
+PRODUCER_ID_BLOCK_SIZE = 1000
+
+
+def new_cluster_id() -> str:
+    """Kafka's cluster ids: a random UUID as 22 characters of URL-safe base64."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write a temp file, fsync it, rename it over the target and fsync the directory (as Kafka's checkpoints)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class EmbeddedController:
+    def __init__(self, broker: BrokerInfo, state_dir: Path, listener: MetadataListener, cluster_id: str | None = None) -> None:
+        self.broker = broker
+        self.path = state_dir / STATE_FILE
+        self.listener = listener
+        self.next_producer_id = 0
+        state = json.loads(self.path.read_text()) if self.path.exists() else None
+        if state is None:
+            self.image = MetadataImage(cluster_id or new_cluster_id(), broker.node_id, {broker.node_id: broker})
+            self._save()
+        else:
+            self.image = MetadataImage(state["cluster_id"], broker.node_id, {broker.node_id: broker})
+            self.next_producer_id = state.get("next_producer_id", 0)
+            for name, t in state["topics"].items():
+                partitions = {int(p): PartitionState(**ps) for p, ps in t["partitions"].items()}
+                self.image.topics[name] = TopicInfo(name, uuid.UUID(t["topic_id"]), partitions, t.get("configs", {}))
+
+    def startup(self) -> None:
+        """Elect this broker leader of every partition again, with a new leader epoch, as a restarted
+        single-node cluster's controller does (the broker's log then records the epoch change)."""
+        for topic in self.image.topics.values():
+            for state in topic.partitions.values():
+                state.leader = self.broker.node_id
+                state.leader_epoch += 1
+                state.partition_epoch += 1
+                state.isr = [self.broker.node_id]
+        self._save()
+        for topic in self.image.topics.values():
+            self.listener.on_partitions_changed(topic, sorted(topic.partitions))
+
+    # -- persistence ------------------------------------------------------------------------------------
+
+    def _save(self) -> None:
+        state = {
+            "version": 1,
+            "cluster_id": self.image.cluster_id,
+            "next_producer_id": self.next_producer_id,
+            "topics": {
+                t.name: {
+                    "topic_id": str(t.topic_id),
+                    "configs": t.configs,
+                    "partitions": {str(p): asdict(s) for p, s in sorted(t.partitions.items())},
+                }
+                for t in self.image.topics.values()
+            },
+        }
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(self.path, json.dumps(state, indent=1, sort_keys=True))
+
+    # -- topics -----------------------------------------------------------------------------------------
+
+    def validate_new_topic(self, name: str, num_partitions: int, replication_factor: int, assignments: dict[int, list[int]] | None) -> None:
+        """Kafka's checks for CreateTopics, in Kafka's order, raising the error it answers with."""
+        reason = topic_name_error(name)
+        if reason:
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+        if name in self.image.topics:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        collision = unify_collision_chars(name)
+        for other in self.image.topics:
+            if unify_collision_chars(other) == collision:
+                raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic '{name}' collides with existing topic: {other}")
+        if assignments:
+            if num_partitions != -1 or replication_factor != -1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.")
+            self._validate_assignments(assignments, 0)
+            return
+        if num_partitions < 1 and num_partitions != -1 or num_partitions == 0:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
+        if replication_factor < 1 and replication_factor != -1 or replication_factor == 0:
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0, or -1 to use the default value.")
+        if replication_factor > len(self.image.brokers):
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, f"Replication factor: {replication_factor} larger than available brokers: {len(self.image.brokers)}.")
+
+    def _validate_assignments(self, assignments: dict[int, list[int]], first: int) -> None:
+        if sorted(assignments) != list(range(first, first + len(assignments))):
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Partitions should be a consecutive 0-based integer sequence")
+        sizes = {len(r) for r in assignments.values()}
+        for replicas in assignments.values():
+            if not replicas:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Replica assignment must not be empty")
+            if len(set(replicas)) != len(replicas):
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Duplicate brokers not allowed in replica assignment: {replicas}")
+            unknown = [b for b in replicas if b not in self.image.brokers]
+            if unknown:
+                raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, f"Unknown broker(s) in replica assignment: {unknown}")
+        if len(sizes) > 1:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "All partitions should have the same number of replicas")
+
+    def assign_replicas(self, num_partitions: int, replication_factor: int, first_partition: int = 0) -> dict[int, list[int]]:
+        """Kafka's rack-unaware assignment: partition i starts at broker i mod n, replica j at (i + j) mod n."""
+        brokers = sorted(self.image.brokers)
+        n = len(brokers)
+        return {
+            first_partition + i: [brokers[(first_partition + i + j) % n] for j in range(replication_factor)]
+            for i in range(num_partitions)
+        }
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str] | None = None,
+        assignments: dict[int, list[int]] | None = None,
+        *,
+        validate_only: bool = False,
+        default_partitions: int = 1,
+        default_replication_factor: int = 1,
+    ) -> TopicInfo:
+        self.validate_new_topic(name, num_partitions, replication_factor, assignments)
+        if not assignments:
+            partitions = default_partitions if num_partitions == -1 else num_partitions
+            rf = default_replication_factor if replication_factor == -1 else replication_factor
+            if rf > len(self.image.brokers):
+                raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, f"Replication factor: {rf} larger than available brokers: {len(self.image.brokers)}.")
+            assignments = self.assign_replicas(partitions, rf)
+        topic = TopicInfo(
+            name,
+            uuid.uuid4(),
+            {p: PartitionState(replicas[0], 0, list(replicas), list(replicas)) for p, replicas in assignments.items()},
+            dict(configs or {}),
+        )
+        if validate_only:
+            return topic
+        self.image.topics[name] = topic
+        self._save()
+        self.listener.on_partitions_changed(topic, sorted(topic.partitions))
+        return topic
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        topic = self.image.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        del self.image.topics[name]
+        self._save()
+        self.listener.on_topic_deleted(topic)
+        return topic
+
+    def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None, *, validate_only: bool = False) -> TopicInfo:
+        topic = self.image.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        current = len(topic.partitions)
+        if count < current:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic currently has {current} partitions, which is higher than the requested {count}.")
+        if count == current:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+        rf = len(topic.partitions[0].replicas)
+        if assignments is not None:
+            if len(assignments) != count - current:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Increasing the number of partitions by {count - current} but {len(assignments)} assignments provided.")
+            new = {current + i: list(r) for i, r in enumerate(assignments)}
+            self._validate_assignments(new, current)
+            if any(len(r) != rf for r in new.values()):
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Inconsistent replication factor between partitions, partition 0 has {rf} while partitions [{current}] have replication factors [{len(next(iter(new.values())))}], respectively.")
+        else:
+            new = self.assign_replicas(count - current, rf, current)
+        if validate_only:
+            return topic
+        for p, replicas in new.items():
+            topic.partitions[p] = PartitionState(replicas[0], 0, list(replicas), list(replicas))
+        self._save()
+        self.listener.on_partitions_changed(topic, sorted(new))
+        return topic
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        topic = self.image.topics[name]
+        topic.configs = dict(configs)
+        self._save()
+        self.listener.on_topic_configs_changed(topic)
+
+    # -- producer ids -----------------------------------------------------------------------------------
+
+    def allocate_producer_ids(self, count: int = PRODUCER_ID_BLOCK_SIZE) -> range:
+        """A block of producer ids (AllocateProducerIds / ZooKeeper's /latest_producer_id_block)."""
+        start = self.next_producer_id
+        self.next_producer_id += count
+        self._save()
+        return range(start, start + count)
+
+    @property
+    def internal_topics(self) -> Iterable[str]:
+        return (t for t in self.image.topics if t in INTERNAL_TOPICS)

@@ -1,0 +1,97 @@
+"""Cluster metadata as the controller publishes it to brokers.
+
+In Kafka's ZooKeeper mode the controller owns topics, assignments, leaders, leader epochs and ISRs, and
+pushes them to brokers with LeaderAndIsr and UpdateMetadata. odradek keeps the same flow on one node:
+the embedded controller produces a :class:`MetadataImage` and every change reaches the broker through
+:class:`MetadataListener`, so a partition's leader epoch and ISR come from the controller, never from the
+broker itself.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Protocol
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+def topic_name_error(name: str) -> str | None:
+    """Kafka's ``Topic.validate``: None if legal, else the reason (answered with INVALID_TOPIC_EXCEPTION)."""
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return "Topic name cannot be \".\" or \"..\""
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, topic name: {name}"
+    if not _LEGAL_TOPIC.match(name):
+        return f"Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
+def unify_collision_chars(name: str) -> str:
+    """Kafka warns that ``.`` and ``_`` collide in metric names; topics equal under this map conflict."""
+    return name.replace(".", "_")
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass
+class PartitionState:
+    """What LeaderAndIsr carries for one partition."""
+
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    replicas: list[int]
+    partition_epoch: int = 0
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionState]
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+
+@dataclass
+class MetadataImage:
+    cluster_id: str
+    controller_id: int
+    brokers: dict[int, BrokerInfo]
+    topics: dict[str, TopicInfo] = field(default_factory=dict)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        for topic in self.topics.values():
+            if topic.topic_id == topic_id:
+                return topic
+        return None
+
+
+class MetadataListener(Protocol):
+    """The broker side of LeaderAndIsr / UpdateMetadata / StopReplica."""
+
+    def on_partitions_changed(self, topic: TopicInfo, partitions: list[int]) -> None:
+        """Become leader or follower of these partitions with the given state (LeaderAndIsr)."""
+
+    def on_topic_deleted(self, topic: TopicInfo) -> None:
+        """Stop serving and delete the replicas of a deleted topic (StopReplica with deletePartitions)."""
+
+    def on_topic_configs_changed(self, topic: TopicInfo) -> None:
+        """Topic config overrides changed (ZooKeeper config change notification)."""

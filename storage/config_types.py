@@ -1,0 +1,102 @@
+"""Kafka's ConfigDef vocabulary, shared by the broker's and the topics' config tables.
+
+Values are parsed from the strings of ``server.properties`` and admin requests, and rendered back as the
+strings DescribeConfigs returns (``true``/``false``, comma-joined lists, ``null`` as absent).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A configuration value Kafka would reject (the broker answers INVALID_CONFIG or refuses to start)."""
+
+
+class ConfigType(enum.IntEnum):
+    """Numbered as DescribeConfigs v3+ reports ``ConfigType``."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+_INT_RANGES = {
+    ConfigType.INT: (-(2**31), 2**31 - 1),
+    ConfigType.SHORT: (-(2**15), 2**15 - 1),
+    ConfigType.LONG: (-(2**63), 2**63 - 1),
+}
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    name: str
+    type: ConfigType
+    default: Any
+    doc: str
+    at_least: float | None = None
+    valid: tuple[str, ...] | None = None
+    acted_on: bool = True
+    """False for keys accepted for compatibility whose behaviour odradek does not implement."""
+
+    def parse(self, raw: Any) -> Any:
+        """A value from its string form (or an already-typed value), validated as Kafka's ConfigDef does."""
+        if raw is None:
+            return None
+        t = self.type
+        text = raw.strip() if isinstance(raw, str) else raw
+        try:
+            if t is ConfigType.BOOLEAN:
+                if isinstance(text, bool):
+                    value: Any = text
+                elif str(text).lower() in ("true", "false"):
+                    value = str(text).lower() == "true"
+                else:
+                    raise ValueError("expected true or false")
+            elif t in _INT_RANGES:
+                value = int(text)
+                lo, hi = _INT_RANGES[t]
+                if not lo <= value <= hi:
+                    raise ValueError(f"out of range for {t.name}")
+            elif t is ConfigType.DOUBLE:
+                value = float(text)
+            elif t is ConfigType.LIST:
+                value = [p.strip() for p in text.split(",") if p.strip()] if isinstance(text, str) else list(text)
+            else:
+                value = str(text)
+        except ValueError as exc:
+            raise ConfigError(f"Invalid value {raw} for configuration {self.name}: {exc}") from None
+        self.validate(value)
+        return value
+
+    def validate(self, value: Any) -> None:
+        if value is None:
+            return
+        if self.at_least is not None and value < self.at_least:
+            raise ConfigError(f"Invalid value {value} for configuration {self.name}: Value must be at least {self.at_least:g}")
+        if self.valid is not None:
+            items = value if isinstance(value, list) else [value]
+            for item in items:
+                if item not in self.valid:
+                    raise ConfigError(f"Invalid value {item} for configuration {self.name}: String must be one of: {', '.join(self.valid)}")
+
+    def render(self, value: Any) -> str | None:
+        """The string DescribeConfigs reports for a value."""
+        if value is None:
+            return None
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, list):
+            return ",".join(str(v) for v in value)
+        if isinstance(value, float) and self.type is ConfigType.DOUBLE:
+            return repr(value)
+        return str(value)
