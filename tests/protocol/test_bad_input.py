@@ -4,6 +4,7 @@ cannot hold. The broker turns DecodeError into a closed connection; any other ex
 
 from __future__ import annotations
 
+import os
 import struct
 import uuid
 from typing import Any
@@ -18,7 +19,7 @@ from odradek.protocol.schema import DecodeError, Message, decode
 
 pytestmark = pytest.mark.timeout(120)
 
-FUZZ = settings(max_examples=400, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+FUZZ = settings(max_examples=int(os.environ.get("ODRADEK_FUZZ_EXAMPLES", "400")), deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
 
 def request_header(api_key: int, version: int, client_id: bytes = b"\x00\x01c", flexible: bool = False) -> bytes:
