@@ -291,12 +291,17 @@ def _zstd_compress(data: Bytes, magic: int) -> bytes:
 
 
 def _zstd_decompress(data: memoryview, magic: int, max_size: int) -> bytes:
-    declared = zstandard.frame_content_size(data)
+    declared = zstandard.frame_content_size(data)  # -1 when the frame does not say
     if declared > max_size:
         raise _too_large(max_size)
     # Without a declared size, max_output_size caps the output; with one, the check above did. Producers
     # write one frame per batch, so anything after it is corruption rather than a second frame.
-    return zstandard.ZstdDecompressor().decompress(data, max_output_size=max_size, allow_extra_data=False)
+    try:
+        return zstandard.ZstdDecompressor().decompress(data, max_output_size=max_size, allow_extra_data=False)
+    except zstandard.ZstdError as e:
+        if declared < 0:  # zstandard reports hitting the cap as a short frame
+            raise CorruptRecordError(f"zstd frame is corrupt, truncated or exceeds {max_size} bytes: {e}") from None
+        raise
 
 
 _COMPRESSORS = {

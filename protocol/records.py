@@ -222,6 +222,26 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def complete_records(records: Iterable[RecordLike], base_offset: int) -> list[Record]:
+    """Records with every offset and timestamp filled in, the way the batch builders number them.
+
+    A missing offset is the previous one plus one (the first: ``base_offset``); a missing timestamp is now.
+    Offsets must increase and not precede ``base_offset``.
+    """
+    current_time = now_ms()
+    completed = []
+    next_offset = base_offset
+    for item in records:
+        record = item if isinstance(item, Record) else Record(key=item[0], value=item[1])
+        offset = next_offset if record.offset is None else record.offset
+        if offset < next_offset:
+            raise ValueError(f"record offset {offset} does not follow offset {next_offset - 1} (base {base_offset})")
+        timestamp = current_time if record.timestamp is None else record.timestamp
+        completed.append(Record(offset, timestamp, record.key, record.value, record.headers, record.attributes))
+        next_offset = offset + 1
+    return completed
+
+
 def build_batch(
     records: Iterable[RecordLike],
     *,
@@ -241,23 +261,11 @@ def build_batch(
     gaps, as in compacted batches, but must increase. The base timestamp is the first record's, the max
     timestamp the largest; records without a timestamp get the current time.
     """
-    items = [item if isinstance(item, Record) else Record(key=item[0], value=item[1]) for item in records]
+    items = complete_records(records, base_offset)
     if not items:
         raise ValueError("a record batch holds at least one record")
-    current_time = now_ms()
-    timestamps = [current_time if r.timestamp is None else r.timestamp for r in items]
-    base_timestamp = timestamps[0]
-    encoded = []
-    offset_delta = -1
-    for record, timestamp in zip(items, timestamps):
-        if record.offset is None:
-            offset_delta += 1
-        elif record.offset - base_offset > offset_delta:
-            offset_delta = record.offset - base_offset
-        else:
-            raise ValueError(f"record offset {record.offset} does not increase from base offset {base_offset}")
-        encoded.append(encode_record(record, offset_delta, timestamp - base_timestamp))
-    payload = b"".join(encoded)
+    base_timestamp = items[0].timestamp
+    payload = b"".join(encode_record(r, r.offset - base_offset, r.timestamp - base_timestamp) for r in items)
     if compression:
         payload = compress(compression, payload)
     attributes = (
@@ -270,9 +278,9 @@ def build_batch(
         payload,
         base_offset=base_offset,
         attributes=attributes,
-        last_offset_delta=offset_delta,
+        last_offset_delta=items[-1].offset - base_offset,
         base_timestamp=base_timestamp,
-        max_timestamp=max(timestamps),
+        max_timestamp=max(r.timestamp for r in items),
         records_count=len(items),
         producer_id=producer_id,
         producer_epoch=producer_epoch,
