@@ -1,0 +1,101 @@
+"""The leader epoch cache: epoch -> first offset written in it, persisted as ``leader-epoch-checkpoint``.
+
+It answers OffsetForLeaderEpoch (a follower or a consumer asking where an epoch ended, to detect
+truncation) with Kafka's LeaderEpochFileCache semantics, and follows the log through truncation at either
+end.
+"""
+
+from __future__ import annotations
+
+import bisect
+from pathlib import Path
+
+from odradek.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+class LeaderEpochFileCache:
+    def __init__(self, dir: Path) -> None:
+        self._checkpoint = LeaderEpochCheckpointFile(dir / LEADER_EPOCH_CHECKPOINT)
+        self._epochs: list[int] = []
+        self._start_offsets: list[int] = []
+        for epoch, start_offset in self._checkpoint.read():
+            self._put(epoch, start_offset)
+
+    @property
+    def entries(self) -> list[tuple[int, int]]:
+        return list(zip(self._epochs, self._start_offsets))
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self._epochs[-1] if self._epochs else None
+
+    @property
+    def earliest_entry(self) -> tuple[int, int] | None:
+        return (self._epochs[0], self._start_offsets[0]) if self._epochs else None
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record that ``epoch`` starts at ``start_offset``; entries it contradicts are dropped (Kafka's assign).
+
+        Cheap when nothing changes -- the append path calls it for every batch.
+        """
+        if epoch < 0 or start_offset < 0:
+            raise ValueError(f"Received invalid partition leader epoch entry ({epoch}, {start_offset})")
+        if self._epochs and epoch == self._epochs[-1] and start_offset >= self._start_offsets[-1]:
+            return False
+        while self._epochs and (self._epochs[-1] >= epoch or self._start_offsets[-1] >= start_offset):
+            self._epochs.pop()
+            self._start_offsets.pop()
+        self._put(epoch, start_offset)
+        self._flush()
+        return True
+
+    def _put(self, epoch: int, start_offset: int) -> None:
+        self._epochs.append(epoch)
+        self._start_offsets.append(start_offset)
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch: the largest epoch <= requested and the start offset of
+        the epoch after it; the log end offset for the latest epoch; UNDEFINED for unknown epochs."""
+        if requested_epoch == UNDEFINED_EPOCH or not self._epochs:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if requested_epoch == self._epochs[-1]:
+            return requested_epoch, log_end_offset
+        higher = bisect.bisect_right(self._epochs, requested_epoch)
+        if higher == len(self._epochs):
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if higher == 0:
+            # The log start offset moved past the requested epoch: answer with the earliest known start.
+            return requested_epoch, self._start_offsets[0]
+        return self._epochs[higher - 1], self._start_offsets[higher]
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        index = bisect.bisect_right(self._start_offsets, offset)
+        return self._epochs[index - 1] if index else None
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drop epochs starting at or after ``end_offset`` (the log was truncated to it)."""
+        if end_offset >= 0 and self._start_offsets and self._start_offsets[-1] >= end_offset:
+            keep = bisect.bisect_left(self._start_offsets, end_offset)
+            del self._epochs[keep:], self._start_offsets[keep:]
+            self._flush()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log now starts at ``start_offset``: drop older epochs, moving the one covering it up to it."""
+        removed = bisect.bisect_right(self._start_offsets, start_offset)
+        if removed:
+            epoch = self._epochs[removed - 1]
+            del self._epochs[:removed], self._start_offsets[:removed]
+            self._epochs.insert(0, epoch)
+            self._start_offsets.insert(0, start_offset)
+            self._flush()
+
+    def clear_and_flush(self) -> None:
+        self._epochs.clear()
+        self._start_offsets.clear()
+        self._flush()
+
+    def _flush(self) -> None:
+        self._checkpoint.write(self.entries)

@@ -1,0 +1,879 @@
+"""One partition's log (Kafka's UnifiedLog + LocalLog + LogLoader, local storage only).
+
+A ``Log`` owns the partition directory ``<topic>-<partition>``: its segments, leader epoch cache, producer
+state and ``partition.metadata``. It tracks the log start offset, the log end offset (LEO), the high
+watermark and the recovery point (everything below it is known to be on disk).
+
+Appends are synchronous and sequential: the leader path patches offsets, leader epoch and LogAppendTime
+into the producer's batches in place (header fields only) and writes them as they are; reads answer with
+``FileSlice``s of segment files for sendfile. Nothing here owns a thread or timer: the broker calls
+``flush_due`` / ``delete_old_segments`` from its own. Mutations hold a lock, so a flush may run on a worker
+thread while appends continue; reads take no lock (they work on an immutable snapshot of the segment list).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, NamedTuple
+
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.record_batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    parse_header,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+    validate_batches,
+)
+from odradek.protocol.records import iter_records
+from odradek.storage.checkpoints import fsync_dir, read_partition_metadata, write_partition_metadata
+from odradek.storage.file_records import FileSlice
+from odradek.storage.leader_epoch import UNDEFINED_EPOCH, LeaderEpochFileCache
+from odradek.storage.log_config import LogConfig
+from odradek.storage.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    AppendOrigin,
+    BatchMetadata,
+    ProducerAppendInfo,
+    ProducerStateManager,
+)
+from odradek.storage.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    LogSegment,
+    file_name,
+)
+
+log = logging.getLogger("odradek.storage")
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+NO_TIMESTAMP = -1
+_TEMPORARY_SUFFIXES = (".tmp", ".cleaned", ".deleted", ".swap")
+_INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+
+
+class OffsetOutOfRangeError(KafkaError):
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.OFFSET_OUT_OF_RANGE, message)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """What an append did, as Kafka's LogAppendInfo reports it to the produce path."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    """The LogAppendTime stamped on the batches, or -1 (CreateTime topics)."""
+    log_start_offset: int
+    valid_bytes: int
+    duplicate: bool = False
+    """True when the batch repeated one of the producer's last 5: nothing was written, the offsets are the
+    original append's and the produce succeeds with them."""
+
+
+@dataclass(frozen=True, slots=True)
+class LogOffsetMetadata:
+    message_offset: int
+    segment_base_offset: int = -1
+    relative_position: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchDataInfo:
+    """The result of a read: slices of segment files (at most one segment's worth, as in Kafka)."""
+
+    fetch_offset_metadata: LogOffsetMetadata
+    slices: tuple[FileSlice, ...] = ()
+    first_entry_incomplete: bool = False
+
+    @property
+    def size(self) -> int:
+        return sum(piece.length for piece in self.slices)
+
+    def read(self) -> bytes:
+        return b"".join(piece.read() for piece in self.slices)
+
+
+class TimestampAndOffset(NamedTuple):
+    """A ListOffsets answer: the found record's timestamp, its offset and its batch's leader epoch (-1 if none)."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int
+
+
+def parse_topic_partition(dir_name: str) -> tuple[str, int]:
+    """``<topic>-<partition>`` (topics may contain '-', partitions never do)."""
+    topic, dash, partition = dir_name.rpartition("-")
+    if not dash or not topic or not partition.isdigit():
+        raise ValueError(f"Found directory {dir_name}, '{dir_name}' is not in the form of topic-partition")
+    return topic, int(partition)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Log:
+    def __init__(
+        self,
+        dir: Path,
+        config: LogConfig,
+        *,
+        time_ms: Callable[[], int] = _now_ms,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ) -> None:
+        """Use ``Log.open``: this only sets up empty state."""
+        self.dir = dir
+        self.topic, self.partition = parse_topic_partition(dir.name)
+        self._config = config
+        self._time_ms = time_ms
+        self._lock = threading.RLock()
+        self._segments: tuple[LogSegment, ...] = ()
+        self._bases: tuple[int, ...] = ()
+        self._log_start_offset = 0
+        self._log_end_offset = 0
+        self._high_watermark = 0
+        self._recovery_point = 0
+        self._pending_roll_flush = 0
+        self.last_flush_ms = time_ms()
+        self.topic_id: uuid.UUID | None = None
+        self.epoch_cache = LeaderEpochFileCache(dir)
+        self.producer_state = ProducerStateManager(dir, producer_id_expiration_ms)
+        self._position_cache: tuple[int, int, int] | None = None
+        self._closed = False
+
+    # -- opening and recovery ------------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        dir: Path,
+        config: LogConfig,
+        *,
+        log_start_offset: int | None = None,
+        recovery_point: int = 0,
+        high_watermark: int | None = None,
+        had_clean_shutdown: bool = False,
+        topic_id: uuid.UUID | None = None,
+        time_ms: Callable[[], int] = _now_ms,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ) -> Log:
+        """Load (or create) the partition directory, as Kafka's LogLoader does.
+
+        After a clean shutdown nothing is scanned: segments are listed, not opened, and only the last one
+        is read to find the log end offset. After an unclean one every batch from the segment holding the
+        recovery point on is re-validated (size, magic, CRC, offset order); the first invalid or partial
+        batch and everything after it is removed. A segment whose index is missing is recovered too, and
+        indexes found corrupt later are rebuilt when first opened.
+        """
+        dir.mkdir(parents=True, exist_ok=True)
+        self = cls(dir, config, time_ms=time_ms, producer_id_expiration_ms=producer_id_expiration_ms)
+        self._load(log_start_offset, recovery_point, had_clean_shutdown)
+        self._init_topic_id(topic_id)
+        self.high_watermark = self._log_start_offset if high_watermark is None else high_watermark
+        return self
+
+    def _load(self, log_start_checkpoint: int | None, recovery_point: int, had_clean_shutdown: bool) -> None:
+        names = os.listdir(self.dir)
+        bases: list[int] = []
+        for name in names:
+            if name.endswith(_TEMPORARY_SUFFIXES):
+                _unlink(self.dir / name)
+                continue
+            stem, _, suffix = name.partition(".")
+            if "." + suffix == LOG_SUFFIX and stem.isdigit():
+                bases.append(int(stem))
+        present = set(bases)
+        for name in names:
+            stem, _, suffix = name.partition(".")
+            if "." + suffix in _INDEX_SUFFIXES and stem.isdigit() and int(stem) not in present:
+                _unlink(self.dir / name)  # an index without its log, as Kafka removes them
+        segments = [self._new_segment_object(base) for base in sorted(bases)]
+        self._set_segments(segments)
+
+        for segment in segments:
+            if not segment.indexes_exist():
+                log.warning("Could not find index files of %s; recovering the segment and rebuilding them", segment.path(LOG_SUFFIX))
+                self._recover_segment(segment)
+        if not had_clean_shutdown and segments:
+            self._recover_unflushed(recovery_point)
+
+        if not self._segments:
+            start = log_start_checkpoint or 0
+            self._set_segments([self._create_segment(start)])
+        self._log_end_offset = self._segments[-1].read_next_offset()
+        self._log_start_offset = max(log_start_checkpoint or 0, self._segments[0].base_offset)
+        if self._log_start_offset > self._log_end_offset:
+            log.warning("Log start offset %d is beyond the log end %d of %s; deleting all segments", self._log_start_offset, self._log_end_offset, self.dir)
+            for segment in self._segments:
+                segment.delete()
+            self._set_segments([self._create_segment(self._log_start_offset)])
+            self._log_end_offset = self._log_start_offset
+        self._segments[-1].resize_indexes(self._config.max_index_size)
+
+        self._recovery_point = self._log_end_offset if had_clean_shutdown else min(recovery_point, self._log_end_offset)
+        self._pending_roll_flush = self._recovery_point
+        self.epoch_cache.truncate_from_end(self._log_end_offset)
+        self.epoch_cache.truncate_from_start(self._log_start_offset)
+        if self.producer_state.latest_snapshot_offset is None and had_clean_shutdown:
+            # No snapshot after a clean shutdown: no idempotent producer ever wrote here (Kafka's upgrade path).
+            self.producer_state.map_end_offset = self._log_end_offset
+            self.producer_state.take_snapshot()
+        else:
+            self._rebuild_producer_state()
+
+    def _recover_unflushed(self, recovery_point: int) -> None:
+        segments = list(self._segments)
+        first = max(bisect.bisect_right(self._bases, recovery_point) - 1, 0)
+        for i in range(first, len(segments)):
+            if self._recover_segment(segments[i]) > 0:
+                for later in segments[i + 1 :]:
+                    log.warning("Deleting segment %s after corruption in an earlier one", later.path(LOG_SUFFIX))
+                    later.delete()
+                self._set_segments(segments[: i + 1])
+                return
+
+    def _recover_segment(self, segment: LogSegment) -> int:
+        def on_batch(header: BatchHeader) -> None:
+            latest = self.epoch_cache.latest_epoch
+            if header.partition_leader_epoch >= 0 and (latest is None or header.partition_leader_epoch > latest):
+                self.epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+
+        return segment.recover(on_batch)
+
+    def _rebuild_producer_state(self) -> None:
+        """Reload the latest snapshot at or below the LEO and replay the batch headers after it."""
+        state = self.producer_state
+        state.truncate_and_reload(self._log_start_offset, self._log_end_offset, self._time_ms())
+        start = max(state.map_end_offset, self._log_start_offset)
+        if start < self._log_end_offset:
+            segments, bases = self._segments, self._bases
+            for segment in segments[max(bisect.bisect_right(bases, start) - 1, 0) :]:
+                found = segment.translate_offset(start)
+                if found is None:
+                    continue
+                for _, header in segment.batches_from(found.position):
+                    if header.base_offset + header.last_offset_delta >= start:
+                        state.apply_batch(header)
+        state.map_end_offset = self._log_end_offset
+        state.take_snapshot()
+
+    def _init_topic_id(self, topic_id: uuid.UUID | None) -> None:
+        stored = read_partition_metadata(self.dir)
+        if stored is not None:
+            if topic_id is not None and topic_id != stored:
+                raise KafkaError(
+                    ErrorCode.INCONSISTENT_TOPIC_ID,
+                    f"Tried to assign topic ID {topic_id} to log for topic partition {self.topic}-{self.partition}, "
+                    f"but log already contained topic ID {stored}",
+                )
+            self.topic_id = stored
+        elif topic_id is not None:
+            write_partition_metadata(self.dir, topic_id)
+            self.topic_id = topic_id
+
+    def _new_segment_object(self, base_offset: int) -> LogSegment:
+        config = self._config
+        return LogSegment(
+            self.dir,
+            base_offset,
+            index_interval_bytes=config.index_interval_bytes,
+            max_index_size=config.max_index_size,
+            roll_jitter_ms=config.random_segment_jitter(),
+            created_ms=self._time_ms(),
+        )
+
+    def _create_segment(self, base_offset: int) -> LogSegment:
+        """A new, empty segment with its files created and its indexes preallocated."""
+        for suffix in (LOG_SUFFIX, *_INDEX_SUFFIXES):
+            _unlink(self.dir / file_name(base_offset, suffix))
+        segment = self._new_segment_object(base_offset)
+        segment.indexes_trusted = True
+        segment.log  # noqa: B018 -- create the file now, as Kafka does at roll
+        segment.offset_index  # noqa: B018
+        return segment
+
+    def _set_segments(self, segments: list[LogSegment]) -> None:
+        """Publish a new segment list; readers keep whichever snapshot they started with."""
+        self._segments = tuple(segments)
+        self._bases = tuple(segment.base_offset for segment in segments)
+        self._position_cache = None
+
+    # -- offsets -------------------------------------------------------------------------------------------------
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        """New topic configs apply to the next segments; the active one keeps its index interval."""
+        self._config = config
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        """Kept within [log start offset, log end offset], as Kafka's updateHighWatermark does."""
+        with self._lock:
+            self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return self._segments
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._log_end_offset - self._recovery_point
+
+    # -- append --------------------------------------------------------------------------------------------------
+
+    def append_as_leader(self, batches: bytearray | memoryview, leader_epoch: int, log_append_time: int | None = None, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
+        """Append a produce request's validated magic-2 batches for this partition at the LEO.
+
+        Offsets, the partition leader epoch and (for LogAppendTime topics) the timestamp are patched into
+        ``batches`` in place -- header fields only, no record is decoded -- and the bytes are written as they
+        are. CRC and structure are the caller's to check (``record_batch.validate_batches``, Kafka's
+        analyzeAndValidateRecords). Idempotent-producer checks run before anything is written and raise
+        KafkaError (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE); a duplicate of
+        one of the producer's last 5 batches is not written and answered with its original offsets.
+        """
+        if not isinstance(batches, (bytearray, memoryview)) or (isinstance(batches, memoryview) and batches.readonly):
+            batches = bytearray(batches)
+        headers = _walk_batches(batches)
+        size = len(batches)
+        if size > self._config.segment_bytes:
+            raise KafkaError(
+                ErrorCode.RECORD_LIST_TOO_LARGE,
+                f"Message batch size is {size} bytes in append to partition {self.topic}-{self.partition}, which "
+                f"exceeds the maximum configured segment size of {self._config.segment_bytes}.",
+            )
+        with self._lock:
+            self._check_open()
+            offset = first_offset = self._log_end_offset
+            max_timestamp, offset_of_max_timestamp = NO_TIMESTAMP, -1
+            for position, header in headers:
+                set_base_offset(batches, position, offset)
+                set_partition_leader_epoch(batches, position, leader_epoch)
+                header.base_offset = offset
+                header.partition_leader_epoch = leader_epoch
+                if log_append_time is not None:
+                    set_log_append_time(batches, position, log_append_time)
+                    header.max_timestamp = log_append_time
+                offset += header.last_offset_delta + 1
+                if header.max_timestamp > max_timestamp:
+                    max_timestamp, offset_of_max_timestamp = header.max_timestamp, offset - 1
+            last_offset = offset - 1
+
+            updates, duplicate = self._analyze_producer_state(headers, origin)
+            if duplicate is not None:
+                return AppendInfo(
+                    duplicate.first_offset, duplicate.last_offset, duplicate.timestamp, duplicate.last_offset,
+                    duplicate.timestamp, self._log_start_offset, 0, duplicate=True,
+                )
+            segment = self._maybe_roll(size, max_timestamp, last_offset, first_offset)
+            if leader_epoch >= 0:
+                self.epoch_cache.assign(leader_epoch, first_offset)
+            segment.append(last_offset, max_timestamp, offset_of_max_timestamp, batches)
+            self._after_append(last_offset, updates)
+            return AppendInfo(
+                first_offset, last_offset, max_timestamp, offset_of_max_timestamp,
+                log_append_time if log_append_time is not None else -1, self._log_start_offset, size,
+            )
+
+    def append_as_follower(self, batches: bytes | bytearray | memoryview) -> AppendInfo | None:
+        """Append batches fetched from the leader, keeping their offsets and epochs.
+
+        Batches are CRC-checked here (Kafka's follower path does the same); a partial batch at the end of a
+        fetch response is ignored. The first offset must be at or beyond the LEO. Returns None when there
+        was nothing whole to append.
+        """
+        view = memoryview(batches)
+        end = _whole_batches_end(view)
+        if end == 0:
+            return None
+        validated = validate_batches(view[:end], from_client=False)
+        headers = list(validated.batches)
+        first_offset = headers[0][1].base_offset
+        last_offset = headers[-1][1].base_offset + headers[-1][1].last_offset_delta
+        previous = -1
+        max_timestamp, offset_of_max_timestamp = NO_TIMESTAMP, -1
+        for _, header in headers:
+            batch_last = header.base_offset + header.last_offset_delta
+            if header.base_offset <= previous:
+                raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"Out of order offsets found in append to {self.topic}-{self.partition}")
+            previous = batch_last
+            if header.max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max_timestamp = header.max_timestamp, batch_last
+        with self._lock:
+            self._check_open()
+            if first_offset < self._log_end_offset:
+                raise KafkaError(
+                    ErrorCode.UNKNOWN_SERVER_ERROR,
+                    f"Unexpected offset in append to {self.topic}-{self.partition}. First offset {first_offset} is "
+                    f"less than the next offset {self._log_end_offset}.",
+                )
+            updates, _ = self._analyze_producer_state(headers, AppendOrigin.REPLICATION)
+            segment = self._maybe_roll(end, max_timestamp, last_offset, first_offset)
+            for _, header in headers:
+                if header.partition_leader_epoch >= 0:
+                    self.epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+            segment.append(last_offset, max_timestamp, offset_of_max_timestamp, view[:end])
+            self._after_append(last_offset, updates)
+            return AppendInfo(first_offset, last_offset, max_timestamp, offset_of_max_timestamp, -1, self._log_start_offset, end)
+
+    def _analyze_producer_state(self, headers: list[tuple[int, BatchHeader]], origin: AppendOrigin) -> tuple[dict[int, ProducerAppendInfo], BatchMetadata | None]:
+        updates: dict[int, ProducerAppendInfo] = {}
+        state = self.producer_state
+        for _, header in headers:
+            if header.producer_id < 0:
+                continue
+            if origin is AppendOrigin.CLIENT:
+                entry = state.last_entry(header.producer_id)
+                duplicate = entry.find_duplicate_batch(header) if entry is not None else None
+                if duplicate is not None:
+                    return updates, duplicate
+            info = updates.get(header.producer_id)
+            if info is None:
+                info = updates[header.producer_id] = state.prepare_update(header.producer_id, origin)
+            info.append(header)
+        return updates, None
+
+    def _after_append(self, last_offset: int, updates: dict[int, ProducerAppendInfo]) -> None:
+        self._log_end_offset = last_offset + 1
+        state = self.producer_state
+        for info in updates.values():
+            state.update(info)
+        state.map_end_offset = self._log_end_offset
+        if self.unflushed_messages >= self._config.flush_messages:
+            self.flush()
+
+    def _maybe_roll(self, messages_size: int, max_timestamp: int, max_offset: int, first_offset: int) -> LogSegment:
+        segment = self._segments[-1]
+        config = self._config
+        if segment.should_roll(
+            segment_bytes=config.segment_bytes,
+            segment_ms=config.segment_ms,
+            max_timestamp=max_timestamp,
+            max_offset=max_offset,
+            messages_size=messages_size,
+            now_ms=self._time_ms(),
+        ):
+            return self.roll(first_offset)
+        return segment
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at max(expected offset, LEO); the old one is trimmed and, on the next
+        ``flush_due``, fsynced (Kafka flushes it asynchronously too)."""
+        with self._lock:
+            new_offset = max(expected_next_offset or 0, self._log_end_offset)
+            active = self._segments[-1]
+            if active.base_offset == new_offset:
+                if active.size == 0:
+                    return active
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"Trying to roll a new log segment for {self.dir} with start offset {new_offset} that already exists")
+            active.on_become_inactive()
+            segment = self._create_segment(new_offset)
+            self._set_segments([*self._segments, segment])
+            self.producer_state.map_end_offset = new_offset
+            self.producer_state.take_snapshot()
+            self._pending_roll_flush = max(self._pending_roll_flush, new_offset)
+            return segment
+
+    def assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
+        """A new leader epoch starts at ``start_offset`` (the LEO when this broker becomes leader)."""
+        with self._lock:
+            self.epoch_cache.assign(leader_epoch, start_offset)
+
+    # -- read ------------------------------------------------------------------------------------------------------
+
+    def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None, min_one_message: bool = True) -> FetchDataInfo:
+        """Slices of the log from the batch holding ``start_offset``, below ``max_offset`` (the high watermark or
+        last stable offset; the LEO when None), at most ``max_bytes`` -- except that with ``min_one_message``
+        the first batch is returned whole even if larger (KIP-74).
+
+        As in Kafka's LocalLog.read: data comes from one segment; reading mid-batch starts at the batch's
+        first byte; the byte limit may cut the last batch (clients drop a partial trailing batch); an offset
+        outside [log start, LEO] raises OffsetOutOfRangeError.
+        """
+        segments, bases = self._segments, self._bases
+        log_end = self._log_end_offset
+        if start_offset < self._log_start_offset or start_offset > log_end:
+            raise OffsetOutOfRangeError(
+                f"Received request for offset {start_offset} for partition {self.topic}-{self.partition}, but we only "
+                f"have log segments in the range {self._log_start_offset} to {log_end}."
+            )
+        if max_offset is None or max_offset > log_end:
+            max_offset = log_end
+        if start_offset >= max_offset:
+            return FetchDataInfo(LogOffsetMetadata(start_offset))
+        max_segment_base, max_position = self._offset_position(max_offset, segments, bases, log_end)
+        index = bisect.bisect_right(bases, start_offset) - 1
+        while 0 <= index < len(segments):
+            segment = segments[index]
+            if segment.base_offset > max_segment_base:
+                break
+            limit = max_position if segment.base_offset == max_segment_base else segment.size
+            result = segment.read(start_offset, max_bytes, limit, min_one_message)
+            if result is not None:
+                metadata = LogOffsetMetadata(start_offset, segment.base_offset, result.start.position)
+                pieces = (result.slice,) if result.slice is not None else ()
+                return FetchDataInfo(metadata, pieces, result.first_entry_incomplete)
+            index += 1
+        return FetchDataInfo(LogOffsetMetadata(log_end, segments[-1].base_offset, segments[-1].size))
+
+    def _offset_position(self, offset: int, segments: tuple[LogSegment, ...], bases: tuple[int, ...], log_end: int) -> tuple[int, int]:
+        """(segment base, position) of the batch holding ``offset``: where a read bounded by it must stop."""
+        if offset >= log_end:
+            return segments[-1].base_offset, segments[-1].size
+        cached = self._position_cache
+        if cached is not None and cached[0] == offset:
+            return cached[1], cached[2]
+        segment = segments[max(bisect.bisect_right(bases, offset) - 1, 0)]
+        found = segment.translate_offset(offset)
+        position = found.position if found is not None else segment.size
+        self._position_cache = (offset, segment.base_offset, position)
+        return segment.base_offset, position
+
+    # -- timestamps ----------------------------------------------------------------------------------------------
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets: the first record with timestamp >= ``timestamp`` (time index, then the batches after the
+        entry, decoding only the batch that holds it), or Kafka's answers for the special timestamps."""
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            earliest = self.epoch_cache.earliest_entry
+            epoch = earliest[0] if earliest is not None and earliest[1] <= self._log_start_offset else -1
+            return TimestampAndOffset(NO_TIMESTAMP, self._log_start_offset, epoch)
+        if timestamp == LATEST_TIMESTAMP:
+            latest = self.epoch_cache.latest_epoch
+            return TimestampAndOffset(NO_TIMESTAMP, self._log_end_offset, -1 if latest is None else latest)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return TimestampAndOffset(NO_TIMESTAMP, -1, -1)
+        if timestamp == MAX_TIMESTAMP:
+            return self.max_timestamp_and_offset()
+        start = self._log_start_offset
+        for segment in self._segments:
+            if segment.largest_timestamp() >= timestamp:
+                break
+        else:
+            return None
+        for position, header in segment.batches_from(segment.find_timestamp_position(timestamp, start)):
+            if header.max_timestamp >= timestamp:
+                for record in iter_records(segment.read_batch(position, header)):
+                    if record.timestamp >= timestamp and record.offset >= start:
+                        return TimestampAndOffset(record.timestamp, record.offset, header.partition_leader_epoch)
+        return None
+
+    def max_timestamp_and_offset(self) -> TimestampAndOffset | None:
+        """ListOffsets MAX_TIMESTAMP (KIP-734): the first record carrying the largest timestamp in the log."""
+        segment = max(self._segments, key=lambda s: s.max_timestamp)
+        max_timestamp, offset = segment.max_timestamp_and_offset
+        _, position = segment.offset_index.lookup(offset)
+        for batch_position, header in segment.batches_from(position):
+            if header.max_timestamp == max_timestamp:
+                for record in iter_records(segment.read_batch(batch_position, header)):
+                    if record.timestamp == max_timestamp:
+                        return TimestampAndOffset(max_timestamp, record.offset, header.partition_leader_epoch)
+                return None
+        return None
+
+    # -- leader epochs ---------------------------------------------------------------------------------------------
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self.epoch_cache.latest_epoch
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (largest epoch <= requested, the offset where it ended); (-1, -1) if unknown."""
+        return self.epoch_cache.end_offset_for(leader_epoch, self._log_end_offset)
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        return self.epoch_cache.epoch_for_offset(offset)
+
+    # -- log start offset, retention, truncation -----------------------------------------------------------------
+
+    def maybe_increment_log_start_offset(self, new_log_start_offset: int) -> bool:
+        """Move the log start offset forward (never past the high watermark). Segments wholly below it go on
+        the next ``delete_old_segments``."""
+        with self._lock:
+            if new_log_start_offset > self._high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"Cannot increment the log start offset to {new_log_start_offset} of partition "
+                    f"{self.topic}-{self.partition} since it is larger than the high watermark {self._high_watermark}"
+                )
+            if new_log_start_offset <= self._log_start_offset:
+                return False
+            self._log_start_offset = new_log_start_offset
+            self._high_watermark = max(self._high_watermark, new_log_start_offset)
+            self._recovery_point = max(self._recovery_point, new_log_start_offset)
+            self.epoch_cache.truncate_from_start(new_log_start_offset)
+            self.producer_state.on_log_start_offset_incremented(new_log_start_offset)
+            return True
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: records below ``offset`` (-1: the high watermark) disappear; returns the new low watermark."""
+        with self._lock:
+            if offset == -1:
+                offset = self._high_watermark
+            if offset < 0 or offset > self._high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"The offset {offset} for partition {self.topic}-{self.partition} is not in the range "
+                    f"[{self._log_start_offset}, {self._high_watermark}]"
+                )
+            self.maybe_increment_log_start_offset(offset)
+            self._delete_log_start_offset_breached_segments()
+            return self._log_start_offset
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Retention (Kafka's deleteOldSegments): segments below the log start offset, then by retention.bytes,
+        then by retention.ms -- whole segments, oldest first, only below the high watermark. When every
+        segment is deletable the log first rolls, so the active segment itself is never deleted. Returns the
+        number of segments deleted."""
+        now = self._time_ms() if now_ms is None else now_ms
+        with self._lock:
+            deleted = self._delete_log_start_offset_breached_segments()
+            if self._config.delete:
+                deleted += self._delete_retention_size_breached_segments()
+                deleted += self._delete_retention_ms_breached_segments(now)
+            return deleted
+
+    def _delete_log_start_offset_breached_segments(self) -> int:
+        start = self._log_start_offset
+        return self._delete_old_segments(lambda segment, following: following is not None and following.base_offset <= start)
+
+    def _delete_retention_ms_breached_segments(self, now_ms: int) -> int:
+        retention_ms = self._config.retention_ms
+        if retention_ms < 0:
+            return 0
+        return self._delete_old_segments(lambda segment, following: now_ms - segment.largest_timestamp() > retention_ms)
+
+    def _delete_retention_size_breached_segments(self) -> int:
+        retention_bytes = self._config.retention_bytes
+        size = self.size_in_bytes
+        if retention_bytes < 0 or size < retention_bytes:
+            return 0
+        excess = size - retention_bytes
+
+        def should_delete(segment: LogSegment, following: LogSegment | None) -> bool:
+            nonlocal excess
+            if excess - segment.size >= 0:
+                excess -= segment.size
+                return True
+            return False
+
+        return self._delete_old_segments(should_delete)
+
+    def _delete_old_segments(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
+        segments = self._segments
+        deletable: list[LogSegment] = []
+        for i, segment in enumerate(segments):
+            following = segments[i + 1] if i + 1 < len(segments) else None
+            upper_bound = following.base_offset if following is not None else self._log_end_offset
+            if following is None and segment.size == 0:
+                break
+            if self._high_watermark >= upper_bound and predicate(segment, following):
+                deletable.append(segment)
+            else:
+                break
+        if not deletable:
+            return 0
+        if len(deletable) == len(segments):
+            self.roll()
+        remaining = [segment for segment in self._segments if segment not in deletable]
+        self.maybe_increment_log_start_offset(remaining[0].base_offset)
+        self._set_segments(remaining)
+        for segment in deletable:
+            log.info("Deleting segment %s of %s-%d", segment.base_offset, self.topic, self.partition)
+            segment.delete()
+            self.producer_state.remove_snapshot(segment.base_offset)
+        return len(deletable)
+
+    def truncate_to(self, target_offset: int) -> bool:
+        """Remove every offset >= ``target_offset`` (a follower diverging from its leader). True if anything was
+        removed. Indexes, leader epochs, producer state and the high watermark follow."""
+        if target_offset < 0:
+            raise ValueError(f"Cannot truncate partition {self.topic}-{self.partition} to a negative offset ({target_offset}).")
+        with self._lock:
+            if target_offset >= self._log_end_offset:
+                self.epoch_cache.truncate_from_end(self._log_end_offset)
+                return False
+            if self._segments[0].base_offset > target_offset:
+                self.truncate_fully_and_start_at(target_offset)
+                return True
+            keep = [segment for segment in self._segments if segment.base_offset <= target_offset]
+            for segment in self._segments[len(keep) :]:
+                segment.delete()
+                self.producer_state.remove_snapshot(segment.base_offset)
+            self._set_segments(keep)
+            keep[-1].truncate_to(target_offset)
+            self._log_end_offset = target_offset
+            self.epoch_cache.truncate_from_end(target_offset)
+            self._log_start_offset = min(target_offset, self._log_start_offset)
+            self._recovery_point = min(self._recovery_point, target_offset)
+            self._pending_roll_flush = min(self._pending_roll_flush, target_offset)
+            self._rebuild_producer_state()
+            self._high_watermark = min(self._high_watermark, self._log_end_offset)
+            return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Drop everything and start empty at ``new_offset`` (a follower far behind its leader's log start)."""
+        with self._lock:
+            for segment in self._segments:
+                segment.delete()
+            self._set_segments([self._create_segment(new_offset)])
+            self._log_end_offset = self._log_start_offset = self._recovery_point = new_offset
+            self._pending_roll_flush = new_offset
+            self.epoch_cache.clear_and_flush()
+            self.producer_state.truncate_fully_and_start_at(new_offset)
+            self.producer_state.take_snapshot()
+            self._high_watermark = new_offset
+
+    # -- durability ----------------------------------------------------------------------------------------------
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsync every segment holding offsets below ``offset`` (default: the LEO); it becomes the recovery point."""
+        with self._lock:
+            target = self._log_end_offset if offset is None else offset
+            recovery_point = self._recovery_point
+            if target <= recovery_point:
+                return
+            first = max(bisect.bisect_right(self._bases, recovery_point) - 1, 0)
+            segments = [s for s in self._segments[first:] if s.base_offset < target]
+        for segment in segments:
+            segment.flush()
+        if any(segment.base_offset >= recovery_point for segment in segments):
+            fsync_dir(self.dir)  # segments created since the last flush
+        with self._lock:
+            if target > self._recovery_point:
+                self._recovery_point = target
+                self.last_flush_ms = self._time_ms()
+
+    def flush_due(self, now_ms: int) -> bool:
+        """Flush what is due: segments rolled since the last flush, and everything if ``flush.ms`` elapsed."""
+        if self._pending_roll_flush > self._recovery_point:
+            self.flush(self._pending_roll_flush)
+            flushed = True
+        else:
+            flushed = False
+        if now_ms - self.last_flush_ms >= self._config.flush_ms and self._log_end_offset > self._recovery_point:
+            self.flush()
+            flushed = True
+        return flushed
+
+    def remove_expired_producers(self, now_ms: int) -> None:
+        with self._lock:
+            self.producer_state.remove_expired_producers(now_ms)
+
+    def close(self) -> None:
+        """Snapshot producer state at the LEO, trim the active indexes and close every file."""
+        with self._lock:
+            if self._closed:
+                return
+            self.producer_state.map_end_offset = self._log_end_offset
+            self.producer_state.take_snapshot()
+            for segment in self._segments:
+                segment.close()
+            self._closed = True
+
+    def delete(self) -> None:
+        """Remove the partition directory and everything in it."""
+        with self._lock:
+            for segment in self._segments:
+                segment.delete()
+            self._set_segments([])
+            self._closed = True
+            for name in os.listdir(self.dir):
+                _unlink(self.dir / name)
+            try:
+                self.dir.rmdir()
+            except OSError:
+                pass
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"The log {self.dir} is closed")
+
+    def __repr__(self) -> str:
+        return (
+            f"Log(dir={self.dir}, topicId={self.topic_id}, logStartOffset={self._log_start_offset}, "
+            f"logEndOffset={self._log_end_offset}, highWatermark={self._high_watermark})"
+        )
+
+
+def _walk_batches(buf: bytearray | memoryview) -> list[tuple[int, BatchHeader]]:
+    """The headers of a buffer of whole magic-2 batches (structure only; CRC is the caller's check)."""
+    headers = []
+    position = 0
+    end = len(buf)
+    while position < end:
+        if end - position < HEADER_SIZE:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"Partial record batch of {end - position} bytes at position {position}")
+        header = parse_header(buf, position)
+        size = header.batch_length + LOG_OVERHEAD
+        if header.magic != 2 or size < HEADER_SIZE or position + size > end:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"Invalid record batch at position {position}")
+        headers.append((position, header))
+        position += size
+    if not headers:
+        raise KafkaError(ErrorCode.INVALID_RECORD, "No record batches to append")
+    return headers
+
+
+def _whole_batches_end(view: memoryview) -> int:
+    """The length of the leading whole batches (a fetch response may end with a partial one)."""
+    position = 0
+    end = len(view)
+    while position + LOG_OVERHEAD <= end:
+        size = int.from_bytes(view[position + 8 : position + 12], "big", signed=True) + LOG_OVERHEAD
+        if size < HEADER_SIZE or position + size > end:
+            break
+        position += size
+    return position
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass

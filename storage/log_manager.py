@@ -1,0 +1,274 @@
+"""The broker's log directories: which partitions live where, and the files Kafka keeps per directory.
+
+Each log directory holds one folder per partition plus ``meta.properties``, the three offset checkpoint
+files and, after a clean shutdown, ``.kafka_cleanshutdown``. At startup logs of directories that shut
+down uncleanly are recovered at once; the others are opened on first use (opening one reads only its last
+segment), so startup time does not grow with the amount of data.
+
+Storage owns no threads or timers: the broker calls ``flush_due``, ``run_retention`` and ``checkpoint``
+from its own schedule.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping
+
+from odradek.storage.checkpoints import (
+    CLEAN_SHUTDOWN,
+    LOG_START_OFFSET_CHECKPOINT,
+    META_PROPERTIES,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    OffsetCheckpointFile,
+    read_properties,
+    write_clean_shutdown,
+    write_properties,
+)
+from odradek.storage.log import Log, parse_topic_partition
+from odradek.storage.log_config import LogConfig
+from odradek.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
+
+log = logging.getLogger("odradek.storage")
+
+TopicPartition = tuple[str, int]
+DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
+STRAY_DIR_SUFFIX = "-stray"
+
+
+class InconsistentBrokerIdError(Exception):
+    """meta.properties belongs to another broker id: Kafka refuses to start."""
+
+
+class InconsistentClusterIdError(Exception):
+    """meta.properties belongs to another cluster: Kafka refuses to start."""
+
+
+@dataclass
+class _UnloadedLog:
+    """A partition found on disk after a clean shutdown, opened on first use."""
+
+    dir: Path
+    log_dir: Path
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class LogManager:
+    def __init__(self, log_dirs: list[Path], broker_defaults: Mapping[str, str], *, time_ms: Callable[[], int] = _now_ms) -> None:
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.broker_defaults = dict(broker_defaults)
+        self.default_config = LogConfig.from_props({}, self.broker_defaults)
+        self._time_ms = time_ms
+        self._producer_id_expiration_ms = int(self.broker_defaults.get("producer.id.expiration.ms", DEFAULT_PRODUCER_ID_EXPIRATION_MS))
+        self._logs: dict[TopicPartition, Log] = {}
+        self._log_dirs_of: dict[TopicPartition, Path] = {}
+        self._unloaded: dict[TopicPartition, _UnloadedLog] = {}
+        self._topic_configs: dict[str, LogConfig] = {}
+        self._recovery_points: dict[TopicPartition, int] = {}
+        self._log_start_offsets: dict[TopicPartition, int] = {}
+        self._high_watermarks: dict[TopicPartition, int] = {}
+        self._lock = threading.RLock()
+
+    # -- startup -------------------------------------------------------------------------------------------------
+
+    def startup(self, cluster_id: str | None = None, broker_id: int = -1) -> None:
+        """Check or write meta.properties, read the checkpoints, recover what a crash left, list the rest."""
+        for log_dir in self.log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            self._check_meta_properties(log_dir, cluster_id, broker_id)
+            clean = (log_dir / CLEAN_SHUTDOWN).exists()
+            recovery_points = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).read()
+            self._recovery_points.update(recovery_points)
+            self._log_start_offsets.update(OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).read())
+            self._high_watermarks.update(OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).read())
+            for entry in sorted(os.scandir(log_dir), key=lambda e: e.name):
+                if not entry.is_dir():
+                    continue
+                if entry.name.endswith(DELETE_DIR_SUFFIX):
+                    shutil.rmtree(entry.path, ignore_errors=True)  # a deletion interrupted by the shutdown
+                    continue
+                if entry.name.endswith((FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
+                    continue
+                try:
+                    tp = parse_topic_partition(entry.name)
+                except ValueError:
+                    log.warning("Ignoring directory %s: not a topic-partition", entry.path)
+                    continue
+                if tp in self._log_dirs_of:
+                    raise RuntimeError(f"Duplicate log directories for {tp[0]}-{tp[1]} are found in both {self._log_dirs_of[tp]} and {log_dir}")
+                self._log_dirs_of[tp] = log_dir
+                if clean:
+                    self._unloaded[tp] = _UnloadedLog(Path(entry.path), log_dir)
+                else:
+                    log.info("Recovering %s after an unclean shutdown", entry.path)
+                    self._logs[tp] = self._open(tp, Path(entry.path), had_clean_shutdown=False)
+            if clean:
+                (log_dir / CLEAN_SHUTDOWN).unlink()
+
+    def _check_meta_properties(self, log_dir: Path, cluster_id: str | None, broker_id: int) -> None:
+        path = log_dir / META_PROPERTIES
+        properties = read_properties(path)
+        if properties is None:
+            fresh = {"cluster.id": cluster_id} if cluster_id else {}
+            write_properties(path, {**fresh, "version": "0", "broker.id": str(broker_id)})
+            return
+        stored_broker = properties.get("broker.id", properties.get("node.id"))
+        if stored_broker is not None and broker_id >= 0 and int(stored_broker) != broker_id:
+            raise InconsistentBrokerIdError(
+                f"Configured broker.id {broker_id} doesn't match stored broker.id Optional[{stored_broker}] in meta.properties. "
+                "If you moved your data, make sure your configured broker.id matches. If you intend to create a new "
+                "broker, you should remove all data in your data directories (log.dirs)."
+            )
+        stored_cluster = properties.get("cluster.id")
+        if stored_cluster and cluster_id and stored_cluster != cluster_id:
+            raise InconsistentClusterIdError(
+                f"The Cluster ID {cluster_id} doesn't match stored clusterId Some({stored_cluster}) in meta.properties. "
+                "The broker is trying to join the wrong cluster. Configured zookeeper.connect may be wrong."
+            )
+        if cluster_id and not stored_cluster:
+            write_properties(path, {"cluster.id": cluster_id, **properties})
+
+    def _open(self, tp: TopicPartition, dir: Path, *, had_clean_shutdown: bool, config: LogConfig | None = None, topic_id: uuid.UUID | None = None) -> Log:
+        return Log.open(
+            dir,
+            config or self._topic_configs.get(tp[0], self.default_config),
+            log_start_offset=self._log_start_offsets.get(tp),
+            recovery_point=self._recovery_points.get(tp, 0),
+            high_watermark=self._high_watermarks.get(tp),
+            had_clean_shutdown=had_clean_shutdown,
+            topic_id=topic_id,
+            time_ms=self._time_ms,
+            producer_id_expiration_ms=self._producer_id_expiration_ms,
+        )
+
+    # -- lookup and lifecycle ----------------------------------------------------------------------------------
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        tp = (topic, partition)
+        with self._lock:
+            log_ = self._logs.get(tp)
+            if log_ is None and tp in self._unloaded:
+                pending = self._unloaded.pop(tp)
+                log_ = self._logs[tp] = self._open(tp, pending.dir, had_clean_shutdown=True)
+            return log_
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None, topic_id: uuid.UUID | None = None) -> Log:
+        """The partition's log, created in the least loaded log directory if it does not exist yet."""
+        tp = (topic, partition)
+        with self._lock:
+            if config is not None:
+                self._topic_configs[topic] = config
+            if tp in self._unloaded:
+                pending = self._unloaded.pop(tp)
+                self._logs[tp] = self._open(tp, pending.dir, had_clean_shutdown=True, config=config, topic_id=topic_id)
+            log_ = self._logs.get(tp)
+            if log_ is not None:
+                if config is not None:
+                    log_.config = config
+                return log_
+            log_dir = min(self.log_dirs, key=lambda d: sum(1 for owner in self._log_dirs_of.values() if owner == d))
+            log_ = Log.open(
+                log_dir / f"{topic}-{partition}",
+                config or self._topic_configs.get(topic, self.default_config),
+                topic_id=topic_id,
+                time_ms=self._time_ms,
+                producer_id_expiration_ms=self._producer_id_expiration_ms,
+            )
+            self._logs[tp] = log_
+            self._log_dirs_of[tp] = log_dir
+            return log_
+
+    def set_topic_config(self, topic: str, config: LogConfig) -> None:
+        """New topic configs (AlterConfigs): applied to open logs and to logs opened later."""
+        with self._lock:
+            self._topic_configs[topic] = config
+            for (name, _), log_ in self._logs.items():
+                if name == topic:
+                    log_.config = config
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        """Remove the partition's directory (renamed ``<topic>-<partition>.<id>-delete`` first, as Kafka does,
+        so a crash midway leaves a directory the next startup finishes deleting)."""
+        tp = (topic, partition)
+        with self._lock:
+            log_ = self.get_log(topic, partition)
+            self._logs.pop(tp, None)
+            self._log_dirs_of.pop(tp, None)
+            for offsets in (self._recovery_points, self._log_start_offsets, self._high_watermarks):
+                offsets.pop(tp, None)
+        if log_ is not None:
+            log_.delete()
+
+    def all_logs(self) -> list[Log]:
+        with self._lock:
+            for topic, partition in list(self._unloaded):
+                self.get_log(topic, partition)
+            return list(self._logs.values())
+
+    def partitions(self) -> list[TopicPartition]:
+        """Every partition with a log on this broker, loaded or not."""
+        with self._lock:
+            return sorted(self._log_dirs_of)
+
+    # -- periodic work -------------------------------------------------------------------------------------------
+
+    def run_retention(self, now_ms: int | None = None) -> int:
+        """Delete segments past retention in every log (Kafka's log.retention.check.interval.ms task) and
+        expire idle producer ids. Returns the number of segments deleted."""
+        now = self._time_ms() if now_ms is None else now_ms
+        deleted = 0
+        for log_ in self.all_logs():
+            deleted += log_.delete_old_segments(now)
+            log_.remove_expired_producers(now)
+        return deleted
+
+    def flush_due(self, now_ms: int | None = None) -> int:
+        """fsync rolled segments and logs whose ``flush.ms`` elapsed. Returns how many logs were flushed."""
+        now = self._time_ms() if now_ms is None else now_ms
+        with self._lock:
+            logs = list(self._logs.values())
+        return sum(1 for log_ in logs if log_.flush_due(now))
+
+    def checkpoint(self) -> None:
+        """Write the three offset checkpoint files of every log directory (atomically)."""
+        with self._lock:
+            for log_ in self._logs.values():
+                tp = (log_.topic, log_.partition)
+                self._recovery_points[tp] = log_.recovery_point
+                self._high_watermarks[tp] = log_.high_watermark
+                if log_.log_start_offset > log_.segments[0].base_offset:
+                    self._log_start_offsets[tp] = log_.log_start_offset
+                else:
+                    self._log_start_offsets.pop(tp, None)
+            for log_dir in self.log_dirs:
+                mine = [tp for tp, owner in self._log_dirs_of.items() if owner == log_dir]
+                for name, offsets in (
+                    (RECOVERY_POINT_CHECKPOINT, self._recovery_points),
+                    (REPLICATION_OFFSET_CHECKPOINT, self._high_watermarks),
+                    (LOG_START_OFFSET_CHECKPOINT, self._log_start_offsets),
+                ):
+                    OffsetCheckpointFile(log_dir / name).write({tp: offsets[tp] for tp in mine if tp in offsets})
+
+    def shutdown(self) -> None:
+        """Flush and close every log, write the checkpoints, then mark each directory cleanly shut down."""
+        with self._lock:
+            for log_ in self._logs.values():
+                log_.flush()
+            self.checkpoint()
+            for log_ in self._logs.values():
+                log_.close()
+            for log_dir in self.log_dirs:
+                write_clean_shutdown(log_dir)
+            self._logs.clear()
+            self._unloaded.clear()

@@ -1,0 +1,395 @@
+"""Idempotent-producer state per partition (Kafka's ProducerStateManager), and its ``.snapshot`` files.
+
+For each producer id the log remembers the epoch, the sequence range and offsets of its last 5 batches,
+and whether it has a transaction open. Produce requests are checked against it *before* anything is
+written: a fenced epoch is INVALID_PRODUCER_EPOCH, a gap in sequences OUT_OF_ORDER_SEQUENCE_NUMBER, and a
+retry of one of the last 5 batches is recognised as a duplicate and answered with the original offsets.
+
+The state is rebuilt from batch headers alone (producer id, epoch and sequences live in the header) and
+saved as ``<offset>.snapshot`` files in Kafka's binary format, so a restart replays at most the data after
+the latest snapshot.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.record_batch import BatchHeader, crc32c
+from odradek.storage.checkpoints import write_atomically
+
+log = logging.getLogger("odradek.storage")
+
+NUM_BATCHES_TO_RETAIN = 5
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_VERSION = 1
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
+INT32_MAX = 2**31 - 1
+
+_SNAPSHOT_HEADER = struct.Struct(">hIi")  # version, crc (of everything after it), entry count
+_SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
+# producer_id, epoch, last_sequence, last_offset, offset_delta, timestamp, coordinator_epoch, current_txn_first_offset
+
+
+class AppendOrigin(enum.Enum):
+    """Who is appending: clients get full sequence checks, replication gets none (the leader did them)."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
+    REPLICATION = "replication"
+
+
+class CorruptSnapshotError(Exception):
+    pass
+
+
+def decrement_sequence(sequence: int, decrement: int) -> int:
+    """Sequences wrap from Int32 max back to 0."""
+    return (sequence - decrement) % (INT32_MAX + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    last_seq: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+
+    @property
+    def first_seq(self) -> int:
+        return decrement_sequence(self.last_seq, self.offset_delta)
+
+    @property
+    def first_offset(self) -> int:
+        return self.last_offset - self.offset_delta
+
+
+@dataclass
+class ProducerStateEntry:
+    producer_id: int
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    coordinator_epoch: int = -1
+    last_timestamp: int = -1
+    current_txn_first_offset: int | None = None
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.batches
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def first_seq(self) -> int:
+        return self.batches[0].first_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_data_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    @property
+    def last_offset_delta(self) -> int:
+        return self.batches[-1].offset_delta if self.batches else 0
+
+    def with_no_batches(self) -> ProducerStateEntry:
+        """The scratch entry an append validates against: same epoch and transaction, no batches yet."""
+        return ProducerStateEntry(self.producer_id, self.producer_epoch, self.coordinator_epoch, self.last_timestamp, self.current_txn_first_offset)
+
+    def maybe_update_producer_epoch(self, epoch: int) -> None:
+        if self.producer_epoch != epoch:
+            self.batches.clear()
+            self.producer_epoch = epoch
+
+    def add_batch(self, epoch: int, last_seq: int, last_offset: int, offset_delta: int, timestamp: int) -> None:
+        self.maybe_update_producer_epoch(epoch)
+        self.batches.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
+        self.last_timestamp = timestamp
+
+    def update(self, next_entry: ProducerStateEntry) -> None:
+        self.maybe_update_producer_epoch(next_entry.producer_epoch)
+        self.coordinator_epoch = next_entry.coordinator_epoch
+        self.last_timestamp = next_entry.last_timestamp
+        self.current_txn_first_offset = next_entry.current_txn_first_offset
+        self.batches.extend(next_entry.batches)
+
+    def find_duplicate_batch(self, header: BatchHeader) -> BatchMetadata | None:
+        """One of the retained batches with exactly this epoch and sequence range: a producer retry."""
+        if header.producer_epoch != self.producer_epoch:
+            return None
+        last_seq = header.last_sequence
+        for batch in self.batches:
+            if batch.first_seq == header.base_sequence and batch.last_seq == last_seq:
+                return batch
+        return None
+
+
+class ProducerAppendInfo:
+    """The validation and pending update of one producer's batches within one append (Kafka's ProducerAppendInfo)."""
+
+    def __init__(self, producer_id: int, current: ProducerStateEntry, origin: AppendOrigin) -> None:
+        self.producer_id = producer_id
+        self.current = current
+        self.origin = origin
+        self.updated = current.with_no_batches()
+        self.started_transactions: list[int] = []
+        self.completed_transactions: list[int] = []
+
+    def append(self, header: BatchHeader) -> None:
+        """Validate and record one batch whose offsets are final (raises KafkaError when the producer may not
+        write it). A control batch (transaction marker) ends the producer's open transaction."""
+        if header.is_control:
+            self._check_producer_epoch(header.producer_epoch, header.base_offset)
+            if self.updated.current_txn_first_offset is not None:
+                self.completed_transactions.append(self.updated.current_txn_first_offset)
+            self.updated.maybe_update_producer_epoch(header.producer_epoch)
+            self.updated.current_txn_first_offset = None
+            self.updated.last_timestamp = header.max_timestamp
+            return
+        first_offset = header.base_offset
+        last_offset = header.base_offset + header.last_offset_delta
+        self._check_producer_epoch(header.producer_epoch, first_offset)
+        if self.origin is AppendOrigin.CLIENT:
+            self._check_sequence(header.producer_epoch, header.base_sequence, first_offset)
+        self.updated.add_batch(header.producer_epoch, header.last_sequence, last_offset, last_offset - first_offset, header.max_timestamp)
+        if self.updated.current_txn_first_offset is not None and not header.is_transactional:
+            raise KafkaError(
+                ErrorCode.INVALID_TXN_STATE,
+                f"Expected transactional write from producer {self.producer_id} at offset {first_offset}",
+            )
+        if self.updated.current_txn_first_offset is None and header.is_transactional:
+            self.updated.current_txn_first_offset = first_offset
+            self.started_transactions.append(first_offset)
+
+    def _check_producer_epoch(self, epoch: int, offset: int) -> None:
+        if epoch < self.updated.producer_epoch:
+            message = (
+                f"Epoch of producer {self.producer_id} at offset {offset} is {epoch}, which is smaller than the last "
+                f"seen epoch {self.updated.producer_epoch}"
+            )
+            if self.origin is AppendOrigin.REPLICATION:
+                log.warning(message)
+            else:
+                raise KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH, message)
+
+    def _check_sequence(self, epoch: int, first_seq: int, offset: int) -> None:
+        """Kafka 3.9's ProducerAppendInfo.checkSequence: a bumped epoch must restart at 0; the same epoch must
+        continue right after the last sequence (wrapping at Int32 max); an unknown producer may start anywhere
+        (its earlier state may have been removed by retention)."""
+        if epoch != self.updated.producer_epoch:
+            if first_seq != 0 and self.updated.producer_epoch != NO_PRODUCER_EPOCH:
+                raise KafkaError(
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"Invalid sequence number for new epoch of producer {self.producer_id} at offset {offset}: "
+                    f"{epoch} (request epoch), {first_seq} (seq. number), {self.updated.producer_epoch} (current producer epoch)",
+                )
+            return
+        if not self.updated.is_empty:
+            current_last_seq = self.updated.last_seq
+        elif epoch == self.current.producer_epoch:
+            current_last_seq = self.current.last_seq
+        else:
+            current_last_seq = NO_SEQUENCE
+        in_sequence = first_seq == current_last_seq + 1 or (first_seq == 0 and current_last_seq == INT32_MAX)
+        if not (self.current.producer_epoch == NO_PRODUCER_EPOCH or in_sequence):
+            raise KafkaError(
+                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"Out of order sequence number for producer {self.producer_id} at offset {offset}: {first_seq} "
+                f"(incoming seq. number), {current_last_seq} (current end sequence number)",
+            )
+
+
+class ProducerStateManager:
+    def __init__(self, dir: Path, producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
+        self.dir = dir
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.producers: dict[int, ProducerStateEntry] = {}
+        self.ongoing_txns: dict[int, int] = {}
+        """First offset of each open transaction -> its producer id (the last stable offset is the smallest)."""
+        self.map_end_offset = 0
+        self._last_snap_offset = 0
+        self._snapshots = sorted(_snapshot_offsets(dir))
+
+    # -- validation and update ------------------------------------------------------------------------------------
+
+    def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self.producers.get(producer_id)
+
+    def prepare_update(self, producer_id: int, origin: AppendOrigin) -> ProducerAppendInfo:
+        current = self.producers.get(producer_id) or ProducerStateEntry(producer_id)
+        return ProducerAppendInfo(producer_id, current, origin)
+
+    def update(self, append_info: ProducerAppendInfo) -> None:
+        current = self.producers.get(append_info.producer_id)
+        if current is None:
+            self.producers[append_info.producer_id] = append_info.updated
+        else:
+            current.update(append_info.updated)
+        for first_offset in append_info.started_transactions:
+            self.ongoing_txns[first_offset] = append_info.producer_id
+        for first_offset in append_info.completed_transactions:
+            self.ongoing_txns.pop(first_offset, None)
+
+    def first_undecided_offset(self) -> int | None:
+        return min(self.ongoing_txns) if self.ongoing_txns else None
+
+    def apply_batch(self, header: BatchHeader, origin: AppendOrigin = AppendOrigin.REPLICATION) -> None:
+        """Replay one stored batch (log load, recovery): no sequence checks, epochs only warned about."""
+        if header.producer_id >= 0:
+            info = self.prepare_update(header.producer_id, origin)
+            info.append(header)
+            self.update(info)
+        self.map_end_offset = header.base_offset + header.last_offset_delta + 1
+
+    def remove_expired_producers(self, now_ms: int) -> None:
+        expired = [
+            producer_id
+            for producer_id, entry in self.producers.items()
+            if entry.current_txn_first_offset is None and now_ms - entry.last_timestamp >= self.producer_id_expiration_ms
+        ]
+        for producer_id in expired:
+            del self.producers[producer_id]
+
+    # -- snapshots -------------------------------------------------------------------------------------------------
+
+    @property
+    def latest_snapshot_offset(self) -> int | None:
+        return self._snapshots[-1] if self._snapshots else None
+
+    @property
+    def snapshot_offsets(self) -> list[int]:
+        return list(self._snapshots)
+
+    def take_snapshot(self) -> None:
+        """Write ``<map end offset>.snapshot`` unless one at this offset already exists."""
+        if self.map_end_offset > self._last_snap_offset:
+            write_snapshot(_snapshot_path(self.dir, self.map_end_offset), self.producers.values())
+            if self.map_end_offset not in self._snapshots:
+                self._snapshots.append(self.map_end_offset)
+                self._snapshots.sort()
+            self._last_snap_offset = self.map_end_offset
+
+    def truncate_and_reload(self, log_start_offset: int, log_end_offset: int, now_ms: int) -> None:
+        """Drop snapshots outside (log start, log end] and, if the state is not at the log end, reload the
+        latest remaining snapshot; the caller then replays the log from ``map_end_offset``."""
+        for offset in list(self._snapshots):
+            if offset > log_end_offset or offset <= log_start_offset:
+                self._remove_snapshot(offset)
+        if log_end_offset != self.map_end_offset:
+            self.producers.clear()
+            self.ongoing_txns.clear()
+            self._load_from_snapshot(log_start_offset, now_ms)
+        else:
+            self.on_log_start_offset_incremented(log_start_offset)
+
+    def _load_from_snapshot(self, log_start_offset: int, now_ms: int) -> None:
+        while self._snapshots:
+            offset = self._snapshots[-1]
+            try:
+                entries = read_snapshot(_snapshot_path(self.dir, offset))
+            except (CorruptSnapshotError, OSError) as exc:
+                log.warning("Failed to load producer snapshot %s: %s", _snapshot_path(self.dir, offset), exc)
+                self._remove_snapshot(offset)
+                continue
+            for entry in entries:
+                if entry.current_txn_first_offset is not None or now_ms - entry.last_timestamp < self.producer_id_expiration_ms:
+                    self.producers[entry.producer_id] = entry
+                    if entry.current_txn_first_offset is not None:
+                        self.ongoing_txns[entry.current_txn_first_offset] = entry.producer_id
+            self.map_end_offset = self._last_snap_offset = offset
+            return
+        self.map_end_offset = self._last_snap_offset = log_start_offset
+
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        if self.map_end_offset < log_start_offset:
+            self.map_end_offset = log_start_offset
+        self._last_snap_offset = self.latest_snapshot_offset if self._snapshots else log_start_offset
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.producers.clear()
+        self.ongoing_txns.clear()
+        for snapshot in list(self._snapshots):
+            self._remove_snapshot(snapshot)
+        self._last_snap_offset = 0
+        self.map_end_offset = offset
+
+    def delete_snapshots_before(self, offset: int) -> None:
+        for snapshot in [s for s in self._snapshots if s < offset]:
+            self._remove_snapshot(snapshot)
+
+    def remove_snapshot(self, offset: int) -> None:
+        self._remove_snapshot(offset)
+
+    def _remove_snapshot(self, offset: int) -> None:
+        if offset in self._snapshots:
+            self._snapshots.remove(offset)
+        try:
+            _snapshot_path(self.dir, offset).unlink()
+        except FileNotFoundError:
+            pass
+
+
+def _snapshot_path(dir: Path, offset: int) -> Path:
+    return dir / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+def _snapshot_offsets(dir: Path) -> list[int]:
+    offsets = []
+    try:
+        names = os.listdir(dir)
+    except FileNotFoundError:
+        return offsets
+    for name in names:
+        stem, dot, suffix = name.partition(".")
+        if "." + suffix == SNAPSHOT_SUFFIX and stem.isdigit():
+            offsets.append(int(stem))
+    return offsets
+
+
+def write_snapshot(path: Path, entries: object) -> None:
+    body = bytearray()
+    count = 0
+    for entry in entries:  # type: ignore[attr-defined]
+        assert isinstance(entry, ProducerStateEntry)
+        body += _SNAPSHOT_ENTRY.pack(
+            entry.producer_id,
+            entry.producer_epoch,
+            entry.last_seq,
+            entry.last_data_offset,
+            entry.last_offset_delta,
+            entry.last_timestamp,
+            entry.coordinator_epoch,
+            -1 if entry.current_txn_first_offset is None else entry.current_txn_first_offset,
+        )
+        count += 1
+    entries_part = struct.pack(">i", count) + bytes(body)
+    write_atomically(path, struct.pack(">hI", SNAPSHOT_VERSION, crc32c(entries_part)) + entries_part)
+
+
+def read_snapshot(path: Path) -> list[ProducerStateEntry]:
+    data = path.read_bytes()
+    if len(data) < _SNAPSHOT_HEADER.size:
+        raise CorruptSnapshotError(f"Snapshot {path} is too short")
+    version, crc, count = _SNAPSHOT_HEADER.unpack_from(data)
+    if version != SNAPSHOT_VERSION:
+        raise CorruptSnapshotError(f"Snapshot contained an unknown file version {version}")
+    if crc32c(memoryview(data)[6:]) != crc:
+        raise CorruptSnapshotError("Snapshot is corrupt (CRC is no longer valid)")
+    if count < 0 or len(data) != _SNAPSHOT_HEADER.size + count * _SNAPSHOT_ENTRY.size:
+        raise CorruptSnapshotError(f"Snapshot {path} has a wrong length for {count} entries")
+    entries = []
+    for pid, epoch, seq, offset, delta, timestamp, coordinator_epoch, txn_first in _SNAPSHOT_ENTRY.iter_unpack(data[_SNAPSHOT_HEADER.size:]):
+        entry = ProducerStateEntry(pid, epoch, coordinator_epoch, timestamp, txn_first if txn_first >= 0 else None)
+        if offset >= 0:
+            entry.batches.append(BatchMetadata(seq, offset, delta, timestamp))
+        entries.append(entry)
+    return entries

@@ -1,0 +1,427 @@
+"""One log segment: ``<base>.log`` plus its ``.index`` and ``.timeindex`` (Kafka's LogSegment).
+
+Segments are opened lazily: a segment loaded from disk touches no file until it is read, appended to or
+asked for its timestamps, so a broker with thousands of segments starts in time proportional to the number
+of partitions, not to the data. Indexes opened lazily are sanity-checked (ordering, positions inside the
+log) and rebuilt from the log's batch headers if they cannot be trusted, so a lost or garbage index never
+serves a wrong position.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from odradek.protocol.record_batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header, verify_crc
+from odradek.storage.file_records import FileRecords, FileSlice
+from odradek.storage.indexes import INT32_MAX, NO_TIMESTAMP, CorruptIndexError, OffsetIndex, TimeIndex
+
+log = logging.getLogger("odradek.storage")
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+_RECOVERY_READ = 8 * 1024 * 1024
+
+
+def file_name(offset: int, suffix: str) -> str:
+    """Kafka names every per-offset file by the offset as 20 zero-padded digits."""
+    return f"{offset:020d}{suffix}"
+
+
+class SegmentOverflowError(Exception):
+    """An offset that no longer fits the segment's 32-bit relative offsets (the log must roll first)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetPosition:
+    """Where a read starts: the batch holding (or following) an offset, and its size."""
+
+    offset: int
+    position: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRead:
+    """A segment's answer to a read: the bytes to send and the metadata of where the read started."""
+
+    start: OffsetPosition
+    slice: FileSlice | None
+    first_entry_incomplete: bool
+
+
+class LogSegment:
+    def __init__(
+        self,
+        dir: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size: int,
+        roll_jitter_ms: int,
+        created_ms: int,
+    ) -> None:
+        self.dir = dir
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_size = max_index_size
+        self.roll_jitter_ms = roll_jitter_ms
+        self.created_ms = created_ms
+        self.bytes_since_last_index_entry = 0
+        self._log: FileRecords | None = None
+        self._offset_index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
+        self._size: int | None = None
+        self._rolling_based_timestamp: int | None = None
+        self._max_timestamp_and_offset: tuple[int, int] | None = None
+        self.indexes_trusted = False
+        """True once the indexes were created or rebuilt by this process (no sanity check needed)."""
+
+    # -- files -----------------------------------------------------------------------------------------------------
+
+    def path(self, suffix: str) -> Path:
+        return self.dir / file_name(self.base_offset, suffix)
+
+    @property
+    def log(self) -> FileRecords:
+        if self._log is None:
+            self._log = FileRecords.open(self.path(LOG_SUFFIX))
+        return self._log
+
+    @property
+    def size(self) -> int:
+        if self._log is not None:
+            return self._log.size
+        if self._size is None:
+            self._size = os.stat(self.path(LOG_SUFFIX)).st_size
+        return self._size
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        if self._offset_index is None:
+            self._open_indexes()
+        assert self._offset_index is not None
+        return self._offset_index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        if self._time_index is None:
+            self._open_indexes()
+        assert self._time_index is not None
+        return self._time_index
+
+    def _open_indexes(self) -> None:
+        self._offset_index = OffsetIndex(self.path(INDEX_SUFFIX), self.base_offset, self.max_index_size)
+        self._time_index = TimeIndex(self.path(TIME_INDEX_SUFFIX), self.base_offset, self.max_index_size)
+        if self.indexes_trusted:
+            return
+        try:
+            self._offset_index.sanity_check(self.size)
+            self._time_index.sanity_check(self.size)
+        except CorruptIndexError as exc:
+            log.warning("%s; rebuilding the indexes of segment %s", exc, self.path(LOG_SUFFIX))
+            self.rebuild_indexes()
+        self.indexes_trusted = True
+
+    def indexes_exist(self) -> bool:
+        return self.path(INDEX_SUFFIX).exists() and self.path(TIME_INDEX_SUFFIX).exists()
+
+    def resize_indexes(self, size: int) -> None:
+        self.offset_index.resize(size)
+        self.time_index.resize(size)
+
+    # -- timestamps ------------------------------------------------------------------------------------------------
+
+    @property
+    def max_timestamp_and_offset(self) -> tuple[int, int]:
+        """(largest timestamp, last offset of the batch holding it); (-1, base) if no batch has a timestamp."""
+        if self._max_timestamp_and_offset is None:
+            self._max_timestamp_and_offset = self.time_index.last_entry
+        return self._max_timestamp_and_offset
+
+    @property
+    def max_timestamp(self) -> int:
+        return self.max_timestamp_and_offset[0]
+
+    def largest_timestamp(self) -> int:
+        """What time retention compares: the max timestamp, or the file's mtime when no batch has one."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return self.last_modified_ms()
+
+    def last_modified_ms(self) -> int:
+        return os.stat(self.path(LOG_SUFFIX)).st_mtime_ns // 1_000_000
+
+    def first_batch_timestamp(self) -> int | None:
+        if self._rolling_based_timestamp is None:
+            for _, header in self.log.batch_headers(0):
+                self._rolling_based_timestamp = header.max_timestamp
+                break
+        return self._rolling_based_timestamp
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """Since the first batch's timestamp if it has one, else since the segment was created."""
+        first = self.first_batch_timestamp()
+        if first is not None and first >= 0:
+            return message_timestamp - first
+        return now_ms - self.created_ms
+
+    def should_roll(self, *, segment_bytes: int, segment_ms: int, max_timestamp: int, max_offset: int, messages_size: int, now_ms: int) -> bool:
+        """Kafka's LogSegment.shouldRoll: full by size, old by time, an index full, or an offset out of reach."""
+        size = self.size
+        reached_roll_ms = self.time_waited_for_roll(now_ms, max_timestamp) > segment_ms - self.roll_jitter_ms
+        return (
+            size > segment_bytes - messages_size
+            or (size > 0 and reached_roll_ms)
+            or self.offset_index.is_full()
+            or self.time_index.is_full()
+            or not self.offset_index.can_append_offset(max_offset)
+        )
+
+    # -- append ----------------------------------------------------------------------------------------------------
+
+    def append(self, largest_offset: int, largest_timestamp: int, offset_of_max_timestamp: int, data: bytes | bytearray | memoryview) -> None:
+        """Append batches whose offsets are already assigned; add index entries every index.interval.bytes."""
+        if not len(data):
+            return
+        if not self.offset_index.can_append_offset(largest_offset):
+            raise SegmentOverflowError(f"offset {largest_offset} does not fit segment {self.base_offset}")
+        physical_position = self.log.size
+        if physical_position == 0:
+            self._rolling_based_timestamp = largest_timestamp
+        self.log.append(data)
+        if largest_timestamp > self.max_timestamp:
+            self._max_timestamp_and_offset = (largest_timestamp, offset_of_max_timestamp)
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(largest_offset, physical_position)
+            self.time_index.maybe_append(*self.max_timestamp_and_offset)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += len(data)
+
+    # -- lookup and read -------------------------------------------------------------------------------------------
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> OffsetPosition | None:
+        """The first batch whose last offset is >= ``offset``: index lookup, then a scan of batch headers.
+
+        The batch an index entry points at must start at or before the entry's offset; if not, the index is
+        corrupt, is rebuilt, and the lookup is repeated.
+        """
+        for _ in range(2):
+            entry_offset, entry_position = self.offset_index.lookup(offset)
+            position = max(entry_position, starting_position)
+            check_entry = entry_position > 0 and entry_position >= starting_position
+            for batch_position, header in self.log.batch_headers(position):
+                if check_entry:
+                    if not self.base_offset <= header.base_offset <= entry_offset:
+                        break
+                    check_entry = False
+                if header.base_offset + header.last_offset_delta >= offset:
+                    return OffsetPosition(header.base_offset, batch_position, header.batch_length + LOG_OVERHEAD)
+            else:
+                if not check_entry:
+                    return None
+            log.warning("Offset index of %s points at %d, not a batch at or before offset %d; rebuilding", self.path(LOG_SUFFIX), entry_position, entry_offset)
+            self.rebuild_indexes()
+        return None
+
+    def read(self, start_offset: int, max_size: int, max_position: int, min_one_message: bool) -> SegmentRead | None:
+        """Kafka's LogSegment.read: from the batch holding ``start_offset``, at most ``max_size`` bytes (but the
+        first batch whole when ``min_one_message``), never past ``max_position``. None if the segment holds no
+        offset >= ``start_offset``. As in Kafka, the byte limit may cut the last batch; clients drop a partial
+        trailing batch.
+        """
+        if max_size < 0:
+            raise ValueError(f"Invalid max size {max_size} for log read from segment {self.path(LOG_SUFFIX)}")
+        start = self.translate_offset(start_offset)
+        if start is None:
+            return None
+        adjusted_max_size = max(max_size, start.size) if min_one_message else max_size
+        fetch_size = min(max_position - start.position, adjusted_max_size)
+        if adjusted_max_size == 0 or fetch_size <= 0:
+            return SegmentRead(start, None, False)
+        return SegmentRead(start, self.log.slice(start.position, fetch_size), adjusted_max_size < start.size)
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch: from the last index entry, walk headers to the end."""
+        _, position = self.offset_index.lookup(self.offset_index.last_offset)
+        next_offset = self.base_offset
+        for _, header in self.log.batch_headers(position):
+            next_offset = header.base_offset + header.last_offset_delta + 1
+        return next_offset
+
+    def batches_from(self, position: int) -> Iterator[tuple[int, BatchHeader]]:
+        return self.log.batch_headers(position)
+
+    def read_batch(self, position: int, header: BatchHeader) -> bytes:
+        return self.log.read(position, header.batch_length + LOG_OVERHEAD)
+
+    def find_timestamp_position(self, timestamp: int, starting_offset: int) -> int:
+        """Where to start scanning for the first record with timestamp >= ``timestamp`` (LogSegment.findOffsetByTimestamp)."""
+        _, indexed_offset = self.time_index.lookup(timestamp)
+        return self.offset_index.lookup(max(indexed_offset, starting_offset))[1]
+
+    # -- recovery --------------------------------------------------------------------------------------------------
+
+    def recover(self, on_batch: Callable[[BatchHeader], None] | None = None) -> int:
+        """Re-validate every batch (size, magic, CRC, offsets), rebuild the indexes, cut the invalid tail.
+
+        Returns the number of bytes truncated. ``on_batch`` sees each valid batch in order (epoch cache,
+        producer state).
+        """
+        valid_bytes = self._index_batches(self._valid_batches(), on_batch)
+        truncated = self.log.size - valid_bytes
+        if truncated > 0:
+            log.warning("Found invalid or partial batches in %s at byte %d; truncating %d bytes", self.path(LOG_SUFFIX), valid_bytes, truncated)
+        self.log.truncate_to(valid_bytes)
+        self._finish_index_rebuild()
+        return max(truncated, 0)
+
+    def rebuild_indexes(self) -> None:
+        """Rebuild both indexes from batch headers without touching the log (a lost or corrupt index)."""
+        for index in (self._offset_index, self._time_index):
+            if index is not None:
+                index.delete()
+        self._offset_index = OffsetIndex(self.path(INDEX_SUFFIX), self.base_offset, self.max_index_size)
+        self._time_index = TimeIndex(self.path(TIME_INDEX_SUFFIX), self.base_offset, self.max_index_size)
+        self.indexes_trusted = True
+        self._index_batches(self.log.batch_headers(0), None)
+        self._finish_index_rebuild()
+
+    def _index_batches(self, batches: Iterator[tuple[int, BatchHeader]], on_batch: Callable[[BatchHeader], None] | None) -> int:
+        offset_index, time_index = self.offset_index, self.time_index
+        offset_index.reset()
+        time_index.reset()
+        self._max_timestamp_and_offset = (NO_TIMESTAMP, self.base_offset)
+        valid_bytes = 0
+        last_index_entry = 0
+        for position, header in batches:
+            last_offset = header.base_offset + header.last_offset_delta
+            if header.max_timestamp > self._max_timestamp_and_offset[0]:
+                self._max_timestamp_and_offset = (header.max_timestamp, last_offset)
+            if valid_bytes - last_index_entry > self.index_interval_bytes:
+                offset_index.append(last_offset, valid_bytes)
+                time_index.maybe_append(*self._max_timestamp_and_offset)
+                last_index_entry = valid_bytes
+            valid_bytes = position + header.batch_length + LOG_OVERHEAD
+            if on_batch is not None:
+                on_batch(header)
+        self.bytes_since_last_index_entry = valid_bytes - last_index_entry
+        return valid_bytes
+
+    def _finish_index_rebuild(self) -> None:
+        self.offset_index.trim_to_valid_size()
+        self.time_index.maybe_append(*self.max_timestamp_and_offset, skip_full_check=True)
+        self.time_index.trim_to_valid_size()
+        self._rolling_based_timestamp = None
+
+    def _valid_batches(self) -> Iterator[tuple[int, BatchHeader]]:
+        """Batches from the start of the file while each is whole, magic 2, CRC-valid and offset-ordered."""
+        records = self.log
+        size = records.size
+        position = 0
+        next_offset = self.base_offset
+        buf = b""
+        buf_start = 0
+        while position + LOG_OVERHEAD <= size:
+            if position + HEADER_SIZE > buf_start + len(buf):
+                buf, buf_start = records.read(position, min(_RECOVERY_READ, size - position)), position
+            at = position - buf_start
+            if at + HEADER_SIZE > len(buf):
+                return
+            header = parse_header(buf, at)
+            batch_size = header.batch_length + LOG_OVERHEAD
+            if batch_size < HEADER_SIZE or position + batch_size > size:
+                return
+            if at + batch_size > len(buf):
+                buf, buf_start = records.read(position, max(min(_RECOVERY_READ, size - position), batch_size)), position
+                at = 0
+            last_offset = header.base_offset + header.last_offset_delta
+            if (
+                header.magic != 2
+                or header.last_offset_delta < 0
+                or header.base_offset < next_offset
+                or last_offset - self.base_offset > INT32_MAX
+                or not verify_crc(buf, at, header)
+            ):
+                return
+            yield position, header
+            next_offset = last_offset + 1
+            position += batch_size
+
+    # -- truncation, roll, close, delete -----------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch from the one holding ``offset``; the segment becomes the active one again."""
+        mapping = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.resize_indexes(self.max_index_size)
+        truncated = 0 if mapping is None else self.log.truncate_to(mapping.position)
+        if self.log.size == 0:
+            self._rolling_based_timestamp = None
+        self.bytes_since_last_index_entry = 0
+        self._max_timestamp_and_offset = self._read_largest_timestamp()
+        return truncated
+
+    def _read_largest_timestamp(self) -> tuple[int, int]:
+        """The last time index entry, or a larger max timestamp among the batches after it."""
+        best = self.time_index.last_entry
+        _, position = self.offset_index.lookup(best[1])
+        for _, header in self.log.batch_headers(position):
+            if header.max_timestamp > best[0]:
+                best = (header.max_timestamp, header.base_offset + header.last_offset_delta)
+        return best
+
+    def on_become_inactive(self) -> None:
+        """Record the max timestamp in the time index (retention reads it) and trim both indexes."""
+        self.time_index.maybe_append(*self.max_timestamp_and_offset, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def flush(self) -> None:
+        if self._log is not None:
+            self._log.flush()
+        for index in (self._offset_index, self._time_index):
+            if index is not None:
+                index.flush()
+
+    def close(self) -> None:
+        """Trim and close the indexes (opened ones only) and the log file."""
+        if self._time_index is not None and self._max_timestamp_and_offset is not None:
+            self._time_index.maybe_append(*self._max_timestamp_and_offset, skip_full_check=True)
+        for index in (self._offset_index, self._time_index):
+            if index is not None:
+                index.trim_to_valid_size()
+                index.close()
+        self._offset_index = self._time_index = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def delete(self) -> None:
+        """Remove the segment's files. An open log file stays readable for slices already handed out."""
+        for index in (self._offset_index, self._time_index):
+            if index is not None:
+                index.close()
+        self._offset_index = self._time_index = None
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            try:
+                self.path(suffix).unlink()
+            except FileNotFoundError:
+                pass
+        if self._log is not None:
+            self._log.delete()
+            self._log = None
+        else:
+            try:
+                self.path(LOG_SUFFIX).unlink()
+            except FileNotFoundError:
+                pass
+
+    def __repr__(self) -> str:
+        return f"LogSegment(baseOffset={self.base_offset}, size={self.size})"
