@@ -11,7 +11,7 @@ import lz4.frame
 import pytest
 import snappy
 import zstandard
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka import codec as kafka_codec
 
@@ -23,6 +23,12 @@ from odradek.protocol.compression import (
 )
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.record_batch import CorruptRecordError
+
+FUZZ = settings(
+    max_examples=int(os.environ.get("ODRADEK_FUZZ_EXAMPLES", "300")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 CODECS = list(CompressionType)
 COMPRESSED = [c for c in CODECS if c is not CompressionType.NONE]
@@ -285,7 +291,7 @@ def test_unknown_codec_id_is_corrupt() -> None:
     assert info.value.code == ErrorCode.CORRUPT_MESSAGE
 
 
-@settings(max_examples=300, deadline=None)
+@FUZZ
 @given(codec=st.sampled_from(COMPRESSED), data=st.binary(max_size=300), magic=st.sampled_from([0, 2]))
 def test_garbage_raises_only_corrupt_record_error(codec: CompressionType, data: bytes, magic: int) -> None:
     try:
@@ -294,7 +300,7 @@ def test_garbage_raises_only_corrupt_record_error(codec: CompressionType, data: 
         pass
 
 
-@settings(max_examples=300, deadline=None)
+@FUZZ
 @given(
     codec=st.sampled_from(COMPRESSED),
     payload=st.binary(min_size=1, max_size=2000),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import struct
 
 import crc32c
@@ -42,6 +43,12 @@ from odradek.protocol.records import (
     encode_varlong,
     iter_records,
     parse_control_record_type,
+)
+
+FUZZ = settings(
+    max_examples=int(os.environ.get("ODRADEK_FUZZ_EXAMPLES", "300")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 
 # One batch written out by hand from docs/implementation.html ("Record Batch", "Record"); the CRC is the
@@ -366,7 +373,7 @@ def test_every_truncation_raises_records_error(codec: CompressionType) -> None:
             consume(batch[:cut])
 
 
-@settings(max_examples=300, deadline=None)
+@FUZZ
 @given(st.binary(max_size=200))
 def test_garbage_raises_only_records_error(data: bytes) -> None:
     for check in (validate_batches, consume, peek_magic):
@@ -376,7 +383,7 @@ def test_garbage_raises_only_records_error(data: bytes) -> None:
             pass
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@FUZZ
 @given(
     codec=st.sampled_from(list(CompressionType)),
     flips=st.lists(st.tuples(st.integers(min_value=0), st.integers(1, 255)), min_size=1, max_size=3),
