@@ -218,7 +218,7 @@ def encode_record(record: Record, offset_delta: int, timestamp_delta: int) -> by
     return encode_varint(len(body)) + body
 
 
-def now_ms() -> int:
+def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
@@ -228,7 +228,7 @@ def complete_records(records: Iterable[RecordLike], base_offset: int) -> list[Re
     A missing offset is the previous one plus one (the first: ``base_offset``); a missing timestamp is now.
     Offsets must increase and not precede ``base_offset``.
     """
-    current_time = now_ms()
+    current_time = _now_ms()
     completed = []
     next_offset = base_offset
     for item in records:
