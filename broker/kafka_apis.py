@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+from odradek.broker.handlers import CLOSE_CONNECTION  # noqa: F401  (re-exported for the socket server)
 from odradek.broker.handlers import (
     api_versions,
     create_topics,
@@ -28,17 +29,6 @@ if TYPE_CHECKING:
     from odradek.broker.kafka_server import KafkaServer
 
 log = logging.getLogger("odradek.apis")
-
-CLOSE_CONNECTION = object()
-"""A handler's answer meaning: send nothing and close the connection (Kafka's CloseConnectionResponse)."""
-
-ADMIN_CLIENT_ID = "__admin_client"
-
-
-def internal_topics_allowed(request: Request) -> bool:
-    """Kafka lets only its own admin tooling (client id ``__admin_client``) write internal topics."""
-    return request.header.client_id == ADMIN_CLIENT_ID
-
 
 @dataclass(frozen=True)
 class Handler:

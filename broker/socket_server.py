@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from odradek.broker.config import BrokerConfig
 from odradek.broker.framing import FrameReader, FrameTooLarge
 from odradek.broker.kafka_apis import CLOSE_CONNECTION, HANDLERS, error_response, unsupported_api_versions_response
 from odradek.broker.kafka_server import KafkaServer
@@ -222,10 +223,10 @@ def _set_buffers(server: KafkaServer, sock: socket.socket) -> None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, recv)
 
 
-def open_listeners(server: KafkaServer) -> list[socket.socket]:
+def open_listeners(config: BrokerConfig) -> list[socket.socket]:
     socks = []
-    backlog = server.config["socket.listen.backlog.size"]
-    for listener in server.config.listeners:
+    backlog = config["socket.listen.backlog.size"]
+    for listener in config.listeners:
         host = listener.host or "0.0.0.0"
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)

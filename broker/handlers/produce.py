@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from odradek.broker.kafka_apis import CLOSE_CONNECTION, internal_topics_allowed
+from odradek.broker.handlers import CLOSE_CONNECTION, internal_topics_allowed
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol import legacy_records

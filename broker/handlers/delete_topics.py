@@ -1,0 +1,68 @@
+"""DeleteTopics: by name (v0+) or by topic id (v6+).
+
+As Kafka's ``KafkaApis.handleDeleteTopicsRequest`` and ``ZkAdminManager.deleteTopics``:
+``delete.topic.enable=false`` answers TOPIC_DELETION_DISABLED (INVALID_REQUEST before v3, which lacks that
+code); a topic id that names no topic is UNKNOWN_TOPIC_ID. Internal topics are not protected: Kafka deletes
+``__consumer_offsets`` when asked. Deletion is immediate here, yet a request with ``timeout_ms <= 0`` gets
+REQUEST_TIMED_OUT for the topics it deleted, as Kafka answers requests that do not wait for completion
+(clients such as librdkafka treat that as success).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+from odradek.protocol.api import Request
+from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.broker.kafka_server import KafkaServer
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _requested(request: Request) -> list[tuple[str | None, uuid.UUID]]:
+    body = request.body
+    if request.header.api_version >= 6:
+        return [(t.name, t.topic_id) for t in body.topics]
+    return [(name, ZERO_UUID) for name in body.topic_names]
+
+
+def _result(name: str | None, topic_id: uuid.UUID, code: ErrorCode, message: str | None = None) -> dict:
+    return {"name": name, "topic_id": topic_id, "error_code": code, "error_message": message}
+
+
+def handle(server: "KafkaServer", request: Request) -> dict:
+    requested = _requested(request)
+    if not server.config["delete.topic.enable"]:
+        code = ErrorCode.INVALID_REQUEST if request.header.api_version < 3 else ErrorCode.TOPIC_DELETION_DISABLED
+        return {"responses": [_result(name, topic_id, code) for name, topic_id in requested]}
+    if any(name is not None and topic_id != ZERO_UUID for name, topic_id in requested):
+        message = "Topic name and topic ID can not both be specified."
+        return {"responses": [_result(name, topic_id, ErrorCode.INVALID_REQUEST, message) for name, topic_id in requested]}
+
+    image = server.metadata
+    results = []
+    to_delete: set[str] = set()
+    for name, topic_id in requested:
+        if topic_id != ZERO_UUID:
+            topic = image.topic_by_id(topic_id)
+            if topic is None:
+                results.append(_result(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID))
+                continue
+            name = topic.name
+        if name not in image.topics:
+            results.append(_result(name, topic_id, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            continue
+        to_delete.add(name)
+        results.append(_result(name, topic_id, ErrorCode.NONE))
+
+    assert server.controller is not None
+    for name in to_delete:
+        server.controller.delete_topic(name)
+    if request.body.timeout_ms <= 0:
+        for result in results:
+            if result["error_code"] == ErrorCode.NONE:
+                result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+    return {"responses": results}

@@ -1,0 +1,69 @@
+"""DescribeCluster (KIP-700): brokers, controller id and cluster id, as the Admin client's describeCluster reads them.
+
+A broker serves the BROKER endpoint type (v1+); asking it for the CONTROLLER type is MISMATCHED_ENDPOINT_TYPE
+and an unknown type UNSUPPORTED_ENDPOINT_TYPE, as Kafka's ``AuthHelper.computeDescribeClusterResponse``.
+With no authorizer every cluster operation is allowed, so the authorized operations asked for are all of
+those a cluster resource supports.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING
+
+from odradek.protocol.api import Request
+from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.broker.kafka_server import KafkaServer
+
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+class EndpointType(enum.IntEnum):
+    UNKNOWN = 0
+    BROKER = 1
+    CONTROLLER = 2
+
+
+class AclOperation(enum.IntEnum):
+    """Kafka's ACL operation codes (bit positions of the authorized-operations field)."""
+
+    CREATE = 5
+    ALTER = 7
+    DESCRIBE = 8
+    CLUSTER_ACTION = 9
+    DESCRIBE_CONFIGS = 10
+    ALTER_CONFIGS = 11
+    IDEMPOTENT_WRITE = 12
+
+
+CLUSTER_OPERATIONS = frozenset(AclOperation)
+"""What ``AclEntry.supportedOperations(CLUSTER)`` lists."""
+
+
+def authorized_operations_field(operations: frozenset[AclOperation]) -> int:
+    return sum(1 << op for op in operations)
+
+
+def handle(server: "KafkaServer", request: Request) -> dict:
+    body = request.body
+    if body.endpoint_type != EndpointType.BROKER:
+        if body.endpoint_type == EndpointType.CONTROLLER:
+            return {
+                "error_code": ErrorCode.MISMATCHED_ENDPOINT_TYPE,
+                "error_message": "The request was sent to an endpoint of type broker, but we wanted an endpoint of type controller",
+                "cluster_id": "",
+            }
+        return {"error_code": ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, "error_message": f"Unsupported endpoint type {body.endpoint_type}", "cluster_id": ""}
+    image = server.metadata
+    return {
+        "error_code": ErrorCode.NONE,
+        "endpoint_type": EndpointType.BROKER,
+        "cluster_id": image.cluster_id,
+        "controller_id": image.controller_id,
+        "brokers": [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in sorted(image.brokers.values(), key=lambda b: b.node_id)],
+        "cluster_authorized_operations": (
+            authorized_operations_field(CLUSTER_OPERATIONS) if body.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+        ),
+    }

@@ -1,0 +1,230 @@
+"""DescribeConfigs: a topic's effective configs and the broker's, with Kafka's sources and synonyms.
+
+Kafka Connect reads ``cleanup.policy`` of its internal topics and ksqlDB reads broker configs, so values are
+the ones the logs really run with. Sources and synonyms follow Kafka's ``ConfigHelper``: a key's synonyms
+are its topic override (if any), then the broker keys it falls back to -- each one set in
+``server.properties`` (STATIC_BROKER_CONFIG), then each one's Kafka default (DEFAULT_CONFIG) -- listed from
+the first entry naming the primary broker key on. The source is the first synonym's. Kafka's quirk is kept:
+``retention.ms`` with only ``log.retention.hours`` set reports DEFAULT_CONFIG and no synonyms, because the
+primary key ``log.retention.ms`` appears nowhere.
+
+odradek has no dynamic broker configs, so every broker config is read-only and the cluster-default broker
+resource (empty name) has none.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable
+
+from odradek.broker.config import BROKER_CONFIG, BROKER_KEYS
+from odradek.controller.metadata import topic_name_error
+from odradek.protocol.api import Request
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.storage.config_types import ConfigKey, ConfigType
+from odradek.storage.log_config import SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC, TOPIC_CONFIG, LogConfig
+
+if TYPE_CHECKING:
+    from odradek.broker.kafka_server import KafkaServer
+
+
+class ResourceType(enum.IntEnum):
+    """Kafka's ``ConfigResource.Type`` ids."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
+
+
+def resource_type_name(type_id: int) -> str:
+    try:
+        return ResourceType(type_id).name
+    except ValueError:
+        return ResourceType.UNKNOWN.name
+
+
+# Kafka's DynamicBrokerConfig.brokerConfigSynonyms: broker keys that set one thing in different units, most
+# specific first. Every other key is its own only synonym.
+_SYNONYM_GROUPS = (
+    ("log.roll.ms", "log.roll.hours"),
+    ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+)
+BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {name: group for group in _SYNONYM_GROUPS for name in group}
+BROKER_SYNONYMS["log.flush.interval.ms"] = ("log.flush.interval.ms", "log.flush.scheduler.interval.ms")
+
+
+def broker_config_synonyms(name: str) -> tuple[str, ...]:
+    return BROKER_SYNONYMS.get(name, (name,))
+
+
+def _broker_defaults() -> dict[str, str]:
+    """Kafka's defaults of the broker keys, as DescribeConfigs renders them (keys without one are absent).
+
+    A few broker keys topic configs fall back to (``compression.gzip.level``...) are not in the broker
+    table; their default is the topic key's, as in Kafka.
+    """
+    defaults = {
+        synonym.name: key.render(key.default)
+        for key in TOPIC_CONFIG
+        for synonym in key.synonyms
+        if synonym.scale == 1 and synonym.name not in BROKER_KEYS and key.default is not None
+    }
+    defaults.update({key.name: key.render(key.default) for key in BROKER_CONFIG if key.default is not None})
+    return defaults
+
+
+BROKER_DEFAULTS: dict[str, str] = _broker_defaults()
+
+
+@dataclass(frozen=True)
+class Synonym:
+    name: str
+    value: str | None
+    source: int
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    """One config as DescribeConfigs (and CreateTopics v5+) reports it."""
+
+    name: str
+    value: str | None
+    source: int
+    type: ConfigType
+    doc: str | None
+    read_only: bool = False
+    is_sensitive: bool = False
+    synonyms: tuple[Synonym, ...] = field(default=())
+
+    def response(self, include_synonyms: bool, include_documentation: bool) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "value": self.value,
+            "read_only": self.read_only,
+            "is_default": self.source == SOURCE_DEFAULT,  # v0 only
+            "config_source": self.source,
+            "is_sensitive": self.is_sensitive,
+            "synonyms": [{"name": s.name, "value": s.value, "source": s.source} for s in self.synonyms] if include_synonyms else [],
+            "config_type": self.type,
+            "documentation": self.doc if include_documentation else None,
+        }
+
+
+def _is_sensitive(key: ConfigKey | None) -> bool:
+    """Kafka's ``maybeSensitive``: passwords, and keys of unknown type, to be safe."""
+    return key is None or key.type is ConfigType.PASSWORD
+
+
+def config_synonyms(server: "KafkaServer", name: str, sensitive: bool) -> list[Synonym]:
+    """The broker-level synonyms of broker key ``name`` (Kafka's ``ConfigHelper.configSynonyms``)."""
+    chain = broker_config_synonyms(name)
+    static = server.config.originals
+    found = [Synonym(n, str(static[n]).strip(), SOURCE_STATIC_BROKER) for n in chain if n in static]
+    found += [Synonym(n, BROKER_DEFAULTS[n], SOURCE_DEFAULT) for n in chain if n in BROKER_DEFAULTS]
+    found = list(itertools.dropwhile(lambda s: s.name != name, found))
+    if sensitive:
+        found = [Synonym(s.name, None, s.source) for s in found]
+    return found
+
+
+def topic_config_entries(server: "KafkaServer", overrides: dict[str, str]) -> list[ConfigEntry]:
+    """Every topic config key with its effective value for these topic overrides."""
+    config = LogConfig.from_props(overrides, server.broker_defaults)
+    entries = []
+    for key in TOPIC_CONFIG:
+        value = key.render(getattr(config, key.attribute))
+        synonyms = config_synonyms(server, key.synonyms[0].name, False) if key.synonyms else []
+        if key.name in overrides:
+            synonyms.insert(0, Synonym(key.name, value, SOURCE_TOPIC))
+        source = synonyms[0].source if synonyms else SOURCE_DEFAULT
+        entries.append(ConfigEntry(key.name, value, source, key.type, key.doc, synonyms=tuple(synonyms)))
+    return entries
+
+
+def broker_config_entries(server: "KafkaServer") -> list[ConfigEntry]:
+    """Every broker key with its value, then any other ``server.properties`` key (unknown type: sensitive)."""
+    entries = []
+    for key in BROKER_CONFIG:
+        raw = server.config[key.name]
+        sensitive = _is_sensitive(key)
+        value = None if sensitive else raw if isinstance(raw, str) else key.render(raw)
+        entries.append(_broker_entry(server, key.name, value, key, sensitive))
+    for name in server.config.originals:
+        if name not in BROKER_KEYS:
+            entries.append(_broker_entry(server, name, None, None, True))
+    return entries
+
+
+def _broker_entry(server: "KafkaServer", name: str, value: str | None, key: ConfigKey | None, sensitive: bool) -> ConfigEntry:
+    synonyms = config_synonyms(server, name, sensitive)
+    source = synonyms[0].source if synonyms else SOURCE_DEFAULT
+    return ConfigEntry(
+        name,
+        value,
+        source,
+        key.type if key else ConfigType.UNKNOWN,
+        key.doc if key else None,
+        read_only=True,
+        is_sensitive=sensitive,
+        synonyms=tuple(synonyms),
+    )
+
+
+def check_broker_resource(server: "KafkaServer", name: str) -> bool:
+    """True for this broker's own resource, False for the cluster default (empty name); else Kafka's error."""
+    if not name:
+        return False
+    try:
+        broker_id = int(name)
+    except ValueError:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
+    if broker_id != server.broker_id:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {server.broker_id} or empty string, but received {name}")
+    return True
+
+
+def resource_config_entries(server: "KafkaServer", resource_type: int, name: str) -> list[ConfigEntry]:
+    if resource_type == ResourceType.TOPIC:
+        reason = topic_name_error(name)
+        if reason:
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+        topic = server.metadata.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return topic_config_entries(server, topic.configs)
+    if resource_type == ResourceType.BROKER:
+        return broker_config_entries(server) if check_broker_resource(server, name) else []
+    raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {resource_type_name(resource_type)}")
+
+
+def _selected(entries: Iterable[ConfigEntry], keys: list[str] | None) -> list[ConfigEntry]:
+    if not keys:
+        return list(entries)
+    wanted = set(keys)
+    return [e for e in entries if e.name in wanted]
+
+
+def handle(server: "KafkaServer", request: Request) -> dict:
+    body = request.body
+    results = []
+    for resource in body.resources:
+        result = {
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+            "resource_type": resource.resource_type,
+            "resource_name": resource.resource_name,
+            "configs": [],
+        }
+        try:
+            entries = _selected(resource_config_entries(server, resource.resource_type, resource.resource_name), resource.configuration_keys)
+            result["configs"] = [e.response(body.include_synonyms, body.include_documentation) for e in entries]
+        except KafkaError as exc:
+            result.update(error_code=exc.code, error_message=exc.message)
+        results.append(result)
+    return {"results": results}

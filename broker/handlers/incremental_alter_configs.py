@@ -1,0 +1,69 @@
+"""IncrementalAlterConfigs (KIP-339): SET, DELETE, and APPEND/SUBTRACT on list configs, one key at a time.
+
+As Kafka's ``prepareIncrementalConfigs``: APPEND and SUBTRACT start from the topic's override, else the
+key's default (``cleanup.policy`` APPEND ``compact`` gives ``delete,compact``); APPEND skips values already
+present. Everything else is AlterConfigs' (validation, validate-only, broker refusal).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING, Any
+
+from odradek.broker.handlers.alter_configs import alter_resources
+from odradek.protocol.api import Request
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.storage.config_types import ConfigType
+from odradek.storage.log_config import TOPIC_CONFIG_BY_NAME
+
+if TYPE_CHECKING:
+    from odradek.broker.kafka_server import KafkaServer
+
+
+class OpType(enum.IntEnum):
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+def _list_value(current: dict[str, str], name: str, op: OpType) -> list[str]:
+    """The list an APPEND or SUBTRACT applies to; the key must be a LIST config."""
+    key = TOPIC_CONFIG_BY_NAME.get(name)
+    if key is None:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown config name: {name}")
+    if key.type is not ConfigType.LIST:
+        verb = "append" if op is OpType.APPEND else "subtract"
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {name}")
+    old = current.get(name, key.render(key.default))
+    if op is OpType.APPEND:
+        return old.split(",") if old else []
+    return old.split(",")
+
+
+def apply_ops(current: dict[str, str], configs: list[Any]) -> dict[str, str]:
+    overrides = dict(current)
+    for config in configs:
+        try:
+            op = OpType(config.config_operation)
+        except ValueError:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {config.config_operation}") from None
+        if op is OpType.SET:
+            overrides[config.name] = config.value
+        elif op is OpType.DELETE:
+            overrides.pop(config.name, None)
+        elif op is OpType.APPEND:
+            values = _list_value(overrides, config.name, op)
+            values += [v for v in config.value.split(",") if v not in values]
+            overrides[config.name] = ",".join(values)
+        else:
+            values = _list_value(overrides, config.name, op)
+            for v in config.value.split(","):
+                if v in values:
+                    values.remove(v)
+            overrides[config.name] = ",".join(values)
+    return overrides
+
+
+def handle(server: "KafkaServer", request: Request) -> dict:
+    return alter_resources(server, request, apply_ops, lambda config: config.config_operation == OpType.DELETE)
