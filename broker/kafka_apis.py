@@ -13,9 +13,18 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from odradek.broker.handlers import CLOSE_CONNECTION  # noqa: F401  (re-exported for the socket server)
 from odradek.broker.handlers import (
+    alter_configs,
     api_versions,
+    create_partitions,
     create_topics,
+    delete_records,
+    delete_topics,
+    describe_cluster,
+    describe_configs,
+    describe_log_dirs,
+    describe_producers,
     fetch,
+    incremental_alter_configs,
     init_producer_id,
     list_offsets,
     metadata,
@@ -52,6 +61,15 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.CreateTopics: _all(ApiKey.CreateTopics, create_topics),
     ApiKey.InitProducerId: _all(ApiKey.InitProducerId, init_producer_id),
     ApiKey.OffsetForLeaderEpoch: _all(ApiKey.OffsetForLeaderEpoch, offset_for_leader_epoch),
+    ApiKey.DeleteTopics: _all(ApiKey.DeleteTopics, delete_topics),
+    ApiKey.DeleteRecords: _all(ApiKey.DeleteRecords, delete_records),
+    ApiKey.DescribeConfigs: _all(ApiKey.DescribeConfigs, describe_configs),
+    ApiKey.AlterConfigs: _all(ApiKey.AlterConfigs, alter_configs),
+    ApiKey.DescribeLogDirs: _all(ApiKey.DescribeLogDirs, describe_log_dirs),
+    ApiKey.CreatePartitions: _all(ApiKey.CreatePartitions, create_partitions),
+    ApiKey.IncrementalAlterConfigs: _all(ApiKey.IncrementalAlterConfigs, incremental_alter_configs),
+    ApiKey.DescribeCluster: _all(ApiKey.DescribeCluster, describe_cluster),
+    ApiKey.DescribeProducers: _all(ApiKey.DescribeProducers, describe_producers),
 }
 
 

@@ -1,0 +1,60 @@
+"""DescribeProducers (KIP-664): the producers a partition's leader tracks, for finding hanging transactions.
+
+Each entry is the log's producer state: id, epoch, last sequence, last timestamp, coordinator epoch and
+the first offset of its open transaction (-1 when none). Errors as Kafka's ``handleDescribeProducersRequest``:
+an illegal topic name is INVALID_TOPIC_EXCEPTION, an unknown topic or partition UNKNOWN_TOPIC_OR_PARTITION
+(with Kafka's default messages), and a partition led elsewhere NOT_LEADER_OR_FOLLOWER.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from odradek.controller.metadata import topic_name_error
+from odradek.protocol.api import Request
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from odradek.broker.kafka_server import KafkaServer
+
+
+def active_producers(server: "KafkaServer", topic: str, index: int) -> list[dict]:
+    partition = server.replica_manager.leader_partition(topic, index)
+    return [
+        {
+            "producer_id": producer_id,
+            "producer_epoch": entry.producer_epoch,
+            "last_sequence": entry.last_seq,
+            "last_timestamp": entry.last_timestamp,
+            "coordinator_epoch": entry.coordinator_epoch,
+            "current_txn_start_offset": -1 if entry.current_txn_first_offset is None else entry.current_txn_first_offset,
+        }
+        for producer_id, entry in sorted(partition.log.producer_state.producers.items())
+    ]
+
+
+def _topic_error(server: "KafkaServer", name: str) -> KafkaError | None:
+    reason = topic_name_error(name)
+    if reason:
+        return KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+    if name not in server.metadata.topics:
+        return KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.message)
+    return None
+
+
+def handle(server: "KafkaServer", request: Request) -> dict:
+    topics = []
+    for t in request.body.topics:
+        topic_error = _topic_error(server, t.name)
+        partitions = []
+        for index in t.partition_indexes:
+            entry = {"partition_index": index, "error_code": ErrorCode.NONE, "error_message": None, "active_producers": []}
+            try:
+                if topic_error is not None:
+                    raise topic_error
+                entry["active_producers"] = active_producers(server, t.name, index)
+            except KafkaError as exc:
+                entry.update(error_code=exc.code, error_message=exc.message)
+            partitions.append(entry)
+        topics.append({"name": t.name, "partitions": partitions})
+    return {"topics": topics}
