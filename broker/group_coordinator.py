@@ -1,0 +1,963 @@
+"""The classic group coordinator, as Kafka 3.9 runs it (sans-IO).
+
+One class plays Kafka's ``GroupCoordinator`` (membership, rebalances, heartbeats, offset commits) and its
+``GroupMetadataManager`` (the groups cache, persistence in ``__consumer_offsets``, loading, expiry). It
+does no I/O and reads no clock of its own: time comes from an injected clock, delays are keyed
+:class:`~odradek.broker.timers.Timers` that the owner runs, writes go to a :class:`CoordinatorLog` whose
+appends complete a :class:`~odradek.broker.deferred.Deferred`, and parked JoinGroup/SyncGroup requests are
+Deferreds too. :mod:`odradek.broker.coordinator_runtime` binds it to the event loop and the real offsets
+topic.
+
+The request paths follow Kafka's step for step, including the moments each error is answered:
+MEMBER_ID_REQUIRED on a dynamic member's first JoinGroup (v4+), REBALANCE_IN_PROGRESS to heartbeats and
+SyncGroups while a rebalance prepares, ILLEGAL_GENERATION to stale generations, UNKNOWN_MEMBER_ID to
+members the group no longer has, FENCED_INSTANCE_ID to a static member's superseded incarnation.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from dataclasses import dataclass
+from typing import Callable, Iterable, Protocol
+
+from odradek.broker.deferred import Deferred
+from odradek.broker.group import (
+    NO_GENERATION,
+    UNKNOWN_MEMBER_ID,
+    CommitRecord,
+    Group,
+    GroupOverview,
+    GroupState,
+    GroupSummary,
+    JoinResult,
+    Member,
+    Protocols,
+    SyncResult,
+    TopicPartition,
+)
+from odradek.broker.group_metadata_records import (
+    GroupMetadataKey,
+    GroupRecord,
+    OffsetAndMetadata,
+    OffsetKey,
+    group_metadata_key,
+    group_metadata_value,
+    offset_commit_key,
+    offset_commit_value,
+    read_group_value,
+    read_key,
+    read_offset_value,
+)
+from odradek.broker.timers import Timers
+from odradek.protocol.api import ApiKey
+from odradek.protocol.errors import ErrorCode
+
+log = logging.getLogger("odradek.group_coordinator")
+
+GROUP_METADATA_TOPIC = "__consumer_offsets"
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+"""A new member's JoinGroup cannot heartbeat; if its client gave up, this bounds how long it lingers."""
+INVALID_OFFSET = -1
+CLASSIC_GROUP_TYPE = "classic"
+
+EMPTY_GROUP = GroupSummary("", "", "", [])
+DEAD_GROUP = GroupSummary(GroupState.DEAD.value, "", "", [])
+
+GROUP_ID_MAY_BE_EMPTY = frozenset({ApiKey.OffsetCommit, ApiKey.OffsetFetch, ApiKey.DescribeGroups, ApiKey.DeleteGroups})
+"""Offset APIs accept the empty group id for old clients; Describe/Delete so that such a group can be
+inspected and removed. Every API that manages membership needs a real id."""
+
+# How an offsets-topic append error is reported to the client (Kafka's GroupMetadataManager mappings).
+STORE_GROUP_ERRORS: dict[ErrorCode, ErrorCode] = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.REBALANCE_IN_PROGRESS,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+STORE_OFFSETS_ERRORS: dict[ErrorCode, ErrorCode] = {
+    ErrorCode.NETWORK_EXCEPTION: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+}
+
+
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode`` (over UTF-16 code units, 32-bit signed)."""
+    units = s.encode("utf-16-be")
+    h = 0
+    for (unit,) in struct.iter_unpack(">H", units):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def kafka_abs(n: int) -> int:
+    """Kafka's ``Utils.abs``: ``Math.abs``, except that Integer.MIN_VALUE maps to 0."""
+    return 0 if n == -(1 << 31) else abs(n)
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    return kafka_abs(java_string_hash(group_id)) % num_partitions
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1800000
+    max_size: int = 2**31 - 1
+    initial_rebalance_delay_ms: int = 3000
+    offsets_topic_num_partitions: int = 50
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    offsets_retention_check_interval_ms: int = 600000
+    offset_metadata_max_bytes: int = 4096
+
+    @classmethod
+    def from_broker_config(cls, config) -> "GroupConfig":
+        def get(name: str, default: int) -> int:
+            try:
+                return config[name]
+            except KeyError:
+                return default
+
+        return cls(
+            min_session_timeout_ms=config["group.min.session.timeout.ms"],
+            max_session_timeout_ms=config["group.max.session.timeout.ms"],
+            max_size=config["group.max.size"],
+            initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+            offsets_topic_num_partitions=config["offsets.topic.num.partitions"],
+            offsets_retention_ms=config["offsets.retention.minutes"] * 60 * 1000,
+            offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
+            offset_metadata_max_bytes=get("offset.metadata.max.bytes", 4096),
+        )
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    error: ErrorCode
+    base_offset: int = -1
+
+
+Record = tuple[bytes, bytes | None]
+
+
+class CoordinatorLog(Protocol):
+    """The offsets topic as the coordinator writes it: one batch per call, complete when committed
+    (acks=all), or failed with the append's error."""
+
+    def append(self, partition: int, records: list[Record]) -> Deferred[AppendResult]: ...
+
+
+@dataclass
+class JoinRequest:
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    protocols: Protocols
+    require_known_member_id: bool = True
+    support_skipping_assignment: bool = False
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class LeavingMember:
+    member_id: str
+    group_instance_id: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class OffsetFetchResult:
+    offset: int = INVALID_OFFSET
+    leader_epoch: int = -1
+    metadata: str = ""
+    error: ErrorCode = ErrorCode.NONE
+
+
+class GroupCoordinator:
+    def __init__(self, broker_id: int, config: GroupConfig, log_: CoordinatorLog, clock: Callable[[], int], on_timer: Callable[[int], None] | None = None) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self.log = log_
+        self.clock = clock
+        self.timers = Timers(clock, on_timer)
+        self.groups: dict[str, Group] = {}
+        self.num_partitions = config.offsets_topic_num_partitions
+        self.owned_partitions: set[int] = set()
+        self.loading_partitions: set[int] = set()
+        self.active = True
+        self._schedule_offset_expiration()
+
+    # -- ownership ------------------------------------------------------------------------------------------
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def is_loading(self) -> bool:
+        return bool(self.loading_partitions)
+
+    def _validate_group_status(self, group_id: str | None, api: ApiKey) -> ErrorCode | None:
+        if group_id is None or (not group_id and api not in GROUP_ID_MAY_BE_EMPTY):
+            return ErrorCode.INVALID_GROUP_ID
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        partition = self.partition_for(group_id)
+        if partition in self.loading_partitions:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if partition not in self.owned_partitions:
+            return ErrorCode.NOT_COORDINATOR
+        return None
+
+    def _add_group(self, group: Group) -> Group:
+        return self.groups.setdefault(group.group_id, group)
+
+    def _is_current(self, group: Group) -> bool:
+        return self.groups.get(group.group_id) is group and not group.is_(GroupState.DEAD)
+
+    # -- JoinGroup --------------------------------------------------------------------------------------------
+
+    def join_group(self, req: JoinRequest) -> Deferred[JoinResult]:
+        out: Deferred[JoinResult] = Deferred()
+        error = self._validate_group_status(req.group_id, ApiKey.JoinGroup)
+        if error is not None:
+            out.complete(JoinResult(req.member_id, error))
+            return out
+        if not self.config.min_session_timeout_ms <= req.session_timeout_ms <= self.config.max_session_timeout_ms:
+            out.complete(JoinResult(req.member_id, ErrorCode.INVALID_SESSION_TIMEOUT))
+            return out
+        is_unknown = req.member_id == UNKNOWN_MEMBER_ID
+        group = self.groups.get(req.group_id)
+        if group is None:
+            if not is_unknown:
+                out.complete(JoinResult(req.member_id, ErrorCode.UNKNOWN_MEMBER_ID))
+                return out
+            group = self._add_group(Group(req.group_id, GroupState.EMPTY, self.clock))
+        if not self._accept_joining_member(group, req.member_id):
+            group.remove(req.member_id)
+            out.complete(JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.GROUP_MAX_SIZE_REACHED))
+        elif is_unknown:
+            self._new_member_join(group, req, out)
+        else:
+            self._current_member_join(group, req, out)
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            self._try_complete_join(group)
+        return out
+
+    def _accept_joining_member(self, group: Group, member_id: str) -> bool:
+        """group.max.size: while preparing, count the members that rejoined, so that a lowered limit sheds
+        the last to rejoin; otherwise count the members."""
+        if group.state in (GroupState.EMPTY, GroupState.DEAD):
+            return True
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            return (group.has(member_id) and group.get(member_id).is_awaiting_join) or group.num_awaiting_join < self.config.max_size
+        return group.has(member_id) or group.size < self.config.max_size
+
+    def _new_member_join(self, group: Group, req: JoinRequest, out: Deferred[JoinResult]) -> None:
+        if group.is_(GroupState.DEAD):
+            out.complete(JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            return
+        if not group.supports_protocols(req.protocol_type, {name for name, _ in req.protocols}):
+            out.complete(JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+            return
+        new_member_id = group.generate_member_id(req.client_id, req.group_instance_id)
+        if req.group_instance_id is not None:
+            old_member_id = group.static_member_id(req.group_instance_id)
+            if old_member_id is not None:
+                log.info("Static member %s of group %s rejoins with an unknown member id in state %s: replacing %s by %s", req.group_instance_id, group.group_id, group.state.value, old_member_id, new_member_id)
+                self._update_static_member_and_rebalance(group, old_member_id, new_member_id, req, out)
+            else:
+                self._add_member_and_rebalance(group, req, new_member_id, req.group_instance_id, out)
+        elif req.require_known_member_id:
+            # KIP-394: a member id is handed out before the member counts, so that clients which never
+            # come back (timeouts, restarts) do not pile up as members.
+            group.add_pending_member(new_member_id)
+            self._schedule_heartbeat(group, new_member_id, req.session_timeout_ms, pending=True)
+            out.complete(JoinResult(new_member_id, ErrorCode.MEMBER_ID_REQUIRED))
+        else:
+            self._add_member_and_rebalance(group, req, new_member_id, None, out)
+
+    def _validate_current_member(self, group: Group, member_id: str, group_instance_id: str | None) -> ErrorCode | None:
+        if group_instance_id is not None:
+            current = group.static_member_id(group_instance_id)
+            if current is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if current != member_id:
+                log.info("Member %s of static instance %s in group %s is fenced by %s", member_id, group_instance_id, group.group_id, current)
+                return ErrorCode.FENCED_INSTANCE_ID
+            return None
+        return None if group.has(member_id) else ErrorCode.UNKNOWN_MEMBER_ID
+
+    def _current_member_join(self, group: Group, req: JoinRequest, out: Deferred[JoinResult]) -> None:
+        member_id = req.member_id
+        if group.is_(GroupState.DEAD):
+            out.complete(JoinResult(member_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            return
+        if not group.supports_protocols(req.protocol_type, {name for name, _ in req.protocols}):
+            out.complete(JoinResult(member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+            return
+        if member_id in group.pending_members:
+            self._add_member_and_rebalance(group, req, member_id, None, out)
+            return
+        error = self._validate_current_member(group, member_id, req.group_instance_id)
+        if error is not None:
+            out.complete(JoinResult(member_id, error))
+            return
+        member = group.get(member_id)
+        state = group.state
+        if state is GroupState.PREPARING_REBALANCE:
+            self._update_member_and_rebalance(group, member, req, out)
+        elif state is GroupState.COMPLETING_REBALANCE:
+            if member.matches(req.protocols):
+                # The member lost our JoinGroup answer: the same answer again.
+                out.complete(self._join_result(group, member_id, include_members=group.is_leader(member_id)))
+            else:
+                self._update_member_and_rebalance(group, member, req, out)
+        elif state is GroupState.STABLE:
+            # A leader's rejoin is how it asks for a new assignment (e.g. topic metadata changed).
+            if group.is_leader(member_id) or not member.matches(req.protocols):
+                self._update_member_and_rebalance(group, member, req, out)
+            else:
+                out.complete(self._join_result(group, member_id, include_members=False))
+        else:
+            log.warning("Member %s rejoins group %s in unexpected state %s", member_id, group.group_id, state.value)
+            out.complete(JoinResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
+
+    def _join_result(self, group: Group, member_id: str, *, include_members: bool, leader_id: str | None = None, skip_assignment: bool = False) -> JoinResult:
+        return JoinResult(
+            member_id,
+            ErrorCode.NONE,
+            group.generation_id,
+            group.protocol_type,
+            group.protocol_name,
+            (group.leader_id if leader_id is None else leader_id) or "",
+            skip_assignment,
+            group.current_member_metadata() if include_members else [],
+        )
+
+    def _add_member_and_rebalance(self, group: Group, req: JoinRequest, member_id: str, group_instance_id: str | None, out: Deferred[JoinResult]) -> None:
+        member = Member(member_id, group_instance_id, req.client_id, req.client_host, req.rebalance_timeout_ms, req.session_timeout_ms, req.protocol_type, list(req.protocols))
+        member.is_new = True
+        if group.is_(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
+            group.new_member_added = True
+        group.add(member, out)
+        self._complete_and_schedule_next_expiration(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self._maybe_prepare_rebalance(group, f"Adding new member {member_id} with group instance id {group_instance_id}; client reason: {req.reason or 'not provided'}")
+
+    def _update_member_and_rebalance(self, group: Group, member: Member, req: JoinRequest, out: Deferred[JoinResult]) -> None:
+        group.update_member(member, list(req.protocols), req.rebalance_timeout_ms, req.session_timeout_ms, out)
+        self._maybe_prepare_rebalance(group, f"Member {member.member_id} joining group during {group.state.value}; client reason: {req.reason or 'not provided'}")
+
+    def _update_static_member_and_rebalance(self, group: Group, old_member_id: str, new_member_id: str, req: JoinRequest, out: Deferred[JoinResult]) -> None:
+        assert req.group_instance_id is not None
+        instance_id = req.group_instance_id
+        current_leader = group.leader_id
+        member = group.replace_static_member(instance_id, old_member_id, new_member_id)
+        self.timers.cancel(("heartbeat", group.group_id, old_member_id))
+        self._complete_and_schedule_next_heartbeat(group, member)
+        old = (member.supported_protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
+        group.update_member(member, list(req.protocols), req.rebalance_timeout_ms, req.session_timeout_ms, out)
+        state = group.state
+        if state is GroupState.STABLE:
+            # Without a change of the group's protocol the member simply takes its old place: no rebalance,
+            # only the new member id is persisted.
+            if group.protocol_name == group.select_protocol():
+                assignment = {m.member_id: m.assignment for m in group.members.values()}
+
+                def stored(error: ErrorCode) -> None:
+                    if error != ErrorCode.NONE:
+                        log.warning("Failed to persist metadata for group %s: %s", group.group_id, error.name)
+                        group.update_member(member, *old, None)
+                        restored = group.replace_static_member(instance_id, new_member_id, old_member_id)
+                        self._complete_and_schedule_next_heartbeat(group, restored)
+                        out.complete(JoinResult(UNKNOWN_MEMBER_ID, error, group.generation_id, group.protocol_type, group.protocol_name, current_leader or ""))
+                    elif req.support_skipping_assignment:
+                        # JoinGroup v9: the static leader learns it leads, but must not run the assignor.
+                        is_leader = group.is_leader(new_member_id)
+                        group.maybe_complete_join(member, self._join_result(group, new_member_id, include_members=is_leader, skip_assignment=is_leader))
+                    else:
+                        # Older clients: name the old leader so that a returning leader does not assign.
+                        group.maybe_complete_join(member, self._join_result(group, new_member_id, include_members=False, leader_id=current_leader or ""))
+
+                self._store_group(group, assignment).add_callback(stored)
+            else:
+                self._maybe_prepare_rebalance(group, f"Group's selected protocol will change because static member {new_member_id} with instance id {instance_id} joined with change of protocol")
+        elif state is GroupState.COMPLETING_REBALANCE:
+            # The leader may already be assigning to the old member id: start over.
+            self._prepare_rebalance(group, f"Updating metadata for static member {new_member_id} with instance id {instance_id}")
+        elif state in (GroupState.EMPTY, GroupState.DEAD):
+            raise RuntimeError(f"Group {group.group_id} was not supposed to be {state.value} when static member {instance_id} rejoins")
+
+    # -- rebalances -------------------------------------------------------------------------------------------
+
+    def _maybe_prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.can_rebalance:
+            self._prepare_rebalance(group, reason)
+
+    def _prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.is_(GroupState.COMPLETING_REBALANCE):
+            self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
+        self._remove_sync_expiration(group)
+        was_empty = group.is_(GroupState.EMPTY)
+        group.transition_to(GroupState.PREPARING_REBALANCE)
+        log.info("Preparing to rebalance group %s in state %s with old generation %d (%s-%d) (reason: %s)", group.group_id, group.state.value, group.generation_id, GROUP_METADATA_TOPIC, self.partition_for(group.group_id), reason)
+        if was_empty:
+            delay = self.config.initial_rebalance_delay_ms
+            self._schedule_initial_join(group, delay, max(group.rebalance_timeout_ms - delay, 0))
+        else:
+            self._schedule_join(group, group.rebalance_timeout_ms)
+
+    def _schedule_join(self, group: Group, timeout_ms: int) -> None:
+        """Kafka's DelayedJoin: completes once every member has rejoined, or at the rebalance timeout."""
+        self.timers.schedule(("join", group.group_id), timeout_ms, lambda: self._on_complete_join(group), tag="join")
+        self._try_complete_join(group)
+
+    def _schedule_initial_join(self, group: Group, delay_ms: int, remaining_ms: int) -> None:
+        """Kafka's InitialDelayedJoin: a new group waits group.initial.rebalance.delay.ms, and again while
+        new members keep arriving, up to the rebalance timeout, so that a starting fleet forms one
+        generation instead of many."""
+
+        def expire() -> None:
+            if group.new_member_added and remaining_ms != 0:
+                group.new_member_added = False
+                self._schedule_initial_join(group, min(self.config.initial_rebalance_delay_ms, remaining_ms), max(remaining_ms - delay_ms, 0))
+            else:
+                self._on_complete_join(group)
+
+        self.timers.schedule(("join", group.group_id), delay_ms, expire, tag="initial")
+
+    def _try_complete_join(self, group: Group) -> None:
+        timer = self.timers.get(("join", group.group_id))
+        if timer is not None and timer.tag == "join" and group.has_all_members_joined:
+            self.timers.cancel(("join", group.group_id))
+            self._on_complete_join(group)
+
+    def _on_complete_join(self, group: Group) -> None:
+        for member in group.not_yet_rejoined_members():
+            if not member.is_static:
+                log.info("Group %s removed dynamic member %s which did not rejoin", group.group_id, member.member_id)
+                group.remove(member.member_id)
+                self._cancel_heartbeat(group, member.member_id)
+        if group.is_(GroupState.DEAD):
+            return
+        if not group.maybe_elect_new_joined_leader() and group.members:
+            # Only static members remain and none rejoined: wait for them, or for their sessions to end.
+            log.error("Group %s could not complete rebalance because no members rejoined", group.group_id)
+            self._schedule_join(group, group.rebalance_timeout_ms)
+            return
+        group.init_next_generation()
+        if group.is_(GroupState.EMPTY):
+            log.info("Group %s with generation %d is now empty (%s-%d)", group.group_id, group.generation_id, GROUP_METADATA_TOPIC, self.partition_for(group.group_id))
+
+            def stored(error: ErrorCode) -> None:
+                # Harmless if lost: the previous generation reloads without live members and times out.
+                if error != ErrorCode.NONE:
+                    log.warning("Failed to write empty metadata for group %s: %s", group.group_id, error.name)
+
+            self._store_group(group, {}).add_callback(stored)
+            return
+        log.info("Stabilized group %s generation %d (%s-%d) with %d members", group.group_id, group.generation_id, GROUP_METADATA_TOPIC, self.partition_for(group.group_id), group.size)
+        for member in list(group.members.values()):
+            group.maybe_complete_join(member, self._join_result(group, member.member_id, include_members=group.is_leader(member.member_id)))
+            self._complete_and_schedule_next_heartbeat(group, member)
+            member.is_new = False
+            group.pending_sync_members.add(member.member_id)
+        self._schedule_pending_sync(group)
+
+    # -- SyncGroup --------------------------------------------------------------------------------------------
+
+    def sync_group(self, group_id: str, generation_id: int, member_id: str, protocol_type: str | None, protocol_name: str | None, group_instance_id: str | None, assignments: dict[str, bytes]) -> Deferred[SyncResult]:
+        out: Deferred[SyncResult] = Deferred()
+        error = self._validate_group_status(group_id, ApiKey.SyncGroup)
+        if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            # The rebalance in flight was lost with the old coordinator: have the member rejoin.
+            error = ErrorCode.REBALANCE_IN_PROGRESS
+        group = self.groups.get(group_id)
+        if error is None and group is None:
+            error = ErrorCode.UNKNOWN_MEMBER_ID
+        if error is None:
+            assert group is not None
+            error = self._validate_sync(group, generation_id, member_id, protocol_type, protocol_name, group_instance_id)
+        if error is not None:
+            out.complete(SyncResult(error))
+            return out
+        assert group is not None
+        state = group.state
+        if state is GroupState.EMPTY:
+            out.complete(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
+        elif state is GroupState.PREPARING_REBALANCE:
+            out.complete(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+        elif state is GroupState.COMPLETING_REBALANCE:
+            group.get(member_id).awaiting_sync = out
+            self._remove_pending_sync_member(group, member_id)
+            if group.is_leader(member_id):
+                log.info("Assignment received from leader %s for group %s for generation %d. The group has %d members, %d of which are static.", member_id, group_id, group.generation_id, group.size, len(group.static_members))
+                assignment = dict(assignments)
+                for missing in group.members.keys() - assignments.keys():
+                    assignment[missing] = b""
+
+                def stored(error: ErrorCode) -> None:
+                    # Another member may have joined meanwhile: only the same generation completes.
+                    if group.is_(GroupState.COMPLETING_REBALANCE) and generation_id == group.generation_id:
+                        if error != ErrorCode.NONE:
+                            self._reset_and_propagate_assignment_error(group, error)
+                            self._maybe_prepare_rebalance(group, f"Error {error.name} when storing group assignment during SyncGroup (member: {member_id})")
+                        else:
+                            self._set_and_propagate_assignment(group, assignment)
+                            group.transition_to(GroupState.STABLE)
+
+                self._store_group(group, assignment).add_callback(stored)
+        elif state is GroupState.STABLE:
+            self._remove_pending_sync_member(group, member_id)
+            member = group.get(member_id)
+            out.complete(SyncResult(ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment))
+            self._complete_and_schedule_next_heartbeat(group, member)
+        return out
+
+    def _validate_sync(self, group: Group, generation_id: int, member_id: str, protocol_type: str | None, protocol_name: str | None, group_instance_id: str | None) -> ErrorCode | None:
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        error = self._validate_current_member(group, member_id, group_instance_id)
+        if error is not None:
+            return error
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        if protocol_type is not None and protocol_type != group.protocol_type:
+            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        if protocol_name is not None and protocol_name != group.protocol_name:
+            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        return None
+
+    def _set_and_propagate_assignment(self, group: Group, assignment: dict[str, bytes]) -> None:
+        for member in group.members.values():
+            member.assignment = assignment[member.member_id]
+        self._propagate_assignment(group, ErrorCode.NONE)
+
+    def _reset_and_propagate_assignment_error(self, group: Group, error: ErrorCode) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+        self._propagate_assignment(group, error)
+
+    def _propagate_assignment(self, group: Group, error: ErrorCode) -> None:
+        ok = error == ErrorCode.NONE
+        for member in list(group.members.values()):
+            result = SyncResult(error, group.protocol_type if ok else None, group.protocol_name if ok else None, member.assignment)
+            if group.maybe_complete_sync(member, result):
+                # The session restarts once the member has its assignment: expirations were ignored while
+                # it waited for the leader.
+                self._complete_and_schedule_next_heartbeat(group, member)
+
+    def _schedule_pending_sync(self, group: Group) -> None:
+        """Kafka's DelayedSync: members that got their JoinGroup answer but send no SyncGroup within the
+        rebalance timeout are removed and the group rebalances without them."""
+        generation = group.generation_id
+        self.timers.schedule(("sync", group.group_id), group.rebalance_timeout_ms, lambda: self._on_expire_pending_sync(group, generation), tag=generation)
+
+    def _remove_pending_sync_member(self, group: Group, member_id: str) -> None:
+        group.pending_sync_members.discard(member_id)
+        self._maybe_complete_sync_expiration(group)
+
+    def _remove_sync_expiration(self, group: Group) -> None:
+        group.pending_sync_members.clear()
+        self._maybe_complete_sync_expiration(group)
+
+    def _maybe_complete_sync_expiration(self, group: Group) -> None:
+        timer = self.timers.get(("sync", group.group_id))
+        if timer is None:
+            return
+        if timer.tag != group.generation_id or group.state in (GroupState.DEAD, GroupState.EMPTY, GroupState.PREPARING_REBALANCE) or not group.pending_sync_members:
+            self.timers.cancel(("sync", group.group_id))
+
+    def _on_expire_pending_sync(self, group: Group, generation: int) -> None:
+        if generation != group.generation_id or group.state in (GroupState.DEAD, GroupState.EMPTY, GroupState.PREPARING_REBALANCE):
+            return
+        if group.pending_sync_members:
+            missing = sorted(group.pending_sync_members)
+            for member_id in missing:
+                group.remove(member_id)
+                self._cancel_heartbeat(group, member_id)
+            self._prepare_rebalance(group, f"Removing {missing} on pending sync request expiration")
+
+    # -- Heartbeat and sessions -------------------------------------------------------------------------------
+
+    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> ErrorCode:
+        error = self._validate_group_status(group_id, ApiKey.Heartbeat)
+        if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            return ErrorCode.NONE  # the group is still loading: answer blindly
+        if error is not None:
+            return error
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        error = self._validate_current_member(group, member_id, group_instance_id)
+        if error is not None:
+            return error
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        if group.is_(GroupState.EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        self._complete_and_schedule_next_heartbeat(group, group.get(member_id))
+        return ErrorCode.REBALANCE_IN_PROGRESS if group.is_(GroupState.PREPARING_REBALANCE) else ErrorCode.NONE
+
+    def _heartbeat_key(self, group: Group, member_id: str) -> tuple:
+        return ("heartbeat", group.group_id, member_id)
+
+    def _complete_and_schedule_next_heartbeat(self, group: Group, member: Member) -> None:
+        self._complete_and_schedule_next_expiration(group, member, member.session_timeout_ms)
+
+    def _complete_and_schedule_next_expiration(self, group: Group, member: Member, timeout_ms: int) -> None:
+        member.heartbeat_satisfied = False
+        self._schedule_heartbeat(group, member.member_id, timeout_ms, pending=False)
+
+    def _schedule_heartbeat(self, group: Group, member_id: str, timeout_ms: int, *, pending: bool) -> None:
+        self.timers.schedule(self._heartbeat_key(group, member_id), timeout_ms, lambda: self._on_expire_heartbeat(group, member_id, pending))
+
+    def _cancel_heartbeat(self, group: Group, member_id: str) -> None:
+        self.timers.cancel(self._heartbeat_key(group, member_id))
+
+    def _on_expire_heartbeat(self, group: Group, member_id: str, pending: bool) -> None:
+        if not self._is_current(group):
+            return
+        if pending:
+            if member_id in group.pending_members:
+                log.info("Pending member %s in group %s has been removed after session timeout expiration.", member_id, group.group_id)
+                self._remove_pending_member_and_update_group(group, member_id)
+            return
+        member = group.members.get(member_id)
+        if member is not None and not member.has_satisfied_heartbeat:
+            log.info("Member %s in group %s has failed, removing it from the group", member_id, group.group_id)
+            self._remove_member_and_update_group(group, member, f"removing member {member_id} on heartbeat expiration")
+
+    def _remove_member_and_update_group(self, group: Group, member: Member, reason: str) -> None:
+        # A new member may still be parked in JoinGroup: answer it so that its client retries.
+        group.maybe_complete_join(member, JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.UNKNOWN_MEMBER_ID))
+        group.remove(member.member_id)
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group, reason)
+        elif group.is_(GroupState.PREPARING_REBALANCE):
+            self._try_complete_join(group)
+
+    def _remove_pending_member_and_update_group(self, group: Group, member_id: str) -> None:
+        group.remove(member_id)
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            self._try_complete_join(group)
+
+    # -- LeaveGroup -------------------------------------------------------------------------------------------
+
+    def leave_group(self, group_id: str, leaving: list[LeavingMember]) -> tuple[ErrorCode, list[tuple[LeavingMember, ErrorCode]]]:
+        error = self._validate_group_status(group_id, ApiKey.LeaveGroup)
+        if error is not None:
+            return error, []
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.NONE, [(m, ErrorCode.UNKNOWN_MEMBER_ID) for m in leaving]
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        results = []
+        for m in leaving:
+            if m.member_id == UNKNOWN_MEMBER_ID:
+                # Administrative removal of a static member by its instance id (kafka-consumer-groups).
+                current = group.static_member_id(m.group_instance_id) if m.group_instance_id is not None else None
+                if current is None:
+                    results.append((m, ErrorCode.UNKNOWN_MEMBER_ID))
+                    continue
+                self._remove_current_member(group, current, m.reason)
+                results.append((m, ErrorCode.NONE))
+            elif m.member_id in group.pending_members:
+                self._remove_pending_member_and_update_group(group, m.member_id)
+                self._cancel_heartbeat(group, m.member_id)
+                log.info("Pending member %s has left group %s through explicit `LeaveGroup` request", m.member_id, group_id)
+                results.append((m, ErrorCode.NONE))
+            else:
+                member_error = self._validate_current_member(group, m.member_id, m.group_instance_id)
+                if member_error is None:
+                    self._remove_current_member(group, m.member_id, m.reason)
+                results.append((m, member_error or ErrorCode.NONE))
+        return ErrorCode.NONE, results
+
+    def _remove_current_member(self, group: Group, member_id: str, reason: str | None) -> None:
+        member = group.get(member_id)
+        self._remove_member_and_update_group(group, member, f"Removing member {member_id} on LeaveGroup; client reason: {reason or 'not provided'}")
+        self._cancel_heartbeat(group, member_id)
+        log.info("Member %s has left group %s through explicit `LeaveGroup`; client reason: %s", member_id, group.group_id, reason or "not provided")
+
+    # -- offsets ----------------------------------------------------------------------------------------------
+
+    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata]) -> Deferred[dict[TopicPartition, ErrorCode]]:
+        def fail(error: ErrorCode) -> Deferred[dict[TopicPartition, ErrorCode]]:
+            return Deferred.completed({tp: error for tp in offsets})
+
+        error = self._validate_group_status(group_id, ApiKey.OffsetCommit)
+        if error is not None:
+            return fail(error)
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                # A member of a generation this coordinator never saw (or a group that expired).
+                return fail(ErrorCode.ILLEGAL_GENERATION)
+            log.info("Creating simple consumer group %s via manual offset commit.", group_id)
+            group = self._add_group(Group(group_id, GroupState.EMPTY, self.clock))
+        error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
+        if error is not None:
+            return fail(error)
+        state = group.state
+        if state is GroupState.COMPLETING_REBALANCE:
+            # The member knows the new generation but has no assignment yet: let it finish the rebalance.
+            return fail(ErrorCode.REBALANCE_IN_PROGRESS)
+        if state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
+            # Commits during a rebalance are still accepted: the heartbeat tells the member to rejoin.
+            self._complete_and_schedule_next_heartbeat(group, group.get(member_id))
+        return self._store_offsets(group, offsets)
+
+    def _validate_offset_commit(self, group: Group, generation_id: int, member_id: str, group_instance_id: str | None) -> ErrorCode | None:
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and group.is_(GroupState.EMPTY):
+            return None  # an admin client or a consumer that assigns partitions itself
+        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
+            error = self._validate_current_member(group, member_id, group_instance_id)
+            if error is not None:
+                return error
+            return ErrorCode.ILLEGAL_GENERATION if generation_id != group.generation_id else None
+        if not group.is_(GroupState.EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID  # only members commit for a group that has members
+        return None
+
+    def _store_offsets(self, group: Group, offsets: dict[TopicPartition, OffsetAndMetadata]) -> Deferred[dict[TopicPartition, ErrorCode]]:
+        limit = self.config.offset_metadata_max_bytes
+        valid = {tp: o for tp, o in offsets.items() if len(o.metadata) <= limit}
+        if not valid:
+            return Deferred.completed({tp: ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in offsets})
+        group_id = group.group_id
+        records: list[Record] = [(offset_commit_key(group_id, tp[0], tp[1]), offset_commit_value(o)) for tp, o in valid.items()]
+        group.prepare_offset_commit(valid)
+
+        def appended(result: AppendResult) -> dict[TopicPartition, ErrorCode]:
+            if not group.is_(GroupState.DEAD):
+                for tp, o in valid.items():
+                    if result.error == ErrorCode.NONE:
+                        group.on_offset_commit_append(tp, CommitRecord(result.base_offset, o))
+                    else:
+                        group.fail_pending_offset_write(tp, o)
+            error = STORE_OFFSETS_ERRORS.get(result.error, result.error)
+            if error != ErrorCode.NONE:
+                log.debug("Offset commit for group %s failed when appending to the log: %s", group_id, result.error.name)
+            return {tp: error if tp in valid else ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in offsets}
+
+        return self.log.append(self.partition_for(group_id), records).then(appended)
+
+    def _store_group(self, group: Group, assignment: dict[str, bytes]) -> Deferred[ErrorCode]:
+        records: list[Record] = [(group_metadata_key(group.group_id), group_metadata_value(group.record(assignment)))]
+        return self.log.append(self.partition_for(group.group_id), records).then(lambda r: STORE_GROUP_ERRORS.get(r.error, r.error))
+
+    def fetch_offsets(self, group_id: str, require_stable: bool, partitions: list[TopicPartition] | None) -> tuple[ErrorCode, dict[TopicPartition, OffsetFetchResult]]:
+        """Committed offsets regardless of the group's state: a group may use Kafka for offsets only.
+        ``partitions`` None means every partition the group has an offset for."""
+        error = self._validate_group_status(group_id, ApiKey.OffsetFetch)
+        if error is not None:
+            return error, {}
+        group = self.groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return ErrorCode.NONE, {tp: OffsetFetchResult() for tp in partitions or []}
+        wanted = list(group.offsets) if partitions is None else partitions
+        out = {}
+        for tp in wanted:
+            if require_stable and tp in group.pending_offset_commits:
+                out[tp] = OffsetFetchResult(error=ErrorCode.UNSTABLE_OFFSET_COMMIT)
+                continue
+            committed = group.offset(tp)
+            out[tp] = OffsetFetchResult() if committed is None else OffsetFetchResult(committed.offset, committed.leader_epoch, committed.metadata)
+        return ErrorCode.NONE, out
+
+    def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        error = self._validate_group_status(group_id, ApiKey.OffsetDelete)
+        if error is not None:
+            return error, {}
+        group = self.groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        errors: dict[TopicPartition, ErrorCode] = {}
+        if group.is_(GroupState.EMPTY):
+            eligible = list(partitions)
+        elif group.is_consumer_group:
+            eligible = [tp for tp in partitions if not group.is_subscribed_to_topic(tp[0])]
+            errors.update((tp, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC) for tp in partitions if group.is_subscribed_to_topic(tp[0]))
+        else:
+            return ErrorCode.NON_EMPTY_GROUP, {}
+        if eligible:
+            removed = self._cleanup_group_metadata([group], lambda g: g.remove_offsets(eligible))
+            errors.update((tp, ErrorCode.NONE) for tp in eligible)
+            log.info("The following offsets of the group %s were deleted: %s. A total of %d offsets were removed.", group_id, eligible, removed)
+        return ErrorCode.NONE, errors
+
+    def handle_deleted_partitions(self, partitions: list[TopicPartition]) -> int:
+        """A deleted topic's offsets go from every group, with tombstones."""
+        return self._cleanup_group_metadata(list(self.groups.values()), lambda g: g.remove_offsets(partitions))
+
+    # -- groups as a whole ----------------------------------------------------------------------------------
+
+    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
+        errors: dict[str, ErrorCode] = {}
+        eligible = []
+        for group_id in dict.fromkeys(group_ids):
+            error = self._validate_group_status(group_id, ApiKey.DeleteGroups)
+            if error is not None:
+                errors[group_id] = error
+                continue
+            group = self.groups.get(group_id)
+            if group is None or group.is_(GroupState.DEAD):
+                errors[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
+            elif group.is_(GroupState.EMPTY):
+                group.transition_to(GroupState.DEAD)
+                eligible.append(group)
+            else:
+                errors[group_id] = ErrorCode.NON_EMPTY_GROUP
+        if eligible:
+            removed = self._cleanup_group_metadata(eligible, lambda g: g.remove_offsets(list(g.offsets)))
+            errors.update((g.group_id, ErrorCode.NONE) for g in eligible)
+            log.info("The following groups were deleted: %s. A total of %d offsets were removed.", ", ".join(g.group_id for g in eligible), removed)
+        return errors
+
+    def list_groups(self, states: list[str], types: list[str]) -> tuple[ErrorCode, list[GroupOverview]]:
+        """States filter case-insensitively; every group here is a classic group, so a type filter either
+        admits them all or none."""
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.is_loading() else ErrorCode.NONE
+        wanted_states = {s.lower() for s in states}
+        if types and CLASSIC_GROUP_TYPE not in {t.lower() for t in types}:
+            return error, []
+        return error, [g.overview() for g in self.groups.values() if not wanted_states or g.state.value.lower() in wanted_states]
+
+    def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:
+        error = self._validate_group_status(group_id, ApiKey.DescribeGroups)
+        if error is not None:
+            return error, EMPTY_GROUP
+        group = self.groups.get(group_id)
+        return ErrorCode.NONE, DEAD_GROUP if group is None else group.summary()
+
+    # -- persistence: tombstones, expiry, loading ----------------------------------------------------------------
+
+    def _cleanup_group_metadata(self, groups: list[Group], selector: Callable[[Group], dict[TopicPartition, OffsetAndMetadata]]) -> int:
+        """Remove offsets (and groups that end up Empty without offsets) and write their tombstones. The
+        tombstones are written without waiting: if one is lost, the next expiry pass writes it again."""
+        removed_total = 0
+        for group in groups:
+            removed = selector(group)
+            if group.is_(GroupState.EMPTY) and not group.has_offsets:
+                log.info("Group %s transitioned to Dead in generation %d", group.group_id, group.generation_id)
+                group.transition_to(GroupState.DEAD)
+            tombstones: list[Record] = [(offset_commit_key(group.group_id, tp[0], tp[1]), None) for tp in removed]
+            if group.is_(GroupState.DEAD) and self.groups.get(group.group_id) is group:
+                self._forget_group(group)
+                # A group with generation 0 only ever stored offsets: it has no metadata record to delete.
+                if group.generation_id > 0:
+                    tombstones.append((group_metadata_key(group.group_id), None))
+            if tombstones:
+                self.log.append(self.partition_for(group.group_id), tombstones)
+                removed_total += len(removed)
+        return removed_total
+
+    def _forget_group(self, group: Group) -> None:
+        del self.groups[group.group_id]
+        self.timers.cancel(("join", group.group_id))
+        self.timers.cancel(("sync", group.group_id))
+        for member_id in list(group.members) + list(group.pending_members):
+            self._cancel_heartbeat(group, member_id)
+
+    def _schedule_offset_expiration(self) -> None:
+        def expire() -> None:
+            self.expire_offsets()
+            self._schedule_offset_expiration()
+
+        self.timers.schedule(("expire-offsets",), self.config.offsets_retention_check_interval_ms, expire)
+
+    def expire_offsets(self) -> int:
+        now = self.clock()
+        removed = self._cleanup_group_metadata(list(self.groups.values()), lambda g: g.remove_expired_offsets(now, self.config.offsets_retention_ms))
+        if removed:
+            log.info("Removed %d expired offsets in %d milliseconds.", removed, self.clock() - now)
+        return removed
+
+    def on_election(self, partition: int, records: Iterable[tuple[int, bytes | None, bytes | None]]) -> None:
+        """This broker leads ``partition`` of the offsets topic: load its groups and offsets from the
+        records ``(batch base offset, key, value)`` of its log, then serve them."""
+        self.loading_partitions.add(partition)
+        try:
+            offsets: dict[str, dict[TopicPartition, CommitRecord]] = {}
+            groups: dict[str, GroupRecord] = {}
+            for batch_offset, key_bytes, value in records:
+                if key_bytes is None:
+                    continue
+                key = read_key(key_bytes)
+                if isinstance(key, OffsetKey):
+                    group_offsets = offsets.setdefault(key.group, {})
+                    tp = (key.topic, key.partition)
+                    if value is None:
+                        group_offsets.pop(tp, None)
+                    else:
+                        group_offsets[tp] = CommitRecord(batch_offset, read_offset_value(value))
+                elif isinstance(key, GroupMetadataKey):
+                    if value is None:
+                        groups.pop(key.group, None)
+                    else:
+                        groups[key.group] = read_group_value(value)
+            loaded = 0
+            for group_id in groups.keys() | offsets.keys():
+                record = groups.get(group_id)
+                group = Group.loaded(group_id, record, self.clock) if record is not None else Group(group_id, GroupState.EMPTY, self.clock)
+                group.offsets.update(offsets.get(group_id, {}))
+                if record is None and not group.offsets:
+                    continue  # every offset of a group without metadata was deleted
+                if self._add_group(group) is group:
+                    loaded += 1
+                    self._on_group_loaded(group)
+            self.owned_partitions.add(partition)
+            if loaded:
+                log.info("Loaded %d groups from %s-%d", loaded, GROUP_METADATA_TOPIC, partition)
+        finally:
+            self.loading_partitions.discard(partition)
+
+    def _on_group_loaded(self, group: Group) -> None:
+        if group.size > self.config.max_size:
+            self._prepare_rebalance(group, f"Freshly-loaded group is over capacity ({self.config.max_size}). Rebalancing in order to give a chance for consumers to commit offsets")
+        for member in list(group.members.values()):
+            self._complete_and_schedule_next_heartbeat(group, member)
+
+    def on_resignation(self, partition: int) -> None:
+        """Another broker now leads ``partition``: its groups' members are told to find it."""
+        self.owned_partitions.discard(partition)
+        for group in [g for g in self.groups.values() if self.partition_for(g.group_id) == partition]:
+            previous = group.state
+            group.transition_to(GroupState.DEAD)
+            if previous is GroupState.PREPARING_REBALANCE:
+                for member in list(group.members.values()):
+                    group.maybe_complete_join(member, JoinResult(member.member_id, ErrorCode.NOT_COORDINATOR))
+            elif previous in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+                for member in list(group.members.values()):
+                    group.maybe_complete_sync(member, SyncResult(ErrorCode.NOT_COORDINATOR))
+            self._forget_group(group)
+
+    # -- timers ---------------------------------------------------------------------------------------------
+
+    def run_due_timers(self) -> int:
+        return self.timers.run_due()
+
+    def next_deadline(self) -> int | None:
+        return self.timers.next_deadline()
