@@ -34,19 +34,36 @@ class CorruptCheckpointError(Exception):
     """A checkpoint file that does not parse (Kafka raises KafkaStorageException and takes the dir offline)."""
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write ``path`` so a crash leaves the old content or the new, never a mixture."""
+def write_atomically(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """Write ``path`` so a crash leaves the old content or the new, never a mixture.
+
+    ``sync=False`` skips the fsyncs (the rename is still atomic) for files flushed later with the data they
+    describe, as Kafka does with the producer snapshot written at a segment roll.
+    """
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if sync:
+        fsync_dir(path.parent)
+
+
+def fsync_file(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def fsync_dir(directory: Path) -> None:

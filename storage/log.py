@@ -517,7 +517,7 @@ class Log:
             segment = self._create_segment(new_offset)
             self._set_segments([*self._segments, segment])
             self.producer_state.map_end_offset = new_offset
-            self.producer_state.take_snapshot()
+            self.producer_state.take_snapshot(sync=False)
             self._pending_roll_flush = max(self._pending_roll_flush, new_offset)
             return segment
 
@@ -782,8 +782,9 @@ class Log:
             segments = [s for s in self._segments[first:] if s.base_offset < target]
         for segment in segments:
             segment.flush()
+        self.producer_state.flush_snapshots(target)
         if any(segment.base_offset >= recovery_point for segment in segments):
-            fsync_dir(self.dir)  # segments created since the last flush
+            fsync_dir(self.dir)  # segments and snapshots created since the last flush
         with self._lock:
             if target > self._recovery_point:
                 self._recovery_point = target

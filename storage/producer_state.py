@@ -22,7 +22,7 @@ from pathlib import Path
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import BatchHeader, crc32c
-from odradek.storage.checkpoints import write_atomically
+from odradek.storage.checkpoints import fsync_file, write_atomically
 
 log = logging.getLogger("odradek.storage")
 
@@ -218,6 +218,7 @@ class ProducerStateManager:
         self.map_end_offset = 0
         self._last_snap_offset = 0
         self._snapshots = sorted(_snapshot_offsets(dir))
+        self._unflushed: set[int] = set()
 
     # -- validation and update ------------------------------------------------------------------------------------
 
@@ -269,14 +270,22 @@ class ProducerStateManager:
     def snapshot_offsets(self) -> list[int]:
         return list(self._snapshots)
 
-    def take_snapshot(self) -> None:
-        """Write ``<map end offset>.snapshot`` unless one at this offset already exists."""
+    def take_snapshot(self, sync: bool = True) -> None:
+        """Write ``<map end offset>.snapshot`` unless one at this offset already exists. Without ``sync`` it
+        is fsynced by the next ``flush_snapshots`` (with the segment it follows)."""
         if self.map_end_offset > self._last_snap_offset:
-            write_snapshot(_snapshot_path(self.dir, self.map_end_offset), self.producers.values())
+            write_snapshot(_snapshot_path(self.dir, self.map_end_offset), self.producers.values(), sync=sync)
+            if not sync:
+                self._unflushed.add(self.map_end_offset)
             if self.map_end_offset not in self._snapshots:
                 self._snapshots.append(self.map_end_offset)
                 self._snapshots.sort()
             self._last_snap_offset = self.map_end_offset
+
+    def flush_snapshots(self, up_to: int) -> None:
+        for offset in sorted(o for o in self._unflushed if o <= up_to):
+            fsync_file(_snapshot_path(self.dir, offset))
+            self._unflushed.discard(offset)
 
     def truncate_and_reload(self, log_start_offset: int, log_end_offset: int, now_ms: int) -> None:
         """Drop snapshots outside (log start, log end] and, if the state is not at the log end, reload the
@@ -330,6 +339,7 @@ class ProducerStateManager:
         self._remove_snapshot(offset)
 
     def _remove_snapshot(self, offset: int) -> None:
+        self._unflushed.discard(offset)
         if offset in self._snapshots:
             self._snapshots.remove(offset)
         try:
@@ -355,7 +365,7 @@ def _snapshot_offsets(dir: Path) -> list[int]:
     return offsets
 
 
-def write_snapshot(path: Path, entries: object) -> None:
+def write_snapshot(path: Path, entries: object, *, sync: bool = True) -> None:
     body = bytearray()
     count = 0
     for entry in entries:  # type: ignore[attr-defined]
@@ -372,7 +382,7 @@ def write_snapshot(path: Path, entries: object) -> None:
         )
         count += 1
     entries_part = struct.pack(">i", count) + bytes(body)
-    write_atomically(path, struct.pack(">hI", SNAPSHOT_VERSION, crc32c(entries_part)) + entries_part)
+    write_atomically(path, struct.pack(">hI", SNAPSHOT_VERSION, crc32c(entries_part)) + entries_part, sync=sync)
 
 
 def read_snapshot(path: Path) -> list[ProducerStateEntry]:

@@ -1,0 +1,157 @@
+"""The log directories: meta.properties, checkpoints, clean shutdown, lazy loading, deletion."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from odradek.storage.checkpoints import (
+    CLEAN_SHUTDOWN,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    read_properties,
+)
+from odradek.storage.log_config import LogConfig
+from odradek.storage.log_manager import InconsistentBrokerIdError, InconsistentClusterIdError, LogManager
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    return [tmp_path / "d1", tmp_path / "d2"]
+
+
+def _manager(dirs, clock, defaults=None, broker_id=3, cluster_id="abcdefghijklmnopqrstuv"):
+    manager = LogManager(dirs, defaults or {}, time_ms=clock)
+    manager.startup(cluster_id, broker_id)
+    return manager
+
+
+def test_startup_writes_and_then_checks_meta_properties(dirs, clock):
+    _manager(dirs, clock).shutdown()
+    text = (dirs[0] / "meta.properties").read_text()
+    assert text.startswith("#\n#")
+    assert read_properties(dirs[0] / "meta.properties") == {"cluster.id": "abcdefghijklmnopqrstuv", "version": "0", "broker.id": "3"}
+    with pytest.raises(InconsistentBrokerIdError):
+        _manager(dirs, clock, broker_id=4)
+    with pytest.raises(InconsistentClusterIdError):
+        _manager(dirs, clock, cluster_id="another-cluster-id-xyz")
+
+
+def test_new_logs_spread_over_directories_and_carry_their_topic_id(dirs, clock):
+    manager = _manager(dirs, clock)
+    topic_id = uuid.uuid4()
+    logs = [manager.get_or_create_log("orders", p, None, topic_id) for p in range(4)]
+    assert sorted(log.dir.parent.name for log in logs) == ["d1", "d1", "d2", "d2"]
+    assert all(log.topic_id == topic_id for log in logs)
+    assert manager.get_or_create_log("orders", 0) is logs[0]
+    assert manager.partitions() == [("orders", p) for p in range(4)]
+
+
+def test_checkpoints_are_written_in_kafkas_text_format(dirs, clock, make_batch):
+    manager = _manager(dirs, clock, {"log.segment.bytes": "1000"})
+    log = manager.get_or_create_log("a-topic", 0)
+    for _ in range(10):
+        log.append_as_leader(make_batch(2, value_size=200), leader_epoch=0)
+    log.high_watermark = 16
+    log.flush()
+    log.delete_records_before(log.segments[1].base_offset + 1)
+    manager.checkpoint()
+    home = log.dir.parent
+    assert (home / RECOVERY_POINT_CHECKPOINT).read_text() == "0\n1\na-topic 0 20\n"
+    assert (home / REPLICATION_OFFSET_CHECKPOINT).read_text() == "0\n1\na-topic 0 16\n"
+    assert (home / LOG_START_OFFSET_CHECKPOINT).read_text() == f"0\n1\na-topic 0 {log.log_start_offset}\n"
+    other = dirs[1] if home == dirs[0] else dirs[0]
+    assert (other / RECOVERY_POINT_CHECKPOINT).read_text() == "0\n0\n"
+
+
+def test_a_clean_restart_restores_offsets_without_recovery(dirs, clock, make_batch):
+    manager = _manager(dirs, clock)
+    log = manager.get_or_create_log("t", 0)
+    for _ in range(5):
+        log.append_as_leader(make_batch(3), leader_epoch=2)
+    log.high_watermark = 12
+    manager.shutdown()
+    assert (log.dir.parent / CLEAN_SHUTDOWN).read_text() == '{"version":"0","broker_epoch":"-1"}'
+
+    manager = _manager(dirs, clock)
+    assert not (log.dir.parent / CLEAN_SHUTDOWN).exists()  # a crash from now on is unclean
+    assert manager._logs == {}  # nothing opened until asked for
+    reopened = manager.get_log("t", 0)
+    assert (reopened.log_end_offset, reopened.high_watermark, reopened.recovery_point) == (15, 12, 15)
+    assert reopened.latest_epoch == 2
+
+
+def test_an_unclean_restart_recovers_from_the_checkpointed_recovery_point(dirs, clock, make_batch):
+    manager = _manager(dirs, clock)
+    log = manager.get_or_create_log("t", 0)
+    log.append_as_leader(make_batch(3), leader_epoch=0)
+    log.flush()
+    manager.checkpoint()
+    log.append_as_leader(make_batch(3), leader_epoch=0)
+    path = log.active_segment.path(".log")
+    size = log.active_segment.size
+    del manager, log  # crash: no shutdown
+    with open(path, "r+b") as f:
+        f.truncate(size - 1)
+    manager = _manager(dirs, clock)
+    recovered = manager.get_log("t", 0)
+    assert recovered.log_end_offset == 3 and recovered.recovery_point == 3
+
+
+def test_delete_log_removes_the_directory(dirs, clock, make_batch):
+    manager = _manager(dirs, clock)
+    log = manager.get_or_create_log("gone", 1)
+    log.append_as_leader(make_batch(1), leader_epoch=0)
+    info = log.read(0, 100)
+    manager.delete_log("gone", 1)
+    assert not any(d.exists() and any(p.name.startswith("gone-1") for p in d.iterdir()) for d in dirs)
+    assert manager.get_log("gone", 1) is None and manager.partitions() == []
+    assert info.size > 0 and len(info.read()) == info.size  # an in-flight read still has its bytes
+    (dirs[0] / "gone-2.0123456789abcdef0123456789abcdef-delete").mkdir()
+    manager.shutdown()
+    _manager(dirs, clock).shutdown()
+    assert not (dirs[0] / "gone-2.0123456789abcdef0123456789abcdef-delete").exists()
+
+
+def test_retention_and_flush_run_from_the_brokers_timers(dirs, clock, make_batch):
+    manager = _manager(dirs, clock, {"log.retention.ms": "1000", "log.segment.bytes": "500", "log.flush.interval.ms": "5000"})
+    log = manager.get_or_create_log("r", 0)
+    for _ in range(6):
+        log.append_as_leader(make_batch(1, value_size=300, timestamp=clock.now), leader_epoch=0)
+    log.high_watermark = log.log_end_offset
+    assert manager.flush_due(clock.now) == 1  # the rolled segments
+    assert log.recovery_point == log.active_segment.base_offset
+    assert manager.flush_due(clock.now + 5000) == 1 and log.recovery_point == log.log_end_offset
+    assert manager.run_retention(clock.now + 500) == 0
+    assert manager.run_retention(clock.now + 2000) == 6
+    assert log.log_start_offset == log.log_end_offset == 6
+
+
+def test_topic_config_changes_reach_open_logs(dirs, clock):
+    manager = _manager(dirs, clock)
+    log = manager.get_or_create_log("c", 0, LogConfig.from_props({"retention.ms": "5"}))
+    manager.set_topic_config("c", LogConfig.from_props({"retention.ms": "7"}))
+    assert log.config.retention_ms == 7
+
+
+def test_startup_after_clean_shutdown_does_not_grow_with_data(dirs, clock, make_batch):
+    """Reopening 20 partitions of 5 segments each reads no segment data beyond each last segment."""
+    manager = _manager(dirs, clock, {"log.segment.bytes": "8000"})
+    payload = make_batch(10, value_size=150)
+    for p in range(20):
+        log = manager.get_or_create_log("many", p)
+        for _ in range(20):
+            log.append_as_leader(bytearray(payload), leader_epoch=0)
+    manager.shutdown()
+    started = time.perf_counter()
+    manager = _manager(dirs, clock)
+    logs = [manager.get_log("many", p) for p in range(20)]
+    elapsed = time.perf_counter() - started
+    assert all(log.log_end_offset == 200 for log in logs)
+    assert all(len(log.segments) == 5 for log in logs)
+    opened = sum(1 for log in logs for segment in log.segments if segment._log is not None)
+    assert opened == 20  # only each log's last segment
+    assert elapsed < 2.0
