@@ -1,7 +1,7 @@
 """The network shell: accept connections, cut frames, dispatch, send answers in order.
 
-Only bytes move here. Each connection has a reader that takes whatever the socket holds (large reads,
-framed by hand: several times faster than exact-size reads through stream wrappers), decodes each
+Only bytes move here. Each connection has a reader that takes whatever the socket holds (large reads into
+the framing buffers, framed by hand: several times faster than exact-size reads through stream wrappers), decodes each
 request and calls its handler at once, so requests take effect in arrival order; and a writer that sends
 the answers in the same order, awaiting those that wait (long polls, acks=all) — Kafka's pipelining with
 in-order responses. Record data in fetch responses goes from the segment file to the socket with
@@ -31,8 +31,6 @@ from odradek.protocol.errors import ErrorCode
 from odradek.protocol.schema import DecodeError
 
 log = logging.getLogger("odradek.network")
-
-RECV_SIZE = 1 << 20
 
 
 class ConnectionClosed(Exception):
@@ -68,7 +66,7 @@ class Connection:
         sock = self.sock
         while True:
             try:
-                data = sock.recv(max(RECV_SIZE, self.reader.wanted()))
+                n = sock.recv_into(self.reader.buffer())
             except BlockingIOError:
                 with anyio.move_on_after(idle_s) as scope:
                     await anyio.wait_readable(sock)
@@ -76,11 +74,11 @@ class Connection:
                     log.debug("Closing idle connection from %s", self.peer)
                     return
                 continue
-            if not data:
+            if not n:
                 return
             self.last_active = time.monotonic()
             try:
-                frames = self.reader.feed(data)
+                frames = self.reader.received(n)
             except FrameTooLarge as exc:
                 log.warning("Closing connection from %s: %s", self.peer, exc)
                 return
