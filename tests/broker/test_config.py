@@ -1,0 +1,78 @@
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from odradek.broker.config import BrokerConfig, read_properties
+from odradek.storage.config_types import ConfigError
+
+
+def test_server_properties_are_read_as_java_properties(tmp_path: Path) -> None:
+    props = tmp_path / "server.properties"
+    props.write_text(
+        "# Kafka's sample config\n"
+        "broker.id=3\n"
+        "listeners = PLAINTEXT://127.0.0.1:9093\n"
+        "log.dirs: /data/a,\\\n"
+        "    /data/b\n"
+        "! another comment\n"
+        "num.partitions 4\n"
+    )
+    assert read_properties(props) == {
+        "broker.id": "3",
+        "listeners": "PLAINTEXT://127.0.0.1:9093",
+        "log.dirs": "/data/a,/data/b",
+        "num.partitions": "4",
+    }
+    config = BrokerConfig.load(props, {"num.partitions": "6"})
+    assert config.broker_id == 3
+    assert config["num.partitions"] == 6  # --override wins over the file
+    assert config.log_dirs == [Path("/data/a"), Path("/data/b")]
+    assert config.listeners[0].port == 9093
+
+
+def test_defaults_are_kafkas() -> None:
+    config = BrokerConfig({})
+    assert config["message.max.bytes"] == 1048588
+    assert config["log.segment.bytes"] == 1073741824
+    assert config["offsets.topic.num.partitions"] == 50
+    assert config["auto.create.topics.enable"] is True
+    assert config["socket.request.max.bytes"] == 104857600
+    assert config.broker_id == 0
+    assert config.listeners[0].host == "127.0.0.1" and config.listeners[0].port == 9092
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("num.partitions", "0", "Value must be at least 1"),
+        ("auto.create.topics.enable", "yes", "expected true or false"),
+        ("log.segment.bytes", "lots", "Invalid value lots for configuration log.segment.bytes"),
+        ("compression.type", "brotli", "String must be one of"),
+        ("listeners", "127.0.0.1:9092", "expected NAME://host:port"),
+    ],
+)
+def test_bad_values_fail_with_the_key_named(key: str, value: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        BrokerConfig({key: value})
+
+
+def test_unknown_keys_are_warned_about(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="odradek.config"):
+        BrokerConfig({"not.a.kafka.key": "1", "ssl.keystore.location": "/x"})
+    warned = " ".join(r.getMessage() for r in caplog.records)
+    assert "not.a.kafka.key" in warned
+    assert "ssl.keystore.location" not in warned
+
+
+def test_serve_refuses_to_start_with_a_bad_value(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "odradek", "serve", "--override", f"log.dirs={tmp_path}", "--override", "num.partitions=-3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "num.partitions" in result.stderr and "at least 1" in result.stderr
