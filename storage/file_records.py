@@ -51,11 +51,13 @@ class FileRecords:
     def append(self, data: bytes | bytearray | memoryview) -> int:
         """Write at the end of the file; returns the position the data starts at."""
         position = self.size
-        view = memoryview(data)
-        written = 0
-        while written < len(view):
-            written += os.pwrite(self._fd, view[written:], position + written)
-        self.size += written
+        size = len(data)
+        written = os.pwrite(self._fd, data, position)
+        if written < size:
+            view = memoryview(data)
+            while written < size:
+                written += os.pwrite(self._fd, view[written:], position + written)
+        self.size += size
         return position
 
     def read(self, position: int, length: int) -> bytes:

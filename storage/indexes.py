@@ -120,8 +120,10 @@ class _Index:
         self._load_last_entry()
 
     def flush(self) -> None:
-        if self._mm is not None:
-            self._mm.flush()
+        """fsync the file: on Linux this writes the mapping's dirty pages too, and unlike ``mmap.flush`` it
+        stays valid while the append path re-maps the index (trim at roll) under the log's lock."""
+        if self._fd >= 0:
+            os.fsync(self._fd)
 
     def close(self) -> None:
         if self._mm is not None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+import shutil
 import threading
 import time
 import uuid
@@ -818,18 +819,18 @@ class Log:
             self._closed = True
 
     def delete(self) -> None:
-        """Remove the partition directory and everything in it."""
+        """Remove the partition directory: renamed ``<topic>-<partition>.<id>-delete`` first, as Kafka does, so
+        a crash midway leaves a name the next startup finishes deleting. Open log files stay readable for
+        slices already handed out."""
         with self._lock:
             for segment in self._segments:
-                segment.delete()
+                segment.release_indexes()
             self._set_segments([])
             self._closed = True
-            for name in os.listdir(self.dir):
-                _unlink(self.dir / name)
-            try:
-                self.dir.rmdir()
-            except OSError:
-                pass
+            doomed = self.dir.with_name(f"{self.dir.name}.{uuid.uuid4().hex}-delete")
+            os.rename(self.dir, doomed)
+            self.dir = doomed
+            shutil.rmtree(doomed, ignore_errors=True)
 
     def _check_open(self) -> None:
         if self._closed:

@@ -198,8 +198,7 @@ class LogManager:
                     log_.config = config
 
     def delete_log(self, topic: str, partition: int) -> None:
-        """Remove the partition's directory (renamed ``<topic>-<partition>.<id>-delete`` first, as Kafka does,
-        so a crash midway leaves a directory the next startup finishes deleting)."""
+        """Remove the partition's log and directory (see ``Log.delete``)."""
         tp = (topic, partition)
         with self._lock:
             log_ = self.get_log(topic, partition)

@@ -403,12 +403,16 @@ class LogSegment:
             self._log.close()
             self._log = None
 
-    def delete(self) -> None:
-        """Remove the segment's files. An open log file stays readable for slices already handed out."""
+    def release_indexes(self) -> None:
+        """Unmap and close the indexes without trimming them (the segment is going away)."""
         for index in (self._offset_index, self._time_index):
             if index is not None:
                 index.close()
         self._offset_index = self._time_index = None
+
+    def delete(self) -> None:
+        """Remove the segment's files. An open log file stays readable for slices already handed out."""
+        self.release_indexes()
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             try:
                 self.path(suffix).unlink()

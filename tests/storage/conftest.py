@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 from typing import Callable
@@ -88,3 +89,21 @@ def shift_timestamps() -> Callable[[bytearray, int], bytearray]:
 @pytest.fixture
 def batches_in() -> Callable[[bytes], list[tuple[int, int, int]]]:
     return _batches_in
+
+
+def _open_segment_files(dir: Path) -> set[str]:
+    """Names of ``.log`` files under ``dir`` this process holds open (from /proc/self/fd)."""
+    names = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(dir)) and target.endswith(".log"):
+            names.add(target)
+    return names
+
+
+@pytest.fixture
+def open_segment_files() -> Callable[[Path], set[str]]:
+    return _open_segment_files

@@ -67,7 +67,7 @@ def test_checkpoints_are_written_in_kafkas_text_format(dirs, clock, make_batch):
     assert (other / RECOVERY_POINT_CHECKPOINT).read_text() == "0\n0\n"
 
 
-def test_a_clean_restart_restores_offsets_without_recovery(dirs, clock, make_batch):
+def test_a_clean_restart_restores_offsets_without_recovery(dirs, clock, make_batch, open_segment_files):
     manager = _manager(dirs, clock)
     log = manager.get_or_create_log("t", 0)
     for _ in range(5):
@@ -78,7 +78,7 @@ def test_a_clean_restart_restores_offsets_without_recovery(dirs, clock, make_bat
 
     manager = _manager(dirs, clock)
     assert not (log.dir.parent / CLEAN_SHUTDOWN).exists()  # a crash from now on is unclean
-    assert manager._logs == {}  # nothing opened until asked for
+    assert open_segment_files(log.dir.parent) == set()  # nothing opened until asked for
     reopened = manager.get_log("t", 0)
     assert (reopened.log_end_offset, reopened.high_watermark, reopened.recovery_point) == (15, 12, 15)
     assert reopened.latest_epoch == 2
@@ -137,7 +137,7 @@ def test_topic_config_changes_reach_open_logs(dirs, clock):
     assert log.config.retention_ms == 7
 
 
-def test_startup_after_clean_shutdown_does_not_grow_with_data(dirs, clock, make_batch):
+def test_startup_after_clean_shutdown_does_not_grow_with_data(dirs, clock, make_batch, open_segment_files):
     """Reopening 20 partitions of 5 segments each reads no segment data beyond each last segment."""
     manager = _manager(dirs, clock, {"log.segment.bytes": "8000"})
     payload = make_batch(10, value_size=150)
@@ -152,6 +152,6 @@ def test_startup_after_clean_shutdown_does_not_grow_with_data(dirs, clock, make_
     elapsed = time.perf_counter() - started
     assert all(log.log_end_offset == 200 for log in logs)
     assert all(len(log.segments) == 5 for log in logs)
-    opened = sum(1 for log in logs for segment in log.segments if segment._log is not None)
-    assert opened == 20  # only each log's last segment
+    opened = set().union(*(open_segment_files(d) for d in dirs))
+    assert opened == {str(log.active_segment.path(".log")) for log in logs}  # only each log's last segment
     assert elapsed < 2.0
