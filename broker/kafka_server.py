@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from odradek.broker.config import BrokerConfig
+from odradek.broker.coordinator_runtime import GroupCoordinatorRuntime
 from odradek.broker.fetch_session import FetchSessionCache
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.controller.embedded import EmbeddedController
@@ -37,6 +38,7 @@ class KafkaServer:
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self.controller: EmbeddedController | None = None
         self.coordinators: dict[str, Any] = {}
+        self.coordinators["group"] = GroupCoordinatorRuntime(self)
         self._producer_ids: range = range(0)
         self._next_producer_id = 0
 
@@ -54,8 +56,10 @@ class KafkaServer:
 
     def on_partitions_changed(self, topic: TopicInfo, partitions: list[int]) -> None:
         self.replica_manager.become_leader_or_follower(topic, partitions)
+        self.coordinators["group"].on_partitions_changed(topic, partitions)
 
     def on_topic_deleted(self, topic: TopicInfo) -> None:
+        self.coordinators["group"].on_topic_deleted(topic)
         self.replica_manager.stop_replicas(topic, delete=True)
         log.info("Deleted topic %s (id %s)", topic.name, topic.topic_id)
 

@@ -52,6 +52,7 @@ async def run(config: BrokerConfig, *, handle_signals: bool = True, on_started: 
         async with anyio.create_task_group() as tg:
             await tg.start(serve, server, socks)
             tg.start_soon(_periodic, server)
+            await tg.start(server.coordinators["group"].run)
             log.info(
                 "[KafkaServer id=%d] started in %.0f ms: listeners %s, advertised %s:%d, log dirs %s, cluster id %s",
                 server.broker_id,

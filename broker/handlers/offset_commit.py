@@ -1,0 +1,59 @@
+"""OffsetCommit: store a group's positions in ``__consumer_offsets`` (answered once committed, acks=all).
+
+Partitions of unknown topics are answered UNKNOWN_TOPIC_OR_PARTITION and not stored. A commit timestamp
+of -1 (v1) means now; an explicit retention time (v2-v4) gives the offset its own expiry, persisted in the
+v1 record format as Kafka does.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from odradek.broker.coordinator_runtime import group_coordinator
+from odradek.broker.group_metadata_records import OffsetAndMetadata
+from odradek.broker.group_requests import partition_exists
+from odradek.protocol.api import Request
+from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.broker.kafka_server import KafkaServer
+
+DEFAULT_TIMESTAMP = -1
+DEFAULT_RETENTION_TIME = -1
+
+
+def handle(server: "KafkaServer", request: Request) -> Any:
+    body = request.body
+    now = time.time_ns() // 1_000_000
+    expire = None if body.retention_time_ms == DEFAULT_RETENTION_TIME else now + body.retention_time_ms
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    order: list[tuple[str, int]] = []
+    for topic in body.topics:
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            order.append(tp)
+            if not partition_exists(server, *tp):
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            offsets[tp] = OffsetAndMetadata(
+                offset=p.committed_offset,
+                leader_epoch=p.committed_leader_epoch,
+                metadata=p.committed_metadata if p.committed_metadata is not None else "",
+                commit_timestamp=now if p.commit_timestamp == DEFAULT_TIMESTAMP else p.commit_timestamp,
+                expire_timestamp=expire,
+            )
+
+    def response(results: dict[tuple[str, int], ErrorCode]) -> dict:
+        merged = {**errors, **results}
+        topics: dict[str, list[dict]] = {}
+        for name, index in dict.fromkeys(order):
+            topics.setdefault(name, []).append({"partition_index": index, "error_code": merged[(name, index)]})
+        return {"topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]}
+
+    if not offsets:
+        return response({})
+    runtime = group_coordinator(server)
+    deferred = runtime.coordinator.commit_offsets(body.group_id, body.member_id, body.group_instance_id, body.generation_id_or_member_epoch, offsets)
+    return runtime.respond(deferred, response)

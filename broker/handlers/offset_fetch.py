@@ -1,0 +1,42 @@
+"""OffsetFetch: a group's committed offsets; v8+ ask for several groups at once (KIP-709).
+
+Partitions without a committed offset answer offset -1 and empty metadata. A null topic list (v2+) asks
+for every partition the group committed. A group-level error is the top-level ``error_code`` (v2-v7) or the
+group's (v8+), with no partitions; v0-v1 have nowhere to put it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from odradek.broker.coordinator_runtime import group_coordinator
+from odradek.protocol.api import Request
+from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.broker.kafka_server import KafkaServer
+
+
+def _fetch(server: "KafkaServer", group_id: str, topics: list | None, require_stable: bool) -> tuple[ErrorCode, list[dict]]:
+    partitions = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    error, offsets = group_coordinator(server).coordinator.fetch_offsets(group_id, require_stable, partitions)
+    if error != ErrorCode.NONE:
+        return error, []
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, index), r in offsets.items():
+        by_topic.setdefault(topic, []).append(
+            {"partition_index": index, "committed_offset": r.offset, "committed_leader_epoch": r.leader_epoch, "metadata": r.metadata, "error_code": r.error}
+        )
+    return ErrorCode.NONE, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+
+
+def handle(server: "KafkaServer", request: Request) -> dict:
+    body = request.body
+    if request.header.api_version < 8:
+        error, topics = _fetch(server, body.group_id, body.topics, body.require_stable)
+        return {"error_code": error, "topics": topics}
+    groups = []
+    for group in body.groups:
+        error, topics = _fetch(server, group.group_id, group.topics, body.require_stable)
+        groups.append({"group_id": group.group_id, "error_code": error, "topics": topics})
+    return {"groups": groups}
