@@ -85,7 +85,7 @@ class LeaderEpochFileCache:
     def truncate_from_start(self, start_offset: int) -> None:
         """The log now starts at ``start_offset``: drop older epochs, moving the one covering it up to it."""
         removed = bisect.bisect_right(self._start_offsets, start_offset)
-        if removed:
+        if removed and (removed > 1 or self._start_offsets[0] != start_offset):
             epoch = self._epochs[removed - 1]
             del self._epochs[:removed], self._start_offsets[:removed]
             self._epochs.insert(0, epoch)

@@ -279,18 +279,21 @@ class Log:
         state.take_snapshot()
 
     def _init_topic_id(self, topic_id: uuid.UUID | None) -> None:
-        stored = read_partition_metadata(self.dir)
-        if stored is not None:
-            if topic_id is not None and topic_id != stored:
-                raise KafkaError(
-                    ErrorCode.INCONSISTENT_TOPIC_ID,
-                    f"Tried to assign topic ID {topic_id} to log for topic partition {self.topic}-{self.partition}, "
-                    f"but log already contained topic ID {stored}",
-                )
-            self.topic_id = stored
-        elif topic_id is not None:
+        self.topic_id = read_partition_metadata(self.dir)
+        if topic_id is not None:
+            self.assign_topic_id(topic_id)
+
+    def assign_topic_id(self, topic_id: uuid.UUID) -> None:
+        """Record the topic id in ``partition.metadata``; a different id than the stored one is refused."""
+        if self.topic_id is None:
             write_partition_metadata(self.dir, topic_id)
             self.topic_id = topic_id
+        elif self.topic_id != topic_id:
+            raise KafkaError(
+                ErrorCode.INCONSISTENT_TOPIC_ID,
+                f"Tried to assign topic ID {topic_id} to log for topic partition {self.topic}-{self.partition}, "
+                f"but log already contained topic ID {self.topic_id}",
+            )
 
     def _new_segment_object(self, base_offset: int) -> LogSegment:
         config = self._config

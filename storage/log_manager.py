@@ -176,6 +176,8 @@ class LogManager:
             if log_ is not None:
                 if config is not None:
                     log_.config = config
+                if topic_id is not None:
+                    log_.assign_topic_id(topic_id)
                 return log_
             log_dir = min(self.log_dirs, key=lambda d: sum(1 for owner in self._log_dirs_of.values() if owner == d))
             log_ = Log.open(

@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.checkpoints import (
     CLEAN_SHUTDOWN,
     LOG_START_OFFSET_CHECKPOINT,
@@ -155,3 +156,17 @@ def test_startup_after_clean_shutdown_does_not_grow_with_data(dirs, clock, make_
     opened = set().union(*(open_segment_files(d) for d in dirs))
     assert opened == {str(log.active_segment.path(".log")) for log in logs}  # only each log's last segment
     assert elapsed < 2.0
+
+
+def test_a_log_keeps_its_topic_id(dirs, clock):
+    manager = _manager(dirs, clock)
+    log = manager.get_or_create_log("ids", 0)
+    assert log.topic_id is None
+    first = uuid.uuid4()
+    manager.get_or_create_log("ids", 0, None, first)
+    assert (log.dir / "partition.metadata").read_text().startswith("version: 0\ntopic_id: ")
+    with pytest.raises(KafkaError) as raised:
+        manager.get_or_create_log("ids", 0, None, uuid.uuid4())
+    assert raised.value.code == ErrorCode.INCONSISTENT_TOPIC_ID
+    manager.shutdown()
+    assert _manager(dirs, clock).get_log("ids", 0).topic_id == first
