@@ -125,7 +125,7 @@ def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
 
 
 def decode_request(frame: bytes) -> Request:
-    """Decode a request frame (without its 4-byte size prefix).
+    """Decode a request frame (without its 4-byte size prefix); bytes after the body are ignored, as by Kafka.
 
     Raises :class:`UnknownApiKey`, :class:`UnsupportedApiVersion` or :class:`DecodeError`.
     """
@@ -137,7 +137,10 @@ def decode_request(frame: bytes) -> Request:
         raise UnsupportedApiVersion(api_key, api_version, correlation_id)
     header_version = request_header_version(api_key, api_version)
     header, end = decode(headers.REQUEST_HEADER, header_version, frame, exact=False)
-    body, _ = decode(api.request, api_version, frame, end)
+    # Kafka reads a request's fields and ignores whatever follows them (AbstractRequest.parseRequest does
+    # not check for a remainder); librdkafka's AdminClient relies on it, sending Metadata v12 with 3 bytes
+    # past the fields Kafka defines.
+    body, _ = decode(api.request, api_version, frame, end, exact=False)
     return Request(
         RequestHeader(api_key, api_version, correlation_id, header.client_id, header_version),
         body,

@@ -65,8 +65,18 @@ def test_every_truncation_is_refused(api_key: int, version: int, body: dict[str,
 
 
 @pytest.mark.parametrize("api_key,version,body", [r[1:] for r in VALID_REQUESTS], ids=[r[0] for r in VALID_REQUESTS])
-def test_trailing_bytes_are_refused(api_key: int, version: int, body: dict[str, Any]) -> None:
-    assert_refused(valid_frame(api_key, version, body) + b"\x00")
+def test_trailing_bytes_are_ignored_as_kafka_ignores_them(api_key: int, version: int, body: dict[str, Any]) -> None:
+    """Kafka's request parsing reads the fields and does not check for a remainder; clients rely on it."""
+    frame = valid_frame(api_key, version, body)
+    assert decode_request(frame + b"\x01\x00\x00").body == decode_request(frame).body
+
+
+def test_librdkafka_admin_metadata_v12_with_extra_bytes_decodes() -> None:
+    """The exact frame confluent-kafka 2.16's AdminClient.list_topics() sends (captured on the wire)."""
+    frame = bytes.fromhex("0003000c00000003000772646b61666b610000000000010000")
+    request = decode_request(frame)
+    assert request.header.client_id == "rdkafka"
+    assert request.body.topics is None and request.body.allow_auto_topic_creation is False
 
 
 @FUZZ
