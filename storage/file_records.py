@@ -26,13 +26,12 @@ one page-sized read per header."""
 
 
 class FileRecords:
-    __slots__ = ("path", "_fd", "size", "deleted", "__weakref__")
+    __slots__ = ("path", "_fd", "size", "__weakref__")
 
     def __init__(self, path: Path, fd: int, size: int) -> None:
         self.path = path
         self._fd = fd
         self.size = size
-        self.deleted = False
 
     @classmethod
     def open(cls, path: Path) -> FileRecords:
@@ -43,10 +42,6 @@ class FileRecords:
         if self._fd < 0:
             raise ValueError(f"{self.path} is closed")
         return self._fd
-
-    @property
-    def closed(self) -> bool:
-        return self._fd < 0
 
     def append(self, data: bytes | bytearray | memoryview) -> int:
         """Write at the end of the file; returns the position the data starts at."""
@@ -85,15 +80,10 @@ class FileRecords:
 
     def delete(self) -> None:
         """Unlink the file; the descriptor stays readable for outstanding slices (see module docstring)."""
-        self.deleted = True
         try:
             self.path.unlink()
         except FileNotFoundError:
             pass
-
-    def rename(self, path: Path) -> None:
-        os.replace(self.path, path)
-        self.path = path
 
     def __del__(self) -> None:
         fd = getattr(self, "_fd", -1)

@@ -60,20 +60,8 @@ class _Index:
     # -- geometry ------------------------------------------------------------------------------------------------
 
     @property
-    def entry_size(self) -> int:
-        return self.ENTRY.size
-
-    @property
     def max_entries(self) -> int:
         return self._length // self.ENTRY.size
-
-    @property
-    def length(self) -> int:
-        return self._length
-
-    @property
-    def size_in_bytes(self) -> int:
-        return self.entries * self.ENTRY.size
 
     def is_full(self) -> bool:
         return self.entries >= self.max_entries

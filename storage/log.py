@@ -38,7 +38,7 @@ from odradek.protocol.record_batch import (
 from odradek.protocol.records import iter_records
 from odradek.storage.checkpoints import fsync_dir, read_partition_metadata, write_partition_metadata
 from odradek.storage.file_records import FileSlice
-from odradek.storage.leader_epoch import UNDEFINED_EPOCH, LeaderEpochFileCache
+from odradek.storage.leader_epoch import LeaderEpochFileCache
 from odradek.storage.log_config import LogConfig
 from odradek.storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,

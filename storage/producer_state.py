@@ -240,9 +240,6 @@ class ProducerStateManager:
         for first_offset in append_info.completed_transactions:
             self.ongoing_txns.pop(first_offset, None)
 
-    def first_undecided_offset(self) -> int | None:
-        return min(self.ongoing_txns) if self.ongoing_txns else None
-
     def apply_batch(self, header: BatchHeader, origin: AppendOrigin = AppendOrigin.REPLICATION) -> None:
         """Replay one stored batch (log load, recovery): no sequence checks, epochs only warned about."""
         if header.producer_id >= 0:
@@ -266,10 +263,6 @@ class ProducerStateManager:
     def latest_snapshot_offset(self) -> int | None:
         return self._snapshots[-1] if self._snapshots else None
 
-    @property
-    def snapshot_offsets(self) -> list[int]:
-        return list(self._snapshots)
-
     def take_snapshot(self, sync: bool = True) -> None:
         """Write ``<map end offset>.snapshot`` unless one at this offset already exists. Without ``sync`` it
         is fsynced by the next ``flush_snapshots`` (with the segment it follows)."""
@@ -292,7 +285,7 @@ class ProducerStateManager:
         latest remaining snapshot; the caller then replays the log from ``map_end_offset``."""
         for offset in list(self._snapshots):
             if offset > log_end_offset or offset <= log_start_offset:
-                self._remove_snapshot(offset)
+                self.remove_snapshot(offset)
         if log_end_offset != self.map_end_offset:
             self.producers.clear()
             self.ongoing_txns.clear()
@@ -307,7 +300,7 @@ class ProducerStateManager:
                 entries = read_snapshot(_snapshot_path(self.dir, offset))
             except (CorruptSnapshotError, OSError) as exc:
                 log.warning("Failed to load producer snapshot %s: %s", _snapshot_path(self.dir, offset), exc)
-                self._remove_snapshot(offset)
+                self.remove_snapshot(offset)
                 continue
             for entry in entries:
                 if entry.current_txn_first_offset is not None or now_ms - entry.last_timestamp < self.producer_id_expiration_ms:
@@ -327,18 +320,11 @@ class ProducerStateManager:
         self.producers.clear()
         self.ongoing_txns.clear()
         for snapshot in list(self._snapshots):
-            self._remove_snapshot(snapshot)
+            self.remove_snapshot(snapshot)
         self._last_snap_offset = 0
         self.map_end_offset = offset
 
-    def delete_snapshots_before(self, offset: int) -> None:
-        for snapshot in [s for s in self._snapshots if s < offset]:
-            self._remove_snapshot(snapshot)
-
     def remove_snapshot(self, offset: int) -> None:
-        self._remove_snapshot(offset)
-
-    def _remove_snapshot(self, offset: int) -> None:
         self._unflushed.discard(offset)
         if offset in self._snapshots:
             self._snapshots.remove(offset)
