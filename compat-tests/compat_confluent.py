@@ -1,0 +1,286 @@
+"""The scenarios' operations with confluent-kafka (librdkafka)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from typing import Any
+
+from confluent_kafka import (
+    TIMESTAMP_CREATE_TIME,
+    TIMESTAMP_LOG_APPEND_TIME,
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic, OffsetSpec
+
+from compat_client import CONFIG_SOURCES, Client, GroupMember, Offsets, PartitionReader, Record, TopicSpec, seen_record
+from compat_observe import error_name
+
+TIMEOUT_S = 15
+TIMESTAMP_TYPES = {TIMESTAMP_CREATE_TIME: "CreateTime", TIMESTAMP_LOG_APPEND_TIME: "LogAppendTime"}
+# librdkafka's names for the states DescribeGroups reports, back to Kafka's.
+GROUP_STATES = {"STABLE": "Stable", "EMPTY": "Empty", "DEAD": "Dead", "PREPARING_REBALANCING": "PreparingRebalance", "COMPLETING_REBALANCING": "CompletingRebalance"}
+_API_VERSION_LINE = re.compile(r"ApiKey \S+ \((\d+)\) Versions (\d+)\.\.(\d+)")
+
+
+def _code(exc: BaseException) -> str:
+    """Kafka's name for the broker error inside a confluent-kafka exception."""
+    error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+    if error is None:
+        raise exc
+    if error.code() < 0:  # a librdkafka-local error, not one the broker sent
+        return f"LOCAL:{error.name()}"
+    return error_name(error.code())
+
+
+def _settle(futures: dict) -> dict[str, str]:
+    out = {}
+    for key, future in futures.items():
+        try:
+            future.result(TIMEOUT_S)
+            out[key] = "NONE"
+        except KafkaException as exc:
+            out[key] = _code(exc)
+    return out
+
+
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+class ConfluentReader(PartitionReader):
+    def __init__(self, bootstrap: str, topic: str, partition: int, offset: int, max_wait_ms: int, min_bytes: int) -> None:
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "compat-unused",  # required by librdkafka even when no group is joined
+                "enable.auto.commit": False,
+                "auto.offset.reset": "error",
+                "fetch.wait.max.ms": max_wait_ms,
+                "fetch.min.bytes": min_bytes,
+                "enable.partition.eof": False,
+            }
+        )
+        self.consumer.assign([TopicPartition(topic, partition, offset)])
+
+    def read(self, count: int, timeout_s: float) -> tuple[list[dict], str | None]:
+        records: list[dict] = []
+        deadline = time.monotonic() + timeout_s
+        while len(records) < count and time.monotonic() < deadline:
+            msg = self.consumer.poll(min(0.1, max(0.0, deadline - time.monotonic())))
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                error = msg.error()
+                # librdkafka reports the broker's OFFSET_OUT_OF_RANGE as _AUTO_OFFSET_RESET when reset is "error"
+                if error.code() == KafkaError._AUTO_OFFSET_RESET and "out of range" in error.str().lower():
+                    return records, "OFFSET_OUT_OF_RANGE"
+                return records, error_name(error.code()) if error.code() >= 0 else f"LOCAL:{error.name()}"
+            ts_type, ts = msg.timestamp()
+            records.append(seen_record(msg.partition(), msg.offset(), msg.key(), msg.value(), msg.headers() or [], TIMESTAMP_TYPES.get(ts_type, "NoTimestampType"), ts))
+        return records, None
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class ConfluentMember(GroupMember):
+    """librdkafka is thread-safe: a thread polls while the caller commits and reads the assignment."""
+
+    def __init__(self, bootstrap: str, group: str, topics: list[str], assignor: str, client_id: str) -> None:
+        import threading
+
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "client.id": client_id,
+                "partition.assignment.strategy": assignor,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 200,
+            }
+        )
+        self.consumer.subscribe(topics)
+        self._running = True
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="compat-confluent-member")
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while self._running:
+            self.consumer.poll(0.05)
+
+    def assignment(self) -> set[tuple[str, int]]:
+        return {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
+
+    def commit(self, offsets: Offsets) -> None:
+        self.consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+
+    def close(self) -> None:
+        self._running = False
+        self._thread.join(10)
+        self.consumer.close()
+
+
+class ConfluentClient(Client):
+    name = "confluent-kafka"
+
+    def __init__(self, bootstrap: str) -> None:
+        super().__init__(bootstrap)
+        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def api_versions(self) -> dict[int, tuple[int, int]]:
+        """librdkafka shows the ApiVersions answer only in its ``feature`` debug log, so read it there."""
+        lines = _Lines()
+        logger = logging.getLogger(f"compat.librdkafka.{id(lines)}")
+        logger.addHandler(lines)
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "debug": "feature", "logger": logger})
+        admin.describe_cluster().result(TIMEOUT_S)
+        admin.poll(0.2)
+        versions: dict[int, tuple[int, int]] = {}
+        for line in lines.lines:
+            match = _API_VERSION_LINE.search(line)
+            if match:
+                key, low, high = map(int, match.groups())
+                versions[key] = (low, high)
+        return versions
+
+    def cluster(self) -> dict:
+        md = self.admin.list_topics(timeout=TIMEOUT_S)
+        return {
+            "cluster_id": md.cluster_id,
+            "controller_id": md.controller_id,
+            "brokers": {b.id: [b.host, b.port] for b in md.brokers.values()},
+        }
+
+    def describe_topics(self, names: list[str]) -> dict[str, dict]:
+        out: dict[str, dict] = {}
+        for name, future in self.admin.describe_topics(TopicCollection(names)).items():
+            try:
+                desc = future.result(TIMEOUT_S)
+            except KafkaException as exc:
+                out[name] = {"error": _code(exc)}
+                continue
+            out[name] = {
+                "error": "NONE",
+                "partitions": {
+                    p.id: {"leader": p.leader.id, "replicas": [n.id for n in p.replicas], "isr": [n.id for n in p.isr]}
+                    for p in desc.partitions
+                },
+            }
+        return out
+
+    def topic_ids(self, names: list[str]) -> dict[str, Any]:
+        return {name: str(f.result(TIMEOUT_S).topic_id) for name, f in self.admin.describe_topics(TopicCollection(names)).items()}
+
+    def create_topics(self, specs: list[TopicSpec]) -> dict[str, str]:
+        topics = [NewTopic(s.name, s.partitions, s.replication_factor, config=dict(s.configs)) for s in specs]
+        return _settle(self.admin.create_topics(topics, operation_timeout=TIMEOUT_S))
+
+    def delete_topics(self, names: list[str]) -> dict[str, str]:
+        return _settle(self.admin.delete_topics(names, operation_timeout=TIMEOUT_S))
+
+    def create_partitions(self, counts: dict[str, int]) -> dict[str, str]:
+        return _settle(self.admin.create_partitions([NewPartitions(t, n) for t, n in counts.items()], operation_timeout=TIMEOUT_S))
+
+    def topic_configs(self, name: str) -> dict[str, dict]:
+        (future,) = self.admin.describe_configs([ConfigResource("topic", name)]).values()
+        return {
+            key: {"value": e.value, "source": CONFIG_SOURCES[int(e.source)], "read_only": e.is_read_only, "sensitive": e.is_sensitive}
+            for key, e in future.result(TIMEOUT_S).items()
+        }
+
+    def list_offset(self, topic: str, partition: int, spec: str | int) -> dict:
+        specs = {"earliest": OffsetSpec.earliest, "latest": OffsetSpec.latest, "max_timestamp": OffsetSpec.max_timestamp}
+        offset_spec = specs[spec]() if isinstance(spec, str) else OffsetSpec.for_timestamp(spec)
+        (future,) = self.admin.list_offsets({TopicPartition(topic, partition): offset_spec}).values()
+        try:
+            info = future.result(TIMEOUT_S)
+        except KafkaException as exc:
+            return {"error": _code(exc)}
+        return {"offset": info.offset, "timestamp": info.timestamp}
+
+    def delete_records(self, topic: str, partition: int, before_offset: int) -> dict:
+        (future,) = self.admin.delete_records([TopicPartition(topic, partition, before_offset)], operation_timeout=TIMEOUT_S).values()
+        try:
+            result = future.result(TIMEOUT_S)
+        except KafkaException as exc:
+            return {"error": _code(exc)}
+        return {"low_watermark": result.low_watermark}
+
+    def produce(self, topic: str, records: list[Record], *, compression: str = "none", idempotent: bool = False, bootstrap: str | None = None, create_topic: bool = True) -> list[dict]:
+        producer = Producer(
+            {
+                "bootstrap.servers": bootstrap or self.bootstrap,
+                "compression.type": compression,
+                "enable.idempotence": idempotent,
+                "acks": "all",
+                "linger.ms": 5,
+                "allow.auto.create.topics": create_topic,
+                "message.timeout.ms": TIMEOUT_S * 1000,
+            }
+        )
+        reports: list[dict] = [{} for _ in records]
+
+        def report(index: int):
+            def on_delivery(err, msg) -> None:
+                if err is not None:
+                    reports[index] = {"partition": msg.partition(), "offset": -1, "error": error_name(err.code()) if err.code() >= 0 else f"LOCAL:{err.name()}"}
+                else:
+                    reports[index] = {"partition": msg.partition(), "offset": msg.offset(), "error": "NONE"}
+
+            return on_delivery
+
+        for index, r in enumerate(records):
+            kwargs = {"timestamp": r.timestamp_ms} if r.timestamp_ms is not None else {}
+            producer.produce(topic, value=r.value, key=r.key, headers=list(r.headers) or None, partition=r.partition, on_delivery=report(index), **kwargs)
+        remaining = producer.flush(TIMEOUT_S)
+        if remaining:
+            raise TimeoutError(f"{remaining} records not delivered within {TIMEOUT_S}s")
+        return reports
+
+    def reader(self, topic: str, partition: int, offset: int, *, max_wait_ms: int = 500, min_bytes: int = 1) -> PartitionReader:
+        return ConfluentReader(self.bootstrap, topic, partition, offset, max_wait_ms, min_bytes)
+
+    def group_member(self, group: str, topics: list[str], assignor: str, client_id: str) -> GroupMember:
+        return ConfluentMember(self.bootstrap, group, topics, assignor, client_id)
+
+    def describe_group(self, group: str) -> dict:
+        (future,) = self.admin.describe_consumer_groups([group]).values()
+        try:
+            desc = future.result(TIMEOUT_S)
+        except KafkaException as exc:
+            return {"error": _code(exc)}
+        return {
+            "error": "NONE",
+            "state": GROUP_STATES.get(desc.state.name, desc.state.name),
+            "protocol_type": "" if desc.is_simple_consumer_group else "consumer",
+            "protocol": desc.partition_assignor,
+            "members": [
+                {"client_id": m.client_id, "assignment": sorted([tp.topic, tp.partition] for tp in m.assignment.topic_partitions)}
+                for m in desc.members
+            ],
+        }
+
+    def group_offsets(self, group: str, partitions: list[tuple[str, int]]) -> dict[str, int]:
+        request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in partitions])
+        (future,) = self.admin.list_consumer_group_offsets([request]).values()
+        return {f"{tp.topic}:{tp.partition}": max(tp.offset, -1) for tp in future.result(TIMEOUT_S).topic_partitions}  # librdkafka: -1001
+
+    def delete_groups(self, groups: list[str]) -> dict[str, str]:
+        return _settle(self.admin.delete_consumer_groups(groups, request_timeout=TIMEOUT_S))

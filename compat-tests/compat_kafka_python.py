@@ -1,0 +1,225 @@
+"""The scenarios' operations with kafka-python."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import kafka.errors as Errors
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType, OffsetSpec
+from kafka.coordinator.assignors.range import RangePartitionAssignor
+from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+from compat_client import Client, GroupMember, Offsets, PartitionReader, PolledMember, Record, TopicSpec, seen_record
+
+TIMEOUT_S = 15
+ASSIGNORS = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}
+TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
+OFFSET_SPECS = {"earliest": OffsetSpec.EARLIEST, "latest": OffsetSpec.LATEST, "max_timestamp": OffsetSpec.MAX_TIMESTAMP}
+
+
+def _code(exc: Exception) -> str:
+    """Kafka's name for a kafka-python broker error (its classes carry Kafka's code as ``errno``)."""
+    errno = getattr(exc, "errno", None)
+    if isinstance(exc, Errors.BrokerResponseError) and errno is not None:
+        return _name(errno)
+    raise exc
+
+
+def _name(code: int) -> str:
+    from compat_observe import error_name
+
+    return error_name(code)
+
+
+class KafkaPythonReader(PartitionReader):
+    def __init__(self, bootstrap: str, topic: str, partition: int, offset: int, max_wait_ms: int, min_bytes: int) -> None:
+        self.consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            enable_auto_commit=False,
+            auto_offset_reset="none",
+            fetch_max_wait_ms=max_wait_ms,
+            fetch_min_bytes=min_bytes,
+        )
+        self.tp = TopicPartition(topic, partition)
+        self.consumer.assign([self.tp])
+        self.consumer.seek(self.tp, offset)
+
+    def read(self, count: int, timeout_s: float) -> tuple[list[dict], str | None]:
+        records: list[dict] = []
+        deadline = time.monotonic() + timeout_s
+        while len(records) < count and time.monotonic() < deadline:
+            try:
+                batch = self.consumer.poll(timeout_ms=100, max_records=count - len(records))
+            except Errors.OffsetOutOfRangeError:
+                return records, "OFFSET_OUT_OF_RANGE"
+            except Errors.BrokerResponseError as exc:
+                return records, _code(exc)
+            for msgs in batch.values():
+                for m in msgs:
+                    records.append(seen_record(m.partition, m.offset, m.key, m.value, m.headers, TIMESTAMP_TYPES[m.timestamp_type], m.timestamp))
+        return records, None
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class KafkaPythonMember(PolledMember):
+    def __init__(self, bootstrap: str, group: str, topics: list[str], assignor: str, client_id: str) -> None:
+        self.consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            client_id=client_id,
+            partition_assignment_strategy=[ASSIGNORS[assignor]],
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=200,
+        )
+        self.consumer.subscribe(topics)
+        super().__init__()
+
+    def poll_once(self) -> None:
+        self.consumer.poll(timeout_ms=int(self.POLL_S * 1000))
+
+    def current_assignment(self) -> set[tuple[str, int]]:
+        return {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
+
+    def commit(self, offsets: Offsets) -> None:
+        from kafka import OffsetAndMetadata
+
+        self.call(lambda: self.consumer.commit({TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()}))
+
+    def leave(self) -> None:
+        self.consumer.close()
+
+
+class KafkaPythonClient(Client):
+    name = "kafka-python"
+
+    def __init__(self, bootstrap: str) -> None:
+        super().__init__(bootstrap)
+        self.admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT_S * 1000)
+
+    def close(self) -> None:
+        self.admin.close()
+
+    def api_versions(self) -> dict[int, tuple[int, int]]:
+        return {int(key): tuple(versions) for key, versions in self.admin.api_versions().items()}
+
+    def cluster(self) -> dict:
+        info = self.admin.describe_cluster()
+        return {
+            "cluster_id": info["cluster_id"],
+            "controller_id": info["controller_id"],
+            "brokers": {b["broker_id"]: [b["host"], b["port"]] for b in info["brokers"]},
+        }
+
+    def _metadata(self, names: list[str]) -> list[dict]:
+        return self.admin.describe_topics(names)
+
+    def describe_topics(self, names: list[str]) -> dict[str, dict]:
+        out: dict[str, dict] = {}
+        for t in self._metadata(names):
+            if t["error_code"]:
+                out[t["name"]] = {"error": _name(t["error_code"])}
+                continue
+            out[t["name"]] = {
+                "error": "NONE",
+                "partitions": {p["partition_index"]: {"leader": p["leader_id"], "replicas": p["replica_nodes"], "isr": p["isr_nodes"]} for p in t["partitions"]},
+            }
+        return out
+
+    def topic_ids(self, names: list[str]) -> dict[str, Any]:
+        return {t["name"]: t["topic_id"] for t in self._metadata(names)}
+
+    def leader_epochs(self, name: str) -> dict[int, int]:
+        (topic,) = self._metadata([name])
+        return {p["partition_index"]: p["leader_epoch"] for p in topic["partitions"]}
+
+    def create_topics(self, specs: list[TopicSpec]) -> dict[str, str]:
+        request = {s.name: {"num_partitions": s.partitions, "replication_factor": s.replication_factor, "configs": dict(s.configs)} for s in specs}
+        result = self.admin.create_topics(request, raise_errors=False)
+        return {t["name"]: _name(t["error_code"]) for t in result["topics"]}
+
+    def delete_topics(self, names: list[str]) -> dict[str, str]:
+        result = self.admin.delete_topics(names, raise_errors=False)
+        return {t["name"]: _name(t["error_code"]) for t in result["topics"]}
+
+    def create_partitions(self, counts: dict[str, int]) -> dict[str, str]:
+        from kafka.admin import NewPartitions
+
+        response = self.admin.create_partitions({t: NewPartitions(n) for t, n in counts.items()}, raise_errors=False)
+        return {r.name: _name(r.error_code) for r in response.results}
+
+    def topic_configs(self, name: str) -> dict[str, dict]:
+        result = self.admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)], config_filter="all")
+        return {
+            key: {"value": c["value"], "source": c["config_source"], "read_only": c["read_only"], "sensitive": c["is_sensitive"]}
+            for key, c in result["topic"][name].items()
+        }
+
+    def list_offset(self, topic: str, partition: int, spec: str | int) -> dict:
+        tp = TopicPartition(topic, partition)
+        try:
+            result = self.admin.list_partition_offsets({tp: OFFSET_SPECS[spec] if isinstance(spec, str) else spec})
+        except Errors.BrokerResponseError as exc:
+            return {"error": _code(exc)}
+        found = result[tp]
+        return {"offset": found.offset, "timestamp": found.timestamp}
+
+    def delete_records(self, topic: str, partition: int, before_offset: int) -> dict:
+        tp = TopicPartition(topic, partition)
+        try:
+            result = self.admin.delete_records({tp: before_offset})
+        except Errors.BrokerResponseError as exc:
+            return {"error": _code(exc)}
+        return {"low_watermark": result[tp]["low_watermark"]}
+
+    def produce(self, topic: str, records: list[Record], *, compression: str = "none", idempotent: bool = False, bootstrap: str | None = None, create_topic: bool = True) -> list[dict]:
+        producer = KafkaProducer(
+            bootstrap_servers=bootstrap or self.bootstrap,
+            compression_type=None if compression == "none" else compression,
+            enable_idempotence=idempotent,
+            acks="all",
+            linger_ms=5,
+            allow_auto_create_topics=create_topic,
+            delivery_timeout_ms=TIMEOUT_S * 1000,
+            request_timeout_ms=TIMEOUT_S * 1000 - 1,
+        )
+        try:
+            futures = [
+                producer.send(topic, value=r.value, key=r.key, headers=list(r.headers), partition=r.partition, timestamp_ms=r.timestamp_ms)
+                for r in records
+            ]
+            producer.flush(TIMEOUT_S)
+            reports = []
+            for r, future in zip(records, futures):
+                try:
+                    meta = future.get(TIMEOUT_S)
+                    reports.append({"partition": meta.partition, "offset": meta.offset, "error": "NONE"})
+                except Errors.BrokerResponseError as exc:
+                    reports.append({"partition": r.partition, "offset": -1, "error": _code(exc)})
+            return reports
+        finally:
+            producer.close(TIMEOUT_S)
+
+    def reader(self, topic: str, partition: int, offset: int, *, max_wait_ms: int = 500, min_bytes: int = 1) -> PartitionReader:
+        return KafkaPythonReader(self.bootstrap, topic, partition, offset, max_wait_ms, min_bytes)
+
+    def group_member(self, group: str, topics: list[str], assignor: str, client_id: str) -> GroupMember:
+        return KafkaPythonMember(self.bootstrap, group, topics, assignor, client_id)
+
+    def describe_group(self, group: str) -> dict:
+        try:
+            desc = self.admin.describe_groups([group])[group]
+        except Errors.BrokerResponseError as exc:
+            return {"error": _code(exc)}
+        return {"raw": repr(desc)}
+
+    def group_offsets(self, group: str, partitions: list[tuple[str, int]]) -> dict[str, int]:
+        raise NotImplementedError
+
+    def delete_groups(self, groups: list[str]) -> dict[str, str]:
+        raise NotImplementedError

@@ -1,0 +1,105 @@
+"""Fixtures of the compatibility suite: the two targets, the three clients, and the comparison.
+
+Every scenario test takes the ``compat`` fixture, so it runs once per target (odradek, kafka) and per
+client (confluent-kafka, kafka-python, aiokafka). On odradek the observation must equal the scenario's
+EXPECTED (Kafka 3.9's behaviour as documented); on Kafka it must equal both EXPECTED and what the same
+scenario observes on odradek. The helper modules beside this file are imported by name: pytest runs with
+``--import-mode=importlib`` and this folder has no ``__init__.py``, so it is put on ``sys.path`` here.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from compat_aiokafka import AiokafkaClient  # noqa: E402
+from compat_client import Client  # noqa: E402
+from compat_confluent import ConfluentClient  # noqa: E402
+from compat_kafka_python import KafkaPythonClient  # noqa: E402
+from compat_observe import NotOffered, canonical  # noqa: E402
+from compat_targets import BROKER_SETTINGS, ApacheKafkaContainer, KafkaUnavailable, Target, kafka_source  # noqa: E402
+
+CLIENTS: dict[str, type[Client]] = {c.name: c for c in (ConfluentClient, KafkaPythonClient, AiokafkaClient)}
+Scenario = Callable[[Target, Client], dict]
+
+
+@pytest.fixture(scope="session")
+def odradek_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    from odradek import Broker
+
+    with Broker(log_dir=tmp_path_factory.mktemp("compat-odradek"), config=BROKER_SETTINGS) as broker:
+        yield Target("odradek", broker.bootstrap)
+
+
+@pytest.fixture(scope="session")
+def kafka_target() -> Iterator[Target]:
+    try:
+        source, address = kafka_source()
+    except KafkaUnavailable as exc:
+        pytest.skip(str(exc))
+    if source == "env":
+        assert address is not None
+        yield Target("kafka", address)
+        return
+    container = ApacheKafkaContainer()
+    try:
+        yield Target("kafka", container.start())
+    finally:
+        container.stop()
+
+
+@pytest.fixture(params=["odradek", "kafka"])
+def target(request: pytest.FixtureRequest) -> Target:
+    return request.getfixturevalue(f"{request.param}_target")
+
+
+@pytest.fixture(params=list(CLIENTS))
+def client_name(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+def _diff(left: Any, right: Any, left_name: str, right_name: str) -> str:
+    def lines(value: Any) -> list[str]:
+        return json.dumps(value, indent=2, sort_keys=True).splitlines()
+
+    return "\n".join(difflib.unified_diff(lines(left), lines(right), left_name, right_name, lineterm=""))
+
+
+class Compat:
+    def __init__(self, target: Target, client_name: str, odradek: Target) -> None:
+        self.target = target
+        self.client_name = client_name
+        self.odradek = odradek
+
+    def observe(self, scenario: Scenario, target: Target) -> dict:
+        client = CLIENTS[self.client_name](target.bootstrap)
+        try:
+            return canonical(scenario(target, client))
+        except NotOffered as exc:
+            pytest.skip(str(exc))
+        finally:
+            client.close()
+
+    def check(self, scenario: Scenario, expected: dict) -> dict:
+        """Run ``scenario`` on this test's target and compare; returns the observation."""
+        expected = canonical(expected)
+        seen = self.observe(scenario, self.target)
+        if self.target.name == "kafka":
+            on_odradek = self.observe(scenario, self.odradek)
+            if seen != on_odradek:
+                pytest.fail(f"{scenario.__name__} with {self.client_name}: odradek differs from Apache Kafka\n" + _diff(seen, on_odradek, "kafka", "odradek"), pytrace=False)
+        if seen != expected:
+            pytest.fail(f"{scenario.__name__} with {self.client_name} on {self.target.name}: not Kafka 3.9's behaviour\n" + _diff(expected, seen, "expected (Kafka 3.9)", self.target.name), pytrace=False)
+        return seen
+
+
+@pytest.fixture
+def compat(target: Target, client_name: str, odradek_target: Target) -> Compat:
+    return Compat(target, client_name, odradek_target)

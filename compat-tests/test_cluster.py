@@ -1,0 +1,136 @@
+"""What clients learn about the cluster: ApiVersions, Metadata's brokers, controller, topics, ids, epochs."""
+
+from __future__ import annotations
+
+from compat_client import Client, TopicSpec
+from compat_observe import is_kafka_uuid, node_aliases, unique
+from compat_targets import Target
+
+# Kafka 3.9's ranges (validVersions of its message specs; none of these has an unstable latest version)
+# for the APIs odradek serves to clients.
+KAFKA_39_API_VERSIONS = {
+    "Produce": [0, 11],
+    "Fetch": [0, 17],
+    "ListOffsets": [0, 9],
+    "Metadata": [0, 12],
+    "OffsetCommit": [0, 9],
+    "OffsetFetch": [0, 9],
+    "FindCoordinator": [0, 6],
+    "JoinGroup": [0, 9],
+    "Heartbeat": [0, 4],
+    "LeaveGroup": [0, 5],
+    "SyncGroup": [0, 5],
+    "DescribeGroups": [0, 5],
+    "ListGroups": [0, 5],
+    "ApiVersions": [0, 4],
+    "CreateTopics": [0, 7],
+    "DeleteTopics": [0, 6],
+    "DeleteRecords": [0, 2],
+    "InitProducerId": [0, 5],
+    "OffsetForLeaderEpoch": [0, 4],
+    "DescribeConfigs": [0, 4],
+    "AlterConfigs": [0, 2],
+    "DescribeLogDirs": [0, 4],
+    "CreatePartitions": [0, 3],
+    "DeleteGroups": [0, 2],
+    "IncrementalAlterConfigs": [0, 1],
+    "OffsetDelete": [0, 0],
+    "DescribeCluster": [0, 1],
+    "DescribeProducers": [0, 0],
+}
+
+
+def api_versions(target: Target, client: Client) -> dict:
+    from odradek.protocol.api import ApiKey
+
+    advertised = client.api_versions()
+    return {name: list(advertised[ApiKey[name]]) if ApiKey[name] in advertised else None for name in KAFKA_39_API_VERSIONS}
+
+
+def test_api_versions(compat):
+    compat.check(api_versions, KAFKA_39_API_VERSIONS)
+
+
+def metadata_shape(target: Target, client: Client) -> dict:
+    topic = unique("metadata")
+    created = client.create_topics([TopicSpec(topic, partitions=3)])
+    described = client.wait_for_topic(topic, 3)
+    cluster = client.cluster()
+    alias = node_aliases(cluster["brokers"])
+    name = lambda node: alias.get(node, f"unknown node {node}")  # noqa: E731
+    return {
+        "created": created[topic],
+        "brokers": sorted(alias.values()),
+        "advertised_address_is_bootstrap": [f"{host}:{port}" == target.bootstrap for host, port in cluster["brokers"].values()],
+        "controller": name(cluster["controller_id"]),
+        "cluster_id_is_uuid": is_kafka_uuid(cluster["cluster_id"]),
+        "topic": {
+            "error": described["error"],
+            "partitions": {
+                str(index): {"leader": name(p["leader"]), "replicas": [name(n) for n in p["replicas"]], "isr": [name(n) for n in p["isr"]]}
+                for index, p in sorted(described.get("partitions", {}).items())
+            },
+        },
+        "unknown_topic": client.describe_topics([unique("absent")]).popitem()[1]["error"],
+    }
+
+
+LED_BY_BROKER0 = {"leader": "broker0", "replicas": ["broker0"], "isr": ["broker0"]}
+
+
+def test_metadata_shape(compat):
+    compat.check(
+        metadata_shape,
+        {
+            "created": "NONE",
+            "brokers": ["broker0"],
+            "advertised_address_is_bootstrap": [True],
+            # KRaft reports a live broker as "controller" (clients cannot reach KRaft controllers); on a
+            # single combined node that is the node itself, as ZooKeeper mode's controller is.
+            "controller": "broker0",
+            "cluster_id_is_uuid": True,
+            "topic": {"error": "NONE", "partitions": {"0": LED_BY_BROKER0, "1": LED_BY_BROKER0, "2": LED_BY_BROKER0}},
+            "unknown_topic": "UNKNOWN_TOPIC_OR_PARTITION",
+        },
+    )
+
+
+def topic_ids(target: Target, client: Client) -> dict:
+    first, second = unique("ids-a"), unique("ids-b")
+    client.create_topics([TopicSpec(first), TopicSpec(second)])
+    client.wait_for_topic(first, 1)
+    client.wait_for_topic(second, 1)
+    before = client.topic_ids([first, second])
+    deleted = client.delete_topics([first])
+    recreated = client.create_topics([TopicSpec(first)])
+    client.wait_for_topic(first, 1)
+    after = client.topic_ids([first])
+    return {
+        "ids_are_uuids": [is_kafka_uuid(before[first]), is_kafka_uuid(before[second])],
+        "distinct": before[first] != before[second],
+        "deleted": deleted[first],
+        "recreated": recreated[first],
+        "recreated_topic_has_new_id": is_kafka_uuid(after[first]) and after[first] != before[first],
+    }
+
+
+def test_topic_ids(compat):
+    compat.check(
+        topic_ids,
+        {"ids_are_uuids": [True, True], "distinct": True, "deleted": "NONE", "recreated": "NONE", "recreated_topic_has_new_id": True},
+    )
+
+
+def leader_epochs(target: Target, client: Client) -> dict:
+    topic = unique("epochs")
+    client.create_topics([TopicSpec(topic, partitions=2)])
+    client.wait_for_topic(topic, 2)
+    new = client.leader_epochs(topic)
+    grown = client.create_partitions({topic: 3})
+    client.wait_for_topic(topic, 3)
+    return {"new_topic": {str(p): e for p, e in sorted(new.items())}, "grown": grown[topic], "after_create_partitions": {str(p): e for p, e in sorted(client.leader_epochs(topic).items())}}
+
+
+def test_leader_epochs(compat):
+    # A partition's first leader has epoch 0, and adding partitions does not move existing leaders.
+    compat.check(leader_epochs, {"new_topic": {"0": 0, "1": 0}, "grown": "NONE", "after_create_partitions": {"0": 0, "1": 0, "2": 0}})
