@@ -340,6 +340,8 @@ def test_delete_topics_by_name(wire, version):
     responses = {r.name: r.error_code for r in wire.call(ApiKey.DeleteTopics, version, body).responses}
     assert responses == {name: ErrorCode.NONE, "admin-wire-missing": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
     assert name not in metadata_topics(wire)
+    log_dirs = wire.call(ApiKey.DescribeLogDirs, 4, {"topics": None}).results
+    assert name not in {t.name for d in log_dirs for t in d.topics}
 
 
 def test_delete_topics_by_id(wire):
@@ -373,6 +375,21 @@ def test_delete_topics_disabled(tmp_path):
                 body = {"topic_names": [name], "topics": [{"name": name}], "timeout_ms": 5000}
                 assert w.call(ApiKey.DeleteTopics, version, body).responses[0].error_code == code
             assert name in metadata_topics(w)
+        finally:
+            w.close()
+
+
+def test_delete_topics_does_not_protect_internal_topics(tmp_path):
+    """Kafka's broker deletes __consumer_offsets when asked (only its kafka-topics tool refuses)."""
+    with Broker(log_dir=tmp_path, config={"offsets.topic.num.partitions": "1"}) as b:
+        w = Wire(b.bootstrap)
+        try:
+            find = w.call(ApiKey.FindCoordinator, 4, {"key_type": 0, "coordinator_keys": ["g"]})
+            assert find.coordinators[0].error_code in (ErrorCode.NONE, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            assert "__consumer_offsets" in metadata_topics(w)
+            response = w.call(ApiKey.DeleteTopics, 6, {"topics": [{"name": "__consumer_offsets"}], "timeout_ms": 5000}).responses[0]
+            assert response.error_code == ErrorCode.NONE
+            assert "__consumer_offsets" not in metadata_topics(w)
         finally:
             w.close()
 
