@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable
 
 from odradek.broker.config import BROKER_CONFIG, BROKER_KEYS
@@ -90,8 +90,8 @@ class Synonym:
 
 
 @dataclass(frozen=True)
-class ConfigEntry:
-    """One config as DescribeConfigs (and CreateTopics v5+) reports it."""
+class DescribedConfig:
+    """One config as DescribeConfigs reports it (CreateTopics v5+ reports topic configs the same way)."""
 
     name: str
     value: str | None
@@ -100,7 +100,7 @@ class ConfigEntry:
     doc: str | None
     read_only: bool = False
     is_sensitive: bool = False
-    synonyms: tuple[Synonym, ...] = field(default=())
+    synonyms: tuple[Synonym, ...] = ()
 
     def response(self, include_synonyms: bool, include_documentation: bool) -> dict[str, Any]:
         return {
@@ -133,7 +133,7 @@ def config_synonyms(server: "KafkaServer", name: str, sensitive: bool) -> list[S
     return found
 
 
-def topic_config_entries(server: "KafkaServer", overrides: dict[str, str]) -> list[ConfigEntry]:
+def topic_config_entries(server: "KafkaServer", overrides: dict[str, str]) -> list[DescribedConfig]:
     """Every topic config key with its effective value for these topic overrides."""
     config = LogConfig.from_props(overrides, server.broker_defaults)
     entries = []
@@ -143,17 +143,16 @@ def topic_config_entries(server: "KafkaServer", overrides: dict[str, str]) -> li
         if key.name in overrides:
             synonyms.insert(0, Synonym(key.name, value, SOURCE_TOPIC))
         source = synonyms[0].source if synonyms else SOURCE_DEFAULT
-        entries.append(ConfigEntry(key.name, value, source, key.type, key.doc, synonyms=tuple(synonyms)))
+        entries.append(DescribedConfig(key.name, value, source, key.type, key.doc, synonyms=tuple(synonyms)))
     return entries
 
 
-def broker_config_entries(server: "KafkaServer") -> list[ConfigEntry]:
+def broker_config_entries(server: "KafkaServer") -> list[DescribedConfig]:
     """Every broker key with its value, then any other ``server.properties`` key (unknown type: sensitive)."""
     entries = []
     for key in BROKER_CONFIG:
-        raw = server.config[key.name]
         sensitive = _is_sensitive(key)
-        value = None if sensitive else raw if isinstance(raw, str) else key.render(raw)
+        value = None if sensitive else key.render(server.config[key.name])
         entries.append(_broker_entry(server, key.name, value, key, sensitive))
     for name in server.config.originals:
         if name not in BROKER_KEYS:
@@ -161,10 +160,10 @@ def broker_config_entries(server: "KafkaServer") -> list[ConfigEntry]:
     return entries
 
 
-def _broker_entry(server: "KafkaServer", name: str, value: str | None, key: ConfigKey | None, sensitive: bool) -> ConfigEntry:
+def _broker_entry(server: "KafkaServer", name: str, value: str | None, key: ConfigKey | None, sensitive: bool) -> DescribedConfig:
     synonyms = config_synonyms(server, name, sensitive)
     source = synonyms[0].source if synonyms else SOURCE_DEFAULT
-    return ConfigEntry(
+    return DescribedConfig(
         name,
         value,
         source,
@@ -189,7 +188,7 @@ def check_broker_resource(server: "KafkaServer", name: str) -> bool:
     return True
 
 
-def resource_config_entries(server: "KafkaServer", resource_type: int, name: str) -> list[ConfigEntry]:
+def resource_config_entries(server: "KafkaServer", resource_type: int, name: str) -> list[DescribedConfig]:
     if resource_type == ResourceType.TOPIC:
         reason = topic_name_error(name)
         if reason:
@@ -203,7 +202,7 @@ def resource_config_entries(server: "KafkaServer", resource_type: int, name: str
     raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {resource_type_name(resource_type)}")
 
 
-def _selected(entries: Iterable[ConfigEntry], keys: list[str] | None) -> list[ConfigEntry]:
+def _selected(entries: Iterable[DescribedConfig], keys: list[str] | None) -> list[DescribedConfig]:
     if not keys:
         return list(entries)
     wanted = set(keys)
