@@ -54,8 +54,8 @@ class Connection:
                 tg.start_soon(self._write_loop, tg)
                 await self._read_loop()
                 await self.outbox_send.aclose()
-        except (ConnectionClosed, OSError):
-            pass
+        except* (ConnectionClosed, OSError):
+            pass  # the task group wraps a peer's reset in an ExceptionGroup; it ends this connection only
         finally:
             self.sock.close()
 
