@@ -65,7 +65,7 @@ def _all(key: ApiKey, module: Any) -> Handler:
 
 HANDLERS: dict[int, Handler] = {
     ApiKey.Produce: Handler(produce.handle, 0, 11),
-    ApiKey.Fetch: Handler(fetch.handle, 4, 17),
+    ApiKey.Fetch: _all(ApiKey.Fetch, fetch),
     ApiKey.ListOffsets: _all(ApiKey.ListOffsets, list_offsets),
     ApiKey.Metadata: _all(ApiKey.Metadata, metadata),
     ApiKey.ApiVersions: _all(ApiKey.ApiVersions, api_versions),

@@ -17,13 +17,17 @@ from typing import TYPE_CHECKING, Any
 from odradek.broker.fetch_session import FetchContext, FetchPartition, PartitionOutcome
 from odradek.broker.replica_manager import FetchRecords
 from odradek.protocol.api import Request
+from odradek.protocol import legacy_records
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.record_batch import UnsupportedCompressionTypeError
 from odradek.storage.log import OffsetOutOfRangeError
 
 if TYPE_CHECKING:
     from odradek.broker.kafka_server import KafkaServer
 
 READ_COMMITTED = 1
+_MAGIC_FOR_VERSION = {0: 0, 1: 0, 2: 1, 3: 1}
+"""Fetch v0-v3 read message sets of magic 0 (v0-v1) or 1 (v2-v3): the only versions that copy records."""
 
 
 @dataclass
@@ -68,9 +72,10 @@ def handle(server: "KafkaServer", request: Request) -> Any:
     max_bytes = min(body.max_bytes if version >= 3 else 2**31 - 1, server.config["fetch.max.bytes"])
     isolation = body.isolation_level if version >= 4 else 0
     hard_limit = version <= 2
+    magic = _MAGIC_FOR_VERSION.get(version)
 
     def read_all() -> list[PartitionRead]:
-        return _read(server, context.partitions(), max_bytes, isolation, replica_id, hard_limit)
+        return _read(server, context.partitions(), max_bytes, isolation, replica_id, hard_limit, magic)
 
     reads = read_all()
     total = sum(r.length for r in reads)
@@ -93,7 +98,7 @@ async def _long_poll(server: "KafkaServer", context: FetchContext, reads: list[P
     return _respond(server, context, reads, version, is_follower, int(time.time() * 1000))
 
 
-def _read(server: "KafkaServer", partitions: list[FetchPartition], max_bytes: int, isolation: int, replica_id: int, hard_limit: bool) -> list[PartitionRead]:
+def _read(server: "KafkaServer", partitions: list[FetchPartition], max_bytes: int, isolation: int, replica_id: int, hard_limit: bool, magic: int | None) -> list[PartitionRead]:
     replicas = server.replica_manager
     budget = max_bytes
     min_one = not hard_limit
@@ -119,8 +124,11 @@ def _read(server: "KafkaServer", partitions: list[FetchPartition], max_bytes: in
             limit = min(fp.max_bytes, budget)
             info = log.read(fp.fetch_offset, limit, upper, min_one)
             if info.size > 0:
-                read.records = FetchRecords(info.slices, info.size)
-                read.length = info.size
+                if magic is None:
+                    read.records, read.length = FetchRecords(info.slices, info.size), info.size
+                else:
+                    read.records = _down_convert(log, info, magic, fp.fetch_offset)
+                    read.length = len(read.records)
                 budget = max(0, budget - info.size)
                 min_one = False
         except OffsetOutOfRangeError:
@@ -130,6 +138,16 @@ def _read(server: "KafkaServer", partitions: list[FetchPartition], max_bytes: in
             read.error = exc.code
             read.high_watermark = read.last_stable_offset = read.log_start_offset = -1
     return reads
+
+
+def _down_convert(log: Any, info: Any, magic: int, fetch_offset: int) -> bytes:
+    """Old fetch versions get the stored batches rewritten in their magic, as Kafka's ``RecordsUtil.downConvert``."""
+    if not log.config.message_downconversion_enable:
+        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "Down-conversion of fetched records is disabled")
+    try:
+        return legacy_records.down_convert(info.read(), magic, first_offset=fetch_offset)
+    except UnsupportedCompressionTypeError as exc:
+        raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(exc)) from None
 
 
 def _respond(server: "KafkaServer", context: FetchContext, reads: list[PartitionRead], version: int, is_follower: bool, now_ms: int) -> dict:
