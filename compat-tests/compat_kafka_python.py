@@ -186,7 +186,7 @@ class KafkaPythonClient(Client):
             linger_ms=5,
             allow_auto_create_topics=create_topic,
             delivery_timeout_ms=TIMEOUT_S * 1000,
-            request_timeout_ms=TIMEOUT_S * 1000 - 1,
+            request_timeout_ms=TIMEOUT_S * 1000 - 100,
         )
         try:
             futures = [

@@ -54,12 +54,8 @@ def node_aliases(node_ids: Iterable[int]) -> dict[int, str]:
 
 
 def within(value: float, low: float, high: float) -> str:
-    """A timing as a verdict, so that observations compare across machines."""
-    if value < low:
-        return f"below {low}"
-    if value > high:
-        return f"above {high}"
-    return f"within [{low}, {high}]"
+    """A timing as a verdict ("within", or the value and its bounds), so observations compare across runs."""
+    return "within" if low <= value <= high else f"{value} outside [{low}, {high}]"
 
 
 def canonical(observation: Any) -> Any:

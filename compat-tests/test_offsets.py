@@ -1,0 +1,139 @@
+"""Where offsets come from and where reading stops: ListOffsets, fetching outside the log (beyond its end,
+before its start after DeleteRecords), and how long a fetch waits (long polling)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from compat_client import Client, Record, TopicSpec
+from compat_observe import unique, within
+from compat_targets import Target
+
+
+def _topic(client: Client, label: str) -> str:
+    topic = unique(label)
+    client.create_topics([TopicSpec(topic)])
+    client.wait_for_topic(topic, 1)
+    return topic
+
+
+def list_offsets(target: Target, client: Client) -> dict:
+    """ListOffsets answers; CreateTimes out of order so that the max timestamp is not the last record."""
+    topic = _topic(client, "list-offsets")
+    base = int(time.time() * 1000) - 60_000
+    client.produce(topic, [Record(b"%d" % n, timestamp_ms=base + ts) for n, ts in enumerate((0, 3000, 2000, 1000))])
+
+    def ask(spec: str | int) -> list[int] | str:
+        found = client.list_offset(topic, 0, spec)
+        if "error" in found:
+            return found["error"]
+        return [found["offset"], found["timestamp"] - base if found["timestamp"] >= 0 else found["timestamp"]]
+
+    return {
+        "earliest": ask("earliest"),
+        "latest": ask("latest"),
+        "at_first_timestamp": ask(base),
+        "between_timestamps": ask(base + 1500),
+        "after_last_timestamp": ask(base + 3001),
+        "max_timestamp": ask("max_timestamp"),
+    }
+
+
+def test_list_offsets(compat):
+    compat.check(
+        list_offsets,
+        {
+            "earliest": [0, -1],
+            "latest": [4, -1],
+            "at_first_timestamp": [0, 0],
+            # the first offset whose timestamp is at or after the one asked for, not the closest one
+            "between_timestamps": [1, 3000],
+            "after_last_timestamp": [-1, -1],
+            # KIP-734: the record with the largest timestamp, wherever it is in its batch
+            "max_timestamp": [1, 3000],
+        },
+    )
+
+
+def fetch_outside_the_log(target: Target, client: Client) -> dict:
+    topic = _topic(client, "out-of-range")
+    client.produce(topic, [Record(b"%d" % n) for n in range(3)])
+
+    def read(offset: int, timeout_s: float = 5) -> dict:
+        seen, error = client.read(topic, 0, offset, 1, timeout_s)
+        return {"offsets": [r["offset"] for r in seen], "error": error}
+
+    observed = {
+        "beyond_log_end": read(10),
+        "at_log_end": read(3, timeout_s=1),  # nothing to read yet, and no error: the consumer waits there
+        "last_record": read(2),
+        "delete_beyond_high_watermark": client.delete_records(topic, 0, 10),
+        "delete_before_2": client.delete_records(topic, 0, 2),
+    }
+    observed |= {
+        "earliest_after_delete": client.list_offset(topic, 0, "earliest")["offset"],
+        "before_log_start": read(0),
+        "at_log_start": read(2),
+    }
+    return observed
+
+
+def test_fetch_outside_the_log(compat):
+    compat.check(
+        fetch_outside_the_log,
+        {
+            "beyond_log_end": {"offsets": [], "error": "OFFSET_OUT_OF_RANGE"},
+            "at_log_end": {"offsets": [], "error": None},
+            "last_record": {"offsets": [2], "error": None},
+            "delete_beyond_high_watermark": {"error": "OFFSET_OUT_OF_RANGE"},
+            "delete_before_2": {"low_watermark": 2},
+            "earliest_after_delete": 2,
+            "before_log_start": {"offsets": [], "error": "OFFSET_OUT_OF_RANGE"},
+            "at_log_start": {"offsets": [2], "error": None},
+        },
+    )
+
+
+LONG_WAIT_MS = 3000
+MIN_BYTES_WAIT_MS = 1000
+
+
+def long_poll(target: Target, client: Client) -> dict:
+    """A fetch waiting for data answers as soon as a record arrives, and a fetch whose fetch.min.bytes is
+    not reached answers when its max wait expires, with what there is."""
+    topic = _topic(client, "long-poll")
+    reader = client.reader(topic, 0, 0, max_wait_ms=LONG_WAIT_MS, min_bytes=1)
+    try:
+        reader.read(1, 0.5)  # connected, and a fetch is parked at the log end
+        acked: list[float] = []
+        producer = threading.Thread(target=lambda: (client.produce(topic, [Record(b"wake")]), acked.append(time.monotonic())))
+        producer.start()
+        seen, error = reader.read(1, LONG_WAIT_MS / 1000 + 5)
+        arrived = time.monotonic()
+        producer.join()
+    finally:
+        reader.close()
+    prompt_ms = (arrived - acked[0]) * 1000 if acked else float("inf")
+
+    waiting = client.reader(topic, 0, 0, max_wait_ms=MIN_BYTES_WAIT_MS, min_bytes=1024 * 1024)
+    try:
+        started = time.monotonic()
+        held, held_error = waiting.read(1, MIN_BYTES_WAIT_MS / 1000 + 5)
+        held_ms = (time.monotonic() - started) * 1000
+    finally:
+        waiting.close()
+    return {
+        "woken_by_record": {"offsets": [r["offset"] for r in seen], "error": error, "after_ack_ms": within(prompt_ms, -50, LONG_WAIT_MS / 3)},
+        "min_bytes_not_reached": {"offsets": [r["offset"] for r in held], "error": held_error, "after_ms": within(held_ms, MIN_BYTES_WAIT_MS * 0.9, MIN_BYTES_WAIT_MS + 2000)},
+    }
+
+
+def test_long_poll(compat):
+    compat.check(
+        long_poll,
+        {
+            "woken_by_record": {"offsets": [0], "error": None, "after_ack_ms": "within"},
+            "min_bytes_not_reached": {"offsets": [0], "error": None, "after_ms": "within"},
+        },
+    )
