@@ -356,26 +356,31 @@ def admin(bootstrap: str) -> Any:
 _topic_numbers = itertools.count()
 
 
-def create_topic(admin: Any, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> str:
+@pytest.fixture(scope="session")
+def make_topic(admin: Any) -> Callable[..., str]:
+    """``make_topic(name, partitions=1, config={...})`` creates a topic through CreateTopics and returns its name."""
     from confluent_kafka.admin import NewTopic
 
-    futures = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})], operation_timeout=10)
-    futures[name].result(10)
-    return name
+    def create(name: str, partitions: int = 1, config: dict[str, str] | None = None) -> str:
+        futures = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})], operation_timeout=10)
+        futures[name].result(10)
+        return name
+
+    return create
 
 
 @pytest.fixture
-def new_topic(admin: Any, request: pytest.FixtureRequest) -> Callable[..., str]:
+def new_topic(make_topic: Callable[..., str], request: pytest.FixtureRequest) -> Callable[..., str]:
     """Create a fresh topic named after the test: ``new_topic(partitions=1, config={...})`` returns its name."""
     stem = re.sub(r"[^a-zA-Z0-9._-]+", "-", request.node.name).strip("-")[:200]
 
     def make(partitions: int = 1, config: dict[str, str] | None = None) -> str:
-        return create_topic(admin, f"{stem}-{next(_topic_numbers)}", partitions, config)
+        return make_topic(f"{stem}-{next(_topic_numbers)}", partitions, config)
 
     return make
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def clients() -> dict[str, Client]:
     return CLIENT_TABLE
 
