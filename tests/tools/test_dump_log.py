@@ -914,3 +914,39 @@ def test_the_odradek_command(tmp_path):
         "timestamp: 106 offset: 6",
     )
     assert result.stderr == lines(f"Mismatches in :{tmp_path}/{SEGMENT}.index", "  Index offset: 4, log offset: 5")
+
+
+def test_segments_written_by_odradek_storage_are_consistent(tmp_path, capsys):
+    """As Kafka's DumpLogSegmentsTest does for Kafka's own log: flushed but not closed, so the active segment's
+    indexes keep their preallocated zeroed tail, the dump must find every index entry in the log."""
+    from odradek.protocol.records import Record, build_batch
+    from odradek.storage.log import Log
+    from odradek.storage.log_config import LogConfig
+
+    log = Log.open(tmp_path / "topic-0", LogConfig(index_interval_bytes=128))
+    for n in range(12):
+        records = [Record(timestamp=10_000 + 3 * n + i, key=b"key %d" % i, value=b"value %d" % i * 5) for i in range(n % 4 + 1)]
+        log.append_as_leader(bytearray(build_batch(records, compression=n % 3)), leader_epoch=0)
+    log.flush()
+    segment = tmp_path / "topic-0" / SEGMENT
+    files = ",".join(f"{segment}.{suffix}" for suffix in ("log", "index", "timeindex"))
+
+    out, err, code = dump(capsys, "--files", files, "--deep-iteration", "--verify-index-only")
+
+    assert (code, err) == (0, "")
+    assert sum(line.startswith("baseOffset: ") for line in out.splitlines()) == 12
+    assert "invalid bytes" not in out
+    out, err, code = dump(capsys, "--files", files)
+    assert (code, err) == (0, "")
+    assert sum(line.startswith("offset: ") for line in out.splitlines()) > 3
+    assert sum(line.startswith("timestamp: ") for line in out.splitlines()) > 3
+
+    log.close()  # trims the indexes to their entries, which then pass the broker's startup check
+    out, err, code = dump(capsys, "--files", files, "--index-sanity-check")
+    assert (code, err) == (0, "")
+    assert out.splitlines()[-4:] == [
+        f"Dumping {segment}.index",
+        f"{segment}.index passed sanity check.",
+        f"Dumping {segment}.timeindex",
+        f"{segment}.timeindex passed sanity check.",
+    ]
