@@ -18,7 +18,7 @@ from aiokafka.client import AIOKafkaClient as LowLevelClient
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.errors import KafkaError, OffsetOutOfRangeError
-from aiokafka.protocol.admin import ApiVersionRequest, DeleteGroupsRequest
+from aiokafka.protocol.admin import ApiVersionRequest, DeleteGroupsRequest, DeleteRecordsRequest
 from aiokafka.protocol.metadata import MetadataRequest
 
 from compat_client import CONFIG_SOURCES, Client, GroupMember, Offsets, PartitionReader, Record, TopicSpec, seen_record
@@ -257,6 +257,15 @@ class AiokafkaClient(Client):
         except KafkaError as exc:
             return {"error": _code(exc)}
         return {"low_watermark": result[tp]}
+
+    def delete_records_unrouted(self, topic: str, partition: int, before_offset: int, node_id: int) -> dict:
+        async def delete(client: LowLevelClient) -> Any:
+            return await client.send(node_id, DeleteRecordsRequest([(topic, [(partition, before_offset)])], TIMEOUT_S * 1000))
+
+        for _, partitions, *_ in self._with_client(delete).topics:
+            for _, low_watermark, code, *_ in partitions:
+                return {"error": error_name(code)} if code else {"low_watermark": low_watermark}
+        raise AssertionError("DeleteRecords answered without the partition asked about")
 
     def produce(self, topic: str, records: list[Record], *, compression: str = "none", idempotent: bool = False, bootstrap: str | None = None, create_topic: bool = True) -> list[dict]:
         async def send() -> list[dict]:

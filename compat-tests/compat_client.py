@@ -217,6 +217,11 @@ class Client:
         """DeleteRecords: {"low_watermark"} or {"error"}."""
         raise NotImplementedError
 
+    def delete_records_unrouted(self, topic: str, partition: int, before_offset: int, node_id: int) -> dict:
+        """DeleteRecords sent to ``node_id`` as asked, without the client first checking Metadata for the
+        partition: the one way to see the broker's own answer for a partition that does not exist."""
+        raise NotOffered(f"{self.name} checks partitions against Metadata itself before sending")
+
     # producing and consuming -------------------------------------------------------------------------
     def produce(self, topic: str, records: list[Record], *, compression: str = "none", idempotent: bool = False, bootstrap: str | None = None, create_topic: bool = True) -> list[dict]:
         """Send ``records`` with one producer (acks=all) and wait for every delivery report:

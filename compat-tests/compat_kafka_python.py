@@ -177,6 +177,14 @@ class KafkaPythonClient(Client):
             return {"error": _code(exc)}
         return {"low_watermark": result[tp]["low_watermark"]}
 
+    def delete_records_unrouted(self, topic: str, partition: int, before_offset: int, node_id: int) -> dict:
+        tp = TopicPartition(topic, partition)
+        try:
+            result = self.admin.delete_records({tp: before_offset}, partition_leader_id=node_id)
+        except Errors.BrokerResponseError as exc:
+            return {"error": _code(exc)}
+        return {"low_watermark": result[tp]["low_watermark"]}
+
     def produce(self, topic: str, records: list[Record], *, compression: str = "none", idempotent: bool = False, bootstrap: str | None = None, create_topic: bool = True) -> list[dict]:
         producer = KafkaProducer(
             bootstrap_servers=bootstrap or self.bootstrap,
