@@ -92,10 +92,8 @@ class ReplicaManager:
                 partition.state = PartitionState(**vars(state))
 
     def update_configs(self, topic: TopicInfo) -> None:
-        config = self.log_config(topic)
-        for (name, _), partition in self.partitions.items():
-            if name == topic.name:
-                partition.log.config = config
+        """New topic configs reach the open logs and those opened later."""
+        self.log_manager.set_topic_config(topic.name, self.log_config(topic))
 
     def stop_replicas(self, topic: TopicInfo, delete: bool) -> None:
         self.by_topic_id.pop(topic.topic_id, None)

@@ -197,6 +197,11 @@ class EmbeddedController:
         topic = self.image.topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        if assignments is not None:
+            # Kafka (ZkAdminManager.createPartitions) checks the brokers named before anything else.
+            unknown = sorted({b for replicas in assignments for b in replicas} - set(self.image.brokers))
+            if unknown:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.")
         current = len(topic.partitions)
         if count < current:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic currently has {current} partitions, which is higher than the requested {count}.")

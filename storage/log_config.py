@@ -323,17 +323,6 @@ TOPIC_CONFIG_BY_NAME: dict[str, TopicConfigKey] = {key.name: key for key in TOPI
 
 
 @dataclass(frozen=True)
-class ConfigEntry:
-    """One topic config as DescribeConfigs reports it."""
-
-    name: str
-    value: str | None
-    source: int
-    synonyms: tuple[tuple[str, str | None, int], ...]
-    """(name, value, source), most specific first, as DescribeConfigs' ``synonyms`` (v1+) lists them."""
-
-
-@dataclass(frozen=True)
 class LogConfig:
     """The effective configuration of one topic's logs (one attribute per ``TOPIC_CONFIG`` key)."""
 
@@ -453,20 +442,6 @@ class LogConfig:
         if self.segment_jitter_ms == 0:
             return 0
         return random.randrange(min(self.segment_jitter_ms, self.segment_ms))
-
-    def describe(self) -> list[ConfigEntry]:
-        """Every key with its value, source and synonyms, as DescribeConfigs reports them."""
-        entries = []
-        for key in TOPIC_CONFIG:
-            value, source = _resolve(key, self.overrides, self.broker_defaults)
-            synonyms: list[tuple[str, str | None, int]] = []
-            if key.name in self.overrides:
-                synonyms.append((key.name, key.render(key.parse(self.overrides[key.name])), SOURCE_TOPIC))
-            for synonym in key.synonyms:
-                if synonym.name in self.broker_defaults:
-                    synonyms.append((synonym.name, self.broker_defaults[synonym.name].strip(), SOURCE_STATIC_BROKER))
-            entries.append(ConfigEntry(key.name, key.render(value), source, tuple(synonyms)))
-        return entries
 
 
 def _resolve(key: TopicConfigKey, topic_overrides: Mapping[str, str], broker_defaults: Mapping[str, str]) -> tuple[Any, int]:

@@ -1,8 +1,7 @@
 """CreatePartitions: raise a topic's partition count, with explicit replica assignments or Kafka's own.
 
 Kafka's checks (``KafkaApis.handleCreatePartitionsRequest``, ``ZkAdminManager.createPartitions``): a topic
-named twice is INVALID_REQUEST; then the controller's count and assignment checks, with unknown brokers in
-an assignment reported as INVALID_REPLICA_ASSIGNMENT before the count of assignments is compared.
+named twice is INVALID_REQUEST; then the controller's count and assignment checks.
 As with DeleteTopics, ``timeout_ms <= 0`` answers REQUEST_TIMED_OUT for partitions created without waiting.
 """
 
@@ -18,15 +17,6 @@ if TYPE_CHECKING:
     from odradek.broker.kafka_server import KafkaServer
 
 
-def _create(server: "KafkaServer", name: str, count: int, assignments: list[list[int]] | None, validate_only: bool) -> None:
-    assert server.controller is not None
-    if assignments is not None:
-        unknown = sorted({b for replicas in assignments for b in replicas} - set(server.metadata.brokers))
-        if unknown:
-            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.")
-    server.controller.create_partitions(name, count, assignments, validate_only=validate_only)
-
-
 def handle(server: "KafkaServer", request: Request) -> dict:
     body = request.body
     counts = Counter(t.name for t in body.topics)
@@ -37,7 +27,8 @@ def handle(server: "KafkaServer", request: Request) -> dict:
             if counts[t.name] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
             assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
-            _create(server, t.name, t.count, assignments, body.validate_only)
+            assert server.controller is not None
+            server.controller.create_partitions(t.name, t.count, assignments, validate_only=body.validate_only)
             if body.timeout_ms <= 0 and not body.validate_only:
                 result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
         except KafkaError as exc:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.storage.log_config import LogConfig
+from odradek.broker.handlers.describe_configs import topic_config_entries
 
 if TYPE_CHECKING:
     from odradek.broker.kafka_server import KafkaServer
@@ -39,9 +39,8 @@ def handle(server: "KafkaServer", request: Request) -> dict:
 
 
 def _describe(server: "KafkaServer", configs: dict[str, str]) -> list[dict]:
-    """The topic's effective configs, which CreateTopics v5+ returns (KIP-525)."""
-    config = LogConfig.from_props(configs, server.broker_defaults)
+    """The topic's effective configs, which CreateTopics v5+ returns (KIP-525), as DescribeConfigs reports them."""
     return [
-        {"name": e.name, "value": e.value, "read_only": False, "config_source": e.source, "is_sensitive": False}
-        for e in config.describe()
+        {"name": e.name, "value": e.value, "read_only": e.read_only, "config_source": e.source, "is_sensitive": e.is_sensitive}
+        for e in topic_config_entries(server, configs)
     ]

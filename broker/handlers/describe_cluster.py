@@ -11,39 +11,17 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING
 
+from odradek.broker.authorization import CLUSTER_OPERATIONS, authorized_operations
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.broker.kafka_server import KafkaServer
 
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-
-
 class EndpointType(enum.IntEnum):
     UNKNOWN = 0
     BROKER = 1
     CONTROLLER = 2
-
-
-class AclOperation(enum.IntEnum):
-    """Kafka's ACL operation codes (bit positions of the authorized-operations field)."""
-
-    CREATE = 5
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-
-
-CLUSTER_OPERATIONS = frozenset(AclOperation)
-"""What ``AclEntry.supportedOperations(CLUSTER)`` lists."""
-
-
-def authorized_operations_field(operations: frozenset[AclOperation]) -> int:
-    return sum(1 << op for op in operations)
 
 
 def handle(server: "KafkaServer", request: Request) -> dict:
@@ -64,6 +42,6 @@ def handle(server: "KafkaServer", request: Request) -> dict:
         "controller_id": image.controller_id,
         "brokers": [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in sorted(image.brokers.values(), key=lambda b: b.node_id)],
         "cluster_authorized_operations": (
-            authorized_operations_field(CLUSTER_OPERATIONS) if body.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+            authorized_operations(CLUSTER_OPERATIONS, body.include_cluster_authorized_operations)
         ),
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from odradek.broker.authorization import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized_operations
 from odradek.controller.metadata import TopicInfo, topic_name_error
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -16,10 +17,7 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 if TYPE_CHECKING:
     from odradek.broker.kafka_server import KafkaServer
 
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-
-
-def topic_entry(topic: TopicInfo) -> dict:
+def topic_entry(topic: TopicInfo, include_authorized_operations: bool = False) -> dict:
     partitions = []
     for index, state in sorted(topic.partitions.items()):
         partitions.append(
@@ -39,7 +37,7 @@ def topic_entry(topic: TopicInfo) -> dict:
         "topic_id": topic.topic_id,
         "is_internal": topic.is_internal,
         "partitions": partitions,
-        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "topic_authorized_operations": authorized_operations(TOPIC_OPERATIONS, include_authorized_operations),
     }
 
 
@@ -55,19 +53,20 @@ def handle(server: "KafkaServer", request: Request) -> dict:
     version = request.header.api_version
     image = server.metadata
     allow_auto_create = server.config["auto.create.topics.enable"] and (version < 4 or body.allow_auto_topic_creation)
+    topic_ops = body.include_topic_authorized_operations
     topics = []
     if body.topics is None or (version == 0 and not body.topics):
-        topics = [topic_entry(t) for t in image.topics.values()]
+        topics = [topic_entry(t, topic_ops) for t in image.topics.values()]
     else:
         for requested in body.topics:
             name = requested.name
             if name is None:
                 topic = image.topic_by_id(requested.topic_id)
-                topics.append(topic_entry(topic) if topic else _error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, requested.topic_id))
+                topics.append(topic_entry(topic, topic_ops) if topic else _error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, requested.topic_id))
                 continue
             topic = image.topics.get(name)
             if topic is not None:
-                topics.append(topic_entry(topic))
+                topics.append(topic_entry(topic, topic_ops))
             elif topic_name_error(name):
                 topics.append(_error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
             elif allow_auto_create:
@@ -79,7 +78,7 @@ def handle(server: "KafkaServer", request: Request) -> dict:
         "cluster_id": image.cluster_id,
         "controller_id": image.controller_id,
         "topics": topics,
-        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "cluster_authorized_operations": authorized_operations(CLUSTER_OPERATIONS, body.include_cluster_authorized_operations),
     }
 
 

@@ -7,14 +7,12 @@ that version reads, and the error codes Kafka answers with.
 from __future__ import annotations
 
 import itertools
-import socket
-import struct
 import uuid
 
 import pytest
 
 from odradek import Broker
-from odradek.protocol.api import APIS, ApiKey, decode_response, encode_request
+from odradek.protocol.api import APIS, ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import build_batch
 
@@ -25,34 +23,6 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 BROKER_CONFIG = {"log.segment.bytes": "536870912", "log.retention.hours": "24"}
 
 
-class Wire:
-    """A bare Kafka protocol connection: one request, one response."""
-
-    def __init__(self, bootstrap: str) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=10)
-        self.correlation = itertools.count(1)
-
-    def call(self, api: ApiKey, version: int, body: dict):
-        correlation_id = next(self.correlation)
-        self.sock.sendall(encode_request(api, version, correlation_id, body, client_id="wire-test"))
-        size = struct.unpack(">i", self._read(4))[0]
-        got, response = decode_response(api, version, self._read(size))
-        assert got == correlation_id
-        return response
-
-    def _read(self, n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            assert chunk, "broker closed the connection"
-            buf += chunk
-        return buf
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 @pytest.fixture(scope="module")
 def broker():
     with Broker(config=BROKER_CONFIG) as b:
@@ -60,16 +30,14 @@ def broker():
 
 
 @pytest.fixture
-def wire(broker):
-    w = Wire(broker.bootstrap)
-    yield w
-    w.close()
+def wire(broker, connect):
+    return connect(broker.bootstrap)
 
 
 _names = itertools.count()
 
 
-def new_topic(wire: Wire, partitions: int = 1, configs: dict[str, str] | None = None) -> str:
+def new_topic(wire, partitions: int = 1, configs: dict[str, str] | None = None) -> str:
     name = f"admin-wire-{next(_names)}"
     body = {
         "topics": [
@@ -92,7 +60,7 @@ def versions(api: ApiKey) -> range:
     return range(APIS[api].min_version, APIS[api].max_version + 1)
 
 
-def describe(wire: Wire, version: int, resource_type: int, name: str, keys=None, synonyms=False, docs=False):
+def describe(wire, version: int, resource_type: int, name: str, keys=None, synonyms=False, docs=False):
     body = {
         "resources": [{"resource_type": resource_type, "resource_name": name, "configuration_keys": keys}],
         "include_synonyms": synonyms,
@@ -221,7 +189,7 @@ def test_describe_broker_resource_names(wire, version):
 # -- AlterConfigs and IncrementalAlterConfigs ---------------------------------------------------------------
 
 
-def alter(wire: Wire, version: int, resource_type: int, name: str, configs: dict[str, str | None], validate_only=False):
+def alter(wire, version: int, resource_type: int, name: str, configs: dict[str, str | None], validate_only=False):
     body = {
         "resources": [{"resource_type": resource_type, "resource_name": name, "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
         "validate_only": validate_only,
@@ -229,7 +197,7 @@ def alter(wire: Wire, version: int, resource_type: int, name: str, configs: dict
     return wire.call(ApiKey.AlterConfigs, version, body).responses[0]
 
 
-def incremental(wire: Wire, version: int, name: str, ops: list[tuple[str, int, str | None]], validate_only=False, resource_type=TOPIC):
+def incremental(wire, version: int, name: str, ops: list[tuple[str, int, str | None]], validate_only=False, resource_type=TOPIC):
     body = {
         "resources": [
             {"resource_type": resource_type, "resource_name": name, "configs": [{"name": k, "config_operation": op, "value": v} for k, op, v in ops]}
@@ -239,7 +207,7 @@ def incremental(wire: Wire, version: int, name: str, ops: list[tuple[str, int, s
     return wire.call(ApiKey.IncrementalAlterConfigs, version, body).responses[0]
 
 
-def topic_value(wire: Wire, name: str, key: str) -> tuple[str | None, int]:
+def topic_value(wire, name: str, key: str) -> tuple[str | None, int]:
     entry = by_name(describe(wire, 4, TOPIC, name, keys=[key]))[key]
     return entry.value, entry.config_source
 
@@ -328,7 +296,7 @@ def test_config_changes_reach_the_running_log(wire):
 # -- DeleteTopics and CreatePartitions ----------------------------------------------------------------------
 
 
-def metadata_topics(wire: Wire) -> dict[str, int]:
+def metadata_topics(wire) -> dict[str, int]:
     response = wire.call(ApiKey.Metadata, 12, {"topics": None, "allow_auto_topic_creation": False})
     return {t.name: len(t.partitions) for t in response.topics}
 
@@ -366,35 +334,29 @@ def test_delete_topics_without_waiting_answers_request_timed_out_but_deletes(wir
     assert name not in metadata_topics(wire)
 
 
-def test_delete_topics_disabled(tmp_path):
+def test_delete_topics_disabled(tmp_path, connect):
     with Broker(log_dir=tmp_path, config={"delete.topic.enable": "false"}) as b:
-        w = Wire(b.bootstrap)
-        try:
-            name = new_topic(w)
-            for version, code in ((2, ErrorCode.INVALID_REQUEST), (3, ErrorCode.TOPIC_DELETION_DISABLED), (6, ErrorCode.TOPIC_DELETION_DISABLED)):
-                body = {"topic_names": [name], "topics": [{"name": name}], "timeout_ms": 5000}
-                assert w.call(ApiKey.DeleteTopics, version, body).responses[0].error_code == code
-            assert name in metadata_topics(w)
-        finally:
-            w.close()
+        w = connect(b.bootstrap)
+        name = new_topic(w)
+        for version, code in ((2, ErrorCode.INVALID_REQUEST), (3, ErrorCode.TOPIC_DELETION_DISABLED), (6, ErrorCode.TOPIC_DELETION_DISABLED)):
+            body = {"topic_names": [name], "topics": [{"name": name}], "timeout_ms": 5000}
+            assert w.call(ApiKey.DeleteTopics, version, body).responses[0].error_code == code
+        assert name in metadata_topics(w)
 
 
-def test_delete_topics_does_not_protect_internal_topics(tmp_path):
+def test_delete_topics_does_not_protect_internal_topics(tmp_path, connect):
     """Kafka's broker deletes __consumer_offsets when asked (only its kafka-topics tool refuses)."""
     with Broker(log_dir=tmp_path, config={"offsets.topic.num.partitions": "1"}) as b:
-        w = Wire(b.bootstrap)
-        try:
-            find = w.call(ApiKey.FindCoordinator, 4, {"key_type": 0, "coordinator_keys": ["g"]})
-            assert find.coordinators[0].error_code in (ErrorCode.NONE, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-            assert "__consumer_offsets" in metadata_topics(w)
-            response = w.call(ApiKey.DeleteTopics, 6, {"topics": [{"name": "__consumer_offsets"}], "timeout_ms": 5000}).responses[0]
-            assert response.error_code == ErrorCode.NONE
-            assert "__consumer_offsets" not in metadata_topics(w)
-        finally:
-            w.close()
+        w = connect(b.bootstrap)
+        find = w.call(ApiKey.FindCoordinator, 4, {"key_type": 0, "coordinator_keys": ["g"]})
+        assert find.coordinators[0].error_code in (ErrorCode.NONE, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        assert "__consumer_offsets" in metadata_topics(w)
+        response = w.call(ApiKey.DeleteTopics, 6, {"topics": [{"name": "__consumer_offsets"}], "timeout_ms": 5000}).responses[0]
+        assert response.error_code == ErrorCode.NONE
+        assert "__consumer_offsets" not in metadata_topics(w)
 
 
-def create_partitions(wire: Wire, version: int, name: str, count: int, assignments=None, validate_only=False, timeout_ms=5000):
+def create_partitions(wire, version: int, name: str, count: int, assignments=None, validate_only=False, timeout_ms=5000):
     topics = [{"name": name, "count": count, "assignments": None if assignments is None else [{"broker_ids": a} for a in assignments]}]
     body = {"topics": topics, "timeout_ms": timeout_ms, "validate_only": validate_only}
     return wire.call(ApiKey.CreatePartitions, version, body).results[0]
@@ -447,7 +409,7 @@ def test_describe_cluster_endpoint_types(wire):
 # -- Produce helper, DeleteRecords, DescribeLogDirs, DescribeProducers --------------------------------------
 
 
-def produce(wire: Wire, name: str, count: int, partition: int = 0, producer_id: int = -1, sequence: int = -1) -> int:
+def produce(wire, name: str, count: int, partition: int = 0, producer_id: int = -1, sequence: int = -1) -> int:
     records = build_batch([(None, b"v" * 100)] * count, producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1, base_sequence=sequence)
     body = {"acks": -1, "timeout_ms": 5000, "topic_data": [{"name": name, "partition_data": [{"index": partition, "records": records}]}]}
     part = wire.call(ApiKey.Produce, 9, body).responses[0].partition_responses[0]
@@ -455,12 +417,12 @@ def produce(wire: Wire, name: str, count: int, partition: int = 0, producer_id: 
     return part.base_offset
 
 
-def list_offset(wire: Wire, name: str, timestamp: int) -> int:
+def list_offset(wire, name: str, timestamp: int) -> int:
     body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": name, "partitions": [{"partition_index": 0, "timestamp": timestamp}]}]}
     return wire.call(ApiKey.ListOffsets, 7, body).topics[0].partitions[0].offset
 
 
-def delete_records(wire: Wire, version: int, name: str, offsets: dict[int, int]):
+def delete_records(wire, version: int, name: str, offsets: dict[int, int]):
     body = {"topics": [{"name": name, "partitions": [{"partition_index": p, "offset": o} for p, o in offsets.items()]}], "timeout_ms": 5000}
     return {p.partition_index: (p.error_code, p.low_watermark) for p in wire.call(ApiKey.DeleteRecords, version, body).topics[0].partitions}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from odradek.storage.config_types import ConfigError, ConfigType
-from odradek.storage.log_config import SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC, TOPIC_CONFIG_BY_NAME, LogConfig
+from odradek.storage.log_config import TOPIC_CONFIG_BY_NAME, LogConfig
 
 KAFKA_39_TOPIC_KEYS = {
     "cleanup.policy", "compression.gzip.level", "compression.lz4.level", "compression.type", "compression.zstd.level",
@@ -40,11 +40,6 @@ def test_topic_overrides_beat_broker_synonyms_which_beat_defaults():
     broker = {"log.retention.hours": "2", "log.segment.bytes": "5000", "log.roll.ms": "777", "log.roll.hours": "1"}
     config = LogConfig.from_props({"segment.bytes": "6000"}, broker)
     assert (config.segment_bytes, config.retention_ms, config.segment_ms) == (6000, 7_200_000, 777)
-    described = {entry.name: entry for entry in config.describe()}
-    assert (described["segment.bytes"].value, described["segment.bytes"].source) == ("6000", SOURCE_TOPIC)
-    assert described["segment.bytes"].synonyms == (("segment.bytes", "6000", SOURCE_TOPIC), ("log.segment.bytes", "5000", SOURCE_STATIC_BROKER))
-    assert (described["retention.ms"].value, described["retention.ms"].source) == ("7200000", SOURCE_STATIC_BROKER)
-    assert described["min.insync.replicas"].source == SOURCE_DEFAULT
 
 
 def test_retention_falls_back_from_ms_to_minutes_to_hours():
