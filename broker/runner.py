@@ -87,7 +87,11 @@ async def run(config: BrokerConfig, *, handle_signals: bool = True, on_started: 
 
 
 async def _periodic(server: KafkaServer) -> None:
-    """Retention, flushes and checkpoints on Kafka's intervals (storage itself owns no timers)."""
+    """Retention, flushes and checkpoints on Kafka's intervals (storage itself owns no timers).
+
+    Flushes and checkpoints fsync, so they run on a worker thread: storage fsyncs outside its locks, and
+    the event loop keeps serving requests meanwhile (Kafka flushes on its scheduler threads too).
+    """
     config = server.config
     retention_every = config["log.retention.check.interval.ms"] / 1000
     checkpoint_every = min(config["replica.high.watermark.checkpoint.interval.ms"], config["log.flush.offset.checkpoint.interval.ms"] or 60000) / 1000
@@ -97,12 +101,12 @@ async def _periodic(server: KafkaServer) -> None:
         await anyio.sleep(min(1.0, checkpoint_every, retention_every))
         now = time.monotonic()
         now_ms = int(time.time() * 1000)
-        server.log_manager.flush_due(now_ms)
+        await anyio.to_thread.run_sync(server.log_manager.flush_due, now_ms)
         if now >= next_retention:
             server.log_manager.run_retention(now_ms)
             next_retention = now + retention_every
         if now >= next_checkpoint:
-            server.log_manager.checkpoint()
+            await anyio.to_thread.run_sync(server.log_manager.checkpoint)
             next_checkpoint = now + checkpoint_every
 
 
