@@ -95,6 +95,8 @@ class KafkaServer:
         )
         if not validate_only:
             log.info("Created topic %s with %d partitions (id %s)", name, len(topic.partitions), topic.topic_id)
+            if "." in name or "_" in name:
+                log.warning("Topic %s: due to limitations in metric names, topics with a period ('.') or underscore ('_') could collide. To avoid issues it is best to use either, but not both.", name)
         return topic
 
     def next_producer_id(self) -> int:

@@ -106,3 +106,14 @@ def test_metadata_versions_advertised_are_all_of_kafkas(broker, connect):
     response = connect(broker.bootstrap).call(ApiKey.ApiVersions, 3, {"client_software_name": "t", "client_software_version": "1"})
     ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert ranges[ApiKey.Metadata] == (APIS[ApiKey.Metadata].min_version, APIS[ApiKey.Metadata].max_version)
+
+
+def test_names_colliding_on_period_and_underscore(broker, connect, caplog):
+    wire = connect(broker.bootstrap)
+    with caplog.at_level("WARNING", logger="odradek.server"):
+        created = wire.call(ApiKey.CreateTopics, 7, {"topics": [{"name": "my.topic", "num_partitions": 1, "replication_factor": 1}], "timeout_ms": 5000})
+    assert created.topics[0].error_code == ErrorCode.NONE
+    assert any("could collide" in r.getMessage() for r in caplog.records)
+    clash = wire.call(ApiKey.CreateTopics, 7, {"topics": [{"name": "my_topic", "num_partitions": 1, "replication_factor": 1}], "timeout_ms": 5000})
+    assert clash.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert "collides" in clash.topics[0].error_message
