@@ -388,7 +388,7 @@ class RecordBatch:
 
     @property
     def timestamp_type(self) -> str:
-        return TIMESTAMP_TYPE_NAMES[TimestampType(self.header.timestamp_type)]
+        return TIMESTAMP_TYPE_NAMES[self.header.timestamp_type]  # an int key finds the IntEnum one
 
     @property
     def max_timestamp(self) -> int:
