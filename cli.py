@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
 
 # Subcommand → module with ``add_arguments(parser)`` and ``main(args) -> int``.
@@ -16,19 +15,17 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Only the chosen command's module is imported: ``odradek serve`` starts without loading the tools."""
+    argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="odradek", description="odradek: an Apache Kafka broker in Python")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        try:
+        if argv and argv[0] == name:
             module = importlib.import_module(module_name)
-        except ImportError:
-            continue
-        module.add_arguments(p)
-        p.set_defaults(_main=module.main)
+            module.add_arguments(p)
+            p.set_defaults(_main=module.main)
     args = parser.parse_args(argv)
-    if not hasattr(args, "_main"):
-        parser.error(f"{args.command} is not available in this installation")
     return args._main(args) or 0
 
 

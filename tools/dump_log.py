@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, TextIO, Union
 
 from odradek.protocol.compression import CompressionType, compression_type, decompress
+from odradek.protocol.messages import data
 from odradek.protocol.messages.coordinator_records import (
     GROUP_METADATA_KEY,
     GROUP_METADATA_VALUE,
@@ -60,7 +61,7 @@ from odradek.protocol.records import (
     iter_records_unchecked,
     parse_control_record_type,
 )
-from odradek.protocol.schema import NULL, Array, DecodeError, F, Message, S, decode, snake_case
+from odradek.protocol.schema import Array, DecodeError, F, Message, S, decode, snake_case
 from odradek.storage.producer_state import CorruptSnapshotError, read_snapshot
 
 INT32_MAX = 2**31 - 1
@@ -202,64 +203,16 @@ def _read_version(message: Message, version: int) -> int:
 _VERSION = struct.Struct(">h")
 
 
-# --- schemas the broker itself never decodes ------------------------------------------------------------------
-# Declared here from Kafka 3.9's ConsumerProtocolSubscription/Assignment and KRaft control record specs.
+# --- schemas the broker itself never decodes (declared in protocol/messages/data.py from Kafka's specs) ----
 
-_TOPIC_PARTITIONS = Array(S("TopicPartition", F("Topic", "string"), F("Partitions", Array("int32"))))
-
-CONSUMER_PROTOCOL_SUBSCRIPTION = Message(
-    "ConsumerProtocolSubscription",
-    "0-3",
-    "none",
-    F("Topics", Array("string")),
-    F("UserData", "bytes", nullable="0+", default=NULL),
-    F("OwnedPartitions", _TOPIC_PARTITIONS, "1+"),
-    F("GenerationId", "int32", "2+", default=-1),
-    F("RackId", "string", "3+", nullable="3+", default=NULL),
-)
-
-CONSUMER_PROTOCOL_ASSIGNMENT = Message(
-    "ConsumerProtocolAssignment",
-    "0-3",
-    "none",
-    F("AssignedPartitions", _TOPIC_PARTITIONS),
-    F("UserData", "bytes", nullable="0+", default=NULL),
-)
+CONSUMER_PROTOCOL_SUBSCRIPTION = data.CONSUMER_PROTOCOL_SUBSCRIPTION
+CONSUMER_PROTOCOL_ASSIGNMENT = data.CONSUMER_PROTOCOL_ASSIGNMENT
 
 KRAFT_CONTROL_RECORDS = {
-    ControlRecordType.SNAPSHOT_HEADER: (
-        "SnapshotHeader",
-        Message("SnapshotHeaderRecord", "0", "0+", F("Version", "int16"), F("LastContainedLogTimestamp", "int64")),
-    ),
-    ControlRecordType.SNAPSHOT_FOOTER: ("SnapshotFooter", Message("SnapshotFooterRecord", "0", "0+", F("Version", "int16"))),
-    ControlRecordType.KRAFT_VERSION: (
-        "KRaftVersion",
-        Message("KRaftVersionRecord", "0", "0+", F("Version", "int16"), F("KRaftVersion", "int16")),
-    ),
-    ControlRecordType.KRAFT_VOTERS: (
-        "KRaftVoters",
-        Message(
-            "VotersRecord",
-            "0",
-            "0+",
-            F("Version", "int16"),
-            F(
-                "Voters",
-                Array(
-                    S(
-                        "Voter",
-                        F("VoterId", "int32"),
-                        F("VoterDirectoryId", "uuid"),
-                        F("Endpoints", Array(S("Endpoint", F("Name", "string"), F("Host", "string"), F("Port", "uint16")))),
-                        F(
-                            "KRaftVersionFeature",
-                            S("KRaftVersionFeature", F("MinSupportedVersion", "int16"), F("MaxSupportedVersion", "int16")),
-                        ),
-                    )
-                ),
-            ),
-        ),
-    ),
+    ControlRecordType.SNAPSHOT_HEADER: ("SnapshotHeader", data.SNAPSHOT_HEADER_RECORD),
+    ControlRecordType.SNAPSHOT_FOOTER: ("SnapshotFooter", data.SNAPSHOT_FOOTER_RECORD),
+    ControlRecordType.KRAFT_VERSION: ("KRaftVersion", data.K_RAFT_VERSION_RECORD),
+    ControlRecordType.KRAFT_VOTERS: ("KRaftVoters", data.VOTERS_RECORD),
 }
 """The KRaft control records DumpLogSegments prints as JSON, by type: (label, declaration)."""
 

@@ -170,6 +170,10 @@ def generate(spec_root: Path, out: Path) -> list[str]:
         modules.append((key, module))
     headers = [("REQUEST_HEADER", load_spec(message_dir / "RequestHeader.json")), ("RESPONSE_HEADER", load_spec(message_dir / "ResponseHeader.json"))]
     (out / "headers.py").write_text(module_source("Request and response headers.", headers, []))
+    data = [(_constant_name(p.stem), spec) for p in sorted(message_dir.glob("*.json")) if (spec := load_spec(p)).get("type") == "data"]
+    (out / "data.py").write_text(
+        module_source("Structures carried inside other messages' bytes fields (consumer protocol, KRaft control records, principals).", data, [])
+    )
     records_dir = spec_root / "coordinator-records"
     if records_dir.is_dir():
         specs = [(_constant_name(p.stem), load_spec(p)) for p in sorted(records_dir.glob("*.json"))]

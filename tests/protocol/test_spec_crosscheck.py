@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from odradek.protocol.messages import MODULES, coordinator_records, headers
+from odradek.protocol.messages import MODULES, coordinator_records, data, headers
 from odradek.protocol.schema import NULL, Array, F, Message, S
 
 REPO = Path(__file__).resolve().parents[2]
@@ -273,6 +273,24 @@ def test_coordinator_records_are_exactly_the_specs() -> None:
 def test_coordinator_record_matches_spec(name: str) -> None:
     spec = named_spec("coordinator-records", name)
     ours = coordinator_record_messages()[name]
+    problems = compare_message(ours, spec)
+    assert not problems, "\n".join(problems)
+    for version in spec_versions(spec):
+        ours.codec(version)
+
+
+def data_messages() -> dict[str, Message]:
+    return {m.name: m for m in vars(data).values() if isinstance(m, Message)}
+
+
+def test_data_structures_are_exactly_the_specs() -> None:
+    assert set(data_messages()) == {s["name"] for s in specs_in("message") if s.get("type") == "data"}
+
+
+@pytest.mark.parametrize("name", sorted(data_messages()))
+def test_data_structure_matches_spec(name: str) -> None:
+    spec = named_spec("message", name)
+    ours = data_messages()[name]
     problems = compare_message(ours, spec)
     assert not problems, "\n".join(problems)
     for version in spec_versions(spec):
