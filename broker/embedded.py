@@ -61,6 +61,13 @@ class Broker:
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @property
+    def pid(self) -> int:
+        """The broker process's id (subprocess mode), e.g. to measure its CPU time or memory."""
+        if self._proc is None:
+            raise RuntimeError("pid is known only for a broker started with subprocess=True")
+        return self._proc.pid
+
     def start(self) -> "Broker":
         if self.subprocess:
             self._start_process()

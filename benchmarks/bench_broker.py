@@ -1,0 +1,173 @@
+"""The broker under load from confluent-kafka, on one host: issue 4's figures.
+
+Each figure runs against a broker in its own process (``Broker(subprocess=True)``), so that the broker's
+CPU time (user+sys, from /proc) is measured apart from the client's: the figure that says how much work
+the broker does per record. ``ODRADEK_BENCH_SCALE`` (default 1.0) scales record counts for quick runs.
+
+Targets (2 cores, client and broker on one host): ≥ 600k records/s for 100-byte records (acks=1,
+linger 5 ms, 1 MB batches); ≥ 200 MB/s with 10 KiB records, also with acks=all; ≥ 1 GB/s consumed with
+10 KiB records; broker CPU ≤ 0.5 s to produce then consume a million 100-byte records; p99 end-to-end
+latency ≤ 5 ms at 10k records/s; RSS ≤ 200 MB with 1,000 partitions; start-up ≤ 0.5 s.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import threading
+import time
+
+from run import Result
+
+from odradek import Broker
+from odradek.tools.perf import consume, process_cpu_seconds, produce
+
+SCALE = float(os.environ.get("ODRADEK_BENCH_SCALE", "1.0"))
+
+
+def _n(count: int) -> int:
+    return max(1000, int(count * SCALE))
+
+
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def startup() -> list[Result]:
+    with tempfile.TemporaryDirectory() as d:
+        started = time.perf_counter()
+        broker = Broker(log_dir=d, subprocess=True).start()
+        process = time.perf_counter() - started
+        broker.stop()
+        started = time.perf_counter()
+        broker = Broker(log_dir=d).start()
+        in_process = time.perf_counter() - started
+        broker.stop()
+    return [
+        Result("start-up to accepting connections, new process (incl. Python imports)", process * 1000, "ms (lower is better)"),
+        Result("start-up to accepting connections, in-process", in_process * 1000, "ms (lower is better)"),
+    ]
+
+
+def small_records() -> list[Result]:
+    n = _n(1_000_000)
+    with Broker(subprocess=True) as broker:
+        pid = broker.pid
+        produced = produce(broker.bootstrap, "small", n, 100, acks="1", linger_ms=5, batch_size=1_000_000, broker_pid=pid)
+        consumed = consume(broker.bootstrap, "small", n, broker_pid=pid)
+    assert consumed.records == n, f"consumed {consumed.records} of {n}"
+    cpu = (produced.broker_cpu_s or 0) + (consumed.broker_cpu_s or 0)
+    return [
+        Result("produce 100 B records, acks=1, 1 partition", produced.records_per_s, "records/s"),
+        Result("produce 100 B records: p99 ack latency", produced.percentile(99), "ms (lower is better)"),
+        Result("consume 100 B records", consumed.records_per_s, "records/s"),
+        Result(f"broker CPU to produce then consume {n:,} 100 B records", cpu, "s (lower is better)"),
+    ]
+
+
+def large_records() -> list[Result]:
+    n = _n(100_000)
+    out = []
+    with Broker(subprocess=True) as broker:
+        pid = broker.pid
+        for acks in ("1", "all"):
+            r = produce(broker.bootstrap, f"large-{acks}", n, 10240, acks=acks, linger_ms=5, batch_size=1_000_000, broker_pid=pid)
+            out.append(Result(f"produce 10 KiB records, acks={acks}", r.mb_per_s, "MB/s"))
+            out.append(Result(f"broker CPU per GB produced, acks={acks}", (r.broker_cpu_s or 0) / (r.bytes / 1e9), "s/GB (lower is better)"))
+        c = consume(broker.bootstrap, "large-1", n, broker_pid=pid)
+        out.append(Result("consume 10 KiB records", c.mb_per_s, "MB/s"))
+        out.append(Result("broker CPU per GB consumed", (c.broker_cpu_s or 0) / max(c.bytes / 1e9, 1e-9), "s/GB (lower is better)"))
+    return out
+
+
+def end_to_end_latency() -> list[Result]:
+    """Produce at 10k records/s without batching delay; a consumer notes when each record arrives."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    n = _n(50_000)
+    rate = 10_000
+    latencies: list[float] = []
+    with Broker(subprocess=True) as broker:
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "acks": "1"})
+        producer.produce("latency", b"warm-up")
+        producer.flush(10)
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "latency", "fetch.wait.max.ms": 100, "fetch.min.bytes": 1})
+        consumer.assign([TopicPartition("latency", 0, 1)])
+        done = threading.Event()
+
+        def receive() -> None:
+            while len(latencies) < n and not done.is_set():
+                msg = consumer.poll(0.1)
+                if msg is not None and not msg.error():
+                    latencies.append((time.time_ns() - int(msg.value())) / 1e6)
+
+        reader = threading.Thread(target=receive)
+        reader.start()
+        time.sleep(0.5)
+        start = time.perf_counter()
+        for i in range(n):
+            target = start + i / rate
+            while (now := time.perf_counter()) < target:
+                if target - now > 0.0005:
+                    time.sleep(0.0002)
+            producer.produce("latency", str(time.time_ns()).encode())
+            producer.poll(0)
+        producer.flush(10)
+        reader.join(30)
+        done.set()
+        consumer.close()
+    latencies.sort()
+    return [
+        Result("end-to-end latency at 10k records/s: p50", statistics.median(latencies), "ms (lower is better)"),
+        Result("end-to-end latency at 10k records/s: p99", latencies[int(len(latencies) * 0.99)], "ms (lower is better)"),
+        Result("end-to-end latency at 10k records/s: p99.9", latencies[int(len(latencies) * 0.999)], "ms (lower is better)"),
+    ]
+
+
+def many_partitions() -> list[Result]:
+    """RSS with 1,000 partitions that all hold data, before and after a restart that opens them lazily."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    with tempfile.TemporaryDirectory() as d:
+        broker = Broker(log_dir=d, subprocess=True).start()
+        try:
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+            admin.create_topics([NewTopic(f"many-{i}", 100, 1) for i in range(10)])["many-9"].result(30)
+            time.sleep(1)
+            producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20})
+            payload = b"x" * 1000
+            for i in range(10):
+                for p in range(100):
+                    for _ in range(20):
+                        producer.produce(f"many-{i}", payload, partition=p)
+                producer.poll(0)
+            producer.flush(60)
+            loaded = _rss_mb(broker.pid)
+            started = time.perf_counter()
+            broker.restart()
+            restart = time.perf_counter() - started
+            restarted = _rss_mb(broker.pid)
+            cpu = process_cpu_seconds(broker.pid)
+        finally:
+            broker.stop()
+    return [
+        Result("broker RSS with 1,000 partitions holding data", loaded, "MB (lower is better)"),
+        Result("broker RSS after a clean restart with 1,000 partitions", restarted, "MB (lower is better)"),
+        Result("clean restart with 1,000 partitions (stop + start)", restart * 1000, "ms (lower is better)"),
+        Result("broker CPU for that restart", cpu, "s (lower is better)"),
+    ]
+
+
+def run() -> list[Result]:
+    return startup() + small_records() + large_records() + end_to_end_latency() + many_partitions()
+
+
+if __name__ == "__main__":
+    for result in run():
+        print(f"{result.name}: {result.value:,.2f} {result.unit}")
