@@ -31,7 +31,7 @@ from odradek.protocol.schema import DecodeError
 
 GOLDEN = Path(__file__).parent / "golden"
 MAX_FRAME = 32 * 1024
-KEEP_PER_KIND = 2
+KEEP_PER_KIND = 4
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 CODEC_NAMES = dict(enumerate(CODECS))
 
@@ -83,12 +83,13 @@ class RecordingProxy:
 
 
 class Recorder:
-    """Names and keeps frames: a few per (client, API, version, codec), numbered in arrival order."""
+    """Names and keeps frames: a few distinct ones per (client, API, version, codec), numbered in arrival order."""
 
     def __init__(self, out: Path) -> None:
         self.out = out
         self.client = "none"
         self.kept: Counter = Counter()
+        self.seen: set[tuple[str, bytes]] = set()
         self.seq = itertools.count()
         self.lock = threading.Lock()
 
@@ -101,9 +102,11 @@ class Recorder:
         except (DecodeError, KeyError):
             api, version = "Unknown", 0
         kind = (self.client, api, version, _codec(frame) if api == "Produce" else "")
+        without_correlation_id = frame[:4] + frame[8:]
         with self.lock:
-            if self.kept[kind] >= KEEP_PER_KIND:
+            if self.kept[kind] >= KEEP_PER_KIND or (self.client, without_correlation_id) in self.seen:
                 return
+            self.seen.add((self.client, without_correlation_id))
             self.kept[kind] += 1
             name = f"{self.client}_{api}_v{version}_{next(self.seq):04d}.bin"
         (self.out / name).write_bytes(frame)
@@ -143,6 +146,8 @@ def confluent_workload(bootstrap: str) -> None:
     topic = "golden-confluent"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1, config={"retention.ms": "3600000"})])[topic].result(10)
+    admin.list_topics(timeout=10)
+    admin.describe_cluster().result(10)
     admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
     list(admin.list_offsets({TopicPartition(topic, 0): OffsetSpec.latest()}).values())[0].result(10)
     for codec in CODECS:
