@@ -164,6 +164,7 @@ def test_admin_topic_lifecycle(kafkajs: KafkaJs) -> None:
     # Partition 0 gets timestamps 1000, 2000, 3000; partition 1 gets 1500, 2500; partition 2 stays empty.
     sent = kafkajs.call(
         "produce",
+        producer=topic,
         send={
             "topic": topic,
             "messages": [message(f"k{ts}", f"v{ts}", partition=p, timestamp=ts) for p, ts in ((0, 1000), (1, 1500), (0, 2000), (1, 2500), (0, 3000))],
@@ -192,6 +193,9 @@ def test_admin_topic_lifecycle(kafkajs: KafkaJs) -> None:
         got = sorted(kafkajs.admin("fetchTopicOffsetsByTimestamp", topic, timestamp), key=lambda o: o["partition"])
         assert tuple(o["offset"] for o in got) == expected, f"offsets for timestamp {timestamp}: {got}"
 
+    # A producer keeps asking for the metadata of the topics it wrote to, and that re-creates a deleted topic
+    # on a broker with auto.create.topics.enable (as on Kafka): it goes first.
+    kafkajs.call("producer.stop", producer=topic)
     kafkajs.admin("deleteTopics", {"topics": [topic], "timeout": 10_000})
     assert topic not in kafkajs.admin("listTopics")
 

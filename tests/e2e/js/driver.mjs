@@ -19,7 +19,6 @@ const kafka = new Kafka({
   brokers: [process.argv[2]],
   logLevel: logLevel.WARN,
   logCreator,
-  retry: { retries: 5, initialRetryTime: 100 },
 })
 
 const admin = kafka.admin()
@@ -57,6 +56,12 @@ const ops = {
     }
     const { compression = 'None', ...rest } = send
     return producers.get(name).send({ ...rest, compression: CompressionTypes[compression] })
+  },
+
+  async 'producer.stop'({ producer: name }) {
+    await producers.get(name).disconnect()
+    producers.delete(name)
+    return null
   },
 
   // A group member: subscribe and consumer.run with eachMessage, buffering what it hands over.
