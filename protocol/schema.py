@@ -269,8 +269,9 @@ class Primitive(_Field):
     def _emitparse(self, code: Any) -> str:
         t = self.type_name
         if t in _FIXED:
+            # A short read makes unpack raise struct.error, which decode() reports as a DecodeError.
             packer, size = _FIXED[t]
-            expr = f"{packer}.unpack(_rt.read(io, {size}))[0]"
+            expr = f"{packer}.unpack(io.read({size}))[0]"
             return f"bool({expr})" if t == "bool" else expr
         if t == "uuid":
             return "_rt.read_uuid(io)"
@@ -403,7 +404,7 @@ class KStruct(_Field):
                     entries.append(f"({tag}, {name!r}, {sub_fn}, {e.const(_resolve_default(f))})")
                 lines.append(f"    _rt.write_tagged(obj, io, this, ({', '.join(entries)},))")
             else:
-                lines.append("    _rt.write_tagged(obj, io, this, ())")
+                lines.append("    io.write(b'\\x00') if not get('_unknown_tags') else _rt.write_tagged(obj, io, this, ())")
         lines.append("    return obj")
         return f"{e.fn('build_struct', chr(10) + chr(10).join(lines) + chr(10))}(obj, io, this)"
 
