@@ -67,6 +67,17 @@ def test_produce_keys_and_headers_then_consume_formatted(bootstrap, new_topic, c
     ]
 
 
+def test_null_keys_and_values(bootstrap, new_topic, clients) -> None:
+    topic = new_topic()
+    # With -Z an empty key or value is sent as null (not as zero bytes) and a null one prints as NULL.
+    kcat(bootstrap, "-t", topic, "-P", "-Z", "-K:", input="only-key:\n:only-value\n")
+    got = clients["confluent"].consume(bootstrap, topic, 2)
+    assert [(r.offset, r.key, r.value) for r in got] == [(0, b"only-key", None), (1, None, b"only-value")]
+    # %K and %S print the key's and the value's length, -1 for null.
+    fmt = "%o %k %s %K %S\\n"
+    assert kcat(bootstrap, "-t", topic, "-C", "-e", "-Z", "-f", fmt).splitlines() == ["0 only-key NULL 8 -1", "1 NULL only-value -1 10"]
+
+
 @pytest.mark.parametrize("codec", ["snappy", "lz4", "zstd"])
 def test_compressed_produce_and_consume(bootstrap, new_topic, disk_batches, codec: str) -> None:
     topic = new_topic()
@@ -105,6 +116,11 @@ def test_offsets_for_timestamps(bootstrap, new_topic, clients) -> None:
     }
     for timestamp, (p0, p1) in expected.items():
         assert query(timestamp) == [f"{topic} [0] offset {p0}", f"{topic} [1] offset {p1}"], f"timestamp {timestamp}"
+
+    # Consuming from a time (s@) and up to one (e@, exclusive) looks up the same offsets.
+    fmt = "%o %k %T\\n"
+    assert kcat(bootstrap, "-t", topic, "-p", "0", "-C", "-e", "-o", "s@1500", "-f", fmt).splitlines() == ["1 b 2000", "2 c 3000"]
+    assert kcat(bootstrap, "-t", topic, "-p", "0", "-C", "-e", "-o", "s@1000", "-o", "e@3000", "-f", fmt).splitlines() == ["0 a 1000", "1 b 2000"]
 
 
 def _group_offsets(admin: Any, group: str) -> list[tuple[str, int, int]]:
