@@ -166,13 +166,24 @@ def read_log(spark: Any) -> Callable[..., list[tuple]]:
     """``read_log(path, **options)``: the rows of ``format("odradek-log")`` as sorted ExpectedRow tuples."""
 
     def read(path: Path | str | list[str], **options: str) -> list[tuple]:
-        df = odradek_log_frame(spark, path, **options)
-        columns = ["topic", "partition", "offset", "key", "value", "unix_millis(timestamp)", "timestampType"]
-        if "headers" in df.columns:
-            columns.append("headers")
-        return sorted(tuple(_plain(v) for v in row) for row in df.selectExpr(*columns).collect())
+        return frame_rows(odradek_log_frame(spark, path, **options))
 
     return read
+
+
+def frame_rows(df: Any) -> list[tuple]:
+    """The rows of a DataFrame with the Kafka source's columns, as sorted ExpectedRow tuples (headers only
+    if the frame has them)."""
+    columns = ["topic", "partition", "offset", "key", "value", "unix_millis(timestamp)", "timestampType"]
+    if "headers" in df.columns:
+        columns.append("headers")
+    return sorted(tuple(_plain(v) for v in row) for row in df.selectExpr(*columns).collect())
+
+
+@pytest.fixture
+def rows_of() -> Callable[[Any], list[tuple]]:
+    """``rows_of(df)``: a Kafka-source-shaped DataFrame's rows as sorted ExpectedRow tuples."""
+    return frame_rows
 
 
 def odradek_log_frame(spark: Any, path: Path | str | list[str], **options: str) -> Any:
@@ -186,3 +197,129 @@ def odradek_log_frame(spark: Any, path: Path | str | list[str], **options: str) 
 def log_frame(spark: Any) -> Callable[..., Any]:
     """``log_frame(path, **options)``: the DataFrame of ``format("odradek-log")``, not yet read."""
     return lambda path, **options: odradek_log_frame(spark, path, **options)
+
+
+# --- real clients --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class KafkaClients:
+    """confluent-kafka (librdkafka) clients of one broker: what the tests produce with and check with.
+
+    ``produce`` returns the rows a reader must see (ExpectedRow), built from the delivery reports: they
+    say which partition and offset each record got.
+    """
+
+    bootstrap: str
+
+    def admin(self) -> Any:
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient({"bootstrap.servers": self.bootstrap})
+
+    def create_topic(self, topic: str, partitions: int, config: dict[str, str] | None = None) -> None:
+        from confluent_kafka.admin import NewTopic
+
+        admin = self.admin()  # kept referenced until the answer arrives
+        admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})])[topic].result(30)
+
+    def add_partitions(self, topic: str, total: int) -> None:
+        from confluent_kafka.admin import NewPartitions
+
+        admin = self.admin()
+        admin.create_partitions([NewPartitions(topic, total)])[topic].result(30)
+
+    def delete_records_before(self, topic: str, partition: int, offset: int) -> None:
+        from confluent_kafka import TopicPartition
+
+        admin = self.admin()
+        for future in admin.delete_records([TopicPartition(topic, partition, offset)]).values():
+            future.result(30)
+
+    def produce(
+        self,
+        topic: str,
+        count: int,
+        *,
+        compression: str = "none",
+        value_size: int = 40,
+        seed: int = 0,
+        partition: int | None = None,
+        timestamps: list[int] | None = None,
+    ) -> list[ExpectedRow]:
+        """Produce ``count`` records (keys, some null; hex values; headers on every third) and wait for them."""
+        import functools
+        import random
+
+        from confluent_kafka import Producer
+
+        rng = random.Random(seed)
+        delivered: list[ExpectedRow] = []
+        errors: list[Any] = []
+
+        def on_delivery(headers: list[tuple[str, bytes | None]], err: Any, msg: Any) -> None:
+            """Delivery reports carry no headers, so the ones produced are passed along."""
+            if err is not None:
+                errors.append(err)
+                return
+            # confluent-kafka numbers timestamp types from "not available" = 0: CreateTime is 1, Kafka's 0.
+            timestamp_type, timestamp = msg.timestamp()
+            delivered.append(
+                (msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(), timestamp, timestamp_type - 1, headers)
+            )
+
+        producer = Producer({"bootstrap.servers": self.bootstrap, "compression.type": compression, "linger.ms": 5})
+        for i in range(count):
+            key = None if i % 10 == 0 else f"user-{rng.randrange(50)}".encode()
+            value = rng.randbytes(value_size // 2).hex().encode()
+            headers = [("seq", str(i).encode()), ("none", None)] if i % 3 == 0 else []
+            extra: dict[str, Any] = {}
+            if partition is not None:
+                extra["partition"] = partition
+            if timestamps is not None:
+                extra["timestamp"] = timestamps[i]
+            producer.produce(topic, key=key, value=value, headers=headers, on_delivery=functools.partial(on_delivery, headers), **extra)
+            producer.poll(0)
+        assert producer.flush(60) == 0
+        assert not errors, errors[:3]
+        return delivered
+
+    def consume_all(self, topic: str) -> list[ExpectedRow]:
+        """Every record of ``topic`` between its log start offsets and high watermarks, read by a consumer."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer(
+            {"bootstrap.servers": self.bootstrap, "group.id": f"check-{uuid.uuid4().hex}", "enable.auto.commit": False}
+        )
+        try:
+            partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+            ranges = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30) for p in partitions}
+            consumer.assign([TopicPartition(topic, p, low) for p, (low, high) in ranges.items() if high > low])
+            expected = sum(high - low for low, high in ranges.values())
+            rows: list[ExpectedRow] = []
+            deadline = time.monotonic() + 60
+            while len(rows) < expected:
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"consumed {len(rows)} of the {expected} records of {topic}")
+                msg = consumer.poll(0.5)
+                if msg is None or msg.error() or msg.offset() >= ranges[msg.partition()][1]:
+                    continue
+                timestamp_type, timestamp = msg.timestamp()
+                rows.append(
+                    (msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(), timestamp, timestamp_type - 1,
+                     list(msg.headers() or []))
+                )
+            return sorted(rows)
+        finally:
+            consumer.close()
+
+
+@pytest.fixture(scope="module")
+def clients(broker: Any) -> KafkaClients:
+    return KafkaClients(broker.bootstrap)
+
+
+@pytest.fixture
+def clients_of() -> Callable[[Any], KafkaClients]:
+    """Clients for a broker a test starts itself."""
+    return lambda broker: KafkaClients(broker.bootstrap)

@@ -1,0 +1,134 @@
+"""Spark's built-in Kafka source in Structured Streaming against an odradek broker.
+
+Micro-batches are collected with foreachBatch, so each test sees exactly which offsets every batch held.
+Needs the spark-sql-kafka-0-10 connector (see test_kafka_source.py); skips without it.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from odradek.tools.spark_session import HOW_TO_ENABLE_KAFKA, kafka_connector_conf
+
+pytestmark = [pytest.mark.spark, pytest.mark.skipif(kafka_connector_conf() is None, reason=HOW_TO_ENABLE_KAFKA)]
+
+Batch = list[tuple[int, int, bytes]]  # (partition, offset, value) of each row of one micro-batch
+
+
+class Collector:
+    """A foreachBatch function that keeps every non-empty micro-batch's (partition, offset, value) rows."""
+
+    def __init__(self) -> None:
+        self.batches: list[Batch] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, frame: Any, batch_id: int) -> None:
+        rows = sorted((r.partition, r.offset, bytes(r.value)) for r in frame.select("partition", "offset", "value").collect())
+        if rows:
+            with self._lock:
+                self.batches.append(rows)
+
+    def rows(self) -> Batch:
+        with self._lock:
+            return sorted(row for batch in self.batches for row in batch)
+
+
+def start_query(spark: Any, bootstrap: str, topic: str, checkpoint: Path, collector: Collector, *, available_now: bool = True, **options: str) -> Any:
+    reader = spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    writer = reader.load().writeStream.foreachBatch(collector).option("checkpointLocation", str(checkpoint))
+    writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime="200 milliseconds")
+    return writer.start()
+
+
+def run_available_now(spark: Any, bootstrap: str, topic: str, checkpoint: Path, **options: str) -> Collector:
+    """Run the query until it has processed what was available when it started; return what it saw."""
+    collector = Collector()
+    query = start_query(spark, bootstrap, topic, checkpoint, collector, **options)
+    try:
+        assert query.awaitTermination(120), "the availableNow query did not finish in 120s"
+    finally:
+        query.stop()
+    return collector
+
+
+def produced_rows(produced: list[tuple]) -> Batch:
+    return sorted((r[1], r[2], r[4]) for r in produced)
+
+
+def test_a_restarted_query_resumes_where_it_left_off(kafka_spark, broker, clients, topic_name, tmp_path: Path) -> None:
+    topic = topic_name()
+    clients.create_topic(topic, 2)
+    first = clients.produce(topic, 100)
+    checkpoint = tmp_path / "checkpoint"
+
+    seen_first = run_available_now(kafka_spark, broker.bootstrap, topic, checkpoint, startingOffsets="earliest").rows()
+    assert seen_first == produced_rows(first)
+
+    second = clients.produce(topic, 60, seed=1)
+    # startingOffsets only applies to a new query: the checkpoint decides where a restart begins.
+    seen_second = run_available_now(kafka_spark, broker.bootstrap, topic, checkpoint, startingOffsets="earliest").rows()
+    assert seen_second == produced_rows(second)
+
+    assert run_available_now(kafka_spark, broker.bootstrap, topic, checkpoint).rows() == []
+
+
+def test_a_new_query_starts_at_latest_by_default(kafka_spark, broker, clients, topic_name, tmp_path: Path) -> None:
+    topic = topic_name()
+    clients.create_topic(topic, 1)
+    clients.produce(topic, 10)
+    assert run_available_now(kafka_spark, broker.bootstrap, topic, tmp_path / "checkpoint").rows() == []
+    later = clients.produce(topic, 5, seed=1)
+    assert run_available_now(kafka_spark, broker.bootstrap, topic, tmp_path / "checkpoint").rows() == produced_rows(later)
+
+
+def test_max_offsets_per_trigger(kafka_spark, broker, clients, topic_name, tmp_path: Path) -> None:
+    topic = topic_name()
+    clients.create_topic(topic, 1)
+    produced = clients.produce(topic, 100)
+    collector = run_available_now(
+        kafka_spark, broker.bootstrap, topic, tmp_path / "checkpoint", startingOffsets="earliest", maxOffsetsPerTrigger="30"
+    )
+    assert [len(batch) for batch in collector.batches] == [30, 30, 30, 10]
+    assert [row[1] for batch in collector.batches for row in batch] == list(range(100))
+    assert collector.rows() == produced_rows(produced)
+
+
+def test_new_partitions_are_picked_up_from_their_start(kafka_spark, broker, clients, topic_name, tmp_path: Path, wait) -> None:
+    topic = topic_name()
+    clients.create_topic(topic, 1)
+    expected = clients.produce(topic, 10)
+    collector = Collector()
+    query = start_query(
+        kafka_spark, broker.bootstrap, topic, tmp_path / "checkpoint", collector, available_now=False, startingOffsets="earliest"
+    )
+    try:
+        wait(lambda: collector.rows() == produced_rows(expected), timeout=60, what="the first partition's records")
+        clients.add_partitions(topic, 3)
+        expected += clients.produce(topic, 10, partition=2, seed=1) + clients.produce(topic, 10, partition=1, seed=2)
+        wait(lambda: collector.rows() == produced_rows(expected), timeout=60, what="the new partitions' records")
+    finally:
+        query.stop()
+    assert query.exception() is None
+
+
+def test_data_deleted_before_a_restart_is_data_loss(kafka_spark, broker, clients, topic_name, tmp_path: Path) -> None:
+    """The checkpoint says offset 20 is next, but DeleteRecords moved the log start to 35."""
+    topic = topic_name()
+    clients.create_topic(topic, 1)
+    clients.produce(topic, 20)
+    checkpoint = tmp_path / "checkpoint"
+    assert len(run_available_now(kafka_spark, broker.bootstrap, topic, checkpoint, startingOffsets="earliest").rows()) == 20
+
+    later = clients.produce(topic, 30, seed=1)
+    clients.delete_records_before(topic, 0, 35)
+    with pytest.raises(Exception, match="failOnDataLoss"):
+        run_available_now(kafka_spark, broker.bootstrap, topic, checkpoint)
+
+    kept = run_available_now(kafka_spark, broker.bootstrap, topic, checkpoint, failOnDataLoss="false").rows()
+    assert kept == [row for row in produced_rows(later) if row[1] >= 35]
