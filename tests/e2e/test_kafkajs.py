@@ -269,6 +269,27 @@ def _by_partition(records: list[dict]) -> dict[int, list[tuple[int, str | None, 
     return out
 
 
+def test_reads_what_librdkafka_wrote_with_gzip(kafkajs, bootstrap, new_topic, clients) -> None:
+    topic = new_topic()
+    records = [(b"k%d" % i, b"value %d " % i * 10, (("n", b"%d" % i), ("from", b"librdkafka")), 1_700_000_000_000 + i) for i in range(50)]
+    records[7] = (None, b"no key", (), 1_700_000_000_007)
+    records[8] = (b"tombstone", None, (), 1_700_000_000_008)
+    clients["confluent"].produce(bootstrap, topic, records, compression="gzip")
+
+    kafkajs.call("consumer.start", name="gzip", config={"groupId": f"kafkajs-{topic}", **MEMBER_CONFIG}, subscribe={"topics": [topic], "fromBeginning": True})
+    got = _gather(kafkajs, ["gzip"], len(records))["gzip"]
+    kafkajs.call("consumer.stop", name="gzip")
+
+    def text(data: bytes | None) -> str | None:
+        return None if data is None else data.decode()
+
+    assert [(r["offset"], r["key"], r["value"], r["headers"], r["timestamp"]) for r in got] == [
+        (offset, text(key), text(value), {name: v.decode() for name, v in headers}, timestamp)
+        for offset, (key, value, headers, timestamp) in enumerate(records)
+    ]
+
+
+
 def test_group_consumes_everything_once_and_rebalances_to_a_second_member(kafkajs, new_topic) -> None:
     topic = new_topic(partitions=3)
     group = f"kafkajs-group-{next(_groups)}-{topic}"
