@@ -37,7 +37,7 @@ from odradek.protocol.record_batch import (
 )
 from odradek.protocol.records import iter_records
 from odradek.storage.checkpoints import fsync_dir, read_partition_metadata, write_partition_metadata
-from odradek.storage.file_records import FileSlice
+from odradek.storage.file_records import FileRecords, FileSlice
 from odradek.storage.leader_epoch import LeaderEpochFileCache
 from odradek.storage.log_config import LogConfig
 from odradek.storage.producer_state import (
@@ -48,8 +48,11 @@ from odradek.storage.producer_state import (
     ProducerStateManager,
 )
 from odradek.storage.segment import (
+    CLEANED_FILE_SUFFIX,
+    DELETED_FILE_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SWAP_FILE_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     LogSegment,
@@ -64,7 +67,7 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 NO_TIMESTAMP = -1
-_TEMPORARY_SUFFIXES = (".tmp", ".cleaned", ".deleted", ".swap")
+_TEMPORARY_SUFFIXES = (".tmp", CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX)
 _INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
@@ -161,6 +164,11 @@ class Log:
         self.producer_state = ProducerStateManager(dir, producer_id_expiration_ms)
         self._position_cache: tuple[int, int, int] | None = None
         self._closed = False
+        self._truncations = 0
+        """Counts truncations, so the cleaner can tell its view of the log went stale (Kafka aborts cleaning)."""
+        self._retired: list[tuple[int, LogSegment]] = []
+        """Segments the cleaner replaced, renamed ``.deleted``, and when to delete them (file.delete.delay.ms):
+        until then readers that picked them up keep reading them."""
 
     # -- opening and recovery ------------------------------------------------------------------------------------
 
@@ -194,12 +202,9 @@ class Log:
         return self
 
     def _load(self, log_start_checkpoint: int | None, recovery_point: int, had_clean_shutdown: bool) -> None:
-        names = os.listdir(self.dir)
+        names = self._complete_interrupted_swaps()
         bases: list[int] = []
         for name in names:
-            if name.endswith(_TEMPORARY_SUFFIXES):
-                _unlink(self.dir / name)
-                continue
             stem, _, suffix = name.partition(".")
             if "." + suffix == LOG_SUFFIX and stem.isdigit():
                 bases.append(int(stem))
@@ -241,6 +246,52 @@ class Log:
             self.producer_state.take_snapshot()
         else:
             self._rebuild_producer_state()
+
+    def _complete_interrupted_swaps(self) -> list[str]:
+        """Finish or undo what a crash left of a cleaner swap (Kafka's LogLoader), then list the directory.
+
+        ``.cleaned`` files were never committed, and neither was a ``.swap`` file at or above the lowest of
+        them (its segment's renaming had not finished): both go, with ``.deleted`` and ``.tmp`` files. Every
+        ``.log.swap`` left was committed: the files of the segments it replaced -- any whose offset lies in
+        [its base offset, its next offset) -- are deleted, then the ``.swap`` suffixes are dropped.
+        """
+        names = os.listdir(self.dir)
+        cleaned = [offset for name in names if name.endswith(CLEANED_FILE_SUFFIX) and (offset := _file_offset(name)) is not None]
+        min_cleaned = min(cleaned, default=None)
+        swaps = []
+        for name in names:
+            if name.endswith(_TEMPORARY_SUFFIXES):
+                _unlink(self.dir / name)
+            elif name.endswith(SWAP_FILE_SUFFIX):
+                offset = _file_offset(name)
+                if offset is None or (min_cleaned is not None and offset >= min_cleaned):
+                    log.info("Deleting %s of an interrupted swap that had not finished", self.dir / name)
+                    _unlink(self.dir / name)
+                else:
+                    swaps.append(name)
+        replaced: list[tuple[int, int]] = []
+        for name in swaps:
+            if name.endswith(LOG_SUFFIX + SWAP_FILE_SUFFIX):
+                base = _file_offset(name)
+                records = FileRecords.open(self.dir / name)
+                try:
+                    next_offset = max((header.next_offset for _, header in records.batch_headers()), default=base)
+                finally:
+                    records.close()
+                replaced.append((base, next_offset))
+        if replaced:
+            low, high = min(r[0] for r in replaced), max(r[1] for r in replaced)
+            for name in os.listdir(self.dir):
+                offset = _file_offset(name)
+                if offset is not None and low <= offset < high and not name.endswith(SWAP_FILE_SUFFIX):
+                    log.info("Deleting %s, replaced by the cleaned segment of an interrupted swap", self.dir / name)
+                    _unlink(self.dir / name)
+        for name in swaps:
+            log.info("Recovering %s from an interrupted swap by renaming it", self.dir / name)
+            os.rename(self.dir / name, self.dir / name[: -len(SWAP_FILE_SUFFIX)])
+        if swaps:
+            fsync_dir(self.dir)
+        return os.listdir(self.dir)
 
     def _recover_unflushed(self, recovery_point: int) -> None:
         segments = list(self._segments)
@@ -745,6 +796,7 @@ class Log:
             if self._segments[0].base_offset > target_offset:
                 self.truncate_fully_and_start_at(target_offset)
                 return True
+            self._truncations += 1
             keep = [segment for segment in self._segments if segment.base_offset <= target_offset]
             for segment in self._segments[len(keep) :]:
                 segment.delete()
@@ -763,6 +815,7 @@ class Log:
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Drop everything and start empty at ``new_offset`` (a follower far behind its leader's log start)."""
         with self._lock:
+            self._truncations += 1
             for segment in self._segments:
                 segment.delete()
             self._set_segments([self._create_segment(new_offset)])
@@ -772,6 +825,86 @@ class Log:
             self.producer_state.truncate_fully_and_start_at(new_offset)
             self.producer_state.take_snapshot()
             self._high_watermark = new_offset
+
+    # -- compaction (the log cleaner's side) ---------------------------------------------------------------------
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Held by every change to the segment list. The cleaner holds it while it pins the segments it reads
+        (opening their files, so deletion cannot race a lazy open) and while it swaps cleaned ones in."""
+        return self._lock
+
+    @property
+    def truncations(self) -> int:
+        return self._truncations
+
+    @property
+    def closed(self) -> bool:
+        """Closed or deleted: its segments are gone from under anyone who still holds the log."""
+        return self._closed
+
+    def last_records_of_active_producers(self) -> dict[int, tuple[int, int]]:
+        """producer id -> (offset of its last data batch or -1, its epoch): the batches the cleaner must keep
+        so that sequence numbers and epochs survive compaction (Kafka's lastRecordsOfActiveProducers)."""
+        with self._lock:
+            return {pid: (entry.last_data_offset, entry.producer_epoch) for pid, entry in self.producer_state.producers.items()}
+
+    def new_cleaned_segment(self, base_offset: int) -> LogSegment:
+        """An empty ``<base>.log.cleaned`` with its indexes, for the cleaner to fill (Kafka's
+        createNewCleanedSegment); files an aborted cleaning left under that name go first."""
+        config = self._config
+        segment = LogSegment(
+            self.dir,
+            base_offset,
+            index_interval_bytes=config.index_interval_bytes,
+            max_index_size=config.max_index_size,
+            roll_jitter_ms=0,
+            created_ms=self._time_ms(),
+            file_suffix=CLEANED_FILE_SUFFIX,
+        )
+        for suffix in (LOG_SUFFIX, *_INDEX_SUFFIXES):
+            _unlink(segment.path(suffix))
+        segment.indexes_trusted = True
+        segment.log  # noqa: B018 -- create the files now: a cleaning may leave the segment empty
+        segment.offset_index  # noqa: B018
+        return segment
+
+    def replace_segments(self, cleaned: LogSegment, replaced: list[LogSegment], truncations: int) -> bool:
+        """Swap a flushed ``.cleaned`` segment in for the segments it was cleaned from (Kafka's replaceSegments).
+
+        Crash-safe by file names alone: the cleaned files become ``.swap`` (the commit point), the replaced
+        ones ``.deleted``, then the ``.swap`` suffix is dropped; ``_complete_interrupted_swaps`` finishes or
+        undoes whatever a crash interrupted. Refused (False) if the log changed under the cleaner: closed,
+        truncated since ``truncations`` was read, or one of ``replaced`` already gone (retention,
+        DeleteRecords). Replaced segments stay open for readers that picked them up and are deleted
+        file.delete.delay.ms later.
+        """
+        with self._lock:
+            current = self._segments
+            if self._closed or truncations != self._truncations or not all(any(s is c for c in current) for s in replaced):
+                return False
+            cleaned.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+            kept = [s for s in current if not any(s is r for r in replaced)]
+            self._set_segments(sorted([*kept, cleaned], key=lambda segment: segment.base_offset))
+            delete_at = self._time_ms() + self._config.file_delete_delay_ms
+            for segment in replaced:
+                segment.change_file_suffixes("", DELETED_FILE_SUFFIX)
+                self._retired.append((delete_at, segment))
+                if segment.base_offset != cleaned.base_offset:
+                    self.producer_state.remove_snapshot(segment.base_offset)
+            cleaned.change_file_suffixes(SWAP_FILE_SUFFIX, "")
+        fsync_dir(self.dir)
+        return True
+
+    def delete_retired_segments(self, now_ms: int | None = None) -> int:
+        """Delete the replaced segments whose file.delete.delay.ms elapsed; returns how many."""
+        now = self._time_ms() if now_ms is None else now_ms
+        with self._lock:
+            due = [segment for delete_at, segment in self._retired if delete_at <= now]
+            self._retired = [(delete_at, segment) for delete_at, segment in self._retired if delete_at > now]
+        for segment in due:
+            segment.delete()
+        return len(due)
 
     # -- durability ----------------------------------------------------------------------------------------------
 
@@ -819,6 +952,9 @@ class Log:
             self.producer_state.take_snapshot()
             for segment in self._segments:
                 segment.close()
+            for _, segment in self._retired:
+                segment.delete()
+            self._retired = []
             self._closed = True
 
     def delete(self) -> None:
@@ -826,8 +962,9 @@ class Log:
         a crash midway leaves a name the next startup finishes deleting. Open log files stay readable for
         slices already handed out."""
         with self._lock:
-            for segment in self._segments:
+            for segment in (*self._segments, *(segment for _, segment in self._retired)):
                 segment.release_indexes()
+            self._retired = []
             self._set_segments([])
             self._closed = True
             doomed = self.dir.with_name(f"{self.dir.name}.{uuid.uuid4().hex}-delete")
@@ -875,6 +1012,12 @@ def _whole_batches_end(view: memoryview) -> int:
             break
         position += size
     return position
+
+
+def _file_offset(name: str) -> int | None:
+    """The offset a segment, index or snapshot file is named by (its digits before the first dot)."""
+    stem = name.partition(".")[0]
+    return int(stem) if stem.isdigit() else None
 
 
 def _unlink(path: Path) -> None:

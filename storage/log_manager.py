@@ -1,12 +1,12 @@
 """The broker's log directories: which partitions live where, and the files Kafka keeps per directory.
 
 Each log directory holds one folder per partition plus ``meta.properties``, the three offset checkpoint
-files and, after a clean shutdown, ``.kafka_cleanshutdown``. At startup logs of directories that shut
-down uncleanly are recovered at once; the others are opened on first use (opening one reads only its last
-segment), so startup time does not grow with the amount of data.
+files, the log cleaner's ``cleaner-offset-checkpoint`` and, after a clean shutdown, ``.kafka_cleanshutdown``.
+At startup logs of directories that shut down uncleanly are recovered at once; the others are opened on
+first use (opening one reads only its last segment), so startup time does not grow with the amount of data.
 
-Storage owns no threads or timers: the broker calls ``flush_due``, ``run_retention`` and ``checkpoint``
-from its own schedule.
+Storage owns no threads or timers: the broker calls ``flush_due``, ``run_retention``, ``checkpoint`` and
+``clean_logs`` from its own schedule.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from odradek.storage.checkpoints import (
     write_properties,
 )
 from odradek.storage.log import Log, parse_topic_partition
+from odradek.storage.log_cleaner import CleanerConfig, LogCleaner
 from odradek.storage.log_config import LogConfig
 from odradek.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
@@ -79,6 +80,7 @@ class LogManager:
         self._log_start_offsets: dict[TopicPartition, int] = {}
         self._high_watermarks: dict[TopicPartition, int] = {}
         self._lock = threading.RLock()
+        self.cleaner = LogCleaner(CleanerConfig.from_props(self.broker_defaults), self.log_dirs, time_ms=time_ms)
 
     # -- startup -------------------------------------------------------------------------------------------------
 
@@ -205,11 +207,14 @@ class LogManager:
         with self._lock:
             log_ = self.get_log(topic, partition)
             self._logs.pop(tp, None)
-            self._log_dirs_of.pop(tp, None)
+            log_dir = self._log_dirs_of.pop(tp, None)
             for offsets in (self._recovery_points, self._log_start_offsets, self._high_watermarks):
                 offsets.pop(tp, None)
+            live = set(self._log_dirs_of)
         if log_ is not None:
             log_.delete()
+        if log_dir is not None and tp in self.cleaner.checkpoints():
+            self.cleaner.update_checkpoint(log_dir, live, remove=tp)
 
     def all_logs(self) -> list[Log]:
         with self._lock:
@@ -240,6 +245,21 @@ class LogManager:
         with self._lock:
             logs = list(self._logs.values())
         return sum(1 for log_ in logs if log_.flush_due(now))
+
+    def clean_logs(self, now_ms: int | None = None) -> int:
+        """Compact the logs that are due (Kafka's cleaner threads, between two log.cleaner.backoff.ms) and delete
+        the segments cleaning replaced once file.delete.delay.ms passed. Returns how many logs were cleaned.
+        Runs on a worker thread while appends go on: the cleaner takes each log's lock only to pin segments
+        and to swap cleaned ones in."""
+        now = self._time_ms() if now_ms is None else now_ms
+        with self._lock:
+            logs = [(tp, log_, self._log_dirs_of[tp]) for tp, log_ in self._logs.items()]
+            live = set(self._log_dirs_of)
+        for _, log_, _ in logs:
+            log_.delete_retired_segments(now)
+        if not self.cleaner.config.enable:
+            return 0
+        return self.cleaner.clean_logs(logs, now, live)
 
     def checkpoint(self) -> None:
         """Write the three offset checkpoint files of every log directory (atomically)."""

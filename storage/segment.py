@@ -25,6 +25,10 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"
+CLEANED_FILE_SUFFIX = ".cleaned"
+SWAP_FILE_SUFFIX = ".swap"
+DELETED_FILE_SUFFIX = ".deleted"
+_SEGMENT_FILES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _RECOVERY_READ = 8 * 1024 * 1024
 
 
@@ -65,9 +69,13 @@ class LogSegment:
         max_index_size: int,
         roll_jitter_ms: int,
         created_ms: int,
+        file_suffix: str = "",
     ) -> None:
         self.dir = dir
         self.base_offset = base_offset
+        self.file_suffix = file_suffix
+        """Appended to every file name: ``.cleaned`` while the cleaner writes the segment, ``.swap`` while it is
+        swapped in, ``.deleted`` once replaced (Kafka's suffixes; startup recovery reads them)."""
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
         self.roll_jitter_ms = roll_jitter_ms
@@ -85,7 +93,31 @@ class LogSegment:
     # -- files -----------------------------------------------------------------------------------------------------
 
     def path(self, suffix: str) -> Path:
-        return self.dir / file_name(self.base_offset, suffix)
+        return self.dir / (file_name(self.base_offset, suffix) + self.file_suffix)
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename the segment's files from ``old_suffix`` to ``new_suffix``, the log first (Kafka's order, which
+        startup recovery relies on). Open files stay open: readers holding the segment keep reading."""
+        if self.file_suffix != old_suffix:
+            raise ValueError(f"{self} has suffix {self.file_suffix!r}, not {old_suffix!r}")
+        renames = [(self.path(suffix), self.dir / (file_name(self.base_offset, suffix) + new_suffix)) for suffix in _SEGMENT_FILES]
+        for source, target in renames:
+            try:
+                os.rename(source, target)
+            except FileNotFoundError:
+                if source.name.endswith(LOG_SUFFIX + old_suffix):
+                    raise
+        self.file_suffix = new_suffix
+        if self._log is not None:
+            self._log.path = self.path(LOG_SUFFIX)
+        for index, suffix in ((self._offset_index, INDEX_SUFFIX), (self._time_index, TIME_INDEX_SUFFIX)):
+            if index is not None:
+                index.path = self.path(suffix)
+
+    def set_last_modified(self, mtime_ms: int) -> None:
+        """Keep a replaced segment's modification time on its cleaned copy (retention and the cleaner read it)."""
+        mtime_ns = mtime_ms * 1_000_000
+        os.utime(self.path(LOG_SUFFIX), ns=(mtime_ns, mtime_ns))
 
     @property
     def log(self) -> FileRecords:
@@ -197,7 +229,9 @@ class LogSegment:
         self.log.append(data)
         if largest_timestamp > self.max_timestamp:
             self._max_timestamp_and_offset = (largest_timestamp, offset_of_max_timestamp)
-        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+        if self.bytes_since_last_index_entry > self.index_interval_bytes and not (self.offset_index.is_full() or self.time_index.is_full()):
+            # Only a cleaned segment gets here with a full index (it may hold more batches than the segments it
+            # replaced had entries): its index just gets sparser. An active segment rolls before.
             self.offset_index.append(largest_offset, physical_position)
             self.time_index.maybe_append(*self.max_timestamp_and_offset)
             self.bytes_since_last_index_entry = 0
