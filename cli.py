@@ -11,6 +11,7 @@ COMMANDS = {
     "serve": ("odradek.broker.serve_command", "Start a broker: odradek serve [server.properties] [--override key=value ...]"),
     "dump-log": ("odradek.tools.dump_log", "Print the contents of log segments and indexes (as kafka-dump-log.sh)"),
     "perf": ("odradek.tools.perf", "Producer and consumer load tests (as kafka-producer-perf-test / kafka-consumer-perf-test)"),
+    "pipeline": ("odradek.tools.pipeline", "Run a PySpark pipeline shipped with odradek: odradek pipeline clickstream"),
 }
 
 
