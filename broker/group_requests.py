@@ -12,8 +12,7 @@ if TYPE_CHECKING:
 
 def client_host(request: Request) -> str:
     """The client's address as Kafka shows it in DescribeGroups (Java's ``InetAddress.toString``)."""
-    address = getattr(request, "client_address", None)
-    return f"/{address}" if address else ""
+    return f"/{request.client_address}" if request.client_address else ""
 
 
 def partition_exists(server: "KafkaServer", topic: str, partition: int) -> bool:

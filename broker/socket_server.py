@@ -40,10 +40,11 @@ class ConnectionClosed(Exception):
 
 
 class Connection:
-    def __init__(self, server: KafkaServer, sock: socket.socket, peer: str) -> None:
+    def __init__(self, server: KafkaServer, sock: socket.socket, peer_host: str, peer_port: int) -> None:
         self.server = server
         self.sock = sock
-        self.peer = peer
+        self.peer_host = peer_host
+        self.peer = f"{peer_host}:{peer_port}"
         self.reader = FrameReader(server.config["socket.request.max.bytes"])
         send, receive = anyio.create_memory_object_stream[Any](server.config["queued.max.requests"])
         self.outbox_send = send
@@ -104,6 +105,7 @@ class Connection:
         except DecodeError as exc:
             log.warning("Closing connection from %s: malformed request: %s", self.peer, exc)
             return False
+        request.client_address = self.peer_host
         header = request.header
         handler = HANDLERS.get(header.api_key)
         if handler is None or not handler.min_version <= header.api_version <= handler.max_version:
@@ -238,7 +240,7 @@ async def serve(server: KafkaServer, listen_socks: list[socket.socket], task_sta
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             _set_buffers(server, sock)
-            tg.start_soon(Connection(server, sock, f"{addr[0]}:{addr[1]}").run)
+            tg.start_soon(Connection(server, sock, addr[0], addr[1]).run)
 
     async with anyio.create_task_group() as tg:
         for lsock in listen_socks:

@@ -108,6 +108,8 @@ class RequestHeader:
 class Request:
     header: RequestHeader
     body: Container
+    client_address: str | None = None
+    """The peer's IP address, set by the network layer (Kafka reports it, e.g. as a group member's host)."""
 
     @property
     def api(self) -> Api:
