@@ -97,6 +97,8 @@ async def _periodic(server: KafkaServer) -> None:
     checkpoint_every = min(config["replica.high.watermark.checkpoint.interval.ms"], config["log.flush.offset.checkpoint.interval.ms"] or 60000) / 1000
     next_retention = time.monotonic() + min(retention_every, 30.0)
     next_checkpoint = time.monotonic() + checkpoint_every
+    clean_every = config["log.cleaner.backoff.ms"] / 1000
+    next_clean = time.monotonic()
     while True:
         await anyio.sleep(min(1.0, checkpoint_every, retention_every))
         now = time.monotonic()
@@ -108,6 +110,10 @@ async def _periodic(server: KafkaServer) -> None:
         if now >= next_checkpoint:
             await anyio.to_thread.run_sync(server.log_manager.checkpoint)
             next_checkpoint = now + checkpoint_every
+        if now >= next_clean and config["log.cleaner.enable"]:
+            # Compaction reads and rewrites segments: a worker thread, while appends go on (see LogManager.clean_logs).
+            await anyio.to_thread.run_sync(server.log_manager.clean_logs, now_ms)
+            next_clean = time.monotonic() + clean_every
 
 
 def run_forever(config: BrokerConfig) -> None:

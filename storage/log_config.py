@@ -147,10 +147,10 @@ TOPIC_CONFIG: tuple[TopicConfigKey, ...] = (
        "a bound on the time in which a consumer must complete a read if they begin from offset 0 to ensure that "
        "they get a valid snapshot of the final stage (otherwise delete tombstones may be collected before they "
        "complete their scan).",
-       at_least=0, acted_on=False),
+       at_least=0),
     _k("file.delete.delay.ms", L, 60_000, "log.segment.delete.delay.ms",
        "The time to wait before deleting a file from the filesystem",
-       at_least=0, acted_on=False),
+       at_least=0),
     _k("flush.messages", L, LONG_MAX, "log.flush.interval.messages",
        "This setting allows specifying an interval at which we will force an fsync of data written to the log. "
        "For example if this was set to 1 we would fsync after every message; if it were 5 we would fsync after "
@@ -192,7 +192,7 @@ TOPIC_CONFIG: tuple[TopicConfigKey, ...] = (
     _k("max.compaction.lag.ms", L, LONG_MAX, "log.cleaner.max.compaction.lag.ms",
        "The maximum time a message will remain ineligible for compaction in the log. Only applicable for logs "
        "that are being compacted.",
-       at_least=1, acted_on=False),
+       at_least=1),
     _k("max.message.bytes", I, 1_048_588, "message.max.bytes",
        "The largest record batch size allowed by Kafka (after compression if compression is enabled). If this "
        "is increased and there are consumers older than 0.10.2, the consumers' fetch size must also be increased "
@@ -243,11 +243,11 @@ TOPIC_CONFIG: tuple[TopicConfigKey, ...] = (
        "either: (i) the dirty ratio threshold has been met and the log has had dirty (uncompacted) records for "
        "at least the min.compaction.lag.ms duration, or (ii) if the log has had dirty (uncompacted) records for "
        "at most the max.compaction.lag.ms period.",
-       check=_between(0, 1), acted_on=False),
+       check=_between(0, 1)),
     _k("min.compaction.lag.ms", L, 0, "log.cleaner.min.compaction.lag.ms",
        "The minimum time a message will remain uncompacted in the log. Only applicable for logs that are being "
        "compacted.",
-       at_least=0, acted_on=False),
+       at_least=0),
     _k("min.insync.replicas", I, 1, "min.insync.replicas",
        'When a producer sets acks to "all" (or "-1"), this configuration specifies the minimum number of '
        "replicas that must acknowledge a write for the write to be considered successful. If this minimum "

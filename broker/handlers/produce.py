@@ -1,7 +1,8 @@
 """Produce: validate batch headers and CRCs, append as received, answer per partition.
 
 Records are never decoded: the batch header says everything the broker checks (size, count, offsets,
-producer id/epoch/sequence, timestamps), and the log patches offsets and the leader epoch in place.
+producer id/epoch/sequence, timestamps), and the log patches offsets and the leader epoch in place. The
+exception is a compacted topic, whose records must have keys: those batches are decoded to check it.
 Legacy message sets (magic 0/1, produce v0-v2 and old clients) are converted to magic 2 first, as Kafka
 3.x does. acks=0 gets no answer, and any error closes the connection instead (so the client notices);
 acks=all waits until the high watermark passes the appended batch.
@@ -17,6 +18,7 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol import legacy_records
 from odradek.protocol.record_batch import MAGIC_V2, peek_magic, validate_batches
+from odradek.protocol.records import iter_records_unchecked
 
 if TYPE_CHECKING:
     from odradek.broker.kafka_server import KafkaServer
@@ -49,6 +51,8 @@ def handle(server: "KafkaServer", request: Request) -> Any:
                 failed = True
                 entry["error_code"] = exc.code
                 entry["error_message"] = exc.message
+                if isinstance(exc, RecordValidationError):
+                    entry["record_errors"] = exc.record_errors
             partitions.append(entry)
         results.append((topic_data.name, partitions))
     if acks == 0:
@@ -66,6 +70,8 @@ def _append(server: "KafkaServer", partition: Any, records: Any, acks: int, now_
     if peek_magic(records) != MAGIC_V2:
         records = memoryview(bytearray(legacy_records.up_convert(records)))
     validated = validate_batches(records)
+    if config.compact:
+        _check_keys(records, validated, f"{partition.log.topic}-{partition.log.partition}")
     max_message_bytes = config.max_message_bytes
     for _, header in validated.batches:
         if header.size > max_message_bytes:
@@ -84,6 +90,33 @@ def _append(server: "KafkaServer", partition: Any, records: Any, acks: int, now_
         "log_append_time_ms": log_append_time if log_append_time is not None else -1,
         "log_start_offset": partition.log.log_start_offset,
     }
+
+
+class RecordValidationError(KafkaError):
+    """Records Kafka's LogValidator refuses one by one: the response names each (ProduceResponse v8+)."""
+
+    def __init__(self, code: ErrorCode, message: str, record_errors: list[dict]) -> None:
+        super().__init__(code, message)
+        self.record_errors = record_errors
+
+
+def _check_keys(records: Any, validated: Any, topic_partition: str) -> None:
+    """A compacted topic refuses records without a key (Kafka's LogValidator.validateKey). The one check that
+    decodes records, so it runs for compacted topics only."""
+    errors = [
+        {"batch_index": index, "batch_index_error_message": f"Compacted topic cannot accept message without key in topic partition {topic_partition}"}
+        for position, header in validated.batches
+        for index, record in enumerate(iter_records_unchecked(records, position, header))
+        if record.key is None
+    ]
+    if errors:
+        shown = ", ".join(f"RecordError(batchIndex={e['batch_index']}, message='{e['batch_index_error_message']}')" for e in errors[:3])
+        raise RecordValidationError(
+            ErrorCode.INVALID_RECORD,
+            f"One or more records have been rejected due to {len(errors)} record errors in total, and only showing "
+            f"the first three errors at most: [{shown}]",
+            errors,
+        )
 
 
 def _check_timestamps(config: Any, validated: Any, now_ms: int) -> None:
