@@ -17,6 +17,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.client import AIOKafkaClient as LowLevelClient
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from aiokafka.errors import KafkaError, OffsetOutOfRangeError
 from aiokafka.protocol.admin import ApiVersionRequest, DeleteGroupsRequest, DeleteRecordsRequest
 from aiokafka.protocol.metadata import MetadataRequest
@@ -304,7 +305,22 @@ class AiokafkaClient(Client):
 
     def describe_group(self, group: str) -> dict:
         (response,) = self.loop.run(self.admin.describe_consumer_groups([group]))
-        return {"raw": repr(response)}
+        (described,) = response.groups
+        code, _, state, protocol_type, protocol, members = described[:6]
+
+        def assignment(raw: bytes) -> list[list]:
+            if not raw:
+                return []
+            decoded = ConsumerProtocolMemberAssignment.decode(raw)
+            return sorted([tp.topic, tp.partition] for tp in decoded.partitions())
+
+        return {
+            "error": error_name(code),
+            "state": state,
+            "protocol_type": protocol_type,
+            "protocol": protocol,
+            "members": [{"client_id": m[1], "client_host": m[2], "assignment": assignment(m[-1])} for m in members],
+        }
 
     def group_offsets(self, group: str, partitions: list[tuple[str, int]]) -> dict[str, int]:
         found = self.loop.run(self.admin.list_consumer_group_offsets(group, partitions=[TopicPartition(t, p) for t, p in partitions]))

@@ -133,8 +133,11 @@ class PolledMember(GroupMember):
         return set(self._assignment)
 
     def close(self) -> None:
-        self.call(self.leave)
-        self._running = False
+        def leave_and_stop() -> None:
+            self._running = False
+            self.leave()
+
+        self.call(leave_and_stop)
         self._thread.join(30)
 
     def poll_once(self) -> None:
@@ -245,7 +248,8 @@ class Client:
         raise NotImplementedError
 
     def describe_group(self, group: str) -> dict:
-        """{"error", "state", "protocol_type", "protocol", "members": [{"client_id", "assignment"}]}."""
+        """{"error", "state", "protocol_type", "protocol", "members": [{"client_id", "client_host",
+        "assignment": [[topic, partition], ...]}]}."""
         raise NotImplementedError
 
     def group_offsets(self, group: str, partitions: list[tuple[str, int]]) -> dict[str, int]:

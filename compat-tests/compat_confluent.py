@@ -20,7 +20,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic, OffsetSpec
 
-from compat_client import CONFIG_SOURCES, Client, GroupMember, Offsets, PartitionReader, Record, TopicSpec, seen_record
+from compat_client import CONFIG_SOURCES, Client, GroupMember, Offsets, PartitionReader, PolledMember, Record, TopicSpec, seen_record
 from compat_observe import error_name
 
 TIMEOUT_S = 15
@@ -96,12 +96,8 @@ class ConfluentReader(PartitionReader):
         self.consumer.close()
 
 
-class ConfluentMember(GroupMember):
-    """librdkafka is thread-safe: a thread polls while the caller commits and reads the assignment."""
-
+class ConfluentMember(PolledMember):
     def __init__(self, bootstrap: str, group: str, topics: list[str], assignor: str, client_id: str) -> None:
-        import threading
-
         self.consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -115,23 +111,18 @@ class ConfluentMember(GroupMember):
             }
         )
         self.consumer.subscribe(topics)
-        self._running = True
-        self._thread = threading.Thread(target=self._loop, daemon=True, name="compat-confluent-member")
-        self._thread.start()
+        super().__init__()
 
-    def _loop(self) -> None:
-        while self._running:
-            self.consumer.poll(0.05)
+    def poll_once(self) -> None:
+        self.consumer.poll(self.POLL_S)
 
-    def assignment(self) -> set[tuple[str, int]]:
+    def current_assignment(self) -> set[tuple[str, int]]:
         return {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
 
     def commit(self, offsets: Offsets) -> None:
-        self.consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+        self.call(lambda: self.consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False))
 
-    def close(self) -> None:
-        self._running = False
-        self._thread.join(10)
+    def leave(self) -> None:
         self.consumer.close()
 
 
@@ -272,7 +263,7 @@ class ConfluentClient(Client):
             "protocol_type": "" if desc.is_simple_consumer_group else "consumer",
             "protocol": desc.partition_assignor,
             "members": [
-                {"client_id": m.client_id, "assignment": sorted([tp.topic, tp.partition] for tp in m.assignment.topic_partitions)}
+                {"client_id": m.client_id, "client_host": m.host, "assignment": sorted([tp.topic, tp.partition] for tp in m.assignment.topic_partitions)}
                 for m in desc.members
             ],
         }

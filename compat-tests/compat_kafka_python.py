@@ -224,10 +224,25 @@ class KafkaPythonClient(Client):
             desc = self.admin.describe_groups([group])[group]
         except Errors.BrokerResponseError as exc:
             return {"error": _code(exc)}
-        return {"raw": repr(desc)}
+        return {
+            "error": "NONE" if desc["error"] is None else _code(desc["error"]),
+            "state": desc["group_state"],
+            "protocol_type": desc["protocol_type"],
+            "protocol": desc["protocol_data"],
+            "members": [
+                {
+                    "client_id": m["client_id"],
+                    "client_host": m["client_host"],
+                    "assignment": sorted([a["topic"], p] for a in (m["member_assignment"] or {}).get("assigned_partitions", []) for p in a["partitions"]),
+                }
+                for m in desc["members"]
+            ],
+        }
 
     def group_offsets(self, group: str, partitions: list[tuple[str, int]]) -> dict[str, int]:
-        raise NotImplementedError
+        found = self.admin.list_group_offsets({group: [TopicPartition(t, p) for t, p in partitions]})[group]
+        return {f"{tp.topic}:{tp.partition}": meta.offset for tp, meta in found.items()}
 
     def delete_groups(self, groups: list[str]) -> dict[str, str]:
-        raise NotImplementedError
+        # {group: "OK" or the name of kafka-python's error class}
+        return {group: "NONE" if error == "OK" else _name(getattr(Errors, error).errno) for group, error in self.admin.delete_groups(groups).items()}
