@@ -81,14 +81,3 @@ def build_session(app_name: str, conf: Mapping[str, str] | None = None) -> Any:
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
-
-def has_kafka_connector(spark: Any) -> bool:
-    """Whether ``format("kafka")`` resolves in this session."""
-    jvm = spark.sparkContext._jvm
-    try:
-        jvm.java.lang.Class.forName(
-            "org.apache.spark.sql.kafka010.KafkaSourceProvider", True, jvm.Thread.currentThread().getContextClassLoader()
-        )
-    except Exception:
-        return False
-    return True
