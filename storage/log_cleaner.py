@@ -68,13 +68,12 @@ def _parse_bool(text: str) -> bool:
 
 @dataclass(frozen=True)
 class CleanerConfig:
-    """The broker's ``log.cleaner.*`` settings (Kafka's CleanerConfig), with Kafka's defaults."""
+    """The broker's ``log.cleaner.*`` settings storage acts on (Kafka's CleanerConfig), with Kafka's defaults;
+    log.cleaner.backoff.ms is the broker's schedule."""
 
     enable: bool = True
-    threads: int = 1
     dedupe_buffer_size: int = 134_217_728
     dedupe_buffer_load_factor: float = 0.9
-    backoff_ms: int = 15_000
 
     @classmethod
     def from_props(cls, props: Mapping[str, str]) -> CleanerConfig:
@@ -83,17 +82,16 @@ class CleanerConfig:
 
     @property
     def max_map_entries(self) -> int:
-        """How many keys one cleaning maps at most (Kafka: slots of the per-thread buffer times the load factor)."""
-        slots = min(self.dedupe_buffer_size // max(self.threads, 1), INT32_MAX) // _MAP_SLOT_BYTES
+        """How many keys one cleaning maps at most: Kafka's slots of the buffer times the load factor (the one
+        cleaning at a time has all of the buffer, as Kafka's single default thread does)."""
+        slots = min(self.dedupe_buffer_size, INT32_MAX) // _MAP_SLOT_BYTES
         return max(int(slots * self.dedupe_buffer_load_factor), 1)
 
 
 _CLEANER_KEYS: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("log.cleaner.enable", "enable", _parse_bool),
-    ("log.cleaner.threads", "threads", int),
     ("log.cleaner.dedupe.buffer.size", "dedupe_buffer_size", int),
     ("log.cleaner.io.buffer.load.factor", "dedupe_buffer_load_factor", float),
-    ("log.cleaner.backoff.ms", "backoff_ms", int),
 )
 
 
@@ -130,8 +128,6 @@ class CleanerStats:
     bytes_written: int = 0
     messages_read: int = 0
     messages_written: int = 0
-    map_messages_read: int = 0
-    invalid_messages: int = 0
 
 
 # -- choosing what to clean (LogCleanerManager) ------------------------------------------------------------------
@@ -365,6 +361,19 @@ def group_segments_by_size(segments: list[_PinnedSegment], max_size: int, max_in
     return groups
 
 
+@dataclass(frozen=True)
+class _Round:
+    """What stays fixed while one log is cleaned."""
+
+    log: Log
+    now_ms: int
+    upper: int
+    """The first uncleanable offset: the cleanable range ends here."""
+    truncations: int
+    last_records: dict[int, tuple[int, int]]
+    stats: CleanerStats
+
+
 class Cleaner:
     def __init__(self, offset_map: OffsetMap) -> None:
         self.offset_map = offset_map
@@ -377,30 +386,26 @@ class Cleaner:
         with log_.lock:
             if log_.closed:
                 return None
-            truncations = log_.truncations
             pinned = [_PinnedSegment.pin(segment) for segment in log_.segments if segment.base_offset < upper]
-            last_records = log_.last_records_of_active_producers()
-        stats = CleanerStats()
-        dirty = segments_between(pinned, to_clean.first_dirty_offset, upper)
-        self._build_offset_map(dirty, to_clean.first_dirty_offset, upper, stats)
+            round_ = _Round(log_, now_ms, upper, log_.truncations, log_.last_records_of_active_producers(), CleanerStats())
+        self._build_offset_map(segments_between(pinned, to_clean.first_dirty_offset, upper), to_clean.first_dirty_offset, upper)
         end_offset = self.offset_map.latest_offset + 1
         config = log_.config
         groups = group_segments_by_size([p for p in pinned if p.base_offset < end_offset], config.segment_bytes, config.max_index_size, upper)
         for group in groups:
-            if not self._clean_segments(log_, group, now_ms, upper, last_records, truncations, stats):
+            if not self._clean_segments(group, round_):
                 return None
-        return end_offset, stats
+        return end_offset, round_.stats
 
-    def _build_offset_map(self, dirty: list[_PinnedSegment], start: int, end: int, stats: CleanerStats) -> None:
+    def _build_offset_map(self, dirty: list[_PinnedSegment], start: int, end: int) -> None:
         offset_map = self.offset_map
         offset_map.clear()
         for i, pinned in enumerate(dirty):
-            next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
-            if self._map_segment(pinned, start, stats):
-                return  # full: the cleaning covers what was mapped, the next one goes on from there
-            offset_map.latest_offset = next_start - 1
+            if self._map_segment(pinned, start):
+                return  # full: this cleaning covers what was mapped, the next one goes on from there
+            offset_map.latest_offset = (dirty[i + 1].base_offset if i + 1 < len(dirty) else end) - 1
 
-    def _map_segment(self, pinned: _PinnedSegment, start: int, stats: CleanerStats) -> bool:
+    def _map_segment(self, pinned: _PinnedSegment, start: int) -> bool:
         """Map the keys of one segment at or after ``start``; True if the map filled up."""
         offset_map = self.offset_map
         for header, batch in _read_batches(pinned.records):
@@ -412,98 +417,65 @@ class Cleaner:
                         if len(offset_map) >= offset_map.capacity:
                             return True
                         offset_map.put(record.key, record.offset)  # type: ignore[arg-type]
-                    stats.map_messages_read += 1
             offset_map.latest_offset = header.last_offset
         return False
 
-    def _clean_segments(
-        self,
-        log_: Log,
-        group: list[_PinnedSegment],
-        now_ms: int,
-        upper: int,
-        last_records: dict[int, tuple[int, int]],
-        truncations: int,
-        stats: CleanerStats,
-    ) -> bool:
+    def _clean_segments(self, group: list[_PinnedSegment], round_: _Round) -> bool:
         """Recopy a group of segments into one ``.cleaned`` segment and swap it in (Kafka's cleanSegments)."""
+        log_ = round_.log
         cleaned = log_.new_cleaned_segment(group[0].base_offset)
         swapped = False
         try:
             for pinned in group:
-                self._clean_into(pinned, cleaned, log_.config.delete_retention_ms, now_ms, upper, last_records, stats)
+                for header, batch in _read_batches(pinned.records):
+                    round_.stats.bytes_read += header.size
+                    out = self._filter_batch(header, batch, round_)
+                    if out is not None:
+                        kept = parse_header(out)
+                        cleaned.append(kept.last_offset, kept.max_timestamp, kept.last_offset, out)
+                        round_.stats.bytes_written += len(out)
             cleaned.on_become_inactive()
             cleaned.flush()
             cleaned.set_last_modified(group[-1].last_modified_ms)
             log.info("Swapping in cleaned segment %s for segment(s) %s in log %s", cleaned, [p.segment for p in group], log_)
-            swapped = log_.replace_segments(cleaned, [p.segment for p in group], truncations)
+            swapped = log_.replace_segments(cleaned, [p.segment for p in group], round_.truncations)
         finally:
             if not swapped and cleaned.file_suffix == CLEANED_FILE_SUFFIX:
                 cleaned.delete()  # never committed; a swap that failed once committed is finished at startup
         return swapped
 
-    def _clean_into(
-        self,
-        pinned: _PinnedSegment,
-        cleaned: LogSegment,
-        delete_retention_ms: int,
-        now_ms: int,
-        upper: int,
-        last_records: dict[int, tuple[int, int]],
-        stats: CleanerStats,
-    ) -> None:
-        for header, batch in _read_batches(pinned.records):
-            stats.bytes_read += header.size
-            out = self._filter_batch(header, batch, delete_retention_ms, now_ms, upper, last_records, stats)
-            if out is not None:
-                kept = parse_header(out)
-                cleaned.append(kept.last_offset, kept.max_timestamp, kept.last_offset, out)
-                stats.bytes_written += len(out)
-
-    def _filter_batch(
-        self,
-        header: BatchHeader,
-        batch: memoryview,
-        delete_retention_ms: int,
-        now_ms: int,
-        upper: int,
-        last_records: dict[int, tuple[int, int]],
-        stats: CleanerStats,
-    ) -> bytes | memoryview | None:
+    def _filter_batch(self, header: BatchHeader, batch: memoryview, round_: _Round) -> bytes | memoryview | None:
         """What of one batch goes into the cleaned segment (Kafka's log cleaner RecordFilter + filterTo)."""
+        stats = round_.stats
         if header.is_control:
             stats.messages_read += header.records_count
             stats.messages_written += header.records_count
             return batch  # markers are kept: without a transaction index it is never known to be safe to drop one
         records = list(iter_records(batch))
+        retained = [record for record in records if self._should_retain(header, record, round_.now_ms)]
         stats.messages_read += len(records)
-        retained = [record for record in records if self._should_retain(header, record, now_ms, stats)]
         stats.messages_written += len(retained)
         if retained:
-            has_tombstones = any(record.value is None for record in retained)
-            set_horizon = has_tombstones and not header.has_delete_horizon
+            set_horizon = not header.has_delete_horizon and any(record.value is None for record in retained)
             if len(retained) == len(records) and not set_horizon:
                 return batch
             if set_horizon:
-                horizon: int | None = now_ms + delete_retention_ms
+                horizon: int | None = round_.now_ms + round_.log.config.delete_retention_ms
             else:
                 horizon = header.base_timestamp if header.has_delete_horizon else None
             return _rebuild_batch(header, retained, horizon)
-        if _is_last_batch_of_producer(header, last_records) or header.next_offset == upper:
+        if _is_last_batch_of_producer(header, round_.last_records) or header.next_offset == round_.upper:
             # The producer's last sequence and epoch must survive; so must the offset the cleaned range ends at.
             return _empty_batch(header)
         return None
 
-    def _should_retain(self, header: BatchHeader, record: Record, now_ms: int, stats: CleanerStats) -> bool:
+    def _should_retain(self, header: BatchHeader, record: Record, now_ms: int) -> bool:
         """Kafka's shouldRetainRecord: past the mapped range, or the key's last record -- a tombstone only until
-        its batch's delete horizon."""
+        its batch's delete horizon. Records without a key (not accepted by a compacted topic) go."""
         assert record.offset is not None
         if record.offset > self.offset_map.latest_offset:
             return True
-        if record.key is None:
-            stats.invalid_messages += 1
-            return False
-        if record.offset < self.offset_map.get(record.key):
+        if record.key is None or record.offset < self.offset_map.get(record.key):
             return False
         return record.value is not None or not header.has_delete_horizon or now_ms < header.base_timestamp
 
