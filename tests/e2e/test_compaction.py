@@ -63,7 +63,7 @@ def test_a_compacted_topic_reads_back_the_latest_value_of_every_key(tmp_path, cl
     with Broker(log_dir=tmp_path, config=CLEANER) as broker:
         topic = "compacted"
         _create(broker.bootstrap, topic, {"cleanup.policy": "compact", "segment.bytes": "8192", "delete.retention.ms": "0"})
-        updates = [(b"key-%d" % (i % 10), b"value-%d" % i) for i in range(3000)]
+        updates = [(b"key-%d" % (i % 10), b"value-%d" % i) for i in range(2000)]
         clients["confluent"].produce(broker.bootstrap, topic, updates, **{"batch.size": 1000})
 
         active_base = _wait_until_clean(broker, topic)
@@ -77,7 +77,7 @@ def test_a_compacted_topic_reads_back_the_latest_value_of_every_key(tmp_path, cl
         # again, removes the tombstones too.
         clients["confluent"].produce(broker.bootstrap, topic, [(b"key-%d" % k, None) for k in range(5)])
         for round_ in range(5):
-            more = [(b"key-%d" % (5 + i % 5), b"after-%d-%d" % (round_, i)) for i in range(2000)]
+            more = [(b"key-%d" % (5 + i % 5), b"after-%d-%d" % (round_, i)) for i in range(1000)]
             clients["kafka-python"].produce(broker.bootstrap, topic, more, batch_size=1000)
             active_base = _wait_until_clean(broker, topic)
             read = _read_all(broker.bootstrap, topic)
@@ -148,3 +148,31 @@ def test_consumer_offsets_is_compacted_and_committed_offsets_survive_a_restart(t
             assert consumer.committed([TopicPartition("data", 0)], timeout=10)[0].offset == 400
         finally:
             consumer.close()
+
+
+def test_every_client_reads_a_compacted_log_with_gaps_empty_batches_and_tombstones(tmp_path, clients):
+    with Broker(log_dir=tmp_path, config=CLEANER) as broker:
+        topic = "read-compacted"
+        _create(broker.bootstrap, topic, {"cleanup.policy": "compact", "segment.bytes": "4096", "delete.retention.ms": "3600000"})
+        # An idempotent producer's records, all superseded later: its last batch stays, emptied, for its sequence.
+        clients["confluent"].produce(broker.bootstrap, topic, [(b"key-%d" % (i % 5), b"idempotent-%d" % i) for i in range(200)], idempotent=True, **{"batch.size": 1000})
+        plain = [(b"key-%d" % (i % 5), b"plain-%d" % i) for i in range(300)] + [(b"key-0", None)]
+        plain += [(b"other-%d" % (i % 5), b"more-%d" % i) for i in range(300)]
+        clients["kafka-python"].produce(broker.bootstrap, topic, plain, batch_size=1000)
+        active_base = _wait_until_clean(broker, topic)
+
+        expected = _read_all(broker.bootstrap, topic)
+        tombstones = [r for r in expected if r[2] is None]
+        assert tombstones and tombstones[0][0] < active_base  # kept for delete.retention.ms after the cleaning
+        assert not [r for r in expected if (r[2] or b"").startswith(b"idempotent")]
+        on_disk = [
+            parse_header(data, position)
+            for segment in broker.server.log_manager.get_log(topic, 0).segments
+            for data in [segment.log.read(0, segment.size)]
+            for position, _, _ in iter_batch_positions(data)
+        ]
+        assert [h for h in on_disk if h.records_count == 0 and h.producer_id >= 0]
+        assert [h for h in on_disk if h.has_delete_horizon]
+        for name in ("kafka-python", "aiokafka"):
+            received = clients[name].consume(broker.bootstrap, topic, len(expected), timeout=10)
+            assert [(r.offset, r.key, r.value) for r in received] == expected, name
