@@ -283,6 +283,8 @@ def _read_batches(records: FileRecords) -> Iterator[tuple[BatchHeader, memoryvie
             return
         if at + size > len(buf):
             buf, buf_start, at = memoryview(records.read(position, max(_READ_CHUNK, size))), position, 0
+            if size > len(buf):
+                return  # the file shrank under the reader (a truncation, which abandons the cleaning)
         yield parse_header(buf, at), buf[at : at + size]
         position += size
 
@@ -571,11 +573,12 @@ class LogCleaner:
 
     def _clean(self, to_clean: LogToClean, live: set[TopicPartition], now_ms: int) -> int:
         tp, log_ = to_clean.topic_partition, to_clean.log
+        truncations = log_.truncations
         try:
             result = self._cleaner.clean(to_clean, now_ms)
         except Exception:
-            if log_.closed:
-                return 0  # deleted while being cleaned
+            if log_.closed or log_.truncations != truncations:
+                return 0  # deleted or truncated under the cleaner: what it read may have been cut short
             log.exception("Unexpected exception cleaning %s-%d; the partition is marked uncleanable", *tp)
             self._uncleanable.add(tp)
             return 0
