@@ -77,6 +77,10 @@ class KafkaPythonMember(PolledMember):
             session_timeout_ms=6000,
             heartbeat_interval_ms=200,
         )
+        # kafka-python joins without waiting for the subscribed topics' metadata, and a leader that lacks it
+        # assigns those topics to no one until a later metadata refresh; users load it first.
+        for topic in topics:
+            self.consumer.partitions_for_topic(topic)
         self.consumer.subscribe(topics)
         super().__init__()
 

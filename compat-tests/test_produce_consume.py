@@ -140,3 +140,38 @@ def test_message_too_large(compat):
             "log_end_offset": 1,
         },
     )
+
+
+def idempotent_retry(target: Target, client: Client) -> dict:
+    """The response to the producer's first batch is lost on the way back; the producer resends the same
+    batch (same producer id, epoch and sequence) and the broker acknowledges it without appending it twice."""
+    from compat_proxy import ResponseDroppingProxy
+
+    topic = unique("idempotent")
+    client.create_topics([TopicSpec(topic)])
+    client.wait_for_topic(topic, 1)
+    proxy = ResponseDroppingProxy(target.bootstrap, drops=1)
+    try:
+        delivered = client.produce(topic, [Record(b"a"), Record(b"b"), Record(b"c")], idempotent=True, bootstrap=proxy.address)
+        more = client.produce(topic, [Record(b"d")], idempotent=True, bootstrap=proxy.address)
+    finally:
+        proxy.close()
+    in_log, error = client.read(topic, 0, 0, 5, timeout_s=1)  # one more than were sent: nothing else comes
+    return {
+        "responses_lost": proxy.dropped,
+        "delivered": delivered + more,
+        "log": [[r["offset"], r["value"]] for r in in_log],
+        "error": error,
+    }
+
+
+def test_idempotent_retry(compat):
+    compat.check(
+        idempotent_retry,
+        {
+            "responses_lost": 1,
+            "delivered": [{"partition": 0, "offset": n, "error": "NONE"} for n in range(4)],
+            "log": [[0, "a"], [1, "b"], [2, "c"], [3, "d"]],
+            "error": None,
+        },
+    )
