@@ -191,3 +191,31 @@ def test_admin_client_lists_describes_shows_offsets_and_lag_and_deletes(broker: 
     assert group not in {g.group_id for g in admin.list_consumer_groups().result(10).valid}
     offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0)])])[group].result(10)
     assert [tp.offset for tp in offsets.topic_partitions] == [-1001], "the group's offsets went with it"
+
+
+def test_many_groups_rebalancing_at_once_do_not_interfere(broker: Broker) -> None:
+    """Five groups of two members each, all joining at the same time on one topic: every group splits the
+    partitions among its own members and reads every record once."""
+    topic = create_topic(broker.bootstrap, 4, 5)
+    groups = [f"crowd-{next(_ids)}" for _ in range(5)]
+    members = {g: [consumer(broker.bootstrap, g) for _ in range(2)] for g in groups}
+    for cs in members.values():
+        for c in cs:
+            c.subscribe([topic])
+    consumed: dict[str, list[tuple[int, int]]] = {g: [] for g in groups}
+
+    def poll_all() -> bool:
+        for g, cs in members.items():
+            for c in cs:
+                m = c.poll(0.01)
+                if m is not None and m.error() is None:
+                    consumed[g].append((m.partition(), m.offset()))
+                    c.commit(message=m, asynchronous=False)
+        return all(len(v) == 20 for v in consumed.values()) and all(len(partitions(c)) == 2 for cs in members.values() for c in cs)
+
+    poll_until([], poll_all, "every group to read the topic")
+    for g, cs in members.items():
+        assert sorted(consumed[g]) == [(p, o) for p in range(4) for o in range(5)], g
+        assert sorted(p for c in cs for p in partitions(c)) == [0, 1, 2, 3], g
+        for c in cs:
+            c.close()
