@@ -118,7 +118,9 @@ def scan_log_dirs(log_dirs: Iterable[Path]) -> dict[TopicPartition, PartitionLog
                 continue
             tp = (match["topic"], int(match["partition"]))
             if tp in found:
-                raise ValueError(f"partition {tp[0]}-{tp[1]} is in two log directories: {found[tp].directory} and {entry}")
+                raise ValueError(
+                    f"partition {tp[0]}-{tp[1]} is in two log directories: {found[tp].directory} and {entry}"
+                )
             bases = tuple(sorted(int(m["base"]) for f in os.listdir(entry) if (m := _SEGMENT_FILE.fullmatch(f))))
             first_base = bases[0] if bases else 0
             found[tp] = PartitionLog(
@@ -146,13 +148,20 @@ def read_segment(log_path: Path, start: int, end: int | None, *, active: bool) -
     try:
         position = _index_lookup(log_path.with_suffix(INDEX_SUFFIX), base_offset, start)
         for entry_position, entry in _entries_from(fd, position, base_offset, start):
-            if end is not None and entry is not None and entry[MAGIC_OFFSET] == MAGIC_V2 and _BASE_OFFSET.unpack_from(entry)[0] >= end:
+            if (
+                end is not None
+                and entry is not None
+                and entry[MAGIC_OFFSET] == MAGIC_V2
+                and _BASE_OFFSET.unpack_from(entry)[0] >= end
+            ):
                 return
             records = None if entry is None else _entry_records(entry, start)
             if records is None:
                 if active:
                     return
-                raise CorruptSegmentError(f"{log_path} holds an incomplete or corrupt batch at position {entry_position}")
+                raise CorruptSegmentError(
+                    f"{log_path} holds an incomplete or corrupt batch at position {entry_position}"
+                )
             for record in records:
                 if end is not None and record[0] >= end:
                     return
@@ -215,9 +224,7 @@ def _entry_records(entry: memoryview, start: int) -> Iterable[LogRecord] | None:
         if header.is_control or header.last_offset < start:
             return ()
         # The CRC held, so a record that fails to decode is real corruption: iter_records raises it.
-        return (
-            (r.offset, r.timestamp, header.timestamp_type, r.key, r.value, r.headers) for r in iter_records(entry)
-        )
+        return ((r.offset, r.timestamp, header.timestamp_type, r.key, r.value, r.headers) for r in iter_records(entry))
     if magic in (MAGIC_V0, MAGIC_V1):
         try:
             messages = list(iter_deep(entry))

@@ -24,7 +24,7 @@ import tempfile
 from collections import Counter
 from contextlib import ExitStack
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -94,7 +94,7 @@ def generate_page_views(config: ClickstreamConfig) -> list[PageView]:
     span = config.minutes * MINUTE_MS
     start = config.start_ms
     if start is None:
-        now = int(datetime.now(timezone.utc).timestamp() * 1000)
+        now = int(datetime.now(UTC).timestamp() * 1000)
         start = now - now % MINUTE_MS - span
     views = []
     for i in range(config.events):
@@ -123,7 +123,9 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
     """Each partition's high watermark: where this run's records will start."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "odradek-pipeline-offsets", "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "odradek-pipeline-offsets", "enable.auto.commit": False}
+    )
     try:
         partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
         return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions}
@@ -248,7 +250,7 @@ def run_clickstream(spark: Any, config: ClickstreamConfig) -> ClickstreamResult:
 def summary_table(result: ClickstreamResult) -> str:
     """Views per page (rows) and minute (columns), then whether they match the generated events."""
     minutes = sorted({start for start, _ in result.counts})
-    header = ["page"] + [datetime.fromtimestamp(m / 1000, timezone.utc).strftime("%H:%M") for m in minutes] + ["total"]
+    header = ["page"] + [datetime.fromtimestamp(m / 1000, UTC).strftime("%H:%M") for m in minutes] + ["total"]
     lines = []
     for page in PAGES:
         cells = [result.counts.get((m, page), 0) for m in minutes]
@@ -265,18 +267,28 @@ def summary_table(result: ClickstreamResult) -> str:
         else f"MISMATCH: {sum(1 for k in expected.keys() | result.counts.keys() if expected.get(k) != result.counts.get(k))} "
         f"(window, page) counts differ from the generated events"
     )
-    day = datetime.fromtimestamp(minutes[0] / 1000, timezone.utc).strftime("%Y-%m-%d") if minutes else "-"
-    return "\n".join([f"page views per minute (UTC, {day}) from {PAGE_VIEW_COUNTS}:", fmt(header)] + [fmt(r) for r in lines] + [verdict])
+    day = datetime.fromtimestamp(minutes[0] / 1000, UTC).strftime("%Y-%m-%d") if minutes else "-"
+    return "\n".join(
+        [f"page views per minute (UTC, {day}) from {PAGE_VIEW_COUNTS}:", fmt(header)]
+        + [fmt(r) for r in lines]
+        + [verdict]
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pipeline", choices=sorted(PIPELINES), help="the pipeline to run")
     parser.add_argument("--bootstrap-server", help="a running broker (default: start an odradek broker for the run)")
     defaults = ClickstreamConfig(bootstrap="", checkpoint=Path())
-    parser.add_argument("--events", type=int, default=defaults.events, help="page views to generate (default %(default)s)")
+    parser.add_argument(
+        "--events", type=int, default=defaults.events, help="page views to generate (default %(default)s)"
+    )
     parser.add_argument("--users", type=int, default=defaults.users, help="distinct users (default %(default)s)")
-    parser.add_argument("--minutes", type=int, default=defaults.minutes, help="minutes of event time (default %(default)s)")
-    parser.add_argument("--partitions", type=int, default=defaults.partitions, help="partitions of page-views if created")
+    parser.add_argument(
+        "--minutes", type=int, default=defaults.minutes, help="minutes of event time (default %(default)s)"
+    )
+    parser.add_argument(
+        "--partitions", type=int, default=defaults.partitions, help="partitions of page-views if created"
+    )
     parser.add_argument("--watermark", default=defaults.watermark, help="watermark delay (default %(default)s)")
     parser.add_argument(
         "--max-offsets-per-trigger", type=int, default=defaults.max_offsets_per_trigger, help="records per micro-batch"

@@ -80,4 +80,3 @@ def build_session(app_name: str, conf: Mapping[str, str] | None = None) -> Any:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
-

@@ -42,7 +42,14 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from odradek.tools.log_dir_reader import CorruptSegmentError, DataLossError, PartitionLog, TopicPartition, read_segment, scan_log_dirs
+from odradek.tools.log_dir_reader import (
+    CorruptSegmentError,
+    DataLossError,
+    PartitionLog,
+    TopicPartition,
+    read_segment,
+    scan_log_dirs,
+)
 
 FORMAT = "odradek-log"
 
@@ -90,7 +97,9 @@ def _parse_offset_spec(text: str) -> OffsetSpec:
             for partition, offset in offsets.items()
         }
     except (ValueError, AttributeError, TypeError):
-        raise OptionError(f'expected "earliest", "latest" or JSON like {{"topicA":{{"0":23,"1":-2}}}}, got {text!r}') from None
+        raise OptionError(
+            f'expected "earliest", "latest" or JSON like {{"topicA":{{"0":23,"1":-2}}}}, got {text!r}'
+        ) from None
     if any(offset < EARLIEST for offset in per_partition.values()):
         raise OptionError(f"offsets must be >= 0, or -2 (earliest) or -1 (latest): {text!r}")
     return OffsetSpec(None, per_partition)
@@ -182,7 +191,9 @@ class ReadOptions:
         for name, text in options.items():
             if name.lower() not in _OPTIONS:
                 known = ", ".join(sorted(_OPTIONS))
-                raise OptionError(f"unknown option {name!r} for format {FORMAT!r} (options are case-insensitive: {known})")
+                raise OptionError(
+                    f"unknown option {name!r} for format {FORMAT!r} (options are case-insensitive: {known})"
+                )
             parse, attribute = _OPTIONS[name.lower()]
             if attribute in values:
                 raise OptionError(f"option {name!r} sets what another option already set ({attribute})")
@@ -348,7 +359,9 @@ def read_slice(part: SegmentSlice, schema: pa.Schema) -> Iterator[pa.RecordBatch
             ) from None
     except CorruptSegmentError as e:
         if part.fail_on_data_loss:
-            raise DataLossError(f"{e}: the records after it cannot be read. Set failOnDataLoss to false to skip them.") from None
+            raise DataLossError(
+                f"{e}: the records after it cannot be read. Set failOnDataLoss to false to skip them."
+            ) from None
 
 
 class OdradekLogReader(DataSourceReader):

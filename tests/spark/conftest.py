@@ -21,6 +21,7 @@ from odradek.protocol.record_batch import TimestampType
 from odradek.protocol.records import Record, build_batch, complete_records
 from odradek.storage.checkpoints import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
 
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     pytest.importorskip("pyspark", reason="PySpark is not installed (pip install -e '.[test]')")
@@ -98,7 +99,9 @@ class LogDirWriter:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
-    def append(self, topic: str, partition: int, records: list[Record], *, roll: bool = False, **batch_args: Any) -> bytes:
+    def append(
+        self, topic: str, partition: int, records: list[Record], *, roll: bool = False, **batch_args: Any
+    ) -> bytes:
         """Append ``records`` as one batch (``build_batch`` arguments in ``batch_args``); returns its bytes."""
         base = self.next_offsets.get((topic, partition), 0)
         items = complete_records(records, base)
@@ -109,9 +112,16 @@ class LogDirWriter:
             timestamp_type = batch_args.get("timestamp_type", TimestampType.CREATE_TIME)
             log_append_time = max(r.timestamp for r in items)
             self.rows += [
-                (topic, partition, r.offset, r.key, r.value,
-                 log_append_time if timestamp_type == TimestampType.LOG_APPEND_TIME else r.timestamp,
-                 int(timestamp_type), list(r.headers))
+                (
+                    topic,
+                    partition,
+                    r.offset,
+                    r.key,
+                    r.value,
+                    log_append_time if timestamp_type == TimestampType.LOG_APPEND_TIME else r.timestamp,
+                    int(timestamp_type),
+                    list(r.headers),
+                )
                 for r in items
             ]
         return batch
@@ -265,7 +275,16 @@ class KafkaClients:
             # confluent-kafka numbers timestamp types from "not available" = 0: CreateTime is 1, Kafka's 0.
             timestamp_type, timestamp = msg.timestamp()
             delivered.append(
-                (msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(), timestamp, timestamp_type - 1, headers)
+                (
+                    msg.topic(),
+                    msg.partition(),
+                    msg.offset(),
+                    msg.key(),
+                    msg.value(),
+                    timestamp,
+                    timestamp_type - 1,
+                    headers,
+                )
             )
 
         producer = Producer({"bootstrap.servers": self.bootstrap, "compression.type": compression, "linger.ms": 5})
@@ -278,7 +297,14 @@ class KafkaClients:
                 extra["partition"] = partition
             if timestamps is not None:
                 extra["timestamp"] = timestamps[i]
-            producer.produce(topic, key=key, value=value, headers=headers, on_delivery=functools.partial(on_delivery, headers), **extra)
+            producer.produce(
+                topic,
+                key=key,
+                value=value,
+                headers=headers,
+                on_delivery=functools.partial(on_delivery, headers),
+                **extra,
+            )
             producer.poll(0)
         assert producer.flush(60) == 0
         assert not errors, errors[:3]
@@ -306,8 +332,16 @@ class KafkaClients:
                     continue
                 timestamp_type, timestamp = msg.timestamp()
                 rows.append(
-                    (msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(), timestamp, timestamp_type - 1,
-                     list(msg.headers() or []))
+                    (
+                        msg.topic(),
+                        msg.partition(),
+                        msg.offset(),
+                        msg.key(),
+                        msg.value(),
+                        timestamp,
+                        timestamp_type - 1,
+                        list(msg.headers() or []),
+                    )
                 )
             return sorted(rows)
         finally:

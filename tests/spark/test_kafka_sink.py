@@ -29,8 +29,13 @@ def test_batch_write_with_key_value_headers_topic_and_partition(kafka_spark, bro
     clients.create_topic(orders, 3)
     clients.create_topic(audit, 2)
     data = [
-        (b"k%d" % i if i % 4 else None, b"value-%d" % i, [("n", b"%d" % i), ("empty", None)] if i % 2 else [],
-         orders if i % 3 else audit, i % 2)
+        (
+            b"k%d" % i if i % 4 else None,
+            b"value-%d" % i,
+            [("n", b"%d" % i), ("empty", None)] if i % 2 else [],
+            orders if i % 3 else audit,
+            i % 2,
+        )
         for i in range(60)
     ]
     frame = kafka_spark.createDataFrame(data, SINK_SCHEMA).coalesce(1)  # one writer task keeps the row order

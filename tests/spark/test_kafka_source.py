@@ -25,7 +25,9 @@ def kafka_frame(spark: Any, bootstrap: str, **options: str) -> Any:
     return reader.load()
 
 
-def test_subscribe_reads_every_record_with_headers(kafka_spark, broker, clients, rows_of, read_log, topic_name, wait) -> None:
+def test_subscribe_reads_every_record_with_headers(
+    kafka_spark, broker, clients, rows_of, read_log, topic_name, wait
+) -> None:
     topic = topic_name()
     clients.create_topic(topic, 3)
     expected = []
@@ -39,7 +41,10 @@ def test_subscribe_reads_every_record_with_headers(kafka_spark, broker, clients,
 
     ends = {p: 1 + max(r[2] for r in expected if r[1] == p) for p in range(3)}
     checkpoint = OffsetCheckpointFile(broker.log_dir / REPLICATION_OFFSET_CHECKPOINT)
-    wait(lambda: all(checkpoint.read().get((topic, p), 0) >= end for p, end in ends.items()), what="checkpointed high watermarks")
+    wait(
+        lambda: all(checkpoint.read().get((topic, p), 0) >= end for p, end in ends.items()),
+        what="checkpointed high watermarks",
+    )
     assert read_log(broker.log_dir, subscribe=topic, includeHeaders="true") == sorted(expected)
 
 
@@ -70,7 +75,9 @@ def test_subscribe_pattern_and_assign(kafka_spark, broker, clients, rows_of, top
     assign = json.dumps({f"{prefix}-orders": [0, 2], f"{prefix}-returns": [1]})
     by_assign = kafka_frame(kafka_spark, broker.bootstrap, assign=assign)
     wanted = {(f"{prefix}-orders", 0), (f"{prefix}-orders", 2), (f"{prefix}-returns", 1)}
-    assert rows_of(by_assign) == sorted(r[:7] for r in produced["orders"] + produced["returns"] if (r[0], r[1]) in wanted)
+    assert rows_of(by_assign) == sorted(
+        r[:7] for r in produced["orders"] + produced["returns"] if (r[0], r[1]) in wanted
+    )
 
 
 def test_starting_and_ending_offsets(kafka_spark, broker, clients, rows_of, topic_name) -> None:
@@ -90,7 +97,11 @@ def test_starting_and_ending_offsets(kafka_spark, broker, clients, rows_of, topi
     assert offsets(
         startingOffsets=json.dumps({topic: {"0": 5, "1": -2}}), endingOffsets=json.dumps({topic: {"0": 20, "1": -1}})
     ) == {0: list(range(5, 20)), 1: list(range(30))}
-    rows = rows_of(kafka_frame(kafka_spark, broker.bootstrap, subscribe=topic, startingOffsets=json.dumps({topic: {"0": 28, "1": 29}})))
+    rows = rows_of(
+        kafka_frame(
+            kafka_spark, broker.bootstrap, subscribe=topic, startingOffsets=json.dumps({topic: {"0": 28, "1": 29}})
+        )
+    )
     assert rows == sorted(r[:7] for r in expected if r[2] >= (28 if r[1] == 0 else 29))
 
 
@@ -120,10 +131,14 @@ def test_a_starting_timestamp_past_every_record_fails_by_default(kafka_spark, br
     topic = topic_name()
     clients.create_topic(topic, 1)
     clients.produce(topic, 5, timestamps=[T0 + i for i in range(5)])
-    with pytest.raises(Exception):
+    with pytest.raises(Exception, match="No offset matched"):
         kafka_frame(kafka_spark, broker.bootstrap, subscribe=topic, startingTimestamp=str(T0 + 10_000)).collect()
     late = kafka_frame(
-        kafka_spark, broker.bootstrap, subscribe=topic, startingTimestamp=str(T0 + 10_000), startingOffsetsByTimestampStrategy="latest"
+        kafka_spark,
+        broker.bootstrap,
+        subscribe=topic,
+        startingTimestamp=str(T0 + 10_000),
+        startingOffsetsByTimestampStrategy="latest",
     )
     assert late.collect() == []
 
@@ -137,7 +152,9 @@ def test_min_partitions_splits_a_kafka_partition(kafka_spark, broker, clients, r
     assert rows_of(frame) == sorted(r[:7] for r in expected)
 
 
-def test_data_deleted_below_the_starting_offset_fails_unless_told_otherwise(kafka_spark, broker, clients, topic_name) -> None:
+def test_data_deleted_below_the_starting_offset_fails_unless_told_otherwise(
+    kafka_spark, broker, clients, topic_name
+) -> None:
     topic = topic_name()
     clients.create_topic(topic, 1)
     clients.produce(topic, 40)
@@ -146,6 +163,10 @@ def test_data_deleted_below_the_starting_offset_fails_unless_told_otherwise(kafk
 
     with pytest.raises(Exception, match="failOnDataLoss"):
         kafka_frame(kafka_spark, broker.bootstrap, subscribe=topic, startingOffsets=start_at_10).collect()
-    rows = kafka_frame(kafka_spark, broker.bootstrap, subscribe=topic, startingOffsets=start_at_10, failOnDataLoss="false")
+    rows = kafka_frame(
+        kafka_spark, broker.bootstrap, subscribe=topic, startingOffsets=start_at_10, failOnDataLoss="false"
+    )
     assert sorted(r.offset for r in rows.collect()) == list(range(25, 40))
-    assert sorted(r.offset for r in kafka_frame(kafka_spark, broker.bootstrap, subscribe=topic).collect()) == list(range(25, 40))
+    assert sorted(r.offset for r in kafka_frame(kafka_spark, broker.bootstrap, subscribe=topic).collect()) == list(
+        range(25, 40)
+    )

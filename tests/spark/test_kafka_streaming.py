@@ -27,7 +27,9 @@ class Collector:
         self._lock = threading.Lock()
 
     def __call__(self, frame: Any, batch_id: int) -> None:
-        rows = sorted((r.partition, r.offset, bytes(r.value)) for r in frame.select("partition", "offset", "value").collect())
+        rows = sorted(
+            (r.partition, r.offset, bytes(r.value)) for r in frame.select("partition", "offset", "value").collect()
+        )
         if rows:
             with self._lock:
                 self.batches.append(rows)
@@ -37,7 +39,16 @@ class Collector:
             return sorted(row for batch in self.batches for row in batch)
 
 
-def start_query(spark: Any, bootstrap: str, topic: str, checkpoint: Path, collector: Collector, *, available_now: bool = True, **options: str) -> Any:
+def start_query(
+    spark: Any,
+    bootstrap: str,
+    topic: str,
+    checkpoint: Path,
+    collector: Collector,
+    *,
+    available_now: bool = True,
+    **options: str,
+) -> Any:
     reader = spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
     for key, value in options.items():
         reader = reader.option(key, value)
@@ -84,7 +95,9 @@ def test_a_new_query_starts_at_latest_by_default(kafka_spark, broker, clients, t
     clients.produce(topic, 10)
     assert run_available_now(kafka_spark, broker.bootstrap, topic, tmp_path / "checkpoint").rows() == []
     later = clients.produce(topic, 5, seed=1)
-    assert run_available_now(kafka_spark, broker.bootstrap, topic, tmp_path / "checkpoint").rows() == produced_rows(later)
+    assert run_available_now(kafka_spark, broker.bootstrap, topic, tmp_path / "checkpoint").rows() == produced_rows(
+        later
+    )
 
 
 def test_max_offsets_per_trigger(kafka_spark, broker, clients, topic_name, tmp_path: Path) -> None:
@@ -92,20 +105,33 @@ def test_max_offsets_per_trigger(kafka_spark, broker, clients, topic_name, tmp_p
     clients.create_topic(topic, 1)
     produced = clients.produce(topic, 100)
     collector = run_available_now(
-        kafka_spark, broker.bootstrap, topic, tmp_path / "checkpoint", startingOffsets="earliest", maxOffsetsPerTrigger="30"
+        kafka_spark,
+        broker.bootstrap,
+        topic,
+        tmp_path / "checkpoint",
+        startingOffsets="earliest",
+        maxOffsetsPerTrigger="30",
     )
     assert [len(batch) for batch in collector.batches] == [30, 30, 30, 10]
     assert [row[1] for batch in collector.batches for row in batch] == list(range(100))
     assert collector.rows() == produced_rows(produced)
 
 
-def test_new_partitions_are_picked_up_from_their_start(kafka_spark, broker, clients, topic_name, tmp_path: Path, wait) -> None:
+def test_new_partitions_are_picked_up_from_their_start(
+    kafka_spark, broker, clients, topic_name, tmp_path: Path, wait
+) -> None:
     topic = topic_name()
     clients.create_topic(topic, 1)
     expected = clients.produce(topic, 10)
     collector = Collector()
     query = start_query(
-        kafka_spark, broker.bootstrap, topic, tmp_path / "checkpoint", collector, available_now=False, startingOffsets="earliest"
+        kafka_spark,
+        broker.bootstrap,
+        topic,
+        tmp_path / "checkpoint",
+        collector,
+        available_now=False,
+        startingOffsets="earliest",
     )
     try:
         wait(lambda: collector.rows() == produced_rows(expected), timeout=60, what="the first partition's records")
@@ -123,7 +149,10 @@ def test_data_deleted_before_a_restart_is_data_loss(kafka_spark, broker, clients
     clients.create_topic(topic, 1)
     clients.produce(topic, 20)
     checkpoint = tmp_path / "checkpoint"
-    assert len(run_available_now(kafka_spark, broker.bootstrap, topic, checkpoint, startingOffsets="earliest").rows()) == 20
+    assert (
+        len(run_available_now(kafka_spark, broker.bootstrap, topic, checkpoint, startingOffsets="earliest").rows())
+        == 20
+    )
 
     later = clients.produce(topic, 30, seed=1)
     clients.delete_records_before(topic, 0, 35)

@@ -6,7 +6,6 @@ ground truth the rows read from the segment files must match.
 
 from __future__ import annotations
 
-import functools
 import random
 import threading
 from pathlib import Path
@@ -16,46 +15,11 @@ import pytest
 
 from odradek.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
 
-confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+pytest.importorskip("confluent_kafka")
 
 pytestmark = pytest.mark.spark
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept referenced until the answer arrives
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
-
-
-def produce(bootstrap: str, topic: str, count: int, *, compression: str = "none", value_size: int = 40, seed: int = 0) -> list[tuple]:
-    """Produce ``count`` records; returns them as the rows a reader must see (see conftest.ExpectedRow)."""
-    rng = random.Random(seed)
-    delivered: list[tuple] = []
-    errors: list[Any] = []
-
-    def on_delivery(headers: list[tuple[str, bytes | None]], err: Any, msg: Any) -> None:
-        """Delivery reports carry no headers, so the ones produced are passed along."""
-        if err is not None:
-            errors.append(err)
-            return
-        # confluent-kafka numbers timestamp types from "not available" = 0: CreateTime is 1, Kafka's 0.
-        timestamp_type, timestamp = msg.timestamp()
-        delivered.append((msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(), timestamp, timestamp_type - 1, headers))
-
-    producer = confluent_kafka.Producer(
-        {"bootstrap.servers": bootstrap, "compression.type": compression, "linger.ms": 5, "batch.num.messages": 500}
-    )
-    for i in range(count):
-        key = None if i % 10 == 0 else f"user-{rng.randrange(50)}".encode()
-        value = rng.randbytes(value_size // 2).hex().encode()
-        headers = [("seq", str(i).encode()), ("none", None)] if i % 3 == 0 else []
-        producer.produce(topic, key=key, value=value, headers=headers, on_delivery=functools.partial(on_delivery, headers))
-        producer.poll(0)
-    assert producer.flush(60) == 0
-    assert not errors, errors[:3]
-    return delivered
 
 
 def checkpointed_high_watermarks(log_dir: Path) -> dict[tuple[str, int], int]:
@@ -74,24 +38,26 @@ def wait_for_checkpoint(wait: Any, log_dir: Path, rows: list[tuple]) -> None:
     )
 
 
-def test_reads_what_a_client_produced_with_every_codec(broker: Any, read_log, log_frame, topic_name, wait) -> None:
+def test_reads_what_a_client_produced_with_every_codec(
+    broker: Any, clients, read_log, log_frame, topic_name, wait
+) -> None:
     expected: list[tuple] = []
     topics = []
     for codec in CODECS:
         topic = topic_name(codec)
         topics.append(topic)
-        create_topic(broker.bootstrap, topic, 3)
-        expected += produce(broker.bootstrap, topic, 1500, compression=codec)
+        clients.create_topic(topic, 3)
+        expected += clients.produce(topic, 1500, compression=codec)
     wait_for_checkpoint(wait, broker.log_dir, expected)
 
     assert read_log(broker.log_dir, subscribe=",".join(topics), includeHeaders="true") == sorted(expected)
 
 
-def test_reads_every_segment_of_a_large_topic(broker: Any, read_log, log_frame, topic_name, wait) -> None:
+def test_reads_every_segment_of_a_large_topic(broker: Any, clients, read_log, log_frame, topic_name, wait) -> None:
     """About 1.5 MiB per partition against 1 MiB segments: every partition spans two segments or more."""
     topic = topic_name("large")
-    create_topic(broker.bootstrap, topic, 3)
-    expected = produce(broker.bootstrap, topic, 9000, value_size=500)
+    clients.create_topic(topic, 3)
+    expected = clients.produce(topic, 9000, value_size=500)
     wait_for_checkpoint(wait, broker.log_dir, expected)
 
     segments = sorted(broker.log_dir.glob(f"{topic}-*/*.log"))
@@ -100,21 +66,23 @@ def test_reads_every_segment_of_a_large_topic(broker: Any, read_log, log_frame, 
     assert read_log(broker.log_dir, topics=topic, includeHeaders="true") == sorted(expected)
     # A range across a segment boundary, in one partition only.
     boundary = int(sorted(broker.log_dir.glob(f"{topic}-1/*.log"))[1].stem)
-    rows = read_log(broker.log_dir, topics=topic, partitions="1", startingOffset=str(boundary - 5), endingOffset=str(boundary + 5))
+    rows = read_log(
+        broker.log_dir, topics=topic, partitions="1", startingOffset=str(boundary - 5), endingOffset=str(boundary + 5)
+    )
     assert rows == sorted(r[:7] for r in expected if r[1] == 1 and boundary - 5 <= r[2] < boundary + 5)
 
 
-def test_reads_a_live_broker_while_it_is_written(broker: Any, read_log, topic_name, wait) -> None:
+def test_reads_a_live_broker_while_it_is_written(broker: Any, clients, read_log, topic_name, wait) -> None:
     """Reads taken while a producer appends see, in each partition, a gap-free prefix of what was produced."""
     topic = topic_name("live")
-    create_topic(broker.bootstrap, topic, 2)
+    clients.create_topic(topic, 2)
     produced: list[tuple] = []
     done = threading.Event()
 
     def keep_producing() -> None:
         seed = 0
         while not done.is_set():
-            produced.extend(produce(broker.bootstrap, topic, 400, compression=random.choice(CODECS), seed=seed))
+            produced.extend(clients.produce(topic, 400, compression=random.choice(CODECS), seed=seed))
             seed += 1
 
     producer = threading.Thread(target=keep_producing)
@@ -138,11 +106,12 @@ def test_reads_a_live_broker_while_it_is_written(broker: Any, read_log, topic_na
     assert len(snapshots[-1]) >= len(snapshots[0])
 
 
-def test_reads_a_stopped_brokers_directory(tmp_path: Path, read_log, wait) -> None:
+def test_reads_a_stopped_brokers_directory(tmp_path: Path, read_log, clients_of) -> None:
     """After a clean shutdown the directory is a plain copy of the log: everything produced is there."""
     from odradek import Broker
 
     with Broker(tmp_path / "data", config={"log.segment.bytes": "1048576"}) as b:
-        create_topic(b.bootstrap, "kept", 2)
-        expected = produce(b.bootstrap, "kept", 2000, compression="zstd")
+        stopped = clients_of(b)
+        stopped.create_topic("kept", 2)
+        expected = stopped.produce("kept", 2000, compression="zstd")
     assert read_log(tmp_path / "data", includeHeaders="true") == sorted(expected)

@@ -27,7 +27,10 @@ def without_headers(rows: list[tuple]) -> list[tuple]:
 
 
 def records(n: int, *, start: int = 0, prefix: bytes = b"v") -> list[Record]:
-    return [Record(timestamp=T0 + start + i, key=b"k%d" % ((start + i) % 7), value=prefix + b"%d" % (start + i)) for i in range(n)]
+    return [
+        Record(timestamp=T0 + start + i, key=b"k%d" % ((start + i) % 7), value=prefix + b"%d" % (start + i))
+        for i in range(n)
+    ]
 
 
 def test_schema_is_spark_kafka_sources(log_dir, log_frame) -> None:
@@ -39,6 +42,8 @@ def test_schema_is_spark_kafka_sources(log_dir, log_frame) -> None:
         StringType,
         StructField,
         StructType,
+    )
+    from pyspark.sql.types import (
         TimestampType as SparkTimestamp,
     )
 
@@ -52,7 +57,9 @@ def test_schema_is_spark_kafka_sources(log_dir, log_frame) -> None:
         StructField("timestamp", SparkTimestamp()),
         StructField("timestampType", IntegerType()),
     ]
-    headers = StructField("headers", ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())])))
+    headers = StructField(
+        "headers", ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
+    )
     assert log_frame(log_dir.root).schema == StructType(kafka_columns)
     assert log_frame(log_dir.root, includeHeaders="true").schema == StructType(kafka_columns + [headers])
 
@@ -181,7 +188,12 @@ def three_topics(log_dir) -> None:
 @pytest.mark.parametrize(
     "options, expected",
     [
-        ({}, {("orders", p) for p in range(3)} | {("order-returns", p) for p in range(3)} | {("payments", p) for p in range(3)}),
+        (
+            {},
+            {("orders", p) for p in range(3)}
+            | {("order-returns", p) for p in range(3)}
+            | {("payments", p) for p in range(3)},
+        ),
         ({"subscribe": "orders,payments"}, {("orders", p) for p in range(3)} | {("payments", p) for p in range(3)}),
         ({"topics": "orders", "partitions": "0,2"}, {("orders", 0), ("orders", 2)}),
         ({"subscribePattern": "order.*"}, {("orders", p) for p in range(3)} | {("order-returns", p) for p in range(3)}),
@@ -189,7 +201,15 @@ def three_topics(log_dir) -> None:
         ({"assign": '{"orders": [1], "payments": [0, 2]}'}, {("orders", 1), ("payments", 0), ("payments", 2)}),
         ({"topics": "__consumer_offsets"}, {("__consumer_offsets", 0)}),
     ],
-    ids=["all-but-internal", "subscribe", "topics-partitions", "pattern", "pattern-partitions", "assign", "internal-by-name"],
+    ids=[
+        "all-but-internal",
+        "subscribe",
+        "topics-partitions",
+        "pattern",
+        "pattern-partitions",
+        "assign",
+        "internal-by-name",
+    ],
 )
 def test_topic_and_partition_selection(log_dir, read_log, options: dict[str, str], expected: set) -> None:
     three_topics(log_dir)
@@ -213,7 +233,7 @@ def test_offset_ranges(log_dir, log_frame, read_log) -> None:
     assert offsets(startingOffset="15", endingOffset="42") == {0: list(range(15, 42)), 1: list(range(15, 42))}
     assert offsets(startingOffsets='{"t": {"0": 33}}', endingOffsets='{"t": {"1": 3}}') == {
         0: list(range(33, 50)),
-        1: list(range(0, 3)),
+        1: list(range(3)),
     }
     assert offsets(startingOffsets='{"t": {"0": -2, "1": 48}}', endingOffsets='{"t": {"0": -1, "1": 70}}') == {
         0: list(range(50)),
@@ -263,7 +283,9 @@ def test_several_log_dirs(tmp_path: Path, read_log) -> None:
         (tmp_path / name / f"t-{i}" / f"{0:020d}.log").write_bytes(build_batch(records(3)))
     expected = [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
     assert [(r[1], r[2]) for r in read_log(f"{tmp_path / 'disk1'},{tmp_path / 'disk2'}")] == expected  # as in log.dirs
-    assert [(r[1], r[2]) for r in read_log([str(tmp_path / "disk1"), str(tmp_path / "disk2")])] == expected  # load(a, b)
+    assert [
+        (r[1], r[2]) for r in read_log([str(tmp_path / "disk1"), str(tmp_path / "disk2")])
+    ] == expected  # load(a, b)
 
 
 @pytest.mark.parametrize(
@@ -275,8 +297,8 @@ def test_several_log_dirs(tmp_path: Path, read_log) -> None:
         ({"endingOffsets": '{"t": {"0": -2}}'}, "ending offset can't be earliest"),
         ({"topics": "orderz"}, "topics orderz"),
         ({"assign": '{"t": [9]}'}, "partitions t-9"),
-        ({"includeHeaders": "yes"}, "expected \"true\" or \"false\""),
-        ({"startingOffsets": "{not json"}, "expected \"earliest\", \"latest\" or JSON"),
+        ({"includeHeaders": "yes"}, 'expected "true" or "false"'),
+        ({"startingOffsets": "{not json"}, 'expected "earliest", "latest" or JSON'),
     ],
 )
 def test_option_errors_say_what_is_wrong(log_dir, read_log, options: dict[str, str], message: str) -> None:

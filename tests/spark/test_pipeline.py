@@ -53,7 +53,9 @@ def test_the_counting_job_on_a_file_stream(spark: Any, tmp_path: Path) -> None:
         os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))  # the file source takes files oldest first
 
     batches: list[list[str]] = []
-    records = page_view_count_records(spark.readStream.option("maxFilesPerTrigger", 1).text(str(inbox)), config.watermark)
+    records = page_view_count_records(
+        spark.readStream.option("maxFilesPerTrigger", 1).text(str(inbox)), config.watermark
+    )
     query = (
         records.writeStream.foreachBatch(lambda frame, _: batches.append([r.value for r in frame.collect()]))
         .option("checkpointLocation", str(config.checkpoint))
@@ -69,7 +71,9 @@ def test_the_counting_job_on_a_file_stream(spark: Any, tmp_path: Path) -> None:
     assert len([b for b in batches if b]) >= 4
 
 
-def test_the_command_says_how_to_get_the_connector(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_command_says_how_to_get_the_connector(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.delenv(PACKAGES_ENV, raising=False)
     monkeypatch.delenv(JARS_ENV, raising=False)
     assert odradek(["pipeline", "clickstream"]) == 2
@@ -83,7 +87,12 @@ def consumed_values_in_log_order(rows: list[tuple]) -> list[str]:
 @needs_connector
 def test_clickstream_counts_match_the_generated_events(kafka_spark, broker, clients, tmp_path: Path) -> None:
     config = ClickstreamConfig(
-        bootstrap=broker.bootstrap, checkpoint=tmp_path / "checkpoint", events=1500, minutes=4, max_offsets_per_trigger=300, start_ms=START
+        bootstrap=broker.bootstrap,
+        checkpoint=tmp_path / "checkpoint",
+        events=1500,
+        minutes=4,
+        max_offsets_per_trigger=300,
+        start_ms=START,
     )
     result = run_clickstream(kafka_spark, config)
 
@@ -100,7 +109,10 @@ def test_clickstream_counts_match_the_generated_events(kafka_spark, broker, clie
 @needs_connector
 def test_odradek_pipeline_clickstream_command(kafka_spark, broker, capsys: pytest.CaptureFixture[str]) -> None:
     """The one command of docs/spark.md, against a broker that already holds an earlier run's topics."""
-    assert odradek(["pipeline", "clickstream", "--bootstrap-server", broker.bootstrap, "--events", "600", "--seed", "7"]) == 0
+    assert (
+        odradek(["pipeline", "clickstream", "--bootstrap-server", broker.bootstrap, "--events", "600", "--seed", "7"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "counts match the 600 generated events" in out
     assert "/pricing" in out and "total" in out
