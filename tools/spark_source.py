@@ -10,8 +10,8 @@
           .load("/var/lib/odradek/data"))
 
 The rows have exactly the schema of Spark's Kafka source, so a job written against ``format("kafka")`` runs
-unchanged on the files: only the format, the ``load`` path and the topic-selection options differ. One
-Spark partition reads one segment. The option vocabulary is Spark's Kafka source's (``subscribe``,
+unchanged on the files: only the format differs, and the log directories given to ``load`` take the place
+of the ``kafka.*`` options. One Spark partition reads one segment. The option vocabulary is Spark's Kafka source's (``subscribe``,
 ``subscribePattern``, ``assign``, ``startingOffsets``, ``endingOffsets``, ``includeHeaders``,
 ``failOnDataLoss``), plus ``topics`` (same as ``subscribe``), ``partitions`` (which partition numbers of the
 selected topics) and ``startingOffset``/``endingOffset`` (one offset for every selected partition).
