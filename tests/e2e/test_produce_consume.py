@@ -12,11 +12,12 @@ import time
 
 import pytest
 
+from odradek.protocol.errors import ErrorCode
+
 N_LARGE = 100_000
 BASE_TS = 1_700_000_000_000
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 CLIENT_NAMES = ("confluent", "kafka-python", "aiokafka")
-MSG_SIZE_TOO_LARGE = 10
 
 
 def _next_client(name: str) -> str:
@@ -48,7 +49,7 @@ def test_hundred_thousand_records_arrive_in_order_once(bootstrap, new_topic, cli
     records = _records(N_LARGE, producer)
 
     acked = clients[producer].produce(bootstrap, topic, records, idempotent=idempotent)
-    received = clients[consumer].consume(bootstrap, topic, N_LARGE, timeout=30)
+    received = clients[consumer].consume(bootstrap, topic, N_LARGE, timeout=60)  # slack for a crowded CI machine
 
     assert [a.offset for a in acked] == list(range(N_LARGE))
     assert len(received) == N_LARGE
@@ -155,7 +156,7 @@ def test_batch_over_max_message_bytes_is_refused(bootstrap, new_topic, clients, 
 
     code = TOO_LARGE[producer](bootstrap, topic, os.urandom(10_000))  # random bytes: no codec shrinks them
 
-    assert code == MSG_SIZE_TOO_LARGE
+    assert code == ErrorCode.MESSAGE_TOO_LARGE
     acked = clients[producer].produce(bootstrap, topic, [(b"k", b"small", (), BASE_TS)])
     assert [a.offset for a in acked] == [0], "the refused batch left nothing in the log"
 
@@ -223,16 +224,16 @@ def _produce_later(bootstrap: str, topic: str, delay: float, acked_at: list[floa
 @pytest.mark.parametrize("consumer", ["confluent", "kafka-python"])
 def test_long_poll_returns_a_record_produced_while_waiting(bootstrap, new_topic, clients, consumer):
     topic = new_topic()
-    config = {"fetch.wait.max.ms": 10_000} if consumer == "confluent" else {"fetch_max_wait_ms": 10_000}
+    config = {"fetch.wait.max.ms": 20_000} if consumer == "confluent" else {"fetch_max_wait_ms": 20_000}
     acked_at: list[float] = []
     producer = _produce_later(bootstrap, topic, 2.0, acked_at)
 
-    received = clients[consumer].consume(bootstrap, topic, 1, timeout=15, **config)
+    received = clients[consumer].consume(bootstrap, topic, 1, timeout=30, **config)
     got_at = time.monotonic()
     producer.join()
 
     assert [r.value for r in received] == [b"late"]
-    assert acked_at and got_at - acked_at[0] < 1.5, "the waiting fetch must be answered when the record arrives, not at fetch.wait.max.ms"
+    assert acked_at and got_at - acked_at[0] < 4, "the waiting fetch must be answered when the record arrives, not at fetch.wait.max.ms"
 
 
 @pytest.mark.parametrize("compression", ["none", "gzip", "snappy"])

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from odradek import Broker
-from odradek.protocol.api import APIS, ApiKey, decode_request, peek_header
+from odradek.protocol.api import APIS, decode_request, peek_header
 from odradek.protocol.record_batch import peek_magic, read_batch_header
 from odradek.protocol.schema import DecodeError
 
@@ -149,7 +149,7 @@ def confluent_workload(bootstrap: str) -> None:
     admin.list_topics(timeout=10)
     admin.describe_cluster().result(10)
     admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
-    list(admin.list_offsets({TopicPartition(topic, 0): OffsetSpec.latest()}).values())[0].result(10)
+    next(iter(admin.list_offsets({TopicPartition(topic, 0): OffsetSpec.latest()}).values())).result(10)
     for codec in CODECS:
         producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 20})
         for key, value, headers, ts in _records("confluent", codec):
