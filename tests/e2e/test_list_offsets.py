@@ -119,19 +119,35 @@ def test_kafka_python_beginning_end_and_offsets_for_times(bootstrap, timed_topic
 
 
 def _confluent_starting_position(bootstrap: str, topic: str, offset: int, reset: str) -> list[int]:
-    """Assign at ``offset`` with ``auto.offset.reset``; let the consumer settle; produce 3; return what it reads."""
-    from confluent_kafka import Consumer, TopicPartition
+    """Assign at ``offset`` with ``auto.offset.reset``; read to the end of the partition; produce 3 more;
+    return the offsets read."""
+    from confluent_kafka import KafkaError, Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"e2e-reset-{topic}", "enable.auto.commit": False, "auto.offset.reset": reset, "log_level": 3})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"e2e-reset-{topic}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": reset,
+            "enable.partition.eof": True,  # tells when the consumer has a position and nothing more to read
+            "log_level": 3,
+        }
+    )
     try:
         consumer.assign([TopicPartition(topic, 0, offset)])
-        before = [m for m in consumer.consume(1000, 1.5) if m.error() is None]
+        read: list[int] = []
+        deadline = time.monotonic() + 15
+        at_end = False
+        while not at_end and time.monotonic() < deadline:
+            for m in consumer.consume(1000, 0.5):
+                if m.error() is None:
+                    read.append(m.offset())
+                at_end = at_end or (m.error() is not None and m.error().code() == KafkaError._PARTITION_EOF)
+        assert at_end, "the consumer never reached the end of the partition"
         _produce_three(bootstrap, topic)
-        after: list = []
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and (not after or after[-1] < COUNT + 2):
-            after += [m.offset() for m in consumer.consume(1000, 0.5) if m.error() is None]
-        return [m.offset() for m in before] + after
+        while time.monotonic() < deadline and (not read or read[-1] < COUNT + 2):
+            read += [m.offset() for m in consumer.consume(1000, 0.5) if m.error() is None]
+        return read
     finally:
         consumer.close()
 
@@ -169,37 +185,41 @@ def test_confluent_without_committed_offset_starts_at_latest(bootstrap, filled_t
 def test_kafka_python_auto_offset_reset_latest(bootstrap, filled_topic):
     from kafka import KafkaConsumer, TopicPartition
 
+    tp = TopicPartition(filled_topic, 0)
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="latest", fetch_max_wait_ms=100)
     try:
-        consumer.assign([TopicPartition(filled_topic, 0)])
-        before = [r.offset for batch in consumer.poll(1500).values() for r in batch]
+        consumer.assign([tp])
+        position = consumer.position(tp)  # resolves the reset: ListOffsets for the latest offset
         _produce_three(bootstrap, filled_topic)
-        after: list[int] = []
-        deadline = time.monotonic() + 10
-        while len(after) < 3 and time.monotonic() < deadline:
-            after += [r.offset for batch in consumer.poll(500).values() for r in batch]
+        read: list[int] = []
+        deadline = time.monotonic() + 15
+        while len(read) < 3 and time.monotonic() < deadline:
+            read += [r.offset for batch in consumer.poll(500).values() for r in batch]
     finally:
         consumer.close()
-    assert before == [] and after == [COUNT, COUNT + 1, COUNT + 2]
+    assert position == COUNT
+    assert read == [COUNT, COUNT + 1, COUNT + 2]
 
 
 def test_aiokafka_auto_offset_reset_latest(bootstrap, filled_topic):
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
-    async def run() -> tuple[list[int], list[int]]:
+    async def run() -> tuple[int, list[int]]:
+        tp = TopicPartition(filled_topic, 0)
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="latest", fetch_max_wait_ms=100)
         await consumer.start()
         try:
-            consumer.assign([TopicPartition(filled_topic, 0)])
-            before = [r.offset for batch in (await consumer.getmany(timeout_ms=1500)).values() for r in batch]
+            consumer.assign([tp])
+            position = await consumer.position(tp)
             await asyncio.to_thread(_produce_three, bootstrap, filled_topic)
-            after: list[int] = []
-            deadline = time.monotonic() + 10
-            while len(after) < 3 and time.monotonic() < deadline:
-                after += [r.offset for batch in (await consumer.getmany(timeout_ms=500)).values() for r in batch]
-            return before, after
+            read: list[int] = []
+            deadline = time.monotonic() + 15
+            while len(read) < 3 and time.monotonic() < deadline:
+                read += [r.offset for batch in (await consumer.getmany(timeout_ms=500)).values() for r in batch]
+            return position, read
         finally:
             await consumer.stop()
 
-    before, after = asyncio.run(run())
-    assert before == [] and after == [COUNT, COUNT + 1, COUNT + 2]
+    position, read = asyncio.run(run())
+    assert position == COUNT
+    assert read == [COUNT, COUNT + 1, COUNT + 2]
