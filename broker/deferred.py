@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Callable, Generic, TypeVar
 
 T = TypeVar("T")
+U = TypeVar("U")
 
 _PENDING = object()
 
@@ -57,6 +58,3 @@ class Deferred(Generic[T]):
         out: Deferred[U] = Deferred()
         self.add_callback(lambda value: out.complete(transform(value)))
         return out
-
-
-U = TypeVar("U")

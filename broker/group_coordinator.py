@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import struct
 from dataclasses import dataclass
-from typing import Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 from odradek.broker.deferred import Deferred
 from odradek.broker.group import (
@@ -52,6 +52,9 @@ from odradek.broker.group_metadata_records import (
 from odradek.broker.timers import Timers
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.broker.config import BrokerConfig
 
 log = logging.getLogger("odradek.group_coordinator")
 
@@ -123,8 +126,9 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096
 
     @classmethod
-    def from_broker_config(cls, config) -> "GroupConfig":
+    def from_broker_config(cls, config: "BrokerConfig") -> "GroupConfig":
         def get(name: str, default: int) -> int:
+            """Keys the broker's config table may not list yet fall back to Kafka's default."""
             try:
                 return config[name]
             except KeyError:
