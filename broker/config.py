@@ -128,6 +128,7 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     _k("offsets.retention.minutes", I, 10080, "Committed offsets of a group that became empty are kept for this long.", at_least=1),
     _k("offsets.retention.check.interval.ms", L, 600000, "Frequency at which to check for stale offsets.", at_least=1),
     _k("offsets.commit.timeout.ms", I, 5000, "Offset commit will be delayed until all replicas for the offsets topic receive the commit or this timeout is reached.", at_least=1),
+    _k("offset.metadata.max.bytes", I, 4096, "The maximum size for a metadata entry associated with an offset commit."),
     _k("offsets.load.buffer.size", I, 5242880, "Batch size for reading from the offsets segments when loading offsets into the cache.", at_least=1),
     _k("group.initial.rebalance.delay.ms", I, 3000, "Time the coordinator waits for more members to join a new group before the first rebalance."),
     _k("group.min.session.timeout.ms", I, 6000, "The minimum allowed session timeout for registered consumers."),

@@ -98,7 +98,7 @@ STORE_OFFSETS_ERRORS: dict[ErrorCode, ErrorCode] = {
 
 def java_string_hash(s: str) -> int:
     """Java's ``String.hashCode`` (over UTF-16 code units, 32-bit signed)."""
-    units = s.encode("utf-16-be")
+    units = s.encode("utf-16-be", "surrogatepass")
     h = 0
     for (unit,) in struct.iter_unpack(">H", units):
         h = (31 * h + unit) & 0xFFFFFFFF

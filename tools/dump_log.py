@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO, Union
 
+from odradek.broker.group_coordinator import java_string_hash
 from odradek.protocol.compression import CompressionType, compression_type, decompress
 from odradek.protocol.messages import data
 from odradek.protocol.messages.coordinator_records import (
@@ -218,15 +219,6 @@ KRAFT_CONTROL_RECORDS = {
 
 
 # --- Scala hash map order -------------------------------------------------------------------------------------
-
-
-def java_string_hash(text: str) -> int:
-    """``String.hashCode``: over UTF-16 code units, in int arithmetic."""
-    units = text.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for i in range(0, len(units), 2):
-        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
-    return _int32(h)
 
 
 def _table_size_for(capacity: int) -> int:
