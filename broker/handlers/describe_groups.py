@@ -9,16 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from odradek.broker.authorization import GROUP_OPERATIONS, authorized_operations
 from odradek.broker.coordinator_runtime import group_coordinator
 from odradek.protocol.api import Request
 
 if TYPE_CHECKING:
     from odradek.broker.kafka_server import KafkaServer
-
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-"""AclOperation READ (3), DELETE (6) and DESCRIBE (8) as a bit field."""
-
 
 def handle(server: "KafkaServer", request: Request) -> dict:
     body = request.body
@@ -44,7 +40,7 @@ def handle(server: "KafkaServer", request: Request) -> dict:
                     }
                     for m in summary.members
                 ],
-                "authorized_operations": GROUP_OPERATIONS if body.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED,
+                "authorized_operations": authorized_operations(GROUP_OPERATIONS, body.include_authorized_operations),
             }
         )
     return {"groups": groups}
