@@ -12,6 +12,7 @@ from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
 from compat_client import Client, GroupMember, Offsets, PartitionReader, PolledMember, Record, TopicSpec, seen_record
+from compat_observe import error_name
 
 TIMEOUT_S = 15
 ASSIGNORS = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}
@@ -23,14 +24,8 @@ def _code(exc: Exception) -> str:
     """Kafka's name for a kafka-python broker error (its classes carry Kafka's code as ``errno``)."""
     errno = getattr(exc, "errno", None)
     if isinstance(exc, Errors.BrokerResponseError) and errno is not None:
-        return _name(errno)
+        return error_name(errno)
     raise exc
-
-
-def _name(code: int) -> str:
-    from compat_observe import error_name
-
-    return error_name(code)
 
 
 class KafkaPythonReader(PartitionReader):
@@ -127,7 +122,7 @@ class KafkaPythonClient(Client):
         out: dict[str, dict] = {}
         for t in self._metadata(names):
             if t["error_code"]:
-                out[t["name"]] = {"error": _name(t["error_code"])}
+                out[t["name"]] = {"error": error_name(t["error_code"])}
                 continue
             out[t["name"]] = {
                 "error": "NONE",
@@ -145,17 +140,17 @@ class KafkaPythonClient(Client):
     def create_topics(self, specs: list[TopicSpec]) -> dict[str, str]:
         request = {s.name: {"num_partitions": s.partitions, "replication_factor": s.replication_factor, "configs": dict(s.configs)} for s in specs}
         result = self.admin.create_topics(request, raise_errors=False)
-        return {t["name"]: _name(t["error_code"]) for t in result["topics"]}
+        return {t["name"]: error_name(t["error_code"]) for t in result["topics"]}
 
     def delete_topics(self, names: list[str]) -> dict[str, str]:
         result = self.admin.delete_topics(names, raise_errors=False)
-        return {t["name"]: _name(t["error_code"]) for t in result["topics"]}
+        return {t["name"]: error_name(t["error_code"]) for t in result["topics"]}
 
     def create_partitions(self, counts: dict[str, int]) -> dict[str, str]:
         from kafka.admin import NewPartitions
 
         response = self.admin.create_partitions({t: NewPartitions(n) for t, n in counts.items()}, raise_errors=False)
-        return {r.name: _name(r.error_code) for r in response.results}
+        return {r.name: error_name(r.error_code) for r in response.results}
 
     def topic_configs(self, name: str) -> dict[str, dict]:
         result = self.admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)], config_filter="all")
@@ -249,4 +244,4 @@ class KafkaPythonClient(Client):
 
     def delete_groups(self, groups: list[str]) -> dict[str, str]:
         # {group: "OK" or the name of kafka-python's error class}
-        return {group: "NONE" if error == "OK" else _name(getattr(Errors, error).errno) for group, error in self.admin.delete_groups(groups).items()}
+        return {group: "NONE" if error == "OK" else error_name(getattr(Errors, error).errno) for group, error in self.admin.delete_groups(groups).items()}
