@@ -148,7 +148,11 @@ class GroupCoordinatorRuntime:
             task_status.started()
             try:
                 while True:
-                    self.coordinator.run_due_timers()
+                    try:
+                        self.coordinator.run_due_timers()
+                    except Exception:
+                        # Timers are consumed before they run, so a failing one is not retried in a loop.
+                        log.exception("A group coordinator timer failed")
                     deadline = self.coordinator.next_deadline()
                     self._sleeping_until = deadline
                     self._wake = anyio.Event()

@@ -86,7 +86,11 @@ class Partition:
                 ErrorCode.NOT_ENOUGH_REPLICAS,
                 f"The size of the current ISR {set(self.isr)} is insufficient to satisfy the min.isr requirement of {min_insync_replicas} for partition {self.topic}-{self.index}",
             )
-        info = self.log.append_as_leader(records, self.leader_epoch, log_append_time)
+        try:
+            info = self.log.append_as_leader(records, self.leader_epoch, log_append_time)
+        except OSError as exc:
+            # Kafka answers an I/O failure on the log (a full or failed disk) with KAFKA_STORAGE_ERROR.
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"Failed to append to {self.topic}-{self.index}: {exc}") from exc
         self.maybe_increment_high_watermark()
         return info
 

@@ -7,6 +7,7 @@ write the checkpoints and the clean-shutdown marker, so the next start opens wit
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 import signal
 import socket
 import time
@@ -86,34 +87,58 @@ async def run(config: BrokerConfig, *, handle_signals: bool = True, on_started: 
         log.info("[KafkaServer id=%d] shut down completed", server.broker_id)
 
 
-async def _periodic(server: KafkaServer) -> None:
-    """Retention, flushes and checkpoints on Kafka's intervals (storage itself owns no timers).
+@dataclass
+class Duty:
+    """A periodic storage duty: what to call, how often, and whether it may block (fsync, rewrites)."""
 
-    Flushes and checkpoints fsync, so they run on a worker thread: storage fsyncs outside its locks, and
-    the event loop keeps serving requests meanwhile (Kafka flushes on its scheduler threads too).
-    """
+    name: str
+    every_s: float
+    run: Callable[[int], Any]
+    blocking: bool
+    next_at: float = 0.0
+
+
+def _duties(server: KafkaServer) -> list[Duty]:
     config = server.config
-    retention_every = config["log.retention.check.interval.ms"] / 1000
-    checkpoint_every = min(config["replica.high.watermark.checkpoint.interval.ms"], config["log.flush.offset.checkpoint.interval.ms"] or 60000) / 1000
-    next_retention = time.monotonic() + min(retention_every, 30.0)
-    next_checkpoint = time.monotonic() + checkpoint_every
-    clean_every = config["log.cleaner.backoff.ms"] / 1000
-    next_clean = time.monotonic()
+    logs = server.log_manager
+    checkpoint_ms = min(config["replica.high.watermark.checkpoint.interval.ms"], config["log.flush.offset.checkpoint.interval.ms"] or 60000)
+    now = time.monotonic()
+    duties = [
+        Duty("flush", 1.0, logs.flush_due, blocking=True),
+        # Kafka waits log.initial.task.delay.ms (30 s) before the first retention check.
+        Duty("retention", config["log.retention.check.interval.ms"] / 1000, logs.run_retention, blocking=False, next_at=now + min(30.0, config["log.retention.check.interval.ms"] / 1000)),
+        Duty("checkpoint", checkpoint_ms / 1000, lambda now_ms: logs.checkpoint(), blocking=True, next_at=now + checkpoint_ms / 1000),
+    ]
+    if config["log.cleaner.enable"]:
+        # Compaction reads and rewrites segments on a worker thread while appends go on (LogManager.clean_logs).
+        duties.append(Duty("log cleaner", config["log.cleaner.backoff.ms"] / 1000, logs.clean_logs, blocking=True, next_at=now))
+    return duties
+
+
+async def _periodic(server: KafkaServer) -> None:
+    """Flushes, retention, checkpoints and compaction on Kafka's intervals (storage owns no timers).
+
+    Duties that fsync or rewrite files run on a worker thread: storage does that outside its locks and the
+    event loop keeps serving requests. A duty that fails is logged and tried again at its next turn, as
+    Kafka's scheduler does: a full disk or a lack of file descriptors must not stop the broker.
+    """
+    duties = _duties(server)
+    tick = min([1.0] + [d.every_s for d in duties])
     while True:
-        await anyio.sleep(min(1.0, checkpoint_every, retention_every))
-        now = time.monotonic()
-        now_ms = int(time.time() * 1000)
-        await anyio.to_thread.run_sync(server.log_manager.flush_due, now_ms)
-        if now >= next_retention:
-            server.log_manager.run_retention(now_ms)
-            next_retention = now + retention_every
-        if now >= next_checkpoint:
-            await anyio.to_thread.run_sync(server.log_manager.checkpoint)
-            next_checkpoint = now + checkpoint_every
-        if now >= next_clean and config["log.cleaner.enable"]:
-            # Compaction reads and rewrites segments: a worker thread, while appends go on (see LogManager.clean_logs).
-            await anyio.to_thread.run_sync(server.log_manager.clean_logs, now_ms)
-            next_clean = time.monotonic() + clean_every
+        await anyio.sleep(tick)
+        for duty in duties:
+            now = time.monotonic()
+            if now < duty.next_at:
+                continue
+            now_ms = int(time.time() * 1000)
+            try:
+                if duty.blocking:
+                    await anyio.to_thread.run_sync(duty.run, now_ms)
+                else:
+                    duty.run(now_ms)
+            except Exception:
+                log.exception("Periodic %s failed; retrying at its next turn", duty.name)
+            duty.next_at = time.monotonic() + duty.every_s
 
 
 def run_forever(config: BrokerConfig) -> None:

@@ -59,6 +59,10 @@ class Connection:
                 await self.outbox_send.aclose()
         except* (ConnectionClosed, OSError):
             pass  # the task group wraps a peer's reset in an ExceptionGroup; it ends this connection only
+        except* Exception as group:
+            # A bug met while serving one connection closes that connection, never the broker.
+            for exc in group.exceptions:
+                log.error("Closing connection from %s after an unexpected error", self.peer, exc_info=exc)
         finally:
             self.sock.close()
 
@@ -236,6 +240,12 @@ async def serve(server: KafkaServer, listen_socks: list[socket.socket], task_sta
             try:
                 sock, addr = lsock.accept()
             except BlockingIOError:
+                continue
+            except OSError as exc:
+                # ECONNABORTED, EMFILE, ENOBUFS...: refuse this one connection and keep accepting, after a
+                # pause when the process is out of descriptors (as Kafka's Acceptor does).
+                log.warning("Failed to accept a connection: %s", exc)
+                await anyio.sleep(0.1)
                 continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

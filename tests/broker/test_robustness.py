@@ -1,0 +1,56 @@
+"""The broker outlives what goes wrong around it: running out of file descriptors, abrupt clients."""
+
+from __future__ import annotations
+
+import resource
+import socket
+import time
+
+from confluent_kafka.admin import AdminClient
+
+from odradek import Broker
+from odradek.protocol.api import ApiKey
+
+
+def metadata_ok(bootstrap: str) -> bool:
+    try:
+        return bool(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=5).brokers)
+    except Exception:
+        return False
+
+
+def test_running_out_of_file_descriptors_does_not_stop_the_broker(tmp_path) -> None:
+    with Broker(log_dir=tmp_path, subprocess=True) as broker:
+        soft, hard = resource.prlimit(broker.pid, resource.RLIMIT_NOFILE)
+        resource.prlimit(broker.pid, resource.RLIMIT_NOFILE, (64, hard))
+        host, port = broker.bootstrap.split(":")
+        clients = []
+        for _ in range(150):  # far more than the broker may hold open: some accepts fail with EMFILE
+            s = socket.socket()
+            s.settimeout(5)
+            try:
+                s.connect((host, int(port)))
+            except OSError:
+                s.close()
+                continue
+            clients.append(s)
+        time.sleep(0.5)
+        for s in clients:
+            s.close()
+        resource.prlimit(broker.pid, resource.RLIMIT_NOFILE, (soft, hard))
+        deadline = time.time() + 20
+        while time.time() < deadline and not metadata_ok(broker.bootstrap):
+            time.sleep(0.2)
+        assert metadata_ok(broker.bootstrap)
+
+
+def test_clients_that_vanish_mid_request_leave_others_served(tmp_path, connect) -> None:
+    with Broker(log_dir=tmp_path) as broker:
+        host, port = broker.bootstrap.split(":")
+        for cut in (2, 7, 30):
+            s = socket.create_connection((host, int(port)))
+            s.sendall(b"\x00\x00\x01\x00" + b"\x00\x03\x00\x0c\x00\x00\x00\x01"[:cut])  # a frame that never completes
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")  # RST on close
+            s.close()
+        wire = connect(broker.bootstrap)
+        assert wire.call(ApiKey.Metadata, 12, {"topics": None}).brokers
