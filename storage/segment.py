@@ -307,6 +307,9 @@ class LogSegment:
         Returns the number of bytes truncated. ``on_batch`` sees each valid batch in order (epoch cache,
         producer state).
         """
+        # The indexes are about to be rebuilt: checking them first would scan a crashed segment's whole
+        # preallocated (zero-filled) index for nothing.
+        self.indexes_trusted = True
         valid_bytes = self._index_batches(self._valid_batches(), on_batch)
         truncated = self.log.size - valid_bytes
         if truncated > 0:

@@ -358,9 +358,17 @@ def test_appends_and_reads_go_on_while_another_thread_cleans(open_log, clean, cl
     fill(log, updates(3000, 50), timestamp=clock.now, batch=5)
     written = consume(log)
     errors: list[BaseException] = []
+    appending = threading.Event()
+    appending.set()
+    cleanings_while_appending = 0
 
     def cleaning() -> None:
+        # Appends keep making new dirty segments, so "clean until nothing is left" would never end while
+        # they go on: clean alongside them, then finish what they left.
+        nonlocal cleanings_while_appending
         try:
+            while appending.is_set():
+                cleanings_while_appending += 1 if clean(log) else 0
             while clean(log):
                 pass
         except BaseException as exc:  # noqa: BLE001 -- reported by the assertion below
@@ -368,15 +376,15 @@ def test_appends_and_reads_go_on_while_another_thread_cleans(open_log, clean, cl
 
     thread = threading.Thread(target=cleaning)
     thread.start()
-    i = 0
-    while thread.is_alive() or i < 200:
+    for i in range(300):
         batch = updates(5, 50, b"live-%d" % i)
         append(log, batch)
         written.extend((log.log_end_offset - 5 + j, k, v) for j, (k, v) in enumerate(batch))
         assert consume(log)[-5:] == written[-5:]
-        i += 1
+    appending.clear()
     thread.join()
     assert not errors
+    assert cleanings_while_appending > 0
     read = consume(log)
     assert latest_per_key(read) == latest_per_key(written)
     assert set(read) <= set(written)

@@ -170,3 +170,21 @@ def test_a_log_keeps_its_topic_id(dirs, clock):
     assert raised.value.code == ErrorCode.INCONSISTENT_TOPIC_ID
     manager.shutdown()
     assert _manager(dirs, clock).get_log("ids", 0).topic_id == first
+
+
+def test_unclean_start_rebuilds_indexes_of_unflushed_segments_without_calling_them_corrupt(tmp_path, caplog):
+    """After kill -9 an active segment's index is still preallocated (zero-filled). Recovery rebuilds it
+    from the log; it must not first check it (2.6 million empty slots) and report it corrupt."""
+    from odradek.storage.log_config import LogConfig
+    from odradek.storage.log_manager import LogManager
+
+    manager = LogManager([tmp_path], {})
+    manager.startup("cluster", 0)
+    for p in range(5):
+        manager.get_or_create_log("__consumer_offsets", p, LogConfig.from_props({"cleanup.policy": "compact"}, {}))
+    manager.checkpoint()  # no shutdown: as after kill -9
+    with caplog.at_level("WARNING"):
+        reopened = LogManager([tmp_path], {})
+        reopened.startup("cluster", 0)
+    assert not [r for r in caplog.records if "rebuilding the indexes" in r.getMessage()]
+    assert all(reopened.get_log("__consumer_offsets", p).log_end_offset == 0 for p in range(5))
