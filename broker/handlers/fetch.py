@@ -88,13 +88,14 @@ async def _long_poll(server: "KafkaServer", context: FetchContext, reads: list[P
     deadline = time.monotonic() + body.max_wait_ms / 1000
     keys = [(r.request.topic, r.request.partition) for r in reads if r.request.topic is not None]
     while True:
+        # Read again before waiting: this coroutine starts only when the connection's writer reaches it,
+        # and appends made since the handler's first read have already woken whoever was waiting then.
+        # Nothing is awaited between this read and registering the wait, so no append is missed.
+        reads = read_all()
         remaining = deadline - time.monotonic()
-        if remaining <= 0:
+        if remaining <= 0 or sum(r.length for r in reads) >= body.min_bytes or any(r.error for r in reads):
             break
         await server.replica_manager.wait_for_change(keys, remaining)
-        reads = read_all()
-        if sum(r.length for r in reads) >= body.min_bytes or any(r.error for r in reads):
-            break
     return _respond(server, context, reads, version, is_follower, int(time.time() * 1000))
 
 

@@ -44,9 +44,10 @@ def handle(server: "KafkaServer", request: Request) -> Any:
                 partition = server.replica_manager.leader_partition(topic_data.name, pd.index)
                 if server.metadata.topics[topic_data.name].is_internal and not allow_internal:
                     raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic_data.name}")
-                entry.update(_append(server, partition, pd.records, acks, now_ms))
-                if acks == -1:
-                    waits.append((partition, entry["base_offset"], entry))
+                fields, last_offset = _append(server, partition, pd.records, acks, now_ms)
+                entry.update(fields)
+                if acks == -1 and partition.high_watermark <= last_offset:
+                    waits.append((partition, last_offset, entry))
             except KafkaError as exc:
                 failed = True
                 entry["error_code"] = exc.code
@@ -63,7 +64,8 @@ def handle(server: "KafkaServer", request: Request) -> Any:
     return _await_high_watermark(server, waits, body.timeout_ms, response)
 
 
-def _append(server: "KafkaServer", partition: Any, records: Any, acks: int, now_ms: int) -> dict:
+def _append(server: "KafkaServer", partition: Any, records: Any, acks: int, now_ms: int) -> tuple[dict, int]:
+    """Validate and append one partition's records: the response fields, and the last offset appended."""
     if records is None or len(records) == 0:
         raise KafkaError(ErrorCode.INVALID_RECORD, "Produce request carries no records")
     config = partition.log.config
@@ -85,11 +87,12 @@ def _append(server: "KafkaServer", partition: Any, records: Any, acks: int, now_
     else:
         _check_timestamps(config, validated, now_ms)
     info = partition.append_as_leader(records, acks, log_append_time, config.min_insync_replicas)
-    return {
+    fields = {
         "base_offset": info.first_offset,
         "log_append_time_ms": log_append_time if log_append_time is not None else -1,
         "log_start_offset": partition.log.log_start_offset,
     }
+    return fields, info.last_offset
 
 
 class RecordValidationError(KafkaError):
@@ -134,9 +137,11 @@ def _check_timestamps(config: Any, validated: Any, now_ms: int) -> None:
 
 
 async def _await_high_watermark(server: "KafkaServer", waits: list, timeout_ms: int, response: dict) -> dict:
+    """acks=all: answer once the high watermark has passed each batch's last offset (every ISR replica has
+    it), or with REQUEST_TIMED_OUT for the partitions where it has not within the request's timeout."""
     deadline = time.monotonic() + max(timeout_ms, 0) / 1000
-    for partition, base_offset, entry in waits:
+    for partition, last_offset, entry in waits:
         remaining = deadline - time.monotonic()
-        if not await server.replica_manager.wait_for_high_watermark(partition, base_offset + 1, max(remaining, 0)):
+        if not await server.replica_manager.wait_for_high_watermark(partition, last_offset + 1, max(remaining, 0)):
             entry["error_code"] = ErrorCode.REQUEST_TIMED_OUT
     return response
