@@ -517,7 +517,10 @@ def decode(message: Message, version: int, data: bytes | bytearray | memoryview,
         stream = _ViewStream(view)
     stream.seek(offset)
     try:
-        value = message.codec(version).parse_stream(stream, _buf=view, _size=len(view))
+        # The compiled parser itself, without construct's per-call context and error-report layers: the
+        # emitted code reads nothing from its context but ``_params``.
+        params = {"_buf": view, "_size": len(view)}
+        value = message.codec(version).parsefunc(stream, {"_params": params})
     except DecodeError:
         raise
     except (construct.ConstructError, struct.error, ValueError, IndexError, KeyError, TypeError, OverflowError, MemoryError, RecursionError) as exc:
@@ -559,7 +562,7 @@ def encode_parts(message: Message, version: int, value: dict, prefix: bytes = b"
     stream = _io.BytesIO()
     stream.write(prefix)
     splices: list[Splice] = []
-    message.codec(version).build_stream(value, stream, _splices=splices)
+    message.codec(version).buildfunc(value, stream, {"_params": {"_splices": splices}})
     return stream.getvalue(), splices
 
 
