@@ -72,7 +72,11 @@ def as_result(item: Any) -> Result:
 def run_module(path: Path) -> list[Result] | None:
     """The module's results, or None when it ran as a script and printed its own."""
     if not defines_run(path):
-        runpy.run_path(str(path), run_name="__main__")
+        try:
+            runpy.run_path(str(path), run_name="__main__")
+        except SystemExit as exc:  # a script's ``sys.exit(main())`` ends the script, not the runner
+            if exc.code not in (None, 0):
+                raise RuntimeError(f"{path.name} exited with {exc.code}") from None
         return None
     spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None
