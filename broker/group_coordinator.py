@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 from odradek.broker.deferred import Deferred
 from odradek.broker.group import (
-    NO_GENERATION,
     UNKNOWN_MEMBER_ID,
     CommitRecord,
     Group,

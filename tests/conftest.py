@@ -13,7 +13,7 @@ from odradek.protocol.api import ApiKey, decode_response, encode_request
 
 
 class Wire:
-    """A bare Kafka protocol connection to a real broker: one request, one response, checked correlation."""
+    """A bare Kafka protocol connection to a real broker, for what no client library will send."""
 
     def __init__(self, bootstrap: str, client_id: str = "wire-test") -> None:
         host, port = bootstrap.rsplit(":", 1)
@@ -22,20 +22,39 @@ class Wire:
         self.client_id = client_id
 
     def call(self, api: ApiKey, version: int, body: dict) -> Any:
+        """Send one request and decode its response body, checking the correlation id comes back."""
         correlation_id = next(self.correlation)
-        self.sock.sendall(encode_request(api, version, correlation_id, body, client_id=self.client_id))
-        size = struct.unpack(">i", self.read_exactly(4))[0]
-        got, response = decode_response(api, version, self.read_exactly(size))
+        self.send(encode_request(api, version, correlation_id, body, client_id=self.client_id))
+        got, response = decode_response(api, version, self.read_frame())
         assert got == correlation_id
         return response
 
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def read_frame(self) -> bytes:
+        """One size-prefixed response frame (without its size); raises ConnectionError at end of stream."""
+        (size,) = struct.unpack(">i", self.read_exactly(4))
+        return self.read_exactly(size)
+
     def read_exactly(self, n: int) -> bytes:
-        buf = b""
+        buf = bytearray()
         while len(buf) < n:
             chunk = self.sock.recv(n - len(buf))
-            assert chunk, "broker closed the connection"
+            if not chunk:
+                raise ConnectionError(f"connection closed after {len(buf)} of {n} bytes")
             buf += chunk
-        return buf
+        return bytes(buf)
+
+    def closed_by_peer(self, timeout: float = 5.0) -> bool:
+        """True when the broker closes the connection (EOF or reset) within ``timeout`` without answering."""
+        self.sock.settimeout(timeout)
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+        except TimeoutError:
+            return False
 
     def close(self) -> None:
         self.sock.close()

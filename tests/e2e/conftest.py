@@ -11,10 +11,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import re
-import socket
-import struct
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import pytest
@@ -277,55 +275,6 @@ CLIENT_TABLE: dict[str, Client] = {
 }
 
 
-# --- raw wire access ------------------------------------------------------------------------------------
-
-
-@dataclass
-class Wire:
-    """A plain TCP connection speaking Kafka frames, for what no client library will send."""
-
-    sock: socket.socket
-    correlation: Iterator[int] = field(default_factory=lambda: itertools.count(1))
-
-    def send(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def read_frame(self) -> bytes:
-        """One size-prefixed response frame (without its size); raises ConnectionError at end of stream."""
-        (size,) = struct.unpack(">i", self._exactly(4))
-        return self._exactly(size)
-
-    def closed_by_peer(self, timeout: float = 5.0) -> bool:
-        """True when the broker closes the connection (EOF or reset) within ``timeout`` without answering."""
-        self.sock.settimeout(timeout)
-        try:
-            return self.sock.recv(1) == b""
-        except ConnectionResetError:
-            return True
-        except TimeoutError:
-            return False
-
-    def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
-        """Send one request and decode its response body (checking the correlation id comes back)."""
-        from odradek.protocol.api import decode_response, encode_request
-
-        correlation_id = next(self.correlation)
-        self.send(encode_request(api_key, version, correlation_id, body, client_id="e2e-wire"))
-        got, response = decode_response(api_key, version, self.read_frame())
-        assert got == correlation_id
-        return response
-
-    def _exactly(self, n: int) -> bytes:
-        chunks = bytearray()
-        while len(chunks) < n:
-            chunk = self.sock.recv(n - len(chunks))
-            if not chunk:
-                raise ConnectionError(f"connection closed after {len(chunks)} of {n} bytes")
-            chunks += chunk
-        return bytes(chunks)
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 # --- fixtures -------------------------------------------------------------------------------------------
@@ -404,16 +353,6 @@ def disk_batches(broker: Broker) -> Callable[..., list[Any]]:
 
 
 @pytest.fixture
-def wire(broker: Broker) -> Iterator[Callable[[], Wire]]:
-    """Open raw connections to the broker; all are closed after the test."""
-    opened: list[Wire] = []
-
-    def connect() -> Wire:
-        sock = socket.create_connection((broker.host, broker.port), timeout=10)
-        conn = Wire(sock)
-        opened.append(conn)
-        return conn
-
-    yield connect
-    for conn in opened:
-        conn.close()
+def wire(broker: Broker, connect: Callable[..., Any]) -> Callable[[], Any]:
+    """Open raw connections (tests/conftest.py's Wire) to the session broker; closed after the test."""
+    return lambda: connect(broker.bootstrap, "e2e-wire")

@@ -15,7 +15,6 @@ rebalance forever).
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import itertools
 import json
 import queue

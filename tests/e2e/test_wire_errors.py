@@ -34,7 +34,7 @@ def unharmed(wire_topic, wire, bootstrap, clients):
     """Each test runs its bad input; then a new connection is served and the log is as it was."""
     yield
     check = wire()
-    answer = check.request(ApiKey.ListOffsets, 7, {"replica_id": -1, "isolation_level": 0, "topics": [{"name": wire_topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
+    answer = check.call(ApiKey.ListOffsets, 7, {"replica_id": -1, "isolation_level": 0, "topics": [{"name": wire_topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
     assert answer.topics[0].partitions[0].offset == len(ORIGINAL), "the log end offset moved"
     received = clients["kafka-python"].consume(bootstrap, wire_topic, len(ORIGINAL), timeout=10)
     assert [(r.offset, r.key, r.value, r.timestamp) for r in received] == [(i, k, v, ts) for i, (k, v, _, ts) in enumerate(ORIGINAL)]
@@ -70,7 +70,7 @@ def test_wrong_batch_crc_is_corrupt_message(wire):
     partition = body.responses[0].partition_responses[0]
     assert (partition.error_code, partition.base_offset) == (ErrorCode.CORRUPT_MESSAGE, -1)
     # the connection stays open: a corrupt batch is the request's problem, not the connection's
-    assert conn.request(ApiKey.ApiVersions, 3, {"client_software_name": "e2e", "client_software_version": "1"}).error_code == 0
+    assert conn.call(ApiKey.ApiVersions, 3, {"client_software_name": "e2e", "client_software_version": "1"}).error_code == 0
 
 
 def test_batch_with_a_lying_length_is_refused(wire):
@@ -139,7 +139,7 @@ def test_api_versions_from_the_future_gets_a_v0_answer(wire):
     assert correlation_id == 0x5EED
     assert frame[4:6] == struct.pack(">h", ErrorCode.UNSUPPORTED_VERSION), "response header v0: no tagged fields after the correlation id"
     assert body.error_code == ErrorCode.UNSUPPORTED_VERSION == 35
-    current = conn.request(ApiKey.ApiVersions, 3, {"client_software_name": "e2e", "client_software_version": "1"})
+    current = conn.call(ApiKey.ApiVersions, 3, {"client_software_name": "e2e", "client_software_version": "1"})
     ranges = [(k.api_key, k.min_version, k.max_version) for k in body.api_keys]
     assert ranges == [(k.api_key, k.min_version, k.max_version) for k in current.api_keys], "the same API list as a normal answer"
     assert (ApiKey.ApiVersions, 0, 4) in ranges and (ApiKey.Produce, 0, 11) in ranges
@@ -155,7 +155,7 @@ def test_truncated_frame_then_disconnect(wire, broker, how):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     sock.close()
     for _ in range(3):  # the broker sees the FIN/RST at its next read; these requests come after it
-        assert wire().request(ApiKey.Metadata, 12, {"topics": None}).brokers
+        assert wire().call(ApiKey.Metadata, 12, {"topics": None}).brokers
 
 
 def test_truncated_frame_does_not_block_other_connections(wire):
@@ -164,7 +164,7 @@ def test_truncated_frame_does_not_block_other_connections(wire):
     request = _produce(16, bytes(_batch()))
     stalled.send(request[:30])
     other = wire()
-    assert other.request(ApiKey.Metadata, 12, {"topics": None}).brokers, "a fresh connection is served"
+    assert other.call(ApiKey.Metadata, 12, {"topics": None}).brokers, "a fresh connection is served"
     assert not stalled.closed_by_peer(timeout=0.3), "the stalled connection is waited on, not dropped"
 
 
