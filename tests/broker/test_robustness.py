@@ -54,3 +54,15 @@ def test_clients_that_vanish_mid_request_leave_others_served(tmp_path, connect) 
             s.close()
         wire = connect(broker.bootstrap)
         assert wire.call(ApiKey.Metadata, 12, {"topics": None}).brokers
+
+
+def test_idle_connections_are_closed_after_connections_max_idle_ms(tmp_path, connect) -> None:
+    with Broker(log_dir=tmp_path, config={"connections.max.idle.ms": "600"}) as broker:
+        idle = connect(broker.bootstrap)
+        busy = connect(broker.bootstrap)
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            assert busy.call(ApiKey.ApiVersions, 3, {"client_software_name": "t", "client_software_version": "1"}).error_code == 0
+            time.sleep(0.2)
+        assert idle.closed_by_peer(timeout=2.0)
+        assert busy.call(ApiKey.Metadata, 12, {"topics": None}).brokers  # activity kept it open
