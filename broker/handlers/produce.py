@@ -2,7 +2,9 @@
 
 Records are never decoded: the batch header says everything the broker checks (size, count, offsets,
 producer id/epoch/sequence, timestamps), and the log patches offsets and the leader epoch in place. The
-exception is a compacted topic, whose records must have keys: those batches are decoded to check it.
+exceptions are Kafka's: a compacted topic's records must have keys (those batches are decoded to check
+it), and a topic whose ``compression.type`` names a codec stores its batches in that codec (batches in
+another codec are re-encoded).
 Legacy message sets (magic 0/1, produce v0-v2 and old clients) are converted to magic 2 first, as Kafka
 3.x does. acks=0 gets no answer, and any error closes the connection instead (so the client notices);
 acks=all waits until the high watermark passes the appended batch.
@@ -18,7 +20,8 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol import legacy_records
 from odradek.protocol.record_batch import MAGIC_V2, peek_magic, validate_batches
-from odradek.protocol.records import iter_records_unchecked
+from odradek.protocol.compression import CompressionType
+from odradek.protocol.records import build_batch, iter_records_unchecked
 
 if TYPE_CHECKING:
     from odradek.broker.kafka_server import KafkaServer
@@ -74,13 +77,12 @@ def _append(server: "KafkaServer", partition: Any, records: Any, acks: int, now_
     validated = validate_batches(records)
     if config.compact:
         _check_keys(records, validated, f"{partition.log.topic}-{partition.log.partition}")
-    max_message_bytes = config.max_message_bytes
-    for _, header in validated.batches:
-        if header.size > max_message_bytes:
-            raise KafkaError(
-                ErrorCode.MESSAGE_TOO_LARGE,
-                f"The record batch size {header.size} bytes exceeds the maximum allowed batch size {max_message_bytes}",
-            )
+    _check_sizes(validated, config.max_message_bytes)
+    target = _TOPIC_CODECS.get(config.compression_type)
+    if target is not None and any(header.compression != target for _, header in validated.batches):
+        records = _recompress(records, validated, target)
+        validated = validate_batches(records)
+        _check_sizes(validated, config.max_message_bytes)
     log_append_time = None
     if config.log_append_time:
         log_append_time = now_ms
@@ -93,6 +95,48 @@ def _append(server: "KafkaServer", partition: Any, records: Any, acks: int, now_
         "log_start_offset": partition.log.log_start_offset,
     }
     return fields, info.last_offset
+
+
+_TOPIC_CODECS = {
+    "uncompressed": CompressionType.NONE,
+    "gzip": CompressionType.GZIP,
+    "snappy": CompressionType.SNAPPY,
+    "lz4": CompressionType.LZ4,
+    "zstd": CompressionType.ZSTD,
+}
+"""A topic's ``compression.type`` other than ``producer`` is the codec its batches are stored in."""
+
+
+def _check_sizes(validated: Any, max_message_bytes: int) -> None:
+    for _, header in validated.batches:
+        if header.size > max_message_bytes:
+            raise KafkaError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"The record batch size {header.size} bytes exceeds the maximum allowed batch size {max_message_bytes}",
+            )
+
+
+def _recompress(records: Any, validated: Any, codec: int) -> memoryview:
+    """Rewrite batches into the topic's codec, as Kafka's LogValidator does when ``compression.type`` is
+    set and differs from the producer's: the one case where the broker decodes and re-encodes records.
+    Producer id, epoch and sequence, timestamps, headers and the transactional flag are kept."""
+    out = bytearray()
+    for position, header in validated.batches:
+        if header.compression == codec:
+            out += records[position : position + header.size]
+            continue
+        out += build_batch(
+            iter_records_unchecked(records, position, header),
+            base_offset=header.base_offset,
+            compression=codec,
+            timestamp_type=header.timestamp_type,
+            producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence,
+            partition_leader_epoch=header.partition_leader_epoch,
+            is_transactional=header.is_transactional,
+        )
+    return memoryview(out)
 
 
 class RecordValidationError(KafkaError):
