@@ -72,15 +72,24 @@ class EmbeddedController:
                 self.image.topics[name] = TopicInfo(name, uuid.UUID(t["topic_id"]), partitions, t.get("configs", {}))
 
     def startup(self) -> None:
-        """Elect this broker leader of every partition again, with a new leader epoch, as a restarted
-        single-node cluster's controller does (the broker's log then records the epoch change)."""
+        """Hand this broker its partitions again, as a restarted ZooKeeper-mode controller does.
+
+        Kafka's controller finds each partition's recorded leader alive again (it is this broker), so it
+        elects no one and bumps no leader epoch: it sends LeaderAndIsr with the state it has. Only a
+        partition whose recorded leader is another broker (a directory moved between brokers) is re-elected
+        here, with a new epoch.
+        """
+        changed = False
         for topic in self.image.topics.values():
             for state in topic.partitions.values():
-                state.leader = self.broker.node_id
-                state.leader_epoch += 1
-                state.partition_epoch += 1
-                state.isr = [self.broker.node_id]
-        self._save()
+                if state.leader != self.broker.node_id or state.isr != [self.broker.node_id]:
+                    state.leader = self.broker.node_id
+                    state.leader_epoch += 1
+                    state.partition_epoch += 1
+                    state.isr = [self.broker.node_id]
+                    changed = True
+        if changed:
+            self._save()
         for topic in self.image.topics.values():
             self.listener.on_partitions_changed(topic, sorted(topic.partitions))
 

@@ -124,8 +124,8 @@ class LeaderEpochCheckpointFile:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def write(self, entries: Iterable[tuple[int, int]]) -> None:
-        write_atomically(self.path, _format(f"{epoch} {start_offset}" for epoch, start_offset in entries))
+    def write(self, entries: Iterable[tuple[int, int]], *, sync: bool = True) -> None:
+        write_atomically(self.path, _format(f"{epoch} {start_offset}" for epoch, start_offset in entries), sync=sync)
 
     def read(self) -> list[tuple[int, int]]:
         try:

@@ -75,12 +75,16 @@ class LeaderEpochFileCache:
         index = bisect.bisect_right(self._start_offsets, offset)
         return self._epochs[index - 1] if index else None
 
+    # Truncations are written without fsync, as in Kafka 3.7+ (KAFKA-15046): after a crash the log is
+    # recovered and the cache truncated again from it, so a lost truncation costs nothing; assignments of
+    # new epochs are synced.
+
     def truncate_from_end(self, end_offset: int) -> None:
         """Drop epochs starting at or after ``end_offset`` (the log was truncated to it)."""
         if end_offset >= 0 and self._start_offsets and self._start_offsets[-1] >= end_offset:
             keep = bisect.bisect_left(self._start_offsets, end_offset)
             del self._epochs[keep:], self._start_offsets[keep:]
-            self._flush()
+            self._flush(sync=False)
 
     def truncate_from_start(self, start_offset: int) -> None:
         """The log now starts at ``start_offset``: drop older epochs, moving the one covering it up to it."""
@@ -90,12 +94,12 @@ class LeaderEpochFileCache:
             del self._epochs[:removed], self._start_offsets[:removed]
             self._epochs.insert(0, epoch)
             self._start_offsets.insert(0, start_offset)
-            self._flush()
+            self._flush(sync=False)
 
     def clear_and_flush(self) -> None:
         self._epochs.clear()
         self._start_offsets.clear()
         self._flush()
 
-    def _flush(self) -> None:
-        self._checkpoint.write(self.entries)
+    def _flush(self, *, sync: bool = True) -> None:
+        self._checkpoint.write(self.entries, sync=sync)

@@ -35,3 +35,18 @@ def test_subprocess_broker_restarts_on_the_same_address(tmp_path) -> None:
         assert broker.bootstrap == first
         metadata = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10)
         assert metadata.brokers
+
+
+def test_a_restart_keeps_leader_epochs_as_kafkas_zookeeper_controller_does(tmp_path, connect) -> None:
+    """The restarted controller finds each partition's leader (this broker) alive: no election, no new epoch."""
+    from odradek.protocol.api import ApiKey
+
+    def epochs(bootstrap: str) -> dict[int, int]:
+        topics = connect(bootstrap).call(ApiKey.Metadata, 12, {"topics": [{"name": "epochs"}], "allow_auto_topic_creation": True}).topics
+        return {p.partition_index: p.leader_epoch for p in topics[0].partitions}
+
+    with Broker(log_dir=tmp_path, config={"num.partitions": "2"}) as broker:
+        epochs(broker.bootstrap)  # auto-creates
+        before = epochs(broker.bootstrap)
+    with Broker(log_dir=tmp_path) as broker:
+        assert epochs(broker.bootstrap) == before == {0: 0, 1: 0}
