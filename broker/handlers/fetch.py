@@ -80,11 +80,11 @@ def handle(server: "KafkaServer", request: Request) -> Any:
     reads = read_all()
     total = sum(r.length for r in reads)
     if body.max_wait_ms <= 0 or total >= body.min_bytes or any(r.error for r in reads) or not reads:
-        return _respond(server, context, reads, version, is_follower, now_ms)
-    return _long_poll(server, context, reads, read_all, body, version, is_follower)
+        return _respond(server, context, reads, version, is_follower, isolation == READ_COMMITTED, now_ms)
+    return _long_poll(server, context, reads, read_all, body, version, is_follower, isolation == READ_COMMITTED)
 
 
-async def _long_poll(server: "KafkaServer", context: FetchContext, reads: list[PartitionRead], read_all: Any, body: Any, version: int, is_follower: bool) -> dict:
+async def _long_poll(server: "KafkaServer", context: FetchContext, reads: list[PartitionRead], read_all: Any, body: Any, version: int, is_follower: bool, read_committed: bool) -> dict:
     deadline = time.monotonic() + body.max_wait_ms / 1000
     keys = [(r.request.topic, r.request.partition) for r in reads if r.request.topic is not None]
     while True:
@@ -96,7 +96,7 @@ async def _long_poll(server: "KafkaServer", context: FetchContext, reads: list[P
         if remaining <= 0 or sum(r.length for r in reads) >= body.min_bytes or any(r.error for r in reads):
             break
         await server.replica_manager.wait_for_change(keys, remaining)
-    return _respond(server, context, reads, version, is_follower, int(time.time() * 1000))
+    return _respond(server, context, reads, version, is_follower, read_committed, int(time.time() * 1000))
 
 
 def _read(server: "KafkaServer", partitions: list[FetchPartition], max_bytes: int, isolation: int, replica_id: int, hard_limit: bool, magic: int | None) -> list[PartitionRead]:
@@ -151,7 +151,7 @@ def _down_convert(log: Any, info: Any, magic: int, fetch_offset: int) -> bytes:
         raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(exc)) from None
 
 
-def _respond(server: "KafkaServer", context: FetchContext, reads: list[PartitionRead], version: int, is_follower: bool, now_ms: int) -> dict:
+def _respond(server: "KafkaServer", context: FetchContext, reads: list[PartitionRead], version: int, is_follower: bool, read_committed: bool, now_ms: int) -> dict:
     outcomes = {r.request.key: PartitionOutcome(r.error, r.high_watermark, r.last_stable_offset, r.log_start_offset, r.length) for r in reads}
     if version >= 7:
         session_id, included = server.fetch_sessions.finish(context, outcomes, is_follower, now_ms)
@@ -173,7 +173,8 @@ def _respond(server: "KafkaServer", context: FetchContext, reads: list[Partition
                 "high_watermark": r.high_watermark,
                 "last_stable_offset": r.last_stable_offset,
                 "log_start_offset": r.log_start_offset,
-                "aborted_transactions": None,
+                # Kafka lists aborted transactions (none: no transactions yet) only for READ_COMMITTED.
+                "aborted_transactions": [] if read_committed else None,
                 "preferred_read_replica": -1,
                 "records": r.records if r.records is not None else b"",
             }

@@ -117,3 +117,4 @@ def test_names_colliding_on_period_and_underscore(broker, connect, caplog):
     clash = wire.call(ApiKey.CreateTopics, 7, {"topics": [{"name": "my_topic", "num_partitions": 1, "replication_factor": 1}], "timeout_ms": 5000})
     assert clash.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
     assert "collides" in clash.topics[0].error_message
+

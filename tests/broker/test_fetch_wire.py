@@ -1,0 +1,32 @@
+"""Fetch on the wire: details no client library shows."""
+
+from __future__ import annotations
+
+import pytest
+
+from odradek import Broker
+from odradek.protocol.api import ApiKey
+from odradek.protocol.errors import ErrorCode
+
+
+@pytest.fixture(scope="module")
+def broker():
+    with Broker() as b:
+        yield b
+
+
+@pytest.mark.parametrize(("isolation", "aborted"), [(0, None), (1, [])])
+def test_fetch_lists_aborted_transactions_only_for_read_committed(broker, connect, isolation, aborted):
+    wire = connect(broker.bootstrap)
+    created = wire.call(ApiKey.CreateTopics, 7, {"topics": [{"name": f"isolation-{isolation}", "num_partitions": 1, "replication_factor": 1}], "timeout_ms": 5000})
+    assert created.topics[0].error_code == ErrorCode.NONE
+    body = {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": 0,
+        "max_bytes": 1 << 20,
+        "isolation_level": isolation,
+        "topics": [{"topic": f"isolation-{isolation}", "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}],
+    }
+    partition = wire.call(ApiKey.Fetch, 11, body).responses[0].partitions[0]
+    assert partition.error_code == ErrorCode.NONE and partition.aborted_transactions == aborted
