@@ -44,6 +44,12 @@ class KafkaServer:
 
     def startup(self, advertised_host: str, advertised_port: int) -> None:
         """Bring up storage, then the controller, which hands this broker its partitions."""
+        if self.config["zookeeper.connect"]:
+            log.warning(
+                "zookeeper.connect=%s is set, but ZooKeeper (cluster) mode is not implemented yet: this broker "
+                "runs as a single node with its embedded controller",
+                self.config["zookeeper.connect"],
+            )
         me = BrokerInfo(self.broker_id, advertised_host, advertised_port, self.config["broker.rack"])
         self.controller = EmbeddedController(me, self.log_dirs[0], self, self.config["cluster.id"])
         self.log_manager.startup(self.controller.image.cluster_id, self.broker_id)

@@ -76,3 +76,14 @@ def test_serve_refuses_to_start_with_a_bad_value(tmp_path: Path) -> None:
     )
     assert result.returncode == 1
     assert "num.partitions" in result.stderr and "at least 1" in result.stderr
+
+
+def test_kafkas_zookeeper_setting_is_reported_not_silently_ignored(tmp_path, caplog) -> None:
+    """Kafka's shipped server.properties names a ZooKeeper; until cluster mode exists the broker starts
+    on its embedded controller and says so."""
+    from odradek import Broker
+
+    with caplog.at_level(logging.WARNING, logger="odradek.server"):
+        with Broker(log_dir=tmp_path, config={"zookeeper.connect": "localhost:2181"}) as broker:
+            assert broker.bootstrap.startswith("127.0.0.1:")
+    assert any("ZooKeeper (cluster) mode is not implemented" in r.getMessage() for r in caplog.records)
