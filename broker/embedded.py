@@ -8,6 +8,7 @@ on a free loopback port with a temporary log directory and yields when it accept
 
 from __future__ import annotations
 
+import collections
 import os
 import re
 import shutil
@@ -54,6 +55,8 @@ class Broker:
         self._stop: anyio.Event | None = None
         self._token: Any = None
         self._started = threading.Event()
+        self.output: collections.deque[str] = collections.deque(maxlen=2000)
+        """The subprocess broker's latest log lines (to explain a failing test)."""
         self._error: BaseException | None = None
         self.server: Any = None
 
@@ -125,8 +128,10 @@ class Broker:
 
     def _drain(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None
+        echo = bool(os.environ.get("ODRADEK_BROKER_OUTPUT"))
         for line in self._proc.stdout:
-            if os.environ.get("ODRADEK_BROKER_OUTPUT"):
+            self.output.append(line)
+            if echo:
                 sys.stderr.write(line)
 
     def stop(self) -> None:

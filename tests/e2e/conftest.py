@@ -289,6 +289,29 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
         yield b
 
 
+@pytest.fixture(autouse=True)
+def broker_log_on_failure(request: pytest.FixtureRequest) -> Iterator[None]:
+    """When a test using the session broker fails, show what the broker logged while it ran."""
+    if "broker" not in request.fixturenames:
+        yield
+        return
+    broker: Broker = request.getfixturevalue("broker")
+    seen = len(broker.output)
+    yield
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        lines = list(broker.output)[seen:] if len(broker.output) < broker.output.maxlen else list(broker.output)
+        report.sections.append(("broker log during the test", "".join(lines[-200:]) or "(nothing logged)"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[Any]:
+    report = yield
+    if report.when == "call":
+        item.rep_call = report  # read by broker_log_on_failure
+    return report
+
+
 @pytest.fixture(scope="session")
 def bootstrap(broker: Broker) -> str:
     return broker.bootstrap
