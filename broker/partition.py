@@ -79,7 +79,7 @@ class Partition:
             if current_leader_epoch > self.leader_epoch:
                 raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
 
-    def append_as_leader(self, records: bytearray | memoryview, required_acks: int, log_append_time: int | None, min_insync_replicas: int):
+    def append_as_leader(self, records: bytearray | memoryview, required_acks: int, log_append_time: int | None, min_insync_replicas: int, headers: list | None = None):
         self.check_leader()
         if required_acks == -1 and len(self.isr) < min_insync_replicas:
             raise KafkaError(
@@ -87,7 +87,7 @@ class Partition:
                 f"The size of the current ISR {set(self.isr)} is insufficient to satisfy the min.isr requirement of {min_insync_replicas} for partition {self.topic}-{self.index}",
             )
         try:
-            info = self.log.append_as_leader(records, self.leader_epoch, log_append_time)
+            info = self.log.append_as_leader(records, self.leader_epoch, log_append_time, headers=headers)
         except OSError as exc:
             # Kafka answers an I/O failure on the log (a full or failed disk) with KAFKA_STORAGE_ERROR.
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"Failed to append to {self.topic}-{self.index}: {exc}") from exc

@@ -26,10 +26,8 @@ from typing import Callable, NamedTuple
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import (
-    HEADER_SIZE,
-    LOG_OVERHEAD,
     BatchHeader,
-    parse_header,
+    iter_batch_positions,
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
@@ -424,19 +422,28 @@ class Log:
 
     # -- append --------------------------------------------------------------------------------------------------
 
-    def append_as_leader(self, batches: bytearray | memoryview, leader_epoch: int, log_append_time: int | None = None, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
+    def append_as_leader(
+        self,
+        batches: bytearray | memoryview,
+        leader_epoch: int,
+        log_append_time: int | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        headers: list[tuple[int, BatchHeader]] | None = None,
+    ) -> AppendInfo:
         """Append a produce request's validated magic-2 batches for this partition at the LEO.
 
         Offsets, the partition leader epoch and (for LogAppendTime topics) the timestamp are patched into
         ``batches`` in place -- header fields only, no record is decoded -- and the bytes are written as they
-        are. CRC and structure are the caller's to check (``record_batch.validate_batches``, Kafka's
-        analyzeAndValidateRecords). Idempotent-producer checks run before anything is written and raise
+        are. ``headers`` are the batches' (position, header) pairs from ``record_batch.validate_batches``
+        (Kafka's analyzeAndValidateRecords), which the produce path has already run; without them the
+        batches are validated here. Idempotent-producer checks run before anything is written and raise
         KafkaError (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE); a duplicate of
         one of the producer's last 5 batches is not written and answered with its original offsets.
         """
         if not isinstance(batches, (bytearray, memoryview)) or (isinstance(batches, memoryview) and batches.readonly):
             batches = bytearray(batches)
-        headers = _walk_batches(batches)
+        if headers is None:
+            headers = validate_batches(batches, from_client=False).batches
         size = len(batches)
         if size > self._config.segment_bytes:
             raise KafkaError(
@@ -485,7 +492,7 @@ class Log:
         was nothing whole to append.
         """
         view = memoryview(batches)
-        end = _whole_batches_end(view)
+        end = max((pos + size for pos, _, size in iter_batch_positions(view)), default=0)
         if end == 0:
             return None
         validated = validate_batches(view[:end], from_client=False)
@@ -981,37 +988,6 @@ class Log:
             f"Log(dir={self.dir}, topicId={self.topic_id}, logStartOffset={self._log_start_offset}, "
             f"logEndOffset={self._log_end_offset}, highWatermark={self._high_watermark})"
         )
-
-
-def _walk_batches(buf: bytearray | memoryview) -> list[tuple[int, BatchHeader]]:
-    """The headers of a buffer of whole magic-2 batches (structure only; CRC is the caller's check)."""
-    headers = []
-    position = 0
-    end = len(buf)
-    while position < end:
-        if end - position < HEADER_SIZE:
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"Partial record batch of {end - position} bytes at position {position}")
-        header = parse_header(buf, position)
-        size = header.batch_length + LOG_OVERHEAD
-        if header.magic != 2 or size < HEADER_SIZE or position + size > end:
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"Invalid record batch at position {position}")
-        headers.append((position, header))
-        position += size
-    if not headers:
-        raise KafkaError(ErrorCode.INVALID_RECORD, "No record batches to append")
-    return headers
-
-
-def _whole_batches_end(view: memoryview) -> int:
-    """The length of the leading whole batches (a fetch response may end with a partial one)."""
-    position = 0
-    end = len(view)
-    while position + LOG_OVERHEAD <= end:
-        size = int.from_bytes(view[position + 8 : position + 12], "big", signed=True) + LOG_OVERHEAD
-        if size < HEADER_SIZE or position + size > end:
-            break
-        position += size
-    return position
 
 
 def _file_offset(name: str) -> int | None:

@@ -88,7 +88,7 @@ def _append(server: "KafkaServer", partition: Any, records: Any, acks: int, now_
         log_append_time = now_ms
     else:
         _check_timestamps(config, validated, now_ms)
-    info = partition.append_as_leader(records, acks, log_append_time, config.min_insync_replicas)
+    info = partition.append_as_leader(records, acks, log_append_time, config.min_insync_replicas, validated.batches)
     fields = {
         "base_offset": info.first_offset,
         "log_append_time_ms": log_append_time if log_append_time is not None else -1,
