@@ -320,6 +320,11 @@ def validate_batches(buf: bytes | bytearray | memoryview, *, from_client: bool =
     record_count = 0
     max_timestamp = NO_TIMESTAMP
     pos = 0
+    if 0 < end and (end < LOG_OVERHEAD or LOG_OVERHEAD + _INT32.unpack_from(view, 8)[0] > end):
+        # Kafka's batch iterator (ByteBufferLogInputStream.nextBatch) yields no batch when the first is cut
+        # short, and the produce request is refused for having none (ProduceRequest.validateRecords):
+        # INVALID_RECORD. A length below a batch header's size is corrupt instead (read_batch_header).
+        raise InvalidRecordError("the records hold no whole record batch")
     while pos < end:
         header = read_batch_header(view, pos)
         if from_client:

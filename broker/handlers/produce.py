@@ -47,7 +47,7 @@ def handle(server: "KafkaServer", request: Request) -> Any:
                 partition = server.replica_manager.leader_partition(topic_data.name, pd.index)
                 if server.metadata.topics[topic_data.name].is_internal and not allow_internal:
                     raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic_data.name}")
-                fields, last_offset = _append(server, partition, pd.records, acks, now_ms)
+                fields, last_offset = _append(server, partition, pd.records, acks, now_ms, request.header.api_version)
                 entry.update(fields)
                 if acks == -1 and partition.high_watermark <= last_offset:
                     waits.append((partition, last_offset, entry))
@@ -67,7 +67,7 @@ def handle(server: "KafkaServer", request: Request) -> Any:
     return _await_high_watermark(server, waits, body.timeout_ms, response)
 
 
-def _append(server: "KafkaServer", partition: Any, records: Any, acks: int, now_ms: int) -> tuple[dict, int]:
+def _append(server: "KafkaServer", partition: Any, records: Any, acks: int, now_ms: int, version: int) -> tuple[dict, int]:
     """Validate and append one partition's records: the response fields, and the last offset appended."""
     if records is None or len(records) == 0:
         raise KafkaError(ErrorCode.INVALID_RECORD, "Produce request carries no records")
@@ -75,6 +75,9 @@ def _append(server: "KafkaServer", partition: Any, records: Any, acks: int, now_
     if peek_magic(records) != MAGIC_V2:
         records = memoryview(bytearray(legacy_records.up_convert(records)))
     validated = validate_batches(records)
+    if version < 7 and any(h.compression == CompressionType.ZSTD for _, h in validated.batches):
+        # zstd arrived with Produce v7 (KIP-110): Kafka refuses it in older requests.
+        raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "Produce requests with version below 7 may not use zstd")
     if config.compact:
         _check_keys(records, validated, f"{partition.log.topic}-{partition.log.partition}")
     _check_sizes(validated, config.max_message_bytes)

@@ -30,3 +30,17 @@ def test_fetch_lists_aborted_transactions_only_for_read_committed(broker, connec
     }
     partition = wire.call(ApiKey.Fetch, 11, body).responses[0].partitions[0]
     assert partition.error_code == ErrorCode.NONE and partition.aborted_transactions == aborted
+
+
+def test_zstd_is_refused_below_produce_v7(broker, connect):
+    from odradek.protocol.compression import CompressionType
+    from odradek.protocol.records import Record, build_batch
+
+    wire = connect(broker.bootstrap)
+    wire.call(ApiKey.CreateTopics, 7, {"topics": [{"name": "zstd-versions", "num_partitions": 1, "replication_factor": 1}], "timeout_ms": 5000})
+    batch = build_batch([Record(value=b"z" * 50)], compression=CompressionType.ZSTD)
+    body = {"acks": 1, "timeout_ms": 5000, "topic_data": [{"name": "zstd-versions", "partition_data": [{"index": 0, "records": batch}]}]}
+    old = wire.call(ApiKey.Produce, 6, body).responses[0].partition_responses[0]
+    assert old.error_code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    new = wire.call(ApiKey.Produce, 7, body).responses[0].partition_responses[0]
+    assert new.error_code == ErrorCode.NONE and new.base_offset == 0

@@ -316,7 +316,7 @@ def test_validate_walks_several_batches_for_non_client_appends() -> None:
         (lambda b: with_header(b, ">h", 21, 5), CorruptRecordError),  # compression id 5
         (lambda b: b[:16] + b"\x03" + b[17:], CorruptRecordError),  # magic 3
         (lambda b: b[:16] + b"\x01" + b[17:], InvalidRecordError),  # legacy magic: needs up-conversion
-        (lambda b: b[:-1], CorruptRecordError),  # trailing partial batch
+        (lambda b: b[:-1], InvalidRecordError),  # cut short: no whole batch (Kafka's validateRecords)
         (lambda b: b + b[:20], CorruptRecordError),
         (lambda b: b[:8] + struct.pack(">i", 10) + b[12:22], CorruptRecordError),  # length below header size
         (lambda b: b"", InvalidRecordError),
@@ -367,7 +367,8 @@ def consume(buf: bytes) -> None:
 def test_every_truncation_raises_records_error(codec: CompressionType) -> None:
     batch = build_batch([Record(i, 1000, b"k", b"v" * 50) for i in range(10)], compression=codec)
     for cut in range(len(batch)):
-        with pytest.raises(CorruptRecordError):
+        # Kafka finds no whole batch in a cut one, and refuses the produce with INVALID_RECORD.
+        with pytest.raises(InvalidRecordError):
             validate_batches(batch[:cut] or b"\x00")
         with pytest.raises(RecordsError):
             consume(batch[:cut])
