@@ -104,13 +104,16 @@ def unsupported_api_versions_response(correlation_id: int) -> bytes:
 
 
 def error_response(request: Request, code: ErrorCode) -> dict | None:
-    """The answer to a request whose handler failed unexpectedly: every error field set to ``code``.
+    """The answer to a request whose handler failed unexpectedly, or None to close the connection.
 
-    Kafka builds this per API (``AbstractRequest.getErrorResponse``); walking the decoded request's shape
-    gives the same answer generically: the response's top-level ``error_code`` if it has one, else the
-    per-partition or per-topic entries mirroring the request's.
+    Kafka builds a per-API error answer (``AbstractRequest.getErrorResponse``). Here a response with a
+    top-level ``ErrorCode`` at the request's version carries ``code`` there; other responses would need
+    their per-partition entries rebuilt from the request, so the connection is closed instead, which
+    clients treat as a retriable network error. (An error field that the version lacks must not be
+    relied on: a Fetch v4 answer built from ``{"error_code": ...}`` would encode as an empty, error-free
+    fetch.)
     """
-    fields = {f.name for f in request.api.response.fields}
-    if "ErrorCode" in fields:
+    version = request.header.api_version
+    if any(f.name == "ErrorCode" and version in f.versions for f in request.api.response.fields):
         return {"error_code": code}
     return None

@@ -73,6 +73,9 @@ def _append(server: "KafkaServer", partition: Any, records: Any, acks: int, now_
         raise KafkaError(ErrorCode.INVALID_RECORD, "Produce request carries no records")
     config = partition.log.config
     if peek_magic(records) != MAGIC_V2:
+        if version >= 3:
+            # Produce v3+ carries magic-2 batches only (ProduceRequest.validateRecords).
+            raise KafkaError(ErrorCode.INVALID_RECORD, f"Produce requests with version {version} must only contain record batches with magic version 2")
         records = memoryview(bytearray(legacy_records.up_convert(records)))
     validated = validate_batches(records)
     if version < 7 and any(h.compression == CompressionType.ZSTD for _, h in validated.batches):
@@ -94,7 +97,8 @@ def _append(server: "KafkaServer", partition: Any, records: Any, acks: int, now_
     info = partition.append_as_leader(records, acks, log_append_time, config.min_insync_replicas, validated.batches)
     fields = {
         "base_offset": info.first_offset,
-        "log_append_time_ms": log_append_time if log_append_time is not None else -1,
+        # The log's answer: for a duplicate of one of the producer's last batches, its original time.
+        "log_append_time_ms": info.log_append_time,
         "log_start_offset": partition.log.log_start_offset,
     }
     return fields, info.last_offset

@@ -44,3 +44,33 @@ def test_zstd_is_refused_below_produce_v7(broker, connect):
     assert old.error_code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
     new = wire.call(ApiKey.Produce, 7, body).responses[0].partition_responses[0]
     assert new.error_code == ErrorCode.NONE and new.base_offset == 0
+
+
+def test_legacy_message_sets_are_refused_from_produce_v3(broker, connect):
+    from odradek.protocol.legacy_records import build_message_set
+    from odradek.protocol.records import Record
+
+    wire = connect(broker.bootstrap)
+    wire.call(ApiKey.CreateTopics, 7, {"topics": [{"name": "legacy-v3", "num_partitions": 1, "replication_factor": 1}], "timeout_ms": 5000})
+    message_set = build_message_set([Record(0, 1_700_000_000_000, b"k", b"v")], magic=1)
+    body = {"acks": 1, "timeout_ms": 5000, "topic_data": [{"name": "legacy-v3", "partition_data": [{"index": 0, "records": message_set}]}]}
+    assert wire.call(ApiKey.Produce, 2, body).responses[0].partition_responses[0].error_code == ErrorCode.NONE
+    assert wire.call(ApiKey.Produce, 3, body).responses[0].partition_responses[0].error_code == ErrorCode.INVALID_RECORD
+
+
+def test_a_duplicate_batch_is_answered_with_its_original_offset_and_time(tmp_path, connect):
+    from odradek.protocol.records import Record, build_batch
+
+    with Broker(log_dir=tmp_path) as b:
+        wire = connect(b.bootstrap)
+        wire.call(ApiKey.CreateTopics, 7, {"topics": [{"name": "dups", "num_partitions": 1, "replication_factor": 1, "configs": [{"name": "message.timestamp.type", "value": "LogAppendTime"}]}], "timeout_ms": 5000})
+        pid = wire.call(ApiKey.InitProducerId, 4, {"transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1})
+        batch = build_batch([Record(value=b"once")], producer_id=pid.producer_id, producer_epoch=pid.producer_epoch, base_sequence=0)
+        body = {"acks": -1, "timeout_ms": 5000, "topic_data": [{"name": "dups", "partition_data": [{"index": 0, "records": batch}]}]}
+        first = wire.call(ApiKey.Produce, 9, body).responses[0].partition_responses[0]
+        import time
+
+        time.sleep(0.05)
+        retry = wire.call(ApiKey.Produce, 9, body).responses[0].partition_responses[0]
+    assert first.error_code == retry.error_code == ErrorCode.NONE and first.log_append_time_ms > 0
+    assert (retry.base_offset, retry.log_append_time_ms) == (first.base_offset, first.log_append_time_ms)
