@@ -2,7 +2,8 @@
 
 Partitions without a committed offset answer offset -1 and empty metadata. A null topic list (v2+) asks
 for every partition the group committed. A group-level error is the top-level ``error_code`` (v2-v7) or the
-group's (v8+), with no partitions; v0-v1 have nowhere to put it.
+group's (v8+), with no partitions; v0-v1 have no such field, so, as in Kafka, every partition asked for
+carries it.
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ def handle(server: "KafkaServer", request: Request) -> dict:
     body = request.body
     if request.header.api_version < 8:
         error, topics = _fetch(server, body.group_id, body.topics, body.require_stable)
+        if error != ErrorCode.NONE and request.header.api_version < 2 and body.topics:
+            # v0-v1 have no group-level error field: Kafka puts the error on every partition asked for.
+            topics = [
+                {"name": t.name, "partitions": [{"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": error} for p in t.partition_indexes]}
+                for t in body.topics
+            ]
         return {"error_code": error, "topics": topics}
     groups = []
     for group in body.groups:

@@ -74,3 +74,14 @@ def test_a_duplicate_batch_is_answered_with_its_original_offset_and_time(tmp_pat
         retry = wire.call(ApiKey.Produce, 9, body).responses[0].partition_responses[0]
     assert first.error_code == retry.error_code == ErrorCode.NONE and first.log_append_time_ms > 0
     assert (retry.base_offset, retry.log_append_time_ms) == (first.base_offset, first.log_append_time_ms)
+
+
+def test_offset_fetch_v1_puts_a_group_error_on_every_partition(tmp_path, connect):
+    with Broker(log_dir=tmp_path) as b:  # no __consumer_offsets yet: this broker coordinates no group
+        body = {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0, 1]}]}
+        response = connect(b.bootstrap).call(ApiKey.OffsetFetch, 1, body)
+    partitions = response.topics[0].partitions
+    assert [(p.partition_index, p.committed_offset, p.error_code) for p in partitions] == [
+        (0, -1, ErrorCode.NOT_COORDINATOR),
+        (1, -1, ErrorCode.NOT_COORDINATOR),
+    ]
