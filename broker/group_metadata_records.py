@@ -17,7 +17,8 @@ import struct
 from dataclasses import dataclass, field
 
 from odradek.protocol.messages.coordinator_records import GROUP_METADATA_KEY, GROUP_METADATA_VALUE, OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE
-from odradek.protocol.schema import NULL, Array, DecodeError, F, Message, decode, encode
+from odradek.protocol.messages.data import CONSUMER_PROTOCOL_SUBSCRIPTION
+from odradek.protocol.schema import DecodeError, Message, decode, encode
 
 _VERSION = struct.Struct(">h")
 
@@ -29,15 +30,6 @@ GROUP_METADATA_VALUE_VERSION = 3
 
 NO_LEADER_EPOCH = -1
 
-CONSUMER_PROTOCOL_SUBSCRIPTION = Message(
-    "ConsumerProtocolSubscription",
-    "0-3",
-    "none",
-    F("Topics", Array("string")),
-    F("UserData", "bytes", nullable="0+", default=NULL),
-)
-"""The prefix every version of the consumer's JoinGroup metadata shares (Kafka reads it at v0 to learn a
-consumer group's topics, ignoring the fields later versions append)."""
 
 
 @dataclass(frozen=True)

@@ -58,8 +58,7 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        """No open transactions are tracked yet, so the LSO is the high watermark."""
-        return self.log.high_watermark
+        return self.log.last_stable_offset
 
     def become_leader(self, state: PartitionState) -> None:
         """LeaderAndIsr made us leader: start a new epoch in the log's epoch cache at the LEO."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import uuid
 from dataclasses import asdict
 from pathlib import Path
@@ -29,6 +28,7 @@ from odradek.controller.metadata import (
     unify_collision_chars,
 )
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.storage.checkpoints import write_atomically
 
 STATE_FILE = "odradek-controller.json"
 PRODUCER_ID_BLOCK_SIZE = 1000
@@ -37,21 +37,6 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 def new_cluster_id() -> str:
     """Kafka's cluster ids: a random UUID as 22 characters of URL-safe base64."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write a temp file, fsync it, rename it over the target and fsync the directory (as Kafka's checkpoints)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class EmbeddedController:
@@ -110,7 +95,7 @@ class EmbeddedController:
             },
         }
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(self.path, json.dumps(state, indent=1, sort_keys=True))
+        write_atomically(self.path, json.dumps(state, indent=1, sort_keys=True).encode())
 
     # -- topics -----------------------------------------------------------------------------------------
 

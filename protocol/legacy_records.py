@@ -43,7 +43,7 @@ from odradek.protocol.record_batch import (
     iter_batch_positions,
     read_batch_header,
 )
-from odradek.protocol.records import Record, RecordLike, build_batch, complete_records, iter_records
+from odradek.protocol.records import Record, RecordLike, build_batch, complete_records, iter_records_unchecked
 
 Bytes = bytes | bytearray | memoryview
 
@@ -287,7 +287,7 @@ def down_convert(batches: Bytes, magic: int, *, first_offset: int = 0) -> bytes:
             raise UnsupportedCompressionTypeError(f"zstd batches cannot be down-converted to magic {magic}")
         records = [
             Record(r.offset, r.timestamp, r.key, r.value)
-            for r in iter_records(view, pos)
+            for r in iter_records_unchecked(view, pos, header)  # read_batch_header just checked the CRC
             if header.compression or r.offset >= first_offset
         ]
         if records:

@@ -387,6 +387,11 @@ class Log:
         return self._log_start_offset
 
     @property
+    def last_stable_offset(self) -> int:
+        """The high watermark, or the first offset of an open transaction below it (READ_COMMITTED reads)."""
+        return min([self.high_watermark, *self.producer_state.ongoing_txns])
+
+    @property
     def log_end_offset(self) -> int:
         return self._log_end_offset
 

@@ -151,11 +151,6 @@ def segments_between(segments: Sequence[_S], from_offset: int, to_offset: int) -
     return [segment for segment in segments[first:] if segment.base_offset < to_offset]
 
 
-def last_stable_offset(log_: Log) -> int:
-    """Nothing past the high watermark or the first offset of an open transaction is ever cleaned."""
-    return min([log_.high_watermark, *log_.producer_state.ongoing_txns])
-
-
 def cleanable_offsets(log_: Log, last_clean_offset: int | None, now_ms: int) -> tuple[int, int, bool]:
     """(first dirty offset, first uncleanable offset, checkpoint must be reset) -- Kafka's cleanableOffsets.
 
@@ -178,7 +173,7 @@ def cleanable_offsets(log_: Log, last_clean_offset: int | None, now_ms: int) -> 
         checkpoint, force_update = start, True
     segments = log_.segments
     active = segments[-1]
-    limits = [last_stable_offset(log_), active.base_offset]
+    limits = [log_.last_stable_offset, active.base_offset]  # nothing unstable is ever cleaned
     min_lag = max(log_.config.min_compaction_lag_ms, 0)
     if min_lag > 0:
         for segment in segments_between(segments, checkpoint, active.base_offset):

@@ -204,7 +204,7 @@ def _read_version(message: Message, version: int) -> int:
 _VERSION = struct.Struct(">h")
 
 
-# --- schemas the broker itself never decodes (declared in protocol/messages/data.py from Kafka's specs) ----
+# --- consumer protocol and KRaft control records (declared in protocol/messages/data.py from Kafka's specs) --
 
 CONSUMER_PROTOCOL_SUBSCRIPTION = data.CONSUMER_PROTOCOL_SUBSCRIPTION
 CONSUMER_PROTOCOL_ASSIGNMENT = data.CONSUMER_PROTOCOL_ASSIGNMENT
