@@ -67,8 +67,11 @@ def test_acks_all_completes_when_the_follower_catches_up(broker, connect):
     results = []
     with anyio.from_thread.start_blocking_portal() as portal:
         future = portal.start_task_soon(anyio.to_thread.run_sync, lambda: results.append(produce(connect(broker.bootstrap), -1, 5000, b"second", count=3)))
-        time.sleep(0.3)
-        assert not results  # offsets 1-3 appended; the follower has none of them
+        deadline = time.monotonic() + 10
+        while partition.log_end_offset < 4 and time.monotonic() < deadline:  # offsets 1-3 appended
+            time.sleep(0.01)
+        time.sleep(0.1)
+        assert partition.log_end_offset == 4 and not results  # appended, and waiting: the follower has none
         on_broker_loop(broker, partition.update_follower, 1, 2)  # a follower fetch at offset 2: it has offset 1 only
         time.sleep(0.3)
         assert not results and partition.high_watermark == 2  # the batch is not all committed yet

@@ -24,7 +24,7 @@ def test_in_process_broker_starts_fast_and_stops_cleanly(tmp_path) -> None:
             pass
     # Not a benchmark: a generous bound that still catches a broker that scans or sleeps at start-up.
     assert elapsed < 5
-    assert (tmp_path / ".kafka_cleanshutdown").exists() or any(tmp_path.glob("**/.kafka_cleanshutdown"))
+    assert (tmp_path / ".kafka_cleanshutdown").exists()  # at the log directory's root, as Kafka writes it
     assert (tmp_path / "meta.properties").exists()
 
 

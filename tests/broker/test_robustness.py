@@ -34,7 +34,10 @@ def test_running_out_of_file_descriptors_does_not_stop_the_broker(tmp_path) -> N
                 s.close()
                 continue
             clients.append(s)
-        time.sleep(0.5)
+        deadline = time.time() + 10
+        while not any("Failed to accept a connection" in line for line in broker.output) and time.time() < deadline:
+            time.sleep(0.05)
+        assert any("Too many open files" in line for line in broker.output), "the broker never ran out of descriptors"
         for s in clients:
             s.close()
         resource.prlimit(broker.pid, resource.RLIMIT_NOFILE, (soft, hard))

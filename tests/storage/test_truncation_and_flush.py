@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from odradek.protocol.errors import KafkaError
+from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import set_base_offset, set_partition_leader_epoch
 
 
@@ -52,8 +52,9 @@ def test_follower_appends_keep_the_leaders_offsets_and_epochs(open_log, make_bat
     assert (info.first_offset, info.last_offset, follower.log_end_offset) == (0, 11, 12)
     assert follower.epoch_cache.entries == [(3, 0), (5, 8)]
     assert follower.read(0, 1_000_000).read() == bytes(leader_bytes)
-    with pytest.raises(KafkaError):
+    with pytest.raises(KafkaError) as refused:
         follower.append_as_follower(bytes(leader_bytes[: len(leader_bytes) // 3]))  # offsets below the LEO
+    assert refused.value.code == ErrorCode.UNKNOWN_SERVER_ERROR  # Kafka's UnexpectedAppendOffsetException
     assert follower.append_as_follower(bytes(leader_bytes[:30])) is None
 
 
