@@ -426,9 +426,6 @@ class Group:
         record = self.offsets.get(tp)
         return None if record is None else record.offset
 
-    def all_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
-        return {tp: record.offset for tp, record in self.offsets.items()}
-
     @property
     def has_offsets(self) -> bool:
         return bool(self.offsets) or bool(self.pending_offset_commits)

@@ -8,8 +8,6 @@ UpdateMetadata and StopReplica. The socket server feeds it request frames and se
 from __future__ import annotations
 
 import logging
-import time
-from pathlib import Path
 from typing import Any
 
 from odradek.broker.config import BrokerConfig
@@ -28,7 +26,6 @@ class KafkaServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.broker_id = config.broker_id
-        self.started_at = time.time()
         self.log_dirs = config.log_dirs
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
@@ -114,6 +111,3 @@ class KafkaServer:
         pid = self._next_producer_id
         self._next_producer_id += 1
         return pid
-
-    def log_dir_paths(self) -> list[Path]:
-        return self.log_dirs

@@ -15,10 +15,8 @@ import json
 import uuid
 from dataclasses import asdict
 from pathlib import Path
-from typing import Iterable
 
 from odradek.controller.metadata import (
-    INTERNAL_TOPICS,
     BrokerInfo,
     MetadataImage,
     MetadataListener,
@@ -233,7 +231,3 @@ class EmbeddedController:
         self.next_producer_id += count
         self._save()
         return range(start, start + count)
-
-    @property
-    def internal_topics(self) -> Iterable[str]:
-        return (t for t in self.image.topics if t in INTERNAL_TOPICS)

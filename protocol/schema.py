@@ -98,9 +98,6 @@ def snake_case(name: str) -> str:
 # ----------------------------------------------------------------------------------------------------------
 # Declarations
 
-PRIMITIVES = ("bool", "int8", "int16", "uint16", "int32", "int64", "float64", "uuid", "string", "bytes", "records")
-
-
 @dataclass(frozen=True)
 class S:
     """A struct: Kafka's nested field groups and common structs."""
@@ -355,7 +352,7 @@ class KStruct(_Field):
         self.decl = decl
         self.version = version
         self.flexible = flexible
-        self.regular: list[tuple[str, construct.Construct]] = []
+        self.regular: list[tuple[str, construct.Construct, F]] = []
         self.tagged: list[tuple[str, int, construct.Construct, F]] = []
         self.absent: list[tuple[str, F]] = []
         for f in decl.fields:
@@ -369,13 +366,13 @@ class KStruct(_Field):
                 else:
                     self.absent.append((name, f))
             else:
-                self.regular.append((name, _construct_for(f, version, field_flexible)))
+                self.regular.append((name, _construct_for(f, version, field_flexible), f))
         self.tagged.sort(key=lambda t: t[1])
 
     def _emitparse(self, code: Any) -> str:
         e = _Emitter(code)
         lines = ["def FN(io, this):", "    r = _rt.Container()"]
-        for name, sub in self.regular:
+        for name, sub, _ in self.regular:
             lines.append(f"    r[{name!r}] = {sub._compileparse(code)}")
         for name, f in self.absent:
             lines.append(f"    r[{name!r}] = _rt.copy_default({e.const(_resolve_default(f))})")
@@ -392,8 +389,8 @@ class KStruct(_Field):
     def _emitbuild(self, code: Any) -> str:
         e = _Emitter(code)
         lines = ["def FN(obj, io, this):", "    get = obj.get"]
-        for name, sub in self.regular:
-            default = e.const(_resolve_default(_field_named(self.decl, name)))
+        for name, sub, f in self.regular:
+            default = e.const(_resolve_default(f))
             sub_fn = e.fn("build_field", f"\ndef FN(obj, io, this):\n    return {sub._compilebuild(code)}\n")
             lines.append(f"    {sub_fn}(get({name!r}, {default}), io, this)")
         if self.flexible:
@@ -423,13 +420,6 @@ class NullableStruct(_Field):
     def _emitbuild(self, code: Any) -> str:
         inner = self.struct._compilebuild(code)
         return f"(io.write(b'\\xff'), obj)[1] if obj is None else (io.write(b'\\x01'), {inner})[1]"
-
-
-def _field_named(s: S, name: str) -> F:
-    for f in s.fields:
-        if snake_case(f.name) == name:
-            return f
-    raise KeyError(name)
 
 
 def _construct_for(f: F, version: int, flexible: bool) -> construct.Construct:
@@ -487,9 +477,6 @@ class Message:
             compiled = KStruct(self.struct, version, self.is_flexible(version)).compile()
             self._cache[version] = compiled
         return compiled
-
-    def default(self) -> Container:
-        return _struct_default(self.struct)
 
 
 @dataclass(slots=True)
@@ -779,22 +766,3 @@ def _uvarint_bytes(value: int) -> bytes:
 
 
 _rt = _Runtime
-
-
-def struct_of(t: Any) -> S | None:
-    """The struct inside a field type (directly, or as an array's element), if any."""
-    if isinstance(t, S):
-        return t
-    if isinstance(t, Array) and isinstance(t.element, S):
-        return t.element
-    return None
-
-
-def type_name(t: Any) -> str:
-    """A field type in Kafka's JSON notation (``int32``, ``[]TopicData``, ``Struct``)."""
-    if isinstance(t, Array):
-        return "[]" + (t.element.name if isinstance(t.element, S) else t.element)
-    if isinstance(t, S):
-        return t.name
-    return t
-
