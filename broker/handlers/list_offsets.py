@@ -34,10 +34,10 @@ def lookup(server: "KafkaServer", topic: str, index: int, timestamp: int, isolat
     else:
         fetchable = partition.high_watermark
     if timestamp == LATEST:
-        return -1, fetchable, _epoch_for(log, fetchable, partition.leader_epoch)
+        return -1, fetchable, _known(log.latest_epoch)  # Kafka: the epoch cache's latest epoch
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         offset = log.log_start_offset
-        return -1, offset, _epoch_for(log, offset, partition.leader_epoch)
+        return -1, offset, _known(log.epoch_for_offset(offset))  # Kafka: the log start offset's epoch
     if timestamp == LATEST_TIERED:
         return -1, -1, -1
     if timestamp == MAX_TIMESTAMP:
@@ -52,10 +52,9 @@ def lookup(server: "KafkaServer", topic: str, index: int, timestamp: int, isolat
     return ts, offset, epoch
 
 
-def _epoch_for(log, offset: int, current: int) -> int:
-    """The leader epoch of the batch before ``offset`` (what the Java client validates positions with)."""
-    epoch = log.epoch_for_offset(offset - 1) if offset > log.log_start_offset else None
-    return current if epoch is None else epoch
+def _known(epoch: int | None) -> int:
+    """Kafka answers -1 where the epoch cache has no entry."""
+    return -1 if epoch is None else epoch
 
 
 def handle(server: "KafkaServer", request: Request) -> dict:

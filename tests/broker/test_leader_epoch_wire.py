@@ -47,3 +47,11 @@ def test_end_offsets_of_epochs_across_a_leader_change(tmp_path, connect) -> None
         assert end_offset(wire, 1, current=2)[0] == ErrorCode.UNKNOWN_LEADER_EPOCH  # from the future
         metadata = wire.call(ApiKey.Metadata, 12, {"topics": [{"name": "epochs"}]}).topics[0].partitions[0]
         assert metadata.leader_epoch == 1
+
+        def list_offset(timestamp: int) -> tuple[int, int]:
+            body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": "epochs", "partitions": [{"partition_index": 0, "timestamp": timestamp}]}]}
+            p = wire.call(ApiKey.ListOffsets, 9, body).topics[0].partitions[0]
+            return p.offset, p.leader_epoch
+
+        assert list_offset(-1) == (5, 1)  # latest: the epoch cache's latest epoch, as Kafka answers
+        assert list_offset(-2) == (0, 0)  # earliest: the epoch of the log start offset
