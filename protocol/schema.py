@@ -618,6 +618,8 @@ class _Runtime:
             if nullable and n == -1:
                 return None
             raise DecodeError("null string in non-nullable field" if n == -1 else f"bad string length {n}")
+        if n > 0x7FFF:
+            raise DecodeError(f"string field had invalid length {n}")  # Kafka's limit, compact strings too
         try:
             return _Runtime.read(io, n).decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -713,6 +715,9 @@ class _Runtime:
 
     @staticmethod
     def read_tagged(io: Any, this: Any, result: Container, parsers: dict) -> None:
+        """Tagged fields in strictly increasing tag order, each consumed exactly: KIP-482 requires both, and
+        Kafka writes them so. Kafka's generated readers are laxer (any order, unconsumed bytes ignored);
+        refusing such input is deliberate, as no client sends it and it is the shape of a corrupted frame."""
         count = _Runtime.read_uvarint(io)
         last = -1
         for _ in range(count):

@@ -21,10 +21,12 @@ from odradek.protocol.schema import snake_case
 SKIPPED_UNSTABLE_PREFIXES = ("ShareGroup", "ShareFetch", "ShareAcknowledge")
 
 
+_STRING_OR_COMMENT = re.compile(r'("(?:\\.|[^"\\])*")|//[^\n]*')
+
+
 def load_spec(path: Path) -> dict[str, Any]:
-    """Kafka's specs are JSON with ``//`` line comments."""
-    text = re.sub(r"^\s*//.*$", "", path.read_text(), flags=re.M)
-    return json.loads(text)
+    """Kafka's specs are JSON with ``//`` comments, whole-line or trailing; ``//`` inside strings stays."""
+    return json.loads(_STRING_OR_COMMENT.sub(lambda m: m.group(1) or "", path.read_text()))
 
 
 def served_by_broker(spec: dict[str, Any]) -> bool:

@@ -318,3 +318,13 @@ def test_golden_produce_v3_request() -> None:
     (partition,) = topic.partition_data
     assert topic.name == "orders" and partition.index == 2
     assert partition.records == batch and partition.records.obj is frame
+
+
+def test_a_compact_string_longer_than_kafkas_limit_is_refused() -> None:
+    from odradek.protocol.schema import DecodeError, Message, F, decode
+
+    message = Message("T", "0", "0+", F("Name", "string"))
+    too_long = 0x7FFF + 1
+    data = bytes([((too_long + 1) & 0x7F) | 0x80, ((too_long + 1) >> 7) & 0x7F | 0x80, (too_long + 1) >> 14]) + b"a" * too_long + b"\x00"
+    with pytest.raises(DecodeError, match="invalid length"):
+        decode(message, 0, data)
