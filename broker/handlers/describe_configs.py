@@ -49,14 +49,12 @@ def resource_type_name(type_id: int) -> str:
 
 
 # Kafka's DynamicBrokerConfig.brokerConfigSynonyms: broker keys that set one thing in different units, most
-# specific first. Every other key is its own only synonym.
-_SYNONYM_GROUPS = (
-    ("log.roll.ms", "log.roll.hours"),
-    ("log.roll.jitter.ms", "log.roll.jitter.hours"),
-    ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-)
-BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {name: group for group in _SYNONYM_GROUPS for name in group}
-BROKER_SYNONYMS["log.flush.interval.ms"] = ("log.flush.interval.ms", "log.flush.scheduler.interval.ms")
+# specific first -- the same chains the topic config table declares as a key's fallbacks. Every other key is
+# its own only synonym. (config_synonyms starts a chain at the key asked about, so a later member of a
+# chain, e.g. log.flush.scheduler.interval.ms, answers only itself, as in Kafka.)
+BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
+    s.name: tuple(x.name for x in key.synonyms) for key in TOPIC_CONFIG if len(key.synonyms) > 1 for s in key.synonyms
+}
 
 
 def broker_config_synonyms(name: str) -> tuple[str, ...]:
