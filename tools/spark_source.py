@@ -73,7 +73,9 @@ class OffsetSpec:
     """Where reading starts or ends in each partition: offsets, or EARLIEST / LATEST.
 
     ``default`` None leaves partitions that ``per_partition`` does not name at the side's own default
-    (earliest for starting offsets, latest for ending ones), as Spark's Kafka source does.
+    (earliest for starting offsets, latest for ending ones). This is laxer than Spark's batch Kafka source,
+    which requires per-partition JSON to name every partition it reads: a job that relies on it needs the
+    full JSON when switched to ``format("kafka")``.
     """
 
     default: int | None = None

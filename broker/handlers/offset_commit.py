@@ -7,7 +7,6 @@ v1 record format as Kafka does.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 from odradek.broker.coordinator_runtime import group_coordinator
@@ -25,7 +24,8 @@ DEFAULT_RETENTION_TIME = -1
 
 def handle(server: "KafkaServer", request: Request) -> Any:
     body = request.body
-    now = time.time_ns() // 1_000_000
+    runtime = group_coordinator(server)
+    now = runtime.coordinator.clock()  # the clock offset expiry compares these timestamps with
     expire = None if body.retention_time_ms == DEFAULT_RETENTION_TIME else now + body.retention_time_ms
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
@@ -54,6 +54,5 @@ def handle(server: "KafkaServer", request: Request) -> Any:
 
     if not offsets:
         return response({})
-    runtime = group_coordinator(server)
     deferred = runtime.coordinator.commit_offsets(body.group_id, body.member_id, body.group_instance_id, body.generation_id_or_member_epoch, offsets)
     return runtime.respond(deferred, response)
