@@ -122,14 +122,18 @@ class ReplicaManager:
     def _on_high_watermark(self, partition: Partition) -> None:
         self.watchers.wake((partition.topic, partition.index))
 
-    async def wait_for_change(self, keys: list[TopicPartition], timeout_s: float) -> None:
-        """Wait until any of the partitions changes, or the timeout passes."""
-        if timeout_s <= 0:
-            return
-        event = self.watchers.register(keys)
+    async def wait_for_change(self, keys: list[TopicPartition], timeout_s: float, event: anyio.Event | None = None) -> None:
+        """Wait until any of the partitions changes, or the timeout passes.
+
+        ``event``, from ``watchers.register(keys)``, lets a caller start watching before it yields (a
+        handler that has just read, and whose wait begins later): a change in between is not missed.
+        """
+        if event is None:
+            event = self.watchers.register(keys)
         try:
-            with anyio.move_on_after(timeout_s):
-                await event.wait()
+            if timeout_s > 0:
+                with anyio.move_on_after(timeout_s):
+                    await event.wait()
         finally:
             self.watchers.unregister(keys, event)
 

@@ -81,21 +81,20 @@ def handle(server: "KafkaServer", request: Request) -> Any:
     total = sum(r.length for r in reads)
     if body.max_wait_ms <= 0 or total >= body.min_bytes or any(r.error for r in reads) or not reads:
         return _respond(server, context, reads, version, is_follower, isolation == READ_COMMITTED, now_ms)
-    return _long_poll(server, context, reads, read_all, body, version, is_follower, isolation == READ_COMMITTED)
-
-
-async def _long_poll(server: "KafkaServer", context: FetchContext, reads: list[PartitionRead], read_all: Any, body: Any, version: int, is_follower: bool, read_committed: bool) -> dict:
-    deadline = time.monotonic() + body.max_wait_ms / 1000
+    # Watch from now on: appends made before the connection's writer starts the wait must wake it.
     keys = [(r.request.topic, r.request.partition) for r in reads if r.request.topic is not None]
+    watching = server.replica_manager.watchers.register(keys)
+    return _long_poll(server, context, keys, watching, read_all, body, version, is_follower, isolation == READ_COMMITTED)
+
+
+async def _long_poll(server: "KafkaServer", context: FetchContext, keys: list, watching: Any, read_all: Any, body: Any, version: int, is_follower: bool, read_committed: bool) -> dict:
+    deadline = time.monotonic() + body.max_wait_ms / 1000
     while True:
-        # Read again before waiting: this coroutine starts only when the connection's writer reaches it,
-        # and appends made since the handler's first read have already woken whoever was waiting then.
-        # Nothing is awaited between this read and registering the wait, so no append is missed.
+        await server.replica_manager.wait_for_change(keys, deadline - time.monotonic(), watching)
         reads = read_all()
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or sum(r.length for r in reads) >= body.min_bytes or any(r.error for r in reads):
+        if time.monotonic() >= deadline or sum(r.length for r in reads) >= body.min_bytes or any(r.error for r in reads):
             break
-        await server.replica_manager.wait_for_change(keys, remaining)
+        watching = server.replica_manager.watchers.register(keys)
     return _respond(server, context, reads, version, is_follower, read_committed, int(time.time() * 1000))
 
 
