@@ -285,7 +285,10 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     """One broker for the whole session (tests keep apart by topic), in its own process as in production:
     in-process it would share the GIL with the Python clients, and on a busy machine that contention
     slowed a 100k-record read twentyfold."""
-    with Broker(log_dir=tmp_path_factory.mktemp("e2e-broker"), subprocess=True) as b:
+    # Tests write records with fixed timestamps from 2023 (so they can assert them exactly); time-based
+    # retention would delete those segments at its first check, 30 s after start, as Kafka's does.
+    config = {"log.retention.ms": "-1"}
+    with Broker(log_dir=tmp_path_factory.mktemp("e2e-broker"), subprocess=True, config=config) as b:
         yield b
 
 
