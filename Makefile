@@ -1,32 +1,53 @@
 # The two set-up commands of README.md: `make serve` and `make test`.
-PYTHON ?= python3
-PIP ?= $(PYTHON) -m pip
-APT_PACKAGES = zookeeper kcat
-JAVA_PACKAGE = openjdk-17-jre-headless
+# Both install into a virtual environment, .venv/ (Debian's own Python refuses `pip install` outside one).
+BASE_PYTHON ?= python3
+VENV ?= .venv
+PYTHON = $(VENV)/bin/python
+PIP = $(PYTHON) -m pip
+APT_PACKAGES = zookeeper kcat maven
+JAVA_PACKAGE = openjdk-17-jdk-headless
+JVM_SETS = kafka spark-kafka
+JVM_CACHE = .cache/jvm
 
-.PHONY: serve test install install-test system-deps
+.PHONY: serve test install install-test system-deps jvm-deps apt
 
 serve: install
-	odradek serve
+	$(VENV)/bin/odradek serve
 
-install:
+$(PYTHON):
+	@$(BASE_PYTHON) -c 'import ensurepip' 2>/dev/null || $(MAKE) --no-print-directory apt APT_MISSING=python3-venv
+	$(BASE_PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+install: $(PYTHON)
 	$(PIP) install -q -e .
 
-# Installs everything the suite needs (Debian packages, Java for PySpark, Python packages, kafkajs where npm is), then runs it.
-test: system-deps install-test
+# Installs everything the suite needs (Debian packages, Java and Maven, Kafka's and Spark's jars, Python
+# packages, kafkajs), then runs it.
+test: system-deps install-test jvm-deps
 	$(PYTHON) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS); status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$status
 
-install-test:
+install-test: $(PYTHON)
 	$(PIP) install -q -e '.[test]'
 	@if command -v npm >/dev/null 2>&1; then npm ci --prefix tests/e2e/js --no-audit --no-fund --loglevel=error >/dev/null; fi
 
+# Apache Kafka 3.9.1 (broker, tools, ZooKeeper, Java client) and Spark's Kafka connector, copied by Maven as
+# configured on the machine into .cache/jvm/<set>/ once; a set is fetched again only when its pom changes.
+jvm-deps: $(foreach set,$(JVM_SETS),$(JVM_CACHE)/$(set)/.resolved)
+
+$(JVM_CACHE)/%/.resolved: tests/jvm/%/pom.xml
+	rm -rf $(JVM_CACHE)/$*
+	mvn -q -B -f $< dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(JVM_CACHE)/$*
+	touch $@
+
 system-deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	command -v java >/dev/null 2>&1 || missing="$$missing $(JAVA_PACKAGE)"; \
-	if [ -n "$$missing" ]; then \
-		if command -v apt-get >/dev/null 2>&1; then \
-			SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-			$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
-		else echo "install these packages by hand: $$missing"; fi; \
-	fi
+	command -v javac >/dev/null 2>&1 || missing="$$missing $(JAVA_PACKAGE)"; \
+	if [ -n "$$missing" ]; then $(MAKE) --no-print-directory apt APT_MISSING="$$missing"; fi
+
+apt:
+	@if command -v apt-get >/dev/null 2>&1; then \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(APT_MISSING) >/dev/null; \
+	else echo "install these packages by hand: $(APT_MISSING)"; exit 1; fi

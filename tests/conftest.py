@@ -1,15 +1,21 @@
-"""Shared by every test directory: a bare protocol connection for wire-level tests."""
+"""Shared by every test directory: a bare protocol connection for wire-level tests, and the real Kafka."""
 
 from __future__ import annotations
 
 import itertools
 import socket
 import struct
+import sys
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
 
 from odradek.protocol.api import ApiKey, decode_response, encode_request
+
+sys.path.insert(0, str(Path(__file__).parent / "jvm"))
+
+import kafka_jvm  # noqa: E402
 
 
 class Wire:
@@ -73,3 +79,15 @@ def connect() -> Iterator[Callable[..., Wire]]:
     yield open_
     for wire in opened:
         wire.close()
+
+
+@pytest.fixture(scope="session")
+def real_kafka() -> kafka_jvm.RealKafka:
+    """Apache Kafka 3.9.1 in ZooKeeper mode, started once for the whole run (see tests/jvm/kafka_jvm.py).
+
+    A missing jar set fails the test: ``make test`` fetches them, so a skip would hide a broken set-up.
+    """
+    try:
+        return kafka_jvm.shared_kafka()
+    except kafka_jvm.JvmUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)

@@ -1,0 +1,315 @@
+"""Apache Kafka 3.9.1 from its Maven jars, for the tests: ZooKeeper, a Kafka broker in ZooKeeper mode (the
+mode odradek reproduces), Kafka's command-line tools, and Java programs compiled against kafka-clients.
+
+``make jvm-deps`` copies each jar set named by a ``pom.xml`` beside this file (``kafka/``, ``spark-kafka/``)
+into ``.cache/jvm/<set>/`` at the top of the repository, once. Nothing here downloads anything: a test that
+needs a set that is not there fails with the command that fetches it.
+
+``ODRADEK_COMPAT_KAFKA=host:port`` names a Kafka broker to use instead of starting one. Otherwise
+:func:`shared_kafka` starts ZooKeeper and one Kafka broker on loopback the first time a test asks, and
+stops both (by PID) when the test process exits; every test directory shares that one pair.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import socket
+import subprocess as sp
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+REPO = Path(__file__).resolve().parents[2]
+JAR_ROOT = Path(os.environ.get("ODRADEK_JVM_CACHE", REPO / ".cache" / "jvm"))
+KAFKA_ENV = "ODRADEK_COMPAT_KAFKA"
+KAFKA_VERSION = "3.9.1"
+STARTUP_TIMEOUT_S = 60.0
+
+BROKER_SETTINGS: dict[str, str] = {
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+}
+"""What the tests' Kafka and odradek both run with beyond Kafka's defaults: one node, no rebalance delay."""
+
+TOOLS: dict[str, str] = {
+    "kafka-topics": "org.apache.kafka.tools.TopicCommand",
+    "kafka-configs": "kafka.admin.ConfigCommand",
+    "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
+    "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
+    "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+    "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
+    "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
+    "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
+    "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
+    "kafka-dump-log": "kafka.tools.DumpLogSegments",
+    "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
+    "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+    "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
+    "kafka-acls": "kafka.admin.AclCommand",
+}
+"""Each ``bin/kafka-*.sh`` script of Kafka 3.9 and the main class it runs."""
+
+TOOLS_LOG4J = """\
+log4j.rootLogger=WARN, stderr
+log4j.appender.stderr=org.apache.log4j.ConsoleAppender
+log4j.appender.stderr.layout=org.apache.log4j.PatternLayout
+log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.appender.stderr.Target=System.err
+"""
+"""Kafka's ``config/tools-log4j.properties``: the tools log warnings to standard error only."""
+
+SERVER_LOG4J = """\
+log4j.rootLogger=INFO, file
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.File=${kafka.logs.dir}/server.log
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.org.apache.zookeeper=WARN
+log4j.logger.kafka.request.logger=WARN
+"""
+
+
+class JvmUnavailable(RuntimeError):
+    """A jar set or the JVM is missing: the message says how to get it."""
+
+
+def jar_dir(name: str) -> Path:
+    """The folder of jar set ``name`` (``kafka`` or ``spark-kafka``); raises when ``make jvm-deps`` has not run."""
+    path = JAR_ROOT / name
+    if not any(path.glob("*.jar")):
+        raise JvmUnavailable(f"no jars in {path}: run `make jvm-deps` (Maven copies tests/jvm/{name}/pom.xml's dependencies there)")
+    if shutil.which("java") is None:
+        raise JvmUnavailable("no `java` on PATH: install a Java 17 runtime")
+    return path
+
+
+def classpath(name: str = "kafka", *extra: str | Path) -> str:
+    return os.pathsep.join([str(jar_dir(name) / "*"), *map(str, extra)])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: sp.Popen, timeout_s: float, log: Path) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before listening on {port}:\n{tail(log)}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listened on {port} within {timeout_s}s:\n{tail(log)}")
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return f"({path} unreadable)"
+
+
+@dataclass
+class JavaProcess:
+    """A JVM started in the background, its output in ``log``; stopped by PID."""
+
+    proc: sp.Popen
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """SIGTERM (Kafka's clean shutdown), then SIGKILL if it has not exited in time."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except sp.TimeoutExpired:
+                self.kill()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+
+
+def start_java(main_class: str, args: Sequence[str], *, log: Path, heap: str = "512m", cp: str | None = None, system_properties: Mapping[str, str] | None = None) -> JavaProcess:
+    props = [f"-D{k}={v}" for k, v in (system_properties or {}).items()]
+    cmd = ["java", f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *props, "-cp", cp or classpath(), main_class, *args]
+    out = open(log, "ab")
+    try:
+        proc = sp.Popen(cmd, stdout=out, stderr=sp.STDOUT, start_new_session=True)
+    finally:
+        out.close()
+    return JavaProcess(proc, log)
+
+
+@dataclass
+class ZooKeeper:
+    """A standalone ZooKeeper server (the jar Kafka depends on) on a free loopback port."""
+
+    root: Path
+    port: int = 0
+    process: JavaProcess | None = None
+
+    @property
+    def connect(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> "ZooKeeper":
+        self.port = self.port or free_port()
+        (self.root / "data").mkdir(parents=True, exist_ok=True)
+        cfg = self.root / "zoo.cfg"
+        cfg.write_text(f"dataDir={self.root / 'data'}\nclientPort={self.port}\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxClientCnxns=0\n")
+        log4j = self.root / "log4j.properties"
+        log4j.write_text(TOOLS_LOG4J)
+        self.process = start_java(
+            "org.apache.zookeeper.server.ZooKeeperServerMain", [str(cfg)], log=self.root / "zookeeper.out", heap="256m",
+            system_properties={"log4j.configuration": log4j.as_uri(), "zookeeper.admin.enableServer": "false"},
+        )
+        wait_for_port(self.port, self.process.proc, STARTUP_TIMEOUT_S, self.process.log)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+
+
+@dataclass
+class KafkaBroker:
+    """Apache Kafka 3.9.1 (``kafka.Kafka``, ZooKeeper mode) on a free loopback port.
+
+    ``settings`` are ``server.properties`` keys on top of the listener, log directory, ZooKeeper and
+    :data:`BROKER_SETTINGS`; everything else is Kafka's default.
+    """
+
+    root: Path
+    zookeeper_connect: str
+    broker_id: int = 0
+    settings: dict[str, str] = field(default_factory=dict)
+    port: int = 0
+    process: JavaProcess | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.root / "kafka-logs"
+
+    def properties(self) -> dict[str, str]:
+        return {
+            "broker.id": str(self.broker_id),
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dirs": str(self.log_dir),
+            "zookeeper.connect": self.zookeeper_connect,
+            **BROKER_SETTINGS,
+            **self.settings,
+        }
+
+    def start(self) -> "KafkaBroker":
+        self.port = self.port or free_port()
+        self.root.mkdir(parents=True, exist_ok=True)
+        server_properties = self.root / "server.properties"
+        server_properties.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
+        log4j = self.root / "log4j.properties"
+        log4j.write_text(SERVER_LOG4J)
+        self.process = start_java(
+            "kafka.Kafka", [str(server_properties)], log=self.root / "kafka.out", heap="768m",
+            system_properties={"log4j.configuration": log4j.as_uri(), "kafka.logs.dir": str(self.root)},
+        )
+        wait_for_port(self.port, self.process.proc, STARTUP_TIMEOUT_S, self.process.log)
+        wait_until_serving(self.bootstrap, STARTUP_TIMEOUT_S)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+
+    def server_log(self) -> str:
+        return tail(self.root / "server.log", 80)
+
+
+def wait_until_serving(bootstrap: str, timeout_s: float) -> None:
+    """Until the broker answers Metadata with itself in it (a broker listens before it has registered)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    deadline = time.monotonic() + timeout_s
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            if admin.list_topics(timeout=2).brokers:
+                return
+        except Exception as exc:  # not serving yet
+            last = exc
+        time.sleep(0.2)
+    raise RuntimeError(f"Kafka at {bootstrap} did not start serving within {timeout_s}s: {last}")
+
+
+def run_tool(tool: str, *args: str, timeout_s: float = 120.0, input: str | None = None, cp: str | None = None) -> sp.CompletedProcess[str]:
+    """Run one of Kafka's command-line tools (``kafka-topics``, ...) as its ``bin/*.sh`` script would."""
+    log4j = JAR_ROOT / "tools-log4j.properties"
+    if not log4j.exists():
+        log4j.parent.mkdir(parents=True, exist_ok=True)
+        log4j.write_text(TOOLS_LOG4J)
+    cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", f"-Dlog4j.configuration={log4j.as_uri()}", "-cp", cp or classpath(), TOOLS[tool], *args]
+    return sp.run(cmd, capture_output=True, text=True, timeout=timeout_s, input=input)
+
+
+@dataclass
+class RealKafka:
+    """The tests' one real Kafka: an address, and the broker and ZooKeeper when this process started them."""
+
+    bootstrap: str
+    broker: KafkaBroker | None = None
+    zookeeper: ZooKeeper | None = None
+
+
+_shared: RealKafka | None = None
+
+
+def shared_kafka() -> RealKafka:
+    """The session's real Kafka: ``ODRADEK_COMPAT_KAFKA`` if set, else ZooKeeper and a broker started once."""
+    global _shared
+    if _shared is not None:
+        return _shared
+    address = os.environ.get(KAFKA_ENV, "").strip()
+    if address:
+        _shared = RealKafka(address)
+        return _shared
+    jar_dir("kafka")
+    root = Path(tempfile.mkdtemp(prefix="odradek-real-kafka-"))
+    zookeeper = ZooKeeper(root / "zookeeper").start()
+    try:
+        broker = KafkaBroker(root / "kafka", zookeeper.connect).start()
+    except BaseException:
+        zookeeper.stop()
+        raise
+
+    def stop() -> None:
+        broker.stop()
+        zookeeper.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+    atexit.register(stop)
+    _shared = RealKafka(broker.bootstrap, broker, zookeeper)
+    return _shared
