@@ -2,12 +2,19 @@
 
 SIGTERM/SIGINT stop accepting connections, let in-flight requests finish (bounded), then flush the logs,
 write the checkpoints and the clean-shutdown marker, so the next start opens without recovery.
+
+A broker that cannot start (a port in use, an unreadable log directory, another broker's meta.properties, a
+listener security protocol odradek does not implement) raises :class:`StartupError` with one line saying
+why, which ``odradek serve`` prints as Kafka prints its fatal start-up errors.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 from dataclasses import dataclass
+from pathlib import Path
 import signal
 import socket
 import time
@@ -15,13 +22,118 @@ from typing import Any, Callable
 
 import anyio
 
-from odradek.broker.config import BrokerConfig
+from odradek.broker.config import BrokerConfig, Listener
 from odradek.broker.kafka_server import KafkaServer
 from odradek.broker.socket_server import open_listeners, serve
+from odradek.storage.config_types import ConfigError
+from odradek.storage.log_manager import InconsistentBrokerIdError, InconsistentClusterIdError
 
 log = logging.getLogger("odradek")
 
 SHUTDOWN_GRACE_S = 5.0
+
+# The security protocols Kafka knows, and the one odradek implements: a listener on any other would serve
+# plaintext to clients that believe they are encrypted or authenticated, so the broker refuses to start.
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+IMPLEMENTED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+
+
+class StartupError(Exception):
+    """The broker cannot start; the message is the one line the operator needs."""
+
+
+def listener_security_protocols(config: BrokerConfig) -> dict[str, str]:
+    """Each listener's security protocol through ``listener.security.protocol.map``, refusing the ones odradek
+    does not implement (issue 15) with the reason, as Kafka's config validation refuses bad listeners."""
+    mapping: dict[str, str] = {}
+    for item in filter(None, (p.strip() for p in config["listener.security.protocol.map"].split(","))):
+        name, sep, protocol = item.partition(":")
+        if not sep or protocol.strip().upper() not in SECURITY_PROTOCOLS:
+            raise StartupError(f"Invalid value {config['listener.security.protocol.map']} for configuration listener.security.protocol.map: {item!r} is not LISTENER_NAME:SECURITY_PROTOCOL")
+        mapping[name.strip().upper()] = protocol.strip().upper()
+    protocols = {}
+    for listener in config.listeners:
+        protocol = mapping.get(listener.name)
+        if protocol is None:
+            raise StartupError(f"No security protocol defined for listener {listener.name}")
+        if protocol not in IMPLEMENTED_SECURITY_PROTOCOLS:
+            raise StartupError(
+                f"Listener {listener.name}://{listener.host}:{listener.port} uses security protocol {protocol}, which odradek "
+                f"does not implement (only {', '.join(IMPLEMENTED_SECURITY_PROTOCOLS)}): refusing to serve it unencrypted and unauthenticated"
+            )
+        protocols[listener.name] = protocol
+    return protocols
+
+
+def _check_log_dirs(dirs: list[Path]) -> None:
+    """Kafka's ``createAndValidateLogDirs``: each directory exists (created if missing) and is readable."""
+    for d in dirs:
+        if not d.exists():
+            try:
+                d.mkdir(parents=True)
+            except OSError as exc:
+                raise StartupError(f"Failed to create data directory {d.absolute()}: {exc.strerror}") from exc
+        if not d.is_dir() or not os.access(d, os.R_OK | os.W_OK | os.X_OK):
+            raise StartupError(f"{d.absolute()} is not a readable log directory.")
+
+
+def _bind_failure(listeners: list[Listener], exc: OSError) -> StartupError:
+    """Kafka's message for a listener that cannot bind. The socket error does not say which listener failed,
+    so each address is tried again: the first that cannot be bound is the one named."""
+    failed = listeners[0]
+    for listener in listeners:
+        host = listener.host or "0.0.0.0"
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, listener.port))
+            except OSError:
+                failed = listener
+                break
+    reason = exc.strerror or os.strerror(exc.errno or errno.EIO)
+    return StartupError(f"Socket server failed to bind to {failed.host or '0.0.0.0'}:{failed.port}: {reason}.")
+
+
+def process_uptime_s() -> float:
+    """Seconds since this process started (Linux /proc; 0 elsewhere): the start banner reports the time a
+    user waited from launching ``odradek serve``, interpreter start-up and imports included."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+
+
+def _start(config: BrokerConfig) -> tuple[list[socket.socket], KafkaServer, tuple[str, int]]:
+    """Everything that may refuse to start, each failure turned into its one line."""
+    listener_security_protocols(config)
+    _check_log_dirs(config.log_dirs)
+    try:
+        socks = open_listeners(config)
+    except OSError as exc:
+        raise _bind_failure(config.listeners, exc) from exc
+    try:
+        server = KafkaServer(config)
+        host, port = advertised(config, socks)
+        server.startup(host, port)
+    except (ConfigError, InconsistentBrokerIdError, InconsistentClusterIdError) as exc:
+        _close(socks)
+        raise StartupError(str(exc)) from exc
+    except OSError as exc:
+        _close(socks)
+        raise StartupError(f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc)) from exc
+    except BaseException:
+        _close(socks)
+        raise
+    return socks, server, (host, port)
+
+
+def _close(socks: list[socket.socket]) -> None:
+    for s in socks:
+        s.close()
 
 
 def bound_address(sock: socket.socket) -> tuple[str, int]:
@@ -42,12 +154,11 @@ def advertised(config: BrokerConfig, socks: list[socket.socket]) -> tuple[str, i
     return host, port
 
 
-async def run(config: BrokerConfig, *, handle_signals: bool = True, on_started: Callable[[KafkaServer, tuple[str, int]], None] | None = None, stop_event: Any = None) -> None:
-    started = time.monotonic()
-    socks = open_listeners(config)
-    server = KafkaServer(config)
-    host, port = advertised(config, socks)
-    server.startup(host, port)
+async def run(config: BrokerConfig, *, handle_signals: bool = True, on_started: Callable[[KafkaServer, tuple[str, int]], None] | None = None, stop_event: Any = None, launched_at: float | None = None) -> None:
+    """Serve until a signal (or ``stop_event``). ``launched_at`` (``time.monotonic()`` clock) is when the
+    wait for this broker began, for the banner: the process's start for ``odradek serve``."""
+    started = time.monotonic() if launched_at is None else launched_at
+    socks, server, (host, port) = _start(config)
     listeners = ", ".join(f"{l.name}://{bound_address(s)[0]}:{bound_address(s)[1]}" for l, s in zip(config.listeners, socks))
     try:
         async with anyio.create_task_group() as tg:
@@ -149,4 +260,5 @@ def run_forever(config: BrokerConfig) -> None:
         options = {"use_uvloop": True}
     except ImportError:
         options = {}
-    anyio.run(run, config, backend="asyncio", backend_options=options)
+    launched_at = time.monotonic() - process_uptime_s()
+    anyio.run(lambda: run(config, launched_at=launched_at), backend="asyncio", backend_options=options)

@@ -9,6 +9,8 @@ import sys
 from odradek.broker.config import BrokerConfig, parse_overrides
 from odradek.storage.config_types import ConfigError
 
+log = logging.getLogger("odradek")
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("properties", nargs="?", help="a server.properties file (Kafka's key names)")
@@ -17,6 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    """Start-up failures are one line and exit status 1, as Kafka's ``Exiting Kafka due to fatal exception
+    during startup``; the traceback only at DEBUG, since the line says what the operator must fix."""
     logging.basicConfig(
         level=args.log_level.upper(),
         format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)",
@@ -25,10 +29,18 @@ def main(args: argparse.Namespace) -> int:
     try:
         overrides = parse_overrides(args.override)
         config = BrokerConfig.load(args.properties, overrides)
-    except (ConfigError, OSError) as exc:
+    except ConfigError as exc:
         print(f"odradek: invalid configuration: {exc}", file=sys.stderr)
         return 1
-    from odradek.broker.runner import run_forever
+    except OSError as exc:
+        print(f"odradek: cannot read {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 1
+    from odradek.broker.runner import StartupError, run_forever
 
-    run_forever(config)
+    try:
+        run_forever(config)
+    except StartupError as exc:
+        log.debug("Start-up failure", exc_info=True)
+        log.error("Exiting odradek due to fatal exception during startup: %s", exc)
+        return 1
     return 0

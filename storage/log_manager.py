@@ -125,18 +125,16 @@ class LogManager:
             fresh = {"cluster.id": cluster_id} if cluster_id else {}
             write_properties(path, {**fresh, "version": "0", "broker.id": str(broker_id)})
             return
+        # Kafka 3.9's MetaPropertiesEnsemble.verify: the cluster id first, then the node id, same messages.
+        stored_cluster = properties.get("cluster.id")
+        if stored_cluster and cluster_id and stored_cluster != cluster_id:
+            raise InconsistentClusterIdError(f"Invalid cluster.id in: {path}. Expected {cluster_id}, but read {stored_cluster}")
         stored_broker = properties.get("broker.id", properties.get("node.id"))
         if stored_broker is not None and broker_id >= 0 and int(stored_broker) != broker_id:
             raise InconsistentBrokerIdError(
-                f"Configured broker.id {broker_id} doesn't match stored broker.id Optional[{stored_broker}] in meta.properties. "
-                "If you moved your data, make sure your configured broker.id matches. If you intend to create a new "
-                "broker, you should remove all data in your data directories (log.dirs)."
-            )
-        stored_cluster = properties.get("cluster.id")
-        if stored_cluster and cluster_id and stored_cluster != cluster_id:
-            raise InconsistentClusterIdError(
-                f"The Cluster ID {cluster_id} doesn't match stored clusterId Some({stored_cluster}) in meta.properties. "
-                "The broker is trying to join the wrong cluster. Configured zookeeper.connect may be wrong."
+                f"Stored node id {stored_broker} doesn't match previous node id {broker_id} in {path}. "
+                "If you moved your data, make sure your configured node id matches. If you intend to create a new "
+                "node, you should remove all data in your data directories."
             )
         if cluster_id and not stored_cluster:
             write_properties(path, {"cluster.id": cluster_id, **properties})

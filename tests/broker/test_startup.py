@@ -1,0 +1,109 @@
+"""What a user sees when ``odradek serve`` starts, or cannot: one clear line and a non-zero exit for every
+start-up failure (as Kafka prints its fatal start-up errors), never a traceback; a start banner that
+reports the time since launch; no silent plaintext on a listener configured for SSL or SASL (issue 15)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from odradek.storage.checkpoints import write_properties
+
+
+def serve(*overrides: str, properties: Path | None = None, timeout: float = 30) -> subprocess.CompletedProcess:
+    """``odradek serve`` expected to exit by itself; its stdout and stderr together."""
+    cmd = [sys.executable, "-m", "odradek", "serve"]
+    if properties is not None:
+        cmd.append(str(properties))
+    for item in overrides:
+        cmd += ["--override", item]
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+
+
+def one_line_failure(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 1, result.stdout
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1, result.stdout
+    assert "Traceback" not in result.stdout
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "listeners, protocol_map, protocol",
+    [
+        ("SSL://127.0.0.1:0", None, "SSL"),
+        ("SASL_PLAINTEXT://127.0.0.1:0", None, "SASL_PLAINTEXT"),
+        ("SASL_SSL://127.0.0.1:0", None, "SASL_SSL"),
+        ("PLAINTEXT://127.0.0.1:0,EXTERNAL://127.0.0.1:0", "PLAINTEXT:PLAINTEXT,EXTERNAL:SSL", "SSL"),
+    ],
+)
+def test_a_listener_on_an_unimplemented_security_protocol_refuses_to_start(tmp_path, listeners, protocol_map, protocol) -> None:
+    overrides = [f"listeners={listeners}", f"log.dirs={tmp_path}"]
+    if protocol_map:
+        overrides.append(f"listener.security.protocol.map={protocol_map}")
+    line = one_line_failure(serve(*overrides))
+    assert f"uses security protocol {protocol}, which odradek does not implement" in line
+    assert not (tmp_path / "meta.properties").exists()  # refused before touching storage
+
+
+def test_a_listener_name_without_a_security_protocol_is_refused_as_kafka_does(tmp_path) -> None:
+    line = one_line_failure(serve("listeners=INTERNAL://127.0.0.1:0", f"log.dirs={tmp_path}"))
+    assert line.endswith("No security protocol defined for listener INTERNAL (odradek)")
+
+
+def test_a_port_in_use_is_one_line_naming_the_address(tmp_path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        line = one_line_failure(serve(f"listeners=PLAINTEXT://127.0.0.1:{port}", f"log.dirs={tmp_path}"))
+    assert f"Socket server failed to bind to 127.0.0.1:{port}: Address already in use." in line
+
+
+def test_another_brokers_meta_properties_is_kafkas_one_line(tmp_path) -> None:
+    write_properties(tmp_path / "meta.properties", {"version": "0", "broker.id": "5"})
+    line = one_line_failure(serve("listeners=PLAINTEXT://127.0.0.1:0", f"log.dirs={tmp_path}", "broker.id=1"))
+    assert f"Stored node id 5 doesn't match previous node id 1 in {tmp_path / 'meta.properties'}. If you moved your data" in line
+
+
+def test_a_log_dir_that_is_a_file_is_one_line(tmp_path) -> None:
+    not_a_dir = tmp_path / "logs"
+    not_a_dir.write_text("")
+    line = one_line_failure(serve("listeners=PLAINTEXT://127.0.0.1:0", f"log.dirs={not_a_dir}"))
+    assert f"{not_a_dir} is not a readable log directory." in line
+
+
+def test_a_bad_value_and_a_missing_properties_file_are_one_line(tmp_path) -> None:
+    line = one_line_failure(serve("listeners=PLAINTEXT://127.0.0.1:0", f"log.dirs={tmp_path}", "num.partitions=many"))
+    assert "num.partitions" in line and "many" in line
+    line = one_line_failure(serve(properties=tmp_path / "missing.properties"))
+    assert line == f"odradek: cannot read {tmp_path / 'missing.properties'}: No such file or directory"
+
+
+def test_the_banner_reports_the_time_since_launch(tmp_path) -> None:
+    launched = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "odradek", "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={tmp_path}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if " started in " in line:
+                waited_ms = (time.monotonic() - launched) * 1000
+                break
+        else:
+            pytest.fail("no start banner")
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    reported_ms = int(line.split(" started in ")[1].split(" ms")[0])
+    # The interpreter and imports take most of it: the banner must count them (a /proc tick is 10 ms).
+    assert waited_ms / 2 <= reported_ms <= waited_ms + 20, (reported_ms, waited_ms)
