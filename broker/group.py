@@ -31,6 +31,20 @@ TopicPartition = tuple[str, int]
 Protocols = list[tuple[str, bytes]]
 
 
+def distinct_protocols(protocols: Protocols) -> Protocols:
+    """A member's protocols as the set of names it supports, in its order of preference, each with the
+    metadata of its first occurrence (the one a lookup by name finds).
+
+    Kafka 3.9 keeps a repeated name twice and counts it twice towards "supported by every member", so a
+    member naming ``range`` twice supports no candidate protocol and its group never completes the
+    rebalance (compat-tests/README.md). Counted once, the repeat is harmless.
+    """
+    first: dict[str, bytes] = {}
+    for name, metadata in protocols:
+        first.setdefault(name, metadata)
+    return list(first.items())
+
+
 class GroupState(enum.Enum):
     """Kafka's names, which DescribeGroups/ListGroups report and ListGroups filters on."""
 

@@ -34,6 +34,7 @@ from odradek.broker.group import (
     Protocols,
     SyncResult,
     TopicPartition,
+    distinct_protocols,
 )
 from odradek.broker.group_metadata_records import (
     GroupMetadataKey,
@@ -48,7 +49,7 @@ from odradek.broker.group_metadata_records import (
     read_key,
     read_offset_value,
 )
-from odradek.broker.timers import Timers
+from odradek.broker.timers import Timer, Timers
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
 
@@ -61,6 +62,7 @@ GROUP_METADATA_TOPIC = "__consumer_offsets"
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 """A new member's JoinGroup cannot heartbeat; if its client gave up, this bounds how long it lingers."""
 INVALID_OFFSET = -1
+OFFSET_EXPIRATION_TIMER = ("expire-offsets",)
 CLASSIC_GROUP_TYPE = "classic"
 
 EMPTY_GROUP = GroupSummary("", "", "", [])
@@ -175,6 +177,9 @@ class JoinRequest:
     require_known_member_id: bool = True
     support_skipping_assignment: bool = False
     reason: str | None = None
+
+    def __post_init__(self) -> None:
+        self.protocols = distinct_protocols(self.protocols)
 
 
 @dataclass(frozen=True)
@@ -886,10 +891,10 @@ class GroupCoordinator:
 
     def _schedule_offset_expiration(self) -> None:
         def expire() -> None:
-            self.expire_offsets()
             self._schedule_offset_expiration()
+            self.expire_offsets()
 
-        self.timers.schedule(("expire-offsets",), self.config.offsets_retention_check_interval_ms, expire)
+        self.timers.schedule(OFFSET_EXPIRATION_TIMER, self.config.offsets_retention_check_interval_ms, expire)
 
     def expire_offsets(self) -> int:
         now = self.clock()
@@ -960,7 +965,36 @@ class GroupCoordinator:
     # -- timers ---------------------------------------------------------------------------------------------
 
     def run_due_timers(self) -> int:
-        return self.timers.run_due()
+        return self.timers.run_due(self._on_timer_failure)
+
+    def _on_timer_failure(self, timer: Timer, exc: Exception) -> None:
+        """A timer failed half-way through a group's state change: start that group over, so that the
+        failure is contained to one rebalance instead of wedging the group for good."""
+        log.error("Group coordinator timer %s failed", timer.key, exc_info=exc)
+        if timer.key != OFFSET_EXPIRATION_TIMER:
+            group = self.groups.get(timer.key[1])
+            if group is not None:
+                self._reset_group(group)
+
+    def _reset_group(self, group: Group) -> None:
+        """Answer every parked JoinGroup and SyncGroup with UNKNOWN_MEMBER_ID (which has clients join again
+        from scratch), drop the members, and move the group to Empty in a new generation, keeping its
+        offsets."""
+        if not self._is_current(group):
+            return
+        log.warning("Group %s in state %s generation %d is reset: its members must join again", group.group_id, group.state.value, group.generation_id)
+        self.timers.cancel(("join", group.group_id))
+        self.timers.cancel(("sync", group.group_id))
+        for member in list(group.members.values()):
+            group.maybe_complete_join(member, JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.UNKNOWN_MEMBER_ID))
+            group.maybe_complete_sync(member, SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
+        for member_id in list(group.members) + list(group.pending_members):
+            self._cancel_heartbeat(group, member_id)
+            group.remove(member_id)
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            group.transition_to(GroupState.PREPARING_REBALANCE)
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            self._on_complete_join(group)
 
     def next_deadline(self) -> int | None:
         return self.timers.next_deadline()

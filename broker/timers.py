@@ -58,8 +58,12 @@ class Timers:
             heapq.heappop(heap)
         return heap[0].deadline_ms if heap else None
 
-    def run_due(self) -> int:
-        """Run every timer whose deadline has passed, in deadline order; returns how many ran."""
+    def run_due(self, on_error: Callable[[Timer, Exception], None]) -> int:
+        """Run every timer whose deadline has passed, in deadline order; returns how many ran.
+
+        A timer whose action raises is handed to ``on_error`` and the others still run: one failure must
+        neither stop the timers behind it nor be retried forever (a timer is consumed before it runs).
+        """
         ran = 0
         heap = self._heap
         while heap and (heap[0].cancelled or heap[0].deadline_ms <= self.clock()):
@@ -68,7 +72,10 @@ class Timers:
                 continue
             del self._active[timer.key]
             timer.cancelled = True
-            timer.action()
+            try:
+                timer.action()
+            except Exception as exc:
+                on_error(timer, exc)
             ran += 1
         return ran
 

@@ -121,6 +121,28 @@ def test_join_sync_heartbeat_leave_at_each_join_version(wire, version: int) -> N
     assert wire.call(ApiKey.Heartbeat, 0, body).error_code == E.UNKNOWN_MEMBER_ID
 
 
+def test_join_naming_a_protocol_twice_is_answered_and_leaves_the_group_usable(broker, wire, connect) -> None:
+    """JoinGroup v7 listing ``range`` twice: the retry is answered (the first metadata wins) and a second
+    member can still join. Kafka 3.9 never answers it and jams the group (compat-tests/README.md)."""
+    group = name("twice")
+    twice = (("range", b"first"), ("range", b"second"))
+    first = join(wire, 7, group, protocols=twice)
+    assert first.error_code == E.MEMBER_ID_REQUIRED
+    joined = join(wire, 7, group, first.member_id, protocols=twice)
+    member = joined.member_id
+    assert (joined.error_code, joined.generation_id, joined.protocol_name) == (E.NONE, 1, "range")
+    assert [(m.member_id, m.metadata) for m in joined.members] == [(member, b"first")]
+    assert sync(wire, 5, group, 1, member, {member: b"a"}).error_code == E.NONE
+
+    other = connect(broker.bootstrap, "other")
+    second = join(other, 7, group)
+    assert second.error_code == E.MEMBER_ID_REQUIRED
+    leave = {"group_id": group, "members": [{"member_id": member}]}
+    assert wire.call(ApiKey.LeaveGroup, 3, leave).members[0].error_code == E.NONE
+    admitted = join(other, 7, group, second.member_id)
+    assert (admitted.error_code, admitted.generation_id, admitted.leader) == (E.NONE, 3, second.member_id)
+
+
 def test_second_member_is_admitted_and_both_get_their_assignment(broker, connect) -> None:
     """The trap other brokers fell into: the second member must not be answered UNKNOWN_MEMBER_ID, and
     every SyncGroup answer carries an assignment, empty for a member the leader gave nothing."""

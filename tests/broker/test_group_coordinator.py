@@ -190,6 +190,42 @@ def test_protocol_chosen_by_votes_among_protocols_every_member_supports() -> Non
     assert h2.coordinator.groups["g"].protocol_name == "roundrobin"
 
 
+def test_a_protocol_named_twice_counts_once_and_its_first_metadata_wins() -> None:
+    # Kafka 3.9 counts the repeat twice and never completes the rebalance (compat-tests/README.md).
+    h = Harness()
+    m1, j1 = h.join_new("g", protocols=[("range", b"first"), ("roundrobin", b"rr"), ("range", b"second")])
+    h.advance()
+    assert (j1.value.error, j1.value.protocol_name, j1.value.members) == (E.NONE, "range", [(m1, None, b"first")])
+    assert h.sync("g", m1, 1, {m1: b"a"}).value.error == E.NONE
+    m2, j2 = h.join_new("g", protocols=[("range", b"other")])
+    j1 = h.join("g", m1, protocols=[("range", b"first"), ("range", b"second")])
+    assert j1.value.error == j2.value.error == E.NONE and j1.value.generation_id == 2
+    assert sorted(j1.value.members) == sorted([(m1, None, b"first"), (m2, None, b"other")])
+
+
+def test_a_failing_timer_resets_only_its_group_which_then_rebalances_again() -> None:
+    """A timer that raises must not leave its group stuck (nor stop the other timers due with it): the
+    members parked in the group are told to join again and the group starts over Empty."""
+    h = Harness()
+    m1, j1 = h.join_new("g")
+    other, other_join = h.join_new("h")
+
+    def fail() -> None:
+        raise ValueError("a state no rule foresaw")
+
+    h.coordinator.timers.schedule(("join", "g"), 0, fail)
+    h.advance()
+    assert (j1.value.error, j1.value.member_id) == (E.UNKNOWN_MEMBER_ID, "")
+    assert h.state("g") is GroupState.EMPTY and not h.coordinator.groups["g"].members
+    assert other_join.value.error == E.NONE, "the other group's rebalance completed in the same pass"
+
+    m1, j1 = h.join_new("g")
+    h.advance()
+    assert (j1.value.error, j1.value.generation_id) == (E.NONE, 2)
+    assert h.sync("g", m1, 2, {m1: b"a"}).value.assignment == b"a"
+    assert h.state("g") is GroupState.STABLE
+
+
 def test_session_timeout_removes_a_silent_member_and_the_group_rebalances() -> None:
     h = Harness()
     m1, m2, generation = h.stable_pair()
