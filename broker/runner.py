@@ -219,6 +219,8 @@ def _duties(server: KafkaServer) -> list[Duty]:
         # Kafka waits log.initial.task.delay.ms (30 s) before the first retention check.
         Duty("retention", config["log.retention.check.interval.ms"] / 1000, logs.run_retention, blocking=False, next_at=now + min(30.0, config["log.retention.check.interval.ms"] / 1000)),
         Duty("checkpoint", checkpoint_ms / 1000, lambda now_ms: logs.checkpoint(), blocking=True, next_at=now + checkpoint_ms / 1000),
+        # Kafka's kafka-delete-logs: deleted partitions' directories go once file.delete.delay.ms has passed.
+        Duty("delete logs", 1.0, logs.delete_logs, blocking=True),
     ]
     if config["log.cleaner.enable"]:
         # Compaction reads and rewrites segments on a worker thread while appends go on (LogManager.clean_logs).

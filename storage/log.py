@@ -16,7 +16,6 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-import shutil
 import threading
 import time
 import uuid
@@ -120,6 +119,13 @@ class TimestampAndOffset(NamedTuple):
     timestamp: int
     offset: int
     leader_epoch: int
+
+
+def log_delete_dir_name(topic: str, partition: int) -> str:
+    """``<topic>-<partition>.<uuid hex>-delete``, the topic cut so that the name fits in 255 characters
+    (Kafka's ``LocalLog.logDirNameWithSuffixCappedLength``)."""
+    suffix = f"-{partition}.{uuid.uuid4().hex}-delete"
+    return topic[: 255 - len(suffix)] + suffix
 
 
 def parse_topic_partition(dir_name: str) -> tuple[str, int]:
@@ -969,20 +975,20 @@ class Log:
             self._retired = []
             self._closed = True
 
-    def delete(self) -> None:
-        """Remove the partition directory: renamed ``<topic>-<partition>.<id>-delete`` first, as Kafka does, so
-        a crash midway leaves a name the next startup finishes deleting. Open log files stay readable for
-        slices already handed out."""
+    def delete(self) -> Path:
+        """Close the log and rename its directory ``<topic>-<partition>.<id>-delete`` (Kafka's
+        ``logDeleteDirName``); the log manager removes it after ``file.delete.delay.ms``, and a startup
+        finds any left over by the name. Open log files stay readable for slices already handed out."""
         with self._lock:
             for segment in (*self._segments, *(segment for _, segment in self._retired)):
                 segment.release_indexes()
             self._retired = []
             self._set_segments([])
             self._closed = True
-            doomed = self.dir.with_name(f"{self.dir.name}.{uuid.uuid4().hex}-delete")
+            doomed = self.dir.with_name(log_delete_dir_name(*parse_topic_partition(self.dir.name)))
             os.rename(self.dir, doomed)
             self.dir = doomed
-            shutil.rmtree(doomed, ignore_errors=True)
+            return doomed
 
     def _check_open(self) -> None:
         if self._closed:

@@ -5,8 +5,12 @@ files, the log cleaner's ``cleaner-offset-checkpoint`` and, after a clean shutdo
 At startup logs of directories that shut down uncleanly are recovered at once; the others are opened on
 first use (opening one reads only its last segment), so startup time does not grow with the amount of data.
 
-Storage owns no threads or timers: the broker calls ``flush_due``, ``run_retention``, ``checkpoint`` and
-``clean_logs`` from its own schedule.
+Storage owns no threads or timers: the broker calls ``flush_due``, ``run_retention``, ``checkpoint``,
+``clean_logs`` and ``delete_logs`` from its own schedule.
+
+A deleted partition's directory is renamed ``<topic>-<partition>.<id>-delete`` at once and removed
+``log.segment.delete.delay.ms`` (topic ``file.delete.delay.ms``) later, as Kafka's ``kafka-delete-logs``
+task does; such directories found at startup (a shutdown came first) are queued again from that moment.
 """
 
 from __future__ import annotations
@@ -80,6 +84,7 @@ class LogManager:
         self._log_start_offsets: dict[TopicPartition, int] = {}
         self._high_watermarks: dict[TopicPartition, int] = {}
         self._lock = threading.RLock()
+        self._logs_to_be_deleted: list[tuple[Path, int]] = []  # (renamed directory, when it was queued)
         self.cleaner = LogCleaner(CleanerConfig.from_props(self.broker_defaults), self.log_dirs, time_ms=time_ms)
 
     # -- startup -------------------------------------------------------------------------------------------------
@@ -98,7 +103,7 @@ class LogManager:
                 if not entry.is_dir():
                     continue
                 if entry.name.endswith(DELETE_DIR_SUFFIX):
-                    shutil.rmtree(entry.path, ignore_errors=True)  # a deletion interrupted by the shutdown
+                    self._logs_to_be_deleted.append((Path(entry.path), self._time_ms()))  # deleted before a shutdown
                     continue
                 if entry.name.endswith((FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
                     continue
@@ -210,9 +215,22 @@ class LogManager:
                 offsets.pop(tp, None)
             live = set(self._log_dirs_of)
         if log_ is not None:
-            log_.delete()
+            doomed = log_.delete()
+            with self._lock:
+                self._logs_to_be_deleted.append((doomed, self._time_ms()))
         if log_dir is not None and tp in self.cleaner.checkpoints():
             self.cleaner.update_checkpoint(log_dir, live, remove=tp)
+
+    def delete_logs(self, now_ms: int) -> None:
+        """Remove the renamed directories of deleted partitions whose ``file.delete.delay.ms`` has passed
+        (Kafka's ``LogManager.deleteLogs``; the broker's default, as there)."""
+        delay_ms = self.default_config.file_delete_delay_ms
+        with self._lock:
+            due = [d for d, queued_ms in self._logs_to_be_deleted if queued_ms + delay_ms <= now_ms]
+            self._logs_to_be_deleted = [entry for entry in self._logs_to_be_deleted if entry[0] not in due]
+        for doomed in due:
+            shutil.rmtree(doomed, ignore_errors=True)
+            log.info("Deleted log for partition %s in %s.", doomed.name.rsplit(".", 1)[0], doomed)
 
     def all_logs(self) -> list[Log]:
         with self._lock:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 
@@ -102,19 +103,43 @@ def test_an_unclean_restart_recovers_from_the_checkpointed_recovery_point(dirs, 
     assert recovered.log_end_offset == 3 and recovered.recovery_point == 3
 
 
-def test_delete_log_removes_the_directory(dirs, clock, make_batch):
-    manager = _manager(dirs, clock)
+def test_delete_log_renames_the_directory_and_removes_it_after_the_delay(dirs, clock, make_batch):
+    """Kafka's LogManager: ``<topic>-<partition>.<uuid>-delete`` at once, gone after file.delete.delay.ms,
+    and a renamed directory found at startup waits the delay again from then."""
+    manager = _manager(dirs, clock, defaults={"log.segment.delete.delay.ms": "1000"})
     log = manager.get_or_create_log("gone", 1)
     log.append_as_leader(make_batch(1), leader_epoch=0)
     info = log.read(0, 100)
     manager.delete_log("gone", 1)
-    assert not any(d.exists() and any(p.name.startswith("gone-1") for p in d.iterdir()) for d in dirs)
+    renamed = [p for d in dirs for p in d.iterdir() if p.name.startswith("gone-1")]
+    assert len(renamed) == 1 and re.fullmatch(r"gone-1\.[0-9a-f]{32}-delete", renamed[0].name)
     assert manager.get_log("gone", 1) is None and manager.partitions() == []
     assert info.size > 0 and len(info.read()) == info.size  # an in-flight read still has its bytes
-    (dirs[0] / "gone-2.0123456789abcdef0123456789abcdef-delete").mkdir()
+    manager.delete_logs(clock.now + 999)
+    assert renamed[0].exists()
+    manager.delete_logs(clock.now + 1000)
+    assert not renamed[0].exists()
+    leftover = dirs[0] / "gone-2.0123456789abcdef0123456789abcdef-delete"
+    leftover.mkdir()
     manager.shutdown()
-    _manager(dirs, clock).shutdown()
-    assert not (dirs[0] / "gone-2.0123456789abcdef0123456789abcdef-delete").exists()
+    clock.advance(5000)
+    restarted = _manager(dirs, clock, defaults={"log.segment.delete.delay.ms": "1000"})
+    assert restarted.partitions() == []
+    restarted.delete_logs(clock.now + 999)
+    assert leftover.exists()
+    restarted.delete_logs(clock.now + 1000)
+    assert not leftover.exists()
+    restarted.shutdown()
+
+
+def test_a_long_topic_name_is_cut_so_the_delete_name_fits_255_characters(dirs, clock, make_batch):
+    manager = _manager(dirs, clock)
+    topic = "t" * 249
+    manager.get_or_create_log(topic, 7).append_as_leader(make_batch(1), leader_epoch=0)
+    manager.delete_log(topic, 7)
+    (renamed,) = [p.name for d in dirs for p in d.iterdir() if p.name.endswith("-delete")]
+    assert len(renamed) == 255 and re.fullmatch(r"t+-7\.[0-9a-f]{32}-delete", renamed)
+    manager.shutdown()
 
 
 def test_retention_and_flush_run_from_the_brokers_timers(dirs, clock, make_batch):
