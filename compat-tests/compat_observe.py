@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from typing import Any, Iterable
+from typing import Any
 
 from odradek.protocol.errors import ErrorCode
 
@@ -46,11 +46,6 @@ def is_kafka_uuid(value: Any) -> bool:
         return uuid.UUID(text).int != 0
     except ValueError:
         return False
-
-
-def node_aliases(node_ids: Iterable[int]) -> dict[int, str]:
-    """Brokers named by rank (``broker0`` is the lowest id): Kafka's KRaft node is 1, odradek's broker 0."""
-    return {node: f"broker{rank}" for rank, node in enumerate(sorted(set(node_ids)))}
 
 
 def within(value: float, low: float, high: float) -> str:

@@ -18,13 +18,16 @@ from typing import Any, Callable, Iterator
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "jvm"))
+
+import kafka_jvm  # noqa: E402
 
 from compat_aiokafka import AiokafkaClient  # noqa: E402
 from compat_client import Client  # noqa: E402
 from compat_confluent import ConfluentClient  # noqa: E402
 from compat_kafka_python import KafkaPythonClient  # noqa: E402
 from compat_observe import NotOffered, canonical  # noqa: E402
-from compat_targets import BROKER_SETTINGS, ApacheKafkaContainer, KafkaUnavailable, Target, kafka_source  # noqa: E402
+from compat_targets import Target  # noqa: E402
 
 CLIENTS: dict[str, type[Client]] = {c.name: c for c in (ConfluentClient, KafkaPythonClient, AiokafkaClient)}
 Scenario = Callable[[Target, Client], dict]
@@ -34,25 +37,17 @@ Scenario = Callable[[Target, Client], dict]
 def odradek_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     from odradek import Broker
 
-    with Broker(log_dir=tmp_path_factory.mktemp("compat-odradek"), config=BROKER_SETTINGS) as broker:
+    with Broker(log_dir=tmp_path_factory.mktemp("compat-odradek"), config=kafka_jvm.BROKER_SETTINGS) as broker:
         yield Target("odradek", broker.bootstrap)
 
 
 @pytest.fixture(scope="session")
-def kafka_target() -> Iterator[Target]:
+def kafka_target() -> Target:
+    """``ODRADEK_COMPAT_KAFKA`` or Kafka 3.9.1 from the jars in ZooKeeper mode, shared with tests/."""
     try:
-        source, address = kafka_source()
-    except KafkaUnavailable as exc:
-        pytest.skip(str(exc))
-    if source == "env":
-        assert address is not None
-        yield Target("kafka", address)
-        return
-    container = ApacheKafkaContainer()
-    try:
-        yield Target("kafka", container.start())
-    finally:
-        container.stop()
+        return Target("kafka", kafka_jvm.shared_kafka().bootstrap)
+    except kafka_jvm.JvmUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 @pytest.fixture(params=["odradek", "kafka"])
