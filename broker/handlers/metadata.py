@@ -48,9 +48,30 @@ def _error_entry(name: str | None, error: ErrorCode, topic_id=None) -> dict:
     return entry
 
 
+TOPIC_IDS_VERSION = 12
+"""Metadata v10 and v11 carry a topic id field but Kafka looks topics up by id only from v12."""
+
+
+def _refused_before_topic_ids(body, version: int) -> dict | None:
+    """Kafka's answer to a v10/v11 request naming a topic by id (or by a null name): its generic error
+    response, INVALID_REQUEST on every requested topic and nothing else (KafkaApis refuses the whole request)."""
+    if version >= TOPIC_IDS_VERSION or body.topics is None or not any(t.name is None or t.topic_id.int != 0 for t in body.topics):
+        return None
+    return {
+        "brokers": [],
+        "cluster_id": None,
+        "controller_id": -1,
+        "topics": [{**_error_entry(t.name or "", ErrorCode.INVALID_REQUEST), "topic_id": t.topic_id} for t in body.topics],
+        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
 def handle(server: "KafkaServer", request: Request) -> dict:
     body = request.body
     version = request.header.api_version
+    refused = _refused_before_topic_ids(body, version)
+    if refused is not None:
+        return refused
     image = server.metadata
     allow_auto_create = server.config["auto.create.topics.enable"] and (version < 4 or body.allow_auto_topic_creation)
     topic_ops = body.include_topic_authorized_operations

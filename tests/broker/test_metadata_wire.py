@@ -118,3 +118,30 @@ def test_names_colliding_on_period_and_underscore(broker, connect, caplog):
     assert clash.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
     assert "collides" in clash.topics[0].error_message
 
+
+
+@pytest.mark.parametrize("version", [10, 11])
+@pytest.mark.parametrize("requested", [{"name": "by-id-too-early", "topic_id": uuid.UUID(int=7)}, {"name": None, "topic_id": uuid.UUID(int=7)}], ids=["named", "unnamed"])
+def test_topic_ids_before_v12_refused_as_kafka_refuses_them(broker, real_kafka, connect, version: int, requested: dict):
+    """v10 and v11 have the topic id field, but KafkaApis refuses the whole request with INVALID_REQUEST
+    (MetadataRequest's error response: every requested topic, no brokers, no cluster id, controller -1)."""
+
+    def answer(bootstrap: str) -> dict:
+        response = connect(bootstrap).call(ApiKey.Metadata, version, {"topics": [requested], "allow_auto_topic_creation": True})
+        return {
+            "brokers": response.brokers,
+            "cluster_id": response.cluster_id,
+            "controller_id": response.controller_id,
+            "cluster_authorized_operations": response.cluster_authorized_operations,
+            "topics": [(t.error_code, t.name, t.topic_id, t.is_internal, t.partitions, t.topic_authorized_operations) for t in response.topics],
+        }
+
+    expected = {
+        "brokers": [],
+        "cluster_id": None,
+        "controller_id": -1,
+        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "topics": [(ErrorCode.INVALID_REQUEST, requested["name"] or "", requested["topic_id"], False, [], AUTHORIZED_OPERATIONS_OMITTED)],
+    }
+    assert answer(real_kafka.bootstrap) == expected
+    assert answer(broker.bootstrap) == expected
