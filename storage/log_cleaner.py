@@ -548,14 +548,22 @@ class LogCleaner:
         checkpoints = self.checkpoints()
         candidates = []
         for tp, log_, log_dir in logs:
-            if tp in skip or tp in self._uncleanable or not log_.config.compact:
+            if tp in skip or tp in self._uncleanable:
                 continue
-            with log_.lock:
-                if log_.closed:
+            try:
+                if not log_.config.compact:
                     continue
-                first_dirty, uncleanable, reset = cleanable_offsets(log_, checkpoints.get(tp), now_ms)
-                overdue = max_compaction_delay(log_, first_dirty, now_ms) > 0
-                to_clean = LogToClean.measure(tp, log_, log_dir, first_dirty, uncleanable, overdue)
+                with log_.lock:
+                    if log_.closed:
+                        continue
+                    first_dirty, uncleanable, reset = cleanable_offsets(log_, checkpoints.get(tp), now_ms)
+                    overdue = max_compaction_delay(log_, first_dirty, now_ms) > 0
+                    to_clean = LogToClean.measure(tp, log_, log_dir, first_dirty, uncleanable, overdue)
+            except Exception:
+                # One partition's bad state must not stop the cleaner for the others (Kafka's uncleanable set).
+                log.exception("Unexpected exception measuring %s-%d for cleaning; the partition is marked uncleanable", *tp)
+                self._uncleanable.add(tp)
+                continue
             if reset:
                 self.update_checkpoint(log_dir, live, update=tp, offset=first_dirty)
             if to_clean.total_bytes > 0:

@@ -23,7 +23,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping, TypeVar
 
 from odradek.storage.checkpoints import (
     CLEAN_SHUTDOWN,
@@ -44,6 +44,7 @@ from odradek.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 log = logging.getLogger("odradek.storage")
 
 TopicPartition = tuple[str, int]
+T = TypeVar("T")
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
@@ -67,6 +68,19 @@ class _UnloadedLog:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _each_log(duty: str, logs: Iterable[Log], action: Callable[[Log], T]) -> list[T]:
+    """``action``'s results on every log, skipping (and logging) those where it fails: one partition's bad
+    state or I/O error must not stop a duty for every other partition; it is tried again at the duty's next
+    turn."""
+    results = []
+    for log_ in logs:
+        try:
+            results.append(action(log_))
+        except Exception:
+            log.exception("%s of %s-%d failed; the other partitions go on", duty.capitalize(), log_.topic, log_.partition)
+    return results
 
 
 class LogManager:
@@ -249,18 +263,20 @@ class LogManager:
         """Delete segments past retention in every log (Kafka's log.retention.check.interval.ms task) and
         expire idle producer ids. Returns the number of segments deleted."""
         now = self._time_ms() if now_ms is None else now_ms
-        deleted = 0
-        for log_ in self.all_logs():
-            deleted += log_.delete_old_segments(now)
+
+        def retain(log_: Log) -> int:
+            deleted = log_.delete_old_segments(now)
             log_.remove_expired_producers(now)
-        return deleted
+            return deleted
+
+        return sum(_each_log("retention", self.all_logs(), retain))
 
     def flush_due(self, now_ms: int | None = None) -> int:
         """fsync rolled segments and logs whose ``flush.ms`` elapsed. Returns how many logs were flushed."""
         now = self._time_ms() if now_ms is None else now_ms
         with self._lock:
             logs = list(self._logs.values())
-        return sum(1 for log_ in logs if log_.flush_due(now))
+        return sum(_each_log("flush", logs, lambda log_: log_.flush_due(now)))
 
     def clean_logs(self, now_ms: int | None = None) -> int:
         """Compact the logs that are due (Kafka's cleaner threads, between two log.cleaner.backoff.ms) and delete
@@ -271,8 +287,7 @@ class LogManager:
         with self._lock:
             logs = [(tp, log_, self._log_dirs_of[tp]) for tp, log_ in self._logs.items()]
             live = set(self._log_dirs_of)
-        for _, log_, _ in logs:
-            log_.delete_retired_segments(now)
+        _each_log("retired segment deletion", [log_ for _, log_, _ in logs], lambda log_: log_.delete_retired_segments(now))
         if not self.cleaner.config.enable:
             return 0
         return self.cleaner.clean_logs(logs, now, live)

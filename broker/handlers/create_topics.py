@@ -22,6 +22,10 @@ def handle(server: "KafkaServer", request: Request) -> dict:
         try:
             if counts[t.name] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Create topics request from client contains duplicate topic names.")
+            nulls = [c.name for c in t.configs if c.value is None]
+            if nulls and t.name not in server.metadata.topics:
+                # Kafka checks this right after "already exists", before anything else about the topic.
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {','.join(nulls)}")
             configs = {c.name: c.value for c in t.configs}
             assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
             topic = server.create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments, validate_only=body.validate_only)

@@ -213,3 +213,19 @@ def test_unclean_start_rebuilds_indexes_of_unflushed_segments_without_calling_th
         reopened.startup("cluster", 0)
     assert not [r for r in caplog.records if "rebuilding the indexes" in r.getMessage()]
     assert all(reopened.get_log("__consumer_offsets", p).log_end_offset == 0 for p in range(5))
+
+
+def test_one_partitions_bad_config_stops_no_duty_for_the_others(dirs, clock, make_batch, caplog):
+    """A null retention.ms and cleanup.policy (what CreateTopics let through before it refused nulls, and
+    what an older controller file can still hold) break only their own partition's duties."""
+    manager = _manager(dirs, clock, {"log.retention.ms": "1000", "log.segment.bytes": "500"})
+    manager.get_or_create_log("bad", 0, LogConfig.from_props({"retention.ms": None, "cleanup.policy": None}))
+    good = manager.get_or_create_log("good", 0)
+    for _ in range(3):
+        good.append_as_leader(make_batch(1, value_size=300, timestamp=clock.now), leader_epoch=0)
+    good.high_watermark = good.log_end_offset
+    assert manager.flush_due(clock.now) == 1
+    assert manager.run_retention(clock.now + 2000) == 3
+    assert good.log_start_offset == 3
+    assert manager.clean_logs(clock.now) == 0
+    assert "Retention of bad-0 failed" in caplog.text and "measuring bad-0 for cleaning" in caplog.text
