@@ -13,6 +13,7 @@ from typing import Any
 from odradek.broker.config import BrokerConfig
 from odradek.broker.coordinator_runtime import GroupCoordinatorRuntime
 from odradek.broker.fetch_session import FetchSessionCache
+from odradek.broker.group_coordinator import GROUP_METADATA_TOPIC
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.controller.embedded import EmbeddedController
 from odradek.controller.metadata import BrokerInfo, TopicInfo
@@ -48,7 +49,10 @@ class KafkaServer:
                 self.config["zookeeper.connect"],
             )
         me = BrokerInfo(self.broker_id, advertised_host, advertised_port, self.config["broker.rack"])
-        self.controller = EmbeddedController(me, self.log_dirs[0], self, self.config["cluster.id"])
+        self.controller = EmbeddedController(
+            me, self.log_dirs[0], self, self.config["cluster.id"],
+            log_dirs=self.log_dirs, internal_topic_configs={GROUP_METADATA_TOPIC: self.coordinators["group"].offsets_topic_configs()},
+        )
         self.log_manager.startup(self.controller.image.cluster_id, self.broker_id)
         self.controller.startup()
 

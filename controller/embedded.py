@@ -15,6 +15,7 @@ import json
 import uuid
 from dataclasses import asdict
 from pathlib import Path
+from typing import Mapping, Sequence
 
 from odradek.controller.metadata import (
     BrokerInfo,
@@ -25,6 +26,7 @@ from odradek.controller.metadata import (
     topic_name_error,
     unify_collision_chars,
 )
+from odradek.controller.log_dir_discovery import recover_metadata
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.checkpoints import write_atomically
 
@@ -38,14 +40,26 @@ def new_cluster_id() -> str:
 
 
 class EmbeddedController:
-    def __init__(self, broker: BrokerInfo, state_dir: Path, listener: MetadataListener, cluster_id: str | None = None) -> None:
+    def __init__(
+        self,
+        broker: BrokerInfo,
+        state_dir: Path,
+        listener: MetadataListener,
+        cluster_id: str | None = None,
+        *,
+        log_dirs: Sequence[Path] = (),
+        internal_topic_configs: Mapping[str, dict[str, str]] | None = None,
+    ) -> None:
+        """With no state file yet, the state is what ``log_dirs`` hold (see log_dir_discovery): nothing for a
+        new broker, the cluster id and topics for directories a ZooKeeper-mode Kafka wrote."""
         self.broker = broker
         self.path = state_dir / STATE_FILE
         self.listener = listener
         self.next_producer_id = 0
         state = json.loads(self.path.read_text()) if self.path.exists() else None
         if state is None:
-            self.image = MetadataImage(cluster_id or new_cluster_id(), broker.node_id, {broker.node_id: broker})
+            recovered = recover_metadata(list(log_dirs) or [state_dir], broker.node_id, internal_topic_configs or {})
+            self.image = MetadataImage(cluster_id or recovered.cluster_id or new_cluster_id(), broker.node_id, {broker.node_id: broker}, recovered.topics)
             self._save()
         else:
             self.image = MetadataImage(state["cluster_id"], broker.node_id, {broker.node_id: broker})

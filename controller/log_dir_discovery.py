@@ -1,0 +1,69 @@
+"""The cluster metadata a controller with no state of its own recovers from the broker's log directories.
+
+A ZooKeeper-mode Kafka keeps its cluster id, topics, assignments and leader epochs in ZooKeeper, not in
+its log directories. odradek's embedded controller keeps them in its own state file. Started on log
+directories written by a Kafka broker (or whose state file is gone), odradek has neither, so it recovers
+what the directories do hold, as if it were reading that cluster's ZooKeeper:
+
+* the cluster id from ``meta.properties``;
+* a topic for every ``<topic>-<partition>`` directory, with as many partitions as the highest partition
+  found plus one (this node is the only replica of each);
+* the topic id from ``partition.metadata``;
+* each partition's leader epoch from ``leader-epoch-checkpoint``: the latest epoch the broker led with,
+  which a restarted single-node ZooKeeper controller keeps (it elects no one, its leader is alive again).
+
+Topic configs live only in ZooKeeper (``/config/topics``), so recovered topics have none beyond those the
+caller knows for internal topics (the offsets topic's compaction): others fall back to the broker
+defaults until set again.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from odradek.controller.metadata import PartitionState, TopicInfo
+from odradek.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, META_PROPERTIES, LeaderEpochCheckpointFile, read_partition_metadata, read_properties
+from odradek.storage.log import parse_topic_partition
+from odradek.storage.log_manager import DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX
+
+
+@dataclass
+class RecoveredMetadata:
+    cluster_id: str | None = None
+    topics: dict[str, TopicInfo] = field(default_factory=dict)
+
+
+def recover_metadata(log_dirs: list[Path], node_id: int, internal_topic_configs: Mapping[str, dict[str, str]]) -> RecoveredMetadata:
+    recovered = RecoveredMetadata()
+    epochs: dict[str, dict[int, int]] = {}
+    topic_ids: dict[str, uuid.UUID] = {}
+    for log_dir in log_dirs:
+        properties = read_properties(log_dir / META_PROPERTIES) or {}
+        recovered.cluster_id = recovered.cluster_id or properties.get("cluster.id")
+        if not log_dir.is_dir():
+            continue
+        for entry in os.scandir(log_dir):
+            if not entry.is_dir() or entry.name.endswith((DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
+                continue
+            try:
+                topic, partition = parse_topic_partition(entry.name)
+            except ValueError:
+                continue
+            directory = Path(entry.path)
+            checkpoint = LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT).read()
+            epochs.setdefault(topic, {})[partition] = checkpoint[-1][0] if checkpoint else 0
+            topic_id = read_partition_metadata(directory)
+            if topic_id is not None:
+                topic_ids.setdefault(topic, topic_id)
+    for topic, partitions in sorted(epochs.items()):
+        recovered.topics[topic] = TopicInfo(
+            topic,
+            topic_ids.get(topic) or uuid.uuid4(),
+            {p: PartitionState(node_id, partitions.get(p, 0), [node_id], [node_id]) for p in range(max(partitions) + 1)},
+            dict(internal_topic_configs.get(topic, {})),
+        )
+    return recovered

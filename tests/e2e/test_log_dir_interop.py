@@ -1,0 +1,346 @@
+"""The on-disk format in both directions against Apache Kafka 3.9.1.
+
+The same data -- three topics (several partitions, a compacted one, a LogAppendTime one), records in every
+codec with keys, headers and timestamps from idempotent producers, and two consumer groups' committed
+offsets, one of them a subscribed group so that group metadata is written too -- goes once into an odradek
+broker and once into a real Kafka (ZooKeeper mode), both with small segments and index intervals so that
+every partition rolls several segments. Both are stopped cleanly. Then:
+
+* Kafka's ``kafka-dump-log`` (DumpLogSegments) and ``odradek dump-log`` print the same thing for every
+  segment, index, time index and producer snapshot of either directory, and Kafka's tool finds no
+  inconsistency between odradek's indexes and logs (``--index-sanity-check``, ``--verify-index-only``);
+* odradek started on (a copy of) Kafka's directory serves what Kafka served before it stopped: the topics
+  and their partition counts, every record, ListOffsets answers and committed group offsets.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import subprocess as sp
+import sys
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+import kafka_jvm
+from odradek import Broker
+
+SETTINGS = {
+    "log.segment.bytes": "4096",
+    "log.index.interval.bytes": "256",
+}
+"""Given to both brokers: segments roll every few batches and indexes get an entry every few hundred bytes."""
+
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+RECORDS_PER_CODEC = 150
+NO_COMPACTION_YET = {"min.compaction.lag.ms": "3600000"}
+"""Keeps both brokers' cleaners off the compacted topic while the test runs, so what was produced stays."""
+
+TOPICS: dict[str, tuple[int, dict[str, str]]] = {
+    "interop-events": (3, {}),
+    "interop-compacted": (2, {"cleanup.policy": "compact", **NO_COMPACTION_YET}),
+    "interop-append-time": (1, {"message.timestamp.type": "LogAppendTime"}),
+}
+ASSIGNED_GROUP = "interop-assigned"
+SUBSCRIBED_GROUP = "interop-subscribed"
+CLIENT_QUIET = {"log_level": 0}
+
+
+# --- the data, produced the same way into either broker -------------------------------------------------------
+
+
+def create_topics(bootstrap: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_QUIET})
+    futures = admin.create_topics([NewTopic(name, partitions, 1, config=configs) for name, (partitions, configs) in TOPICS.items()])
+    for future in futures.values():
+        future.result(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # Kafka elects the leaders a moment after answering CreateTopics
+        topics = admin.list_topics(timeout=10).topics
+        if all(name in topics and all(p.leader >= 0 for p in topics[name].partitions.values()) for name in TOPICS):
+            return
+        time.sleep(0.1)
+    raise AssertionError("topics have no leaders after 30 s")
+
+
+def produce(bootstrap: str, topic: str, codec: str, records: list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes]], int]]) -> None:
+    """(partition, key, value, headers, timestamp) tuples, from one idempotent producer, in small batches."""
+    from confluent_kafka import Producer
+
+    producer = Producer({
+        "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,
+        "compression.type": codec,
+        "batch.size": 2048,
+        "linger.ms": 20,
+        **CLIENT_QUIET,
+    })
+    errors: list[Any] = []
+    for partition, key, value, headers, timestamp in records:
+        producer.produce(topic, value, key, partition=partition, headers=headers, timestamp=timestamp,
+                         on_delivery=lambda err, _msg: err is not None and errors.append(err))
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    assert not errors, errors
+
+
+def populate(bootstrap: str) -> None:
+    """Everything the test reads back, written through real clients."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    create_topics(bootstrap)
+    base = int(time.time() * 1000) - 3_600_000  # recent: no time-based retention deletes them
+    text = b"odradek and kafka share one on-disk format; " * 6
+    noise = random.Random(10)  # hex digits: printable, and not so compressible that batches stay tiny
+    for n, codec in enumerate(CODECS):
+        records = []
+        for i in range(RECORDS_PER_CODEC):
+            partition = i % 3
+            key = None if i % 17 == 0 else f"key-{i % 23}".encode()
+            value = None if i % 29 == 0 else b"%s %d %s %s" % (codec.encode(), i, noise.randbytes(10 + i % 40).hex().encode(), text[: 7 * (i % 30)])
+            headers = [("codec", codec.encode()), ("i", str(i).encode())] if i % 2 else []
+            records.append((partition, key, value, headers, base + n * 60_000 + i * 250))
+        produce(bootstrap, "interop-events", codec, records)
+    compacted = [(i % 2, f"user-{i % 9}".encode(), None if i % 31 == 30 else b"state %d " % i + text, [], base + i) for i in range(120)]
+    produce(bootstrap, "interop-compacted", "lz4", compacted)
+    for codec in ("zstd", "none"):
+        produce(bootstrap, "interop-append-time", codec, [(0, b"a%d" % i, b"appended %d" % i, [("h", b"v")], base + i) for i in range(40)])
+
+    committer = Consumer({"bootstrap.servers": bootstrap, "group.id": ASSIGNED_GROUP, "enable.auto.commit": False, **CLIENT_QUIET})
+    try:
+        committer.commit(offsets=[TopicPartition("interop-events", p, 10 * (p + 1), metadata=f"meta-{p}") for p in range(3)]
+                         + [TopicPartition("interop-compacted", 1, 7)], asynchronous=False)
+    finally:
+        committer.close()
+    subscriber = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": SUBSCRIBED_GROUP, "enable.auto.commit": False,
+        "auto.offset.reset": "earliest", "client.id": "interop-subscriber", **CLIENT_QUIET,
+    })
+    try:
+        subscriber.subscribe(["interop-append-time"])
+        deadline = time.monotonic() + 30
+        consumed = 0
+        while consumed < 25 and time.monotonic() < deadline:
+            consumed += sum(1 for m in subscriber.consume(25 - consumed, 0.5) if m.error() is None)
+        assert consumed == 25, consumed
+        subscriber.commit(asynchronous=False)
+    finally:
+        subscriber.close()
+
+
+# --- what clients observe of a broker --------------------------------------------------------------------------
+
+
+@dataclass
+class Observed:
+    """What a user of the broker sees of the data: compared between Kafka and odradek on Kafka's files."""
+
+    topics: dict[str, int]
+    records: dict[tuple[str, int], list[tuple]]
+    list_offsets: dict[tuple[str, int, str], tuple[int, int, int | None]]
+    groups: dict[str, dict[tuple[str, int], tuple[int, str]]]
+
+
+def observe(bootstrap: str) -> Observed:
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_QUIET})
+    topics = {name: len(t.partitions) for name, t in admin.list_topics(timeout=10).topics.items()}
+    partitions = [(name, p) for name, (count, _) in TOPICS.items() for p in range(count)]
+
+    records: dict[tuple[str, int], list[tuple]] = {}
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "interop-reader", "enable.auto.commit": False, **CLIENT_QUIET})
+    try:
+        for topic, p in partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            consumer.assign([TopicPartition(topic, p, low)])
+            got: list[tuple] = []
+            deadline = time.monotonic() + 20
+            while (not got or got[-1][0] < high - 1) and time.monotonic() < deadline:
+                for m in consumer.consume(500, 0.5):
+                    assert m.error() is None, m.error()
+                    got.append((m.offset(), m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()))
+            records[(topic, p)] = got
+    finally:
+        consumer.close()
+
+    specs: dict[tuple[str, int, str], Any] = {}
+    for topic, p in partitions:
+        specs[(topic, p, "earliest")] = OffsetSpec.earliest()
+        specs[(topic, p, "latest")] = OffsetSpec.latest()
+        specs[(topic, p, "max-timestamp")] = OffsetSpec.max_timestamp()
+        stamps = sorted({r[4][1] for r in records[(topic, p)]})
+        for t in [stamps[0] - 1, *stamps[:: max(1, len(stamps) // 12)], stamps[-1], stamps[-1] + 1]:
+            specs[(topic, p, f"at {t}")] = OffsetSpec.for_timestamp(t)
+    futures: dict[tuple[str, int, str], Future] = {}
+    for key, spec in specs.items():
+        futures[key] = next(iter(admin.list_offsets({TopicPartition(key[0], key[1]): spec}).values()))
+    list_offsets = {}
+    for key, future in futures.items():
+        info = future.result(30)
+        list_offsets[key] = (info.offset, info.timestamp, info.leader_epoch)
+
+    groups = {}
+    for group in (ASSIGNED_GROUP, SUBSCRIBED_GROUP):
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
+        result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)
+        groups[group] = {(tp.topic, tp.partition): (tp.offset, tp.metadata) for tp in result.topic_partitions}
+    return Observed(topics, records, list_offsets, groups)
+
+
+# --- the two directories ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class WrittenDir:
+    """A cleanly stopped broker's log directory and what clients saw of it just before the stop."""
+
+    log_dir: Path
+    observed: Observed
+
+
+@pytest.fixture(scope="module")
+def odradek_written(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WrittenDir]:
+    broker = Broker(log_dir=tmp_path_factory.mktemp("odradek-written"), subprocess=True, config={**kafka_jvm.BROKER_SETTINGS, **SETTINGS})
+    with broker:
+        populate(broker.bootstrap)
+        observed = observe(broker.bootstrap)
+    yield WrittenDir(broker.log_dir, observed)
+
+
+@pytest.fixture(scope="module")
+def kafka_written(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WrittenDir]:
+    try:
+        kafka_jvm.jar_dir("kafka")
+    except kafka_jvm.JvmUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    root = tmp_path_factory.mktemp("kafka-written")
+    zookeeper = kafka_jvm.ZooKeeper(root / "zookeeper").start()
+    try:
+        kafka = kafka_jvm.KafkaBroker(root / "kafka", zookeeper.connect, settings=SETTINGS).start()
+        try:
+            populate(kafka.bootstrap)
+            observed = observe(kafka.bootstrap)
+        finally:
+            kafka.stop()
+        assert kafka.process is not None and kafka.process.proc.returncode in (0, 143), kafka.server_log()
+        assert (kafka.log_dir / ".kafka_cleanshutdown").exists(), kafka.server_log()
+    finally:
+        zookeeper.stop()
+    yield WrittenDir(kafka.log_dir, observed)
+
+
+@pytest.fixture(scope="module")
+def odradek_on_kafka_dir(kafka_written: WrittenDir, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
+    """odradek started on a copy of Kafka's directory (the original stays as Kafka left it for dump-log)."""
+    copy = tmp_path_factory.mktemp("kafka-dir-served") / "kafka-logs"
+    shutil.copytree(kafka_written.log_dir, copy)
+    broker_id = dict(line.split("=", 1) for line in (copy / "meta.properties").read_text().splitlines() if "=" in line)["broker.id"]
+    with Broker(log_dir=copy, subprocess=True, config={**kafka_jvm.BROKER_SETTINGS, **SETTINGS, "broker.id": broker_id}) as broker:
+        yield observe(broker.bootstrap)
+
+
+# --- dump-log, Kafka's and ours ---------------------------------------------------------------------------------
+
+
+def partition_files(log_dir: Path, suffix: str, *, offsets_topic: bool) -> list[str]:
+    return sorted(
+        str(f) for f in log_dir.glob(f"*-*/*{suffix}")
+        if f.parent.name.startswith("__consumer_offsets-") == offsets_topic
+    )
+
+
+def both_dump_logs(files: list[str], *options: str) -> tuple[sp.CompletedProcess[str], sp.CompletedProcess[str]]:
+    assert files
+    argv = ["--files", ",".join(files), *options]
+    kafka = kafka_jvm.run_tool("kafka-dump-log", *argv)
+    ours = sp.run([sys.executable, "-m", "odradek", "dump-log", *argv], capture_output=True, text=True, timeout=120)
+    return kafka, ours
+
+
+def assert_same_dump(kafka: sp.CompletedProcess[str], ours: sp.CompletedProcess[str]) -> None:
+    assert kafka.returncode == 0, kafka.stderr
+    assert ours.stderr == kafka.stderr
+    assert ours.stdout.splitlines() == kafka.stdout.splitlines()
+    assert ours.returncode == 0
+
+
+DUMPS = {
+    "segments": (".log", False, ()),
+    "segments-deep": (".log", False, ("--deep-iteration",)),
+    "segments-data": (".log", False, ("--print-data-log",)),
+    "offsets-topic": (".log", True, ("--offsets-decoder",)),
+    "offset-indexes": (".index", False, ()),
+    "time-indexes": (".timeindex", False, ()),
+    "producer-snapshots": (".snapshot", False, ()),
+}
+"""kafka-dump-log runs compared: (file suffix, of __consumer_offsets or of the other topics, options)."""
+
+
+@pytest.fixture(scope="module", params=["odradek", "kafka"])
+def written(request: pytest.FixtureRequest) -> WrittenDir:
+    return request.getfixturevalue(f"{request.param}_written")
+
+
+@pytest.mark.parametrize("dump", DUMPS)
+def test_kafka_dump_log_and_ours_print_the_same(written: WrittenDir, dump: str) -> None:
+    suffix, offsets_topic, options = DUMPS[dump]
+    files = partition_files(written.log_dir, suffix, offsets_topic=offsets_topic)
+    kafka, ours = both_dump_logs(files, *options)
+    assert_same_dump(kafka, ours)
+    assert kafka.stdout.count("Dumping ") == len(files)
+
+
+@pytest.mark.parametrize("check", ["--index-sanity-check", "--verify-index-only"])
+def test_kafka_finds_odradek_indexes_consistent(odradek_written: WrittenDir, check: str) -> None:
+    files = [f for suffix in (".index", ".timeindex") for offsets_topic in (False, True)
+             for f in partition_files(odradek_written.log_dir, suffix, offsets_topic=offsets_topic)]
+    kafka, ours = both_dump_logs(files, check)
+    assert kafka.returncode == 0 and kafka.stderr == "", kafka.stderr
+    if check == "--index-sanity-check":
+        assert all(line.startswith("Dumping ") or line.endswith((" passed sanity check.", " is empty.")) for line in kafka.stdout.splitlines())
+    assert_same_dump(kafka, ours)
+
+
+def test_several_segments_and_producer_snapshots_were_written(written: WrittenDir) -> None:
+    """The comparisons above cover rolled segments and producer state, not just one active segment."""
+    events = written.log_dir / "interop-events-0"
+    assert len(list(events.glob("*.log"))) >= 3
+    assert list(events.glob("*.snapshot"))
+
+
+# --- odradek serving Kafka's directory ------------------------------------------------------------------------------
+
+
+def test_odradek_serves_kafkas_topics(kafka_written: WrittenDir, odradek_on_kafka_dir: Observed) -> None:
+    assert odradek_on_kafka_dir.topics == kafka_written.observed.topics
+    assert kafka_written.observed.topics["__consumer_offsets"] == 50
+
+
+def test_odradek_serves_every_record_kafka_held(kafka_written: WrittenDir, odradek_on_kafka_dir: Observed) -> None:
+    expected = kafka_written.observed.records
+    assert sum(map(len, expected.values())) == len(CODECS) * RECORDS_PER_CODEC + 120 + 80
+    assert odradek_on_kafka_dir.records == expected
+
+
+def test_odradek_answers_list_offsets_as_kafka_did(kafka_written: WrittenDir, odradek_on_kafka_dir: Observed) -> None:
+    expected = kafka_written.observed.list_offsets
+    assert expected[("interop-events", 0, "latest")][0] == len(CODECS) * RECORDS_PER_CODEC // 3
+    assert len({offset for (topic, _, how), (offset, _, _) in expected.items() if topic == "interop-events" and how.startswith("at ")}) > 10
+    assert odradek_on_kafka_dir.list_offsets == kafka_written.observed.list_offsets
+
+
+def test_odradek_serves_kafkas_committed_offsets(kafka_written: WrittenDir, odradek_on_kafka_dir: Observed) -> None:
+    expected = kafka_written.observed.groups
+    assert expected[ASSIGNED_GROUP][("interop-events", 2)] == (30, "meta-2")
+    assert expected[SUBSCRIBED_GROUP][("interop-append-time", 0)][0] == 25
+    assert odradek_on_kafka_dir.groups == expected
