@@ -1,0 +1,203 @@
+"""Kafka's own Java client (kafka-clients 3.9.1) against odradek: the idempotent producer, a two-member
+consumer group and the AdminClient.
+
+The client is driven by tests/e2e/java/ClientProbe.java, compiled once per run with ``javac`` against the
+kafka-clients jars and run as one JVM per scenario; it prints what the client observed as JSON lines and the
+tests here judge them. What only the broker can show (that the producer really was idempotent) is read from
+the segment files; the AdminClient scenario also runs against the real Kafka, and both must observe the same.
+
+Needs a JDK and ``make jvm-deps``; a missing one fails the tests.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import kafka_jvm
+import pytest
+
+from odradek import Broker
+from odradek.protocol.record_batch import iter_batch_positions, parse_header
+
+JAVA_SOURCES = Path(__file__).parent / "java"
+PROBE_TIMEOUT_S = 120
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """This module's odradek, configured as the real Kafka it is compared with (tests/jvm/kafka_jvm.py).
+
+    Named ``broker`` so that e2e's conftest shows its log when a test fails."""
+    with Broker(log_dir=tmp_path_factory.mktemp("java-client"), subprocess=True, config=kafka_jvm.BROKER_SETTINGS) as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., list[dict[str, Any]]]:
+    """``probe(sub_command, bootstrap, *args)``: runs ClientProbe and returns the JSON lines it printed."""
+    javac = shutil.which("javac")
+    assert javac is not None, "no `javac` on PATH: install a Java 17 JDK (make test does)"
+    classes = tmp_path_factory.mktemp("client-probe")
+    compiled = subprocess.run(
+        [javac, "-Xlint:all", "-Werror", "-d", str(classes), "-cp", kafka_jvm.classpath("kafka"), *map(str, JAVA_SOURCES.glob("*.java"))],
+        capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
+    )
+    assert compiled.returncode == 0, compiled.stderr
+    log4j = classes / "log4j.properties"
+    log4j.write_text(kafka_jvm.TOOLS_LOG4J)
+
+    def run(sub_command: str, bootstrap: str, *args: str) -> list[dict[str, Any]]:
+        cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", f"-Dlog4j.configuration={log4j.as_uri()}",
+               "-cp", kafka_jvm.classpath("kafka", classes), "ClientProbe", sub_command, bootstrap, *args]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+        assert done.returncode == 0, f"ClientProbe {sub_command} exited {done.returncode}:\n{done.stderr[-4000:]}"
+        return [json.loads(line) for line in done.stdout.splitlines()]
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def create_topic(broker: Broker) -> Callable[[int], str]:
+    """``create_topic(partitions)``: a new topic on the module's broker (through confluent-kafka's admin)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 3})
+
+    def create(partitions: int) -> str:
+        name = f"java-{uuid.uuid4().hex[:8]}"
+        admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=10)[name].result(10)
+        return name
+
+    return create
+
+
+def step(lines: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [line for line in lines if line["step"] == name]
+
+
+def disk_batches(broker: Broker, topic: str, partition: int) -> list[Any]:
+    """The headers of the batches in the partition's segment files, as the broker wrote them."""
+    headers = []
+    for segment in sorted((broker.log_dir / f"{topic}-{partition}").glob("*.log")):
+        data = segment.read_bytes()
+        headers.extend(parse_header(data, pos) for pos, _, _ in iter_batch_positions(data))
+    return headers
+
+
+def test_idempotent_producer_acks_every_record_once(broker, probe, create_topic) -> None:
+    topic, count = create_topic(3), 3000
+    lines = probe("produce", broker.bootstrap, topic, str(count))
+    (acked,) = step(lines, "acked")
+    (consumed,) = step(lines, "consumed")
+
+    # Every send acknowledged, and each partition's offsets run 0, 1, 2, ... with no gap or repeat.
+    assert [i for i, _, _ in acked["records"]] == list(range(count))
+    by_partition: dict[int, list[int]] = {}
+    for _, partition, offset in acked["records"]:
+        by_partition.setdefault(partition, []).append(offset)
+    assert sorted(by_partition) == [0, 1, 2]
+    for offsets in by_partition.values():
+        assert sorted(offsets) == list(range(len(offsets)))
+
+    # Read back: exactly the acknowledged records, each once, where the acknowledgement said.
+    expected = sorted([p, o, f"key-{i}", f"value-{i}"] for i, p, o in acked["records"])
+    assert sorted(consumed["records"]) == expected
+
+    # The broker kept what the idempotent producer sent: one producer id and epoch, and per partition
+    # batches whose sequence numbers continue each other from 0 as their offsets do.
+    producers = set()
+    for partition, offsets in by_partition.items():
+        batches = disk_batches(broker, topic, partition)
+        assert len(batches) > 1  # several batches per partition: the sequences had something to continue
+        producers |= {(b.producer_id, b.producer_epoch) for b in batches}
+        assert [b.base_sequence for b in batches] == [b.base_offset for b in batches]
+        assert batches[-1].next_offset == len(offsets)
+    ((producer_id, epoch),) = producers
+    assert producer_id >= 0 and epoch == 0
+
+
+def test_group_of_two_shares_partitions_and_hands_over_on_leave(broker, probe, create_topic) -> None:
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topic, count = create_topic(4), 200
+    group = f"{topic}-group"
+    lines = probe("group", broker.bootstrap, topic, group, str(count))
+    everything = [0, 1, 2, 3]
+
+    (joined,) = step(lines, "joined")
+    assert joined["a"] and joined["b"] and sorted(joined["a"] + joined["b"]) == everything
+    owner = {p: member for member in ("a", "b") for p in joined[member]}
+
+    first, second = (
+        {(i, p, o) for i, p, o in produced["records"]} for produced in step(lines, "produced")
+    )
+    round1, round2 = (consumed["records"] for consumed in step(lines, "consumed"))
+
+    def received(records: list[list[Any]]) -> Counter:
+        for member, partition, offset, key, value in records:
+            assert value == key.replace("key", "value")
+        return Counter((int(key.removeprefix("key-")), partition, offset) for _, partition, offset, key, _ in records)
+
+    # Together the two members read every record once, each from the partitions it was assigned.
+    assert received(round1) == Counter(first)
+    assert all(owner[partition] == member for member, partition, *_ in round1)
+    assert {member for member, *_ in round1} == {"a", "b"}
+
+    # b leaves: its partitions go to a, which resumes from the committed offsets — nothing twice.
+    left_at = lines.index({"step": "left", "member": "b"})
+    assert {"step": "revoked", "member": "b", "partitions": joined["b"]} in lines[:left_at]
+    assert step(lines, "handover") == [{"step": "handover", "a": everything}]
+    assert step(lines[left_at:], "assigned") == [{"step": "assigned", "member": "a", "partitions": everything}]
+    assert received(round2) == Counter(second)
+    assert {member for member, *_ in round2} == {"a"}
+
+    # What the group committed is every partition's end.
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 3})
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in everything])
+    committed = admin.list_consumer_group_offsets([request])[group].result(10)
+    ends = Counter(p for _, p, _ in first | second)
+    assert {tp.partition: tp.offset for tp in committed.topic_partitions} == {p: ends[p] for p in everything}
+
+
+ADMIN_EXPECTED_HIGHLIGHTS = {
+    "createTopics again": {"error": "TopicExistsException"},
+    "createPartitions fewer": {"error": "InvalidPartitionsException"},
+    "describeTopics after createPartitions": {"partitions": 4},
+    "incrementalAlterConfigs invalid": {"error": "InvalidConfigurationException"},
+    "deleteRecords": {"lowWatermark": 3},
+    "deleteRecords beyond the end": {"error": "OffsetOutOfRangeException"},
+    "listConsumerGroupOffsets": {"offsets": {"0": [4, "first"], "1": [0, ""]}},
+    "listConsumerGroupOffsets again": {"offsets": {"0": [5, "second"], "1": [0, ""]}},
+    "listConsumerGroupOffsets after delete": {"offsets": {}},
+    "deleteConsumerGroups again": {"error": "GroupIdNotFoundException"},
+    "listTopics after delete": {"listed": False},
+    "describeTopics after delete": {"error": "UnknownTopicOrPartitionException"},
+}
+"""A few of the AdminClient's observations spelled out; the test compares all of them with the real Kafka's."""
+
+
+def test_admin_client_observes_what_it_observes_on_kafka(broker, probe, real_kafka) -> None:
+    topic = f"java-admin-{uuid.uuid4().hex[:8]}"
+    on_odradek = probe("admin", broker.bootstrap, topic)
+    on_kafka = probe("admin", real_kafka.bootstrap, topic)
+
+    for name, fields in ADMIN_EXPECTED_HIGHLIGHTS.items():
+        assert step(on_odradek, name) == [{"step": name, **fields}]
+    # Five records one second apart: by timestamp, the first at or after base+1.5 s is offset 2 (at +2 s);
+    # after deleteRecords(before 3) the earliest is 3, and a search from the start finds offset 3.
+    (offsets,) = step(on_odradek, "listOffsets")
+    assert offsets["offsets"] == {
+        "earliest": [0, -1, 0], "latest": [5, -1, 0], "maxTimestamp": [4, 4000, 0],
+        "forTimestamp base": [0, 0, 0], "forTimestamp base+1500": [2, 2000, 0], "forTimestamp after last": [-1, -1, -1],
+    }
+    (after,) = step(on_odradek, "listOffsets after deleteRecords")
+    assert after["offsets"]["earliest"] == [3, -1, 0] and after["offsets"]["forTimestamp base"] == [3, 3000, 0]
+
+    assert on_odradek == on_kafka
