@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
+import os
 import sys
+
+# A command killed by SIGPIPE exits with 128 + 13, as the shell reports for Unix tools.
+SIGPIPE_EXIT = 141
 
 # Subcommand → module with ``add_arguments(parser)`` and ``main(args) -> int``.
 COMMANDS = {
@@ -19,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     """Only the chosen command's module is imported: ``odradek serve`` starts without loading the tools."""
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="odradek", description="odradek: an Apache Kafka broker in Python")
+    parser.add_argument("--version", action="version", version=f"odradek {importlib.metadata.version('odradek')} (Apache Kafka 3.9 protocol and log format)")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
@@ -27,7 +33,13 @@ def main(argv: list[str] | None = None) -> int:
             module.add_arguments(p)
             p.set_defaults(_main=module.main)
     args = parser.parse_args(argv)
-    return args._main(args) or 0
+    try:
+        return args._main(args) or 0
+    except BrokenPipeError:
+        # ``odradek dump-log ... | head``: the reader has what it wanted. End quietly, as Unix tools do;
+        # stdout goes to /dev/null so that flushing it at exit does not fail a second time.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return SIGPIPE_EXIT
 
 
 if __name__ == "__main__":

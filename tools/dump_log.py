@@ -1164,6 +1164,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     try:
         DumpLogSegments(args, sys.stdout, sys.stderr).run()
+    except BrokenPipeError:
+        raise  # the reader went away (``| head``): the command ends quietly (odradek.cli)
     except (DumpError, DecodeError, OSError) as e:
         sys.stdout.flush()
         print(f"Error: {e}", file=sys.stderr)
