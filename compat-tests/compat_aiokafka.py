@@ -229,6 +229,13 @@ class AiokafkaClient(Client):
                 out[key] = {"value": value, "source": CONFIG_SOURCES[source], "read_only": read_only, "sensitive": sensitive}
         return out
 
+    def alter_topic_configs(self, name: str, configs: dict[str, str], *, incremental: bool) -> str:
+        if incremental:
+            raise NotOffered("aiokafka has no IncrementalAlterConfigs")
+        (response,) = self.loop.run(self.admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, name, configs)]))
+        ((code, *_),) = response.resources
+        return error_name(code)
+
     def list_offset(self, topic: str, partition: int, spec: str | int) -> dict:
         if spec == "max_timestamp":
             raise NotOffered("aiokafka cannot ask ListOffsets for the max timestamp (KIP-734)")

@@ -210,6 +210,11 @@ class Client:
         """DescribeConfigs of a topic: key -> {"value", "source", "read_only", "sensitive"}."""
         raise NotImplementedError
 
+    def alter_topic_configs(self, name: str, configs: dict[str, str], *, incremental: bool) -> str:
+        """Set a topic's configs with IncrementalAlterConfigs (SET) or the legacy AlterConfigs (which
+        replaces all of them): the topic's error name."""
+        raise NotImplementedError
+
     # offsets -----------------------------------------------------------------------------------------
     def list_offset(self, topic: str, partition: int, spec: str | int) -> dict:
         """ListOffsets for "earliest", "latest", "max_timestamp" or a timestamp: {"offset", "timestamp"} or

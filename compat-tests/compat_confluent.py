@@ -18,7 +18,7 @@ from confluent_kafka import (
     TopicCollection,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic, OffsetSpec
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic, OffsetSpec
 
 from compat_client import CONFIG_SOURCES, Client, GroupMember, Offsets, PartitionReader, PolledMember, Record, TopicSpec, seen_record
 from compat_observe import error_name
@@ -195,6 +195,15 @@ class ConfluentClient(Client):
             key: {"value": e.value, "source": CONFIG_SOURCES[int(e.source)], "read_only": e.is_read_only, "sensitive": e.is_sensitive}
             for key, e in future.result(TIMEOUT_S).items()
         }
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str], *, incremental: bool) -> str:
+        if incremental:
+            entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()]
+            futures = self.admin.incremental_alter_configs([ConfigResource("topic", name, incremental_configs=entries)])
+        else:
+            futures = self.admin.alter_configs([ConfigResource("topic", name, set_config=configs)])
+        (error,) = _settle(futures).values()
+        return error
 
     def list_offset(self, topic: str, partition: int, spec: str | int) -> dict:
         specs = {"earliest": OffsetSpec.earliest, "latest": OffsetSpec.latest, "max_timestamp": OffsetSpec.max_timestamp}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -158,6 +159,16 @@ class KafkaPythonClient(Client):
             key: {"value": c["value"], "source": c["config_source"], "read_only": c["read_only"], "sensitive": c["is_sensitive"]}
             for key, c in result["topic"][name].items()
         }
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str], *, incremental: bool) -> str:
+        # {"topic": {name: "OK" or str() of kafka-python's error, which starts "[Error <code>] "}}
+        result = self.admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, name, configs)], incremental=incremental)["topic"][name]
+        if result == "OK":
+            return "NONE"
+        match = re.match(r"\[Error (-?\d+)\]", result)
+        if match is None:
+            raise AssertionError(f"kafka-python reported {result!r}")
+        return error_name(int(match.group(1)))
 
     def list_offset(self, topic: str, partition: int, spec: str | int) -> dict:
         tp = TopicPartition(topic, partition)

@@ -3,6 +3,8 @@ unknown topics and partitions with and without auto-creation, and DescribeConfig
 
 from __future__ import annotations
 
+import pytest
+
 from compat_client import Client, Record, TopicSpec
 from compat_targets import Target
 from compat_observe import unique
@@ -202,5 +204,45 @@ def test_describe_configs(compat):
                 "cleanup.policy": _entry("compact", "DYNAMIC_TOPIC_CONFIG"),
                 "segment.bytes": _entry("1073741824"),
             },
+        },
+    )
+
+
+def message_format_version_scenario(incremental: bool):
+    def message_format_version(target: Target, client: Client) -> dict:
+        """The deprecated topic config message.format.version (ignored since 3.0) is still validated as a
+        MetadataVersion and kept as given; librdkafka's own tests set it to 0.10.0.0."""
+        topic = unique("message-format")
+        client.create_topics([TopicSpec(topic)])
+        client.wait_for_topic(topic, 1)
+
+        def alter(value: str) -> str:
+            return client.alter_topic_configs(topic, {"message.format.version": value}, incremental=incremental)
+
+        return {
+            "four_part_version": alter("0.10.0.0"),
+            "described": client.topic_configs(topic)["message.format.version"],
+            "patch_version": alter("2.8.1"),
+            "unstable_version": alter("4.0-IV1"),
+            "release_without_production_version": alter("4.0"),
+            "not_a_version": alter("bogus"),
+        }
+
+    return message_format_version
+
+
+@pytest.mark.parametrize("incremental", [False, True], ids=["AlterConfigs", "IncrementalAlterConfigs"])
+def test_message_format_version(compat, incremental: bool):
+    # MetadataVersionValidator: "0.10.0.0" and "2.8.1" match on their first three (0.x) or two parts; any
+    # MetadataVersion is accepted, but a release alone names its latest production version and 4.0 has none.
+    compat.check(
+        message_format_version_scenario(incremental),
+        {
+            "four_part_version": "NONE",
+            "described": _entry("0.10.0.0", "DYNAMIC_TOPIC_CONFIG"),
+            "patch_version": "NONE",
+            "unstable_version": "NONE",
+            "release_without_production_version": "INVALID_CONFIG",
+            "not_a_version": "INVALID_CONFIG",
         },
     )

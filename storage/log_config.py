@@ -89,15 +89,29 @@ def _throttled_replicas(value: list[str]) -> str | None:
 
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
-MESSAGE_FORMAT_VERSIONS = tuple(
+METADATA_VERSIONS = tuple(
     "0.8.0 0.8.1 0.8.2 0.9.0 0.10.0-IV0 0.10.0-IV1 0.10.1-IV0 0.10.1-IV1 0.10.1-IV2 0.10.2-IV0 0.11.0-IV0 "
     "0.11.0-IV1 0.11.0-IV2 1.0-IV0 1.1-IV0 2.0-IV0 2.0-IV1 2.1-IV0 2.1-IV1 2.1-IV2 2.2-IV0 2.2-IV1 2.3-IV0 "
     "2.3-IV1 2.4-IV0 2.4-IV1 2.5-IV0 2.6-IV0 2.7-IV0 2.7-IV1 2.7-IV2 2.8-IV0 2.8-IV1 3.0-IV0 3.0-IV1 3.1-IV0 "
     "3.2-IV0 3.3-IV0 3.3-IV1 3.3-IV2 3.3-IV3 3.4-IV0 3.5-IV0 3.5-IV1 3.5-IV2 3.6-IV0 3.6-IV1 3.6-IV2 3.7-IV0 "
-    "3.7-IV1 3.7-IV2 3.7-IV3 3.7-IV4 3.8-IV0 3.9-IV0".split()
+    "3.7-IV1 3.7-IV2 3.7-IV3 3.7-IV4 3.8-IV0 3.9-IV0 4.0-IV0 4.0-IV1".split()
 )
-# ApiVersion accepts the short forms too ("2.8" means its latest IV).
-MESSAGE_FORMAT_VERSIONS += tuple(sorted({v.split("-")[0] for v in MESSAGE_FORMAT_VERSIONS} - set(MESSAGE_FORMAT_VERSIONS)))
+"""Kafka 3.9's MetadataVersion values, oldest first; the last production one is 3.9-IV0."""
+LATEST_PRODUCTION_METADATA_VERSION = "3.9-IV0"
+# A release alone ("2.8") names its latest production version, so releases after the latest production one
+# ("4.0") have no short form.
+_PRODUCTION_RELEASES = {v.split("-")[0] for v in METADATA_VERSIONS[: METADATA_VERSIONS.index(LATEST_PRODUCTION_METADATA_VERSION) + 1]}
+_METADATA_VERSION_KEYS = frozenset(METADATA_VERSIONS) | _PRODUCTION_RELEASES
+
+
+def _metadata_version(value: str) -> str | None:
+    """Kafka's MetadataVersionValidator: a version string matches on its first three dot-separated parts
+    for 0.x and its first two otherwise, so "0.10.0.0" and "2.8.1" are accepted (librdkafka's tests set
+    message.format.version=0.10.0.0)."""
+    parts = value.split(".")
+    significant = 3 if value.startswith("0.") else 2
+    key = value if significant >= len(parts) else ".".join(parts[:significant])
+    return None if key in _METADATA_VERSION_KEYS else f"Version {value} is not a valid version"
 
 
 def _k(
@@ -208,7 +222,7 @@ TOPIC_CONFIG: tuple[TopicConfigKey, ...] = (
        "certifying that all the existing messages on disk are smaller or equal than the specified version. "
        "Setting this value incorrectly will cause consumers with older versions to break as they will receive "
        "messages with a format that they don't understand.",
-       valid=MESSAGE_FORMAT_VERSIONS, acted_on=False),
+       check=_metadata_version, acted_on=False),
     _k("message.timestamp.after.max.ms", L, LONG_MAX, "log.message.timestamp.after.max.ms",
        "This configuration sets the allowable timestamp difference between the message timestamp and the "
        "broker's timestamp. The message timestamp can be later than or equal to the broker's timestamp, with "
