@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any, Mapping
 
 PYSPARK_VERSION = "4.0.0"
@@ -62,6 +63,21 @@ def kafka_connector_conf(*, packages: bool | None = None, jars: str | None = Non
     if jars:
         return {"spark.jars": jars}
     return None
+
+
+def connector_jars_in(directory: Path) -> str:
+    """The ``spark.jars`` value naming :data:`KAFKA_CONNECTOR_JARS` in ``directory`` (a folder Maven filled
+    with the connector's dependencies, such as the tests' ``.cache/jvm/spark-kafka``).
+
+    Only those jars: the folder also holds Scala, Hadoop and compression jars PySpark already ships, and a
+    second copy of a class on the classpath is asking for trouble. Raises FileNotFoundError naming the
+    missing ones.
+    """
+    paths = [directory / name for name in KAFKA_CONNECTOR_JARS]
+    missing = [path.name for path in paths if not path.is_file()]
+    if missing:
+        raise FileNotFoundError(f"{directory} lacks {', '.join(missing)}")
+    return ",".join(str(path) for path in paths)
 
 
 def build_session(app_name: str, conf: Mapping[str, str] | None = None) -> Any:

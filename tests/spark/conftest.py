@@ -2,8 +2,9 @@
 
 Every test here needs PySpark and Java, and skips without them. Tests of Spark's own Kafka source and sink
 (and of the clickstream pipeline, which uses them) also need the connector jars: they take the
-``kafka_spark`` fixture, which skips with instructions when neither ODRADEK_SPARK_PACKAGES=1 nor
-ODRADEK_SPARK_KAFKA_JARS is set (see odradek.tools.spark_session).
+``kafka_spark`` fixture. The session loads the connector as ODRADEK_SPARK_PACKAGES=1 or
+ODRADEK_SPARK_KAFKA_JARS say (see odradek.tools.spark_session), and otherwise from the jars ``make
+jvm-deps`` put in ``.cache/jvm/spark-kafka``; without any of these the ``kafka_spark`` tests fail.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import kafka_jvm
 import pytest
 
 from odradek.protocol.record_batch import TimestampType
@@ -28,23 +30,47 @@ def spark() -> Iterator[Any]:
     pytest.importorskip("pyarrow", reason="pyarrow (Python data sources need it) is not installed")
     if shutil.which("java") is None:
         pytest.skip("PySpark needs Java (17): install openjdk-17-jre-headless")
-    from odradek.tools.spark_session import build_session, kafka_connector_conf
+    from odradek.tools.spark_session import build_session
     from odradek.tools.spark_source import register
 
-    session = build_session("odradek-tests", kafka_connector_conf())
+    connector = kafka_connector()
+    session = build_session("odradek-tests", connector if isinstance(connector, dict) else None)
     register(session)
     yield session
     session.stop()
 
 
+def kafka_connector() -> dict[str, str] | str:
+    """The Spark settings that load the Kafka connector, or why there are none.
+
+    The environment's choice first; else the connector's jars in the cache ``make jvm-deps`` fills.
+    """
+    from odradek.tools.spark_session import connector_jars_in, kafka_connector_conf
+
+    configured = kafka_connector_conf()
+    if configured is not None:
+        return configured
+    try:
+        return kafka_connector_conf(jars=connector_jars_in(kafka_jvm.jar_dir("spark-kafka")))
+    except (kafka_jvm.JvmUnavailable, FileNotFoundError) as exc:
+        return f"Spark's Kafka connector is missing ({exc}): run make jvm-deps"
+
+
 @pytest.fixture
 def kafka_spark(spark: Any) -> Any:
-    """The session, for tests of Spark's Kafka source and sink; skips when the connector is not configured."""
-    from odradek.tools.spark_session import HOW_TO_ENABLE_KAFKA, kafka_connector_conf
-
-    if kafka_connector_conf() is None:
-        pytest.skip(HOW_TO_ENABLE_KAFKA)
+    """The session, for tests of Spark's Kafka source and sink; fails when it has no connector."""
+    connector = kafka_connector()
+    if not isinstance(connector, dict):
+        pytest.fail(connector, pytrace=False)
     return spark
+
+
+@pytest.fixture
+def connector_flags(kafka_spark: Any) -> list[str]:
+    """The ``odradek pipeline`` flags that load the connector the session loaded."""
+    connector = kafka_connector()
+    assert isinstance(connector, dict)
+    return ["--packages"] if "spark.jars.packages" in connector else ["--jars", connector["spark.jars"]]
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +103,12 @@ def topic_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
 # --- log directories written by hand -----------------------------------------------------------------------
 
 
-ExpectedRow = tuple[str, int, int, bytes | None, bytes | None, int, int, list[tuple[str, bytes | None]]]
-"""(topic, partition, offset, key, value, timestamp ms, timestamp type, headers): a record as a reader sees it."""
+ExpectedRow = tuple[str, int, int, bytes | None, bytes | None, int, int, list[tuple[str, bytes | None]] | None]
+"""(topic, partition, offset, key, value, timestamp ms, timestamp type, headers): a record as a reader sees it.
+
+Headers are None for a record without any: Spark's Kafka source gives a null ``headers`` then (Kafka's
+record has an empty header array; KafkaRecordToRowConverter maps it to null), as confluent-kafka's
+``Message.headers()`` does."""
 
 
 @dataclass
@@ -120,7 +150,7 @@ class LogDirWriter:
                     r.value,
                     log_append_time if timestamp_type == TimestampType.LOG_APPEND_TIME else r.timestamp,
                     int(timestamp_type),
-                    list(r.headers),
+                    list(r.headers) or None,
                 )
                 for r in items
             ]
@@ -228,10 +258,13 @@ class KafkaClients:
         return AdminClient({"bootstrap.servers": self.bootstrap})
 
     def create_topic(self, topic: str, partitions: int, config: dict[str, str] | None = None) -> None:
+        """Create ``topic``, kept forever unless ``config`` says otherwise: tests produce records stamped in
+        2023, which retention would delete at its next check, on either broker."""
         from confluent_kafka.admin import NewTopic
 
         admin = self.admin()  # kept referenced until the answer arrives
-        admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})])[topic].result(30)
+        config = {"retention.ms": "-1", **(config or {})}
+        admin.create_topics([NewTopic(topic, partitions, 1, config=config)])[topic].result(30)
 
     def add_partitions(self, topic: str, total: int) -> None:
         from confluent_kafka.admin import NewPartitions
@@ -283,7 +316,7 @@ class KafkaClients:
                     msg.value(),
                     timestamp,
                     timestamp_type - 1,
-                    headers,
+                    headers or None,
                 )
             )
 
@@ -340,7 +373,7 @@ class KafkaClients:
                         msg.value(),
                         timestamp,
                         timestamp_type - 1,
-                        list(msg.headers() or []),
+                        msg.headers(),
                     )
                 )
             return sorted(rows)
@@ -351,6 +384,26 @@ class KafkaClients:
 @pytest.fixture(scope="module")
 def clients(broker: Any) -> KafkaClients:
     return KafkaClients(broker.bootstrap)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A broker a test runs against, and its clients: odradek, or Apache Kafka to show the same test passes
+    there (what Spark shows is then Spark's and Kafka's behaviour, not an artefact of odradek)."""
+
+    name: str
+    bootstrap: str
+    clients: KafkaClients
+
+
+@pytest.fixture(params=["odradek", "kafka"])
+def cluster(request: pytest.FixtureRequest) -> Cluster:
+    """The module's odradek broker, then the run's real Kafka (tests/conftest.py's ``real_kafka``)."""
+    if request.param == "odradek":
+        bootstrap = request.getfixturevalue("broker").bootstrap
+    else:
+        bootstrap = request.getfixturevalue("real_kafka").bootstrap
+    return Cluster(request.param, bootstrap, KafkaClients(bootstrap))
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """Spark's built-in Kafka sink, batch and streaming, writing to an odradek broker.
 
 A confluent-kafka consumer reads back what Spark wrote. Needs the spark-sql-kafka-0-10 connector (see
-test_kafka_source.py); skips without it.
+test_kafka_source.py).
 """
 
 from __future__ import annotations
@@ -12,9 +12,7 @@ from typing import Any
 
 import pytest
 
-from odradek.tools.spark_session import HOW_TO_ENABLE_KAFKA, kafka_connector_conf
-
-pytestmark = [pytest.mark.spark, pytest.mark.skipif(kafka_connector_conf() is None, reason=HOW_TO_ENABLE_KAFKA)]
+pytestmark = pytest.mark.spark
 
 SINK_SCHEMA = "key binary, value binary, headers array<struct<key: string, value: binary>>, topic string, partition int"
 

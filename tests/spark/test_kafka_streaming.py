@@ -1,7 +1,7 @@
 """Spark's built-in Kafka source in Structured Streaming against an odradek broker.
 
 Micro-batches are collected with foreachBatch, so each test sees exactly which offsets every batch held.
-Needs the spark-sql-kafka-0-10 connector (see test_kafka_source.py); skips without it.
+Needs the spark-sql-kafka-0-10 connector (see test_kafka_source.py).
 """
 
 from __future__ import annotations
@@ -12,9 +12,7 @@ from typing import Any
 
 import pytest
 
-from odradek.tools.spark_session import HOW_TO_ENABLE_KAFKA, kafka_connector_conf
-
-pytestmark = [pytest.mark.spark, pytest.mark.skipif(kafka_connector_conf() is None, reason=HOW_TO_ENABLE_KAFKA)]
+pytestmark = pytest.mark.spark
 
 Batch = list[tuple[int, int, bytes]]  # (partition, offset, value) of each row of one micro-batch
 

@@ -1,6 +1,6 @@
 """The clickstream pipeline: its counts must equal the ground truth computed from the generated events.
 
-The end-to-end tests need Spark's Kafka connector (they skip without it, see test_kafka_source.py). The
+The end-to-end tests need Spark's Kafka connector (see test_kafka_source.py). The
 counting job itself -- JSON parsing, one-minute windows, watermark, update-mode changelog -- also runs here
 on a file stream, which needs no connector.
 """
@@ -27,10 +27,9 @@ from odradek.tools.pipeline import (
     page_view_count_records,
     run_clickstream,
 )
-from odradek.tools.spark_session import HOW_TO_ENABLE_KAFKA, JARS_ENV, PACKAGES_ENV, kafka_connector_conf
+from odradek.tools.spark_session import JARS_ENV, PACKAGES_ENV
 
 pytestmark = pytest.mark.spark
-needs_connector = pytest.mark.skipif(kafka_connector_conf() is None, reason=HOW_TO_ENABLE_KAFKA)
 
 START = 1_700_000_040_000  # 2023-11-14T22:14:00Z, a minute boundary
 
@@ -84,7 +83,6 @@ def consumed_values_in_log_order(rows: list[tuple]) -> list[str]:
     return [r[4].decode() for r in sorted(rows)]
 
 
-@needs_connector
 def test_clickstream_counts_match_the_generated_events(kafka_spark, broker, clients, tmp_path: Path) -> None:
     config = ClickstreamConfig(
         bootstrap=broker.bootstrap,
@@ -106,13 +104,12 @@ def test_clickstream_counts_match_the_generated_events(kafka_spark, broker, clie
     assert {k: n for k, n in counts_in_topic.items() if k[0] < START + 4 * MINUTE_MS} == result.counts
 
 
-@needs_connector
-def test_odradek_pipeline_clickstream_command(kafka_spark, broker, capsys: pytest.CaptureFixture[str]) -> None:
+def test_odradek_pipeline_clickstream_command(
+    connector_flags: list[str], broker, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The one command of docs/spark.md, against a broker that already holds an earlier run's topics."""
-    assert (
-        odradek(["pipeline", "clickstream", "--bootstrap-server", broker.bootstrap, "--events", "600", "--seed", "7"])
-        == 0
-    )
+    args = ["--bootstrap-server", broker.bootstrap, "--events", "600", "--seed", "7", *connector_flags]
+    assert odradek(["pipeline", "clickstream", *args]) == 0
     out = capsys.readouterr().out
     assert "counts match the 600 generated events" in out
     assert "/pricing" in out and "total" in out
