@@ -350,7 +350,11 @@ def read_slice(part: SegmentSlice, schema: pa.Schema) -> Iterator[pa.RecordBatch
                 pa.array(timestamp_types, pa.int32()),
             ]
             if include_headers:
-                header_lists = [[(_header_key(k), v) for k, v in record_headers] for record_headers in headers]
+                # Null, not an empty array, for a record without headers, as Spark's Kafka source gives.
+                header_lists = [
+                    [(_header_key(k), v) for k, v in record_headers] if record_headers else None
+                    for record_headers in headers
+                ]
                 columns.append(pa.array(header_lists, schema.field("headers").type))
             yield pa.RecordBatch.from_arrays(columns, schema=schema)
     except FileNotFoundError:
