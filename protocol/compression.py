@@ -20,7 +20,8 @@ frame's maximum block size, zstd from the frame's declared content size or zstan
 Block and content checksums inside lz4 frames are not verified (the batch CRC or legacy message CRC already
 covers the compressed bytes); the lz4 header checksum is.
 
-All decode failures raise :class:`~odradek.protocol.record_batch.CorruptRecordError`.
+All decode failures raise :class:`~odradek.protocol.record_batch.CorruptRecordError`: data beyond
+``max_size`` its DecompressedTooLargeError, anything else its UndecompressableRecordsError.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from enum import IntEnum
 import cramjam
 import zstandard
 
-from odradek.protocol.record_batch import CorruptRecordError
+from odradek.protocol.record_batch import CorruptRecordError, DecompressedTooLargeError, UndecompressableRecordsError
 
 Bytes = bytes | bytearray | memoryview
 
@@ -68,11 +69,11 @@ def decompress(codec: int, data: Bytes, *, magic: int = 2, max_size: int = DEFAU
     try:
         return _DECOMPRESSORS[compression_type(codec)](memoryview(data), magic, max_size)
     except (zlib.error, cramjam.DecompressionError, zstandard.ZstdError) as e:
-        raise CorruptRecordError(f"cannot decompress {CompressionType(codec).name} data: {e}") from None
+        raise UndecompressableRecordsError(f"cannot decompress {CompressionType(codec).name} data: {e}") from None
 
 
-def _too_large(max_size: int) -> CorruptRecordError:
-    return CorruptRecordError(f"decompressed data exceeds {max_size} bytes")
+def _too_large(max_size: int) -> DecompressedTooLargeError:
+    return DecompressedTooLargeError(f"decompressed data exceeds {max_size} bytes")
 
 
 # --- none ---------------------------------------------------------------------------------------------------
@@ -103,7 +104,7 @@ def _gzip_decompress(data: memoryview, magic: int, max_size: int) -> bytes:
         if produced > max_size:
             raise _too_large(max_size)
         if not member.eof:
-            raise CorruptRecordError("truncated gzip data")
+            raise UndecompressableRecordsError("truncated gzip data")
         parts.append(part)
         remaining = member.unused_data
         if not remaining:
@@ -141,11 +142,11 @@ def _snappy_decompress(data: memoryview, magic: int, max_size: int) -> bytes:
             pos += len(_XERIAL_HEADER)
             continue
         if pos + 4 > end:
-            raise CorruptRecordError("truncated xerial snappy block length")
+            raise UndecompressableRecordsError("truncated xerial snappy block length")
         (length,) = _INT32.unpack_from(data, pos)
         pos += 4
         if length < 0 or pos + length > end:
-            raise CorruptRecordError(f"xerial snappy block of {length} bytes overruns the data")
+            raise UndecompressableRecordsError(f"xerial snappy block of {length} bytes overruns the data")
         part = _snappy_raw_block(data[pos : pos + length], max_size - produced)
         produced += len(part)
         parts.append(part)
@@ -241,18 +242,18 @@ def _lz4_compress(data: Bytes, magic: int) -> bytes:
 def _lz4_decompress(data: memoryview, magic: int, max_size: int) -> bytes:
     end = len(data)
     if end < 7 or data[:4] != _LZ4_MAGIC_BYTES:
-        raise CorruptRecordError("not an lz4 frame")
+        raise UndecompressableRecordsError("not an lz4 frame")
     flg, bd = data[4], data[5]
     if flg & 0xC0 != _FLG_VERSION_1 or flg & _FLG_RESERVED or bd & 0x8F:
-        raise CorruptRecordError(f"unsupported lz4 frame descriptor {flg:#04x} {bd:#04x}")
+        raise UndecompressableRecordsError(f"unsupported lz4 frame descriptor {flg:#04x} {bd:#04x}")
     max_block_size = _LZ4_BLOCK_SIZES.get(bd >> 4)
     if max_block_size is None:
-        raise CorruptRecordError(f"invalid lz4 block maximum size code {bd >> 4}")
+        raise UndecompressableRecordsError(f"invalid lz4 block maximum size code {bd >> 4}")
     pos = 6 + (8 if flg & _FLG_CONTENT_SIZE else 0)
     if pos >= end:
-        raise CorruptRecordError("truncated lz4 frame descriptor")
+        raise UndecompressableRecordsError("truncated lz4 frame descriptor")
     if magic != 0 and data[pos] != _lz4_header_checksum(data[4:pos]):
-        raise CorruptRecordError("lz4 frame descriptor checksum mismatch")
+        raise UndecompressableRecordsError("lz4 frame descriptor checksum mismatch")
     pos += 1
     trailer = 4 if flg & _FLG_BLOCK_CHECKSUM else 0
     scratch = bytearray(max_block_size)
@@ -260,17 +261,17 @@ def _lz4_decompress(data: memoryview, magic: int, max_size: int) -> bytes:
     produced = 0
     while True:
         if pos + 4 > end:
-            raise CorruptRecordError("truncated lz4 frame")
+            raise UndecompressableRecordsError("truncated lz4 frame")
         (size,) = _UINT32_LE.unpack_from(data, pos)
         pos += 4
         if size == 0:
             if flg & _FLG_CONTENT_CHECKSUM and pos + 4 > end:
-                raise CorruptRecordError("truncated lz4 content checksum")
+                raise UndecompressableRecordsError("truncated lz4 content checksum")
             return b"".join(parts)
         stored = size & _LZ4_UNCOMPRESSED_BLOCK
         size &= ~_LZ4_UNCOMPRESSED_BLOCK
         if size > max_block_size or pos + size + trailer > end:
-            raise CorruptRecordError(f"lz4 block of {size} bytes overruns the frame")
+            raise UndecompressableRecordsError(f"lz4 block of {size} bytes overruns the frame")
         block = data[pos : pos + size]
         if stored:
             part = bytes(block)
@@ -300,7 +301,7 @@ def _zstd_decompress(data: memoryview, magic: int, max_size: int) -> bytes:
         return zstandard.ZstdDecompressor().decompress(data, max_output_size=max_size, allow_extra_data=False)
     except zstandard.ZstdError as e:
         if declared < 0:  # zstandard reports hitting the cap as a short frame
-            raise CorruptRecordError(f"zstd frame is corrupt, truncated or exceeds {max_size} bytes: {e}") from None
+            raise UndecompressableRecordsError(f"zstd frame is corrupt, truncated or exceeds {max_size} bytes: {e}") from None
         raise
 
 

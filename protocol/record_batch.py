@@ -93,6 +93,19 @@ class CorruptRecordError(RecordsError):
     error_code = ErrorCode.CORRUPT_MESSAGE
 
 
+class UndecompressableRecordsError(CorruptRecordError):
+    """Compressed records the codec cannot decode. Kafka's record stream turns the codec's IOException into a
+    plain KafkaException ("Failed to decompress record stream"), which it answers with UNKNOWN_SERVER_ERROR."""
+
+    error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class DecompressedTooLargeError(CorruptRecordError):
+    """Compressed records that expand beyond the decompression bound: a bomb, refused before it is expanded."""
+
+    error_code = ErrorCode.MESSAGE_TOO_LARGE
+
+
 class InvalidRecordError(RecordsError):
     """Well-formed bytes that break Kafka's rules: offsets vs count, record structure, magic mismatch."""
 
@@ -202,16 +215,24 @@ def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int
     _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
 
 
-def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int) -> None:
-    """Stamp a batch with LogAppendTime: set the timestamp-type bit and max timestamp, then re-CRC.
+def set_max_timestamp(buf: bytearray | memoryview, pos: int, timestamp_type: int, timestamp: int) -> None:
+    """Set a batch's timestamp type and max timestamp, then re-CRC (Kafka's DefaultRecordBatch.setMaxTimestamp).
 
-    Both fields are inside the CRC, so this is the one in-place change that costs a CRC pass (Kafka does the
-    same for topics with ``message.timestamp.type=LogAppendTime``).
+    Both fields are inside the CRC, so a change costs a CRC pass; when both already hold these values, the
+    batch is left alone (as Kafka leaves it).
     """
     attributes = _INT16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0]
-    _INT16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_MASK)
+    wanted = attributes | TIMESTAMP_TYPE_MASK if timestamp_type == TimestampType.LOG_APPEND_TIME else attributes & ~TIMESTAMP_TYPE_MASK
+    if wanted == attributes and _INT64.unpack_from(buf, pos + MAX_TIMESTAMP_OFFSET)[0] == timestamp:
+        return
+    _INT16.pack_into(buf, pos + ATTRIBUTES_OFFSET, wanted)
     _INT64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, timestamp)
     _UINT32.pack_into(buf, pos + CRC_OFFSET, compute_crc(buf, pos))
+
+
+def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int) -> None:
+    """Stamp a batch with LogAppendTime (topics with ``message.timestamp.type=LogAppendTime``)."""
+    set_max_timestamp(buf, pos, TimestampType.LOG_APPEND_TIME, timestamp)
 
 
 def iter_batch_positions(buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None) -> Iterator[tuple[int, int, int]]:

@@ -1,10 +1,12 @@
-"""Produce: validate batch headers and CRCs, append as received, answer per partition.
+"""Produce: validate batches and every record in them, append, answer per partition.
 
-Records are never decoded: the batch header says everything the broker checks (size, count, offsets,
-producer id/epoch/sequence, timestamps), and the log patches offsets and the leader epoch in place. The
-exceptions are Kafka's: a compacted topic's records must have keys (those batches are decoded to check
-it), and a topic whose ``compression.type`` names a codec stores its batches in that codec (batches in
-another codec are re-encoded).
+Kafka's LogValidator rules, in two passes. The batch header and CRC (``record_batch.validate_batches``);
+then every record of the batch (``record_walk.walk_batch``, in C, decompressing a compressed batch): record
+structure against the batch's length and count, keys on compacted topics, and each record's timestamp
+against the topic's bounds. The batch then takes its max timestamp from its records (rewritten in place,
+with its CRC, when the client's differs) and is appended as received. A compressed batch is rebuilt only
+into the topic's ``compression.type`` when that names another codec, with offsets assigned, as Kafka
+rebuilds it.
 Legacy message sets (magic 0/1, produce v0-v2 and old clients) are converted to magic 2 first, as Kafka
 3.x does. acks=0 gets no answer, and any error closes the connection instead (so the client notices);
 acks=all waits until the high watermark passes the appended batch.
@@ -19,9 +21,10 @@ from odradek.broker.handlers import CLOSE_CONNECTION, internal_topics_allowed
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol import legacy_records
-from odradek.protocol.record_batch import MAGIC_V2, peek_magic, validate_batches
+from odradek.protocol.record_batch import MAGIC_V2, TimestampType, parse_header, peek_magic, set_max_timestamp, validate_batches
 from odradek.protocol.compression import CompressionType
-from odradek.protocol.records import build_batch, iter_records_unchecked
+from odradek.protocol.record_walk import RecordErrorKind, RecordProblem, TimestampBounds, walk_batch
+from odradek.protocol.records import Record, build_batch, iter_records_unchecked
 
 if TYPE_CHECKING:
     from odradek.broker.kafka_server import KafkaServer
@@ -81,19 +84,9 @@ def _append(server: "KafkaServer", partition: Any, records: Any, acks: int, now_
     if version < 7 and any(h.compression == CompressionType.ZSTD for _, h in validated.batches):
         # zstd arrived with Produce v7 (KIP-110): Kafka refuses it in older requests.
         raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "Produce requests with version below 7 may not use zstd")
-    if config.compact:
-        _check_keys(records, validated, f"{partition.log.topic}-{partition.log.partition}")
     _check_sizes(validated, config.max_message_bytes)
-    target = _TOPIC_CODECS.get(config.compression_type)
-    if target is not None and any(header.compression != target for _, header in validated.batches):
-        records = _recompress(records, validated, target)
-        validated = validate_batches(records)
-        _check_sizes(validated, config.max_message_bytes)
-    log_append_time = None
-    if config.log_append_time:
-        log_append_time = now_ms
-    else:
-        _check_timestamps(config, validated, now_ms)
+    records, validated = _validate_records(records, validated, config, now_ms, f"{partition.log.topic}-{partition.log.partition}")
+    log_append_time = now_ms if config.log_append_time else None
     info = partition.append_as_leader(records, acks, log_append_time, config.min_insync_replicas, validated.batches)
     fields = {
         "base_offset": info.first_offset,
@@ -123,27 +116,49 @@ def _check_sizes(validated: Any, max_message_bytes: int) -> None:
             )
 
 
-def _recompress(records: Any, validated: Any, codec: int) -> memoryview:
-    """Rewrite batches into the topic's codec, as Kafka's LogValidator does when ``compression.type`` is
-    set and differs from the producer's: the one case where the broker decodes and re-encodes records.
-    Producer id, epoch and sequence, timestamps, headers and the transactional flag are kept."""
-    out = bytearray()
-    for position, header in validated.batches:
-        if header.compression == codec:
-            out += records[position : position + header.size]
-            continue
-        out += build_batch(
-            iter_records_unchecked(records, position, header),
-            base_offset=header.base_offset,
-            compression=codec,
-            timestamp_type=header.timestamp_type,
-            producer_id=header.producer_id,
-            producer_epoch=header.producer_epoch,
-            base_sequence=header.base_sequence,
-            partition_leader_epoch=header.partition_leader_epoch,
-            is_transactional=header.is_transactional,
-        )
-    return memoryview(out)
+def _validate_records(records: Any, validated: Any, config: Any, now_ms: int, topic_partition: str) -> tuple[Any, Any]:
+    """Kafka's LogValidator record loop over the one batch a client appends; the records to append and
+    their validated headers (new ones when the batch was rebuilt)."""
+    (position, header), = validated.batches
+    bounds = None
+    if not config.log_append_time:
+        bounds = TimestampBounds(now_ms, config.effective_timestamp_before_max_ms, config.effective_timestamp_after_max_ms)
+    walked = walk_batch(records, position, header, timestamps=bounds, require_keys=config.compact)
+    _check_record_errors(records, position, header, walked.problems, config, now_ms, topic_partition)
+    target = _TOPIC_CODECS.get(config.compression_type, header.compression)
+    if target == header.compression and header.compression and not walked.offsets_in_sequence:
+        # Kafka would rebuild the batch from the key-less records of its in-place walk and fail doing so.
+        raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "compressed records with offset deltas other than 0, 1, 2, ...")
+    if target != header.compression:
+        rebuilt = _rebuild(records, position, header, target, config.log_append_time)
+        validated = validate_batches(rebuilt)
+        _check_sizes(validated, config.max_message_bytes)
+        return rebuilt, validated
+    if not config.log_append_time and (walked.max_timestamp != header.max_timestamp or header.timestamp_type != TimestampType.CREATE_TIME):
+        # Kafka stores the records' max timestamp, whatever the client wrote (DefaultRecordBatch.setMaxTimestamp).
+        if not isinstance(records, bytearray) and (not isinstance(records, memoryview) or records.readonly):
+            records = bytearray(records)
+        set_max_timestamp(records, position, TimestampType.CREATE_TIME, walked.max_timestamp)
+        validated.batches[0] = (position, parse_header(records, position))
+        validated.max_timestamp = walked.max_timestamp
+    return records, validated
+
+
+def _rebuild(records: Any, position: int, header: Any, codec: int, log_append_time: bool) -> memoryview:
+    """The batch rewritten as Kafka's LogValidator.buildRecordsAndAssignOffsets writes it: in ``codec``,
+    offsets 0, 1, 2, ... in record order (whatever offset deltas the client wrote); producer id, epoch and sequence, timestamps, headers and the
+    transactional flag kept. The one case where the broker decodes and re-encodes records."""
+    renumbered = (Record(None, r.timestamp, r.key, r.value, r.headers, r.attributes) for r in iter_records_unchecked(records, position, header))
+    return memoryview(bytearray(build_batch(
+        renumbered,
+        compression=codec,
+        timestamp_type=TimestampType.LOG_APPEND_TIME if log_append_time else TimestampType.CREATE_TIME,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        partition_leader_epoch=header.partition_leader_epoch,
+        is_transactional=header.is_transactional,
+    )))
 
 
 class RecordValidationError(KafkaError):
@@ -154,37 +169,49 @@ class RecordValidationError(KafkaError):
         self.record_errors = record_errors
 
 
-def _check_keys(records: Any, validated: Any, topic_partition: str) -> None:
-    """A compacted topic refuses records without a key (Kafka's LogValidator.validateKey). The one check that
-    decodes records, so it runs for compacted topics only."""
-    errors = [
-        {"batch_index": index, "batch_index_error_message": f"Compacted topic cannot accept message without key in topic partition {topic_partition}"}
-        for position, header in validated.batches
-        for index, record in enumerate(iter_records_unchecked(records, position, header))
-        if record.key is None
-    ]
-    if errors:
-        shown = ", ".join(f"RecordError(batchIndex={e['batch_index']}, message='{e['batch_index_error_message']}')" for e in errors[:3])
-        raise RecordValidationError(
-            ErrorCode.INVALID_RECORD,
-            f"One or more records have been rejected due to {len(errors)} record errors in total, and only showing "
-            f"the first three errors at most: [{shown}]",
-            errors,
-        )
+def _check_record_errors(records: Any, position: int, header: Any, problems: list[RecordProblem], config: Any, now_ms: int, topic_partition: str) -> None:
+    """Report every refused record at once, with Kafka's messages (LogValidator.validateRecord and
+    processRecordErrors): keys on compacted topics first, then timestamps. A client may not send a
+    LogAppendTime batch unless its max timestamp is a CreateTime the topic accepts."""
+    errors = {p.index: _problem_message(p, config, now_ms, topic_partition) for p in problems}
+    if header.timestamp_type == TimestampType.LOG_APPEND_TIME and (config.log_append_time or header.max_timestamp < 0):
+        for index, record in enumerate(iter_records_unchecked(records, position, header)):
+            errors.setdefault(index, (
+                f"Invalid timestamp type in message DefaultRecord(offset={record.offset}, timestamp={record.timestamp}, "
+                f"key={len(record.key or b'')} bytes, value={len(record.value or b'')} bytes). Producer should not set "
+                "timestamp type to LogAppendTime.",
+                True,
+            ))
+    if not errors:
+        return
+    record_errors = [{"batch_index": index, "batch_index_error_message": message} for index, (message, _) in sorted(errors.items())]
+    if any(is_timestamp for _, is_timestamp in errors.values()):
+        raise RecordValidationError(ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to invalid timestamp", record_errors)
+    shown = ", ".join(f"RecordError(batchIndex={e['batch_index']}, message='{e['batch_index_error_message']}')" for e in record_errors[:3])
+    raise RecordValidationError(
+        ErrorCode.INVALID_RECORD,
+        f"One or more records have been rejected due to {len(record_errors)} record errors in total, and only showing "
+        f"the first three errors at most: [{shown}]",
+        record_errors,
+    )
 
 
-def _check_timestamps(config: Any, validated: Any, now_ms: int) -> None:
-    """CreateTime bounds (KIP-937), from each batch's max timestamp: the header carries it, no decoding."""
-    before, after = config.effective_timestamp_before_max_ms, config.effective_timestamp_after_max_ms
-    for _, header in validated.batches:
-        ts = header.max_timestamp
-        if ts < 0:
-            continue
-        if now_ms - ts > before or ts - now_ms > after:
-            raise KafkaError(
-                ErrorCode.INVALID_TIMESTAMP,
-                f"Timestamp {ts} of message is out of range. The timestamp should be within [{now_ms - before}, {now_ms + after}]",
-            )
+def _problem_message(problem: RecordProblem, config: Any, now_ms: int, topic_partition: str) -> tuple[str, bool]:
+    """(Kafka's message for one refused record, whether it is a timestamp error)."""
+    if problem.kind is RecordErrorKind.MISSING_KEY:
+        return f"Compacted topic cannot accept message without key in topic partition {topic_partition}", False
+    low = _java_long(now_ms - config.effective_timestamp_before_max_ms)
+    high = _java_long(now_ms + config.effective_timestamp_after_max_ms)
+    return (
+        f"Timestamp {problem.timestamp} of message with offset {problem.offset_delta} is out of range. "
+        f"The timestamp should be within [{low}, {high}]",
+        True,
+    )
+
+
+def _java_long(value: int) -> int:
+    """Kafka computes the bounds in Java longs: now + Long.MAX_VALUE wraps, and its message shows that."""
+    return (value + (1 << 63)) % (1 << 64) - (1 << 63)
 
 
 async def _await_high_watermark(server: "KafkaServer", waits: list, timeout_ms: int, response: dict) -> dict:

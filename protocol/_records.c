@@ -1,0 +1,227 @@
+/*
+ * The record walk of the produce path: every record of a magic-2 batch's (decompressed) records section
+ * checked the way Kafka's DefaultRecord.readFrom reads it, at C speed and without a Python object per
+ * record. See odradek/protocol/record_walk.py, the one caller, for what the results mean.
+ *
+ * walk(records, count, base_timestamp, log_append_time, now, before_max, after_max, check_timestamps,
+ *      require_keys) -> (max_timestamp, offsets_in_sequence, errors)
+ *
+ * records           a buffer holding exactly the records of one batch (after decompression)
+ * count             the batch's recordsCount (>= 0)
+ * log_append_time   -2 for a CreateTime batch, else the batch's max timestamp: every record's timestamp
+ * check_timestamps  compare each record's timestamp with now - before_max .. now + after_max (KIP-937)
+ * require_keys      a record without a key is an error (compacted topics)
+ *
+ * max_timestamp is the largest record timestamp, or -1 (NO_TIMESTAMP) when none is larger;
+ * offsets_in_sequence says whether the offset deltas are 0, 1, 2, ...; errors is None, or a list of
+ * (record index, kind, timestamp, offset delta) with kind 0 for a missing key and 1 for a timestamp out of
+ * range, as Kafka's LogValidator.validateRecord reports them (a key error hides a timestamp error).
+ *
+ * Malformed records raise MalformedRecords(kind, message): kind 0 for what Kafka reports as
+ * InvalidRecordException, kind 1 for a record length varint longer than five bytes, which Kafka's
+ * uncompressed iterator lets escape as an IllegalArgumentException (UNKNOWN_SERVER_ERROR).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+static PyObject *MalformedRecords;
+
+enum { MALFORMED = 0, OVERLONG_LENGTH = 1 };
+enum { MISSING_KEY = 0, TIMESTAMP_OUT_OF_RANGE = 1 };
+enum { OK = 0, TRUNCATED = -1, OVERLONG = -2 };
+
+typedef struct {
+    const uint8_t *p;
+    const uint8_t *end;
+} cursor;
+
+/* Zigzag varint of at most 5 bytes (ByteUtils.readVarint): the 5th byte's extra bits are dropped as Java's
+ * int arithmetic drops them. */
+static int read_varint(cursor *c, int32_t *out) {
+    uint32_t value = 0;
+    for (int shift = 0; shift < 35; shift += 7) {
+        if (c->p >= c->end)
+            return TRUNCATED;
+        uint8_t b = *c->p++;
+        value |= (uint32_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *out = (int32_t)((value >> 1) ^ (~(value & 1) + 1));
+            return OK;
+        }
+    }
+    return OVERLONG;
+}
+
+/* Zigzag varlong of at most 10 bytes (ByteUtils.readVarlong). */
+static int read_varlong(cursor *c, int64_t *out) {
+    uint64_t value = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (c->p >= c->end)
+            return TRUNCATED;
+        uint8_t b = *c->p++;
+        value |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *out = (int64_t)((value >> 1) ^ (~(value & 1) + 1));
+            return OK;
+        }
+    }
+    return OVERLONG;
+}
+
+/* A varint-prefixed byte field inside the record: a negative length is null (allowed unless !nullable). */
+static int skip_bytes(cursor *c, int nullable, int *is_null) {
+    int32_t length;
+    if (read_varint(c, &length) != OK)
+        return -1;
+    if (length < 0) {
+        if (is_null)
+            *is_null = 1;
+        return nullable ? 0 : -1;
+    }
+    if (is_null)
+        *is_null = 0;
+    if ((Py_ssize_t)length > c->end - c->p)
+        return -1;
+    c->p += length;
+    return 0;
+}
+
+static PyObject *malformed(int kind, const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    PyObject *message = PyUnicode_FromFormatV(format, args);
+    va_end(args);
+    if (message != NULL) {
+        PyObject *exc_args = Py_BuildValue("(iN)", kind, message);
+        if (exc_args != NULL) {
+            PyErr_SetObject(MalformedRecords, exc_args);
+            Py_DECREF(exc_args);
+        }
+    }
+    return NULL;
+}
+
+static int add_error(PyObject **errors, Py_ssize_t index, int kind, int64_t timestamp, int32_t offset_delta) {
+    if (*errors == NULL && (*errors = PyList_New(0)) == NULL)
+        return -1;
+    PyObject *item = Py_BuildValue("(niLi)", index, kind, (long long)timestamp, offset_delta);
+    if (item == NULL)
+        return -1;
+    int rc = PyList_Append(*errors, item);
+    Py_DECREF(item);
+    return rc;
+}
+
+static PyObject *walk(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    Py_ssize_t count;
+    long long base_timestamp, log_append_time, now, before_max, after_max;
+    int check_timestamps, require_keys;
+    if (!PyArg_ParseTuple(args, "y*nLLLLLpp", &view, &count, &base_timestamp, &log_append_time, &now,
+                          &before_max, &after_max, &check_timestamps, &require_keys))
+        return NULL;
+
+    cursor c = {(const uint8_t *)view.buf, (const uint8_t *)view.buf + view.len};
+    int64_t max_timestamp = -1; /* RecordBatch.NO_TIMESTAMP: Kafka's running max starts there */
+    int in_sequence = 1;
+    PyObject *errors = NULL;
+    PyObject *result = NULL;
+
+    for (Py_ssize_t index = 0; index < count; index++) {
+        int32_t size, offset_delta, header_count;
+        int64_t timestamp_delta;
+        int rc = read_varint(&c, &size);
+        if (rc == OVERLONG) {
+            malformed(OVERLONG_LENGTH, "Varint is too long, the most significant bit in the 5th byte is set");
+            goto done;
+        }
+        if (rc != OK) {
+            malformed(MALFORMED, "Incorrect declared batch size, premature EOF reached");
+            goto done;
+        }
+        if (size < 0 || (Py_ssize_t)size > c.end - c.p) {
+            malformed(MALFORMED, "Invalid record size: expected %d bytes in record payload, but instead the buffer has only %zd remaining bytes.",
+                      (int)size, (Py_ssize_t)(c.end - c.p));
+            goto done;
+        }
+        cursor r = {c.p, c.p + size};
+        int keyless = 0;
+        if (size < 1)
+            goto invalid_structure;
+        r.p++; /* attributes: unused */
+        if (read_varlong(&r, &timestamp_delta) != OK || read_varint(&r, &offset_delta) != OK)
+            goto invalid_structure;
+        if (skip_bytes(&r, 1, &keyless) || skip_bytes(&r, 1, NULL) || read_varint(&r, &header_count) != OK)
+            goto invalid_structure;
+        if (header_count < 0 || (Py_ssize_t)header_count > r.end - r.p) {
+            malformed(MALFORMED, "Found invalid number of record headers %d", (int)header_count);
+            goto done;
+        }
+        for (int32_t h = 0; h < header_count; h++) {
+            if (skip_bytes(&r, 0, NULL) || skip_bytes(&r, 1, NULL))
+                goto invalid_structure;
+        }
+        if (r.p != r.end) {
+            malformed(MALFORMED, "Invalid record size: expected to read %d bytes in record payload, but instead read %zd",
+                      (int)size, (Py_ssize_t)(r.p - c.p));
+            goto done;
+        }
+        c.p = r.end;
+
+        if (offset_delta != index)
+            in_sequence = 0;
+        /* Java long arithmetic wraps; so does this. */
+        int64_t timestamp = log_append_time != -2 ? (int64_t)log_append_time
+                                                  : (int64_t)((uint64_t)base_timestamp + (uint64_t)timestamp_delta);
+        if (timestamp > max_timestamp)
+            max_timestamp = timestamp;
+        if (require_keys && keyless) {
+            if (add_error(&errors, index, MISSING_KEY, timestamp, offset_delta))
+                goto done;
+        } else if (check_timestamps && timestamp != -1) {
+            int64_t diff = (int64_t)((uint64_t)now - (uint64_t)timestamp);
+            if (diff > before_max || (int64_t)(0 - (uint64_t)diff) > after_max) {
+                if (add_error(&errors, index, TIMESTAMP_OUT_OF_RANGE, timestamp, offset_delta))
+                    goto done;
+            }
+        }
+        continue;
+    invalid_structure:
+        malformed(MALFORMED, "Found invalid record structure in record %zd", index);
+        goto done;
+    }
+    if (c.p != c.end) {
+        malformed(MALFORMED, "Incorrect declared batch size, records still remaining in file");
+        goto done;
+    }
+    result = Py_BuildValue("(LOO)", (long long)max_timestamp, in_sequence ? Py_True : Py_False,
+                           errors != NULL ? errors : Py_None);
+done:
+    Py_XDECREF(errors);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"walk", walk, METH_VARARGS, "Check every record of one batch's records section; see the module source."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_records", "The produce path's record walk, in C.", -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__records(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    MalformedRecords = PyErr_NewException("odradek.protocol._records.MalformedRecords", PyExc_ValueError, NULL);
+    if (MalformedRecords == NULL || PyModule_AddObjectRef(m, "MalformedRecords", MalformedRecords) < 0) {
+        Py_XDECREF(MalformedRecords);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,107 @@
+"""Every record of a produced batch, checked before the batch may reach the log.
+
+Kafka's LogValidator iterates over every record of every batch a client appends: it is what refuses a
+record whose length runs past the batch, a last record cut short, a record count the records do not match,
+and compressed data that does not decompress; it also checks each record's key (compacted topics) and
+timestamp (KIP-937 bounds), and takes the batch's max timestamp from the records rather than from the
+header. ``walk_batch`` is that loop. The walk itself runs in C (``_records.walk``) with no Python object
+per record; only a compressed batch costs more, its decompression (at most
+``compression.DEFAULT_MAX_DECOMPRESSED_SIZE`` bytes, so a decompression bomb is refused, not expanded).
+
+What Kafka answers, and so what ``walk_batch`` raises:
+
+* malformed records: INVALID_RECORD (InvalidRecordException from DefaultRecord.readFrom and the batch's
+  record iterator); Kafka leaves error_message null;
+* a record length varint longer than five bytes in an uncompressed batch: UNKNOWN_SERVER_ERROR (Kafka's
+  uncompressed iterator lets the varint reader's IllegalArgumentException escape);
+* compressed data that does not decompress: UNKNOWN_SERVER_ERROR (Kafka's "Failed to decompress record
+  stream" KafkaException);
+* records that decompress beyond the bound: MESSAGE_TOO_LARGE (Kafka has no bound; see
+  compat-tests/README.md).
+
+Per-record errors (no key, timestamp out of range) are returned, not raised: the caller reports them all,
+as Kafka's ProduceResponse v8+ ``record_errors``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+from odradek.protocol import _records
+from odradek.protocol.compression import decompress
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.record_batch import (
+    HEADER_SIZE,
+    BatchHeader,
+    InvalidRecordError,
+    TimestampType,
+)
+
+Bytes = bytes | bytearray | memoryview
+
+_CREATE_TIME_BATCH = -2
+"""``_records.walk``'s log_append_time for a CreateTime batch (any real timestamp is >= -1)."""
+
+_OVERLONG_LENGTH = 1
+"""``MalformedRecords`` kind: a record length varint of more than five bytes."""
+
+
+class RecordErrorKind(IntEnum):
+    """What ``_records.walk`` reports about one record."""
+
+    MISSING_KEY = 0
+    TIMESTAMP_OUT_OF_RANGE = 1
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampBounds:
+    """KIP-937: a CreateTime record's timestamp must lie within [now - before_max, now + after_max]."""
+
+    now: int
+    before_max: int
+    after_max: int
+
+
+@dataclass(frozen=True, slots=True)
+class RecordProblem:
+    """One record the topic refuses, for ProduceResponse's ``record_errors``."""
+
+    index: int
+    kind: RecordErrorKind
+    timestamp: int
+    offset_delta: int
+
+
+@dataclass(frozen=True, slots=True)
+class WalkedBatch:
+    max_timestamp: int
+    """The largest record timestamp (-1 when none is larger): what Kafka stores as the batch's."""
+    offsets_in_sequence: bool
+    """Offset deltas 0, 1, 2, ...: otherwise Kafka rebuilds a compressed batch with offsets assigned."""
+    problems: list[RecordProblem]
+
+
+def walk_batch(buf: Bytes, pos: int, header: BatchHeader, *, timestamps: TimestampBounds | None, require_keys: bool) -> WalkedBatch:
+    """Walk every record of the batch at ``pos`` whose ``header`` (CRC included) was validated.
+
+    ``timestamps`` None skips the timestamp bounds (LogAppendTime topics); ``require_keys`` reports records
+    without a key (compacted topics).
+    """
+    payload = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
+    if header.compression:
+        payload = decompress(header.compression, payload)
+    log_append_time = header.max_timestamp if header.timestamp_type == TimestampType.LOG_APPEND_TIME else _CREATE_TIME_BATCH
+    bounds = timestamps or TimestampBounds(0, 0, 0)
+    try:
+        max_timestamp, in_sequence, problems = _records.walk(
+            payload, header.records_count, header.base_timestamp, log_append_time,
+            bounds.now, bounds.before_max, bounds.after_max, timestamps is not None, require_keys,
+        )
+    except _records.MalformedRecords as exc:
+        kind, message = exc.args
+        if kind == _OVERLONG_LENGTH and not header.compression:
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, message) from None
+        raise InvalidRecordError(message) from None
+    found = [RecordProblem(index, RecordErrorKind(kind), ts, delta) for index, kind, ts, delta in problems or ()]
+    return WalkedBatch(max_timestamp, in_sequence, found)
