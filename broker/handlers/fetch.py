@@ -122,6 +122,10 @@ def _read(server: "KafkaServer", partitions: list[FetchPartition], max_bytes: in
             read.last_stable_offset = partition.last_stable_offset
             read.log_start_offset = log.log_start_offset
             limit = min(fp.max_bytes, budget)
+            if limit < 0:
+                # Kafka's segment read refuses a negative size (IllegalArgumentException): this partition
+                # alone answers UNKNOWN_SERVER_ERROR, the others are served.
+                raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Invalid max size {limit} for log read")
             info = log.read(fp.fetch_offset, limit, upper, min_one)
             if info.size > 0:
                 if magic is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from odradek import Broker
@@ -85,3 +87,27 @@ def test_offset_fetch_v1_puts_a_group_error_on_every_partition(tmp_path, connect
         (0, -1, ErrorCode.NOT_COORDINATOR),
         (1, -1, ErrorCode.NOT_COORDINATOR),
     ]
+
+
+@pytest.mark.parametrize("version", [0, 4, 11])
+def test_a_negative_partition_max_bytes_fails_only_its_partition(broker, real_kafka, connect, version):
+    """Kafka answers that partition UNKNOWN_SERVER_ERROR (its segment read refuses a negative size) and
+    serves the others; the request as a whole succeeds."""
+    from odradek.protocol.records import Record, build_batch
+
+    topic = f"negative-max-bytes-v{version}-{time.time_ns() % 10**9}"
+    answers = {}
+    for name, bootstrap in (("odradek", broker.bootstrap), ("kafka", real_kafka.bootstrap)):
+        wire = connect(bootstrap)
+        created = wire.call(ApiKey.CreateTopics, 7, {"topics": [{"name": topic, "num_partitions": 2, "replication_factor": 1}], "timeout_ms": 10000})
+        assert created.topics[0].error_code == ErrorCode.NONE
+        produce = {"acks": 1, "timeout_ms": 5000, "topic_data": [{"name": topic, "partition_data": [{"index": p, "records": build_batch([Record(value=b"v")])} for p in (0, 1)]}]}
+        deadline = time.monotonic() + 15  # Kafka elects the new partitions' leader a moment after CreateTopics
+        while {p.error_code for p in wire.call(ApiKey.Produce, 9, produce).responses[0].partition_responses} != {ErrorCode.NONE}:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        partitions = [{"partition": p, "fetch_offset": 0, "partition_max_bytes": max_bytes} for p, max_bytes in ((0, -1), (1, 1 << 20))]
+        body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0, "topics": [{"topic": topic, "partitions": partitions}]}
+        response = wire.call(ApiKey.Fetch, version, body)
+        answers[name] = (getattr(response, "error_code", ErrorCode.NONE), [(p.partition_index, p.error_code, p.high_watermark, bool(p.records)) for t in response.responses for p in t.partitions])
+    assert answers["odradek"] == answers["kafka"] == (ErrorCode.NONE, [(0, ErrorCode.UNKNOWN_SERVER_ERROR, -1, False), (1, ErrorCode.NONE, 1, True)])
