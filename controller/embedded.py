@@ -15,6 +15,7 @@ import json
 import uuid
 from dataclasses import asdict
 from pathlib import Path
+from typing import Callable
 from typing import Mapping, Sequence
 
 from odradek.controller.metadata import (
@@ -32,6 +33,17 @@ from odradek.storage.checkpoints import write_atomically
 
 STATE_FILE = "odradek-controller.json"
 PRODUCER_ID_BLOCK_SIZE = 1000
+MAX_RECORDS_PER_USER_OP = 10_000
+"""Kafka's KRaft controller bound on the metadata records one request may produce (a topic record, one per
+partition, one per config): beyond it the request is refused whole with POLICY_VIOLATION. ZooKeeper-mode
+Kafka has no bound and runs out of heap on a count like 2^31-1 (UNKNOWN_SERVER_ERROR)."""
+EXCESSIVELY_LARGE = "Unable to perform excessively large batch operation."
+
+
+def check_batch_size(records: int) -> None:
+    """Refuse, as Kafka's controller does, a request that would write more than MAX_RECORDS_PER_USER_OP records."""
+    if records > MAX_RECORDS_PER_USER_OP:
+        raise KafkaError(ErrorCode.POLICY_VIOLATION, EXCESSIVELY_LARGE)
 
 
 def new_cluster_id() -> str:
@@ -56,10 +68,14 @@ class EmbeddedController:
         self.path = state_dir / STATE_FILE
         self.listener = listener
         self.next_producer_id = 0
+        self.creating: set[str] = set()
+        """Topics whose logs are being made before they are published: their names are taken."""
         state = json.loads(self.path.read_text()) if self.path.exists() else None
         if state is None:
             recovered = recover_metadata(list(log_dirs) or [state_dir], broker.node_id, internal_topic_configs or {})
             self.image = MetadataImage(cluster_id or recovered.cluster_id or new_cluster_id(), broker.node_id, {broker.node_id: broker}, recovered.topics)
+            # The block after the one the highest producer id came from, as Kafka's next block from ZooKeeper.
+            self.next_producer_id = -(-(recovered.max_producer_id + 1) // PRODUCER_ID_BLOCK_SIZE) * PRODUCER_ID_BLOCK_SIZE
             self._save()
         else:
             self.image = MetadataImage(state["cluster_id"], broker.node_id, {broker.node_id: broker})
@@ -92,6 +108,15 @@ class EmbeddedController:
 
     # -- persistence ------------------------------------------------------------------------------------
 
+    def _commit(self, undo: Callable[[], None]) -> None:
+        """Persist a change already applied to the image; if it cannot be written (a full disk), ``undo`` it
+        so that the image stays what the file says, and answer KAFKA_STORAGE_ERROR."""
+        try:
+            self._save()
+        except OSError as exc:
+            undo()
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"Failed to write the cluster metadata: {exc}") from None
+
     def _save(self) -> None:
         state = {
             "version": 1,
@@ -116,7 +141,7 @@ class EmbeddedController:
         reason = topic_name_error(name)
         if reason:
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
-        if name in self.image.topics:
+        if name in self.image.topics or name in self.creating:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         collision = unify_collision_chars(name)
         for other in self.image.topics:
@@ -169,25 +194,37 @@ class EmbeddedController:
         validate_only: bool = False,
         default_partitions: int = 1,
         default_replication_factor: int = 1,
+        topic_id: uuid.UUID | None = None,
     ) -> TopicInfo:
+        """Validate, assign and publish a topic, all or nothing: if its partitions cannot all be made, the
+        ones made are deleted again and the topic does not exist. ``topic_id`` is the id a validate-only
+        call chose, for logs made in advance."""
         self.validate_new_topic(name, num_partitions, replication_factor, assignments)
         if not assignments:
             partitions = default_partitions if num_partitions == -1 else num_partitions
             rf = default_replication_factor if replication_factor == -1 else replication_factor
             if rf > len(self.image.brokers):
                 raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, f"Replication factor: {rf} larger than available brokers: {len(self.image.brokers)}.")
+            check_batch_size(1 + partitions + len(configs or {}))
             assignments = self.assign_replicas(partitions, rf)
+        check_batch_size(1 + len(assignments) + len(configs or {}))
         topic = TopicInfo(
             name,
-            uuid.uuid4(),
+            topic_id or uuid.uuid4(),
             {p: PartitionState(replicas[0], 0, list(replicas), list(replicas)) for p, replicas in assignments.items()},
             dict(configs or {}),
         )
         if validate_only:
             return topic
         self.image.topics[name] = topic
-        self._save()
-        self.listener.on_partitions_changed(topic, sorted(topic.partitions))
+        self._commit(lambda: self.image.topics.pop(name))
+        try:
+            self.listener.on_partitions_changed(topic, sorted(topic.partitions))
+        except Exception:
+            del self.image.topics[name]
+            self._commit(lambda: self.image.topics.__setitem__(name, topic))
+            self.listener.on_topic_deleted(topic)
+            raise
         return topic
 
     def delete_topic(self, name: str) -> TopicInfo:
@@ -195,7 +232,7 @@ class EmbeddedController:
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
         del self.image.topics[name]
-        self._save()
+        self._commit(lambda: self.image.topics.__setitem__(name, topic))
         self.listener.on_topic_deleted(topic)
         return topic
 
@@ -222,19 +259,20 @@ class EmbeddedController:
             if any(len(r) != rf for r in new.values()):
                 raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Inconsistent replication factor between partitions, partition 0 has {rf} while partitions [{current}] have replication factors [{len(next(iter(new.values())))}], respectively.")
         else:
+            check_batch_size(count - current)
             new = self.assign_replicas(count - current, rf, current)
         if validate_only:
             return topic
         for p, replicas in new.items():
             topic.partitions[p] = PartitionState(replicas[0], 0, list(replicas), list(replicas))
-        self._save()
+        self._commit(lambda: [topic.partitions.pop(p) for p in new])
         self.listener.on_partitions_changed(topic, sorted(new))
         return topic
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         topic = self.image.topics[name]
-        topic.configs = dict(configs)
-        self._save()
+        old, topic.configs = topic.configs, dict(configs)
+        self._commit(lambda: setattr(topic, "configs", old))
         self.listener.on_topic_configs_changed(topic)
 
     # -- producer ids -----------------------------------------------------------------------------------
@@ -243,5 +281,5 @@ class EmbeddedController:
         """A block of producer ids (AllocateProducerIds / ZooKeeper's /latest_producer_id_block)."""
         start = self.next_producer_id
         self.next_producer_id += count
-        self._save()
+        self._commit(lambda: setattr(self, "next_producer_id", start))
         return range(start, start + count)

@@ -10,7 +10,10 @@ what the directories do hold, as if it were reading that cluster's ZooKeeper:
   found plus one (this node is the only replica of each);
 * the topic id from ``partition.metadata``;
 * each partition's leader epoch from ``leader-epoch-checkpoint``: the latest epoch the broker led with,
-  which a restarted single-node ZooKeeper controller keeps (it elects no one, its leader is alive again).
+  which a restarted single-node ZooKeeper controller keeps (it elects no one, its leader is alive again);
+* the highest producer id handed out, from each partition's latest producer snapshot (written at every
+  roll and at a clean shutdown), so that no new producer gets an id whose sequences a log already holds
+  (ZooKeeper's ``/latest_producer_id_block`` is what prevents that in Kafka).
 
 Topic configs live only in ZooKeeper (``/config/topics``), so recovered topics have none beyond those the
 caller knows for internal topics (the offsets topic's compaction): others fall back to the broker
@@ -29,12 +32,14 @@ from odradek.controller.metadata import PartitionState, TopicInfo
 from odradek.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, META_PROPERTIES, LeaderEpochCheckpointFile, read_partition_metadata, read_properties
 from odradek.storage.log import parse_topic_partition
 from odradek.storage.log_manager import DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX
+from odradek.storage.producer_state import SNAPSHOT_SUFFIX, CorruptSnapshotError, read_snapshot
 
 
 @dataclass
 class RecoveredMetadata:
     cluster_id: str | None = None
     topics: dict[str, TopicInfo] = field(default_factory=dict)
+    max_producer_id: int = -1
 
 
 def recover_metadata(log_dirs: list[Path], node_id: int, internal_topic_configs: Mapping[str, dict[str, str]]) -> RecoveredMetadata:
@@ -56,6 +61,7 @@ def recover_metadata(log_dirs: list[Path], node_id: int, internal_topic_configs:
             directory = Path(entry.path)
             checkpoint = LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT).read()
             epochs.setdefault(topic, {})[partition] = checkpoint[-1][0] if checkpoint else 0
+            recovered.max_producer_id = max(recovered.max_producer_id, _max_producer_id(directory))
             topic_id = read_partition_metadata(directory)
             if topic_id is not None:
                 topic_ids.setdefault(topic, topic_id)
@@ -67,3 +73,15 @@ def recover_metadata(log_dirs: list[Path], node_id: int, internal_topic_configs:
             dict(internal_topic_configs.get(topic, {})),
         )
     return recovered
+
+
+def _max_producer_id(partition_dir: Path) -> int:
+    """The highest producer id in the partition's latest snapshot; -1 if none (a damaged snapshot is the
+    log's to report when it opens)."""
+    snapshots = sorted(partition_dir.glob(f"*{SNAPSHOT_SUFFIX}"))
+    if not snapshots:
+        return -1
+    try:
+        return max((entry.producer_id for entry in read_snapshot(snapshots[-1])), default=-1)
+    except CorruptSnapshotError:
+        return -1

@@ -91,9 +91,20 @@ def produce(bootstrap: str, topic: str, codec: str, records: list[tuple[int, byt
     assert not errors, errors
 
 
+def commit(bootstrap: str, group: str, offsets: list[tuple[str, int, int, str | None]]) -> None:
+    """OffsetCommit of (topic, partition, offset, metadata) by a consumer that is no group member."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    committer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False, **CLIENT_QUIET})
+    try:
+        committer.commit(offsets=[TopicPartition(t, p, o, **({} if m is None else {"metadata": m})) for t, p, o, m in offsets], asynchronous=False)
+    finally:
+        committer.close()
+
+
 def populate(bootstrap: str) -> None:
     """Everything the test reads back, written through real clients."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer
 
     create_topics(bootstrap)
     base = int(time.time() * 1000) - 3_600_000  # recent: no time-based retention deletes them
@@ -113,12 +124,7 @@ def populate(bootstrap: str) -> None:
     for codec in ("zstd", "none"):
         produce(bootstrap, "interop-append-time", codec, [(0, b"a%d" % i, b"appended %d" % i, [("h", b"v")], base + i) for i in range(40)])
 
-    committer = Consumer({"bootstrap.servers": bootstrap, "group.id": ASSIGNED_GROUP, "enable.auto.commit": False, **CLIENT_QUIET})
-    try:
-        committer.commit(offsets=[TopicPartition("interop-events", p, 10 * (p + 1), metadata=f"meta-{p}") for p in range(3)]
-                         + [TopicPartition("interop-compacted", 1, 7)], asynchronous=False)
-    finally:
-        committer.close()
+    commit(bootstrap, ASSIGNED_GROUP, [("interop-events", p, 10 * (p + 1), f"meta-{p}") for p in range(3)] + [("interop-compacted", 1, 7, None)])
     subscriber = Consumer({
         "bootstrap.servers": bootstrap, "group.id": SUBSCRIBED_GROUP, "enable.auto.commit": False,
         "auto.offset.reset": "earliest", "client.id": "interop-subscriber", **CLIENT_QUIET,
@@ -240,21 +246,28 @@ def kafka_written(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WrittenD
 
 
 @pytest.fixture(scope="module")
-def odradek_on_kafka_dir(kafka_written: WrittenDir, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
-    """odradek started on a copy of Kafka's directory (the original stays as Kafka left it for dump-log)."""
+def kafka_dir_served(kafka_written: WrittenDir, tmp_path_factory: pytest.TempPathFactory) -> WrittenDir:
+    """odradek started on a copy of Kafka's directory (the original stays as Kafka left it): what clients
+    observe first, then more records and commits appended by odradek to Kafka's segments, then a clean stop."""
     copy = tmp_path_factory.mktemp("kafka-dir-served") / "kafka-logs"
     shutil.copytree(kafka_written.log_dir, copy)
     broker_id = dict(line.split("=", 1) for line in (copy / "meta.properties").read_text().splitlines() if "=" in line)["broker.id"]
     with Broker(log_dir=copy, subprocess=True, config={**kafka_jvm.BROKER_SETTINGS, **SETTINGS, "broker.id": broker_id}) as broker:
-        yield observe(broker.bootstrap)
+        observed = observe(broker.bootstrap)
+        now = int(time.time() * 1000)
+        for codec in ("none", "zstd"):
+            produce(broker.bootstrap, "interop-events", codec, [(i % 3, b"more-%d" % i, b"appended by odradek %d" % i * 3, [], now + i) for i in range(45)])
+        produce(broker.bootstrap, "interop-append-time", "gzip", [(0, None, b"later %d" % i, [], now) for i in range(20)])
+        commit(broker.bootstrap, ASSIGNED_GROUP, [("interop-events", 0, 99, "after the move")])
+    return WrittenDir(copy, observed)
 
 
 # --- dump-log, Kafka's and ours ---------------------------------------------------------------------------------
 
 
-def partition_files(log_dir: Path, suffix: str, *, offsets_topic: bool) -> list[str]:
+def partition_files(log_dir: Path, suffixes: tuple[str, ...], *, offsets_topic: bool) -> list[str]:
     return sorted(
-        str(f) for f in log_dir.glob(f"*-*/*{suffix}")
+        str(f) for suffix in suffixes for f in log_dir.glob(f"*-*/*{suffix}")
         if f.parent.name.startswith("__consumer_offsets-") == offsets_topic
     )
 
@@ -274,40 +287,40 @@ def assert_same_dump(kafka: sp.CompletedProcess[str], ours: sp.CompletedProcess[
     assert ours.returncode == 0
 
 
+ALL_KINDS = (".log", ".index", ".timeindex", ".snapshot")
 DUMPS = {
-    "segments": (".log", False, ()),
-    "segments-deep": (".log", False, ("--deep-iteration",)),
-    "segments-data": (".log", False, ("--print-data-log",)),
-    "offsets-topic": (".log", True, ("--offsets-decoder",)),
-    "offset-indexes": (".index", False, ()),
-    "time-indexes": (".timeindex", False, ()),
-    "producer-snapshots": (".snapshot", False, ()),
+    "every-file": (ALL_KINDS, False, ()),
+    "deep-iteration": ((".log",), False, ("--deep-iteration",)),
+    "print-data-log": ((".log",), False, ("--print-data-log",)),
+    "offsets-decoder": ((".log", ".snapshot"), True, ("--offsets-decoder",)),
 }
-"""kafka-dump-log runs compared: (file suffix, of __consumer_offsets or of the other topics, options)."""
+"""kafka-dump-log runs compared: (file kinds, of __consumer_offsets or of the other topics, options)."""
 
 
-@pytest.fixture(scope="module", params=["odradek", "kafka"])
+@pytest.fixture(scope="module", params=["odradek_written", "kafka_written", "kafka_dir_served"])
 def written(request: pytest.FixtureRequest) -> WrittenDir:
-    return request.getfixturevalue(f"{request.param}_written")
+    """Each directory: odradek's, Kafka's, and Kafka's after odradek served and appended to it."""
+    return request.getfixturevalue(request.param)
 
 
 @pytest.mark.parametrize("dump", DUMPS)
 def test_kafka_dump_log_and_ours_print_the_same(written: WrittenDir, dump: str) -> None:
-    suffix, offsets_topic, options = DUMPS[dump]
-    files = partition_files(written.log_dir, suffix, offsets_topic=offsets_topic)
+    kinds, offsets_topic, options = DUMPS[dump]
+    files = partition_files(written.log_dir, kinds, offsets_topic=offsets_topic)
     kafka, ours = both_dump_logs(files, *options)
     assert_same_dump(kafka, ours)
     assert kafka.stdout.count("Dumping ") == len(files)
 
 
 @pytest.mark.parametrize("check", ["--index-sanity-check", "--verify-index-only"])
-def test_kafka_finds_odradek_indexes_consistent(odradek_written: WrittenDir, check: str) -> None:
-    files = [f for suffix in (".index", ".timeindex") for offsets_topic in (False, True)
-             for f in partition_files(odradek_written.log_dir, suffix, offsets_topic=offsets_topic)]
+def test_kafka_finds_the_indexes_consistent(written: WrittenDir, check: str) -> None:
+    files = [f for offsets_topic in (False, True) for f in partition_files(written.log_dir, (".index", ".timeindex"), offsets_topic=offsets_topic)]
     kafka, ours = both_dump_logs(files, check)
     assert kafka.returncode == 0 and kafka.stderr == "", kafka.stderr
     if check == "--index-sanity-check":
         assert all(line.startswith("Dumping ") or line.endswith((" passed sanity check.", " is empty.")) for line in kafka.stdout.splitlines())
+    else:
+        assert all(line.startswith("Dumping ") or line.endswith(" is empty.") for line in kafka.stdout.splitlines())
     assert_same_dump(kafka, ours)
 
 
@@ -321,26 +334,26 @@ def test_several_segments_and_producer_snapshots_were_written(written: WrittenDi
 # --- odradek serving Kafka's directory ------------------------------------------------------------------------------
 
 
-def test_odradek_serves_kafkas_topics(kafka_written: WrittenDir, odradek_on_kafka_dir: Observed) -> None:
-    assert odradek_on_kafka_dir.topics == kafka_written.observed.topics
+def test_odradek_serves_kafkas_topics(kafka_written: WrittenDir, kafka_dir_served: WrittenDir) -> None:
+    assert kafka_dir_served.observed.topics == kafka_written.observed.topics
     assert kafka_written.observed.topics["__consumer_offsets"] == 50
 
 
-def test_odradek_serves_every_record_kafka_held(kafka_written: WrittenDir, odradek_on_kafka_dir: Observed) -> None:
+def test_odradek_serves_every_record_kafka_held(kafka_written: WrittenDir, kafka_dir_served: WrittenDir) -> None:
     expected = kafka_written.observed.records
     assert sum(map(len, expected.values())) == len(CODECS) * RECORDS_PER_CODEC + 120 + 80
-    assert odradek_on_kafka_dir.records == expected
+    assert kafka_dir_served.observed.records == expected
 
 
-def test_odradek_answers_list_offsets_as_kafka_did(kafka_written: WrittenDir, odradek_on_kafka_dir: Observed) -> None:
+def test_odradek_answers_list_offsets_as_kafka_did(kafka_written: WrittenDir, kafka_dir_served: WrittenDir) -> None:
     expected = kafka_written.observed.list_offsets
     assert expected[("interop-events", 0, "latest")][0] == len(CODECS) * RECORDS_PER_CODEC // 3
     assert len({offset for (topic, _, how), (offset, _, _) in expected.items() if topic == "interop-events" and how.startswith("at ")}) > 10
-    assert odradek_on_kafka_dir.list_offsets == kafka_written.observed.list_offsets
+    assert kafka_dir_served.observed.list_offsets == kafka_written.observed.list_offsets
 
 
-def test_odradek_serves_kafkas_committed_offsets(kafka_written: WrittenDir, odradek_on_kafka_dir: Observed) -> None:
+def test_odradek_serves_kafkas_committed_offsets(kafka_written: WrittenDir, kafka_dir_served: WrittenDir) -> None:
     expected = kafka_written.observed.groups
     assert expected[ASSIGNED_GROUP][("interop-events", 2)] == (30, "meta-2")
     assert expected[SUBSCRIBED_GROUP][("interop-append-time", 0)][0] == 25
-    assert odradek_on_kafka_dir.groups == expected
+    assert kafka_dir_served.observed.groups == expected
