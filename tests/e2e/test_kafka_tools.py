@@ -1,0 +1,210 @@
+"""Kafka's own command-line tools (the 3.9.1 jars, run as their bin/*.sh scripts run them) against odradek.
+
+Each test runs one sequence of tool invocations against odradek and against the real Kafka (tests/jvm), side
+by side, and requires the two to print the same once what must differ is normalised away: topic and member
+ids, log timestamps, the broker's address, and the perf tools' clocks and throughput. Exit codes, error
+messages and every other character must match.
+
+Needs a Java runtime and ``make jvm-deps``; a missing one fails the tests.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import kafka_jvm
+import pytest
+
+from odradek import Broker
+
+STABLE_TIMEOUT_S = 30.0
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """This module's odradek, set up as the real Kafka it is compared with (tests/jvm/kafka_jvm.py): broker
+    id 0 in server.properties, the same overrides. Named ``broker`` so that e2e's conftest shows its log
+    when a test fails."""
+    config = {"broker.id": "0", **kafka_jvm.BROKER_SETTINGS}
+    with Broker(log_dir=tmp_path_factory.mktemp("kafka-tools"), subprocess=True, config=config) as b:
+        yield b
+
+
+@dataclass(frozen=True)
+class Run:
+    """One tool invocation: ``{bootstrap}``, ``{topic}``, ``{group}`` and ``{dir}`` (a scratch directory of
+    the broker's own) in the arguments and input are filled in per broker. ``unordered`` says the tool's
+    lines come in no defined order (records read from several partitions), so they are compared sorted."""
+
+    tool: str
+    args: tuple[str, ...]
+    input: str | None = None
+    unordered: bool = False
+
+
+def run(tool: str, *args: str, input: str | None = None, unordered: bool = False) -> Run:
+    return Run(tool, args, input, unordered)
+
+
+@dataclass(frozen=True)
+class Normaliser:
+    """What legitimately differs between two brokers' runs, and what it is replaced by."""
+
+    pattern: re.Pattern[str]
+    replacement: str | Callable[[re.Match[str]], str]
+
+
+def _consumer_perf_line(m: re.Match[str]) -> str:
+    # start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms,
+    # fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec: the amounts must match, the times and rates cannot.
+    fields = m.group(0).split(", ")
+    return ", ".join(f if i in (2, 4) else "<t>" for i, f in enumerate(fields))
+
+
+NORMALISERS = [
+    Normaliser(re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\] ", re.M), ""),
+    Normaliser(re.compile(r"TopicId: \S+"), "TopicId: <id>"),
+    Normaliser(re.compile(r"\b(console-consumer|consumer-[\w.-]+-\d+)-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}\b"), r"\1-<uuid>"),
+    Normaliser(
+        re.compile(r"[\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg latency, [\d.]+ ms max latency(, \d+ ms 50th, \d+ ms 95th, \d+ ms 99th, \d+ ms 99.9th)?"),
+        "<rates>",
+    ),
+    Normaliser(re.compile(r"^\d{4}-\d\d-\d\d [\d:]+, \d{4}-\d\d-\d\d [\d:]+(, [\d.]+){8}$", re.M), _consumer_perf_line),
+]
+
+
+def normalise(text: str, bootstrap: str) -> str:
+    text = text.replace(bootstrap, "<bootstrap>")
+    for n in NORMALISERS:
+        text = n.pattern.sub(n.replacement, text)
+    return text
+
+
+@dataclass(frozen=True)
+class Printed:
+    """What one invocation printed, normalised."""
+
+    command: str
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def run_all(runs: list[Run], bootstrap: str, names: dict[str, str], files: dict[str, str], scratch: Path) -> list[Printed]:
+    values = {"bootstrap": bootstrap, "dir": str(scratch), **names}
+
+    def fill(text: str) -> str:
+        return PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+
+    scratch.mkdir()
+    for name, text in files.items():
+        (scratch / name).write_text(fill(text))
+    printed = []
+    for r in runs:
+        args = [fill(a) for a in r.args]
+        done = kafka_jvm.run_tool(r.tool, *args, input=None if r.input is None else fill(r.input))
+        stdout = normalise(done.stdout, bootstrap)
+        if r.unordered:
+            stdout = "\n".join(sorted(stdout.splitlines()))
+        command = normalise(" ".join([r.tool, *args]), bootstrap).replace(str(scratch), "<dir>")
+        printed.append(Printed(command, done.returncode, stdout, normalise(done.stderr, bootstrap).replace(str(scratch), "<dir>")))
+    return printed
+
+
+@pytest.fixture
+def side_by_side(broker: Broker, real_kafka, tmp_path: Path) -> Callable[..., tuple[list[Printed], list[Printed]]]:
+    """``side_by_side(runs, files={...}, **names)``: the runs against odradek and the real Kafka at once (each
+    with its own scratch directory holding ``files``), and what each printed. A name is used on both brokers
+    alike; each is new per call, so reruns against a long-lived Kafka (ODRADEK_COMPAT_KAFKA) do not collide."""
+
+    def both(runs: list[Run], files: dict[str, str] | None = None, **names: str) -> tuple[list[Printed], list[Printed]]:
+        names = {key: f"{value}-{uuid.uuid4().hex[:8]}" for key, value in names.items()}
+        targets = {"odradek": broker.bootstrap, "kafka": real_kafka.bootstrap}
+        with ThreadPoolExecutor(len(targets)) as pool:
+            futures = {
+                name: pool.submit(run_all, runs, address, names, files or {}, tmp_path / name) for name, address in targets.items()
+            }
+            return futures["odradek"].result(), futures["kafka"].result()
+
+    return both
+
+
+def assert_same(on_odradek: list[Printed], on_kafka: list[Printed]) -> None:
+    """Invocation by invocation, so a failure names the first command whose output differs."""
+    for ours, theirs in zip(on_odradek, on_kafka, strict=True):
+        assert ours == theirs, f"`{ours.command}` printed differently on odradek (left) and Kafka (right)"
+
+
+TOPIC_LIFE = [
+    run("kafka-topics", "--bootstrap-server", "{bootstrap}", "--create", "--topic", "{topic}", "--partitions", "2", "--replication-factor", "1", "--config", "retention.ms=3600000"),
+    run("kafka-topics", "--bootstrap-server", "{bootstrap}", "--create", "--topic", "{topic}", "--partitions", "2"),
+    run("kafka-topics", "--bootstrap-server", "{bootstrap}", "--create", "--topic", "{topic}-x", "--replication-factor", "3"),
+    run("kafka-topics", "--bootstrap-server", "{bootstrap}", "--alter", "--topic", "{topic}", "--partitions", "3"),
+    run("kafka-topics", "--bootstrap-server", "{bootstrap}", "--alter", "--topic", "{topic}", "--partitions", "2"),
+    run("kafka-topics", "--bootstrap-server", "{bootstrap}", "--describe", "--topic", "{topic}"),
+    run("kafka-topics", "--bootstrap-server", "{bootstrap}", "--list", "--topic", "{topic}.*"),
+    # Keys pick the partition (murmur2, in the client), so both brokers get the same records in the same places.
+    run("kafka-console-producer", "--bootstrap-server", "{bootstrap}", "--topic", "{topic}", "--property", "parse.key=true",
+        input="".join(f"key-{i}\tvalue-{i}\n" for i in range(8))),
+    run("kafka-console-consumer", "--bootstrap-server", "{bootstrap}", "--topic", "{topic}", "--from-beginning", "--max-messages", "8",
+        "--group", "{group}", "--property", "print.key=true", "--property", "print.partition=true", "--property", "print.offset=true",
+        unordered=True),
+    run("kafka-consumer-groups", "--bootstrap-server", "{bootstrap}", "--describe", "--group", "{group}"),
+    run("kafka-console-producer", "--bootstrap-server", "{bootstrap}", "--topic", "{topic}", "--property", "parse.key=true",
+        input="".join(f"key-{i}\tvalue-{i}\n" for i in range(8, 12))),
+    run("kafka-consumer-groups", "--bootstrap-server", "{bootstrap}", "--describe", "--group", "{group}"),  # lag
+    run("kafka-consumer-groups", "--bootstrap-server", "{bootstrap}", "--reset-offsets", "--to-earliest", "--execute", "--group", "{group}", "--topic", "{topic}"),
+    run("kafka-consumer-groups", "--bootstrap-server", "{bootstrap}", "--describe", "--group", "{group}", "--offsets", "--verbose"),
+    run("kafka-consumer-groups", "--bootstrap-server", "{bootstrap}", "--describe", "--group", "{group}", "--state"),
+    run("kafka-consumer-groups", "--bootstrap-server", "{bootstrap}", "--delete", "--group", "{group}"),
+    run("kafka-consumer-groups", "--bootstrap-server", "{bootstrap}", "--describe", "--group", "{group}"),
+    run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--describe", "--entity-type", "topics", "--entity-name", "{topic}"),
+    run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--alter", "--entity-type", "topics", "--entity-name", "{topic}",
+        "--add-config", "retention.ms=86400000,max.message.bytes=2000000"),
+    run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--alter", "--entity-type", "topics", "--entity-name", "{topic}", "--add-config", "no.such.config=1"),
+    run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--describe", "--entity-type", "topics", "--entity-name", "{topic}"),
+    run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--describe", "--entity-type", "brokers", "--entity-name", "0"),
+    run("kafka-get-offsets", "--bootstrap-server", "{bootstrap}", "--topic", "{topic}"),
+    run("kafka-delete-records", "--bootstrap-server", "{bootstrap}", "--offset-json-file", "{dir}/delete.json"),
+    run("kafka-get-offsets", "--bootstrap-server", "{bootstrap}", "--topic", "{topic}", "--time", "-2"),
+    run("kafka-topics", "--bootstrap-server", "{bootstrap}", "--delete", "--topic", "{topic}"),
+    run("kafka-topics", "--bootstrap-server", "{bootstrap}", "--describe", "--topic", "{topic}"),
+]
+"""A topic's life through kafka-topics, the console producer and consumer, kafka-consumer-groups,
+kafka-configs, kafka-get-offsets and kafka-delete-records."""
+
+DELETE_RECORDS = json.dumps({"version": 1, "partitions": [
+    {"topic": "{topic}", "partition": 0, "offset": 2},
+    {"topic": "{topic}", "partition": 1, "offset": -1},  # -1: up to the partition's end
+]})
+
+
+def test_topic_life_prints_what_kafka_prints(side_by_side) -> None:
+    assert_same(*side_by_side(TOPIC_LIFE, files={"delete.json": DELETE_RECORDS}, topic="tools", group="tools-group"))
+
+
+PERF = [
+    run("kafka-topics", "--bootstrap-server", "{bootstrap}", "--create", "--topic", "{topic}", "--partitions", "1"),
+    run("kafka-producer-perf-test", "--topic", "{topic}", "--num-records", "2000", "--record-size", "100", "--throughput", "-1",
+        "--producer-props", "bootstrap.servers={bootstrap}", "acks=all"),
+    run("kafka-consumer-perf-test", "--bootstrap-server", "{bootstrap}", "--topic", "{topic}", "--messages", "2000", "--timeout", "30000"),
+    run("kafka-get-offsets", "--bootstrap-server", "{bootstrap}", "--topic", "{topic}"),
+]
+"""The perf tools over a topic holding exactly what the producer's run wrote (so the consumer's counts are exact)."""
+
+
+def test_perf_tools_print_what_kafka_prints(side_by_side) -> None:
+    on_odradek, on_kafka = side_by_side(PERF, topic="perf")
+    assert_same(on_odradek, on_kafka)
+    assert on_odradek[1].stdout.startswith("2000 records sent, <rates>"), on_odradek[1].stdout
+    assert on_odradek[2].stdout.splitlines()[1] == "<t>, <t>, 0.1907, <t>, 2000, <t>, <t>, <t>, <t>, <t>", on_odradek[2].stdout
