@@ -20,16 +20,17 @@ _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 
 def topic_name_error(name: str) -> str | None:
-    """Kafka's ``Topic.validate``: None if legal, else the reason (answered with INVALID_TOPIC_EXCEPTION)."""
+    """Kafka 3.9's ``Topic.validate``: None if legal, else the reason (answered with INVALID_TOPIC_EXCEPTION)."""
+    reason = None
     if not name:
-        return "Topic name is illegal, it can't be empty"
-    if name in (".", ".."):
-        return "Topic name cannot be \".\" or \"..\""
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, topic name: {name}"
-    if not _LEGAL_TOPIC.match(name):
-        return f"Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
-    return None
+        reason = "the empty string is not allowed"
+    elif name in (".", ".."):
+        reason = f"'{name}' is not allowed"
+    elif len(name) > MAX_TOPIC_NAME_LENGTH:
+        reason = f"the length of '{name}' is longer than the max allowed length {MAX_TOPIC_NAME_LENGTH}"
+    elif not _LEGAL_TOPIC.match(name):
+        reason = f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+    return None if reason is None else f"Topic name is invalid: {reason}"
 
 
 def unify_collision_chars(name: str) -> str:

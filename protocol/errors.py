@@ -270,15 +270,24 @@ class ErrorCode(IntEnum):
     VOTER_NOT_FOUND = 127, False, "The voter is not part of the set of voters."
 
 
+MAX_ERROR_MESSAGE_CHARS = 4096
+"""Error messages quote client input (topic names, config names and values) that may be as long as a string
+field holds; cut to this many characters (at most 4 UTF-8 bytes each), a message always fits its own
+string field (32767 bytes) and never repeats a whole oversized input."""
+
+
 class KafkaError(Exception):
     """Raised by a request handler to answer with ``code`` instead of a success.
 
     Handlers raise it where the failure is detected; the code that builds the response catches it and
     writes ``code`` into the response's error_code (and ``message``, when given, into error_message,
     which Kafka leaves null unless it has something more specific than the code's own description).
+    A message longer than MAX_ERROR_MESSAGE_CHARS is cut there, ending in "...".
     """
 
     def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+        if message is not None and len(message) > MAX_ERROR_MESSAGE_CHARS:
+            message = message[: MAX_ERROR_MESSAGE_CHARS - 3] + "..."
         super().__init__(f"{code.name} ({int(code)}): {message or code.message}")
         self.code = code
         self.message = message
