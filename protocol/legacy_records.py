@@ -78,13 +78,28 @@ class LegacyMessage:
 # --- parsing ----------------------------------------------------------------------------------------------
 
 
-def iter_messages(buf: Bytes) -> Iterator[LegacyMessage]:
-    """The top-level messages of a message set, compressed wrappers as they are; every CRC is checked."""
+def iter_messages(buf: Bytes, *, partial_tail: bool = False) -> Iterator[LegacyMessage]:
+    """The top-level messages of a message set, compressed wrappers as they are; every CRC is checked.
+
+    ``partial_tail`` ends the set quietly at a message cut short, as Kafka reads a compressed wrapper's
+    inner messages (its DataLogInputStream ends where a whole message no longer fits).
+    """
     view = memoryview(buf)
     pos = 0
     while pos < len(view):
+        if partial_tail and _is_partial(view, pos):
+            return
         message, pos = _parse_entry(view, pos)
         yield message
+
+
+def _is_partial(view: memoryview, pos: int) -> bool:
+    """Too few bytes left for the entry's offset and size, or for the message its (plausible) size declares."""
+    left = len(view) - pos
+    if left < LOG_OVERHEAD:
+        return True
+    size = _ENTRY_PREFIX.unpack_from(view, pos)[1]
+    return size >= RECORD_OVERHEAD[MAGIC_V0] and LOG_OVERHEAD + size > left
 
 
 def _parse_entry(view: memoryview, pos: int) -> tuple[LegacyMessage, int]:
@@ -148,7 +163,7 @@ def _open_wrapper(wrapper: LegacyMessage) -> list[LegacyMessage]:
         raise InvalidRecordError("zstd cannot wrap a magic 0/1 message set")
     if wrapper.value is None:
         raise InvalidRecordError(f"compressed message set with null value (magic {wrapper.magic})")
-    inner = list(iter_messages(decompress(codec, wrapper.value, magic=wrapper.magic)))
+    inner = list(iter_messages(decompress(codec, wrapper.value, magic=wrapper.magic), partial_tail=True))
     if not inner:
         raise InvalidRecordError("compressed message set with no inner messages")
     for message in inner:

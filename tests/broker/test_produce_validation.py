@@ -54,6 +54,9 @@ NEGATIVE_HEADERS = encode_varint(6) + b"\x00\x00\x00\x01\x01" + encode_varint(-1
 NULL_HEADER_KEY = encode_varint(8) + b"\x00\x00\x00\x01\x01\x02" + encode_varint(-1) + b"\x00"
 _legacy_bad_crc = bytearray(build_message_set([Record(0, NOW, b"k", b"v")], magic=1))
 _legacy_bad_crc[-1] ^= 0xFF
+_inner = build_message_set([Record(0, NOW, b"k", b"v"), Record(1, NOW, b"k", b"v")], magic=1)
+_inner_bad_crc = bytearray(_inner)
+_inner_bad_crc[-1] ^= 0xFF
 
 # name: (records, produce version, the code both brokers answer)
 SAME_AS_KAFKA = {
@@ -74,6 +77,9 @@ SAME_AS_KAFKA = {
     "gzip: last record cut short": (batch(KEYED[:-2], codec=CompressionType.GZIP), 9, ErrorCode.INVALID_RECORD),
     "magic 1 message with a bad CRC": (bytes(_legacy_bad_crc), 2, ErrorCode.CORRUPT_MESSAGE),
     "magic 1 gzip wrapper that does not decompress": (legacy_wrapper(CompressionType.GZIP, b"\x1f\x8b" + b"garbage" * 4), 2, ErrorCode.UNKNOWN_SERVER_ERROR),
+    "magic 1 gzip wrapper whose inner message has a bad CRC": (legacy_wrapper(CompressionType.GZIP, compress(CompressionType.GZIP, _inner_bad_crc)), 2, ErrorCode.CORRUPT_MESSAGE),
+    # Kafka's inner reader ends at a message cut short: the whole ones are appended
+    "magic 1 gzip wrapper whose last inner message is cut short": (legacy_wrapper(CompressionType.GZIP, compress(CompressionType.GZIP, _inner[:-3])), 2, ErrorCode.NONE),
     "valid batch": (batch(KEYED), 9, ErrorCode.NONE),
 }
 
