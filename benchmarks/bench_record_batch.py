@@ -1,16 +1,22 @@
-"""Record batch checks on the produce path: header parse + CRC-32C verify, and struct vs construct headers.
+"""Record batch checks on the produce path: header parse + CRC-32C verify, the record walk, and struct vs
+construct headers.
 
-The broker reads only the 61-byte header of each produced batch and CRCs the rest, so these figures bound
-what one core can accept: a 1 MiB batch (CRC-bound) and a 16 KiB batch (the Java producer's default
-batch.size, where the per-batch Python overhead shows). The last rows compare one header parse with
-``struct`` against construct's compiled parser for the same layout, which is why the hot path uses struct.
+The broker reads the 61-byte header of each produced batch and CRCs the rest: a 1 MiB batch (CRC-bound)
+and a 16 KiB batch (the Java producer's default batch.size, where the per-batch Python overhead shows).
+Then it walks every record (``record_walk.walk_batch``, Kafka's LogValidator loop, in C), decompressing a
+compressed batch first: the walk rows give that cost per batch of 100-byte records, the worst case (most
+records per byte), uncompressed and in the codecs whose decompression it adds. The last rows compare one
+header parse with ``struct`` against construct's compiled parser for the same layout, which is why the hot
+path uses struct.
 """
 
 from __future__ import annotations
 
 import construct
 
+from odradek.protocol.compression import CompressionType
 from odradek.protocol.record_batch import parse_header, validate_batches, verify_crc
+from odradek.protocol.record_walk import TimestampBounds, walk_batch
 from odradek.protocol.records import Record, build_batch, iter_records
 from run import Result, measure
 
@@ -55,6 +61,8 @@ def run() -> list[Result]:
             Result("  validate_batches (all produce checks)", measure(lambda: validate_batches(batch)), "batches/s"),
         ]
 
+    results += walk_results()
+
     small = batch_of(16 * 1024)
     count = parse_header(small).records_count
     results.append(Result("16 KiB batch: decode every record (iter_records)", measure(lambda: list(iter_records(small))) * count, "records/s"))
@@ -66,6 +74,23 @@ def run() -> list[Result]:
         Result("header parse: struct (parse_header)", 1e6 / measure(lambda: parse_header(small)), "µs/call (lower is better)"),
         Result("header parse: construct compiled", 1e6 / measure(lambda: compiled.parse(small)), "µs/call (lower is better)"),
     ]
+    return results
+
+
+def walk_results() -> list[Result]:
+    """The record walk per batch of 100-byte records with keys and a header, as the produce path runs it
+    (timestamp bounds on, as for a CreateTime topic)."""
+    results = []
+    bounds = TimestampBounds(1_700_000_000_000, 7 * 86_400_000, 3_600_000)
+    for label, size in (("1 MiB", MIB), ("16 KiB", 16 * 1024)):
+        count = size // 130
+        records = [Record(timestamp=1_700_000_000_000 + i, key=b"key-%06d" % i, value=bytes(range(100)), headers=[("h", b"1")]) for i in range(count)]
+        for codec in (CompressionType.NONE, CompressionType.LZ4, CompressionType.ZSTD):
+            batch = build_batch(records, compression=codec)
+            header = parse_header(batch)
+            rate = measure(lambda: walk_batch(batch, 0, header, timestamps=bounds, require_keys=False))
+            results.append(Result(f"{label} batch of {count:,} 100 B records, {codec.name.lower()}: walk every record", 1e6 / rate, "µs/batch (lower is better)"))
+            results.append(Result("  same, per record", 1e9 / rate / count, "ns/record (lower is better)"))
     return results
 
 

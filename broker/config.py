@@ -46,6 +46,9 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     _k("inter.broker.listener.name", S, None, "Name of the listener used for communication between brokers.", acted_on=False),
     _k("inter.broker.protocol.version", S, "3.9-IV0", "Inter-broker protocol version.", acted_on=False),
     _k("cluster.id", S, None, "odradek: cluster id to use when the log directories carry none (Kafka takes it from ZooKeeper or meta.properties)."),
+    # metrics
+    _k("prometheus.port", I, None, "odradek: port of the Prometheus endpoint, http://host:port/metrics, with Kafka's MBeans under the names the Prometheus JMX exporter gives them (docs/operations.md). Unset: off; 0 picks a free port. Strimzi's JMX exporter uses 9404.", at_least=0),
+    _k("prometheus.host", S, None, "odradek: interface the Prometheus endpoint binds; unset: the first listener's host (all interfaces if that is empty)."),
     # ZooKeeper (cluster mode)
     _k("zookeeper.connect", S, None, "ZooKeeper connection string (host:port[,host:port][/chroot]). Unset: the embedded single-node controller."),
     _k("zookeeper.session.timeout.ms", I, 18000, "ZooKeeper session timeout.", acted_on=False),

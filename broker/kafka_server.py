@@ -8,7 +8,7 @@ UpdateMetadata and StopReplica. The socket server feeds it request frames and se
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.coordinator_runtime import GroupCoordinatorRuntime
@@ -19,6 +19,9 @@ from odradek.controller.embedded import EmbeddedController
 from odradek.controller.metadata import BrokerInfo, TopicInfo
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.log_manager import LogManager
+
+if TYPE_CHECKING:
+    from odradek.broker.metrics import BrokerMetrics
 
 log = logging.getLogger("odradek.server")
 
@@ -37,6 +40,7 @@ class KafkaServer:
         self.controller: EmbeddedController | None = None
         self.coordinators: dict[str, Any] = {}
         self.coordinators["group"] = GroupCoordinatorRuntime(self)
+        self.metrics: BrokerMetrics | None = None  # the runner's, when prometheus.port is set
         self._producer_ids: range = range(0)
         self._next_producer_id = 0
 

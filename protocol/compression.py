@@ -27,6 +27,7 @@ All decode failures raise :class:`~odradek.protocol.record_batch.CorruptRecordEr
 from __future__ import annotations
 
 import struct
+import threading
 import zlib
 from enum import IntEnum
 
@@ -70,6 +71,16 @@ def decompress(codec: int, data: Bytes, *, magic: int = 2, max_size: int = DEFAU
         return _DECOMPRESSORS[compression_type(codec)](memoryview(data), magic, max_size)
     except (zlib.error, cramjam.DecompressionError, zstandard.ZstdError) as e:
         raise UndecompressableRecordsError(f"cannot decompress {CompressionType(codec).name} data: {e}") from None
+
+
+class _Scratch(threading.local):
+    """Per-thread decoder state the produce path would otherwise build for every batch (a zstd context is
+    tens of KiB, set up in about as long as a 16 KiB batch takes to decompress); per thread because
+    neither may be shared, and the log cleaner decompresses on a thread of its own."""
+
+    def __init__(self) -> None:
+        self.zstd = zstandard.ZstdDecompressor()
+        self.lz4_block = bytearray(max(_LZ4_BLOCK_SIZES.values()))
 
 
 def _too_large(max_size: int) -> DecompressedTooLargeError:
@@ -256,7 +267,7 @@ def _lz4_decompress(data: memoryview, magic: int, max_size: int) -> bytes:
         raise UndecompressableRecordsError("lz4 frame descriptor checksum mismatch")
     pos += 1
     trailer = 4 if flg & _FLG_BLOCK_CHECKSUM else 0
-    scratch = bytearray(max_block_size)
+    scratch = memoryview(_scratch.lz4_block)[:max_block_size]
     parts: list[bytes] = []
     produced = 0
     while True:
@@ -298,12 +309,14 @@ def _zstd_decompress(data: memoryview, magic: int, max_size: int) -> bytes:
     # Without a declared size, max_output_size caps the output; with one, the check above did. Producers
     # write one frame per batch, so anything after it is corruption rather than a second frame.
     try:
-        return zstandard.ZstdDecompressor().decompress(data, max_output_size=max_size, allow_extra_data=False)
+        return _scratch.zstd.decompress(data, max_output_size=max_size, allow_extra_data=False)
     except zstandard.ZstdError as e:
         if declared < 0:  # zstandard reports hitting the cap as a short frame
             raise UndecompressableRecordsError(f"zstd frame is corrupt, truncated or exceeds {max_size} bytes: {e}") from None
         raise
 
+
+_scratch = _Scratch()
 
 _COMPRESSORS = {
     CompressionType.NONE: _identity,
