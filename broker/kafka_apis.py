@@ -8,7 +8,7 @@ of it (for waits: long-poll fetches, acks=all), ``None`` (acks=0: no response) o
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from odradek.broker.handlers import CLOSE_CONNECTION  # noqa: F401  (re-exported for the socket server)
@@ -93,6 +93,22 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DeleteGroups: _all(ApiKey.DeleteGroups, delete_groups),
     ApiKey.OffsetDelete: _all(ApiKey.OffsetDelete, offset_delete),
 }
+
+
+def metered(handle: Callable[["KafkaServer", Request], Any]) -> Callable[["KafkaServer", Request], Any]:
+    """The handler, reporting to the broker's request metrics (broker/metrics.py) when it has them: one
+    attribute test per request when it has not."""
+
+    def handle_metered(server: "KafkaServer", request: Request) -> Any:
+        metrics = server.metrics
+        if metrics is None:
+            return handle(server, request)
+        return metrics.observe(handle, server, request)
+
+    return handle_metered
+
+
+HANDLERS = {key: replace(handler, handle=metered(handler.handle)) for key, handler in HANDLERS.items()}
 
 
 def unsupported_api_versions_response(correlation_id: int) -> bytes:

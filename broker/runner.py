@@ -131,6 +131,24 @@ def _start(config: BrokerConfig) -> tuple[list[socket.socket], KafkaServer, tupl
     return socks, server, (host, port)
 
 
+def _start_metrics(server: KafkaServer, socks: list[socket.socket]) -> None:
+    """The Prometheus endpoint, when ``prometheus.port`` is set (prometheus_client is imported only then)."""
+    config = server.config
+    if config["prometheus.port"] is None:
+        return
+    from odradek.broker.metrics import BrokerMetrics
+
+    metrics = BrokerMetrics(server)
+    metrics.listeners = [(l.name, bound_address(s)[1]) for l, s in zip(config.listeners, socks)]
+    host = config["prometheus.host"] if config["prometheus.host"] is not None else config.listeners[0].host or "0.0.0.0"
+    try:
+        port = metrics.start_http(host, config["prometheus.port"])
+    except OSError as exc:
+        raise StartupError(f"Prometheus endpoint failed to bind to {host}:{config['prometheus.port']}: {exc.strerror}.") from exc
+    server.metrics = metrics
+    log.info("[KafkaServer id=%d] Prometheus metrics at http://%s:%d/metrics", server.broker_id, host, port)
+
+
 def _close(socks: list[socket.socket]) -> None:
     for s in socks:
         s.close()
@@ -161,10 +179,13 @@ async def run(config: BrokerConfig, *, handle_signals: bool = True, on_started: 
     socks, server, (host, port) = _start(config)
     listeners = ", ".join(f"{l.name}://{bound_address(s)[0]}:{bound_address(s)[1]}" for l, s in zip(config.listeners, socks))
     try:
+        _start_metrics(server, socks)
         async with anyio.create_task_group() as tg:
             await tg.start(serve, server, socks)
             tg.start_soon(_periodic, server)
             await tg.start(server.coordinators["group"].run)
+            if server.metrics is not None:
+                tg.start_soon(server.metrics.probe_event_loop)
             log.info(
                 "[KafkaServer id=%d] started in %.0f ms: listeners %s, advertised %s:%d, log dirs %s, cluster id %s",
                 server.broker_id,
@@ -194,6 +215,8 @@ async def run(config: BrokerConfig, *, handle_signals: bool = True, on_started: 
     finally:
         for s in socks:
             s.close()
+        if server.metrics is not None:
+            server.metrics.stop_http()
         server.shutdown()
         log.info("[KafkaServer id=%d] shut down completed", server.broker_id)
 
