@@ -1,9 +1,10 @@
 """Record batches (magic 2): the unit the broker stores and serves.
 
-The broker never decodes records on the produce or fetch path. It reads the fixed 61-byte batch header
-with ``struct`` (construct's compiled parser is ~10x slower for this, see benchmarks/bench_record_batch.py),
-checks the CRC32C, and patches the base offset, partition leader epoch and (for LogAppendTime) the max
-timestamp in place on the raw bytes. Record-level encoding and decoding live in ``records``.
+The broker never decodes records into Python objects on the produce or fetch path. It reads the fixed
+61-byte batch header with ``struct`` (construct's compiled parser is ~10x slower for this, see
+benchmarks/bench_record_batch.py), checks the CRC32C, and patches the base offset, partition leader epoch
+and max timestamp in place on the raw bytes. The produce path's walk over every record is ``record_walk``
+(in C); record-level encoding and decoding live in ``records``.
 
 Layout (big-endian), from Kafka's implementation docs::
 
