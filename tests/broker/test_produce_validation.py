@@ -176,15 +176,26 @@ def test_compressed_records_with_a_lying_length_are_refused_where_kafka_stores_t
 
 
 def test_a_decompression_bomb_is_refused_without_expanding_it(odradek, connect):
-    """200 MiB of one repeated byte compresses to a few KiB; the broker refuses it at its 128 MiB bound."""
+    """One record of 200 MiB of zeros compresses to a few KiB; the broker refuses it at its 128 MiB bound
+    (the zstd frame declares its size, so nothing is expanded). Built in 1 MiB steps, not in memory."""
+    import io
+
     import zstandard
 
-    value = bytes(200 * 1024 * 1024)
-    record = encode_record(Record(key=b"k", value=value), 0, 0)
-    payload = zstandard.ZstdCompressor(level=3).compress(record)  # declares its content size
+    size = 200 * 1024 * 1024
+    body_head = b"\x00" + encode_varint(0) + encode_varint(0) + encode_varint(1) + b"k" + encode_varint(size)
+    body_tail = encode_varint(0)  # no headers
+    record_head = encode_varint(len(body_head) + size + len(body_tail)) + body_head
+    out = io.BytesIO()
+    with zstandard.ZstdCompressor(level=1).stream_writer(out, size=len(record_head) + size + len(body_tail), closefd=False) as writer:
+        writer.write(record_head)
+        zeros = bytes(1 << 20)
+        for _ in range(size >> 20):
+            writer.write(zeros)
+        writer.write(body_tail)
+    payload = out.getvalue()
+    assert zstandard.frame_content_size(payload) > 128 * 1024 * 1024 and len(payload) < 1 << 20
     bomb = encode_batch(payload, base_offset=0, attributes=CompressionType.ZSTD, last_offset_delta=0, base_timestamp=NOW, max_timestamp=NOW, records_count=1)
-    del value, record
-    assert len(bomb) < 1 << 20
     wire = connect(odradek.bootstrap)
     create_topic(wire, "bomb")
     assert produce(wire, "bomb", bomb).error_code == ErrorCode.MESSAGE_TOO_LARGE
