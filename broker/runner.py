@@ -119,14 +119,16 @@ def _start(config: BrokerConfig) -> tuple[list[socket.socket], KafkaServer, tupl
         server = KafkaServer(config)
         host, port = advertised(config, socks)
         server.startup(host, port)
-    except (ConfigError, InconsistentBrokerIdError, InconsistentClusterIdError) as exc:
+    except BaseException as exc:
         _close(socks)
-        raise StartupError(str(exc)) from exc
-    except OSError as exc:
-        _close(socks)
-        raise StartupError(f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc)) from exc
-    except BaseException:
-        _close(socks)
+        if isinstance(exc, (ConfigError, InconsistentBrokerIdError, InconsistentClusterIdError)):
+            raise StartupError(str(exc)) from exc
+        if isinstance(exc, OSError):
+            raise StartupError(f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc)) from exc
+        if isinstance(exc, Exception):
+            # Anything else (duplicate partition directories, a damaged file): still one line, naming the
+            # exception; ``--log-level DEBUG`` shows where it came from.
+            raise StartupError(f"{type(exc).__name__}: {exc}") from exc
         raise
     return socks, server, (host, port)
 

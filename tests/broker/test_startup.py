@@ -26,8 +26,9 @@ def serve(*overrides: str, properties: Path | None = None, timeout: float = 30) 
 
 
 def one_line_failure(result: subprocess.CompletedProcess) -> str:
+    """The one line saying why (INFO and WARNING lines of what happened before may precede it)."""
     assert result.returncode == 1, result.stdout
-    lines = result.stdout.splitlines()
+    lines = [line for line in result.stdout.splitlines() if " INFO " not in line and " WARNING " not in line]
     assert len(lines) == 1, result.stdout
     assert "Traceback" not in result.stdout
     return lines[0]
@@ -76,6 +77,14 @@ def test_a_log_dir_that_is_a_file_is_one_line(tmp_path) -> None:
     not_a_dir.write_text("")
     line = one_line_failure(serve("listeners=PLAINTEXT://127.0.0.1:0", f"log.dirs={not_a_dir}"))
     assert f"{not_a_dir} is not a readable log directory." in line
+
+
+def test_the_same_partition_in_two_log_dirs_is_one_line(tmp_path) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    (first / "orders-0").mkdir(parents=True)
+    (second / "orders-0").mkdir(parents=True)
+    line = one_line_failure(serve("listeners=PLAINTEXT://127.0.0.1:0", f"log.dirs={first},{second}"))
+    assert f"Duplicate log directories for orders-0 are found in both {first} and {second}" in line
 
 
 def test_a_bad_value_and_a_missing_properties_file_are_one_line(tmp_path) -> None:
