@@ -8,6 +8,7 @@ UpdateMetadata and StopReplica. The socket server feeds it request frames and se
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from odradek.broker.config import BrokerConfig
@@ -84,7 +85,7 @@ class KafkaServer:
         assert self.controller is not None
         return self.controller.image
 
-    def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1, configs: dict[str, str] | None = None, assignments: dict[int, list[int]] | None = None, *, validate_only: bool = False) -> TopicInfo:
+    def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1, configs: dict[str, str] | None = None, assignments: dict[int, list[int]] | None = None, *, validate_only: bool = False, topic_id: uuid.UUID | None = None) -> TopicInfo:
         """Validate configs against the topic config table, then let the controller create the topic."""
         from odradek.storage.log_config import LogConfig
         from odradek.storage.config_types import ConfigError
@@ -103,6 +104,7 @@ class KafkaServer:
             validate_only=validate_only,
             default_partitions=self.config["num.partitions"],
             default_replication_factor=self.config["default.replication.factor"],
+            topic_id=topic_id,
         )
         if not validate_only:
             # Kafka's "due to limitations in metric names" warning is kafka-topics.sh's, printed to the user

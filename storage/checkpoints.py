@@ -13,6 +13,8 @@ file, never a torn one.
 from __future__ import annotations
 
 import base64
+import ctypes
+import ctypes.util
 import json
 import os
 import time
@@ -62,6 +64,25 @@ def fsync_file(path: Path) -> None:
         return
     try:
         os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+
+
+def sync_filesystem(path: Path) -> None:
+    """Make everything written to ``path``'s filesystem durable with one call (Linux ``syncfs``; elsewhere
+    ``sync``): many small files written with ``sync=False`` cost one journal commit instead of two each."""
+    syncfs = getattr(_libc, "syncfs", None)
+    if syncfs is None:
+        os.sync()
+        return
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        if syncfs(fd) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, os.strerror(error), str(path))
     finally:
         os.close(fd)
 
@@ -143,8 +164,8 @@ def topic_id_from_string(text: str) -> uuid.UUID:
     return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
 
 
-def write_partition_metadata(dir: Path, topic_id: uuid.UUID) -> None:
-    write_atomically(dir / PARTITION_METADATA, f"version: 0\ntopic_id: {topic_id_to_string(topic_id)}".encode())
+def write_partition_metadata(dir: Path, topic_id: uuid.UUID, *, sync: bool = True) -> None:
+    write_atomically(dir / PARTITION_METADATA, f"version: 0\ntopic_id: {topic_id_to_string(topic_id)}".encode(), sync=sync)
 
 
 def read_partition_metadata(dir: Path) -> uuid.UUID | None:

@@ -36,10 +36,11 @@ class LeaderEpochFileCache:
     def earliest_entry(self) -> tuple[int, int] | None:
         return (self._epochs[0], self._start_offsets[0]) if self._epochs else None
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
+    def assign(self, epoch: int, start_offset: int, *, sync: bool = True) -> bool:
         """Record that ``epoch`` starts at ``start_offset``; entries it contradicts are dropped (Kafka's assign).
 
-        Cheap when nothing changes -- the append path calls it for every batch.
+        Cheap when nothing changes -- the append path calls it for every batch. ``sync=False`` leaves the
+        checkpoint's fsync to a caller that syncs many at once.
         """
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"Received invalid partition leader epoch entry ({epoch}, {start_offset})")
@@ -49,7 +50,7 @@ class LeaderEpochFileCache:
             self._epochs.pop()
             self._start_offsets.pop()
         self._put(epoch, start_offset)
-        self._flush()
+        self._flush(sync=sync)
         return True
 
     def _put(self, epoch: int, start_offset: int) -> None:

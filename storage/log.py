@@ -238,7 +238,7 @@ class Log:
                 segment.delete()
             self._set_segments([self._create_segment(self._log_start_offset)])
             self._log_end_offset = self._log_start_offset
-        self._segments[-1].resize_indexes(self._config.max_index_size)
+        self._segments[-1].become_active()
 
         self._recovery_point = self._log_end_offset if had_clean_shutdown else min(recovery_point, self._log_end_offset)
         self._pending_roll_flush = self._recovery_point
@@ -338,10 +338,10 @@ class Log:
         if topic_id is not None:
             self.assign_topic_id(topic_id)
 
-    def assign_topic_id(self, topic_id: uuid.UUID) -> None:
+    def assign_topic_id(self, topic_id: uuid.UUID, *, sync: bool = True) -> None:
         """Record the topic id in ``partition.metadata``; a different id than the stored one is refused."""
         if self.topic_id is None:
-            write_partition_metadata(self.dir, topic_id)
+            write_partition_metadata(self.dir, topic_id, sync=sync)
             self.topic_id = topic_id
         elif self.topic_id != topic_id:
             raise KafkaError(
@@ -362,13 +362,15 @@ class Log:
         )
 
     def _create_segment(self, base_offset: int) -> LogSegment:
-        """A new, empty segment with its files created and its indexes preallocated."""
+        """A new, empty, active segment with its files created, as Kafka does at roll; they are opened (and
+        the indexes preallocated) on first use."""
         for suffix in (LOG_SUFFIX, *_INDEX_SUFFIXES):
             _unlink(self.dir / file_name(base_offset, suffix))
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            os.close(os.open(self.dir / file_name(base_offset, suffix), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644))
         segment = self._new_segment_object(base_offset)
         segment.indexes_trusted = True
-        segment.log  # noqa: B018 -- create the file now, as Kafka does at roll
-        segment.offset_index  # noqa: B018
+        segment.become_active()
         return segment
 
     def _set_segments(self, segments: list[LogSegment]) -> None:
@@ -594,10 +596,10 @@ class Log:
             self._pending_roll_flush = max(self._pending_roll_flush, new_offset)
             return segment
 
-    def assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
+    def assign_epoch_start_offset(self, leader_epoch: int, start_offset: int, *, sync: bool = True) -> None:
         """A new leader epoch starts at ``start_offset`` (the LEO when this broker becomes leader)."""
         with self._lock:
-            self.epoch_cache.assign(leader_epoch, start_offset)
+            self.epoch_cache.assign(leader_epoch, start_offset, sync=sync)
 
     # -- read ------------------------------------------------------------------------------------------------------
 

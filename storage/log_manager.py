@@ -21,6 +21,7 @@ import shutil
 import threading
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, TypeVar
@@ -33,6 +34,7 @@ from odradek.storage.checkpoints import (
     REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
     read_properties,
+    sync_filesystem,
     write_clean_shutdown,
     write_properties,
 )
@@ -92,6 +94,8 @@ class LogManager:
         self._producer_id_expiration_ms = int(self.broker_defaults.get("producer.id.expiration.ms", DEFAULT_PRODUCER_ID_EXPIRATION_MS))
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dirs_of: dict[TopicPartition, Path] = {}
+        self._partitions_in: Counter[Path] = Counter()
+        """How many partitions each log directory holds (a new log goes to the least loaded)."""
         self._unloaded: dict[TopicPartition, _UnloadedLog] = {}
         self._topic_configs: dict[str, LogConfig] = {}
         self._recovery_points: dict[TopicPartition, int] = {}
@@ -129,6 +133,7 @@ class LogManager:
                 if tp in self._log_dirs_of:
                     raise RuntimeError(f"Duplicate log directories for {tp[0]}-{tp[1]} are found in both {self._log_dirs_of[tp]} and {log_dir}")
                 self._log_dirs_of[tp] = log_dir
+                self._partitions_in[log_dir] += 1
                 if clean:
                     self._unloaded[tp] = _UnloadedLog(Path(entry.path), log_dir)
                 else:
@@ -198,7 +203,7 @@ class LogManager:
                 if topic_id is not None:
                     log_.assign_topic_id(topic_id)
                 return log_
-            log_dir = min(self.log_dirs, key=lambda d: sum(1 for owner in self._log_dirs_of.values() if owner == d))
+            log_dir = min(self.log_dirs, key=lambda d: self._partitions_in[d])
             log_ = Log.open(
                 log_dir / f"{topic}-{partition}",
                 config or self._topic_configs.get(topic, self.default_config),
@@ -208,7 +213,26 @@ class LogManager:
             )
             self._logs[tp] = log_
             self._log_dirs_of[tp] = log_dir
+            self._partitions_in[log_dir] += 1
             return log_
+
+    def create_logs(self, topic: str, leader_epochs: Mapping[int, int | None], config: LogConfig, topic_id: uuid.UUID) -> None:
+        """Make the logs of new partitions (index -> the leader epoch this broker starts, None if it follows)
+        with their topic id, durable when this returns.
+
+        Kafka fsyncs each partition's ``partition.metadata`` and ``leader-epoch-checkpoint`` (two fsyncs
+        each, with their directory); here they are written as a batch and made durable by one filesystem
+        sync, so thousands of new partitions take seconds instead of minutes.
+        """
+        for index, epoch in leader_epochs.items():
+            log_ = self.get_or_create_log(topic, index, config)
+            log_.assign_topic_id(topic_id, sync=False)
+            if epoch is not None:
+                log_.assign_epoch_start_offset(epoch, log_.log_end_offset, sync=False)
+        with self._lock:
+            used = {self._log_dirs_of[(topic, index)] for index in leader_epochs}
+        for log_dir in used:
+            sync_filesystem(log_dir)
 
     def set_topic_config(self, topic: str, config: LogConfig) -> None:
         """New topic configs (AlterConfigs): applied to open logs and to logs opened later."""
@@ -225,6 +249,8 @@ class LogManager:
             log_ = self.get_log(topic, partition)
             self._logs.pop(tp, None)
             log_dir = self._log_dirs_of.pop(tp, None)
+            if log_dir is not None:
+                self._partitions_in[log_dir] -= 1
             for offsets in (self._recovery_points, self._log_start_offsets, self._high_watermarks):
                 offsets.pop(tp, None)
             live = set(self._log_dirs_of)

@@ -89,6 +89,10 @@ class LogSegment:
         self._max_timestamp_and_offset: tuple[int, int] | None = None
         self.indexes_trusted = False
         """True once the indexes were created or rebuilt by this process (no sanity check needed)."""
+        self.active = False
+        """The segment appends go to: its indexes are sized for appends (``segment.index.bytes``) when they are
+        opened, and trimmed when it stops being active. Until then they hold no file or mapping, so an idle
+        partition costs no mmap (vm.max_map_count) and no descriptor."""
 
     # -- files -----------------------------------------------------------------------------------------------------
 
@@ -150,15 +154,22 @@ class LogSegment:
     def _open_indexes(self) -> None:
         self._offset_index = OffsetIndex(self.path(INDEX_SUFFIX), self.base_offset, self.max_index_size)
         self._time_index = TimeIndex(self.path(TIME_INDEX_SUFFIX), self.base_offset, self.max_index_size)
-        if self.indexes_trusted:
-            return
-        try:
-            self._offset_index.sanity_check(self.size)
-            self._time_index.sanity_check(self.size)
-        except CorruptIndexError as exc:
-            log.warning("%s; rebuilding the indexes of segment %s", exc, self.path(LOG_SUFFIX))
-            self.rebuild_indexes()
-        self.indexes_trusted = True
+        if not self.indexes_trusted:
+            try:
+                self._offset_index.sanity_check(self.size)
+                self._time_index.sanity_check(self.size)
+            except CorruptIndexError as exc:
+                log.warning("%s; rebuilding the indexes of segment %s", exc, self.path(LOG_SUFFIX))
+                self.rebuild_indexes()
+            self.indexes_trusted = True
+        if self.active:
+            self.resize_indexes(self.max_index_size)
+
+    def become_active(self) -> None:
+        """Appends go here from now on: indexes already open are sized for them, others when opened."""
+        self.active = True
+        if self._offset_index is not None:
+            self.resize_indexes(self.max_index_size)
 
     def indexes_exist(self) -> bool:
         return self.path(INDEX_SUFFIX).exists() and self.path(TIME_INDEX_SUFFIX).exists()
@@ -281,7 +292,10 @@ class LogSegment:
         return SegmentRead(start, self.log.slice(start.position, fetch_size), adjusted_max_size < start.size)
 
     def read_next_offset(self) -> int:
-        """The offset after the last batch: from the last index entry, walk headers to the end."""
+        """The offset after the last batch: from the last index entry, walk headers to the end (an empty
+        segment opens nothing)."""
+        if self.size == 0:
+            return self.base_offset
         _, position = self.offset_index.lookup(self.offset_index.last_offset)
         next_offset = self.base_offset
         for _, header in self.log.batch_headers(position):
@@ -397,7 +411,7 @@ class LogSegment:
         mapping = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
-        self.resize_indexes(self.max_index_size)
+        self.become_active()
         truncated = 0 if mapping is None else self.log.truncate_to(mapping.position)
         if self.log.size == 0:
             self._rolling_based_timestamp = None
@@ -416,6 +430,7 @@ class LogSegment:
 
     def on_become_inactive(self) -> None:
         """Record the max timestamp in the time index (retention reads it) and trim both indexes."""
+        self.active = False
         self.time_index.maybe_append(*self.max_timestamp_and_offset, skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()

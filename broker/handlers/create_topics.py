@@ -1,24 +1,40 @@
-"""CreateTopics: names, partitions, replication factors or explicit assignments, configs, validate-only."""
+"""CreateTopics: names, partitions, replication factors or explicit assignments, configs, validate-only.
+
+A topic's partition directories and files are made on worker threads, a chunk of partitions at a time,
+before the controller publishes the topic: publishing then only finds them, so a topic of thousands of
+partitions does not stall every other client, and a topic whose logs cannot all be made is not created.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import anyio
+
+from odradek.broker.handlers.describe_configs import topic_config_entries
+from odradek.controller.embedded import check_batch_size
+from odradek.controller.metadata import TopicInfo
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.broker.handlers.describe_configs import topic_config_entries
 
 if TYPE_CHECKING:
     from odradek.broker.kafka_server import KafkaServer
 
+LOG_CREATION_CHUNK = 100
+"""Partitions whose logs one worker-thread call makes."""
 
-def handle(server: "KafkaServer", request: Request) -> dict:
+
+async def handle(server: "KafkaServer", request: Request) -> dict:
     body = request.body
     counts = Counter(t.name for t in body.topics)
+    try:
+        check_batch_size(sum(1 + _partition_count(server, t) + len(t.configs) for t in body.topics))
+    except KafkaError as exc:
+        return {"topics": [_result(t.name, exc) for t in body.topics]}
     results = []
     for t in body.topics:
-        result = {"name": t.name, "error_code": ErrorCode.NONE, "error_message": None, "num_partitions": -1, "replication_factor": -1, "configs": None}
+        result = _result(t.name)
         try:
             if counts[t.name] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Create topics request from client contains duplicate topic names.")
@@ -28,7 +44,10 @@ def handle(server: "KafkaServer", request: Request) -> dict:
                 raise KafkaError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {','.join(nulls)}")
             configs = {c.name: c.value for c in t.configs}
             assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
-            topic = server.create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments, validate_only=body.validate_only)
+            topic = server.create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments, validate_only=True)
+            if not body.validate_only:
+                await _make_logs(server, topic)
+                topic = server.create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments, topic_id=topic.topic_id)
             state = next(iter(topic.partitions.values()))
             result.update(
                 topic_id=topic.topic_id,
@@ -37,9 +56,60 @@ def handle(server: "KafkaServer", request: Request) -> dict:
                 configs=_describe(server, configs),
             )
         except KafkaError as exc:
-            result.update(error_code=exc.code, error_message=exc.message)
+            result = _result(t.name, exc)
         results.append(result)
     return {"topics": results}
+
+
+def _result(name: str, error: KafkaError | None = None) -> dict[str, Any]:
+    return {
+        "name": name,
+        "error_code": ErrorCode.NONE if error is None else error.code,
+        "error_message": None if error is None else error.message,
+        "num_partitions": -1,
+        "replication_factor": -1,
+        "configs": None,
+    }
+
+
+def _partition_count(server: "KafkaServer", t: Any) -> int:
+    if t.assignments:
+        return len(t.assignments)
+    return server.config["num.partitions"] if t.num_partitions == -1 else max(t.num_partitions, 0)
+
+
+async def _make_logs(server: "KafkaServer", topic: TopicInfo) -> None:
+    """Make the logs of a validated topic (as the controller will assign it) on worker threads, its name
+    taken meanwhile; if one cannot be made (a full disk, no descriptors), those made are deleted and the
+    request is answered KAFKA_STORAGE_ERROR."""
+    controller, logs = server.controller, server.log_manager
+    assert controller is not None
+    config = server.replica_manager.log_config(topic)
+    made: list[int] = []
+
+    def make(partitions: list[int]) -> None:
+        made.extend(partitions)
+        epochs = {i: topic.partitions[i].leader_epoch if topic.partitions[i].leader == server.broker_id else None for i in partitions}
+        logs.create_logs(topic.name, epochs, config, topic.topic_id)
+
+    def unmake() -> None:
+        for index in made:
+            logs.delete_log(topic.name, index)
+
+    indexes = sorted(topic.partitions)
+    controller.creating.add(topic.name)
+    try:
+        for start in range(0, len(indexes), LOG_CREATION_CHUNK):
+            await anyio.to_thread.run_sync(make, indexes[start : start + LOG_CREATION_CHUNK])
+    except OSError as exc:
+        await anyio.to_thread.run_sync(unmake)
+        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"Failed to create the logs of topic {topic.name}: {exc}") from None
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(unmake)
+        raise
+    finally:
+        controller.creating.discard(topic.name)
 
 
 def _describe(server: "KafkaServer", configs: dict[str, str]) -> list[dict]:

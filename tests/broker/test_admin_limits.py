@@ -6,12 +6,15 @@ beyond what one request may create are refused whole.
 from __future__ import annotations
 
 import itertools
+import threading
+import time
 
 import pytest
 
 from odradek import Broker
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import build_batch
 
 E = ErrorCode
 TOPIC = 2
@@ -64,3 +67,73 @@ def test_null_config_values_are_answered_as_kafka_answers_them(broker, real_kafk
     assert ours[5] == (E.NONE, None), "DELETE needs no value"
     metadata = connect(broker.bootstrap).call(ApiKey.Metadata, 1, {"topics": None})
     assert not [t.name for t in metadata.topics if t.name.startswith(f"{topic}-")], "no topic was created"
+
+
+def topic_names(wire) -> set[str]:
+    return {t.name for t in wire.call(ApiKey.Metadata, 1, {"topics": None}).topics}
+
+
+EXCESSIVE = (E.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
+
+
+def test_partition_counts_beyond_one_requests_bound_are_refused_whole(broker, connect) -> None:
+    """Kafka's controller bounds the records one request writes (10,000: a topic record, one per partition,
+    one per config) and refuses the whole request beyond it; ZooKeeper-mode Kafka would run out of heap
+    on 2^31-1 partitions instead."""
+    wire = connect(broker.bootstrap)
+    huge, big, small, odd = name("huge"), name("big"), name("small"), name("odd")
+    for validate_only in (True, False):
+        assert [r[1:] for r in create(wire, [(huge, 2**31 - 1, {})], validate_only)] == [EXCESSIVE]
+    assert [r[1:] for r in create(wire, [(big, 9_999, {"retention.ms": "1000"})])] == [EXCESSIVE]
+    assert [r[1:] for r in create(wire, [(big, 5_000, {}), (small, 4_999, {})])] == [EXCESSIVE, EXCESSIVE]
+    assert not {huge, big, small} & topic_names(wire)
+    assert create(wire, [(odd, 1, {})])[0][1] == E.NONE
+    body = {"topics": [{"name": odd, "count": 2**31 - 1, "assignments": None}], "timeout_ms": 5000, "validate_only": False}
+    answer = wire.call(ApiKey.CreatePartitions, 1, body).results[0]
+    assert (answer.error_code, answer.error_message) == EXCESSIVE
+
+
+def produce_one(wire, topic: str, partition: int = 0) -> int:
+    records = build_batch([(None, b"v")])
+    body = {"acks": -1, "timeout_ms": 5000, "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]}
+    return wire.call(ApiKey.Produce, 7, body).responses[0].partition_responses[0].error_code
+
+
+def memory_maps(pid: int) -> int:
+    with open(f"/proc/{pid}/maps") as maps:
+        return sum(1 for _ in maps)
+
+
+def test_a_large_topic_is_created_without_stalling_others_or_mapping_idle_indexes(connect) -> None:
+    """Creating thousands of partitions maps no index of theirs (vm.max_map_count is 65,530) and leaves
+    the event loop serving: another client's produce latency stays low throughout."""
+    partitions = 1_000
+    with Broker(config={}, subprocess=True) as broker:
+        wire, other = connect(broker.bootstrap), connect(broker.bootstrap)
+        assert create(wire, [("busy", 1, {})])[0][1] == E.NONE
+        maps_before = memory_maps(broker.pid)
+        latencies: list[float] = []
+        done = threading.Event()
+
+        def keep_producing() -> None:
+            while not done.is_set():
+                started = time.monotonic()
+                assert produce_one(other, "busy") == E.NONE
+                latencies.append(time.monotonic() - started)
+                time.sleep(0.02)
+
+        producer = threading.Thread(target=keep_producing)
+        producer.start()
+        try:
+            started = time.monotonic()
+            wire.sock.settimeout(300)
+            assert create(wire, [("large", partitions, {})])[0][1] == E.NONE
+            took = time.monotonic() - started
+        finally:
+            done.set()
+            producer.join(30)
+        assert len(latencies) > took / 0.5, "the other client kept producing while the topic was created"
+        assert max(latencies) < 2.0, f"a produce waited {max(latencies):.2f} s while the topic was created in {took:.1f} s"
+        assert memory_maps(broker.pid) - maps_before < 50
+        assert produce_one(wire, "large", partitions - 1) == E.NONE
+        assert memory_maps(broker.pid) - maps_before < 52, "only the partition written to maps its indexes"
