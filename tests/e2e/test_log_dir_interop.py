@@ -33,8 +33,10 @@ from odradek import Broker
 SETTINGS = {
     "log.segment.bytes": "4096",
     "log.index.interval.bytes": "256",
+    "log.cleaner.backoff.ms": "200",
 }
-"""Given to both brokers: segments roll every few batches and indexes get an entry every few hundred bytes."""
+"""Given to both brokers: segments roll every few batches, indexes get an entry every few hundred bytes,
+and the log cleaner looks for work often."""
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 RECORDS_PER_CODEC = 150
@@ -45,7 +47,10 @@ TOPICS: dict[str, tuple[int, dict[str, str]]] = {
     "interop-events": (3, {}),
     "interop-compacted": (2, {"cleanup.policy": "compact", **NO_COMPACTION_YET}),
     "interop-append-time": (1, {"message.timestamp.type": "LogAppendTime"}),
+    "interop-cleaned": (1, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"}),
 }
+CLEANED = ("interop-cleaned", 0)
+"""Compacted while the broker runs: its cleaned segments, tombstones with a delete horizon, are compared too."""
 ASSIGNED_GROUP = "interop-assigned"
 SUBSCRIBED_GROUP = "interop-subscribed"
 CLIENT_QUIET = {"log_level": 0}
@@ -123,6 +128,14 @@ def populate(bootstrap: str) -> None:
     produce(bootstrap, "interop-compacted", "lz4", compacted)
     for codec in ("zstd", "none"):
         produce(bootstrap, "interop-append-time", codec, [(0, b"a%d" % i, b"appended %d" % i, [("h", b"v")], base + i) for i in range(40)])
+    # Every key written twice, the second time later (and two keys' last write a tombstone), then records of
+    # other keys until the tombstones are in a segment the cleaner may clean.
+    for n, codec in enumerate(("none", "gzip")):
+        produce(bootstrap, "interop-cleaned", codec, [
+            (0, b"id-%d" % (i % 15), None if n and i >= 135 and i % 15 in (3, 7) else b"v%d " % i + text[:80], [], base + 1000 * n + i)
+            for i in range(150)
+        ])
+    produce(bootstrap, "interop-cleaned", "none", [(0, b"other-%d" % i, b"w%d " % i + text[:80], [], base + 2000 + i) for i in range(80)])
 
     commit(bootstrap, ASSIGNED_GROUP, [("interop-events", p, 10 * (p + 1), f"meta-{p}") for p in range(3)] + [("interop-compacted", 1, 7, None)])
     subscriber = Consumer({
@@ -206,6 +219,20 @@ def observe(bootstrap: str) -> Observed:
 # --- the two directories ------------------------------------------------------------------------------------------
 
 
+def wait_until_cleaned(log_dir: Path) -> None:
+    """Until the log cleaner has cleaned the compacted topic up to its active segment (its checkpoint file
+    says how far it got): after that it has nothing left to clean there."""
+    checkpoint = log_dir / "cleaner-offset-checkpoint"
+    partition_dir = log_dir / f"{CLEANED[0]}-{CLEANED[1]}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        active = max(int(f.name.split(".")[0]) for f in partition_dir.glob("*.log"))
+        if checkpoint.exists() and f"{CLEANED[0]} {CLEANED[1]} {active}\n" in checkpoint.read_text():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{CLEANED} was not cleaned up to its active segment within 60 s")
+
+
 @dataclass
 class WrittenDir:
     """A cleanly stopped broker's log directory and what clients saw of it just before the stop."""
@@ -219,6 +246,7 @@ def odradek_written(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Writte
     broker = Broker(log_dir=tmp_path_factory.mktemp("odradek-written"), subprocess=True, config={**kafka_jvm.BROKER_SETTINGS, **SETTINGS})
     with broker:
         populate(broker.bootstrap)
+        wait_until_cleaned(broker.log_dir)
         observed = observe(broker.bootstrap)
     yield WrittenDir(broker.log_dir, observed)
 
@@ -235,6 +263,7 @@ def kafka_written(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WrittenD
         kafka = kafka_jvm.KafkaBroker(root / "kafka", zookeeper.connect, settings=SETTINGS).start()
         try:
             populate(kafka.bootstrap)
+            wait_until_cleaned(kafka.log_dir)
             observed = observe(kafka.bootstrap)
         finally:
             kafka.stop()
@@ -324,11 +353,13 @@ def test_kafka_finds_the_indexes_consistent(written: WrittenDir, check: str) -> 
     assert_same_dump(kafka, ours)
 
 
-def test_several_segments_and_producer_snapshots_were_written(written: WrittenDir) -> None:
-    """The comparisons above cover rolled segments and producer state, not just one active segment."""
+def test_several_segments_producer_snapshots_and_cleaned_segments_were_written(written: WrittenDir) -> None:
+    """The comparisons above cover rolled segments, producer state and compacted segments with tombstones."""
     events = written.log_dir / "interop-events-0"
     assert len(list(events.glob("*.log"))) >= 3
     assert list(events.glob("*.snapshot"))
+    cleaned = both_dump_logs(partition_files(written.log_dir, (".log",), offsets_topic=False), "--deep-iteration")[0].stdout
+    assert "deleteHorizonMs: OptionalLong[" in cleaned
 
 
 # --- odradek serving Kafka's directory ------------------------------------------------------------------------------
@@ -341,7 +372,7 @@ def test_odradek_serves_kafkas_topics(kafka_written: WrittenDir, kafka_dir_serve
 
 def test_odradek_serves_every_record_kafka_held(kafka_written: WrittenDir, kafka_dir_served: WrittenDir) -> None:
     expected = kafka_written.observed.records
-    assert sum(map(len, expected.values())) == len(CODECS) * RECORDS_PER_CODEC + 120 + 80
+    assert sum(map(len, expected.values())) >= len(CODECS) * RECORDS_PER_CODEC + 120 + 80 + 13 + 80
     assert kafka_dir_served.observed.records == expected
 
 
