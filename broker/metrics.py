@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import inspect
+import itertools
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -276,7 +277,7 @@ class BrokerMetrics:
         yield from self._partition_metrics()
         yield from self._group_metrics()
         yield self._connections()
-        yield _histogram("odradek_event_loop_lag_seconds", "How late the event loop woke a 250 ms sleeper", LOOP_LAG_BUCKETS_S, [], [(list(self.loop_lag), self.loop_lag_sum)])
+        yield _histogram("odradek_event_loop_lag_seconds", "How late the event loop woke a 250 ms sleeper", LOOP_LAG_BUCKETS_S, [], [([], list(self.loop_lag), self.loop_lag_sum)])
 
     def _broker_topic_metrics(self) -> Iterator[Metric]:
         live = self.server.metadata.topics  # a deleted topic's series go, as Kafka removes its topic metrics
@@ -298,7 +299,7 @@ class BrokerMetrics:
             errors.add_metric([name, _error_name(code)], count)
         yield errors
         times = [([name], list(t.buckets), t.sum_ms) for name, t in list(self.times.items())]
-        yield _histogram("kafka_network_requestmetrics_totaltimems", "Time from a request's dispatch to its answer, in ms (TotalTimeMs)", TIME_BUCKETS_MS, ["request"], [(b, s) for _, b, s in times], [l for l, _, _ in times])
+        yield _histogram("kafka_network_requestmetrics_totaltimems", "Time from a request's dispatch to its answer, in ms (TotalTimeMs)", TIME_BUCKETS_MS, ["request"], times)
 
     def _partition_metrics(self) -> Iterator[Metric]:
         server = self.server
@@ -353,16 +354,12 @@ def _gauge(name: str, doc: str, value: float) -> Metric:
     return GaugeMetricFamily(name, doc, value=value)
 
 
-def _histogram(name: str, doc: str, bounds: Iterable[float], labels: list[str], series: list[tuple[list[int], float]], label_values: list[list[str]] | None = None) -> Metric:
-    """A histogram family from per-bucket counts (not cumulative) and sums."""
+def _histogram(name: str, doc: str, bounds: Iterable[float], labels: list[str], series: list[tuple[list[str], list[int], float]]) -> Metric:
+    """A histogram family from (label values, per-bucket counts, sum) series; Prometheus wants cumulative buckets."""
     family = HistogramMetricFamily(name, doc, labels=labels)
     edges = [str(b) for b in bounds] + ["+Inf"]
-    for i, (counts, total) in enumerate(series):
-        cumulative, running = [], 0
-        for edge, count in zip(edges, counts):
-            running += count
-            cumulative.append((edge, running))
-        family.add_metric(label_values[i] if label_values else [], cumulative, total)
+    for label_values, counts, total in series:
+        family.add_metric(label_values, list(zip(edges, itertools.accumulate(counts))), total)
     return family
 
 
