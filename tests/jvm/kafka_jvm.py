@@ -13,12 +13,14 @@ stops both (by PID) when the test process exits; every test directory shares tha
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
 import shutil
 import signal
 import socket
 import subprocess as sp
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -266,14 +268,51 @@ def wait_until_serving(bootstrap: str, timeout_s: float) -> None:
     raise RuntimeError(f"Kafka at {bootstrap} did not start serving within {timeout_s}s: {last}")
 
 
+@dataclass(frozen=True)
+class ClassDataArchive:
+    """A jar set's shared class-data archive (JDK AppCDS), for the tools' many short JVMs.
+
+    A tool's JVM spends most of its ~1.5 s loading and verifying the same classes as the last one; mapping
+    them from an archive halves that. A run that finds no archive dumps one at exit to a name of its own,
+    renamed into place afterwards, so concurrent runs cannot leave half an archive; later runs map it. The
+    archive's name holds a digest of the JVM and the jars, so a changed set never meets a stale archive, and
+    ``-Xlog:disable`` keeps the JVM's CDS warnings (about old class files it skips) out of the tools' output.
+    """
+
+    path: Path
+    dump_to: Path | None
+
+    @classmethod
+    def of(cls, name: str) -> "ClassDataArchive":
+        jars = sorted(jar_dir(name).glob("*.jar"))
+        java = os.path.realpath(shutil.which("java") or "java")
+        listing = "\n".join([java, *(f"{j.name}:{j.stat().st_size}:{j.stat().st_mtime_ns}" for j in jars)])
+        path = JAR_ROOT / f"{name}-{hashlib.sha256(listing.encode()).hexdigest()[:16]}.jsa"
+        return cls(path, None if path.exists() else path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"))
+
+    def flags(self) -> list[str]:
+        use = f"-XX:ArchiveClassesAtExit={self.dump_to}" if self.dump_to else f"-XX:SharedArchiveFile={self.path}"
+        return ["-Xlog:disable", use]
+
+    def finish(self) -> None:
+        if self.dump_to is not None and self.dump_to.exists():
+            os.replace(self.dump_to, self.path)
+
+
 def run_tool(tool: str, *args: str, timeout_s: float = 120.0, input: str | None = None, cp: str | None = None) -> sp.CompletedProcess[str]:
     """Run one of Kafka's command-line tools (``kafka-topics``, ...) as its ``bin/*.sh`` script would."""
     log4j = JAR_ROOT / "tools-log4j.properties"
     if not log4j.exists():
         log4j.parent.mkdir(parents=True, exist_ok=True)
         log4j.write_text(TOOLS_LOG4J)
-    cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", f"-Dlog4j.configuration={log4j.as_uri()}", "-cp", cp or classpath(), TOOLS[tool], *args]
-    return sp.run(cmd, capture_output=True, text=True, timeout=timeout_s, input=input)
+    archive = ClassDataArchive.of("kafka") if cp is None else None
+    cds = archive.flags() if archive else []
+    cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *cds, f"-Dlog4j.configuration={log4j.as_uri()}", "-cp", cp or classpath(), TOOLS[tool], *args]
+    try:
+        return sp.run(cmd, capture_output=True, text=True, timeout=timeout_s, input=input)
+    finally:
+        if archive:
+            archive.finish()
 
 
 @dataclass
