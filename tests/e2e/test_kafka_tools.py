@@ -10,6 +10,7 @@ Needs a Java runtime and ``make jvm-deps``; a missing one fails the tests.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import re
 import time
@@ -51,6 +52,11 @@ class Run:
 
 def run(tool: str, *args: str, input: str | None = None, unordered: bool = False) -> Run:
     return Run(tool, args, input, unordered)
+
+
+def fresh(**names: str) -> dict[str, str]:
+    """Names new to both brokers (the real Kafka may be a long-lived one: ODRADEK_COMPAT_KAFKA)."""
+    return {key: f"{value}-{uuid.uuid4().hex[:8]}" for key, value in names.items()}
 
 
 @dataclass(frozen=True)
@@ -106,7 +112,7 @@ def run_all(runs: list[Run], bootstrap: str, names: dict[str, str], files: dict[
     def fill(text: str) -> str:
         return PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
 
-    scratch.mkdir()
+    scratch.mkdir(exist_ok=True)
     for name, text in files.items():
         (scratch / name).write_text(fill(text))
     printed = []
@@ -123,12 +129,10 @@ def run_all(runs: list[Run], bootstrap: str, names: dict[str, str], files: dict[
 
 @pytest.fixture
 def side_by_side(broker: Broker, real_kafka, tmp_path: Path) -> Callable[..., tuple[list[Printed], list[Printed]]]:
-    """``side_by_side(runs, files={...}, **names)``: the runs against odradek and the real Kafka at once (each
-    with its own scratch directory holding ``files``), and what each printed. A name is used on both brokers
-    alike; each is new per call, so reruns against a long-lived Kafka (ODRADEK_COMPAT_KAFKA) do not collide."""
+    """``side_by_side(runs, names, files={...})``: the runs against odradek and the real Kafka at once (each
+    with its own scratch directory holding ``files``), and what each printed. Names are the same on both."""
 
-    def both(runs: list[Run], files: dict[str, str] | None = None, **names: str) -> tuple[list[Printed], list[Printed]]:
-        names = {key: f"{value}-{uuid.uuid4().hex[:8]}" for key, value in names.items()}
+    def both(runs: list[Run], names: dict[str, str], files: dict[str, str] | None = None) -> tuple[list[Printed], list[Printed]]:
         targets = {"odradek": broker.bootstrap, "kafka": real_kafka.bootstrap}
         with ThreadPoolExecutor(len(targets)) as pool:
             futures = {
@@ -190,7 +194,7 @@ DELETE_RECORDS = json.dumps({"version": 1, "partitions": [
 
 
 def test_topic_life_prints_what_kafka_prints(side_by_side) -> None:
-    assert_same(*side_by_side(TOPIC_LIFE, files={"delete.json": DELETE_RECORDS}, topic="tools", group="tools-group"))
+    assert_same(*side_by_side(TOPIC_LIFE, fresh(topic="tools", group="tools-group"), files={"delete.json": DELETE_RECORDS}))
 
 
 PERF = [
@@ -204,7 +208,75 @@ PERF = [
 
 
 def test_perf_tools_print_what_kafka_prints(side_by_side) -> None:
-    on_odradek, on_kafka = side_by_side(PERF, topic="perf")
+    on_odradek, on_kafka = side_by_side(PERF, fresh(topic="perf"))
     assert_same(on_odradek, on_kafka)
     assert on_odradek[1].stdout.startswith("2000 records sent, <rates>"), on_odradek[1].stdout
     assert on_odradek[2].stdout.splitlines()[1] == "<t>, <t>, 0.1907, <t>, 2000, <t>, <t>, <t>, <t>, <t>", on_odradek[2].stdout
+
+
+ACTIVE_GROUP_SETUP = [
+    run("kafka-topics", "--bootstrap-server", "{bootstrap}", "--create", "--topic", "{topic}", "--partitions", "2"),
+    run("kafka-console-producer", "--bootstrap-server", "{bootstrap}", "--topic", "{topic}", "--property", "parse.key=true",
+        input="".join(f"key-{i}\tvalue-{i}\n" for i in range(6))),
+]
+ACTIVE_GROUP = [
+    run("kafka-consumer-groups", "--bootstrap-server", "{bootstrap}", "--describe", "--group", "{group}"),
+    run("kafka-consumer-groups", "--bootstrap-server", "{bootstrap}", "--describe", "--group", "{group}", "--members", "--verbose"),
+    run("kafka-consumer-groups", "--bootstrap-server", "{bootstrap}", "--describe", "--group", "{group}", "--state"),
+    run("kafka-consumer-groups", "--bootstrap-server", "{bootstrap}", "--delete", "--group", "{group}"),
+]
+"""kafka-consumer-groups while a console consumer is a member of the group."""
+AFTER_LEAVING = [
+    run("kafka-consumer-groups", "--bootstrap-server", "{bootstrap}", "--describe", "--group", "{group}", "--state"),
+    run("kafka-consumer-groups", "--bootstrap-server", "{bootstrap}", "--describe", "--group", "{group}", "--members"),
+]
+
+
+def wait_until_consumed(bootstrap: str, group: str, topic: str, ends: dict[int, int]) -> None:
+    """Until the group is Stable with one member that has committed the partitions' ends."""
+    from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in ends])
+    deadline = time.monotonic() + STABLE_TIMEOUT_S
+    seen: object = None
+    while time.monotonic() < deadline:
+        try:  # a fresh Kafka answers COORDINATOR_NOT_AVAILABLE while it creates __consumer_offsets
+            described = admin.describe_consumer_groups([group])[group].result(5)
+            committed = admin.list_consumer_group_offsets([request])[group].result(5)
+        except (KafkaException, concurrent.futures.TimeoutError) as exc:
+            seen = exc
+        else:
+            seen = (described.state, len(described.members), {tp.partition: tp.offset for tp in committed.topic_partitions})
+            if seen == (ConsumerGroupState.STABLE, 1, ends):
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"group {group} on {bootstrap} did not settle with offsets {ends} in {STABLE_TIMEOUT_S}s: {seen}")
+
+
+def test_group_with_an_active_member_prints_what_kafka_prints(side_by_side, broker, real_kafka, tmp_path) -> None:
+    names = fresh(topic="active", group="active-group")
+    setup = side_by_side(ACTIVE_GROUP_SETUP, names)
+    assert_same(*setup)
+    ends = {0: 3, 1: 3}  # where the six keys land (murmur2), on both
+    log4j = tmp_path / "log4j.properties"
+    log4j.write_text(kafka_jvm.TOOLS_LOG4J)
+    consumers = {}
+    try:
+        for name, address in {"odradek": broker.bootstrap, "kafka": real_kafka.bootstrap}.items():
+            consumers[name] = kafka_jvm.start_java(
+                kafka_jvm.TOOLS["kafka-console-consumer"],
+                ["--bootstrap-server", address, "--topic", names["topic"], "--group", names["group"], "--from-beginning",
+                 "--consumer-property", "auto.commit.interval.ms=100"],
+                log=tmp_path / f"{name}-consumer.out", heap="256m", system_properties={"log4j.configuration": log4j.as_uri()},
+            )
+        for name, address in {"odradek": broker.bootstrap, "kafka": real_kafka.bootstrap}.items():
+            wait_until_consumed(address, names["group"], names["topic"], ends)
+        on_odradek, on_kafka = side_by_side(ACTIVE_GROUP, names)
+    finally:
+        for consumer in consumers.values():
+            consumer.stop()
+    assert_same(on_odradek, on_kafka)
+    assert "console-consumer-<uuid> /127.0.0.1      console-consumer 2               (0,1)" in on_odradek[1].stdout
+    assert_same(*side_by_side(AFTER_LEAVING, names))
