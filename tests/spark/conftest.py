@@ -78,11 +78,15 @@ def broker() -> Iterator[Any]:
     """A real odradek broker shared by a module's tests (each test uses topics of its own).
 
     Small segments, so a few hundred KiB of records span several; high watermarks checkpointed often, so
-    the odradek-log source sees new data within a fraction of a second.
+    the odradek-log source sees new data within a fraction of a second. Logs are kept forever (the tests'
+    records are stamped in 2023) unless a topic sets ``retention.ms``, which is then acted on within half
+    a second.
     """
     from odradek import Broker
 
     config = {
+        "log.retention.ms": "-1",
+        "log.retention.check.interval.ms": "500",
         "log.segment.bytes": "1048576",
         "replica.high.watermark.checkpoint.interval.ms": "100",
         "log.flush.offset.checkpoint.interval.ms": "100",
@@ -271,6 +275,26 @@ class KafkaClients:
 
         admin = self.admin()
         admin.create_partitions([NewPartitions(topic, total)])[topic].result(30)
+
+    def set_topic_config(self, topic: str, key: str, value: str) -> None:
+        """IncrementalAlterConfigs SET of one topic config."""
+        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+        admin = self.admin()
+        entry = ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+        resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[entry])
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(30)
+
+    def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        """(log start offset, high watermark) of one partition."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"check-{uuid.uuid4().hex}"})
+        try:
+            return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+        finally:
+            consumer.close()
 
     def delete_records_before(self, topic: str, partition: int, offset: int) -> None:
         from confluent_kafka import TopicPartition

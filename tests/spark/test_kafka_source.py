@@ -107,17 +107,17 @@ def test_starting_and_ending_offsets(kafka_spark, broker, clients, rows_of, topi
     assert rows == sorted(r[:7] for r in expected if r[2] >= (28 if r[1] == 0 else 29))
 
 
-def test_offsets_by_timestamp(kafka_spark, broker, clients, rows_of, topic_name) -> None:
+def test_offsets_by_timestamp(kafka_spark, cluster, rows_of, topic_name) -> None:
     """Offsets by timestamp go through ListOffsets: the first offset whose timestamp is >= the one asked."""
     topic = topic_name()
-    clients.create_topic(topic, 2)
+    cluster.clients.create_topic(topic, 2)
     stamps = [T0 + 1000 * i for i in range(50)]
-    clients.produce(topic, 50, partition=0, timestamps=stamps)
-    clients.produce(topic, 50, partition=1, timestamps=stamps, seed=1)
+    cluster.clients.produce(topic, 50, partition=0, timestamps=stamps)
+    cluster.clients.produce(topic, 50, partition=1, timestamps=stamps, seed=1)
 
     def offsets(**options: str) -> dict[int, list[int]]:
         found: dict[int, list[int]] = {0: [], 1: []}
-        for row in rows_of(kafka_frame(kafka_spark, broker.bootstrap, subscribe=topic, **options)):
+        for row in rows_of(kafka_frame(kafka_spark, cluster.bootstrap, subscribe=topic, **options)):
             found[row[1]].append(row[2])
         return found
 
@@ -129,15 +129,15 @@ def test_offsets_by_timestamp(kafka_spark, broker, clients, rows_of, topic_name)
     assert offsets(endingTimestamp=str(T0 + 3_000)) == {0: [0, 1, 2], 1: [0, 1, 2]}
 
 
-def test_a_starting_timestamp_past_every_record_fails_by_default(kafka_spark, broker, clients, topic_name) -> None:
+def test_a_starting_timestamp_past_every_record_fails_by_default(kafka_spark, cluster, topic_name) -> None:
     topic = topic_name()
-    clients.create_topic(topic, 1)
-    clients.produce(topic, 5, timestamps=[T0 + i for i in range(5)])
+    cluster.clients.create_topic(topic, 1)
+    cluster.clients.produce(topic, 5, timestamps=[T0 + i for i in range(5)])
     with pytest.raises(Exception, match="No offset matched"):
-        kafka_frame(kafka_spark, broker.bootstrap, subscribe=topic, startingTimestamp=str(T0 + 10_000)).collect()
+        kafka_frame(kafka_spark, cluster.bootstrap, subscribe=topic, startingTimestamp=str(T0 + 10_000)).collect()
     late = kafka_frame(
         kafka_spark,
-        broker.bootstrap,
+        cluster.bootstrap,
         subscribe=topic,
         startingTimestamp=str(T0 + 10_000),
         startingOffsetsByTimestampStrategy="latest",
@@ -155,20 +155,39 @@ def test_min_partitions_splits_a_kafka_partition(kafka_spark, broker, clients, r
 
 
 def test_data_deleted_below_the_starting_offset_fails_unless_told_otherwise(
-    kafka_spark, broker, clients, topic_name
+    kafka_spark, cluster, topic_name
 ) -> None:
     topic = topic_name()
-    clients.create_topic(topic, 1)
-    clients.produce(topic, 40)
-    clients.delete_records_before(topic, 0, 25)
+    cluster.clients.create_topic(topic, 1)
+    cluster.clients.produce(topic, 40)
+    cluster.clients.delete_records_before(topic, 0, 25)
     start_at_10 = json.dumps({topic: {"0": 10}})
 
     with pytest.raises(Exception, match="failOnDataLoss"):
-        kafka_frame(kafka_spark, broker.bootstrap, subscribe=topic, startingOffsets=start_at_10).collect()
+        kafka_frame(kafka_spark, cluster.bootstrap, subscribe=topic, startingOffsets=start_at_10).collect()
     rows = kafka_frame(
-        kafka_spark, broker.bootstrap, subscribe=topic, startingOffsets=start_at_10, failOnDataLoss="false"
+        kafka_spark, cluster.bootstrap, subscribe=topic, startingOffsets=start_at_10, failOnDataLoss="false"
     )
     assert sorted(r.offset for r in rows.collect()) == list(range(25, 40))
-    assert sorted(r.offset for r in kafka_frame(kafka_spark, broker.bootstrap, subscribe=topic).collect()) == list(
+    assert sorted(r.offset for r in kafka_frame(kafka_spark, cluster.bootstrap, subscribe=topic).collect()) == list(
         range(25, 40)
     )
+
+
+def test_read_committed_reads_non_transactional_records_up_to_the_last_stable_offset(
+    kafka_spark, cluster, rows_of, topic_name
+) -> None:
+    """``kafka.isolation.level=read_committed``: with no transaction open the last stable offset is the high
+    watermark, so every record is read (Spark then ends at the LSO that ListOffsets answers under
+    READ_COMMITTED). odradek has no transactions: this is all read_committed can show on it."""
+    topic = topic_name()
+    cluster.clients.create_topic(topic, 2)
+    expected = cluster.clients.produce(topic, 80)
+    frame = kafka_frame(
+        kafka_spark,
+        cluster.bootstrap,
+        subscribe=topic,
+        includeHeaders="true",
+        **{"kafka.isolation.level": "read_committed"},
+    )
+    assert rows_of(frame) == sorted(expected)
