@@ -259,7 +259,11 @@ class LogManager:
             with self._lock:
                 self._logs_to_be_deleted.append((doomed, self._time_ms()))
         if log_dir is not None and tp in self.cleaner.checkpoints():
-            self.cleaner.update_checkpoint(log_dir, live, remove=tp)
+            try:
+                self.cleaner.update_checkpoint(log_dir, live, remove=tp)
+            except OSError as exc:
+                # Harmless if lost: the next checkpoint rewrite drops entries of partitions that are gone.
+                log.warning("Could not remove %s-%d from the cleaner checkpoint of %s: %s", topic, partition, log_dir, exc)
 
     def delete_logs(self, now_ms: int) -> None:
         """Remove the renamed directories of deleted partitions whose ``file.delete.delay.ms`` has passed

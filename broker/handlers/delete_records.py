@@ -31,7 +31,11 @@ def delete_records(server: "KafkaServer", topic_name: str, index: int, offset: i
     partition = server.replica_manager.leader_partition(topic_name, index)
     if not partition.log.config.delete:
         raise KafkaError(ErrorCode.POLICY_VIOLATION, f"Records of partition {topic_name}-{index} can not be deleted due to the configured policy")
-    return partition.log.delete_records_before(offset)
+    try:
+        return partition.log.delete_records_before(offset)
+    except OSError as exc:
+        # A full or failed disk: the request is answered, and the deletion can be asked again once it is fixed.
+        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"Failed to delete records of {topic_name}-{index}: {exc}") from exc
 
 
 def handle(server: "KafkaServer", request: Request) -> dict:

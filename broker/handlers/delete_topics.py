@@ -14,7 +14,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from odradek.protocol.api import Request
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from odradek.broker.kafka_server import KafkaServer
@@ -44,7 +44,7 @@ def handle(server: "KafkaServer", request: Request) -> dict:
 
     image = server.metadata
     results = []
-    to_delete: set[str] = set()
+    to_delete: dict[str, list[dict]] = {}
     for name, topic_id in requested:
         if topic_id != ZERO_UUID:
             topic = image.topic_by_id(topic_id)
@@ -55,12 +55,17 @@ def handle(server: "KafkaServer", request: Request) -> dict:
         if name not in image.topics:
             results.append(_result(name, topic_id, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             continue
-        to_delete.add(name)
         results.append(_result(name, topic_id, ErrorCode.NONE))
+        to_delete.setdefault(name, []).append(results[-1])
 
     assert server.controller is not None
-    for name in to_delete:
-        server.controller.delete_topic(name)
+    for name, answers in to_delete.items():
+        try:
+            server.controller.delete_topic(name)
+        except KafkaError as exc:
+            # The deletion could not be persisted (a full disk): the topic stays, and the client may retry.
+            for answer in answers:
+                answer.update(error_code=exc.code, error_message=exc.message)
     if request.body.timeout_ms <= 0:
         for result in results:
             if result["error_code"] == ErrorCode.NONE:

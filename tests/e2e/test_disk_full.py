@@ -1,0 +1,93 @@
+"""A full disk: admin requests are answered KAFKA_STORAGE_ERROR instead of a closed connection, the topic
+metadata stays what the disk holds, nothing is half-made, and everything works again once there is space.
+
+The broker's log directory is a small tmpfs this test mounts (it runs as root) and unmounts.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from odradek import Broker
+from odradek.protocol.api import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import build_batch
+
+E = ErrorCode
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)], check=True, timeout=30)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=True, timeout=30)
+
+
+def fill(disk: Path) -> Path:
+    """Write a file until the disk has no space left; removing it gives the space back."""
+    filler = disk / "filler"
+    with open(filler, "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError as exc:
+            assert exc.errno == 28, exc
+    return filler
+
+
+def create(wire, name: str, partitions: int = 1) -> int:
+    body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [], "configs": []}], "timeout_ms": 5000}
+    return wire.call(ApiKey.CreateTopics, 4, body).topics[0].error_code
+
+
+def delete_topic(wire, name: str) -> int:
+    return wire.call(ApiKey.DeleteTopics, 4, {"topic_names": [name], "timeout_ms": 5000}).responses[0].error_code
+
+
+def delete_records(wire, name: str, offset: int) -> tuple[int, int]:
+    body = {"topics": [{"name": name, "partitions": [{"partition_index": 0, "offset": offset}]}], "timeout_ms": 5000}
+    answer = wire.call(ApiKey.DeleteRecords, 1, body).topics[0].partitions[0]
+    return answer.error_code, answer.low_watermark
+
+
+def topics(wire) -> set[str]:
+    return {t.name for t in wire.call(ApiKey.Metadata, 1, {"topics": None}).topics}
+
+
+def earliest(wire, name: str) -> int:
+    body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": name, "partitions": [{"partition_index": 0, "timestamp": -2}]}]}
+    return wire.call(ApiKey.ListOffsets, 2, body).topics[0].partitions[0].offset
+
+
+def test_admin_requests_on_a_full_disk_answer_and_recover(small_disk: Path, connect) -> None:
+    with Broker(config={"log.dirs": str(small_disk)}, subprocess=True) as broker:
+        wire = connect(broker.bootstrap)
+        assert create(wire, "kept") == create(wire, "doomed") == E.NONE
+        produce = {"acks": -1, "timeout_ms": 5000, "topic_data": [{"name": "kept", "partition_data": [{"index": 0, "records": build_batch([(None, b"v" * 100)] * 10)}]}]}
+        assert wire.call(ApiKey.Produce, 7, produce).responses[0].partition_responses[0].error_code == E.NONE
+
+        filler = fill(small_disk)
+        assert delete_topic(wire, "doomed") == E.KAFKA_STORAGE_ERROR
+        assert delete_records(wire, "kept", 5) == (E.KAFKA_STORAGE_ERROR, -1)
+        assert create(wire, "new", 3) == E.KAFKA_STORAGE_ERROR
+        assert topics(wire) == {"kept", "doomed"}, "the metadata is what the disk holds"
+        assert not [d for d in os.listdir(small_disk) if d.startswith("new-") and not d.endswith("-delete")], "no half-made topic"
+
+        filler.unlink()
+        assert delete_topic(wire, "doomed") == E.NONE
+        assert delete_records(wire, "kept", 5) == (E.NONE, 5)
+        assert create(wire, "new", 3) == E.NONE
+        broker.restart()
+        wire = connect(broker.bootstrap)
+        assert topics(wire) == {"kept", "new"}
+        assert earliest(wire, "kept") == 5
