@@ -214,10 +214,11 @@ def test_a_batch_takes_its_max_timestamp_from_its_records(odradek, real_kafka, c
         data = fetch_batches(wire, LYING_MAX_TIMESTAMP)
         header = parse_header(data)
         stored[broker] = (header.max_timestamp, [r.timestamp for r in iter_records(data)])  # iter_records checks the CRC
-        lookup = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": LYING_MAX_TIMESTAMP, "partitions": [{"partition_index": 0, "timestamp": NOW + 1}]}]}
-        found = wire.call(ApiKey.ListOffsets, 7, lookup).topics[0].partitions[0]
-        stored[broker] += ((found.timestamp, found.offset),)
-    assert stored["odradek"] == stored["kafka"] == (NOW + 5, [NOW, NOW + 5], (NOW + 5, 1))
+        for target in (NOW + 1, -3):  # the first record at or after a time; the max timestamp (KIP-734)
+            lookup = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": LYING_MAX_TIMESTAMP, "partitions": [{"partition_index": 0, "timestamp": target}]}]}
+            found = wire.call(ApiKey.ListOffsets, 7, lookup).topics[0].partitions[0]
+            stored[broker] += ((found.timestamp, found.offset),)
+    assert stored["odradek"] == stored["kafka"] == (NOW + 5, [NOW, NOW + 5], (NOW + 5, 1), (NOW + 5, 1))
 
 
 def test_record_timestamps_are_checked_one_by_one(odradek, real_kafka, connect):
