@@ -7,12 +7,18 @@ strings DescribeConfigs returns (``true``/``false``, comma-joined lists, ``null`
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 from typing import Any
 
 
 class ConfigError(ValueError):
     """A configuration value Kafka would reject (the broker answers INVALID_CONFIG or refuses to start)."""
+
+
+class InvalidValueError(ConfigError):
+    """One key's value rejected by its type or validator (Kafka's ``ConfigException``, as opposed to checks
+    across keys): AlterConfigs answers name the resource before it."""
 
 
 class ConfigType(enum.IntEnum):
@@ -35,6 +41,9 @@ _INT_RANGES = {
     ConfigType.SHORT: (-(2**15), 2**15 - 1),
     ConfigType.LONG: (-(2**63), 2**63 - 1),
 }
+
+
+_JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -61,20 +70,26 @@ class ConfigKey:
                 elif str(text).lower() in ("true", "false"):
                     value = str(text).lower() == "true"
                 else:
-                    raise ValueError("expected true or false")
+                    raise ValueError("Expected value to be either true or false")
             elif t in _INT_RANGES:
-                value = int(text)
+                # Java's Integer/Short/Long.parseX: an optional sign and digits within the type's range.
                 lo, hi = _INT_RANGES[t]
+                if isinstance(text, str) and not _JAVA_INTEGER.fullmatch(text):
+                    raise ValueError(f"Not a number of type {t.name}")
+                value = int(text)
                 if not lo <= value <= hi:
-                    raise ValueError(f"out of range for {t.name}")
+                    raise ValueError(f"Not a number of type {t.name}")
             elif t is ConfigType.DOUBLE:
-                value = float(text)
+                try:
+                    value = float(text)
+                except ValueError:
+                    raise ValueError(f"Not a number of type {t.name}") from None
             elif t is ConfigType.LIST:
                 value = [p.strip() for p in text.split(",") if p.strip()] if isinstance(text, str) else list(text)
             else:
                 value = str(text)
         except ValueError as exc:
-            raise ConfigError(f"Invalid value {raw} for configuration {self.name}: {exc}") from None
+            raise InvalidValueError(f"Invalid value {raw} for configuration {self.name}: {exc}") from None
         self.validate(value)
         return value
 
@@ -82,12 +97,12 @@ class ConfigKey:
         if value is None:
             return
         if self.at_least is not None and value < self.at_least:
-            raise ConfigError(f"Invalid value {value} for configuration {self.name}: Value must be at least {self.at_least:g}")
+            raise InvalidValueError(f"Invalid value {value} for configuration {self.name}: Value must be at least {self.at_least:g}")
         if self.valid is not None:
             items = value if isinstance(value, list) else [value]
             for item in items:
                 if item not in self.valid:
-                    raise ConfigError(f"Invalid value {item} for configuration {self.name}: String must be one of: {', '.join(self.valid)}")
+                    raise InvalidValueError(f"Invalid value {item} for configuration {self.name}: String must be one of: {', '.join(self.valid)}")
 
     def render(self, value: Any) -> str | None:
         """The string DescribeConfigs reports for a value."""

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping
 
-from odradek.storage.config_types import ConfigError, ConfigKey, ConfigType
+from odradek.storage.config_types import ConfigError, ConfigKey, ConfigType, InvalidValueError
 
 B, S, I, L, LIST, D = (
     ConfigType.BOOLEAN,
@@ -60,7 +60,7 @@ class TopicConfigKey(ConfigKey):
         if value is not None and self.check is not None:
             reason = self.check(value)
             if reason:
-                raise ConfigError(f"Invalid value {value} for configuration {self.name}: {reason}")
+                raise InvalidValueError(f"Invalid value {value} for configuration {self.name}: {reason}")
 
 
 def _between(lo: float, hi: float) -> Callable[[Any], str | None]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from odradek.broker.handlers.describe_configs import ResourceType, check_broker_resource, resource_type_name
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.storage.config_types import ConfigError
+from odradek.storage.config_types import ConfigError, InvalidValueError
 from odradek.storage.log_config import LogConfig
 
 if TYPE_CHECKING:
@@ -54,6 +54,8 @@ def _alter_topic(server: "KafkaServer", name: str, configs: list[Any], new_overr
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
     try:
         LogConfig.from_props(overrides, server.broker_defaults)
+    except InvalidValueError as exc:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid config value for resource ConfigResource(type=TOPIC, name='{name}'): {exc}") from None
     except ConfigError as exc:
         raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
     if not validate_only:

@@ -137,3 +137,34 @@ def test_a_large_topic_is_created_without_stalling_others_or_mapping_idle_indexe
         assert memory_maps(broker.pid) - maps_before < 50
         assert produce_one(wire, "large", partitions - 1) == E.NONE
         assert memory_maps(broker.pid) - maps_before < 52, "only the partition written to maps its indexes"
+
+
+INVALID_VALUES = [
+    {"retention.ms": "abc"},
+    {"segment.bytes": "99999999999"},
+    {"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"},
+    {"preallocate": "yes"},
+    {"cleanup.policy": "bogus"},
+    {"segment.bytes": "1"},
+]
+
+
+def invalid_value_answers(wire, topic: str) -> list[tuple[int, str | None]]:
+    assert create(wire, [(topic, 1, {})])[0][1] == E.NONE
+    answers = []
+    for configs in INVALID_VALUES:
+        answers.append(create(wire, [(f"{topic}-x", 1, configs)])[0][1:])
+        resources = [{"resource_type": TOPIC, "resource_name": topic, "configs": [{"name": k, "value": v} for k, v in configs.items()]}]
+        answers += [(r.error_code, r.error_message) for r in wire.call(ApiKey.AlterConfigs, 1, {"resources": resources, "validate_only": False}).responses]
+        ops = [{"name": k, "config_operation": SET, "value": v} for k, v in configs.items()]
+        resources = [{"resource_type": TOPIC, "resource_name": topic, "configs": ops}]
+        answers += [(r.error_code, r.error_message) for r in wire.call(ApiKey.IncrementalAlterConfigs, 1, {"resources": resources, "validate_only": False}).responses]
+    return answers
+
+
+def test_invalid_config_values_are_answered_as_kafka_answers_them(broker, real_kafka, connect) -> None:
+    topic = name("invalid-values")
+    ours = invalid_value_answers(connect(broker.bootstrap), topic)
+    assert ours == invalid_value_answers(connect(real_kafka.bootstrap), topic)
+    assert ours[0] == (E.INVALID_CONFIG, "Invalid value abc for configuration retention.ms: Not a number of type LONG")
+    assert ours[1] == (E.INVALID_CONFIG, f"Invalid config value for resource ConfigResource(type=TOPIC, name='{topic}'): {ours[0][1]}")

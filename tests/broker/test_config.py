@@ -48,8 +48,8 @@ def test_defaults_are_kafkas() -> None:
     ("key", "value", "message"),
     [
         ("num.partitions", "0", "Value must be at least 1"),
-        ("auto.create.topics.enable", "yes", "expected true or false"),
-        ("log.segment.bytes", "lots", "Invalid value lots for configuration log.segment.bytes"),
+        ("auto.create.topics.enable", "yes", "Invalid value yes for configuration auto.create.topics.enable: Expected value to be either true or false"),
+        ("log.segment.bytes", "lots", "Invalid value lots for configuration log.segment.bytes: Not a number of type INT"),
         ("compression.type", "brotli", "String must be one of"),
         ("listeners", "127.0.0.1:9092", "expected NAME://host:port"),
     ],
