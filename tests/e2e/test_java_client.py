@@ -1,5 +1,5 @@
-"""Kafka's own Java client (kafka-clients 3.9.1) against odradek: the idempotent producer, a two-member
-consumer group and the AdminClient.
+"""Kafka's own Java client (kafka-clients 3.9.1) against odradek: the idempotent producer in every codec, a
+two-member consumer group and the AdminClient.
 
 The client is driven by tests/e2e/java/ClientProbe.java, compiled once per run with ``javac`` against the
 kafka-clients jars and run as one JVM per scenario; it prints what the client observed as JSON lines and the
@@ -23,6 +23,7 @@ import kafka_jvm
 import pytest
 
 from odradek import Broker
+from odradek.protocol.compression import CompressionType
 from odradek.protocol.record_batch import iter_batch_positions, parse_header
 
 JAVA_SOURCES = Path(__file__).parent / "java"
@@ -90,36 +91,44 @@ def disk_batches(broker: Broker, topic: str, partition: int) -> list[Any]:
     return headers
 
 
+CODECS = {"none": CompressionType.NONE, "gzip": CompressionType.GZIP, "snappy": CompressionType.SNAPPY, "lz4": CompressionType.LZ4, "zstd": CompressionType.ZSTD}
+
+
 def test_idempotent_producer_acks_every_record_once(broker, probe, create_topic) -> None:
-    topic, count = create_topic(3), 3000
-    lines = probe("produce", broker.bootstrap, topic, str(count))
-    (acked,) = step(lines, "acked")
+    topic, per_codec = create_topic(3), 600
+    lines = probe("produce", broker.bootstrap, topic, str(per_codec), *CODECS)
+    acks = step(lines, "acked")
     (consumed,) = step(lines, "consumed")
+    assert [a["compression"] for a in acks] == list(CODECS)
+    acked = [record for a in acks for record in a["records"]]
 
     # Every send acknowledged, and each partition's offsets run 0, 1, 2, ... with no gap or repeat.
-    assert [i for i, _, _ in acked["records"]] == list(range(count))
+    assert [i for i, _, _ in acked] == list(range(per_codec * len(CODECS)))
     by_partition: dict[int, list[int]] = {}
-    for _, partition, offset in acked["records"]:
+    for _, partition, offset in acked:
         by_partition.setdefault(partition, []).append(offset)
     assert sorted(by_partition) == [0, 1, 2]
     for offsets in by_partition.values():
         assert sorted(offsets) == list(range(len(offsets)))
 
     # Read back: exactly the acknowledged records, each once, where the acknowledgement said.
-    expected = sorted([p, o, f"key-{i}", f"value-{i}"] for i, p, o in acked["records"])
-    assert sorted(consumed["records"]) == expected
+    assert sorted(consumed["records"]) == sorted([p, o, f"key-{i}", f"value-{i}"] for i, p, o in acked)
 
-    # The broker kept what the idempotent producer sent: one producer id and epoch, and per partition
-    # batches whose sequence numbers continue each other from 0 as their offsets do.
-    producers = set()
+    # The broker kept what each idempotent producer sent, in its codec: per partition, the batches of one
+    # producer id (epoch 0) in one codec, their sequence numbers continuing each other from 0; one producer
+    # id per codec, in the order they ran.
     for partition, offsets in by_partition.items():
         batches = disk_batches(broker, topic, partition)
-        assert len(batches) > 1  # several batches per partition: the sequences had something to continue
-        producers |= {(b.producer_id, b.producer_epoch) for b in batches}
-        assert [b.base_sequence for b in batches] == [b.base_offset for b in batches]
         assert batches[-1].next_offset == len(offsets)
-    ((producer_id, epoch),) = producers
-    assert producer_id >= 0 and epoch == 0
+        producers: dict[int, list[Any]] = {}
+        for b in batches:
+            producers.setdefault(b.producer_id, []).append(b)
+        assert len(producers) == len(CODECS) and min(producers) >= 0
+        for (producer_id, own), codec in zip(producers.items(), CODECS.values(), strict=True):
+            assert {(b.producer_epoch, b.compression) for b in own} == {(0, codec)}
+            sequences = [b.base_sequence for b in own]
+            assert sequences == [sum(b.records_count for b in own[:k]) for k in range(len(own))], producer_id
+        assert len(batches) > len(CODECS)  # several batches per producer: the sequences had something to continue
 
 
 def test_group_of_two_shares_partitions_and_hands_over_on_leave(broker, probe, create_topic) -> None:
@@ -168,13 +177,18 @@ def test_group_of_two_shares_partitions_and_hands_over_on_leave(broker, probe, c
 
 ADMIN_EXPECTED_HIGHLIGHTS = {
     "createTopics again": {"error": "TopicExistsException"},
+    "describeCluster": {"nodes": [0], "controller": 0, "clusterIdSet": True},
     "createPartitions fewer": {"error": "InvalidPartitionsException"},
     "describeTopics after createPartitions": {"partitions": 4},
     "incrementalAlterConfigs invalid": {"error": "InvalidConfigurationException"},
+    "describeProducers": {"producers": [[True, 0, 4, 4000, -1]]},  # the five records' idempotent producer
     "deleteRecords": {"lowWatermark": 3},
     "deleteRecords beyond the end": {"error": "OffsetOutOfRangeException"},
     "listConsumerGroupOffsets": {"offsets": {"0": [4, "first"], "1": [0, ""]}},
     "listConsumerGroupOffsets again": {"offsets": {"0": [5, "second"], "1": [0, ""]}},
+    "listConsumerGroups": {"listed": [[True, "Empty"]]},  # offsets alone make a simple (protocol-less) group
+    "describeConsumerGroups": {"state": "EMPTY", "members": 0, "assignor": "", "simple": True, "coordinator": 0},
+    "listConsumerGroupOffsets after deleteConsumerGroupOffsets": {"offsets": {"0": [5, "second"]}},
     "listConsumerGroupOffsets after delete": {"offsets": {}},
     "deleteConsumerGroups again": {"error": "GroupIdNotFoundException"},
     "listTopics after delete": {"listed": False},

@@ -6,6 +6,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
@@ -14,11 +15,14 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -43,7 +47,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * every judgement to the Python test; a client call that fails unexpectedly ends the program non-zero.
  *
  * <pre>
- *   produce BOOTSTRAP TOPIC COUNT        the idempotent producer (the client's defaults), then a read-back
+ *   produce BOOTSTRAP TOPIC COUNT CODEC...  the idempotent producer (the client's defaults), once per
+ *                                          compression codec, then a read-back
  *   group   BOOTSTRAP TOPIC GROUP COUNT  two group members in one thread, then one leaves
  *   admin   BOOTSTRAP TOPIC              the AdminClient over a topic's life and a group's offsets
  * </pre>
@@ -56,7 +61,7 @@ public final class ClientProbe {
     public static void main(String[] args) throws Exception {
         String bootstrap = args[1];
         switch (args[0]) {
-            case "produce" -> produce(bootstrap, args[2], Integer.parseInt(args[3]));
+            case "produce" -> produce(bootstrap, args[2], Integer.parseInt(args[3]), List.of(args).subList(4, args.length));
             case "group" -> group(bootstrap, args[2], args[3], Integer.parseInt(args[4]));
             case "admin" -> admin(bootstrap, args[2]);
             default -> throw new IllegalArgumentException("unknown sub-command " + args[0]);
@@ -82,10 +87,11 @@ public final class ClientProbe {
 
     /** A producer with the client's defaults (enable.idempotence=true, acks=all) and small batches, so many
      * batches are in flight at once and the broker must keep each one's sequence numbers in order. */
-    private static KafkaProducer<String, String> producer(String bootstrap) {
+    private static KafkaProducer<String, String> producer(String bootstrap, Map<String, String> overrides) {
         Properties props = clientProperties(bootstrap);
         props.put(ProducerConfig.LINGER_MS_CONFIG, "5");
         props.put(ProducerConfig.BATCH_SIZE_CONFIG, "2048");
+        props.putAll(overrides);
         return new KafkaProducer<>(props, new StringSerializer(), new StringSerializer());
     }
 
@@ -121,10 +127,14 @@ public final class ClientProbe {
         return List.of(r.partition(), r.offset(), r.key(), r.value());
     }
 
-    private static void produce(String bootstrap, String topic, int count) throws Exception {
-        try (KafkaProducer<String, String> producer = producer(bootstrap)) {
-            emit("acked", "records", send(producer, topic, 0, count));
+    /** One idempotent producer per compression codec, each sending count records, then one read-back. */
+    private static void produce(String bootstrap, String topic, int count, List<String> codecs) throws Exception {
+        for (int i = 0; i < codecs.size(); i++) {
+            try (KafkaProducer<String, String> producer = producer(bootstrap, Map.of(ProducerConfig.COMPRESSION_TYPE_CONFIG, codecs.get(i)))) {
+                emit("acked", "compression", codecs.get(i), "records", send(producer, topic, i * count, count));
+            }
         }
+        int total = count * codecs.size();
         try (KafkaConsumer<String, String> consumer = consumer(bootstrap, null, "read-back")) {
             List<TopicPartition> partitions = consumer.partitionsFor(topic).stream()
                 .map(p -> new TopicPartition(topic, p.partition())).toList();
@@ -132,10 +142,10 @@ public final class ClientProbe {
             consumer.seekToBeginning(partitions);
             List<List<Object>> consumed = new ArrayList<>();
             long deadline = System.currentTimeMillis() + TIMEOUT_MS;
-            while (consumed.size() < count && System.currentTimeMillis() < deadline) {
+            while (consumed.size() < total && System.currentTimeMillis() < deadline) {
                 consumer.poll(POLL).forEach(r -> consumed.add(describe(r)));
             }
-            consumer.poll(Duration.ofMillis(500)).forEach(r -> consumed.add(describe(r)));  // anything beyond count
+            consumer.poll(Duration.ofMillis(500)).forEach(r -> consumed.add(describe(r)));  // anything beyond total
             emit("consumed", "records", consumed);
         }
     }
@@ -194,7 +204,7 @@ public final class ClientProbe {
 
     private static void group(String bootstrap, String topic, String groupId, int count) throws Exception {
         Map<String, KafkaConsumer<String, String>> members = new TreeMap<>();
-        try (KafkaProducer<String, String> producer = producer(bootstrap)) {
+        try (KafkaProducer<String, String> producer = producer(bootstrap, Map.of())) {
             for (String name : List.of("a", "b")) {
                 KafkaConsumer<String, String> member = consumer(bootstrap, groupId, "member-" + name);
                 member.subscribe(List.of(topic), listener(name));
@@ -273,6 +283,9 @@ public final class ClientProbe {
             emit("createTopics", "error", errorOf(admin.createTopics(List.of(newTopic)).all()));
             emit("createTopics again", "error", errorOf(admin.createTopics(List.of(newTopic)).all()));
             emit("listTopics", "listed", admin.listTopics().names().get().contains(topic));
+            DescribeClusterResult cluster = admin.describeCluster();
+            emit("describeCluster", "nodes", ids(new ArrayList<>(cluster.nodes().get())), "controller", cluster.controller().get().id(),
+                "clusterIdSet", cluster.clusterId().get() != null);
 
             TopicDescription described = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
             emit("describeTopics", "internal", described.isInternal(), "topicIdSet", !Uuid.ZERO_UUID.equals(described.topicId()),
@@ -298,7 +311,7 @@ public final class ClientProbe {
             // Five records one second apart on partition 0, the first a minute ago.
             long base = System.currentTimeMillis() - 60_000;
             TopicPartition p0 = new TopicPartition(topic, 0);
-            try (KafkaProducer<String, String> producer = producer(bootstrap)) {
+            try (KafkaProducer<String, String> producer = producer(bootstrap, Map.of())) {
                 List<Future<RecordMetadata>> sent = new ArrayList<>();
                 for (int i = 0; i < 5; i++) {
                     sent.add(producer.send(new ProducerRecord<>(topic, 0, base + i * 1000L, "key-" + i, "value-" + i)));
@@ -313,6 +326,9 @@ public final class ClientProbe {
                 "forTimestamp base", OffsetSpec.forTimestamp(base),
                 "forTimestamp after last", OffsetSpec.forTimestamp(base + 10_000)));
             emit("listOffsets", "offsets", listOffsets(admin, p0, specs, base));
+            List<ProducerState> producers = admin.describeProducers(List.of(p0)).partitionResult(p0).get().activeProducers();
+            emit("describeProducers", "producers", producers.stream().map(ps -> List.of(ps.producerId() >= 0, ps.producerEpoch(),
+                ps.lastSequence(), ps.lastTimestamp() - base, ps.currentTransactionStartOffset().orElse(-1))).toList());
 
             long low = admin.deleteRecords(Map.of(p0, RecordsToDelete.beforeOffset(3))).lowWatermarks().get(p0).get().lowWatermark();
             emit("deleteRecords", "lowWatermark", low);
@@ -328,6 +344,13 @@ public final class ClientProbe {
             emit("alterConsumerGroupOffsets again", "error", errorOf(admin.alterConsumerGroupOffsets(group,
                 Map.of(p0, new OffsetAndMetadata(5, "second"))).all()));
             emit("listConsumerGroupOffsets again", "offsets", groupOffsets(admin, group));
+            emit("listConsumerGroups", "listed", admin.listConsumerGroups().all().get().stream().filter(g -> g.groupId().equals(group))
+                .map(g -> List.of(g.isSimpleConsumerGroup(), String.valueOf(g.state().orElse(null)))).toList());
+            ConsumerGroupDescription groupDescription = admin.describeConsumerGroups(List.of(group)).all().get().get(group);
+            emit("describeConsumerGroups", "state", groupDescription.state().name(), "members", groupDescription.members().size(),
+                "assignor", groupDescription.partitionAssignor(), "simple", groupDescription.isSimpleConsumerGroup(), "coordinator", groupDescription.coordinator().id());
+            emit("deleteConsumerGroupOffsets", "error", errorOf(admin.deleteConsumerGroupOffsets(group, Set.of(p1)).all()));
+            emit("listConsumerGroupOffsets after deleteConsumerGroupOffsets", "offsets", groupOffsets(admin, group));
             emit("deleteConsumerGroups", "error", errorOf(admin.deleteConsumerGroups(List.of(group)).all()));
             emit("listConsumerGroupOffsets after delete", "offsets", groupOffsets(admin, group));
             emit("deleteConsumerGroups again", "error", errorOf(admin.deleteConsumerGroups(List.of(group)).all()));
