@@ -22,7 +22,7 @@ from aiokafka.errors import KafkaError, OffsetOutOfRangeError
 from aiokafka.protocol.admin import ApiVersionRequest, DeleteGroupsRequest, DeleteRecordsRequest
 from aiokafka.protocol.metadata import MetadataRequest
 
-from compat_client import CONFIG_SOURCES, Client, GroupMember, Offsets, PartitionReader, Record, TopicSpec, seen_record
+from compat_client import CONFIG_SOURCES, Client, GroupMember, MemberConfig, Offsets, PartitionReader, ProducerSession, Record, TopicSpec, seen_record, text
 from compat_observe import NotOffered, error_name
 
 TIMEOUT_S = 15
@@ -99,7 +99,8 @@ class AIOKafkaReader(PartitionReader):
 class AIOKafkaMember(GroupMember):
     """The consumer's coordinator task heartbeats and rejoins on the loop; a getmany task keeps it fetching."""
 
-    def __init__(self, loop: Loop, bootstrap: str, group: str, topics: list[str], assignor: str, client_id: str) -> None:
+    def __init__(self, loop: Loop, bootstrap: str, group: str, topics: list[str], config: MemberConfig) -> None:
+        super().__init__()
         self.loop = loop
 
         async def start() -> AIOKafkaConsumer:
@@ -107,11 +108,12 @@ class AIOKafkaMember(GroupMember):
                 *topics,
                 bootstrap_servers=bootstrap,
                 group_id=group,
-                client_id=client_id,
-                partition_assignment_strategy=(ASSIGNORS[assignor],),
+                client_id=config.client_id,
+                group_instance_id=config.instance_id,
+                partition_assignment_strategy=(ASSIGNORS[config.assignor],),
                 enable_auto_commit=False,
-                auto_offset_reset="earliest",
-                session_timeout_ms=6000,
+                auto_offset_reset=config.auto_offset_reset,
+                session_timeout_ms=config.session_timeout_ms,
                 heartbeat_interval_ms=200,
             )
             await consumer.start()
@@ -122,13 +124,22 @@ class AIOKafkaMember(GroupMember):
 
     async def _consume(self) -> None:
         while True:
-            await self.consumer.getmany(timeout_ms=100)
+            try:
+                batch = await self.consumer.getmany(timeout_ms=100)
+            except KafkaError as exc:  # raised to the user: recorded, and consuming goes on
+                self.errors.append(type(exc).__name__)
+                await asyncio.sleep(0.05)
+                continue
+            self.received.extend((m.topic, m.partition, m.offset, text(m.value)) for msgs in batch.values() for m in msgs)
+            self._saw({(tp.topic, tp.partition) for tp in self.consumer.assignment()})
 
     def assignment(self) -> set[tuple[str, int]]:
         async def current() -> set[tuple[str, int]]:
             return {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
 
-        return self.loop.run(current())
+        current = self.loop.run(current())
+        self._saw(current)
+        return current
 
     def commit(self, offsets: Offsets) -> None:
         self.loop.run(self.consumer.commit({TopicPartition(t, p): o for (t, p), o in offsets.items()}))
@@ -136,6 +147,32 @@ class AIOKafkaMember(GroupMember):
     def close(self) -> None:
         self.task.cancel()
         self.loop.run(self.consumer.stop())
+
+
+class AIOKafkaProducerSession(ProducerSession):
+    def __init__(self, loop: Loop, producer: AIOKafkaProducer) -> None:
+        self.loop = loop
+        self.producer = producer
+
+    def send(self, topic: str, records: list[Record]) -> list[dict]:
+        async def send() -> list[dict]:
+            futures = [
+                await self.producer.send(topic, value=r.value, key=r.key, headers=list(r.headers), partition=r.partition, timestamp_ms=r.timestamp_ms)
+                for r in records
+            ]
+            reports = []
+            for r, future in zip(records, futures):
+                try:
+                    meta = await future
+                    reports.append({"partition": meta.partition, "offset": meta.offset, "error": "NONE"})
+                except KafkaError as exc:
+                    reports.append({"partition": r.partition, "offset": -1, "error": _code(exc)})
+            return reports
+
+        return self.loop.run(send())
+
+    def close(self) -> None:
+        self.loop.run(self.producer.stop())
 
 
 class AiokafkaClient(Client):
@@ -275,8 +312,8 @@ class AiokafkaClient(Client):
                 return {"error": error_name(code)} if code else {"low_watermark": low_watermark}
         raise AssertionError("DeleteRecords answered without the partition asked about")
 
-    def produce(self, topic: str, records: list[Record], *, compression: str = "none", idempotent: bool = False, bootstrap: str | None = None, create_topic: bool = True) -> list[dict]:
-        async def send() -> list[dict]:
+    def producer(self, *, compression: str = "none", idempotent: bool = False, bootstrap: str | None = None, create_topic: bool = True) -> ProducerSession:
+        async def start() -> AIOKafkaProducer:
             producer = AIOKafkaProducer(
                 bootstrap_servers=bootstrap or self.bootstrap,
                 compression_type=None if compression == "none" else compression,
@@ -286,29 +323,15 @@ class AiokafkaClient(Client):
                 request_timeout_ms=TIMEOUT_S * 1000,
             )
             await producer.start()
-            try:
-                futures = [
-                    await producer.send(topic, value=r.value, key=r.key, headers=list(r.headers), partition=r.partition, timestamp_ms=r.timestamp_ms)
-                    for r in records
-                ]
-                reports = []
-                for r, future in zip(records, futures):
-                    try:
-                        meta = await future
-                        reports.append({"partition": meta.partition, "offset": meta.offset, "error": "NONE"})
-                    except KafkaError as exc:
-                        reports.append({"partition": r.partition, "offset": -1, "error": _code(exc)})
-                return reports
-            finally:
-                await producer.stop()
+            return producer
 
-        return self.loop.run(send())
+        return AIOKafkaProducerSession(self.loop, self.loop.run(start()))
 
     def reader(self, topic: str, partition: int, offset: int, *, max_wait_ms: int = 500, min_bytes: int = 1) -> PartitionReader:
         return AIOKafkaReader(self.loop, self.bootstrap, topic, partition, offset, max_wait_ms, min_bytes)
 
-    def group_member(self, group: str, topics: list[str], assignor: str, client_id: str) -> GroupMember:
-        return AIOKafkaMember(self.loop, self.bootstrap, group, topics, assignor, client_id)
+    def group_member(self, group: str, topics: list[str], config: MemberConfig = MemberConfig()) -> GroupMember:
+        return AIOKafkaMember(self.loop, self.bootstrap, group, topics, config)
 
     def describe_group(self, group: str) -> dict:
         (response,) = self.loop.run(self.admin.describe_consumer_groups([group]))

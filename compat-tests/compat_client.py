@@ -37,7 +37,7 @@ class Record:
     key: bytes | None = None
     headers: tuple[tuple[str, bytes], ...] = ()
     timestamp_ms: int | None = None
-    partition: int = 0
+    partition: int | None = 0  # None: the client's partitioner chooses
 
 
 @dataclass(frozen=True)
@@ -76,8 +76,39 @@ class PartitionReader:
         raise NotImplementedError
 
 
+@dataclass(frozen=True)
+class MemberConfig:
+    """How a group member is configured beyond its group and topics."""
+
+    assignor: str = "range"
+    client_id: str = "compat-member"
+    instance_id: str | None = None  # group.instance.id: a static member (KIP-345)
+    auto_offset_reset: str = "earliest"  # "earliest", "latest" or "none"
+    session_timeout_ms: int = 6000
+
+
+class ProducerSession:
+    """One producer kept open across several sends (acks=all), e.g. across a broker restart."""
+
+    def send(self, topic: str, records: list[Record]) -> list[dict]:
+        """Send ``records`` and wait for every delivery report: [{"partition", "offset", "error"}] in send
+        order (offset -1 on error). A record's ``partition`` None leaves the choice to the client's partitioner."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
 class GroupMember:
-    """A consumer in a group, kept alive (polled) in the background so that rebalances complete."""
+    """A consumer in a group, kept alive (polled) in the background so that rebalances complete.
+
+    It keeps what a user of the consumer sees: the records it was handed, the errors it raised (as the
+    client names them), and each assignment it held in turn."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[str, int, int, str | None]] = []  # topic, partition, offset, value
+        self.errors: list[str] = []
+        self.assignments: list[set[tuple[str, int]]] = []
 
     def assignment(self) -> set[tuple[str, int]]:
         raise NotImplementedError
@@ -97,6 +128,17 @@ class GroupMember:
                 return current
             time.sleep(0.05)
 
+    def wait_for_records(self, count: int, timeout_s: float) -> list[tuple[str, int, int, str | None]]:
+        """Until ``count`` records arrived, an error was raised, or ``timeout_s`` passed."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.received) < count and not self.errors and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return list(self.received)
+
+    def _saw(self, assignment: set[tuple[str, int]]) -> None:
+        if not self.assignments or self.assignments[-1] != assignment:
+            self.assignments.append(set(assignment))
+
 
 class PolledMember(GroupMember):
     """For consumers that are not thread-safe: one thread polls, and runs every other call between polls."""
@@ -104,6 +146,7 @@ class PolledMember(GroupMember):
     POLL_S = 0.05
 
     def __init__(self) -> None:
+        super().__init__()
         self._calls: queue.Queue = queue.Queue()
         self._assignment: set[tuple[str, int]] = set()
         self._running = True
@@ -112,8 +155,13 @@ class PolledMember(GroupMember):
 
     def _loop(self) -> None:
         while self._running:
-            self.poll_once()
+            try:
+                self.received.extend(self.poll_once())
+            except Exception as exc:  # the client raised it to its user: recorded, and polling goes on
+                self.errors.append(self.error_name(exc))
+                time.sleep(self.POLL_S)
             self._assignment = self.current_assignment()
+            self._saw(self._assignment)
             while not self._calls.empty():
                 call, done = self._calls.get()
                 try:
@@ -140,8 +188,13 @@ class PolledMember(GroupMember):
         self.call(leave_and_stop)
         self._thread.join(30)
 
-    def poll_once(self) -> None:
+    def poll_once(self) -> list[tuple[str, int, int, str | None]]:
+        """One poll; the records it returned."""
         raise NotImplementedError
+
+    def error_name(self, exc: Exception) -> str:
+        """How the client names an error its poll raised."""
+        return type(exc).__name__
 
     def current_assignment(self) -> set[tuple[str, int]]:
         raise NotImplementedError
@@ -231,10 +284,16 @@ class Client:
         raise NotOffered(f"{self.name} checks partitions against Metadata itself before sending")
 
     # producing and consuming -------------------------------------------------------------------------
-    def produce(self, topic: str, records: list[Record], *, compression: str = "none", idempotent: bool = False, bootstrap: str | None = None, create_topic: bool = True) -> list[dict]:
-        """Send ``records`` with one producer (acks=all) and wait for every delivery report:
-        [{"partition", "offset", "error"}] in send order (offset -1 on error)."""
+    def producer(self, *, compression: str = "none", idempotent: bool = False, bootstrap: str | None = None, create_topic: bool = True) -> ProducerSession:
         raise NotImplementedError
+
+    def produce(self, topic: str, records: list[Record], *, compression: str = "none", idempotent: bool = False, bootstrap: str | None = None, create_topic: bool = True) -> list[dict]:
+        """Send ``records`` with a producer of their own (see :meth:`ProducerSession.send`)."""
+        session = self.producer(compression=compression, idempotent=idempotent, bootstrap=bootstrap, create_topic=create_topic)
+        try:
+            return session.send(topic, records)
+        finally:
+            session.close()
 
     def reader(self, topic: str, partition: int, offset: int, *, max_wait_ms: int = 500, min_bytes: int = 1) -> PartitionReader:
         """A consumer at ``offset`` that reports OFFSET_OUT_OF_RANGE rather than resetting."""
@@ -248,8 +307,8 @@ class Client:
             reader.close()
 
     # groups ------------------------------------------------------------------------------------------
-    def group_member(self, group: str, topics: list[str], assignor: str, client_id: str) -> GroupMember:
-        """A consumer subscribed to ``topics`` in ``group`` with the "range" or "roundrobin" assignor."""
+    def group_member(self, group: str, topics: list[str], config: MemberConfig = MemberConfig()) -> GroupMember:
+        """A consumer subscribed to ``topics`` in ``group`` (the "range" or "roundrobin" assignor)."""
         raise NotImplementedError
 
     def describe_group(self, group: str) -> dict:

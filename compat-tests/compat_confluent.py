@@ -20,7 +20,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic, OffsetSpec
 
-from compat_client import CONFIG_SOURCES, Client, GroupMember, Offsets, PartitionReader, PolledMember, Record, TopicSpec, seen_record
+from compat_client import CONFIG_SOURCES, Client, GroupMember, MemberConfig, Offsets, PartitionReader, PolledMember, ProducerSession, Record, TopicSpec, seen_record, text
 from compat_observe import error_name
 
 TIMEOUT_S = 15
@@ -97,24 +97,35 @@ class ConfluentReader(PartitionReader):
 
 
 class ConfluentMember(PolledMember):
-    def __init__(self, bootstrap: str, group: str, topics: list[str], assignor: str, client_id: str) -> None:
-        self.consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": group,
-                "client.id": client_id,
-                "partition.assignment.strategy": assignor,
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-                "session.timeout.ms": 6000,
-                "heartbeat.interval.ms": 200,
-            }
-        )
+    # librdkafka names "none" "error": no committed offset is then an _AUTO_OFFSET_RESET error event
+    OFFSET_RESETS = {"earliest": "earliest", "latest": "latest", "none": "error"}
+
+    def __init__(self, bootstrap: str, group: str, topics: list[str], config: MemberConfig) -> None:
+        settings = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "client.id": config.client_id,
+            "partition.assignment.strategy": config.assignor,
+            "enable.auto.commit": False,
+            "auto.offset.reset": self.OFFSET_RESETS[config.auto_offset_reset],
+            "session.timeout.ms": config.session_timeout_ms,
+            "heartbeat.interval.ms": 200,
+        }
+        if config.instance_id is not None:
+            settings["group.instance.id"] = config.instance_id
+        self.consumer = Consumer(settings)
         self.consumer.subscribe(topics)
         super().__init__()
 
-    def poll_once(self) -> None:
-        self.consumer.poll(self.POLL_S)
+    def poll_once(self) -> list[tuple[str, int, int, str | None]]:
+        msg = self.consumer.poll(self.POLL_S)
+        if msg is None:
+            return []
+        error = msg.error()
+        if error is not None:
+            self.errors.append(error_name(error.code()) if error.code() >= 0 else f"LOCAL:{error.name()}")
+            return []
+        return [(msg.topic(), msg.partition(), msg.offset(), text(msg.value()))]
 
     def current_assignment(self) -> set[tuple[str, int]]:
         return {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
@@ -124,6 +135,36 @@ class ConfluentMember(PolledMember):
 
     def leave(self) -> None:
         self.consumer.close()
+
+
+class ConfluentProducer(ProducerSession):
+    def __init__(self, config: dict) -> None:
+        self.producer = Producer(config)
+
+    def send(self, topic: str, records: list[Record]) -> list[dict]:
+        reports: list[dict] = [{} for _ in records]
+
+        def report(index: int):
+            def on_delivery(err, msg) -> None:
+                if err is not None:
+                    reports[index] = {"partition": msg.partition(), "offset": -1, "error": error_name(err.code()) if err.code() >= 0 else f"LOCAL:{err.name()}"}
+                else:
+                    reports[index] = {"partition": msg.partition(), "offset": msg.offset(), "error": "NONE"}
+
+            return on_delivery
+
+        for index, r in enumerate(records):
+            kwargs: dict[str, Any] = {"timestamp": r.timestamp_ms} if r.timestamp_ms is not None else {}
+            if r.partition is not None:
+                kwargs["partition"] = r.partition
+            self.producer.produce(topic, value=r.value, key=r.key, headers=list(r.headers) or None, on_delivery=report(index), **kwargs)
+        remaining = self.producer.flush(TIMEOUT_S)
+        if remaining:
+            raise TimeoutError(f"{remaining} records not delivered within {TIMEOUT_S}s")
+        return reports
+
+    def close(self) -> None:
+        self.producer.flush(TIMEOUT_S)
 
 
 class ConfluentClient(Client):
@@ -223,8 +264,8 @@ class ConfluentClient(Client):
             return {"error": _code(exc)}
         return {"low_watermark": result.low_watermark}
 
-    def produce(self, topic: str, records: list[Record], *, compression: str = "none", idempotent: bool = False, bootstrap: str | None = None, create_topic: bool = True) -> list[dict]:
-        producer = Producer(
+    def producer(self, *, compression: str = "none", idempotent: bool = False, bootstrap: str | None = None, create_topic: bool = True) -> ProducerSession:
+        return ConfluentProducer(
             {
                 "bootstrap.servers": bootstrap or self.bootstrap,
                 "compression.type": compression,
@@ -235,30 +276,12 @@ class ConfluentClient(Client):
                 "message.timeout.ms": TIMEOUT_S * 1000,
             }
         )
-        reports: list[dict] = [{} for _ in records]
-
-        def report(index: int):
-            def on_delivery(err, msg) -> None:
-                if err is not None:
-                    reports[index] = {"partition": msg.partition(), "offset": -1, "error": error_name(err.code()) if err.code() >= 0 else f"LOCAL:{err.name()}"}
-                else:
-                    reports[index] = {"partition": msg.partition(), "offset": msg.offset(), "error": "NONE"}
-
-            return on_delivery
-
-        for index, r in enumerate(records):
-            kwargs = {"timestamp": r.timestamp_ms} if r.timestamp_ms is not None else {}
-            producer.produce(topic, value=r.value, key=r.key, headers=list(r.headers) or None, partition=r.partition, on_delivery=report(index), **kwargs)
-        remaining = producer.flush(TIMEOUT_S)
-        if remaining:
-            raise TimeoutError(f"{remaining} records not delivered within {TIMEOUT_S}s")
-        return reports
 
     def reader(self, topic: str, partition: int, offset: int, *, max_wait_ms: int = 500, min_bytes: int = 1) -> PartitionReader:
         return ConfluentReader(self.bootstrap, topic, partition, offset, max_wait_ms, min_bytes)
 
-    def group_member(self, group: str, topics: list[str], assignor: str, client_id: str) -> GroupMember:
-        return ConfluentMember(self.bootstrap, group, topics, assignor, client_id)
+    def group_member(self, group: str, topics: list[str], config: MemberConfig = MemberConfig()) -> GroupMember:
+        return ConfluentMember(self.bootstrap, group, topics, config)
 
     def describe_group(self, group: str) -> dict:
         (future,) = self.admin.describe_consumer_groups([group]).values()

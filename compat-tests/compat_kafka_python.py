@@ -12,7 +12,7 @@ from kafka.admin import ConfigResource, ConfigResourceType, OffsetSpec
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
-from compat_client import Client, GroupMember, Offsets, PartitionReader, PolledMember, Record, TopicSpec, seen_record
+from compat_client import Client, GroupMember, MemberConfig, Offsets, PartitionReader, PolledMember, ProducerSession, Record, TopicSpec, seen_record, text
 from compat_observe import error_name
 
 TIMEOUT_S = 15
@@ -62,15 +62,21 @@ class KafkaPythonReader(PartitionReader):
 
 
 class KafkaPythonMember(PolledMember):
-    def __init__(self, bootstrap: str, group: str, topics: list[str], assignor: str, client_id: str) -> None:
+    # kafka-python 3.0.12 can stall for good when a poll times out while its SyncGroup is in flight (its
+    # coordinator logs "timeout in ensure_active_group; returning early" and never heartbeats again), so
+    # each poll is given long enough for a join to complete; it returns as soon as records arrive.
+    POLL_S = 0.5
+
+    def __init__(self, bootstrap: str, group: str, topics: list[str], config: MemberConfig) -> None:
         self.consumer = KafkaConsumer(
             bootstrap_servers=bootstrap,
             group_id=group,
-            client_id=client_id,
-            partition_assignment_strategy=[ASSIGNORS[assignor]],
+            client_id=config.client_id,
+            group_instance_id=config.instance_id,
+            partition_assignment_strategy=[ASSIGNORS[config.assignor]],
             enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            session_timeout_ms=6000,
+            auto_offset_reset=config.auto_offset_reset,
+            session_timeout_ms=config.session_timeout_ms,
             heartbeat_interval_ms=200,
         )
         # kafka-python joins without waiting for the subscribed topics' metadata, and a leader that lacks it
@@ -80,8 +86,9 @@ class KafkaPythonMember(PolledMember):
         self.consumer.subscribe(topics)
         super().__init__()
 
-    def poll_once(self) -> None:
-        self.consumer.poll(timeout_ms=int(self.POLL_S * 1000))
+    def poll_once(self) -> list[tuple[str, int, int, str | None]]:
+        batch = self.consumer.poll(timeout_ms=int(self.POLL_S * 1000))
+        return [(m.topic, m.partition, m.offset, text(m.value)) for msgs in batch.values() for m in msgs]
 
     def current_assignment(self) -> set[tuple[str, int]]:
         return {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
@@ -93,6 +100,29 @@ class KafkaPythonMember(PolledMember):
 
     def leave(self) -> None:
         self.consumer.close()
+
+
+class KafkaPythonProducer(ProducerSession):
+    def __init__(self, producer: KafkaProducer) -> None:
+        self.producer = producer
+
+    def send(self, topic: str, records: list[Record]) -> list[dict]:
+        futures = [
+            self.producer.send(topic, value=r.value, key=r.key, headers=list(r.headers), partition=r.partition, timestamp_ms=r.timestamp_ms)
+            for r in records
+        ]
+        self.producer.flush(TIMEOUT_S)
+        reports = []
+        for r, future in zip(records, futures):
+            try:
+                meta = future.get(TIMEOUT_S)
+                reports.append({"partition": meta.partition, "offset": meta.offset, "error": "NONE"})
+            except Errors.BrokerResponseError as exc:
+                reports.append({"partition": r.partition, "offset": -1, "error": _code(exc)})
+        return reports
+
+    def close(self) -> None:
+        self.producer.close(TIMEOUT_S)
 
 
 class KafkaPythonClient(Client):
@@ -195,39 +225,25 @@ class KafkaPythonClient(Client):
             return {"error": _code(exc)}
         return {"low_watermark": result[tp]["low_watermark"]}
 
-    def produce(self, topic: str, records: list[Record], *, compression: str = "none", idempotent: bool = False, bootstrap: str | None = None, create_topic: bool = True) -> list[dict]:
-        producer = KafkaProducer(
-            bootstrap_servers=bootstrap or self.bootstrap,
-            compression_type=None if compression == "none" else compression,
-            enable_idempotence=idempotent,
-            acks="all",
-            linger_ms=5,
-            allow_auto_create_topics=create_topic,
-            delivery_timeout_ms=TIMEOUT_S * 1000,
-            request_timeout_ms=TIMEOUT_S * 1000 - 100,
+    def producer(self, *, compression: str = "none", idempotent: bool = False, bootstrap: str | None = None, create_topic: bool = True) -> ProducerSession:
+        return KafkaPythonProducer(
+            KafkaProducer(
+                bootstrap_servers=bootstrap or self.bootstrap,
+                compression_type=None if compression == "none" else compression,
+                enable_idempotence=idempotent,
+                acks="all",
+                linger_ms=5,
+                allow_auto_create_topics=create_topic,
+                delivery_timeout_ms=TIMEOUT_S * 1000,
+                request_timeout_ms=TIMEOUT_S * 1000 - 100,
+            )
         )
-        try:
-            futures = [
-                producer.send(topic, value=r.value, key=r.key, headers=list(r.headers), partition=r.partition, timestamp_ms=r.timestamp_ms)
-                for r in records
-            ]
-            producer.flush(TIMEOUT_S)
-            reports = []
-            for r, future in zip(records, futures):
-                try:
-                    meta = future.get(TIMEOUT_S)
-                    reports.append({"partition": meta.partition, "offset": meta.offset, "error": "NONE"})
-                except Errors.BrokerResponseError as exc:
-                    reports.append({"partition": r.partition, "offset": -1, "error": _code(exc)})
-            return reports
-        finally:
-            producer.close(TIMEOUT_S)
 
     def reader(self, topic: str, partition: int, offset: int, *, max_wait_ms: int = 500, min_bytes: int = 1) -> PartitionReader:
         return KafkaPythonReader(self.bootstrap, topic, partition, offset, max_wait_ms, min_bytes)
 
-    def group_member(self, group: str, topics: list[str], assignor: str, client_id: str) -> GroupMember:
-        return KafkaPythonMember(self.bootstrap, group, topics, assignor, client_id)
+    def group_member(self, group: str, topics: list[str], config: MemberConfig = MemberConfig()) -> GroupMember:
+        return KafkaPythonMember(self.bootstrap, group, topics, config)
 
     def describe_group(self, group: str) -> dict:
         try:

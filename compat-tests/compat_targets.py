@@ -9,10 +9,14 @@ would hide a broken set-up.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable
 
 
 @dataclass(frozen=True)
 class Target:
     name: str  # "odradek" or "kafka"
     bootstrap: str
+    restart: Callable[[], None] | None = field(default=None, compare=False)
+    """Stops the broker cleanly and starts it again on the same address and log directory; only the
+    brokers kept for restart scenarios have it."""

@@ -22,14 +22,11 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "jvm"))
 
 import kafka_jvm  # noqa: E402
 
-from compat_aiokafka import AiokafkaClient  # noqa: E402
 from compat_client import Client  # noqa: E402
-from compat_confluent import ConfluentClient  # noqa: E402
-from compat_kafka_python import KafkaPythonClient  # noqa: E402
+from compat_clients import CLIENTS  # noqa: E402
 from compat_observe import NotOffered, canonical  # noqa: E402
 from compat_targets import Target  # noqa: E402
 
-CLIENTS: dict[str, type[Client]] = {c.name: c for c in (ConfluentClient, KafkaPythonClient, AiokafkaClient)}
 Scenario = Callable[[Target, Client], dict]
 
 
@@ -48,6 +45,45 @@ def kafka_target() -> Target:
         return Target("kafka", kafka_jvm.shared_kafka().bootstrap)
     except kafka_jvm.JvmUnavailable as exc:
         pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def odradek_restartable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    """An odradek of its own in a subprocess, for the scenarios that restart their broker."""
+    from odradek import Broker
+
+    broker = Broker(log_dir=tmp_path_factory.mktemp("compat-odradek-restart"), config=kafka_jvm.BROKER_SETTINGS, subprocess=True).start()
+    try:
+        yield Target("odradek", broker.bootstrap, restart=broker.restart)
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_restartable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    """A Kafka broker of its own (broker.id 0, under the ZooKeeper chroot /restart-test of the shared
+    ZooKeeper, or a ZooKeeper of its own when the shared Kafka came from ODRADEK_COMPAT_KAFKA), so that
+    restarting it leaves the shared one untouched."""
+    root = tmp_path_factory.mktemp("compat-kafka-restart")
+    try:
+        shared = kafka_jvm.shared_kafka()
+        zookeeper = None if shared.zookeeper is not None else kafka_jvm.ZooKeeper(root / "zookeeper").start()
+    except kafka_jvm.JvmUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    connect = (shared.zookeeper or zookeeper).connect + "/restart-test"
+    broker = kafka_jvm.KafkaBroker(root / "kafka", connect)
+    try:
+        broker.start()
+
+        def restart() -> None:
+            broker.stop()
+            broker.start()
+
+        yield Target("kafka", broker.bootstrap, restart=restart)
+    finally:
+        broker.stop()
+        if zookeeper is not None:
+            zookeeper.stop()
 
 
 @pytest.fixture(params=["odradek", "kafka"])
@@ -98,3 +134,9 @@ class Compat:
 @pytest.fixture
 def compat(target: Target, client_name: str, odradek_target: Target) -> Compat:
     return Compat(target, client_name, odradek_target)
+
+
+@pytest.fixture(params=["odradek", "kafka"])
+def restart_compat(request: pytest.FixtureRequest, client_name: str) -> Compat:
+    """``compat`` for scenarios that restart their broker (``target.restart()``): brokers of their own."""
+    return Compat(request.getfixturevalue(f"{request.param}_restartable"), client_name, request.getfixturevalue("odradek_restartable"))
