@@ -123,7 +123,7 @@ class BrokerMetrics:
     def __init__(self, server: "KafkaServer") -> None:
         self.server = server
         self.all_topics = TopicCounters()
-        self.topics: defaultdict[str, TopicCounters] = defaultdict(TopicCounters)
+        self.topics: dict[str, TopicCounters] = {}
         self.requests: defaultdict[tuple[str, int], int] = defaultdict(int)
         self.errors: defaultdict[tuple[str, int], int] = defaultdict(int)
         self.times: defaultdict[str, RequestTimes] = defaultdict(RequestTimes)
@@ -183,6 +183,16 @@ class BrokerMetrics:
         for code, count in errors.items():
             self.errors[(name, code)] += count
 
+    def _counters(self, topic: str) -> TopicCounters:
+        """The topic's counters. A topic the cluster does not have (a misspelt or hostile name) gets a
+        throwaway set: requests must not grow the broker's memory."""
+        counters = self.topics.get(topic)
+        if counters is None:
+            counters = TopicCounters()
+            if topic in self.server.metadata.topics:
+                self.topics[topic] = counters
+        return counters
+
     def _appends(self, request: Request) -> list[tuple[TopicCounters, Any, int, int]]:
         """Per partition of a produce request: its topic's counters, the partition, its log end offset
         before the append, and the batches' size."""
@@ -191,7 +201,7 @@ class BrokerMetrics:
         # Item access: a decoded Container's attribute access costs several times more.
         for topic_data in request.body["topic_data"]:
             name = topic_data["name"]
-            counters = self.topics[name]
+            counters = self._counters(name)
             for pd in topic_data["partition_data"]:
                 partition = partitions.get((name, pd["index"]))
                 records = pd["records"]
@@ -214,7 +224,7 @@ class BrokerMetrics:
 
     def _produce_results(self, answer: dict, errors: dict[int, int]) -> None:
         for topic in answer["responses"]:
-            counters = self.topics[topic["name"]]
+            counters = self._counters(topic["name"])
             for p in topic["partition_responses"]:
                 code = int(p["error_code"])
                 errors[code] = errors.get(code, 0) + 1
@@ -227,7 +237,7 @@ class BrokerMetrics:
         by_id = self.server.replica_manager.by_topic_id
         everything = self.all_topics
         for topic in answer["responses"]:
-            counters = self.topics[topic.get("topic") or by_id.get(topic.get("topic_id"), "")]
+            counters = self._counters(topic.get("topic") or by_id.get(topic.get("topic_id"), ""))
             for p in topic["partitions"]:
                 code = int(p["error_code"])
                 errors[code] = errors.get(code, 0) + 1
@@ -280,8 +290,13 @@ class BrokerMetrics:
         yield _histogram("odradek_event_loop_lag_seconds", "How late the event loop woke a 250 ms sleeper", LOOP_LAG_BUCKETS_S, [], [([], list(self.loop_lag), self.loop_lag_sum)])
 
     def _broker_topic_metrics(self) -> Iterator[Metric]:
-        live = self.server.metadata.topics  # a deleted topic's series go, as Kafka removes its topic metrics
-        topics = [(topic, counters) for topic, counters in list(self.topics.items()) if topic in live]
+        live = self.server.metadata.topics
+        topics = []
+        for topic, counters in list(self.topics.items()):
+            if topic in live:
+                topics.append((topic, counters))
+            else:
+                self.topics.pop(topic, None)  # a deleted topic's series go (and restart from 0), as Kafka removes its topic metrics
         for field_name, doc in BROKER_TOPIC_METRICS.items():
             family = CounterMetricFamily(f"kafka_server_brokertopicmetrics_{field_name}_total", doc, labels=["topic"])
             family.add_metric([], getattr(self.all_topics, field_name))

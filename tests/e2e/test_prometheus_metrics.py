@@ -130,6 +130,11 @@ def test_a_failed_append_and_an_error_code_are_counted(metered) -> None:
     assert value(samples, "kafka_server_brokertopicmetrics_messagesin_total", topic="metered-compacted") == 0
     assert value(samples, "kafka_network_requestmetrics_errors_total", request="Produce", error="INVALID_RECORD") == 1
 
+    admin.delete_topics(["metered-compacted"])["metered-compacted"].result(30)
+    gone = scrape(url)
+    assert not [key for key in gone if ("topic", "metered-compacted") in key[1]]  # as Kafka removes a deleted topic's metrics
+    assert value(gone, "kafka_server_brokertopicmetrics_failedproducerequests_total") >= 1  # the all-topics count keeps it
+
 
 def test_the_endpoint_is_off_unless_configured(tmp_path) -> None:
     with Broker(log_dir=tmp_path) as broker:
