@@ -39,7 +39,6 @@ def one_line_failure(result: subprocess.CompletedProcess) -> str:
     [
         ("SSL://127.0.0.1:0", None, "SSL"),
         ("SASL_PLAINTEXT://127.0.0.1:0", None, "SASL_PLAINTEXT"),
-        ("SASL_SSL://127.0.0.1:0", None, "SASL_SSL"),
         ("PLAINTEXT://127.0.0.1:0,EXTERNAL://127.0.0.1:0", "PLAINTEXT:PLAINTEXT,EXTERNAL:SSL", "SSL"),
     ],
 )
