@@ -172,10 +172,11 @@ class Observed:
     records: dict[tuple[str, int], list[tuple]]
     list_offsets: dict[tuple[str, int, str], tuple[int, int, int | None]]
     groups: dict[str, dict[tuple[str, int], tuple[int, str]]]
+    group_states: dict[str, tuple]
 
 
 def observe(bootstrap: str) -> Observed:
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
     from confluent_kafka.admin import AdminClient, OffsetSpec
 
     admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_QUIET})
@@ -218,11 +219,14 @@ def observe(bootstrap: str) -> Observed:
 
     groups = {}
     for group in (ASSIGNED_GROUP, SUBSCRIBED_GROUP):
-        from confluent_kafka import ConsumerGroupTopicPartitions
-
         result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)
         groups[group] = {(tp.topic, tp.partition): (tp.offset, tp.metadata) for tp in result.topic_partitions}
-    return Observed(topics, records, list_offsets, groups)
+    listed = admin.list_consumer_groups().result(30)
+    group_states = {g.group_id: (g.is_simple_consumer_group, str(g.state)) for g in listed.valid if g.group_id.startswith("interop-")}
+    for group, future in admin.describe_consumer_groups(sorted(group_states)).items():
+        described = future.result(30)
+        group_states[group] += (described.is_simple_consumer_group, described.partition_assignor, str(described.state), len(described.members))
+    return Observed(topics, records, list_offsets, groups, group_states)
 
 
 # --- the two directories ------------------------------------------------------------------------------------------
@@ -402,3 +406,9 @@ def test_odradek_serves_kafkas_committed_offsets(kafka_written: WrittenDir, kafk
     assert expected[ASSIGNED_GROUP][("interop-events", 2)] == (30, "meta-2")
     assert expected[SUBSCRIBED_GROUP][("interop-append-time", 0)][0] == 25
     assert kafka_dir_served.observed.groups == expected
+
+
+def test_odradek_lists_and_describes_kafkas_groups(kafka_written: WrittenDir, kafka_dir_served: WrittenDir) -> None:
+    expected = kafka_written.observed.group_states
+    assert set(expected) == {ASSIGNED_GROUP, SUBSCRIBED_GROUP}
+    assert kafka_dir_served.observed.group_states == expected
