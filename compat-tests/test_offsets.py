@@ -6,9 +6,11 @@ from __future__ import annotations
 import threading
 import time
 
-from compat_client import Client, Record, TopicSpec
+from compat_client import Client, GroupMember, MemberConfig, Record, TopicSpec
 from compat_observe import unique, within
 from compat_targets import Target
+
+RECORDS_TIMEOUT_S = 15
 
 
 def _topic(client: Client, label: str) -> str:
@@ -135,5 +137,65 @@ def test_long_poll(compat):
         {
             "woken_by_record": {"offsets": [0], "error": None, "after_ack_ms": "within"},
             "min_bytes_not_reached": {"offsets": [0], "error": None, "after_ms": "within"},
+        },
+    )
+
+
+def auto_offset_reset(target: Target, client: Client) -> dict:
+    """Where a group member with no committed offset starts: earliest (the log start, which DeleteRecords
+    moved), latest (only what is produced after it joined), or none (the client raises its error)."""
+    topic = _topic(client, "offset-reset")
+    client.produce(topic, [Record(b"%d" % n) for n in range(4)])
+    deleted = client.delete_records(topic, 0, 1)
+
+    def member(reset: str) -> GroupMember:
+        return client.group_member(unique(f"group-reset-{reset}"), [topic], MemberConfig(auto_offset_reset=reset))
+
+    earliest = member("earliest")
+    try:
+        from_earliest = earliest.wait_for_records(3, RECORDS_TIMEOUT_S)
+    finally:
+        earliest.close()
+    latest = member("latest")
+    try:
+        latest.wait_for(bool, RECORDS_TIMEOUT_S)
+        time.sleep(1)  # the member looks up the log end once assigned; what is produced after that is its to read
+        client.produce(topic, [Record(b"4")])
+        from_latest = latest.wait_for_records(1, RECORDS_TIMEOUT_S)
+    finally:
+        latest.close()
+    none = member("none")
+    try:
+        none.wait_for(bool, RECORDS_TIMEOUT_S)
+        deadline = time.monotonic() + RECORDS_TIMEOUT_S
+        while not none.errors and time.monotonic() < deadline:
+            time.sleep(0.05)
+        from_none = {"records": list(none.received), "first_error": none.errors[0] if none.errors else None}
+    finally:
+        none.close()
+    return {
+        "delete_records": deleted,
+        "earliest": [[offset, value] for _, _, offset, value in from_earliest],
+        "latest": [[offset, value] for _, _, offset, value in from_latest],
+        "none": {**from_none, "records": [[offset, value] for _, _, offset, value in from_none["records"]]},
+    }
+
+
+# What each client raises to its user for auto.offset.reset=none without a committed offset.
+NO_OFFSET_ERRORS = {
+    "confluent-kafka": "LOCAL:_AUTO_OFFSET_RESET",  # librdkafka's "error" reset, an error event from poll
+    "kafka-python": "NoOffsetForPartitionError",
+    "aiokafka": "NoOffsetForPartitionError",
+}
+
+
+def test_auto_offset_reset(compat):
+    compat.check(
+        auto_offset_reset,
+        {
+            "delete_records": {"low_watermark": 1},
+            "earliest": [[1, "1"], [2, "2"], [3, "3"]],
+            "latest": [[4, "4"]],
+            "none": {"records": [], "first_error": NO_OFFSET_ERRORS[compat.client_name]},
         },
     )
