@@ -65,7 +65,7 @@ def compress(codec: int, data: Bytes, *, magic: int = 2) -> bytes:
     return _COMPRESSORS[CompressionType(codec)](data, magic)
 
 
-def decompress(codec: int, data: Bytes, *, magic: int = 2, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> bytes:
+def decompress(codec: int, data: Bytes, *, magic: int = 2, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> bytes | bytearray:
     """Decompress ``data`` from a batch (or legacy wrapper message) of ``magic``; at most ``max_size`` bytes."""
     try:
         return _DECOMPRESSORS[compression_type(codec)](memoryview(data), magic, max_size)
@@ -250,7 +250,7 @@ def _lz4_compress(data: Bytes, magic: int) -> bytes:
     return b"".join(parts)
 
 
-def _lz4_decompress(data: memoryview, magic: int, max_size: int) -> bytes:
+def _lz4_decompress(data: memoryview, magic: int, max_size: int) -> bytearray:
     end = len(data)
     if end < 7 or data[:4] != _LZ4_MAGIC_BYTES:
         raise UndecompressableRecordsError("not an lz4 frame")
@@ -268,8 +268,7 @@ def _lz4_decompress(data: memoryview, magic: int, max_size: int) -> bytes:
     pos += 1
     trailer = 4 if flg & _FLG_BLOCK_CHECKSUM else 0
     scratch = memoryview(_scratch.lz4_block)[:max_block_size]
-    parts: list[bytes] = []
-    produced = 0
+    out = bytearray()  # blocks are copied once, into this (no per-block bytes, no join)
     while True:
         if pos + 4 > end:
             raise UndecompressableRecordsError("truncated lz4 frame")
@@ -278,20 +277,15 @@ def _lz4_decompress(data: memoryview, magic: int, max_size: int) -> bytes:
         if size == 0:
             if flg & _FLG_CONTENT_CHECKSUM and pos + 4 > end:
                 raise UndecompressableRecordsError("truncated lz4 content checksum")
-            return b"".join(parts)
+            return out
         stored = size & _LZ4_UNCOMPRESSED_BLOCK
         size &= ~_LZ4_UNCOMPRESSED_BLOCK
         if size > max_block_size or pos + size + trailer > end:
             raise UndecompressableRecordsError(f"lz4 block of {size} bytes overruns the frame")
         block = data[pos : pos + size]
-        if stored:
-            part = bytes(block)
-        else:
-            part = bytes(scratch[: cramjam.lz4.decompress_block_into(block, scratch)])
-        produced += len(part)
-        if produced > max_size:
+        out += block if stored else scratch[: cramjam.lz4.decompress_block_into(block, scratch)]
+        if len(out) > max_size:
             raise _too_large(max_size)
-        parts.append(part)
         pos += size + trailer
 
 
