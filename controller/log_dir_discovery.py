@@ -29,7 +29,14 @@ from pathlib import Path
 from typing import Mapping
 
 from odradek.controller.metadata import PartitionState, TopicInfo
-from odradek.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, META_PROPERTIES, LeaderEpochCheckpointFile, read_partition_metadata, read_properties
+from odradek.storage.checkpoints import (
+    LEADER_EPOCH_CHECKPOINT,
+    META_PROPERTIES,
+    CorruptCheckpointError,
+    LeaderEpochCheckpointFile,
+    read_partition_metadata,
+    read_properties,
+)
 from odradek.storage.log import parse_topic_partition
 from odradek.storage.log_manager import DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX
 from odradek.storage.producer_state import SNAPSHOT_SUFFIX, CorruptSnapshotError, read_snapshot
@@ -59,10 +66,9 @@ def recover_metadata(log_dirs: list[Path], node_id: int, internal_topic_configs:
             except ValueError:
                 continue
             directory = Path(entry.path)
-            checkpoint = LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT).read()
-            epochs.setdefault(topic, {})[partition] = checkpoint[-1][0] if checkpoint else 0
+            epochs.setdefault(topic, {})[partition] = _latest_epoch(directory)
             recovered.max_producer_id = max(recovered.max_producer_id, _max_producer_id(directory))
-            topic_id = read_partition_metadata(directory)
+            topic_id = _topic_id(directory)
             if topic_id is not None:
                 topic_ids.setdefault(topic, topic_id)
     for topic, partitions in sorted(epochs.items()):
@@ -75,9 +81,26 @@ def recover_metadata(log_dirs: list[Path], node_id: int, internal_topic_configs:
     return recovered
 
 
+# A damaged file yields nothing here: it is the partition's log that reports it (or rebuilds it) when it opens.
+
+
+def _latest_epoch(partition_dir: Path) -> int:
+    try:
+        entries = LeaderEpochCheckpointFile(partition_dir / LEADER_EPOCH_CHECKPOINT).read()
+    except CorruptCheckpointError:
+        return 0
+    return entries[-1][0] if entries else 0
+
+
+def _topic_id(partition_dir: Path) -> uuid.UUID | None:
+    try:
+        return read_partition_metadata(partition_dir)
+    except CorruptCheckpointError:
+        return None
+
+
 def _max_producer_id(partition_dir: Path) -> int:
-    """The highest producer id in the partition's latest snapshot; -1 if none (a damaged snapshot is the
-    log's to report when it opens)."""
+    """The highest producer id in the partition's latest snapshot; -1 if none."""
     snapshots = sorted(partition_dir.glob(f"*{SNAPSHOT_SUFFIX}"))
     if not snapshots:
         return -1
