@@ -243,7 +243,8 @@ class LogManager:
                     log_.config = config
 
     def delete_log(self, topic: str, partition: int) -> None:
-        """Remove the partition's log and directory (see ``Log.delete``)."""
+        """Close the partition's log and rename its directory for deletion (``Log.delete``); ``delete_logs``
+        removes the directory once ``file.delete.delay.ms`` has passed."""
         tp = (topic, partition)
         with self._lock:
             log_ = self.get_log(topic, partition)
