@@ -175,3 +175,38 @@ def test_idempotent_retry(compat):
             "error": None,
         },
     )
+
+
+COMPACTION_TIMEOUT_S = 60
+
+
+def compacted_read_back(target: Target, client: Client) -> dict:
+    """A compacted topic read back once the cleaner ran: the latest value of each key, tombstones kept
+    (delete.retention.ms is a day), offsets unchanged. segment.ms rolls the segment at the next append,
+    so the records before it are no longer in the active segment, which the cleaner never touches."""
+    topic = unique("compacted")
+    configs = {"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01"}
+    client.create_topics([TopicSpec(topic, configs=configs)])
+    client.wait_for_topic(topic, 1)
+    writes = [(b"k1", b"a1"), (b"k2", b"b1"), (b"k1", b"a2"), (b"k3", b"c1"), (b"k2", None), (b"k1", b"a3")]
+    client.produce(topic, [Record(value, key=key) for key, value in writes])
+    time.sleep(0.3)  # past segment.ms: the next append rolls a new segment
+    client.produce(topic, [Record(b"d1", key=b"k4")])
+    deadline = time.monotonic() + COMPACTION_TIMEOUT_S
+    while True:
+        seen, error = client.read(topic, 0, 0, len(writes) + 1, timeout_s=1)
+        if len(seen) < len(writes) + 1 or error is not None or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    return {
+        "read_back": [[r["offset"], r["key"], r["value"]] for r in seen],
+        "error": error,
+        "log_end": client.list_offset(topic, 0, "latest")["offset"],
+    }
+
+
+def test_compacted_read_back(compat):
+    compat.check(
+        compacted_read_back,
+        {"read_back": [[3, "k3", "c1"], [4, "k2", None], [5, "k1", "a3"], [6, "k4", "d1"]], "error": None, "log_end": 7},
+    )
