@@ -334,6 +334,7 @@ DUMPS = {
     "every-file": (ALL_KINDS, False, ()),
     "deep-iteration": ((".log",), False, ("--deep-iteration",)),
     "print-data-log": ((".log",), False, ("--print-data-log",)),
+    "payloads-of-the-first-bytes": ((".log",), False, ("--print-data-log", "--skip-record-metadata", "--max-bytes", "2500")),
     "offsets-decoder": ((".log", ".snapshot"), True, ("--offsets-decoder",)),
 }
 """kafka-dump-log runs compared: (file kinds, of __consumer_offsets or of the other topics, options)."""
