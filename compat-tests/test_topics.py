@@ -246,3 +246,45 @@ def test_message_format_version(compat, incremental: bool):
             "not_a_version": "INVALID_CONFIG",
         },
     )
+
+
+PARTITIONED_KEYS = [b"key-%d" % n for n in range(8)]
+
+
+def keyed_after_create_partitions(target: Target, client: Client) -> dict:
+    """Keys spread by the client's own partitioner over the partition count Metadata reports: all in
+    partition 0 of a one-partition topic, then over three once CreatePartitions added two."""
+    topic = unique("grow-keys")
+    client.create_topics([TopicSpec(topic)])
+    client.wait_for_topic(topic, 1)
+    keyed = [Record(b"v", key=key, partition=None) for key in PARTITIONED_KEYS]
+    before = client.produce(topic, keyed)
+    grown = client.create_partitions({topic: 3})[topic]
+    client.wait_for_topic(topic, 3)
+    after = client.produce(topic, keyed)
+    return {
+        "before": [[r["partition"], r["error"]] for r in before],
+        "create_partitions": grown,
+        "after": [[r["partition"], r["error"]] for r in after],
+    }
+
+
+# The partition each client's default partitioner picks for PARTITIONED_KEYS among three partitions:
+# librdkafka's consistent_random is CRC-32 of the key modulo the count; kafka-python and aiokafka follow
+# the Java client: murmur2 of the key, made positive, modulo the count.
+KEYED_PARTITIONS = {
+    "confluent-kafka": [0, 2, 0, 2, 1, 0, 2, 2],
+    "kafka-python": [1, 0, 2, 2, 0, 2, 2, 1],
+    "aiokafka": [1, 0, 2, 2, 0, 2, 2, 1],
+}
+
+
+def test_keyed_after_create_partitions(compat):
+    compat.check(
+        keyed_after_create_partitions,
+        {
+            "before": [[0, "NONE"]] * len(PARTITIONED_KEYS),
+            "create_partitions": "NONE",
+            "after": [[p, "NONE"] for p in KEYED_PARTITIONS[compat.client_name]],
+        },
+    )
