@@ -38,6 +38,7 @@ import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.RebalanceInProgressException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
@@ -49,7 +50,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * <pre>
  *   produce BOOTSTRAP TOPIC COUNT CODEC...  the idempotent producer (the client's defaults), once per
  *                                          compression codec, then a read-back
- *   group   BOOTSTRAP TOPIC GROUP COUNT  two group members in one thread, then one leaves
+ *   group   BOOTSTRAP TOPIC GROUP COUNT ASSIGNOR  two group members in one thread, then one leaves
  *   admin   BOOTSTRAP TOPIC              the AdminClient over a topic's life and a group's offsets
  * </pre>
  */
@@ -62,7 +63,7 @@ public final class ClientProbe {
         String bootstrap = args[1];
         switch (args[0]) {
             case "produce" -> produce(bootstrap, args[2], Integer.parseInt(args[3]), List.of(args).subList(4, args.length));
-            case "group" -> group(bootstrap, args[2], args[3], Integer.parseInt(args[4]));
+            case "group" -> group(bootstrap, args[2], args[3], Integer.parseInt(args[4]), args[5]);
             case "admin" -> admin(bootstrap, args[2]);
             default -> throw new IllegalArgumentException("unknown sub-command " + args[0]);
         }
@@ -95,7 +96,7 @@ public final class ClientProbe {
         return new KafkaProducer<>(props, new StringSerializer(), new StringSerializer());
     }
 
-    private static KafkaConsumer<String, String> consumer(String bootstrap, String groupId, String clientId) {
+    private static KafkaConsumer<String, String> consumer(String bootstrap, String groupId, String clientId, Map<String, String> overrides) {
         Properties props = clientProperties(bootstrap);
         if (groupId != null) {
             props.put(ConsumerConfig.GROUP_ID_CONFIG, groupId);
@@ -105,6 +106,7 @@ public final class ClientProbe {
         props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         props.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "100");
         props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "200");  // a member learns of a rebalance at its next heartbeat
+        props.putAll(overrides);
         return new KafkaConsumer<>(props, new StringDeserializer(), new StringDeserializer());
     }
 
@@ -135,7 +137,7 @@ public final class ClientProbe {
             }
         }
         int total = count * codecs.size();
-        try (KafkaConsumer<String, String> consumer = consumer(bootstrap, null, "read-back")) {
+        try (KafkaConsumer<String, String> consumer = consumer(bootstrap, null, "read-back", Map.of())) {
             List<TopicPartition> partitions = consumer.partitionsFor(topic).stream()
                 .map(p -> new TopicPartition(topic, p.partition())).toList();
             consumer.assign(partitions);
@@ -189,7 +191,12 @@ public final class ClientProbe {
                     row.addAll(describe(r));
                     consumed.add(row);
                 }
-                member.commitSync();
+                try {
+                    member.commitSync();
+                } catch (RebalanceInProgressException e) {
+                    // Mid-rebalance (cooperative: between its two rounds) a member may not commit; the next
+                    // commit after the rebalance covers the same positions, as an application retries.
+                }
             });
         }
         return consumed;
@@ -202,11 +209,12 @@ public final class ClientProbe {
         return consumed;
     }
 
-    private static void group(String bootstrap, String topic, String groupId, int count) throws Exception {
+    private static void group(String bootstrap, String topic, String groupId, int count, String assignor) throws Exception {
         Map<String, KafkaConsumer<String, String>> members = new TreeMap<>();
         try (KafkaProducer<String, String> producer = producer(bootstrap, Map.of())) {
             for (String name : List.of("a", "b")) {
-                KafkaConsumer<String, String> member = consumer(bootstrap, groupId, "member-" + name);
+                KafkaConsumer<String, String> member = consumer(bootstrap, groupId, "member-" + name,
+                    Map.of(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, assignor));
                 member.subscribe(List.of(topic), listener(name));
                 members.put(name, member);
             }
