@@ -236,7 +236,9 @@ class EmbeddedController:
         self.listener.on_topic_deleted(topic)
         return topic
 
-    def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None, *, validate_only: bool = False) -> TopicInfo:
+    def plan_partitions(self, name: str, count: int, assignments: list[list[int]] | None) -> TopicInfo:
+        """Validate CreatePartitions and assign the new partitions, changing nothing: the topic with only
+        its new partitions, as :meth:`create_partitions` will add them."""
         topic = self.image.topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
@@ -250,6 +252,7 @@ class EmbeddedController:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic currently has {current} partitions, which is higher than the requested {count}.")
         if count == current:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+        check_batch_size(count - current)
         rf = len(topic.partitions[0].replicas)
         if assignments is not None:
             if len(assignments) != count - current:
@@ -259,12 +262,16 @@ class EmbeddedController:
             if any(len(r) != rf for r in new.values()):
                 raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Inconsistent replication factor between partitions, partition 0 has {rf} while partitions [{current}] have replication factors [{len(next(iter(new.values())))}], respectively.")
         else:
-            check_batch_size(count - current)
             new = self.assign_replicas(count - current, rf, current)
+        states = {p: PartitionState(replicas[0], 0, list(replicas), list(replicas)) for p, replicas in new.items()}
+        return TopicInfo(name, topic.topic_id, states, topic.configs)
+
+    def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None, *, validate_only: bool = False) -> TopicInfo:
+        new = self.plan_partitions(name, count, assignments).partitions
+        topic = self.image.topics[name]
         if validate_only:
             return topic
-        for p, replicas in new.items():
-            topic.partitions[p] = PartitionState(replicas[0], 0, list(replicas), list(replicas))
+        topic.partitions.update(new)
         self._commit(lambda: [topic.partitions.pop(p) for p in new])
         self.listener.on_partitions_changed(topic, sorted(new))
         return topic

@@ -216,23 +216,35 @@ class LogManager:
             self._partitions_in[log_dir] += 1
             return log_
 
-    def create_logs(self, topic: str, leader_epochs: Mapping[int, int | None], config: LogConfig, topic_id: uuid.UUID) -> None:
+    def create_logs(self, topic: str, leader_epochs: Mapping[int, int | None], config: LogConfig, topic_id: uuid.UUID) -> list[int]:
         """Make the logs of new partitions (index -> the leader epoch this broker starts, None if it follows)
-        with their topic id, durable when this returns.
+        with their topic id, durable when this returns; returns the partitions it made (not those that had
+        a log already). All or nothing: if one cannot be made, those it made are deleted again.
 
         Kafka fsyncs each partition's ``partition.metadata`` and ``leader-epoch-checkpoint`` (two fsyncs
         each, with their directory); here they are written as a batch and made durable by one filesystem
         sync, so thousands of new partitions take seconds instead of minutes.
         """
-        for index, epoch in leader_epochs.items():
-            log_ = self.get_or_create_log(topic, index, config)
-            log_.assign_topic_id(topic_id, sync=False)
-            if epoch is not None:
-                log_.assign_epoch_start_offset(epoch, log_.log_end_offset, sync=False)
-        with self._lock:
-            used = {self._log_dirs_of[(topic, index)] for index in leader_epochs}
-        for log_dir in used:
-            sync_filesystem(log_dir)
+        made = []
+        try:
+            for index, epoch in leader_epochs.items():
+                with self._lock:
+                    if (topic, index) in self._log_dirs_of:
+                        continue  # made by a request racing this one, which owns it
+                    log_ = self.get_or_create_log(topic, index, config)
+                made.append(index)
+                log_.assign_topic_id(topic_id, sync=False)
+                if epoch is not None:
+                    log_.assign_epoch_start_offset(epoch, log_.log_end_offset, sync=False)
+            with self._lock:
+                used = {self._log_dirs_of[(topic, index)] for index in made}
+            for log_dir in used:
+                sync_filesystem(log_dir)
+        except BaseException:
+            for index in made:
+                self.delete_log(topic, index)
+            raise
+        return made
 
     def set_topic_config(self, topic: str, config: LogConfig) -> None:
         """New topic configs (AlterConfigs): applied to open logs and to logs opened later."""

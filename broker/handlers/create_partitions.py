@@ -1,7 +1,8 @@
 """CreatePartitions: raise a topic's partition count, with explicit replica assignments or Kafka's own.
 
 Kafka's checks (``KafkaApis.handleCreatePartitionsRequest``, ``ZkAdminManager.createPartitions``): a topic
-named twice is INVALID_REQUEST; then the controller's count and assignment checks.
+named twice is INVALID_REQUEST; then the controller's count and assignment checks. The new partitions' logs
+are made off the event loop before they are published (:mod:`odradek.broker.new_logs`).
 As with DeleteTopics, ``timeout_ms <= 0`` answers REQUEST_TIMED_OUT for partitions created without waiting.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from odradek.broker.new_logs import make_logs
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
@@ -17,7 +19,7 @@ if TYPE_CHECKING:
     from odradek.broker.kafka_server import KafkaServer
 
 
-def handle(server: "KafkaServer", request: Request) -> dict:
+async def handle(server: "KafkaServer", request: Request) -> dict:
     body = request.body
     counts = Counter(t.name for t in body.topics)
     results = []
@@ -28,7 +30,10 @@ def handle(server: "KafkaServer", request: Request) -> dict:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
             assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
             assert server.controller is not None
-            server.controller.create_partitions(t.name, t.count, assignments, validate_only=body.validate_only)
+            planned = server.controller.plan_partitions(t.name, t.count, assignments)
+            if not body.validate_only:
+                await make_logs(server, planned)
+                server.controller.create_partitions(t.name, t.count, assignments)
             if body.timeout_ms <= 0 and not body.validate_only:
                 result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
         except KafkaError as exc:

@@ -1,8 +1,6 @@
 """CreateTopics: names, partitions, replication factors or explicit assignments, configs, validate-only.
 
-A topic's partition directories and files are made on worker threads, a chunk of partitions at a time,
-before the controller publishes the topic: publishing then only finds them, so a topic of thousands of
-partitions does not stall every other client, and a topic whose logs cannot all be made is not created.
+A topic's logs are made off the event loop before the controller publishes it (:mod:`odradek.broker.new_logs`).
 """
 
 from __future__ import annotations
@@ -10,9 +8,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from odradek.broker.handlers.describe_configs import topic_config_entries
+from odradek.broker.new_logs import make_logs
 from odradek.controller.embedded import check_batch_size
 from odradek.controller.metadata import TopicInfo
 from odradek.protocol.api import Request
@@ -20,9 +17,6 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from odradek.broker.kafka_server import KafkaServer
-
-LOG_CREATION_CHUNK = 100
-"""Partitions whose logs one worker-thread call makes."""
 
 
 async def handle(server: "KafkaServer", request: Request) -> dict:
@@ -46,7 +40,7 @@ async def handle(server: "KafkaServer", request: Request) -> dict:
             assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
             topic = server.create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments, validate_only=True)
             if not body.validate_only:
-                await _make_logs(server, topic)
+                await _make_logs_reserving_name(server, topic)
                 topic = server.create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments, topic_id=topic.topic_id)
             state = next(iter(topic.partitions.values()))
             result.update(
@@ -78,36 +72,13 @@ def _partition_count(server: "KafkaServer", t: Any) -> int:
     return server.config["num.partitions"] if t.num_partitions == -1 else max(t.num_partitions, 0)
 
 
-async def _make_logs(server: "KafkaServer", topic: TopicInfo) -> None:
-    """Make the logs of a validated topic (as the controller will assign it) on worker threads, its name
-    taken meanwhile; if one cannot be made (a full disk, no descriptors), those made are deleted and the
-    request is answered KAFKA_STORAGE_ERROR."""
-    controller, logs = server.controller, server.log_manager
+async def _make_logs_reserving_name(server: "KafkaServer", topic: TopicInfo) -> None:
+    """The new topic's logs, its name taken meanwhile so that no other request creates it."""
+    controller = server.controller
     assert controller is not None
-    config = server.replica_manager.log_config(topic)
-    made: list[int] = []
-
-    def make(partitions: list[int]) -> None:
-        made.extend(partitions)
-        epochs = {i: topic.partitions[i].leader_epoch if topic.partitions[i].leader == server.broker_id else None for i in partitions}
-        logs.create_logs(topic.name, epochs, config, topic.topic_id)
-
-    def unmake() -> None:
-        for index in made:
-            logs.delete_log(topic.name, index)
-
-    indexes = sorted(topic.partitions)
     controller.creating.add(topic.name)
     try:
-        for start in range(0, len(indexes), LOG_CREATION_CHUNK):
-            await anyio.to_thread.run_sync(make, indexes[start : start + LOG_CREATION_CHUNK])
-    except OSError as exc:
-        await anyio.to_thread.run_sync(unmake)
-        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"Failed to create the logs of topic {topic.name}: {exc}") from None
-    except BaseException:
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(unmake)
-        raise
+        await make_logs(server, topic)
     finally:
         controller.creating.discard(topic.name)
 

@@ -60,8 +60,13 @@ def delete_records(wire, name: str, offset: int) -> tuple[int, int]:
     return answer.error_code, answer.low_watermark
 
 
-def topics(wire) -> set[str]:
-    return {t.name for t in wire.call(ApiKey.Metadata, 1, {"topics": None}).topics}
+def add_partitions(wire, name: str, count: int) -> int:
+    body = {"topics": [{"name": name, "count": count, "assignments": None}], "timeout_ms": 5000, "validate_only": False}
+    return wire.call(ApiKey.CreatePartitions, 1, body).results[0].error_code
+
+
+def topics(wire) -> dict[str, int]:
+    return {t.name: len(t.partitions) for t in wire.call(ApiKey.Metadata, 1, {"topics": None}).topics}
 
 
 def earliest(wire, name: str) -> int:
@@ -80,14 +85,17 @@ def test_admin_requests_on_a_full_disk_answer_and_recover(small_disk: Path, conn
         assert delete_topic(wire, "doomed") == E.KAFKA_STORAGE_ERROR
         assert delete_records(wire, "kept", 5) == (E.KAFKA_STORAGE_ERROR, -1)
         assert create(wire, "new", 3) == E.KAFKA_STORAGE_ERROR
-        assert topics(wire) == {"kept", "doomed"}, "the metadata is what the disk holds"
-        assert not [d for d in os.listdir(small_disk) if d.startswith("new-") and not d.endswith("-delete")], "no half-made topic"
+        assert add_partitions(wire, "kept", 3) == E.KAFKA_STORAGE_ERROR
+        assert topics(wire) == {"kept": 1, "doomed": 1}, "the metadata is what the disk holds"
+        half_made = [d for d in os.listdir(small_disk) if d.startswith(("new-", "kept-1", "kept-2")) and not d.endswith("-delete")]
+        assert not half_made, "no half-made topic or partition"
 
         filler.unlink()
         assert delete_topic(wire, "doomed") == E.NONE
         assert delete_records(wire, "kept", 5) == (E.NONE, 5)
         assert create(wire, "new", 3) == E.NONE
+        assert add_partitions(wire, "kept", 3) == E.NONE
         broker.restart()
         wire = connect(broker.bootstrap)
-        assert topics(wire) == {"kept", "new"}
+        assert topics(wire) == {"kept": 3, "new": 3}
         assert earliest(wire, "kept") == 5

@@ -1,0 +1,49 @@
+"""Making the logs of new partitions (CreateTopics, CreatePartitions) before the controller publishes them.
+
+Thousands of partitions mean thousands of directories and files: they are made on worker threads, a chunk
+at a time, so the event loop keeps serving every other client, and publishing then only finds them. If
+any cannot be made (a full disk, no descriptors), those this request made are deleted again and it is
+answered KAFKA_STORAGE_ERROR: no topic or partition is left half-made.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import anyio
+
+from odradek.controller.metadata import TopicInfo
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from odradek.broker.kafka_server import KafkaServer
+
+CHUNK = 100
+"""Partitions whose logs one worker-thread call makes."""
+
+
+async def make_logs(server: "KafkaServer", planned: TopicInfo) -> None:
+    """Make the logs of ``planned.partitions`` (as the controller planned them) off the event loop."""
+    logs = server.log_manager
+    config = server.replica_manager.log_config(planned)
+    made: list[int] = []
+
+    def make(indexes: list[int]) -> None:
+        epochs = {i: planned.partitions[i].leader_epoch if planned.partitions[i].leader == server.broker_id else None for i in indexes}
+        made.extend(logs.create_logs(planned.name, epochs, config, planned.topic_id))
+
+    def unmake() -> None:
+        for index in made:
+            logs.delete_log(planned.name, index)
+
+    indexes = sorted(planned.partitions)
+    try:
+        for start in range(0, len(indexes), CHUNK):
+            await anyio.to_thread.run_sync(make, indexes[start : start + CHUNK])
+    except OSError as exc:
+        await anyio.to_thread.run_sync(unmake)
+        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"Failed to create the logs of {planned.name}: {exc}") from None
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(unmake)
+        raise
