@@ -64,6 +64,7 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     _k("num.io.threads", I, 8, "Kafka's request handler thread count; odradek serves from one event loop.", at_least=1, acted_on=False),
     _k("num.recovery.threads.per.data.dir", I, 2, "Threads per data directory for log recovery at startup.", at_least=1, acted_on=False),
     _k("queued.max.requests", I, 500, "Queued requests allowed per connection before reading stops.", at_least=1),
+    _k("queued.max.request.bytes", L, -1, "The number of queued bytes allowed before no more requests are read; -1: no bound but socket.request.max.bytes per request."),
     _k("request.timeout.ms", I, 30000, "Upper bound for waiting on delayed operations without a timeout of their own.", acted_on=False),
     # topics
     _k("auto.create.topics.enable", B, True, "Enable auto creation of topic on the server (Metadata and Produce for unknown topics)."),
@@ -193,6 +194,8 @@ class BrokerConfig:
         for name in self.originals:
             if name not in BROKER_KEYS and not name.startswith(IGNORED_PREFIXES):
                 log.warning("Unknown configuration %r was supplied but isn't a known config.", name)
+        if 0 < self["queued.max.request.bytes"] < self["socket.request.max.bytes"]:
+            raise ConfigError("queued.max.request.bytes must be larger or equal to socket.request.max.bytes")
         self.listeners = parse_listeners(self["listeners"])
         if not self.listeners:
             raise ConfigError("listeners must name at least one listener")

@@ -11,21 +11,24 @@ and ordinary sends share one socket without a transport buffering in between.
 
 from __future__ import annotations
 
+import collections
 import errno
 import inspect
 import logging
 import os
 import socket
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
 from odradek.broker.config import BrokerConfig
-from odradek.broker.framing import FrameReader, FrameTooLarge
+from odradek.broker.framing import RECEIVE_BUFFER_SIZE, FrameReader, FrameTooLarge
 from odradek.broker.kafka_apis import CLOSE_CONNECTION, HANDLERS, error_response, unsupported_api_versions_response
 from odradek.broker.kafka_server import KafkaServer
+from odradek.broker.memory_pool import MemoryPool, Unbounded, memory_pool
 from odradek.protocol.api import ApiKey, UnknownApiKey, UnsupportedApiVersion, decode_request, encode_response
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.schema import DecodeError
@@ -39,59 +42,127 @@ class ConnectionClosed(Exception):
     pass
 
 
+@dataclass
+class Network:
+    """What the connections of one event loop share: the receive buffer, the request memory pool, the task
+    group their tasks run in, and the set of open connections (for idle expiry)."""
+
+    config: BrokerConfig
+    tg: TaskGroup
+    receive_buffer: bytearray
+    pool: MemoryPool | Unbounded
+    connections: set["Connection"] = field(default_factory=set)
+
+    async def expire_idle_connections(self) -> None:
+        """Close connections idle for connections.max.idle.ms, as Kafka's Selector does, from one task for all
+        of them rather than a timer per connection."""
+        idle_s = self.config["connections.max.idle.ms"] / 1000
+        while True:
+            await anyio.sleep(min(1.0, idle_s / 4))
+            now = time.monotonic()
+            for conn in list(self.connections):
+                if not conn.writing and now - conn.last_active >= idle_s:
+                    log.debug("Closing idle connection from %s", conn.peer)
+                    conn.end()
+
+
 class Connection:
-    def __init__(self, server: KafkaServer, sock: socket.socket, peer_host: str, peer_port: int) -> None:
+    """One client connection: requests are handled in arrival order as they are read, answers are sent in the
+    same order (Kafka's pipelining with in-order responses).
+
+    An idle connection is only its socket, its unfinished request bytes and one task waiting for the socket to
+    be readable: the writer task runs only while answers are queued, and idle expiry is one task for all
+    connections, so that thousands of connections cost a few kilobytes each.
+    """
+
+    __slots__ = ("server", "network", "sock", "peer_host", "peer", "pool", "reader", "outbox", "max_queued", "room", "reading", "writing", "closed", "last_active")
+
+    def __init__(self, server: KafkaServer, network: Network, sock: socket.socket, peer_host: str, peer_port: int) -> None:
         self.server = server
+        self.network = network
         self.sock = sock
         self.peer_host = peer_host
         self.peer = f"{peer_host}:{peer_port}"
-        self.reader = FrameReader(server.config["socket.request.max.bytes"])
-        send, receive = anyio.create_memory_object_stream[Any](server.config["queued.max.requests"])
-        self.outbox_send = send
-        self.outbox_receive = receive
+        self.pool = network.pool
+        self.reader = FrameReader(server.config["socket.request.max.bytes"], network.receive_buffer, network.pool)
+        self.outbox: collections.deque[tuple[Any, Any]] = collections.deque()
+        self.max_queued: int = server.config["queued.max.requests"]
+        self.room: anyio.Event | None = None  # set when the writer takes answers from a full outbox
+        self.reading = True
+        self.writing = False
+        self.closed = False
         self.last_active = time.monotonic()
 
     async def run(self) -> None:
+        self.network.connections.add(self)
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._write_loop, tg)
-                await self._read_loop()
-                await self.outbox_send.aclose()
-        except* (ConnectionClosed, OSError):
-            pass  # the task group wraps a peer's reset in an ExceptionGroup; it ends this connection only
-        except* Exception as group:
+            await self._read_loop()
+        except (ConnectionClosed, OSError):
+            pass
+        except Exception:
             # A bug met while serving one connection closes that connection, never the broker.
-            for exc in group.exceptions:
-                log.error("Closing connection from %s after an unexpected error", self.peer, exc_info=exc)
+            log.exception("Closing connection from %s after an unexpected error", self.peer)
         finally:
-            self.sock.close()
+            self.reading = False
+            self.network.connections.discard(self)
+            self.reader.close()
+            if not self.writing:  # else the writer sends what is queued, then closes
+                self.sock.close()
+
+    def end(self) -> None:
+        """Stop both directions: the reader wakes to an end of stream and the connection closes."""
+        self.closed = True
+        if self.room is not None:
+            self.room.set()
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     # -- reading ------------------------------------------------------------------------------------------
 
     async def _read_loop(self) -> None:
-        idle_s = self.server.config["connections.max.idle.ms"] / 1000
         sock = self.sock
+        reader = self.reader
+        pool = self.pool
         while True:
+            if pool.exhausted and not reader.in_frame:
+                await pool.wait_available()  # Kafka mutes the channel until the pool has memory again
             try:
-                n = sock.recv_into(self.reader.buffer())
+                n = sock.recv_into(reader.buffer())
             except BlockingIOError:
-                with anyio.move_on_after(idle_s) as scope:
-                    await anyio.wait_readable(sock)
-                if scope.cancelled_caught and time.monotonic() - self.last_active >= idle_s:
-                    log.debug("Closing idle connection from %s", self.peer)
-                    return
+                await anyio.wait_readable(sock)
                 continue
-            if not n:
+            if not n or self.closed:
                 return
             self.last_active = time.monotonic()
             try:
-                frames = self.reader.received(n)
+                frames = reader.received(n)
             except FrameTooLarge as exc:
                 log.warning("Closing connection from %s: %s", self.peer, exc)
                 return
-            for frame in frames:
-                if not await self._dispatch(frame):
-                    return
+            charged = [len(frame) for frame in frames]  # released as each is handled, as Kafka's handlers do
+            try:
+                for frame in frames:
+                    keep_open = await self._dispatch(frame)
+                    pool.release(charged.pop(0))
+                    if not keep_open:
+                        return
+            finally:
+                pool.release(sum(charged))
+
+    async def _send(self, request: Any, result: Any) -> None:
+        """Queue an answer (at most queued.max.requests: reading waits beyond) and start the writer if idle."""
+        while len(self.outbox) >= self.max_queued and not self.closed:
+            if self.room is None:
+                self.room = anyio.Event()
+            await self.room.wait()
+        if self.closed:
+            raise ConnectionClosed
+        self.outbox.append((request, result))
+        if not self.writing:
+            self.writing = True
+            self.network.tg.start_soon(self._write_loop)
 
     async def _dispatch(self, frame: bytearray) -> bool:
         """Decode and handle one request; False closes the connection."""
@@ -99,7 +170,7 @@ class Connection:
             request = decode_request(frame)
         except UnsupportedApiVersion as exc:
             if exc.api_key == ApiKey.ApiVersions:
-                await self.outbox_send.send((unsupported_api_versions_response(exc.correlation_id), None))
+                await self._send(unsupported_api_versions_response(exc.correlation_id), None)
                 return True
             log.warning("Closing connection from %s: %s", self.peer, exc)
             return False
@@ -114,7 +185,7 @@ class Connection:
         handler = HANDLERS.get(header.api_key)
         if handler is None or not handler.min_version <= header.api_version <= handler.max_version:
             if header.api_key == ApiKey.ApiVersions:
-                await self.outbox_send.send((unsupported_api_versions_response(header.correlation_id), None))
+                await self._send(unsupported_api_versions_response(header.correlation_id), None)
                 return True
             log.warning("Closing connection from %s: unsupported %s v%d", self.peer, request.api.name, header.api_version)
             return False
@@ -129,55 +200,64 @@ class Connection:
             return False
         if result is None:
             return True
-        await self.outbox_send.send((request, result))
+        await self._send(request, result)
         return True
 
     # -- writing ------------------------------------------------------------------------------------------
 
-    async def _write_loop(self, tg: TaskGroup) -> None:
-        """Answers in request order. Answers already complete when the writer gets to them go out together
-        in one ``sendmsg`` (writev): pipelined small requests cost one syscall per batch, not per answer."""
+    async def _write_loop(self) -> None:
+        """Answers in request order, until none is queued. Answers already complete when the writer gets to them
+        go out together in one ``sendmsg`` (writev): pipelined small requests cost one syscall per batch."""
         try:
-            async with self.outbox_receive:
-                while True:
-                    try:
-                        first = await self.outbox_receive.receive()
-                    except anyio.EndOfStream:
-                        return
-                    batch = [first]
-                    while True:
-                        try:
-                            batch.append(self.outbox_receive.receive_nowait())
-                        except (anyio.WouldBlock, anyio.EndOfStream):
-                            break
-                    pending: list[bytes | memoryview] = []
-                    for request, result in batch:
-                        if isinstance(request, bytes):
-                            pending.append(request)
-                            continue
-                        if inspect.isawaitable(result):
-                            await self._send_all(pending)
-                            pending = []
-                            result = await self._complete(request, result)
-                        header = request.header
-                        data, splices = encode_response(header.api_key, header.api_version, header.correlation_id, result)
-                        if not splices:
-                            pending.append(data)
-                            continue
-                        view = memoryview(data)
-                        pos = 0
-                        for splice in splices:
-                            pending.append(view[pos : splice.position])
-                            await self._send_all(pending)
-                            pending = []
-                            pos = splice.position
-                            for piece in splice.value.slices:
-                                await self._sendfile(piece)
-                        pending.append(view[pos:])
-                    await self._send_all(pending)
-                    self.last_active = time.monotonic()
+            while self.outbox and not self.closed:
+                batch = list(self.outbox)
+                self.outbox.clear()
+                if self.room is not None:
+                    self.room.set()
+                    self.room = None
+                await self._write(batch)
+                self.last_active = time.monotonic()
         except (ConnectionClosed, OSError):
-            tg.cancel_scope.cancel()
+            self.end()
+        except Exception:
+            log.exception("Closing connection from %s after an unexpected error", self.peer)
+            self.end()
+        finally:
+            self.writing = False
+            if self.closed:
+                for _, result in self.outbox:
+                    if inspect.iscoroutine(result):
+                        result.close()
+                self.outbox.clear()
+            if not self.reading:
+                self.sock.close()
+
+    async def _write(self, batch: list[tuple[Any, Any]]) -> None:
+        pending: list[bytes | memoryview] = []
+        for request, result in batch:
+            if isinstance(request, bytes):
+                pending.append(request)
+                continue
+            if inspect.isawaitable(result):
+                await self._send_all(pending)
+                pending = []
+                result = await self._complete(request, result)
+            header = request.header
+            data, splices = encode_response(header.api_key, header.api_version, header.correlation_id, result)
+            if not splices:
+                pending.append(data)
+                continue
+            view = memoryview(data)
+            pos = 0
+            for splice in splices:
+                pending.append(view[pos : splice.position])
+                await self._send_all(pending)
+                pending = []
+                pos = splice.position
+                for piece in splice.value.slices:
+                    await self._sendfile(piece)
+            pending.append(view[pos:])
+        await self._send_all(pending)
 
     async def _complete(self, request: Any, result: Any) -> Any:
         try:
@@ -234,27 +314,33 @@ class Connection:
 async def serve(server: KafkaServer, listen_socks: list[socket.socket], task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
     """Accept connections on the listening sockets until cancelled."""
 
-    async def accept_loop(lsock: socket.socket, tg: TaskGroup) -> None:
+    async def accept_loop(lsock: socket.socket, network: Network) -> None:
+        """Accept every connection the listen queue holds at each wake-up, as Kafka's Acceptor does: one
+        accept per readiness wait lets a burst of connects overflow the queue (the kernel drops the SYN and
+        the client retries a second later)."""
         while True:
             await anyio.wait_readable(lsock)
-            try:
-                sock, addr = lsock.accept()
-            except BlockingIOError:
-                continue
-            except OSError as exc:
-                # ECONNABORTED, EMFILE, ENOBUFS...: refuse this one connection and keep accepting, after a
-                # pause when the process is out of descriptors (as Kafka's Acceptor does).
-                log.warning("Failed to accept a connection: %s", exc)
-                await anyio.sleep(0.1)
-                continue
-            sock.setblocking(False)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            _set_buffers(server, sock)
-            tg.start_soon(Connection(server, sock, addr[0], addr[1]).run)
+            while True:
+                try:
+                    sock, addr = lsock.accept()
+                except BlockingIOError:
+                    break
+                except OSError as exc:
+                    # ECONNABORTED, EMFILE, ENOBUFS...: refuse this one connection and keep accepting, after a
+                    # pause when the process is out of descriptors (as Kafka's Acceptor does).
+                    log.warning("Failed to accept a connection: %s", exc)
+                    await anyio.sleep(0.1)
+                    break
+                sock.setblocking(False)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                _set_buffers(server, sock)
+                network.tg.start_soon(Connection(server, network, sock, addr[0], addr[1]).run)
 
     async with anyio.create_task_group() as tg:
+        network = Network(server.config, tg, bytearray(RECEIVE_BUFFER_SIZE), memory_pool(server.config["queued.max.request.bytes"]))
+        tg.start_soon(network.expire_idle_connections)
         for lsock in listen_socks:
-            tg.start_soon(accept_loop, lsock, tg)
+            tg.start_soon(accept_loop, lsock, network)
         task_status.started()
 
 
@@ -275,7 +361,7 @@ def open_listeners(config: BrokerConfig) -> list[socket.socket]:
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, listener.port))
-        sock.listen(max(backlog, 128))
+        sock.listen(backlog)  # Kafka binds with socket.listen.backlog.size as it is (the OS caps it at somaxconn)
         sock.setblocking(False)
         socks.append(sock)
     return socks

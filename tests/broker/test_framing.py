@@ -2,7 +2,8 @@ import struct
 
 import pytest
 
-from odradek.broker.framing import FrameReader, FrameTooLarge
+from odradek.broker.framing import FIRST_GROWTH, FrameReader, FrameTooLarge
+from odradek.broker.memory_pool import MemoryPool
 
 
 def frame(payload: bytes) -> bytes:
@@ -26,21 +27,42 @@ def receive(reader: FrameReader, data: bytes, chunk: int) -> list[bytes]:
 def test_pipelined_frames_come_out_whole_and_in_order(chunk: int) -> None:
     payloads = [bytes([i]) * (i * 7) for i in range(40)] + [b"x" * 300_000, b"tail"]
     data = b"".join(frame(p) for p in payloads)
-    assert receive(FrameReader(1 << 30, staging_size=1024), data, chunk) == payloads
+    assert receive(FrameReader(1 << 30, bytearray(1024)), data, chunk) == payloads
 
 
-def test_a_large_frame_is_received_into_its_own_buffer() -> None:
-    reader = FrameReader(1 << 30, staging_size=64)
+def test_a_large_frame_grows_with_the_bytes_received_not_with_its_size_prefix() -> None:
+    reader = FrameReader(1 << 30, bytearray(64))
     big = bytes(range(256)) * 4096
     data = frame(big)
-    first = reader.buffer()
-    first[:64] = data[:64]
+    reader.buffer()[:64] = data[:64]
     assert reader.received(64) == []
     target = reader.buffer()
-    assert len(target) == len(big) - 60  # the rest of the frame, nothing more: one copy, by the kernel
-    target[:] = data[64:]
-    (out,) = reader.received(len(target))
-    assert isinstance(out, bytearray) and out == big
+    assert len(target) == FIRST_GROWTH - 60  # memory for what may arrive next, not the announced 1 MiB
+    pos = 64
+    while True:
+        target = reader.buffer()
+        assert len(target) <= max(FIRST_GROWTH, pos)  # at most doubled: growth follows the bytes received
+        n = len(target)
+        target[:] = data[pos : pos + n]
+        pos += n
+        frames = reader.received(n)
+        if frames:
+            break
+    assert pos == len(data)
+    (out,) = frames
+    assert isinstance(out, bytearray) and out == big and len(out) == len(big)
+
+
+def test_frames_are_charged_to_the_pool_from_their_size_prefix_until_released() -> None:
+    pool = MemoryPool(1000)
+    reader = FrameReader(1000, bytearray(64), pool)
+    assert reader.feed(struct.pack(">i", 10)[:3]) == [] and pool.available == 1000 and not reader.in_frame
+    assert reader.feed(b"\x0a" + b"x" * 5) == [] and pool.available == 990 and reader.in_frame
+    (small,) = reader.feed(b"y" * 5 + struct.pack(">i", 900) + b"z" * 10)
+    assert small == b"xxxxxyyyyy" and pool.available == 90 and reader.in_frame  # the second is charged once
+    pool.release(len(small))
+    reader.close()  # the connection ends mid-request
+    assert pool.available == 1000 and not reader.in_frame
 
 
 @pytest.mark.parametrize("size", [-1, -(2**31), 1001])
@@ -51,7 +73,7 @@ def test_sizes_outside_the_limit_are_refused(size: int) -> None:
 
 
 def test_frames_are_writable_copies_independent_of_later_input() -> None:
-    reader = FrameReader(1 << 20, staging_size=32)
+    reader = FrameReader(1 << 20, bytearray(32))
     (a,) = reader.feed(frame(b"aaaa"))
     (b,) = reader.feed(frame(b"bbbb"))
     a[0:1] = b"z"

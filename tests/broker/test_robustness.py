@@ -20,7 +20,8 @@ def metadata_ok(bootstrap: str) -> bool:
 
 
 def test_running_out_of_file_descriptors_does_not_stop_the_broker(tmp_path) -> None:
-    with Broker(log_dir=tmp_path, subprocess=True) as broker:
+    # A listen queue that holds every connect: with Kafka's 50 the connects beyond it wait out their timeout.
+    with Broker(log_dir=tmp_path, subprocess=True, config={"socket.listen.backlog.size": "200"}) as broker:
         soft, hard = resource.prlimit(broker.pid, resource.RLIMIT_NOFILE)
         resource.prlimit(broker.pid, resource.RLIMIT_NOFILE, (64, hard))
         host, port = broker.bootstrap.split(":")
