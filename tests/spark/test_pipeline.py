@@ -83,9 +83,14 @@ def consumed_values_in_log_order(rows: list[tuple]) -> list[str]:
     return [r[4].decode() for r in sorted(rows)]
 
 
-def test_clickstream_counts_match_the_generated_events(kafka_spark, broker, clients, tmp_path: Path) -> None:
+def test_clickstream_counts_match_the_generated_events(kafka_spark, cluster, tmp_path: Path) -> None:
+    clients = cluster.clients
+    # Created here to be kept forever: the pipeline would create them with the broker's retention, which
+    # deletes records stamped in 2023 at its next check.
+    clients.create_topic(PAGE_VIEWS, 3)
+    clients.create_topic(PAGE_VIEW_COUNTS, 2)
     config = ClickstreamConfig(
-        bootstrap=broker.bootstrap,
+        bootstrap=cluster.bootstrap,
         checkpoint=tmp_path / "checkpoint",
         events=1500,
         minutes=4,
@@ -104,10 +109,20 @@ def test_clickstream_counts_match_the_generated_events(kafka_spark, broker, clie
     assert {k: n for k, n in counts_in_topic.items() if k[0] < START + 4 * MINUTE_MS} == result.counts
 
 
+def test_odradek_pipeline_clickstream_command_starts_its_own_broker(
+    connector_flags: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``odradek pipeline clickstream`` as docs/spark.md runs it first: no broker given, it starts one."""
+    assert odradek(["pipeline", "clickstream", "--events", "300", "--minutes", "2", *connector_flags]) == 0
+    out = capsys.readouterr().out
+    assert "started an odradek broker at 127.0.0.1:" in out
+    assert "counts match the 300 generated events" in out
+
+
 def test_odradek_pipeline_clickstream_command(
     connector_flags: list[str], broker, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The one command of docs/spark.md, against a broker that already holds an earlier run's topics."""
+    """The command against a broker that already holds an earlier run's topics."""
     args = ["--bootstrap-server", broker.bootstrap, "--events", "600", "--seed", "7", *connector_flags]
     assert odradek(["pipeline", "clickstream", *args]) == 0
     out = capsys.readouterr().out
