@@ -10,7 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+import kafka_jvm
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from odradek.storage.checkpoints import write_properties
 
@@ -56,19 +58,58 @@ def test_a_listener_name_without_a_security_protocol_is_refused_as_kafka_does(tm
     assert line.endswith("No security protocol defined for listener INTERNAL (odradek)")
 
 
-def test_a_port_in_use_is_one_line_naming_the_address(tmp_path) -> None:
+def test_a_port_in_use_is_one_line_naming_the_address_as_kafka_does(tmp_path, real_kafka) -> None:
+    assert real_kafka.zookeeper is not None, "needs the ZooKeeper this test run started"
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        line = one_line_failure(serve(f"listeners=PLAINTEXT://127.0.0.1:{port}", f"log.dirs={tmp_path}"))
-    assert f"Socket server failed to bind to 127.0.0.1:{port}: Address already in use." in line
+        kafka_log = kafka_refusing_to_start(tmp_path / "kafka", real_kafka.zookeeper.connect, port)
+        line = one_line_failure(serve(f"listeners=PLAINTEXT://127.0.0.1:{port}", f"log.dirs={tmp_path / 'odradek'}"))
+    wait_until_alone(real_kafka.bootstrap)
+    message = f"Socket server failed to bind to 127.0.0.1:{port}: Address already in use."
+    assert message in kafka_log and message in line
 
 
-def test_another_brokers_meta_properties_is_kafkas_one_line(tmp_path) -> None:
+def kafka_refusing_to_start(root: Path, zookeeper_connect: str, port: int) -> str:
+    """Start Apache Kafka (broker 1, beside the session's real one on the same ZooKeeper) where it must
+    refuse to start; what it logged."""
+    broker = kafka_jvm.KafkaBroker(root, zookeeper_connect, broker_id=1, port=port)
+    root.mkdir(parents=True, exist_ok=True)
+    properties = root / "server.properties"
+    properties.write_text("".join(f"{k}={v}\n" for k, v in broker.properties().items()))
+    (root / "log4j.properties").write_text(kafka_jvm.SERVER_LOG4J)
+    process = kafka_jvm.start_java(
+        "kafka.Kafka", [str(properties)], log=root / "kafka.out", heap="256m",
+        system_properties={"log4j.configuration": (root / "log4j.properties").as_uri(), "kafka.logs.dir": str(root)},
+    )
+    try:
+        assert process.proc.wait(kafka_jvm.STARTUP_TIMEOUT_S) == 1
+    finally:
+        process.kill()
+    return (root / "server.log").read_text()
+
+
+def wait_until_alone(bootstrap: str) -> None:
+    """Kafka binds a fixed port only after registering in ZooKeeper: the session's Kafka must see broker 1
+    gone again before other tests create topics (they could be placed on it)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + 30
+    while len(admin.list_topics(timeout=10).brokers) > 1:
+        assert time.monotonic() < deadline, "the refused Kafka broker stayed registered"
+        time.sleep(0.2)
+
+
+def test_another_brokers_meta_properties_is_kafkas_one_line(tmp_path, real_kafka) -> None:
+    assert real_kafka.zookeeper is not None, "needs the ZooKeeper this test run started"
+    kafka_dir = tmp_path / "kafka" / "kafka-logs"
+    kafka_dir.mkdir(parents=True)
+    write_properties(kafka_dir / "meta.properties", {"version": "0", "broker.id": "5"})
+    kafka_log = kafka_refusing_to_start(tmp_path / "kafka", real_kafka.zookeeper.connect, kafka_jvm.free_port())
     write_properties(tmp_path / "meta.properties", {"version": "0", "broker.id": "5"})
     line = one_line_failure(serve("listeners=PLAINTEXT://127.0.0.1:0", f"log.dirs={tmp_path}", "broker.id=1"))
-    assert f"Stored node id 5 doesn't match previous node id 1 in {tmp_path / 'meta.properties'}. If you moved your data" in line
+    for log_line, directory in ((kafka_log, kafka_dir), (line, tmp_path)):
+        assert f"Stored node id 5 doesn't match previous node id 1 in {directory / 'meta.properties'}. If you moved your data" in log_line
 
 
 def test_a_log_dir_that_is_a_file_is_one_line(tmp_path) -> None:
