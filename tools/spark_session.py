@@ -73,7 +73,7 @@ def connector_jars_in(directory: Path) -> str:
     second copy of a class on the classpath is asking for trouble. Raises FileNotFoundError naming the
     missing ones.
     """
-    paths = [directory / name for name in KAFKA_CONNECTOR_JARS]
+    paths = [directory.resolve() / name for name in KAFKA_CONNECTOR_JARS]
     missing = [path.name for path in paths if not path.is_file()]
     if missing:
         raise FileNotFoundError(f"{directory} lacks {', '.join(missing)}")
