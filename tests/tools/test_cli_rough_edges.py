@@ -10,6 +10,7 @@ import sys
 import time
 from typing import Iterator
 
+import kafka_jvm
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -60,6 +61,24 @@ def test_perf_consume_prints_kafkas_totals(broker: Broker) -> None:
     fields = line.split(", ")
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}", fields[0])
     assert fields[2] == f"{500 * 100 / 1024 / 1024:.4f}" and fields[4] == "500"
+
+
+def test_kafkas_own_perf_tools_print_lines_of_the_same_form(broker: Broker) -> None:
+    """The patterns above are checked against kafka-producer-perf-test's and kafka-consumer-perf-test's own output."""
+    produced = kafka_jvm.run_tool("kafka-producer-perf-test", "--topic", "perf-kafka-tools", "--num-records", "1000", "--record-size", "100", "--throughput", "-1", "--producer-props", f"bootstrap.servers={broker.bootstrap}")
+    assert produced.returncode == 0, produced.stderr
+    match = TOTAL.fullmatch(produced.stdout.splitlines()[-1])
+    assert match and match.group(1) == "1000", produced.stdout
+    consumed = kafka_jvm.run_tool("kafka-consumer-perf-test", "--bootstrap-server", broker.bootstrap, "--topic", "perf-kafka-tools", "--messages", "1000", "--timeout", "30000")
+    assert consumed.returncode == 0, consumed.stderr
+    header, line = consumed.stdout.splitlines()[-2:]
+    ours = odradek("perf", "consume", "--bootstrap-server", broker.bootstrap, "--topic", "perf-kafka-tools", "--num-records", "1000")
+    assert ours.returncode == 0, ours.stderr
+    our_header, our_line = ours.stdout.splitlines()
+    assert our_header == header
+    shape = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}, \d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}, \d+\.\d{4}, \d+\.\d{4}, 1000, \d+\.\d{4}, \d+, \d+, \d+\.\d{4}, \d+\.\d{4}")
+    assert shape.fullmatch(line) and shape.fullmatch(our_line), (line, our_line)
+    assert line.split(", ")[2] == our_line.split(", ")[2]  # the same MB consumed
 
 
 def test_perf_consume_on_an_empty_topic_fails_fast_with_one_line(broker: Broker) -> None:
