@@ -11,7 +11,7 @@ log end offset and tell the leader their position.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from odradek.broker.fetch_session import FetchContext, FetchPartition, PartitionOutcome
@@ -21,11 +21,15 @@ from odradek.protocol import legacy_records
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import UnsupportedCompressionTypeError
 from odradek.storage.log import OffsetOutOfRangeError
+from odradek.storage.transaction_index import AbortedTxn, CorruptTransactionIndexError
 
 if TYPE_CHECKING:
     from odradek.broker.kafka_server import KafkaServer
 
 READ_COMMITTED = 1
+_LOOKUP_ERRORS = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
+"""A consumer's partitions Kafka's KafkaApis sets aside before reading (the topic or partition is not in
+its metadata): answered after the partitions it read, whatever the request's order."""
 _MAGIC_FOR_VERSION = {0: 0, 1: 0, 2: 1, 3: 1}
 """Fetch v0-v3 read message sets of magic 0 (v0-v1) or 1 (v2-v3): the only versions that copy records."""
 
@@ -39,6 +43,7 @@ class PartitionRead:
     log_start_offset: int = -1
     records: Any = None
     length: int = 0
+    aborted_transactions: list[AbortedTxn] = field(default_factory=list)
 
 
 def handle(server: "KafkaServer", request: Request) -> Any:
@@ -128,6 +133,8 @@ def _read(server: "KafkaServer", partitions: list[FetchPartition], max_bytes: in
                 raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Invalid max size {limit} for log read")
             info = log.read(fp.fetch_offset, limit, upper, min_one)
             if info.size > 0:
+                if isolation == READ_COMMITTED and replica_id < 0:
+                    read.aborted_transactions = log.aborted_transactions(fp.fetch_offset, info)
                 if magic is None:
                     read.records, read.length = FetchRecords(info.slices, info.size), info.size
                 else:
@@ -140,6 +147,9 @@ def _read(server: "KafkaServer", partitions: list[FetchPartition], max_bytes: in
             read.high_watermark = read.last_stable_offset = read.log_start_offset = -1
         except KafkaError as exc:
             read.error = exc.code
+            read.high_watermark = read.last_stable_offset = read.log_start_offset = -1
+        except CorruptTransactionIndexError:  # Kafka's read throws; the partition answers UNKNOWN_SERVER_ERROR
+            read.error = ErrorCode.UNKNOWN_SERVER_ERROR
             read.high_watermark = read.last_stable_offset = read.log_start_offset = -1
     return reads
 
@@ -161,6 +171,9 @@ def _respond(server: "KafkaServer", context: FetchContext, reads: list[Partition
     else:
         session_id, included = 0, [r.request.key for r in reads]
     by_key = {r.request.key: r for r in reads}
+    if not is_follower:
+        # Kafka answers a consumer's partitions it cannot look up after the others (KafkaApis' "erroneous").
+        included = [k for k in included if by_key[k].error not in _LOOKUP_ERRORS] + [k for k in included if by_key[k].error in _LOOKUP_ERRORS]
     topics: list[dict] = []
     last_topic = object()
     for key in included:
@@ -176,8 +189,8 @@ def _respond(server: "KafkaServer", context: FetchContext, reads: list[Partition
                 "high_watermark": r.high_watermark,
                 "last_stable_offset": r.last_stable_offset,
                 "log_start_offset": r.log_start_offset,
-                # Kafka lists aborted transactions (none: no transactions yet) only for READ_COMMITTED.
-                "aborted_transactions": [] if read_committed else None,
+                # Kafka lists aborted transactions only for READ_COMMITTED.
+                "aborted_transactions": [{"producer_id": t.producer_id, "first_offset": t.first_offset} for t in r.aborted_transactions] if read_committed else None,
                 "preferred_read_replica": -1,
                 "records": r.records if r.records is not None else b"",
             }

@@ -89,25 +89,49 @@ def test_offset_fetch_v1_puts_a_group_error_on_every_partition(tmp_path, connect
     ]
 
 
-@pytest.mark.parametrize("version", [0, 4, 11])
-def test_a_negative_partition_max_bytes_fails_only_its_partition(broker, real_kafka, connect, version):
-    """Kafka answers that partition UNKNOWN_SERVER_ERROR (its segment read refuses a negative size) and
-    serves the others; the request as a whole succeeds."""
+_TWO_PARTITIONS = f"bad-fetch-partitions-{time.time_ns() % 10**9}"
+_made_on: set[str] = set()
+
+
+@pytest.fixture
+def two_partitions(broker, real_kafka, connect):
+    """A topic with one record in each of two partitions, on odradek and on the real Kafka (made by the first
+    test that asks): its name."""
     from odradek.protocol.records import Record, build_batch
 
-    topic = f"negative-max-bytes-v{version}-{time.time_ns() % 10**9}"
-    answers = {}
-    for name, bootstrap in (("odradek", broker.bootstrap), ("kafka", real_kafka.bootstrap)):
+    for bootstrap in (broker.bootstrap, real_kafka.bootstrap):
+        if bootstrap in _made_on:
+            continue
         wire = connect(bootstrap)
-        created = wire.call(ApiKey.CreateTopics, 7, {"topics": [{"name": topic, "num_partitions": 2, "replication_factor": 1}], "timeout_ms": 10000})
+        created = wire.call(ApiKey.CreateTopics, 7, {"topics": [{"name": _TWO_PARTITIONS, "num_partitions": 2, "replication_factor": 1}], "timeout_ms": 10000})
         assert created.topics[0].error_code == ErrorCode.NONE
-        produce = {"acks": 1, "timeout_ms": 5000, "topic_data": [{"name": topic, "partition_data": [{"index": p, "records": build_batch([Record(value=b"v")])} for p in (0, 1)]}]}
+        produce = {"acks": 1, "timeout_ms": 5000, "topic_data": [{"name": _TWO_PARTITIONS, "partition_data": [{"index": p, "records": build_batch([Record(value=b"v")])} for p in (0, 1)]}]}
         deadline = time.monotonic() + 15  # Kafka elects the new partitions' leader a moment after CreateTopics
         while {p.error_code for p in wire.call(ApiKey.Produce, 9, produce).responses[0].partition_responses} != {ErrorCode.NONE}:
             assert time.monotonic() < deadline
             time.sleep(0.1)
-        partitions = [{"partition": p, "fetch_offset": 0, "partition_max_bytes": max_bytes} for p, max_bytes in ((0, -1), (1, 1 << 20))]
-        body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0, "topics": [{"topic": topic, "partitions": partitions}]}
-        response = wire.call(ApiKey.Fetch, version, body)
+        _made_on.add(bootstrap)
+    return _TWO_PARTITIONS
+
+
+BAD_PARTITION = {
+    # Kafka's segment read refuses a negative size (IllegalArgumentException): UNKNOWN_SERVER_ERROR
+    "negative partition_max_bytes": ({"partition_max_bytes": -1}, [(0, ErrorCode.UNKNOWN_SERVER_ERROR, -1, False), (1, ErrorCode.NONE, 1, True)]),
+    "negative fetch offset": ({"fetch_offset": -5}, [(0, ErrorCode.OFFSET_OUT_OF_RANGE, -1, False), (1, ErrorCode.NONE, 1, True)]),
+    # set aside before reading, so answered after the partitions read
+    "unknown partition": ({"partition": 99}, [(1, ErrorCode.NONE, 1, True), (99, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, False)]),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_PARTITION))
+@pytest.mark.parametrize("version", [0, 4, 11])
+def test_one_bad_partition_fails_only_itself(broker, real_kafka, connect, two_partitions, version, case):
+    """The request as a whole succeeds and the healthy partition is served, on odradek as on Kafka."""
+    override, expected = BAD_PARTITION[case]
+    partitions = [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20, **override}, {"partition": 1, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]
+    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0, "topics": [{"topic": two_partitions, "partitions": partitions}]}
+    answers = {}
+    for name, bootstrap in (("odradek", broker.bootstrap), ("kafka", real_kafka.bootstrap)):
+        response = connect(bootstrap).call(ApiKey.Fetch, version, body)
         answers[name] = (getattr(response, "error_code", ErrorCode.NONE), [(p.partition_index, p.error_code, p.high_watermark, bool(p.records)) for t in response.responses for p in t.partitions])
-    assert answers["odradek"] == answers["kafka"] == (ErrorCode.NONE, [(0, ErrorCode.UNKNOWN_SERVER_ERROR, -1, False), (1, ErrorCode.NONE, 1, True)])
+    assert answers["odradek"] == answers["kafka"] == (ErrorCode.NONE, expected)
