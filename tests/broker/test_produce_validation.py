@@ -21,7 +21,7 @@ from odradek.protocol.api import ApiKey
 from odradek.protocol.compression import CompressionType, compress
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.legacy_records import build_message_set
-from odradek.protocol.record_batch import encode_batch, iter_batch_positions, parse_header
+from odradek.protocol.record_batch import encode_batch, iter_batch_positions, parse_header, set_log_append_time
 from odradek.protocol.records import Record, encode_record, encode_varint, iter_records
 
 NOW = int(time.time() * 1000)
@@ -251,3 +251,21 @@ def test_compressed_offsets_out_of_sequence(odradek, real_kafka, connect):
         data = fetch_batches(wire, RECOMPRESSED)
         answers[broker] = (kept, parse_header(data).compression, [(r.offset, r.key) for r in iter_records(data)])
     assert answers["odradek"] == answers["kafka"] == (ErrorCode.UNKNOWN_SERVER_ERROR, CompressionType.LZ4, [(0, b"a"), (1, b"b")])
+
+
+@pytest.mark.parametrize(("topic_type", "max_timestamp"), [("LogAppendTime", NOW), ("CreateTime", -1)])
+def test_a_client_may_not_send_log_append_time(odradek, real_kafka, connect, topic_type, max_timestamp):
+    """A batch flagged LogAppendTime is refused record by record (INVALID_TIMESTAMP) unless it is a CreateTime
+    topic's and its max timestamp can stand for its records' CreateTime, as Kafka's validateTimestamp rules."""
+    records = bytearray(batch(KEYED + encode_record(Record(key=b"k2", value=b"vv"), 1, 0), count=2, max_timestamp=max_timestamp))
+    set_log_append_time(records, 0, max_timestamp)
+    topic = f"client-lat-{topic_type}-{RUN}"
+    answers = {}
+    for broker, bootstrap in (("odradek", odradek.bootstrap), ("kafka", real_kafka.bootstrap)):
+        wire = connect(bootstrap)
+        create_topic(wire, topic, {"message.timestamp.type": topic_type})
+        answer = produce_when_ready(wire, topic, bytes(records))
+        answers[broker] = (answer.error_code, answer.error_message, [(e.batch_index, e.batch_index_error_message) for e in answer.record_errors])
+    assert answers["odradek"] == answers["kafka"]
+    assert answers["odradek"][:2] == (ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to invalid timestamp")
+    assert [index for index, _ in answers["odradek"][2]] == [0, 1]
