@@ -163,7 +163,7 @@ class OffsetIndex(_Index):
         self.last_offset = self.base_offset + self.entry(self.entries - 1)[0] if self.entries else self.base_offset
 
     def _key_of(self, target: int, field: int) -> int:
-        return target - self.base_offset
+        return target - self.base_offset if field == 0 else target
 
     def lookup(self, target_offset: int) -> tuple[int, int]:
         """(offset, position) of the largest entry <= target, or (base offset, 0)."""
@@ -172,6 +172,20 @@ class OffsetIndex(_Index):
             return self.base_offset, 0
         relative, position = self.entry(slot)
         return self.base_offset + relative, position
+
+    def fetch_upper_bound_offset(self, position: int) -> int | None:
+        """Kafka's fetchUpperBoundOffset, which bounds the aborted transactions a fetch of the bytes before
+        ``position`` answers: the offset of the first entry at or after ``position``, or None.
+
+        As Kafka's: its binary search never compares the first slot with the target, so an entry exactly at
+        ``position`` in the first slot yields the second one (and None when it is the only one).
+        """
+        slot = self._largest_lower_bound_slot(position, 1)
+        if slot < 0:
+            slot = 0
+        elif slot == 0 or self.entry(slot)[1] < position:
+            slot += 1
+        return self.base_offset + self.entry(slot)[0] if slot < self.entries else None
 
     def append(self, offset: int, position: int) -> None:
         if self.is_full():

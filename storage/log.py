@@ -55,6 +55,7 @@ from odradek.storage.segment import (
     LogSegment,
     file_name,
 )
+from odradek.storage.transaction_index import AbortedTxn, collect_aborted_txns
 
 log = logging.getLogger("odradek.storage")
 
@@ -231,6 +232,7 @@ class Log:
             start = log_start_checkpoint or 0
             self._set_segments([self._create_segment(start)])
         self._log_end_offset = self._segments[-1].read_next_offset()
+        self._segments[-1].release()
         self._log_start_offset = max(log_start_checkpoint or 0, self._segments[0].base_offset)
         if self._log_start_offset > self._log_end_offset:
             log.warning("Log start offset %d is beyond the log end %d of %s; deleting all segments", self._log_start_offset, self._log_end_offset, self.dir)
@@ -637,6 +639,26 @@ class Log:
                 return FetchDataInfo(metadata, pieces, result.first_entry_incomplete)
             index += 1
         return FetchDataInfo(LogOffsetMetadata(log_end, segments[-1].base_offset, segments[-1].size))
+
+    def aborted_transactions(self, start_offset: int, info: FetchDataInfo) -> list[AbortedTxn]:
+        """The aborted transactions a READ_COMMITTED fetch answers with the data of ``info`` (Kafka's
+        LocalLog.addAbortedTransactions): those overlapping [start offset, upper bound), the bound being the
+        first offset indexed at or after the fetched bytes' end, else the next segment's base, else the LEO;
+        the segments' transaction indexes are searched from the fetched one until one is complete."""
+        segments, bases = self._segments, self._bases
+        index = bisect.bisect_left(bases, info.fetch_offset_metadata.segment_base_offset)
+        if index >= len(segments) or segments[index].base_offset != info.fetch_offset_metadata.segment_base_offset:
+            return []
+        upper_bound = segments[index].offset_index.fetch_upper_bound_offset(info.fetch_offset_metadata.relative_position + info.size)
+        if upper_bound is None:
+            upper_bound = segments[index + 1].base_offset if index + 1 < len(segments) else self._log_end_offset
+        aborted: list[AbortedTxn] = []
+        for segment in segments[index:]:
+            found, complete = collect_aborted_txns(segment.aborted_txns, start_offset, upper_bound)
+            aborted.extend(found)
+            if complete:
+                break
+        return aborted
 
     def _offset_position(self, offset: int, segments: tuple[LogSegment, ...], bases: tuple[int, ...], log_end: int) -> tuple[int, int]:
         """(segment base, position) of the batch holding ``offset``: where a read bounded by it must stop."""

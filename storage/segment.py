@@ -18,6 +18,7 @@ from typing import Callable, Iterator
 from odradek.protocol.record_batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header, verify_crc
 from odradek.storage.file_records import FileRecords, FileSlice
 from odradek.storage.indexes import INT32_MAX, NO_TIMESTAMP, CorruptIndexError, OffsetIndex, TimeIndex
+from odradek.storage.transaction_index import AbortedTxn, read_transaction_index
 
 log = logging.getLogger("odradek.storage")
 
@@ -87,6 +88,7 @@ class LogSegment:
         self._size: int | None = None
         self._rolling_based_timestamp: int | None = None
         self._max_timestamp_and_offset: tuple[int, int] | None = None
+        self._aborted_txns: list[AbortedTxn] | None = None
         self.indexes_trusted = False
         """True once the indexes were created or rebuilt by this process (no sanity check needed)."""
         self.active = False
@@ -143,6 +145,13 @@ class LogSegment:
             self._open_indexes()
         assert self._offset_index is not None
         return self._offset_index
+
+    @property
+    def aborted_txns(self) -> list[AbortedTxn]:
+        """The transaction index's entries, read once (odradek appends none: they come from Kafka's files)."""
+        if self._aborted_txns is None:
+            self._aborted_txns = read_transaction_index(self.path(TXN_INDEX_SUFFIX))
+        return self._aborted_txns
 
     @property
     def time_index(self) -> TimeIndex:
@@ -434,6 +443,13 @@ class LogSegment:
         self.time_index.maybe_append(*self.max_timestamp_and_offset, skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
+
+    def release(self) -> None:
+        """Close the files and unmap the indexes (trimmed first, as at close) of a segment that was only
+        looked at: its next use opens them again, so an idle partition holds no descriptor and no map."""
+        self.close()
+        self._log = None
+        self._size = None
 
     def flush(self) -> None:
         if self._log is not None:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import random
 import shutil
+import socket
+import struct
 import subprocess as sp
 import sys
 import time
@@ -34,6 +36,7 @@ SETTINGS = {
     "log.segment.bytes": "4096",
     "log.index.interval.bytes": "256",
     "log.cleaner.backoff.ms": "200",
+    "transaction.state.log.num.partitions": "2",
 }
 """Given to both brokers: segments roll every few batches, indexes get an entry every few hundred bytes,
 and the log cleaner looks for work often."""
@@ -50,6 +53,8 @@ TOPICS: dict[str, tuple[int, dict[str, str]]] = {
     "interop-cleaned": (1, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"}),
 }
 CLEANED = ("interop-cleaned", 0)
+TRANSACTIONS = "interop-transactions"
+"""Written into Kafka only (odradek has no transaction coordinator): committed and aborted transactions."""
 """Compacted while the broker runs: its cleaned segments, tombstones with a delete horizon, are compared too."""
 ASSIGNED_GROUP = "interop-assigned"
 SUBSCRIBED_GROUP = "interop-subscribed"
@@ -170,35 +175,22 @@ class Observed:
 
     topics: dict[str, int]
     records: dict[tuple[str, int], list[tuple]]
+    uncommitted_records: dict[tuple[str, int], list[tuple]]
     list_offsets: dict[tuple[str, int, str], tuple[int, int, int | None]]
     groups: dict[str, dict[tuple[str, int], tuple[int, str]]]
     group_states: dict[str, tuple]
+    read_committed_fetches: dict[tuple[int, int], tuple]
 
 
 def observe(bootstrap: str) -> Observed:
-    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
     from confluent_kafka.admin import AdminClient, OffsetSpec
 
     admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_QUIET})
     topics = {name: len(t.partitions) for name, t in admin.list_topics(timeout=10).topics.items()}
-    partitions = [(name, p) for name, (count, _) in TOPICS.items() for p in range(count)]
-
-    records: dict[tuple[str, int], list[tuple]] = {tp: [] for tp in partitions}
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "interop-reader", "enable.auto.commit": False, **CLIENT_QUIET})
-    try:
-        watermarks = {(t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=10) for t, p in partitions}
-        consumer.assign([TopicPartition(t, p, watermarks[(t, p)][0]) for t, p in partitions])
-        unread = {tp for tp, (low, high) in watermarks.items() if high > low}
-        deadline = time.monotonic() + 30
-        while unread and time.monotonic() < deadline:
-            for m in consumer.consume(1000, 0.5):
-                assert m.error() is None, m.error()
-                tp = (m.topic(), m.partition())
-                records[tp].append((m.offset(), m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()))
-                if m.offset() == watermarks[tp][1] - 1:
-                    unread.discard(tp)
-    finally:
-        consumer.close()
+    partitions = [(name, p) for name, count in topics.items() if name.startswith("interop-") for p in range(count)]
+    records = read_everything(bootstrap, partitions, "read_committed")
+    uncommitted = read_everything(bootstrap, partitions, "read_uncommitted")
 
     specs: dict[tuple[str, int], list[tuple[str, Any]]] = {}
     for topic, p in partitions:
@@ -226,7 +218,80 @@ def observe(bootstrap: str) -> Observed:
     for group, future in admin.describe_consumer_groups(sorted(group_states)).items():
         described = future.result(30)
         group_states[group] += (described.is_simple_consumer_group, described.partition_assignor, str(described.state), len(described.members))
-    return Observed(topics, records, list_offsets, groups, group_states)
+    fetches = read_committed_fetches(bootstrap) if TRANSACTIONS in topics else {}
+    return Observed(topics, records, uncommitted, list_offsets, groups, group_states, fetches)
+
+
+def read_committed_fetches(bootstrap: str) -> dict[tuple[int, int], tuple]:
+    """READ_COMMITTED Fetch answers for the transactional partition, from before, inside and after the
+    aborted transaction, whole and one batch at a time: (error, high watermark, last stable offset,
+    aborted transactions) by (fetch offset, partition max bytes)."""
+    from odradek.protocol.api import ApiKey, decode_response, encode_request
+
+    host, port = bootstrap.rsplit(":", 1)
+    answers = {}
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        reader = sock.makefile("rb")
+        for correlation_id, (offset, max_bytes) in enumerate((o, m) for o in (0, 10, 11, 16, 17, 18, 22) for m in (1, 1 << 20)):
+            body = {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 1, "session_id": 0,
+                "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+                "topics": [{"topic": TRANSACTIONS, "partitions": [
+                    {"partition": 0, "current_leader_epoch": -1, "fetch_offset": offset, "log_start_offset": -1, "partition_max_bytes": max_bytes}
+                ]}],
+            }
+            sock.sendall(encode_request(ApiKey.Fetch, 11, correlation_id, body, client_id="interop"))
+            (size,) = struct.unpack(">i", reader.read(4))
+            _, response = decode_response(ApiKey.Fetch, 11, reader.read(size))
+            answer = response.responses[0].partitions[0]
+            aborted = [(t.producer_id, t.first_offset) for t in answer.aborted_transactions or []]
+            answers[(offset, max_bytes)] = (answer.error_code, answer.high_watermark, answer.last_stable_offset, aborted)
+    return answers
+
+
+def read_everything(bootstrap: str, partitions: list[tuple[str, int]], isolation: str) -> dict[tuple[str, int], list[tuple]]:
+    """Every record a consumer with this isolation level is given, by partition."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    records: dict[tuple[str, int], list[tuple]] = {tp: [] for tp in partitions}
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "interop-reader", "enable.auto.commit": False,
+                         "isolation.level": isolation, **CLIENT_QUIET})
+    try:
+        ends = {(t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=10) for t, p in partitions}
+        consumer.assign([TopicPartition(t, p, ends[(t, p)][0]) for t, p in partitions])
+        deadline = time.monotonic() + 30
+        unread = list(partitions)
+        while unread and time.monotonic() < deadline:
+            for m in consumer.consume(1000, 0.2):
+                assert m.error() is None, m.error()
+                records[(m.topic(), m.partition())].append((m.offset(), m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()))
+            # the position passes markers and compacted-away offsets no record shows
+            unread = [(tp.topic, tp.partition) for tp in consumer.position([TopicPartition(t, p) for t, p in unread]) if tp.offset < ends[(tp.topic, tp.partition)][1]]
+        assert not unread, f"not read to the end within 30 s: {unread}"
+    finally:
+        consumer.close()
+    return records
+
+
+def produce_transactions(bootstrap: str) -> None:
+    """Into Kafka: a committed transaction, an aborted one, a committed one (control batches, a transaction
+    index entry, ``__transaction_state``)."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_QUIET})
+    admin.create_topics([NewTopic(TRANSACTIONS, 1, 1)])[TRANSACTIONS].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "interop-txn", **CLIENT_QUIET})
+    producer.init_transactions(30)
+    for n, (count, commit) in enumerate([(10, True), (6, False), (4, True)]):
+        producer.begin_transaction()
+        for i in range(count):
+            producer.produce(TRANSACTIONS, b"txn %d record %d" % (n, i), b"k%d" % i)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.flush(30)
+            producer.abort_transaction(30)
 
 
 # --- the two directories ------------------------------------------------------------------------------------------
@@ -276,6 +341,7 @@ def kafka_written(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WrittenD
         kafka = kafka_jvm.KafkaBroker(root / "kafka", zookeeper.connect, settings=SETTINGS).start()
         try:
             populate(kafka.bootstrap)
+            produce_transactions(kafka.bootstrap)
             wait_until_cleaned(kafka.log_dir)
             observed = observe(kafka.bootstrap)
         finally:
@@ -393,6 +459,17 @@ def test_odradek_serves_every_record_kafka_held(kafka_written: WrittenDir, kafka
     expected = kafka_written.observed.records
     assert sum(map(len, expected.values())) >= len(CODECS) * RECORDS_PER_CODEC + 120 + 80 + 13 + 80
     assert kafka_dir_served.observed.records == expected
+
+
+def test_odradek_hides_the_aborted_transaction_from_read_committed_consumers_as_kafka_did(kafka_written: WrittenDir, kafka_dir_served: WrittenDir) -> None:
+    committed = [r[2] for r in kafka_written.observed.records[(TRANSACTIONS, 0)]]
+    assert committed == [b"txn 0 record %d" % i for i in range(10)] + [b"txn 2 record %d" % i for i in range(4)]
+    assert len(kafka_written.observed.uncommitted_records[(TRANSACTIONS, 0)]) == 20
+    assert kafka_dir_served.observed.records[(TRANSACTIONS, 0)] == kafka_written.observed.records[(TRANSACTIONS, 0)]
+    assert kafka_dir_served.observed.uncommitted_records == kafka_written.observed.uncommitted_records
+    fetches = kafka_written.observed.read_committed_fetches
+    assert any(aborted for _, _, _, aborted in fetches.values()) and any(not aborted for _, _, _, aborted in fetches.values())
+    assert kafka_dir_served.observed.read_committed_fetches == fetches
 
 
 def test_odradek_answers_list_offsets_as_kafka_did(kafka_written: WrittenDir, kafka_dir_served: WrittenDir) -> None:
