@@ -405,6 +405,16 @@ class KafkaClients:
             consumer.close()
 
 
+SPARK_DATA_LOSS = "Some data may have been lost because they are not available in Kafka any more"
+"""How Spark's Kafka source's data-loss error begins (KafkaExceptions), batch or streaming."""
+
+
+@pytest.fixture
+def data_loss_error() -> str:
+    """What ``pytest.raises(match=...)`` looks for when Spark's Kafka source must fail on data loss."""
+    return SPARK_DATA_LOSS
+
+
 @pytest.fixture(scope="module")
 def clients(broker: Any) -> KafkaClients:
     return KafkaClients(broker.bootstrap)

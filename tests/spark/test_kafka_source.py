@@ -155,7 +155,7 @@ def test_min_partitions_splits_a_kafka_partition(kafka_spark, broker, clients, r
 
 
 def test_data_deleted_below_the_starting_offset_fails_unless_told_otherwise(
-    kafka_spark, cluster, topic_name
+    kafka_spark, cluster, topic_name, data_loss_error
 ) -> None:
     topic = topic_name()
     cluster.clients.create_topic(topic, 1)
@@ -163,7 +163,7 @@ def test_data_deleted_below_the_starting_offset_fails_unless_told_otherwise(
     cluster.clients.delete_records_before(topic, 0, 25)
     start_at_10 = json.dumps({topic: {"0": 10}})
 
-    with pytest.raises(Exception, match="failOnDataLoss"):
+    with pytest.raises(Exception, match=data_loss_error):
         kafka_frame(kafka_spark, cluster.bootstrap, subscribe=topic, startingOffsets=start_at_10).collect()
     rows = kafka_frame(
         kafka_spark, cluster.bootstrap, subscribe=topic, startingOffsets=start_at_10, failOnDataLoss="false"
