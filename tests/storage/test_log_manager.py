@@ -179,8 +179,30 @@ def test_startup_after_clean_shutdown_does_not_grow_with_data(dirs, clock, make_
     assert all(log.log_end_offset == 200 for log in logs)
     assert all(len(log.segments) == 5 for log in logs)
     opened = set().union(*(open_segment_files(d) for d in dirs))
-    assert opened == {str(log.active_segment.path(".log")) for log in logs}  # only each log's last segment
+    assert opened == set(), "the last segment read for the log end offset is released: idle logs hold no file"
     assert elapsed < 2.0
+
+
+def test_idle_logs_hold_no_file_or_map_after_a_restart_until_used(dirs, clock, make_batch, open_segment_files):
+    """vm.max_map_count bounds memory maps per process: loading a log maps nothing until it is written or read."""
+    manager = _manager(dirs, clock)
+    for p in range(50):
+        manager.get_or_create_log("idle", p).append_as_leader(make_batch(3), leader_epoch=0)
+    manager.shutdown()
+
+    def maps() -> int:
+        with open("/proc/self/maps") as f:
+            return sum(1 for _ in f)
+
+    before = maps()
+    manager = _manager(dirs, clock)
+    logs = manager.all_logs()
+    assert [log.log_end_offset for log in logs] == [3] * 50
+    assert maps() - before < 5 and not set().union(*(open_segment_files(d) for d in dirs))
+    logs[0].append_as_leader(make_batch(1), leader_epoch=0)
+    assert 2 <= maps() - before < 7, "the log written to maps its two indexes"
+    assert set().union(*(open_segment_files(d) for d in dirs)) == {str(logs[0].active_segment.path(".log"))}
+    manager.shutdown()
 
 
 def test_a_log_keeps_its_topic_id(dirs, clock):
