@@ -78,6 +78,8 @@ NORMALISERS = [
     Normaliser(re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\] ", re.M), ""),
     Normaliser(re.compile(r"TopicId: \S+"), "TopicId: <id>"),
     Normaliser(re.compile(r"\b(console-consumer|consumer-[\w.-]+-\d+)-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}\b"), r"\1-<uuid>"),
+    # The producer perf tool's 5-second progress lines: how many a run prints depends on the machine.
+    Normaliser(re.compile(r"^\d+ records sent, [\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg latency, [\d.]+ ms max latency\.\n", re.M), ""),
     Normaliser(
         re.compile(r"[\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg latency, [\d.]+ ms max latency(, \d+ ms 50th, \d+ ms 95th, \d+ ms 99th, \d+ ms 99.9th)?"),
         "<rates>",
@@ -169,7 +171,6 @@ TOPIC_LIFE = [
     run("kafka-consumer-groups", "--bootstrap-server", "{bootstrap}", "--describe", "--group", "{group}"),  # lag
     run("kafka-consumer-groups", "--bootstrap-server", "{bootstrap}", "--reset-offsets", "--to-earliest", "--execute", "--group", "{group}", "--topic", "{topic}"),
     run("kafka-consumer-groups", "--bootstrap-server", "{bootstrap}", "--describe", "--group", "{group}", "--offsets", "--verbose"),
-    run("kafka-consumer-groups", "--bootstrap-server", "{bootstrap}", "--describe", "--group", "{group}", "--state"),
     run("kafka-consumer-groups", "--bootstrap-server", "{bootstrap}", "--delete", "--group", "{group}"),
     run("kafka-consumer-groups", "--bootstrap-server", "{bootstrap}", "--describe", "--group", "{group}"),
     run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--describe", "--entity-type", "topics", "--entity-name", "{topic}"),
