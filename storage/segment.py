@@ -448,7 +448,6 @@ class LogSegment:
         """Close the files and unmap the indexes (trimmed first, as at close) of a segment that was only
         looked at: its next use opens them again, so an idle partition holds no descriptor and no map."""
         self.close()
-        self._log = None
         self._size = None
 
     def flush(self) -> None:
