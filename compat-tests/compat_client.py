@@ -233,7 +233,13 @@ class Client:
         topic shortly after CreateTopics answers, so users (and Kafka's own tests) wait for it."""
         deadline = time.monotonic() + timeout_s
         while True:
-            seen = self.describe_topics([name])[name]
+            try:
+                seen = self.describe_topics([name])[name]
+            except Exception:  # e.g. the broker restarting: clients raise until they reconnect
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+                continue
             parts = seen.get("partitions", {})
             if seen["error"] == "NONE" and len(parts) == partitions and all(p["leader"] >= 0 for p in parts.values()):
                 return seen
