@@ -373,10 +373,11 @@ def kafka_dir_served(kafka_written: WrittenDir, tmp_path_factory: pytest.TempPat
 # --- dump-log, Kafka's and ours ---------------------------------------------------------------------------------
 
 
-def partition_files(log_dirs: list[Path], suffixes: tuple[str, ...], *, offsets_topic: bool) -> list[str]:
+def partition_files(log_dirs: list[Path], suffixes: tuple[str, ...], internal_topic: str | None = None) -> list[str]:
+    """The files of an internal topic's partitions, or (None) of the other topics'."""
     return [
         str(f) for log_dir in log_dirs for f in sorted(f for suffix in suffixes for f in log_dir.glob(f"*-*/*{suffix}"))
-        if f.parent.name.startswith("__consumer_offsets-") == offsets_topic
+        if (f.parent.name.rpartition("-")[0] == internal_topic if internal_topic else not f.parent.name.startswith("__"))
     ]
 
 
@@ -397,13 +398,14 @@ def assert_same_dump(kafka: sp.CompletedProcess[str], ours: sp.CompletedProcess[
 
 ALL_KINDS = (".log", ".index", ".timeindex", ".snapshot")
 DUMPS = {
-    "every-file": (ALL_KINDS, False, ()),
-    "deep-iteration": ((".log",), False, ("--deep-iteration",)),
-    "print-data-log": ((".log",), False, ("--print-data-log",)),
-    "payloads-of-the-first-bytes": ((".log",), False, ("--print-data-log", "--skip-record-metadata", "--max-bytes", "2500")),
-    "offsets-decoder": ((".log", ".snapshot"), True, ("--offsets-decoder",)),
+    "every-file": (ALL_KINDS + (".txnindex",), None, ()),
+    "deep-iteration": ((".log",), None, ("--deep-iteration",)),
+    "print-data-log": ((".log",), None, ("--print-data-log",)),
+    "payloads-of-the-first-bytes": ((".log",), None, ("--print-data-log", "--skip-record-metadata", "--max-bytes", "2500")),
+    "offsets-decoder": ((".log", ".snapshot"), "__consumer_offsets", ("--offsets-decoder",)),
+    "transaction-log-decoder": ((".log",), "__transaction_state", ("--transaction-log-decoder",)),
 }
-"""kafka-dump-log runs compared: (file kinds, of __consumer_offsets or of the other topics, options)."""
+"""kafka-dump-log runs compared: (file kinds, of that internal topic or of the others, options)."""
 
 
 @pytest.fixture(scope="module")
@@ -415,8 +417,8 @@ def log_dirs(odradek_written: WrittenDir, kafka_written: WrittenDir, kafka_dir_s
 
 @pytest.mark.parametrize("dump", DUMPS)
 def test_kafka_dump_log_and_ours_print_the_same(log_dirs: list[Path], dump: str) -> None:
-    kinds, offsets_topic, options = DUMPS[dump]
-    files = partition_files(log_dirs, kinds, offsets_topic=offsets_topic)
+    kinds, internal_topic, options = DUMPS[dump]
+    files = partition_files(log_dirs, kinds, internal_topic)
     kafka, ours = both_dump_logs(files, *options)
     assert_same_dump(kafka, ours)
     assert kafka.stdout.count("Dumping ") == len(files)
@@ -424,7 +426,7 @@ def test_kafka_dump_log_and_ours_print_the_same(log_dirs: list[Path], dump: str)
 
 @pytest.mark.parametrize("check", ["--index-sanity-check", "--verify-index-only"])
 def test_kafka_finds_the_indexes_consistent(log_dirs: list[Path], check: str) -> None:
-    files = [f for offsets_topic in (False, True) for f in partition_files(log_dirs, (".index", ".timeindex"), offsets_topic=offsets_topic)]
+    files = [f for topic in (None, "__consumer_offsets", "__transaction_state") for f in partition_files(log_dirs, (".index", ".timeindex"), topic)]
     kafka, ours = both_dump_logs(files, check)
     assert kafka.returncode == 0 and kafka.stderr == "", kafka.stderr
     if check == "--index-sanity-check":
@@ -440,7 +442,7 @@ def test_the_directories_hold_rolled_segments_producer_snapshots_and_cleaned_seg
         events = log_dir / "interop-events-0"
         assert len(list(events.glob("*.log"))) >= 3
         assert list(events.glob("*.snapshot"))
-        cleaned = partition_files([log_dir], (".log",), offsets_topic=False)
+        cleaned = partition_files([log_dir], (".log",))
         dump = sp.run([sys.executable, "-m", "odradek", "dump-log", "--files", ",".join(f for f in cleaned if f"/{CLEANED[0]}-" in f)],
                       capture_output=True, text=True, timeout=60, check=True)
         assert "count: 0 " in dump.stdout  # a batch the cleaner emptied, kept for its producer's sequence
