@@ -38,7 +38,12 @@ typedef struct {
 
 /* Zigzag varint of at most 5 bytes (ByteUtils.readVarint): the 5th byte's extra bits are dropped as Java's
  * int arithmetic drops them. */
-static int read_varint(cursor *c, int32_t *out) {
+static inline int read_varint(cursor *c, int32_t *out) {
+    if (c->p < c->end && *c->p < 0x80) { /* most varints in a record are one byte */
+        uint32_t b = *c->p++;
+        *out = (int32_t)((b >> 1) ^ (~(b & 1) + 1));
+        return OK;
+    }
     uint32_t value = 0;
     for (int shift = 0; shift < 35; shift += 7) {
         if (c->p >= c->end)
@@ -54,7 +59,12 @@ static int read_varint(cursor *c, int32_t *out) {
 }
 
 /* Zigzag varlong of at most 10 bytes (ByteUtils.readVarlong). */
-static int read_varlong(cursor *c, int64_t *out) {
+static inline int read_varlong(cursor *c, int64_t *out) {
+    if (c->p < c->end && *c->p < 0x80) {
+        uint64_t b = *c->p++;
+        *out = (int64_t)((b >> 1) ^ (~(b & 1) + 1));
+        return OK;
+    }
     uint64_t value = 0;
     for (int shift = 0; shift < 70; shift += 7) {
         if (c->p >= c->end)
@@ -70,7 +80,7 @@ static int read_varlong(cursor *c, int64_t *out) {
 }
 
 /* A varint-prefixed byte field inside the record: a negative length is null (allowed unless !nullable). */
-static int skip_bytes(cursor *c, int nullable, int *is_null) {
+static inline int skip_bytes(cursor *c, int nullable, int *is_null) {
     int32_t length;
     if (read_varint(c, &length) != OK)
         return -1;
