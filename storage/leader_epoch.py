@@ -46,11 +46,10 @@ class LeaderEpochFileCache:
             raise ValueError(f"Received invalid partition leader epoch entry ({epoch}, {start_offset})")
         if self._epochs and epoch == self._epochs[-1] and start_offset >= self._start_offsets[-1]:
             return False
-        while self._epochs and (self._epochs[-1] >= epoch or self._start_offsets[-1] >= start_offset):
-            self._epochs.pop()
-            self._start_offsets.pop()
-        self._put(epoch, start_offset)
-        self._flush(sync=sync)
+        keep = len(self._epochs)
+        while keep and (self._epochs[keep - 1] >= epoch or self._start_offsets[keep - 1] >= start_offset):
+            keep -= 1
+        self._replace(self._epochs[:keep] + [epoch], self._start_offsets[:keep] + [start_offset], sync=sync)
         return True
 
     def _put(self, epoch: int, start_offset: int) -> None:
@@ -84,23 +83,19 @@ class LeaderEpochFileCache:
         """Drop epochs starting at or after ``end_offset`` (the log was truncated to it)."""
         if end_offset >= 0 and self._start_offsets and self._start_offsets[-1] >= end_offset:
             keep = bisect.bisect_left(self._start_offsets, end_offset)
-            del self._epochs[keep:], self._start_offsets[keep:]
-            self._flush(sync=False)
+            self._replace(self._epochs[:keep], self._start_offsets[:keep], sync=False)
 
     def truncate_from_start(self, start_offset: int) -> None:
         """The log now starts at ``start_offset``: drop older epochs, moving the one covering it up to it."""
         removed = bisect.bisect_right(self._start_offsets, start_offset)
         if removed and (removed > 1 or self._start_offsets[0] != start_offset):
-            epoch = self._epochs[removed - 1]
-            del self._epochs[:removed], self._start_offsets[:removed]
-            self._epochs.insert(0, epoch)
-            self._start_offsets.insert(0, start_offset)
-            self._flush(sync=False)
+            epochs = [self._epochs[removed - 1], *self._epochs[removed:]]
+            self._replace(epochs, [start_offset, *self._start_offsets[removed:]], sync=False)
 
     def clear_and_flush(self) -> None:
-        self._epochs.clear()
-        self._start_offsets.clear()
-        self._flush()
+        self._replace([], [])
 
-    def _flush(self, *, sync: bool = True) -> None:
-        self._checkpoint.write(self.entries, sync=sync)
+    def _replace(self, epochs: list[int], start_offsets: list[int], *, sync: bool = True) -> None:
+        """Write the new entries, then take them: a failed write (a full disk) changes nothing."""
+        self._checkpoint.write(zip(epochs, start_offsets), sync=sync)
+        self._epochs, self._start_offsets = epochs, start_offsets

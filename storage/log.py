@@ -741,10 +741,11 @@ class Log:
                 )
             if new_log_start_offset <= self._log_start_offset:
                 return False
+            # The only step that writes, first: if it fails (a full disk), nothing has moved.
+            self.epoch_cache.truncate_from_start(new_log_start_offset)
             self._log_start_offset = new_log_start_offset
             self._high_watermark = max(self._high_watermark, new_log_start_offset)
             self._recovery_point = max(self._recovery_point, new_log_start_offset)
-            self.epoch_cache.truncate_from_start(new_log_start_offset)
             self.producer_state.on_log_start_offset_incremented(new_log_start_offset)
             return True
 

@@ -84,6 +84,7 @@ def test_admin_requests_on_a_full_disk_answer_and_recover(small_disk: Path, conn
         filler = fill(small_disk)
         assert delete_topic(wire, "doomed") == E.KAFKA_STORAGE_ERROR
         assert delete_records(wire, "kept", 5) == (E.KAFKA_STORAGE_ERROR, -1)
+        assert earliest(wire, "kept") == 0, "a refused DeleteRecords deleted nothing"
         assert create(wire, "new", 3) == E.KAFKA_STORAGE_ERROR
         assert add_partitions(wire, "kept", 3) == E.KAFKA_STORAGE_ERROR
         assert topics(wire) == {"kept": 1, "doomed": 1}, "the metadata is what the disk holds"
