@@ -65,6 +65,19 @@ def add_partitions(wire, name: str, count: int) -> int:
     return wire.call(ApiKey.CreatePartitions, 1, body).results[0].error_code
 
 
+def set_retention(wire, name: str, value: str) -> int:
+    ops = [{"name": "retention.ms", "config_operation": 0, "value": value}]
+    body = {"resources": [{"resource_type": 2, "resource_name": name, "configs": ops}], "validate_only": False}
+    return wire.call(ApiKey.IncrementalAlterConfigs, 1, body).responses[0].error_code
+
+
+def retention(wire, name: str) -> str | None:
+    """The topic's retention.ms override, None if it has none."""
+    body = {"resources": [{"resource_type": 2, "resource_name": name, "configuration_keys": ["retention.ms"]}], "include_synonyms": False}
+    entry = wire.call(ApiKey.DescribeConfigs, 1, body).results[0].configs[0]
+    return entry.value if entry.config_source == 1 else None
+
+
 def topics(wire) -> dict[str, int]:
     return {t.name: len(t.partitions) for t in wire.call(ApiKey.Metadata, 1, {"topics": None}).topics}
 
@@ -87,6 +100,8 @@ def test_admin_requests_on_a_full_disk_answer_and_recover(small_disk: Path, conn
         assert earliest(wire, "kept") == 0, "a refused DeleteRecords deleted nothing"
         assert create(wire, "new", 3) == E.KAFKA_STORAGE_ERROR
         assert add_partitions(wire, "kept", 3) == E.KAFKA_STORAGE_ERROR
+        assert set_retention(wire, "kept", "1000") == E.KAFKA_STORAGE_ERROR
+        assert retention(wire, "kept") is None, "a config change that could not be persisted did not happen"
         assert topics(wire) == {"kept": 1, "doomed": 1}, "the metadata is what the disk holds"
         half_made = [d for d in os.listdir(small_disk) if d.startswith(("new-", "kept-1", "kept-2")) and not d.endswith("-delete")]
         assert not half_made, "no half-made topic or partition"
