@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from odradek.protocol.compression import CompressionType
+from odradek.protocol.compression import CompressionType, compress
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import HEADER_SIZE, InvalidRecordError, encode_batch, parse_header, set_log_append_time
 from odradek.protocol.record_walk import RecordErrorKind, TimestampBounds, walk_batch
@@ -18,8 +18,6 @@ BASE = 1_700_000_000_000
 
 
 def batch_around(records: bytes, count: int, codec: int = CompressionType.NONE) -> bytes:
-    from odradek.protocol.compression import compress
-
     payload = compress(codec, records) if codec else records
     return encode_batch(payload, base_offset=0, attributes=codec, last_offset_delta=max(count - 1, 0), base_timestamp=BASE, max_timestamp=BASE, records_count=count)
 
@@ -41,7 +39,7 @@ records_strategy = st.lists(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(records=records_strategy, edits=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 2), st.integers(0, 255)), max_size=3), count_change=st.integers(-1, 1))
 def test_walk_accepts_exactly_what_the_decoder_decodes(records, edits, count_change):
     body = bytearray(b"".join(encode_record(Record(key=k, value=v, headers=h), i + gap, ts) for i, (k, v, h, ts, gap) in enumerate(records)))
