@@ -1,16 +1,19 @@
 """The on-disk format in both directions against Apache Kafka 3.9.1.
 
-The same data -- three topics (several partitions, a compacted one, a LogAppendTime one), records in every
-codec with keys, headers and timestamps from idempotent producers, and two consumer groups' committed
-offsets, one of them a subscribed group so that group metadata is written too -- goes once into an odradek
-broker and once into a real Kafka (ZooKeeper mode), both with small segments and index intervals so that
-every partition rolls several segments. Both are stopped cleanly. Then:
+The same data -- topics with several partitions, a compacted one, one compacted while the broker runs, a
+LogAppendTime one; records in every codec with keys, headers and timestamps from idempotent producers; two
+consumer groups' committed offsets, one of them a subscribed group so that group metadata is written too --
+goes once into an odradek broker and once into a real Kafka (ZooKeeper mode), both with small segments and
+index intervals so that every partition rolls several segments. Kafka also gets transactions, one of them
+aborted (odradek has no transaction coordinator). Both are stopped cleanly. Then:
 
 * Kafka's ``kafka-dump-log`` (DumpLogSegments) and ``odradek dump-log`` print the same thing for every
-  segment, index, time index and producer snapshot of either directory, and Kafka's tool finds no
-  inconsistency between odradek's indexes and logs (``--index-sanity-check``, ``--verify-index-only``);
+  segment, index, time index, transaction index and producer snapshot of odradek's directory, of Kafka's,
+  and of Kafka's after odradek served and appended to it, and Kafka's tool finds every index consistent
+  with its log (``--index-sanity-check``, ``--verify-index-only``);
 * odradek started on (a copy of) Kafka's directory serves what Kafka served before it stopped: the topics
-  and their partition counts, every record, ListOffsets answers and committed group offsets.
+  and their partition counts, every record (aborted transactions hidden from READ_COMMITTED consumers),
+  ListOffsets answers, committed group offsets and the groups themselves.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -53,9 +56,9 @@ TOPICS: dict[str, tuple[int, dict[str, str]]] = {
     "interop-cleaned": (1, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"}),
 }
 CLEANED = ("interop-cleaned", 0)
+"""Compacted while the broker runs: its cleaned segments, tombstones with a delete horizon, are compared too."""
 TRANSACTIONS = "interop-transactions"
 """Written into Kafka only (odradek has no transaction coordinator): committed and aborted transactions."""
-"""Compacted while the broker runs: its cleaned segments, tombstones with a delete horizon, are compared too."""
 ASSIGNED_GROUP = "interop-assigned"
 SUBSCRIBED_GROUP = "interop-subscribed"
 CLIENT_QUIET = {"log_level": 0}
@@ -320,17 +323,17 @@ class WrittenDir:
 
 
 @pytest.fixture(scope="module")
-def odradek_written(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WrittenDir]:
+def odradek_written(tmp_path_factory: pytest.TempPathFactory) -> WrittenDir:
     broker = Broker(log_dir=tmp_path_factory.mktemp("odradek-written"), subprocess=True, config={**kafka_jvm.BROKER_SETTINGS, **SETTINGS})
     with broker:
         populate(broker.bootstrap)
         wait_until_cleaned(broker.log_dir)
         observed = observe(broker.bootstrap)
-    yield WrittenDir(broker.log_dir, observed)
+    return WrittenDir(broker.log_dir, observed)
 
 
 @pytest.fixture(scope="module")
-def kafka_written(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WrittenDir]:
+def kafka_written(tmp_path_factory: pytest.TempPathFactory) -> WrittenDir:
     try:
         kafka_jvm.jar_dir("kafka")
     except kafka_jvm.JvmUnavailable as exc:
@@ -350,7 +353,7 @@ def kafka_written(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WrittenD
         assert (kafka.log_dir / ".kafka_cleanshutdown").exists(), kafka.server_log()
     finally:
         zookeeper.stop()
-    yield WrittenDir(kafka.log_dir, observed)
+    return WrittenDir(kafka.log_dir, observed)
 
 
 @pytest.fixture(scope="module")
