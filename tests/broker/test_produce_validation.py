@@ -9,6 +9,7 @@ odradek's partitions must still parse, every record of every batch.
 from __future__ import annotations
 
 import itertools
+import re
 import struct
 import time
 import zlib
@@ -269,3 +270,22 @@ def test_a_client_may_not_send_log_append_time(odradek, real_kafka, connect, top
     assert answers["odradek"] == answers["kafka"]
     assert answers["odradek"][:2] == (ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to invalid timestamp")
     assert [index for index, _ in answers["odradek"][2]] == [0, 1]
+
+
+@pytest.mark.parametrize("old_record", [False, True])
+def test_a_compacted_topic_refuses_records_without_keys(odradek, real_kafka, connect, old_record):
+    """Each keyless record is named; a timestamp error among them makes the answer INVALID_TIMESTAMP."""
+    keyless = encode_record(Record(key=None, value=b"v"), 1, 0) + encode_record(Record(key=None, value=b"w"), 2, 0)
+    old = encode_record(Record(key=b"old", value=b"v"), 3, -7_200_000)
+    records = batch(KEYED + keyless + (old if old_record else b""), count=4 if old_record else 3)
+    topic = f"compacted-{int(old_record)}-{RUN}"
+    answers = {}
+    for broker, bootstrap in (("odradek", odradek.bootstrap), ("kafka", real_kafka.bootstrap)):
+        wire = connect(bootstrap)
+        create_topic(wire, topic, {"cleanup.policy": "compact", "message.timestamp.before.max.ms": "3600000"})
+        answer = produce_when_ready(wire, topic, records)
+        # the bounds in a timestamp error are each broker's own clock's
+        answers[broker] = (answer.error_code, answer.error_message, [(e.batch_index, re.sub(r"within \[-?\d+, -?\d+\]", "within [..]", e.batch_index_error_message)) for e in answer.record_errors])
+    assert answers["odradek"] == answers["kafka"]
+    assert answers["odradek"][0] == (ErrorCode.INVALID_TIMESTAMP if old_record else ErrorCode.INVALID_RECORD)
+    assert [index for index, _ in answers["odradek"][2]] == ([1, 2, 3] if old_record else [1, 2])
