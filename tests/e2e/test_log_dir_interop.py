@@ -495,3 +495,28 @@ def test_odradek_lists_and_describes_kafkas_groups(kafka_written: WrittenDir, ka
     expected = kafka_written.observed.group_states
     assert set(expected) == {ASSIGNED_GROUP, SUBSCRIBED_GROUP}
     assert kafka_dir_served.observed.group_states == expected
+
+
+def test_a_damaged_transaction_index_fails_only_its_partitions_read_committed_fetches(broker: Broker, new_topic: Any, wire: Any) -> None:
+    """Kafka's read throws on an entry of an unknown version; that partition alone answers UNKNOWN_SERVER_ERROR."""
+    from odradek.protocol.api import ApiKey
+
+    topic = new_topic(partitions=2)
+    for partition in (0, 1):
+        produce(broker.bootstrap, topic, "none", [(partition, b"k", b"v%d" % i, [], int(time.time() * 1000)) for i in range(3)])
+    (broker.log_dir / f"{topic}-0" / "00000000000000000000.txnindex").write_bytes(struct.pack(">hqqqq", 1, 5, 0, 1, 2))
+    connection = wire()
+
+    def fetch(isolation_level: int) -> list[tuple[int, int, bool]]:
+        body = {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": isolation_level, "session_id": 0,
+            "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+            "topics": [{"topic": topic, "partitions": [
+                {"partition": p, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1, "partition_max_bytes": 1 << 20} for p in (0, 1)
+            ]}],
+        }
+        response = connection.call(ApiKey.Fetch, 11, body)
+        return [(p.error_code, p.high_watermark, bool(p.records)) for p in response.responses[0].partitions]
+
+    assert fetch(1) == [(-1, -1, False), (0, 3, True)]
+    assert fetch(0) == [(0, 3, True), (0, 3, True)]
