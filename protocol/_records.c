@@ -3,12 +3,12 @@
  * checked the way Kafka's DefaultRecord.readFrom reads it, at C speed and without a Python object per
  * record. See odradek/protocol/record_walk.py, the one caller, for what the results mean.
  *
- * walk(records, count, base_timestamp, log_append_time, now, before_max, after_max, check_timestamps,
- *      require_keys) -> (max_timestamp, offsets_in_sequence, errors)
+ * walk(records, count, base_timestamp, is_log_append_time, log_append_time, now, before_max, after_max,
+ *      check_timestamps, require_keys) -> (max_timestamp, offsets_in_sequence, errors)
  *
  * records           a buffer holding exactly the records of one batch (after decompression)
  * count             the batch's recordsCount (>= 0)
- * log_append_time   -2 for a CreateTime batch, else the batch's max timestamp: every record's timestamp
+ * is_log_append_time  a LogAppendTime batch: every record's timestamp is log_append_time (its max timestamp)
  * check_timestamps  compare each record's timestamp with now - before_max .. now + after_max (KIP-937)
  * require_keys      a record without a key is an error (compacted topics)
  *
@@ -128,9 +128,9 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t count;
     long long base_timestamp, log_append_time, now, before_max, after_max;
-    int check_timestamps, require_keys;
-    if (!PyArg_ParseTuple(args, "y*nLLLLLpp", &view, &count, &base_timestamp, &log_append_time, &now,
-                          &before_max, &after_max, &check_timestamps, &require_keys))
+    int is_log_append_time, check_timestamps, require_keys;
+    if (!PyArg_ParseTuple(args, "y*nLpLLLLpp", &view, &count, &base_timestamp, &is_log_append_time, &log_append_time,
+                          &now, &before_max, &after_max, &check_timestamps, &require_keys))
         return NULL;
 
     cursor c = {(const uint8_t *)view.buf, (const uint8_t *)view.buf + view.len};
@@ -183,7 +183,7 @@ static PyObject *walk(PyObject *self, PyObject *args) {
         if (offset_delta != index)
             in_sequence = 0;
         /* Java long arithmetic wraps; so does this. */
-        int64_t timestamp = log_append_time != -2 ? (int64_t)log_append_time
+        int64_t timestamp = is_log_append_time ? (int64_t)log_append_time
                                                   : (int64_t)((uint64_t)base_timestamp + (uint64_t)timestamp_delta);
         if (timestamp > max_timestamp)
             max_timestamp = timestamp;

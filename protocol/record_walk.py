@@ -40,9 +40,6 @@ from odradek.protocol.record_batch import (
 
 Bytes = bytes | bytearray | memoryview
 
-_CREATE_TIME_BATCH = -2
-"""``_records.walk``'s log_append_time for a CreateTime batch (any real timestamp is >= -1)."""
-
 _OVERLONG_LENGTH = 1
 """``MalformedRecords`` kind: a record length varint of more than five bytes."""
 
@@ -91,11 +88,11 @@ def walk_batch(buf: Bytes, pos: int, header: BatchHeader, *, timestamps: Timesta
     payload = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
     if header.compression:
         payload = decompress(header.compression, payload)
-    log_append_time = header.max_timestamp if header.timestamp_type == TimestampType.LOG_APPEND_TIME else _CREATE_TIME_BATCH
     bounds = timestamps or TimestampBounds(0, 0, 0)
     try:
         max_timestamp, in_sequence, problems = _records.walk(
-            payload, header.records_count, header.base_timestamp, log_append_time,
+            payload, header.records_count, header.base_timestamp,
+            header.timestamp_type == TimestampType.LOG_APPEND_TIME, header.max_timestamp,
             bounds.now, bounds.before_max, bounds.after_max, timestamps is not None, require_keys,
         )
     except _records.MalformedRecords as exc:
