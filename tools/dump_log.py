@@ -928,7 +928,9 @@ class DumpLogSegments:
             path = _java_path(file)
             self.out.write(f"Dumping {path}\n")
             name = os.path.basename(path)
-            handler = handlers.get(name[name.rfind(".") :] if "." in name else "")
+            if "." not in name:  # Kafka takes the suffix from the last dot without looking for one
+                raise DumpError(f"StringIndexOutOfBoundsException: begin -1, end {len(name)}, length {len(name)}")
+            handler = handlers.get(name[name.rfind(".") :])
             if handler is None:
                 self.err.write(f"Ignoring unknown file {path}\n")
             else:

@@ -377,9 +377,10 @@ def kafka_dir_served(kafka_written: WrittenDir, tmp_path_factory: pytest.TempPat
 
 
 def partition_files(log_dirs: list[Path], suffixes: tuple[str, ...], internal_topic: str | None = None) -> list[str]:
-    """The files of an internal topic's partitions, or (None) of the other topics'."""
+    """The files of an internal topic's partitions, or (None) of the other topics', whose names end with one
+    of ``suffixes`` (``"."``: any name with a dot)."""
     return [
-        str(f) for log_dir in log_dirs for f in sorted(f for suffix in suffixes for f in log_dir.glob(f"*-*/*{suffix}"))
+        str(f) for log_dir in log_dirs for f in sorted(f for suffix in suffixes for f in log_dir.glob(f"*-*/*{suffix}*" if suffix == "." else f"*-*/*{suffix}"))
         if (f.parent.name.rpartition("-")[0] == internal_topic if internal_topic else not f.parent.name.startswith("__"))
     ]
 
@@ -399,9 +400,9 @@ def assert_same_dump(kafka: sp.CompletedProcess[str], ours: sp.CompletedProcess[
     assert ours.returncode == 0
 
 
-ALL_KINDS = (".log", ".index", ".timeindex", ".snapshot")
 DUMPS = {
-    "every-file": (ALL_KINDS + (".txnindex",), None, ()),
+    # partition.metadata and the cleaner's .deleted leftovers too, which both tools ignore
+    "every-file": ((".",), None, ()),
     "deep-iteration": ((".log",), None, ("--deep-iteration",)),
     "print-data-log": ((".log",), None, ("--print-data-log",)),
     "payloads-of-the-first-bytes": ((".log",), None, ("--print-data-log", "--skip-record-metadata", "--max-bytes", "2500")),
@@ -437,6 +438,16 @@ def test_kafka_finds_the_indexes_consistent(log_dirs: list[Path], check: str) ->
     else:
         assert all(line.startswith("Dumping ") or line.endswith(" is empty.") for line in kafka.stdout.splitlines())
     assert_same_dump(kafka, ours)
+
+
+def test_a_file_name_without_a_dot_stops_both_tools_there(odradek_written: WrittenDir) -> None:
+    partition = odradek_written.log_dir / "interop-events-0"
+    files = [str(partition / "00000000000000000000.index"), str(partition / "leader-epoch-checkpoint"), str(partition / "00000000000000000000.log")]
+    kafka, ours = both_dump_logs(files)
+    assert kafka.returncode == ours.returncode == 1
+    assert "StringIndexOutOfBoundsException" in kafka.stderr and "StringIndexOutOfBoundsException" in ours.stderr
+    assert ours.stdout == kafka.stdout
+    assert kafka.stdout.splitlines()[-1] == f"Dumping {files[1]}"
 
 
 def test_the_directories_hold_rolled_segments_producer_snapshots_and_cleaned_segments(log_dirs: list[Path]) -> None:

@@ -845,7 +845,7 @@ def test_producer_snapshot_transaction_index_and_unknown_files(tmp_path, capsys)
     entries = struct.pack(">i", 2) + struct.pack(">qhiqiqiq", 5, 1, 9, 40, 2, 777, 3, 38) + struct.pack(">qhiqiqiq", 6, 0, -1, -1, 0, 888, -1, -1)
     snapshot = write(tmp_path / "00000000000000000041.snapshot", struct.pack(">hI", 1, crc32c.crc32c(entries)) + entries)
     txn_index = write(tmp_path / f"{SEGMENT}.txnindex", struct.pack(">hqqqq", 0, 5, 10, 20, 21), struct.pack(">hqqqq", 0, 6, 30, 31, 31))
-    other = write(tmp_path / "leader-epoch-checkpoint", b"0\n0\n")
+    other = write(tmp_path / "partition.metadata", b"version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA")
 
     out, err, code = dump(capsys, "--files", f"{snapshot},{txn_index},{other}")
 
@@ -861,6 +861,18 @@ def test_producer_snapshot_transaction_index_and_unknown_files(tmp_path, capsys)
         f"Dumping {other}",
     )
     assert err == lines(f"Ignoring unknown file {other}")
+
+
+def test_a_file_name_without_a_dot_stops_the_dump(tmp_path, capsys):
+    """Kafka's tool takes the suffix from the last dot without checking there is one, and dies."""
+    txn_index = write(tmp_path / f"{SEGMENT}.txnindex", struct.pack(">hqqqq", 0, 5, 10, 20, 21))
+    checkpoint = write(tmp_path / "leader-epoch-checkpoint", b"0\n0\n")
+
+    out, err, code = dump(capsys, "--files", f"{txn_index},{checkpoint},{txn_index}")
+
+    assert code == 1
+    assert out == lines(f"Dumping {txn_index}", "version: 0 producerId: 5 firstOffset: 10 lastOffset: 20 lastStableOffset: 21", f"Dumping {checkpoint}")
+    assert err == lines("Error: StringIndexOutOfBoundsException: begin -1, end 23, length 23")
 
 
 def test_an_entry_too_small_to_be_a_message_stops_the_dump(tmp_path, capsys):
