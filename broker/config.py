@@ -62,6 +62,8 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     _k("connections.max.idle.ms", L, 600000, "Idle connections timeout: connections idle longer than this are closed."),
     _k("num.network.threads", I, 3, "Kafka's network thread count; odradek serves from one event loop.", at_least=1, acted_on=False),
     _k("num.io.threads", I, 8, "Kafka's request handler thread count; odradek serves from one event loop.", at_least=1, acted_on=False),
+    _k("background.threads", I, 10, "The number of threads to use for various background processing tasks; odradek runs them on its event loop and worker threads.", at_least=1, acted_on=False),
+    _k("num.replica.fetchers", I, 1, "Number of fetcher threads used to replicate records from each source broker.", at_least=1, acted_on=False),
     _k("num.recovery.threads.per.data.dir", I, 2, "Threads per data directory for log recovery at startup.", at_least=1, acted_on=False),
     _k("queued.max.requests", I, 500, "Queued requests allowed per connection before reading stops.", at_least=1),
     _k("queued.max.request.bytes", L, -1, "The number of queued bytes allowed before no more requests are read; -1: no bound but socket.request.max.bytes per request."),
@@ -185,13 +187,14 @@ def parse_listeners(value: str) -> list[Listener]:
 class BrokerConfig:
     """Parsed broker configuration: the values of every key in the table, from properties and overrides."""
 
-    def __init__(self, props: Mapping[str, str] | None = None) -> None:
+    def __init__(self, props: Mapping[str, str] | None = None, *, warn_unknown: bool = True) -> None:
+        """``warn_unknown`` is off when the dynamic configuration rebuilds the running one from the same file."""
         self.originals: dict[str, str] = dict(props or {})
         self.values: dict[str, Any] = {}
         for key in BROKER_CONFIG:
             raw = self.originals.get(key.name)
             self.values[key.name] = key.default if raw is None else key.parse(raw)
-        for name in self.originals:
+        for name in self.originals if warn_unknown else ():
             if name not in BROKER_KEYS and not name.startswith(IGNORED_PREFIXES):
                 log.warning("Unknown configuration %r was supplied but isn't a known config.", name)
         if 0 < self["queued.max.request.bytes"] < self["socket.request.max.bytes"]:

@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.coordinator_runtime import GroupCoordinatorRuntime
+from odradek.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from odradek.broker.fetch_session import FetchSessionCache
 from odradek.broker.group_coordinator import GROUP_METADATA_TOPIC
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.controller.embedded import EmbeddedController
 from odradek.controller.metadata import BrokerInfo, TopicInfo
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.storage.config_types import ConfigError
 from odradek.storage.log_manager import LogManager
 
 if TYPE_CHECKING:
@@ -34,7 +36,9 @@ class KafkaServer:
         self.log_dirs = config.log_dirs
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
+        self.dynamic_config = DynamicBrokerConfig(config)
         self.broker_defaults = config.broker_defaults_for_topics()
+        """What topic configs fall back to: the static configuration, then with the dynamic levels over it."""
         self.log_manager = LogManager(self.log_dirs, self.broker_defaults)
         self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.broker_defaults)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
@@ -58,6 +62,9 @@ class KafkaServer:
             me, self.log_dirs[0], self, self.config["cluster.id"],
             log_dirs=self.log_dirs, internal_topic_configs={GROUP_METADATA_TOPIC: self.coordinators["group"].offsets_topic_configs()},
         )
+        for entity in (DEFAULT_ENTITY, str(self.broker_id)):
+            self._load_broker_configs(entity)
+        self._apply_broker_defaults()
         self.log_manager.startup(self.controller.image.cluster_id, self.broker_id)
         self.controller.startup()
 
@@ -77,6 +84,26 @@ class KafkaServer:
 
     def on_topic_configs_changed(self, topic: TopicInfo) -> None:
         self.replica_manager.update_configs(topic)
+
+    def on_broker_configs_changed(self, entity: str) -> None:
+        """New dynamic broker configs: every topic without an override of its own follows the new defaults."""
+        self._load_broker_configs(entity)
+        self._apply_broker_defaults()
+        for topic in self.metadata.topics.values():
+            try:
+                self.replica_manager.update_configs(topic)
+            except ConfigError as exc:
+                log.error("Topic %s keeps its configuration: with the new broker defaults %s", topic.name, exc)
+
+    def _load_broker_configs(self, entity: str) -> None:
+        if entity in (DEFAULT_ENTITY, str(self.broker_id)):
+            self.dynamic_config.update(self.metadata.broker_configs.get(entity, {}), per_broker=entity != DEFAULT_ENTITY)
+
+    def _apply_broker_defaults(self) -> None:
+        """The replica manager shares ``broker_defaults``; the log manager keeps its own copy."""
+        self.broker_defaults.clear()
+        self.broker_defaults.update(self.dynamic_config.current.broker_defaults_for_topics())
+        self.log_manager.set_broker_defaults(self.broker_defaults)
 
     # -- shared operations --------------------------------------------------------------------------------
 

@@ -80,6 +80,7 @@ class EmbeddedController:
         else:
             self.image = MetadataImage(state["cluster_id"], broker.node_id, {broker.node_id: broker})
             self.next_producer_id = state.get("next_producer_id", 0)
+            self.image.broker_configs = state.get("broker_configs", {})
             for name, t in state["topics"].items():
                 partitions = {int(p): PartitionState(**ps) for p, ps in t["partitions"].items()}
                 self.image.topics[name] = TopicInfo(name, uuid.UUID(t["topic_id"]), partitions, t.get("configs", {}))
@@ -122,6 +123,7 @@ class EmbeddedController:
             "version": 1,
             "cluster_id": self.image.cluster_id,
             "next_producer_id": self.next_producer_id,
+            "broker_configs": self.image.broker_configs,
             "topics": {
                 t.name: {
                     "topic_id": str(t.topic_id),
@@ -281,6 +283,20 @@ class EmbeddedController:
         old, topic.configs = topic.configs, dict(configs)
         self._commit(lambda: setattr(topic, "configs", old))
         self.listener.on_topic_configs_changed(topic)
+
+    def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        """Replace the dynamic configs of a broker (its id) or of the cluster default (``<default>``)."""
+        old = self.image.broker_configs.get(entity, {})
+        self._put_broker_configs(entity, configs)
+        self._commit(lambda: self._put_broker_configs(entity, old))
+        self.listener.on_broker_configs_changed(entity)
+
+    def _put_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        """An entity without configs has no entry, as ZooKeeper deletes an empty config znode's content."""
+        if configs:
+            self.image.broker_configs[entity] = dict(configs)
+        else:
+            self.image.broker_configs.pop(entity, None)
 
     # -- producer ids -----------------------------------------------------------------------------------
 

@@ -77,6 +77,9 @@ class MetadataImage:
     controller_id: int
     brokers: dict[int, BrokerInfo]
     topics: dict[str, TopicInfo] = field(default_factory=dict)
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Dynamic broker configs by entity: a broker id, or ``<default>`` for the cluster-wide defaults (ZooKeeper's
+    ``/config/brokers/<entity>``)."""
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         for topic in self.topics.values():
@@ -96,3 +99,6 @@ class MetadataListener(Protocol):
 
     def on_topic_configs_changed(self, topic: TopicInfo) -> None:
         """Topic config overrides changed (ZooKeeper config change notification)."""
+
+    def on_broker_configs_changed(self, entity: str) -> None:
+        """Dynamic broker configs of a broker or the cluster default changed (config change notification)."""

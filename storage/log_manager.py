@@ -246,6 +246,13 @@ class LogManager:
             raise
         return made
 
+    def set_broker_defaults(self, broker_defaults: Mapping[str, str]) -> None:
+        """Dynamic broker configs changed the defaults: logs of topics the controller has not configured yet
+        (opened at start-up before their topic's config arrives) use them."""
+        with self._lock:
+            self.broker_defaults = dict(broker_defaults)
+            self.default_config = LogConfig.from_props({}, self.broker_defaults)
+
     def set_topic_config(self, topic: str, config: LogConfig) -> None:
         """New topic configs (AlterConfigs): applied to open logs and to logs opened later."""
         with self._lock:

@@ -4,26 +4,30 @@ The checks are Kafka's ``ConfigAdminManager`` preprocessing and ``ZkAdminManager
 with IncrementalAlterConfigs, which differs only in how the new overrides are computed. A change reaches the
 running logs through the controller (``set_topic_configs`` -> ``on_topic_configs_changed``).
 
-odradek has no dynamic broker configs: altering any broker config is refused with INVALID_REQUEST, the
-error Kafka gives for a config that cannot be updated dynamically.
+A BROKER resource is this broker's dynamic configs (its id) or the cluster-wide defaults (empty name): the
+new set is checked as Kafka's ``ConfigAdminManager.preprocess`` checks it (broker/dynamic_config.py), every
+refusal answered INVALID_REQUEST with Kafka's message, then stored by the controller, which hands it back
+to the broker (``set_broker_configs`` -> ``on_broker_configs_changed``).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from odradek.broker.handlers.describe_configs import ResourceType, check_broker_resource, resource_type_name
+from odradek.broker.config import BROKER_KEYS
+from odradek.broker.dynamic_config import DEFAULT_ENTITY, DynamicConfigError
+from odradek.broker.handlers.describe_configs import ResourceType, resource_type_name
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.storage.config_types import ConfigError, InvalidValueError
-from odradek.storage.log_config import LogConfig
+from odradek.storage.config_types import ConfigError, ConfigKey, InvalidValueError
+from odradek.storage.log_config import TOPIC_CONFIG_BY_NAME, LogConfig
 
 if TYPE_CHECKING:
     from odradek.broker.kafka_server import KafkaServer
 
-NewOverrides = Callable[[dict[str, str], list[Any]], dict[str, str]]
-"""(current topic overrides, the resource's requested configs) -> the topic's new overrides."""
+NewOverrides = Callable[[dict[str, str], list[Any], Mapping[str, ConfigKey]], dict[str, str]]
+"""(current overrides, the resource's requested configs, the resource's config table) -> the new overrides."""
 
 
 def _check_configs(configs: list[Any], null_allowed: Callable[[Any], bool]) -> None:
@@ -35,21 +39,35 @@ def _check_configs(configs: list[Any], null_allowed: Callable[[Any], bool]) -> N
         raise KafkaError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
 
 
-def _alter_broker(server: "KafkaServer", name: str, configs: list[Any]) -> None:
-    check_broker_resource(server, name)
-    if configs:
-        names = ", ".join(c.name for c in configs)
-        raise KafkaError(
-            ErrorCode.INVALID_REQUEST,
-            f"Cannot update these configs dynamically: {names} (odradek has no dynamic broker configs; set them in server.properties)",
-        )
+def _check_node_id(server: "KafkaServer", name: str) -> None:
+    """ConfigAdminManager.validateResourceNameIsCurrentNodeId (DescribeConfigs words its refusal differently)."""
+    try:
+        node_id = int(name)
+    except ValueError:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}") from None
+    if node_id != server.broker_id:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {server.broker_id}, but received {name}")
+
+
+def _alter_broker(server: "KafkaServer", name: str, configs: list[Any], new_overrides: NewOverrides, validate_only: bool) -> None:
+    per_broker = bool(name)
+    if per_broker:
+        _check_node_id(server, name)
+    props = new_overrides(dict(server.dynamic_config.level(per_broker)), configs, BROKER_KEYS)
+    try:
+        server.dynamic_config.validate(props, per_broker)
+    except ConfigError as exc:  # DynamicConfigError or a value's InvalidValueError: both INVALID_REQUEST
+        raise KafkaError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+    if not validate_only:
+        assert server.controller is not None
+        server.controller.set_broker_configs(name or DEFAULT_ENTITY, props)
 
 
 def _alter_topic(server: "KafkaServer", name: str, configs: list[Any], new_overrides: NewOverrides, validate_only: bool) -> None:
     if not name:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
     topic = server.metadata.topics.get(name)
-    overrides = new_overrides(dict(topic.configs) if topic else {}, configs)
+    overrides = new_overrides(dict(topic.configs) if topic else {}, configs, TOPIC_CONFIG_BY_NAME)
     if topic is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
     try:
@@ -74,7 +92,7 @@ def alter_resources(server: "KafkaServer", request: Request, new_overrides: NewO
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
             _check_configs(resource.configs, null_allowed)
             if resource.resource_type == ResourceType.BROKER:
-                _alter_broker(server, resource.resource_name, resource.configs)
+                _alter_broker(server, resource.resource_name, resource.configs, new_overrides, body.validate_only)
             elif resource.resource_type == ResourceType.TOPIC:
                 _alter_topic(server, resource.resource_name, resource.configs, new_overrides, body.validate_only)
             else:
@@ -85,7 +103,7 @@ def alter_resources(server: "KafkaServer", request: Request, new_overrides: NewO
     return {"responses": responses}
 
 
-def _replace(current: dict[str, str], configs: list[Any]) -> dict[str, str]:
+def _replace(current: dict[str, str], configs: list[Any], keys: Mapping[str, ConfigKey]) -> dict[str, str]:
     return {c.name: c.value for c in configs}
 
 

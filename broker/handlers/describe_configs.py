@@ -8,8 +8,10 @@ the first entry naming the primary broker key on. The source is the first synony
 ``retention.ms`` with only ``log.retention.hours`` set reports DEFAULT_CONFIG and no synonyms, because the
 primary key ``log.retention.ms`` appears nowhere.
 
-odradek has no dynamic broker configs, so every broker config is read-only and the cluster-default broker
-resource (empty name) has none.
+The broker keys are looked up level by level (broker/dynamic_config.py): this broker's dynamic configs
+(DYNAMIC_BROKER_CONFIG), the cluster-wide dynamic defaults (DYNAMIC_DEFAULT_BROKER_CONFIG), then
+``server.properties`` and Kafka's defaults. The cluster-default resource (empty name) lists only the keys
+set at its level, with only that level's synonyms. A key is read-only unless AlterConfigs may change it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable
 
 from odradek.broker.config import BROKER_CONFIG, BROKER_KEYS
+from odradek.broker.dynamic_config import DYNAMIC_KEYS, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER, broker_config_synonyms
 from odradek.controller.metadata import topic_name_error
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -46,19 +49,6 @@ def resource_type_name(type_id: int) -> str:
         return ResourceType(type_id).name
     except ValueError:
         return ResourceType.UNKNOWN.name
-
-
-# Kafka's DynamicBrokerConfig.brokerConfigSynonyms: broker keys that set one thing in different units, most
-# specific first -- the same chains the topic config table declares as a key's fallbacks. Every other key is
-# its own only synonym. (config_synonyms starts a chain at the key asked about, so a later member of a
-# chain, e.g. log.flush.scheduler.interval.ms, answers only itself, as in Kafka.)
-BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
-    s.name: tuple(x.name for x in key.synonyms) for key in TOPIC_CONFIG if len(key.synonyms) > 1 for s in key.synonyms
-}
-
-
-def broker_config_synonyms(name: str) -> tuple[str, ...]:
-    return BROKER_SYNONYMS.get(name, (name,))
 
 
 def _broker_defaults() -> dict[str, str]:
@@ -120,11 +110,19 @@ def _is_sensitive(key: ConfigKey | None) -> bool:
 
 
 def config_synonyms(server: "KafkaServer", name: str, sensitive: bool) -> list[Synonym]:
-    """The broker-level synonyms of broker key ``name`` (Kafka's ``ConfigHelper.configSynonyms``)."""
+    """The broker-level synonyms of broker key ``name`` (Kafka's ``ConfigHelper.configSynonyms``): the chain
+    of broker keys (DynamicBrokerConfig.brokerConfigSynonyms) looked up in each level, level by level. The
+    list starts at the key asked about, so a later member of a chain (log.flush.scheduler.interval.ms)
+    answers only itself, as in Kafka."""
     chain = broker_config_synonyms(name)
-    static = server.config.originals
-    found = [Synonym(n, str(static[n]).strip(), SOURCE_STATIC_BROKER) for n in chain if n in static]
-    found += [Synonym(n, BROKER_DEFAULTS[n], SOURCE_DEFAULT) for n in chain if n in BROKER_DEFAULTS]
+    dynamic = server.dynamic_config
+    levels = (
+        (dynamic.per_broker, SOURCE_DYNAMIC_BROKER),
+        (dynamic.cluster_default, SOURCE_DYNAMIC_DEFAULT_BROKER),
+        (server.config.originals, SOURCE_STATIC_BROKER),
+        (BROKER_DEFAULTS, SOURCE_DEFAULT),
+    )
+    found = [Synonym(n, str(level[n]).strip(), source) for level, source in levels for n in chain if n in level]
     found = list(itertools.dropwhile(lambda s: s.name != name, found))
     if sensitive:
         found = [Synonym(s.name, None, s.source) for s in found]
@@ -146,11 +144,13 @@ def topic_config_entries(server: "KafkaServer", overrides: dict[str, str]) -> li
 
 
 def broker_config_entries(server: "KafkaServer") -> list[DescribedConfig]:
-    """Every broker key with its value, then any other ``server.properties`` key (unknown type: sensitive)."""
+    """Every broker key with the value it runs with, then any other ``server.properties`` key (unknown type:
+    sensitive)."""
     entries = []
+    current = server.dynamic_config.current
     for key in BROKER_CONFIG:
         sensitive = _is_sensitive(key)
-        value = None if sensitive else key.render(server.config[key.name])
+        value = None if sensitive else key.render(current[key.name])
         entries.append(_broker_entry(server, key.name, value, key, sensitive))
     for name in server.config.originals:
         if name not in BROKER_KEYS:
@@ -158,8 +158,19 @@ def broker_config_entries(server: "KafkaServer") -> list[DescribedConfig]:
     return entries
 
 
-def _broker_entry(server: "KafkaServer", name: str, value: str | None, key: ConfigKey | None, sensitive: bool) -> DescribedConfig:
+def default_broker_config_entries(server: "KafkaServer") -> list[DescribedConfig]:
+    """The cluster-wide dynamic defaults: the keys set at that level, each with only that level's synonyms."""
+    return [
+        _broker_entry(server, name, value, DYNAMIC_KEYS[name], False, only_source=SOURCE_DYNAMIC_DEFAULT_BROKER)
+        for name, value in server.dynamic_config.cluster_default.items()
+        if name in DYNAMIC_KEYS
+    ]
+
+
+def _broker_entry(server: "KafkaServer", name: str, value: str | None, key: ConfigKey | None, sensitive: bool, only_source: int | None = None) -> DescribedConfig:
     synonyms = config_synonyms(server, name, sensitive)
+    if only_source is not None:
+        synonyms = [s for s in synonyms if s.source == only_source]
     source = synonyms[0].source if synonyms else SOURCE_DEFAULT
     return DescribedConfig(
         name,
@@ -167,7 +178,7 @@ def _broker_entry(server: "KafkaServer", name: str, value: str | None, key: Conf
         source,
         key.type if key else ConfigType.UNKNOWN,
         key.doc if key else None,
-        read_only=True,
+        read_only=name not in DYNAMIC_KEYS,
         is_sensitive=sensitive,
         synonyms=tuple(synonyms),
     )
@@ -196,7 +207,7 @@ def resource_config_entries(server: "KafkaServer", resource_type: int, name: str
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return topic_config_entries(server, topic.configs)
     if resource_type == ResourceType.BROKER:
-        return broker_config_entries(server) if check_broker_resource(server, name) else []
+        return broker_config_entries(server) if check_broker_resource(server, name) else default_broker_config_entries(server)
     raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {resource_type_name(resource_type)}")
 
 

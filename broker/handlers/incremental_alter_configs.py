@@ -1,20 +1,20 @@
 """IncrementalAlterConfigs (KIP-339): SET, DELETE, and APPEND/SUBTRACT on list configs, one key at a time.
 
-As Kafka's ``prepareIncrementalConfigs``: APPEND and SUBTRACT start from the topic's override, else the
-key's default (``cleanup.policy`` APPEND ``compact`` gives ``delete,compact``); APPEND skips values already
-present. Everything else is AlterConfigs' (validation, validate-only, broker refusal).
+As Kafka's ``prepareIncrementalConfigs``: APPEND and SUBTRACT start from the resource's override (a topic's,
+or the dynamic broker level's), else the key's default (``cleanup.policy`` APPEND ``compact`` gives
+``delete,compact``); APPEND skips values already present. Everything else is AlterConfigs' (validation,
+validate-only, dynamic broker configs).
 """
 
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from odradek.broker.handlers.alter_configs import alter_resources
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.storage.config_types import ConfigType
-from odradek.storage.log_config import TOPIC_CONFIG_BY_NAME
+from odradek.storage.config_types import ConfigKey, ConfigType
 
 if TYPE_CHECKING:
     from odradek.broker.kafka_server import KafkaServer
@@ -27,9 +27,9 @@ class OpType(enum.IntEnum):
     SUBTRACT = 3
 
 
-def _list_value(current: dict[str, str], name: str, op: OpType) -> list[str]:
+def _list_value(current: dict[str, str], name: str, op: OpType, keys: Mapping[str, ConfigKey]) -> list[str]:
     """The list an APPEND or SUBTRACT applies to; the key must be a LIST config."""
-    key = TOPIC_CONFIG_BY_NAME.get(name)
+    key = keys.get(name)
     if key is None:
         raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown config name: {name}")
     if key.type is not ConfigType.LIST:
@@ -41,7 +41,7 @@ def _list_value(current: dict[str, str], name: str, op: OpType) -> list[str]:
     return old.split(",")
 
 
-def apply_ops(current: dict[str, str], configs: list[Any]) -> dict[str, str]:
+def apply_ops(current: dict[str, str], configs: list[Any], keys: Mapping[str, ConfigKey]) -> dict[str, str]:
     overrides = dict(current)
     for config in configs:
         try:
@@ -53,11 +53,11 @@ def apply_ops(current: dict[str, str], configs: list[Any]) -> dict[str, str]:
         elif op is OpType.DELETE:
             overrides.pop(config.name, None)
         elif op is OpType.APPEND:
-            values = _list_value(overrides, config.name, op)
+            values = _list_value(overrides, config.name, op, keys)
             values += [v for v in config.value.split(",") if v not in values]
             overrides[config.name] = ",".join(values)
         else:
-            values = _list_value(overrides, config.name, op)
+            values = _list_value(overrides, config.name, op, keys)
             for v in config.value.split(","):
                 if v in values:
                     values.remove(v)
