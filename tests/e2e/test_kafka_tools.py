@@ -24,6 +24,7 @@ import kafka_jvm
 import pytest
 
 from odradek import Broker
+from odradek.protocol.api import ApiKey
 
 STABLE_TIMEOUT_S = 30.0
 
@@ -281,3 +282,31 @@ def test_group_with_an_active_member_prints_what_kafka_prints(side_by_side, brok
     assert_same(on_odradek, on_kafka)
     assert "console-consumer-<uuid> /127.0.0.1      console-consumer 2               (0,1)" in on_odradek[1].stdout
     assert_same(*side_by_side(AFTER_LEAVING, names))
+
+
+BROKER_CONFIGS = [
+    run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--alter", "--entity-type", "brokers", "--entity-name", "0", "--add-config", "log.retention.ms=777600000"),
+    run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--alter", "--entity-type", "brokers", "--entity-default", "--add-config", "log.retention.ms=691200000,log.segment.bytes=1000000000"),
+    run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--describe", "--entity-type", "brokers", "--entity-name", "0"),
+    run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--describe", "--entity-type", "brokers", "--entity-default"),
+    run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--alter", "--entity-type", "brokers", "--entity-name", "0", "--add-config", "log.retention.hours=1"),
+    run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--alter", "--entity-type", "brokers", "--entity-name", "0", "--add-config", "num.io.threads=100"),
+    run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--alter", "--entity-type", "brokers", "--entity-name", "0", "--delete-config", "log.retention.ms"),
+    run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--alter", "--entity-type", "brokers", "--entity-default", "--delete-config", "log.retention.ms,log.segment.bytes"),
+    run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--describe", "--entity-type", "brokers", "--entity-name", "0"),
+    run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--describe", "--entity-type", "brokers", "--entity-default"),
+]
+"""kafka-configs on dynamic broker configs, per broker and cluster-wide. The values keep more data than Kafka's
+defaults (the real Kafka is shared by the test run), and every change is undone."""
+
+
+def test_dynamic_broker_configs_print_what_kafka_prints(side_by_side, broker, real_kafka, connect) -> None:
+    try:
+        on_odradek, on_kafka = side_by_side(BROKER_CONFIGS, {})
+        assert_same(on_odradek, on_kafka)
+        assert "log.retention.ms=777600000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.retention.ms=777600000, DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=691200000" in on_odradek[2].stdout
+    finally:
+        for bootstrap in (broker.bootstrap, real_kafka.bootstrap):
+            resources = [{"resource_type": 4, "resource_name": name, "configs": []} for name in ("0", "")]
+            answers = connect(bootstrap).call(ApiKey.AlterConfigs, 1, {"resources": resources, "validate_only": False}).responses
+            assert [a.error_code for a in answers] == [0, 0]
