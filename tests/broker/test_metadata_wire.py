@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -96,7 +97,10 @@ def test_authorized_operations_only_when_asked(broker, connect):
 
 def test_all_topics_include_internal_ones_marked_internal(broker, connect):
     wire = connect(broker.bootstrap)
-    wire.call(ApiKey.FindCoordinator, 3, {"key": "some-group", "key_type": 0})
+    deadline = time.monotonic() + 10
+    while wire.call(ApiKey.FindCoordinator, 3, {"key": "some-group", "key_type": 0}).error_code:  # until the offsets topic is made
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
     topics = {t.name: t for t in metadata(wire, 12, None).topics}
     assert topics["__consumer_offsets"].is_internal is True
     assert all(not t.is_internal for name, t in topics.items() if name != "__consumer_offsets")
@@ -113,11 +117,11 @@ def test_names_colliding_on_period_and_underscore(broker, connect, caplog):
     with caplog.at_level("WARNING", logger="odradek.server"):
         created = wire.call(ApiKey.CreateTopics, 7, {"topics": [{"name": "my.topic", "num_partitions": 1, "replication_factor": 1}], "timeout_ms": 5000})
     assert created.topics[0].error_code == ErrorCode.NONE
-    assert any("could collide" in r.getMessage() for r in caplog.records)
+    # Kafka warns of period/underscore collisions only in kafka-topics.sh, never in the broker's log.
+    assert not any("collide" in r.getMessage() for r in caplog.records)
     clash = wire.call(ApiKey.CreateTopics, 7, {"topics": [{"name": "my_topic", "num_partitions": 1, "replication_factor": 1}], "timeout_ms": 5000})
     assert clash.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
     assert "collides" in clash.topics[0].error_message
-
 
 
 @pytest.mark.parametrize("version", [10, 11])
