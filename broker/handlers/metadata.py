@@ -108,7 +108,9 @@ def _auto_create(server: "KafkaServer", name: str) -> dict:
         topic = server.create_topic(name)
     except KafkaError as exc:
         if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
-            return topic_entry(server.metadata.topics[name])
+            existing = server.metadata.topics.get(name)
+            # A name taken by a creation still making its logs: not available yet.
+            return topic_entry(existing) if existing is not None else _error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE)
         return _error_entry(name, exc.code)
     entry = _error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE, topic.topic_id)
     entry["is_internal"] = topic.is_internal
