@@ -64,7 +64,7 @@ class GroupCoordinatorRuntime:
         if topic is None:
             config = self.server.config
             try:
-                self.server.create_topic(GROUP_METADATA_TOPIC, config["offsets.topic.num.partitions"], config["offsets.topic.replication.factor"], self.offsets_topic_configs())
+                self.server.create_topic_in_background(GROUP_METADATA_TOPIC, config["offsets.topic.num.partitions"], config["offsets.topic.replication.factor"], self.offsets_topic_configs())
             except KafkaError as exc:
                 if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                     log.error("Could not create %s: %s", GROUP_METADATA_TOPIC, exc)

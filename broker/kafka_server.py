@@ -24,6 +24,8 @@ from odradek.storage.config_types import ConfigError
 from odradek.storage.log_manager import LogManager
 
 if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
     from odradek.broker.metrics import BrokerMetrics
 
 log = logging.getLogger("odradek.server")
@@ -46,6 +48,7 @@ class KafkaServer:
         self.coordinators: dict[str, Any] = {}
         self.coordinators["group"] = GroupCoordinatorRuntime(self)
         self.metrics: BrokerMetrics | None = None  # the runner's, when prometheus.port is set
+        self.background: TaskGroup | None = None  # the network's task group, for work no request waits for
         self._producer_ids: range = range(0)
         self._next_producer_id = 0
 
@@ -138,6 +141,34 @@ class KafkaServer:
             # who creates such a topic; the broker does not log it.
             log.info("Created topic %s with %d partitions (id %s)", name, len(topic.partitions), topic.topic_id)
         return topic
+
+    def create_topic_in_background(self, name: str, num_partitions: int = -1, replication_factor: int = -1, configs: dict[str, str] | None = None) -> TopicInfo:
+        """The creations Kafka answers before they are done (Metadata's auto-creation, the offsets topic at a
+        group's first FindCoordinator): validated and planned now, their logs made off the event loop, published
+        once made. The caller answers "not available yet" and the client asks again, as with Kafka; meanwhile
+        the name is taken. Made inline, fifty offsets partitions stalled every client for half a second."""
+        from odradek.broker.new_logs import make_logs
+
+        planned = self.create_topic(name, num_partitions, replication_factor, configs, validate_only=True)
+        assert self.background is not None and self.controller is not None
+        controller = self.controller
+        controller.creating.add(name)
+
+        async def create() -> None:
+            try:
+                await make_logs(self, planned)
+            except KafkaError as exc:
+                log.error("Could not create topic %s: %s", name, exc.message)
+                return
+            finally:
+                controller.creating.discard(name)
+            try:
+                self.create_topic(name, num_partitions, replication_factor, configs, topic_id=planned.topic_id)
+            except KafkaError as exc:
+                log.error("Could not create topic %s: %s", name, exc.message)
+
+        self.background.start_soon(create)
+        return planned
 
     def next_producer_id(self) -> int:
         """Producer ids come in blocks from the controller, as brokers get them from ZooKeeper."""

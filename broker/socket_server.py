@@ -338,6 +338,7 @@ async def serve(server: KafkaServer, listen_socks: list[socket.socket], task_sta
 
     async with anyio.create_task_group() as tg:
         network = Network(server.config, tg, bytearray(RECEIVE_BUFFER_SIZE), memory_pool(server.config["queued.max.request.bytes"]))
+        server.background = tg
         tg.start_soon(network.expire_idle_connections)
         for lsock in listen_socks:
             tg.start_soon(accept_loop, lsock, network)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 
 import pytest
 
@@ -33,9 +34,11 @@ def broker():
 @pytest.fixture
 def wire(broker, connect):
     w = connect(broker.bootstrap)
-    # The offsets topic exists once a coordinator was looked up (the first lookup answers "not yet").
-    for _ in range(2):
-        w.call(ApiKey.FindCoordinator, 0, {"key": "warm-up", "key_type": 0})
+    # The offsets topic exists once a coordinator was looked up: lookups answer "not yet" until it is made.
+    deadline = time.monotonic() + 10
+    while w.call(ApiKey.FindCoordinator, 0, {"key": "warm-up", "key_type": 0}).error_code == E.COORDINATOR_NOT_AVAILABLE:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
     return w
 
 
