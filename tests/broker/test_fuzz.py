@@ -182,7 +182,7 @@ def test_damaged_requests_of_every_api_leave_the_broker_serving(tmp_path: Path, 
         steady.join(10)
         grown = rss(broker.pid) - before
         assert broker._proc.poll() is None, "the broker died:\n" + "\n".join(broker.output)
-        assert outcomes.get("answered", 0) > EXAMPLES // 10 and outcomes.get("closed", 0) > EXAMPLES // 10, outcomes  # both kinds exercised
+        assert outcomes.get("answered", 0) > EXAMPLES // 50 and outcomes.get("closed", 0) > EXAMPLES // 50, outcomes  # both kinds exercised
         assert not wedged, f"{len(wedged)} whole requests neither answered nor closed, e.g. {wedged[:3]}"
         assert not steady.failures, steady.failures[:5]
         latencies = sorted(steady.latencies)
