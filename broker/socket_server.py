@@ -1,12 +1,13 @@
 """The network shell: accept connections, cut frames, dispatch, send answers in order.
 
 Only bytes move here. Each connection has a reader that takes whatever the socket holds (large reads into
-the framing buffers, framed by hand: several times faster than exact-size reads through stream wrappers), decodes each
-request and calls its handler at once, so requests take effect in arrival order; and a writer that sends
-the answers in the same order, awaiting those that wait (long polls, acks=all) — Kafka's pipelining with
-in-order responses. Record data in fetch responses goes from the segment file to the socket with
-``os.sendfile``. Sockets are used directly (non-blocking, with anyio's readiness waits) so that sendfile
-and ordinary sends share one socket without a transport buffering in between.
+the receive buffer the event loop's connections share, framed by hand: several times faster than exact-size
+reads through stream wrappers), decodes each request and calls its handler at once, so requests take effect
+in arrival order; and, while answers are queued, a writer that sends them in the same order, awaiting those
+that wait (long polls, acks=all) — Kafka's pipelining with in-order responses. Record data in fetch
+responses goes from the segment file to the socket with ``os.sendfile``. Sockets are used directly
+(non-blocking, with anyio's readiness waits) so that sendfile and ordinary sends share one socket without a
+transport buffering in between. docs/performance.md has what a connection costs.
 """
 
 from __future__ import annotations
