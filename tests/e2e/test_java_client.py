@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import uuid
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -211,8 +212,8 @@ ADMIN_EXPECTED_HIGHLIGHTS = {
 
 def test_admin_client_observes_what_it_observes_on_kafka(broker, probe, real_kafka) -> None:
     topic = f"java-admin-{uuid.uuid4().hex[:8]}"
-    on_odradek = probe("admin", broker.bootstrap, topic)
-    on_kafka = probe("admin", real_kafka.bootstrap, topic)
+    with ThreadPoolExecutor(2) as pool:  # the two JVMs at once
+        on_odradek, on_kafka = pool.map(lambda bootstrap: probe("admin", bootstrap, topic), [broker.bootstrap, real_kafka.bootstrap])
 
     for name, fields in ADMIN_EXPECTED_HIGHLIGHTS.items():
         assert step(on_odradek, name) == [{"step": name, **fields}]
