@@ -58,8 +58,10 @@ class Network:
         """Close connections idle for connections.max.idle.ms, as Kafka's Selector does, from one task for all
         of them rather than a timer per connection."""
         idle_s = self.config["connections.max.idle.ms"] / 1000
+        if idle_s < 0:
+            return  # Kafka's Selector: a negative connections.max.idle.ms never expires a connection
         while True:
-            await anyio.sleep(min(1.0, idle_s / 4))
+            await anyio.sleep(min(1.0, max(idle_s / 4, 0.01)))
             now = time.monotonic()
             for conn in list(self.connections):
                 if not conn.writing and now - conn.last_active >= idle_s:

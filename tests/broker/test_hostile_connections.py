@@ -178,3 +178,10 @@ def test_thousands_of_connections_open_quickly_and_cost_little(broker, connect) 
         assert again < CONNECTIONS * 2 * 1024, f"a second round of connections grew the broker by {again / MB:.1f} MB"
     finally:
         close_all(socks, pid, base_fds)
+
+
+def test_a_negative_connections_max_idle_ms_never_expires_connections(tmp_path, connect) -> None:
+    with Broker(log_dir=tmp_path, config={"connections.max.idle.ms": "-1"}) as b:
+        idle = connect(b.bootstrap)
+        assert not idle.closed_by_peer(timeout=1.5)
+        assert idle.call(ApiKey.Metadata, 12, {"topics": None}).brokers
