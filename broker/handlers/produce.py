@@ -14,6 +14,7 @@ acks=all waits until the high watermark passes the appended batch.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,8 @@ from odradek.protocol.records import Record, build_batch, iter_records_unchecked
 
 if TYPE_CHECKING:
     from odradek.broker.kafka_server import KafkaServer
+
+log = logging.getLogger("odradek.apis")
 
 
 def handle(server: "KafkaServer", request: Request) -> Any:
@@ -57,9 +60,13 @@ def handle(server: "KafkaServer", request: Request) -> Any:
             except KafkaError as exc:
                 failed = True
                 entry["error_code"] = exc.code
-                entry["error_message"] = exc.message
                 if isinstance(exc, RecordValidationError):
+                    # Kafka fills error_message only for these (ReplicaManager's hasCustomErrorMessage); the
+                    # other refusals' reasons go to the log.
+                    entry["error_message"] = exc.message
                     entry["record_errors"] = exc.record_errors
+                else:
+                    log.debug("Produce to %s-%d refused: %s", topic_data.name, pd.index, exc)
             partitions.append(entry)
         results.append((topic_data.name, partitions))
     if acks == 0:
