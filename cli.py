@@ -17,6 +17,9 @@ COMMANDS = {
     "dump-log": ("odradek.tools.dump_log", "Print the contents of log segments and indexes (as kafka-dump-log.sh)"),
     "perf": ("odradek.tools.perf", "Producer and consumer load tests (as kafka-producer-perf-test / kafka-consumer-perf-test)"),
     "pipeline": ("odradek.tools.pipeline", "Run a PySpark pipeline shipped with odradek: odradek pipeline clickstream"),
+    "topics": ("odradek.tools.admin_topics", "Create, list, describe, alter and delete topics (as kafka-topics.sh)"),
+    "configs": ("odradek.tools.admin_configs", "Describe and alter topic and broker configs (as kafka-configs.sh)"),
+    "offsets": ("odradek.tools.admin_offsets", "Print partitions' offsets for a time (as kafka-get-offsets.sh)"),
 }
 
 

@@ -302,7 +302,7 @@ class KafkaClient:
         if topics is None and version == 0:
             requested: list[dict[str, Any]] | None = []  # v0 has no null: an empty list means all topics
         else:
-            requested = None if topics is None else [{"name": t, "topic_id": None} for t in topics]
+            requested = None if topics is None else [{"name": t} for t in topics]
         body = {"topics": requested, "allow_auto_topic_creation": False, "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
         response = await connection.send(ApiKey.Metadata, version, body)
         self.nodes = {b.node_id: Node(b.node_id, b.host, b.port) for b in response.brokers}

@@ -1,0 +1,123 @@
+"""What the admin commands (``odradek topics | configs | offsets``) share: the bootstrap option, running a
+command on odradek's own client (broker/kafka_client.py), Kafka's topic filters, and the look-ups they all do.
+
+Each command prints what the matching Kafka tool prints (kafka-topics.sh, kafka-configs.sh,
+kafka-get-offsets.sh), so that scripts written for Kafka's tools read odradek's the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import re
+import sys
+import uuid
+from dataclasses import dataclass
+from typing import Awaitable, Callable
+
+import anyio
+
+from odradek.broker.kafka_client import DisconnectedError, KafkaClient, ResponseError, UnsupportedVersionError
+from odradek.controller.metadata import INTERNAL_TOPICS
+from odradek.protocol.api import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.schema import Container
+
+CLIENT_ID = "odradek-admin"
+REQUEST_TIMEOUT_S = 30.0
+
+
+class CommandError(Exception):
+    """A failure the command reports in its tool's words, exiting 1."""
+
+
+class BrokerError(CommandError):
+    """The broker refused: Kafka's tools word these apart from their own argument checks."""
+
+
+def broker_error(code: int, message: str | None) -> BrokerError:
+    """The text a Java admin client's exception carries: the broker's message, else the code's own."""
+    return BrokerError(message or ErrorCode(code).message)
+
+
+def add_bootstrap_server(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="The Kafka server to connect to (host:port[,host:port...])")
+
+
+def run_command(args: argparse.Namespace, command: Callable[[KafkaClient, argparse.Namespace], Awaitable[None]], report: Callable[[Exception], None]) -> int:
+    """Run ``command`` with a client connected to ``--bootstrap-server``; a failure goes to ``report`` in the
+    tool's words, with exit code 1."""
+
+    async def main() -> None:
+        async with KafkaClient(args.bootstrap_server, client_id=CLIENT_ID, request_timeout_s=REQUEST_TIMEOUT_S) as client:
+            await command(client, args)
+
+    try:
+        anyio.run(main)
+    except (CommandError, ResponseError, DisconnectedError, UnsupportedVersionError, TimeoutError) as exc:
+        report(exc)
+        return 1
+    return 0
+
+
+def print_error(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def include_list(raw: str) -> re.Pattern[str]:
+    """Kafka's TopicFilter: commas are alternatives, spaces and surrounding quotes dropped, the whole name must match."""
+    regex = re.sub(r"[\"']+$", "", re.sub(r"^[\"']+", "", raw.strip().replace(",", "|").replace(" ", "")))
+    try:
+        return re.compile(regex)
+    except re.error:
+        raise CommandError(f"{regex} is an invalid regex.") from None
+
+
+def is_internal(topic: str) -> bool:
+    return topic in INTERNAL_TOPICS
+
+
+def uuid_string(value: uuid.UUID) -> str:
+    """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, unpadded."""
+    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode()
+
+
+async def topic_metadata(client: KafkaClient, topics: list[str] | None = None) -> dict[str, Container]:
+    """Metadata of the named topics (all if None) that exist, by name."""
+    response = await client.refresh_metadata(topics)
+    return {t.name: t for t in response.topics if t.error_code == ErrorCode.NONE}
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: int
+    read_only: bool
+    sensitive: bool
+    synonyms: tuple[tuple[str, str | None, int], ...]
+
+
+CONFIG_SOURCES = {
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+    7: "CLIENT_METRICS_CONFIG",
+    8: "GROUP_CONFIG",
+}
+"""DescribeConfigs' config_source ids by the names Kafka's ConfigEntry.ConfigSource prints."""
+SOURCE_DEFAULT = 5
+
+
+async def describe_configs(client: KafkaClient, resource_type: int, name: str, *, node_id: int | None = None) -> list[ConfigEntry]:
+    body = {"resources": [{"resource_type": resource_type, "resource_name": name, "configuration_keys": None}], "include_synonyms": True, "include_documentation": False}
+    result = (await client.request(ApiKey.DescribeConfigs, body, node_id=node_id)).results[0]
+    if result.error_code != ErrorCode.NONE:
+        raise broker_error(result.error_code, result.error_message)
+    return [
+        ConfigEntry(c.name, c.value, c.config_source, c.read_only, c.is_sensitive, tuple((s.name, s.value, s.source) for s in c.synonyms))
+        for c in result.configs
+    ]
