@@ -142,33 +142,38 @@ class KafkaServer:
             log.info("Created topic %s with %d partitions (id %s)", name, len(topic.partitions), topic.topic_id)
         return topic
 
-    def create_topic_in_background(self, name: str, num_partitions: int = -1, replication_factor: int = -1, configs: dict[str, str] | None = None) -> TopicInfo:
-        """The creations Kafka answers before they are done (Metadata's auto-creation, the offsets topic at a
-        group's first FindCoordinator): validated and planned now, their logs made off the event loop, published
-        once made. The caller answers "not available yet" and the client asks again, as with Kafka; meanwhile
-        the name is taken. Made inline, fifty offsets partitions stalled every client for half a second."""
+    def reserve_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1, configs: dict[str, str] | None = None) -> TopicInfo:
+        """Validate and plan a topic and take its name (no other request creates it meanwhile); then
+        :meth:`finish_topic` makes its logs off the event loop and publishes it. Made inline, a topic's
+        directories, files and checkpoint fsyncs stall every client: fifty offsets partitions half a second."""
+        planned = self.create_topic(name, num_partitions, replication_factor, configs, validate_only=True)
+        assert self.controller is not None
+        self.controller.creating.add(name)
+        return planned
+
+    async def finish_topic(self, planned: TopicInfo, num_partitions: int = -1, replication_factor: int = -1, configs: dict[str, str] | None = None) -> TopicInfo:
         from odradek.broker.new_logs import make_logs
 
-        planned = self.create_topic(name, num_partitions, replication_factor, configs, validate_only=True)
-        assert self.background is not None and self.controller is not None
-        controller = self.controller
-        controller.creating.add(name)
+        assert self.controller is not None
+        try:
+            await make_logs(self, planned)
+        finally:
+            self.controller.creating.discard(planned.name)
+        return self.create_topic(planned.name, num_partitions, replication_factor, configs, topic_id=planned.topic_id)
+
+    def create_topic_in_background(self, name: str, num_partitions: int = -1, replication_factor: int = -1, configs: dict[str, str] | None = None) -> None:
+        """A creation Kafka answers before it is done (the offsets topic at a group's first FindCoordinator,
+        answered COORDINATOR_NOT_AVAILABLE): the client asks again until it is published."""
+        planned = self.reserve_topic(name, num_partitions, replication_factor, configs)
+        assert self.background is not None
 
         async def create() -> None:
             try:
-                await make_logs(self, planned)
-            except KafkaError as exc:
-                log.error("Could not create topic %s: %s", name, exc.message)
-                return
-            finally:
-                controller.creating.discard(name)
-            try:
-                self.create_topic(name, num_partitions, replication_factor, configs, topic_id=planned.topic_id)
+                await self.finish_topic(planned, num_partitions, replication_factor, configs)
             except KafkaError as exc:
                 log.error("Could not create topic %s: %s", name, exc.message)
 
         self.background.start_soon(create)
-        return planned
 
     def next_producer_id(self) -> int:
         """Producer ids come in blocks from the controller, as brokers get them from ZooKeeper."""

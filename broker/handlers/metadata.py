@@ -7,7 +7,7 @@ created by this request is LEADER_NOT_AVAILABLE, and clients ask again.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Awaitable
 
 from odradek.broker.authorization import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized_operations
 from odradek.controller.metadata import TopicInfo, topic_name_error
@@ -66,7 +66,7 @@ def _refused_before_topic_ids(body, version: int) -> dict | None:
     }
 
 
-def handle(server: "KafkaServer", request: Request) -> dict:
+def handle(server: "KafkaServer", request: Request) -> dict | Awaitable[dict]:
     body = request.body
     version = request.header.api_version
     refused = _refused_before_topic_ids(body, version)
@@ -76,6 +76,7 @@ def handle(server: "KafkaServer", request: Request) -> dict:
     allow_auto_create = server.config["auto.create.topics.enable"] and (version < 4 or body.allow_auto_topic_creation)
     topic_ops = body.include_topic_authorized_operations
     topics = []
+    to_create: list[tuple[int, str]] = []
     if body.topics is None or (version == 0 and not body.topics):
         topics = [topic_entry(t, topic_ops) for t in image.topics.values()]
     else:
@@ -91,21 +92,30 @@ def handle(server: "KafkaServer", request: Request) -> dict:
             elif topic_name_error(name):
                 topics.append(_error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
             elif allow_auto_create:
-                topics.append(_auto_create(server, name))
+                to_create.append((len(topics), name))
+                topics.append(None)
             else:
                 topics.append(_error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-    return {
+    response = {
         "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in image.brokers.values()],
         "cluster_id": image.cluster_id,
         "controller_id": image.controller_id,
         "topics": topics,
         "cluster_authorized_operations": authorized_operations(CLUSTER_OPERATIONS, body.include_cluster_authorized_operations),
     }
+    return _with_auto_created(server, response, to_create) if to_create else response
 
 
-def _auto_create(server: "KafkaServer", name: str) -> dict:
+async def _with_auto_created(server: "KafkaServer", response: dict, to_create: list[tuple[int, str]]) -> dict:
+    """Auto-created topics' logs are made off the event loop (broker/new_logs.py); the answer waits for them."""
+    for index, name in to_create:
+        response["topics"][index] = await _auto_create(server, name)
+    return response
+
+
+async def _auto_create(server: "KafkaServer", name: str) -> dict:
     try:
-        topic = server.create_topic(name)
+        topic = await server.finish_topic(server.reserve_topic(name))
     except KafkaError as exc:
         if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
             existing = server.metadata.topics.get(name)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import threading
 import time
 from typing import Iterator
 
@@ -14,6 +15,7 @@ import pytest
 
 from odradek import Broker
 from odradek.protocol.api import ApiKey, encode_request
+from odradek.protocol.errors import ErrorCode
 
 MB = 1024 * 1024
 CONNECTIONS = 2000
@@ -185,3 +187,51 @@ def test_a_negative_connections_max_idle_ms_never_expires_connections(tmp_path, 
         idle = connect(b.bootstrap)
         assert not idle.closed_by_peer(timeout=1.5)
         assert idle.call(ApiKey.Metadata, 12, {"topics": None}).brokers
+
+
+def ping_while(bootstrap: str, connect, work) -> tuple[float, float]:
+    """(seconds ``work()`` took, longest ApiVersions round trip another connection saw meanwhile)."""
+    pinger = connect(bootstrap)
+    longest = 0.0
+    done = threading.Event()
+
+    def ping() -> None:
+        nonlocal longest
+        while not done.is_set():
+            started = time.monotonic()
+            pinger.call(ApiKey.ApiVersions, 3, {"client_software_name": "ping", "client_software_version": "1"})
+            longest = max(longest, time.monotonic() - started)
+            time.sleep(0.005)
+
+    thread = threading.Thread(target=ping, daemon=True)
+    thread.start()
+    time.sleep(0.1)
+    started = time.monotonic()
+    work()
+    took = time.monotonic() - started
+    done.set()
+    thread.join(10)
+    return took, longest
+
+
+@pytest.mark.parametrize("what", ["metadata auto-creation", "offsets topic"])
+def test_creating_topics_for_one_client_does_not_stall_the_others(broker, connect, what: str) -> None:
+    wire = connect(broker.bootstrap)
+    wire.sock.settimeout(120)
+    if what == "metadata auto-creation":
+        names = [f"auto-{i}" for i in range(40)]
+
+        def work() -> None:
+            answered = wire.call(ApiKey.Metadata, 12, {"topics": [{"name": n} for n in names], "allow_auto_topic_creation": True})
+            assert [t.error_code for t in answered.topics] == [ErrorCode.LEADER_NOT_AVAILABLE] * len(names)
+    else:
+
+        def work() -> None:
+            deadline = time.monotonic() + 60
+            while wire.call(ApiKey.FindCoordinator, 3, {"key": "g", "key_type": 0}).error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE:
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+
+    took, longest = ping_while(broker.bootstrap, connect, work)
+    # Made inline, the logs' directories, files and fsyncs held the event loop for all of ``took``.
+    assert longest < max(took / 3, 0.3), f"{what} took {took:.2f} s and held another client up to {longest:.2f} s"
