@@ -75,13 +75,20 @@ def decompress(codec: int, data: Bytes, *, magic: int = 2, max_size: int = DEFAU
 
 class _Scratch(threading.local):
     """Per-thread decoder state the produce path would otherwise build for every batch (a zstd context is
-    tens of KiB, set up in about as long as a 16 KiB batch takes to decompress); per thread because
-    neither may be shared, and the log cleaner decompresses on a thread of its own."""
+    tens of KiB, set up in about as long as a 16 KiB batch takes to decompress), and output buffers grown
+    as needed; per thread because none may be shared, and the log cleaner decompresses on a thread of its
+    own."""
 
     def __init__(self) -> None:
         self.zstd = zstandard.ZstdDecompressor()
-        self.lz4_block = bytearray(max(_LZ4_BLOCK_SIZES.values()))
+        self._lz4_block = bytearray()
         self._zstd_output = bytearray()
+
+    def lz4_block(self, size: int) -> memoryview:
+        """A buffer for one lz4 block of at most ``size`` bytes (64 KiB in Kafka's frames, 4 MiB at most)."""
+        if len(self._lz4_block) < size:
+            self._lz4_block = bytearray(size)
+        return memoryview(self._lz4_block)[:size]
 
     def zstd_output(self, size: int) -> memoryview:
         """``size`` bytes of this thread's zstd output buffer, grown when needed and given back when it
@@ -275,7 +282,7 @@ def _lz4_decompress(data: memoryview, magic: int, max_size: int) -> bytearray:
         raise UndecompressableRecordsError("lz4 frame descriptor checksum mismatch")
     pos += 1
     trailer = 4 if flg & _FLG_BLOCK_CHECKSUM else 0
-    scratch = memoryview(_scratch.lz4_block)[:max_block_size]
+    scratch = _scratch.lz4_block(max_block_size)
     out = bytearray()  # blocks are copied once, into this (no per-block bytes, no join)
     while True:
         if pos + 4 > end:
