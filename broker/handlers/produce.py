@@ -22,7 +22,7 @@ from odradek.broker.handlers import CLOSE_CONNECTION, internal_topics_allowed
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol import legacy_records
-from odradek.protocol.record_batch import MAGIC_V2, TimestampType, parse_header, peek_magic, set_max_timestamp, validate_batches
+from odradek.protocol.record_batch import MAGIC_V2, NO_TIMESTAMP, TimestampType, parse_header, peek_magic, set_max_timestamp, validate_batches
 from odradek.protocol.compression import CompressionType
 from odradek.protocol.record_walk import RecordErrorKind, RecordProblem, TimestampBounds, walk_batch
 from odradek.protocol.records import Record, build_batch, iter_records_unchecked
@@ -153,8 +153,9 @@ def _validate_records(records: Any, validated: Any, config: Any, now_ms: int, to
 
 def _rebuild(records: Any, position: int, header: Any, codec: int, log_append_time: bool) -> memoryview:
     """The batch rewritten as Kafka's LogValidator.buildRecordsAndAssignOffsets writes it: in ``codec``,
-    offsets 0, 1, 2, ... in record order (whatever offset deltas the client wrote); producer id, epoch and sequence, timestamps, headers and the
-    transactional flag kept. The one case where the broker decodes and re-encodes records."""
+    offsets 0, 1, 2, ... in record order (whatever offset deltas the client wrote); producer id, epoch and
+    sequence, timestamps, headers and the transactional flag kept. The one case where the broker decodes
+    and re-encodes records."""
     renumbered = (Record(None, r.timestamp, r.key, r.value, r.headers, r.attributes) for r in iter_records_unchecked(records, position, header))
     return memoryview(bytearray(build_batch(
         renumbered,
@@ -181,7 +182,7 @@ def _check_record_errors(records: Any, position: int, header: Any, problems: lis
     processRecordErrors): keys on compacted topics first, then timestamps. A client may not send a
     LogAppendTime batch unless its max timestamp is a CreateTime the topic accepts."""
     errors = {p.index: _problem_message(p, config, now_ms, topic_partition) for p in problems}
-    if header.timestamp_type == TimestampType.LOG_APPEND_TIME and (config.log_append_time or header.max_timestamp < 0):
+    if header.timestamp_type == TimestampType.LOG_APPEND_TIME and (config.log_append_time or header.max_timestamp == NO_TIMESTAMP):
         for index, record in enumerate(iter_records_unchecked(records, position, header)):
             errors.setdefault(index, (
                 f"Invalid timestamp type in message DefaultRecord(offset={record.offset}, timestamp={record.timestamp}, "
