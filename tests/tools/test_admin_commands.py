@@ -23,7 +23,7 @@ import pytest
 from odradek import Broker
 
 ODRADEK = [str(Path(sys.executable).with_name("odradek"))]
-TOOLS = {"topics": "kafka-topics", "configs": "kafka-configs", "offsets": "kafka-get-offsets"}
+TOOLS = {"topics": "kafka-topics", "configs": "kafka-configs", "offsets": "kafka-get-offsets", "groups": "kafka-consumer-groups"}
 
 SCENARIO: list[tuple[str, ...]] = [
     ("topics", "--create", "--topic", "{topic}", "--partitions", "2", "--replication-factor", "1", "--config", "retention.ms=3600000"),
@@ -62,9 +62,9 @@ def odradek(tmp_path_factory):
         yield b
 
 
-def run_scenario(use_kafka_tools: bool, bootstrap: str, topic: str) -> list[Printed]:
+def run_scenario(use_kafka_tools: bool, bootstrap: str, topic: str, scenario: list[tuple[str, ...]] = SCENARIO) -> list[Printed]:
     printed = []
-    for command, *args in SCENARIO:
+    for command, *args in scenario:
         filled = ["--bootstrap-server", bootstrap, *(a.replace("{topic}", topic) for a in args)]
         if use_kafka_tools:
             done = kafka_jvm.run_tool(TOOLS[command], *filled)
@@ -77,11 +77,16 @@ def run_scenario(use_kafka_tools: bool, bootstrap: str, topic: str) -> list[Prin
     return printed
 
 
+TWIN_SUFFIXES = ("Aa", "BB")
+"""Java's String.hashCode is the same for both, so the twin topics (and groups) Kafka's tools and odradek's
+commands work on iterate alike in Java hash maps: the tools print rows in that order."""
+
+
 def both_ways(bootstrap: str) -> tuple[list[Printed], list[Printed]]:
     """Kafka's tools, then odradek's commands, on the same broker (one after the other: the broker defaults
     they change are the cluster's)."""
     name = f"admin-{uuid.uuid4().hex[:8]}"
-    return run_scenario(True, bootstrap, f"{name}-k"), run_scenario(False, bootstrap, f"{name}-o")
+    return run_scenario(True, bootstrap, f"{name}-Aa"), run_scenario(False, bootstrap, f"{name}-BB")
 
 
 def test_admin_commands_print_what_kafka_tools_print(odradek, real_kafka):
@@ -92,3 +97,60 @@ def test_admin_commands_print_what_kafka_tools_print(odradek, real_kafka):
     kafka_tools_on_odradek = results[0][0]
     assert kafka_tools_on_odradek[3].stdout.startswith("Topic: <topic>\tTopicId: <id>\tPartitionCount: 3\tReplicationFactor: 1\tConfigs: retention.ms=3600000\n")
     assert kafka_tools_on_odradek[11].stdout == "Default configs for brokers in the cluster are:\n  log.retention.ms=691200000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=691200000}\n"
+
+
+GROUPS: list[tuple[str, ...]] = [
+    ("groups", "--describe", "--group", "{topic}"),
+    ("groups", "--describe", "--group", "{topic}-missing"),
+    ("groups", "--reset-offsets", "--group", "{topic}", "--topic", "{topic}", "--to-earliest"),
+    ("groups", "--reset-offsets", "--group", "{topic}", "--topic", "{topic}:0,2", "--shift-by", "-2", "--execute"),
+    ("groups", "--reset-offsets", "--group", "{topic}", "--all-topics", "--to-offset", "100"),
+    ("groups", "--reset-offsets", "--group", "{topic}", "--all-topics", "--to-datetime", "2020-01-01T00:00:00.000"),
+    ("groups", "--describe", "--group", "{topic}"),
+    ("groups", "--delete", "--group", "{topic}"),
+    ("groups", "--describe", "--group", "{topic}"),
+]
+"""A group with offsets committed on three of a topic's four partitions (no members): described with lag,
+its offsets reset (dry runs and one --execute), then deleted."""
+
+
+def prepare_group(bootstrap: str, topic: str) -> None:
+    """The topic, records on each partition, and the group's committed offsets (the group is named as the topic)."""
+    import anyio
+
+    from odradek.broker.kafka_client import KafkaClient
+    from odradek.protocol.api import ApiKey
+    from odradek.protocol.records import build_batch
+
+    async def prepare() -> None:
+        async with KafkaClient(bootstrap) as client:
+            created = await client.request(ApiKey.CreateTopics, {"topics": [{"name": topic, "num_partitions": 4, "replication_factor": 1}], "timeout_ms": 10000})
+            assert created.topics[0].error_code == 0, created
+            partitions = [{"index": p, "records": build_batch([(None, b"v")] * (5 + p))} for p in range(4)]
+            produced = await client.request(ApiKey.Produce, {"acks": -1, "timeout_ms": 10000, "topic_data": [{"name": topic, "partition_data": partitions}]})
+            assert all(p.error_code == 0 for t in produced.responses for p in t.partition_responses), produced
+            offsets = [{"partition_index": p, "committed_offset": 3, "committed_leader_epoch": -1, "committed_metadata": ""} for p in range(3)]
+            body = {"group_id": topic, "generation_id_or_member_epoch": -1, "member_id": "", "topics": [{"name": topic, "partitions": offsets}]}
+            committed = await client.coordinator_request(topic, ApiKey.OffsetCommit, body)
+            assert all(p.error_code == 0 for t in committed.topics for p in t.partitions), committed
+
+    anyio.run(prepare)
+
+
+def groups_both_ways(bootstrap: str) -> tuple[list[Printed], list[Printed]]:
+    name = f"admin-groups-{uuid.uuid4().hex[:8]}"
+    results = []
+    for use_kafka_tools, suffix in zip((True, False), TWIN_SUFFIXES):
+        topic = f"{name}-{suffix}"
+        prepare_group(bootstrap, topic)
+        results.append(run_scenario(use_kafka_tools, bootstrap, topic, GROUPS))
+    return results[0], results[1]
+
+
+def test_groups_command_prints_what_kafka_consumer_groups_prints(odradek, real_kafka):
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(groups_both_ways, [odradek.bootstrap, real_kafka.bootstrap]))
+    differences = [(mine, theirs) for kafka_tools, ours in results for theirs, mine in zip(kafka_tools, ours, strict=True) if mine != theirs]
+    assert differences == [], "odradek's groups command (left) printed differently from kafka-consumer-groups (right)"
+    described = results[1][0][0].stdout  # Kafka's tool on the real Kafka
+    assert re.search(r"\n<topic> +<topic> +0 +3 +5 +2 +- +- +-(\n|$)", described), described  # partition 0: committed 3 of 5
