@@ -52,8 +52,10 @@ def kafka_connector() -> dict[str, str] | str:
         return configured
     try:
         return kafka_connector_conf(jars=connector_jars_in(kafka_jvm.jar_dir("spark-kafka")))
-    except (kafka_jvm.JvmUnavailable, FileNotFoundError) as exc:
-        return f"Spark's Kafka connector is missing ({exc}): run make jvm-deps"
+    except kafka_jvm.JvmUnavailable as exc:  # says to run make jvm-deps
+        return f"Spark's Kafka connector is missing: {exc}"
+    except FileNotFoundError as exc:
+        return f"Spark's Kafka connector is missing: {exc}: run make jvm-deps"
 
 
 @pytest.fixture
