@@ -4,22 +4,29 @@ BASE_PYTHON ?= python3
 VENV ?= .venv
 PYTHON = $(VENV)/bin/python
 PIP = $(PYTHON) -m pip
-APT_PACKAGES = zookeeper kcat maven gcc python3-dev
+APT_PACKAGES = zookeeper kcat maven
 JAVA_PACKAGE = openjdk-17-jdk-headless
 JVM_SETS = kafka spark-kafka
 JVM_CACHE = .cache/jvm
 
-.PHONY: serve test install install-test system-deps jvm-deps apt
+.PHONY: serve test install install-test system-deps jvm-deps apt build-deps
 
 serve: install
 	$(VENV)/bin/odradek serve
 
-$(PYTHON):
-	@$(BASE_PYTHON) -c 'import ensurepip' 2>/dev/null || $(MAKE) --no-print-directory apt APT_MISSING=python3-venv
+# The venv module, a C compiler and Python's headers (odradek builds one small C extension, protocol/_records.c).
+build-deps:
+	@missing=""; \
+	$(BASE_PYTHON) -c 'import ensurepip' 2>/dev/null || missing="$$missing python3-venv"; \
+	command -v gcc >/dev/null 2>&1 || missing="$$missing gcc"; \
+	$(BASE_PYTHON) -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' || missing="$$missing python3-dev"; \
+	if [ -n "$$missing" ]; then $(MAKE) --no-print-directory apt APT_MISSING="$$missing"; fi
+
+$(PYTHON): | build-deps
 	$(BASE_PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-install: $(PYTHON)
+install: build-deps $(PYTHON)
 	$(PIP) install -q -e .
 
 # Installs everything the suite needs (Debian packages, Java and Maven, Kafka's and Spark's jars, Python
@@ -28,7 +35,7 @@ test: system-deps install-test jvm-deps
 	$(PYTHON) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS); status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$status
 
-install-test: $(PYTHON)
+install-test: build-deps $(PYTHON)
 	$(PIP) install -q -e '.[test]'
 	@if command -v npm >/dev/null 2>&1; then npm ci --prefix tests/e2e/js --no-audit --no-fund --loglevel=error >/dev/null; fi
 
