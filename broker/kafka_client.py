@@ -185,16 +185,19 @@ class BrokerConnection:
                 frame = await self._receive.receive_exactly(size)
                 if not self._in_flight:
                     raise DisconnectedError(f"{self.address} sent an answer to no request")
-                pending = self._in_flight.popleft()
+                pending = self._in_flight[0]  # left in flight until matched: a bad answer fails it with the rest
                 correlation_id, body = decode_response(pending.api_key, pending.version, frame)
                 if correlation_id != pending.correlation_id:
                     raise DisconnectedError(f"Correlation id for response ({correlation_id}) does not match request ({pending.correlation_id})")
+                self._in_flight.popleft()
                 pending.response = body
                 pending.done.set()
         except (anyio.IncompleteRead, anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             await self._fail(DisconnectedError(f"Connection to {self.address} was closed by the broker"))
-        except (DisconnectedError, DecodeError) as exc:
-            await self._fail(exc if isinstance(exc, DisconnectedError) else DisconnectedError(f"Bad answer from {self.address}: {exc}"))
+        except DisconnectedError as exc:
+            await self._fail(exc)
+        except (DecodeError, ValueError, struct.error, IndexError) as exc:  # an answer that is not Kafka's wire format
+            await self._fail(DisconnectedError(f"Bad answer from {self.address}: {exc}"))
 
     async def _fail(self, error: BaseException) -> None:
         """Close, failing every request in flight with ``error``."""
