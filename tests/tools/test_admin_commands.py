@@ -10,6 +10,7 @@ than Kafka's defaults) and deletes them again.
 from __future__ import annotations
 
 import re
+import time
 import subprocess
 import sys
 import uuid
@@ -154,3 +155,30 @@ def test_groups_command_prints_what_kafka_consumer_groups_prints(odradek, real_k
     assert differences == [], "odradek's groups command (left) printed differently from kafka-consumer-groups (right)"
     described = results[1][0][0].stdout  # Kafka's tool on the real Kafka
     assert re.search(r"\n<topic> +<topic> +0 +3 +5 +2 +- +- +-(\n|$)", described), described  # partition 0: committed 3 of 5
+
+
+def test_groups_describe_of_a_group_with_a_member_prints_what_kafka_prints(odradek, real_kafka):
+    """A live member (confluent-kafka's consumer) owns all four partitions: the same group
+    state is described by both tools at once, so not even the member id needs normalising."""
+    from confluent_kafka import Consumer
+
+    def describe_both(bootstrap: str) -> tuple[Printed, Printed]:
+        topic = f"admin-member-{uuid.uuid4().hex[:8]}"
+        prepare_group(bootstrap, topic)
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic, "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        try:
+            consumer.subscribe([topic])
+            deadline = time.monotonic() + 30
+            while not consumer.assignment() and time.monotonic() < deadline:
+                consumer.poll(0.2)
+            assert consumer.assignment(), "the consumer was given no partitions"
+            scenario = [("groups", "--describe", "--group", "{topic}")]
+            return run_scenario(True, bootstrap, topic, scenario)[0], run_scenario(False, bootstrap, topic, scenario)[0]
+        finally:
+            consumer.close()
+
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(describe_both, [odradek.bootstrap, real_kafka.bootstrap]))
+    for theirs, mine in results:
+        assert mine == theirs
+        assert "/127.0.0.1" in mine.stdout and "rdkafka" in mine.stdout, mine.stdout
