@@ -1,4 +1,5 @@
-"""``odradek groups``: kafka-consumer-groups.sh without a JVM: --list, --describe (offsets and lag), --delete,
+"""``odradek groups``: kafka-consumer-groups.sh without a JVM: --list, --describe (offsets and lag; --members
+[--verbose]; --state), --delete,
 --reset-offsets (--to-earliest, --to-latest, --to-offset, --shift-by, --to-datetime; a dry run unless --execute)
 for --topic t[:p,...] or --all-topics.
 
@@ -36,6 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group", action="append", default=[], help="The consumer group.")
     parser.add_argument("--topic", action="append", default=[], help="With --reset-offsets: a topic, or topic:0,1 for some partitions.")
     parser.add_argument("--all-topics", action="store_true", help="With --reset-offsets: every topic the group has offsets for.")
+    view = parser.add_mutually_exclusive_group()
+    view.add_argument("--offsets", action="store_true", help="With --describe: committed offsets, log end offsets and lag (the default).")
+    view.add_argument("--members", action="store_true", help="With --describe: the group's members.")
+    view.add_argument("--state", action="store_true", help="With --describe: the group's coordinator, assignor, state and member count.")
+    parser.add_argument("--verbose", action="store_true", help="With --describe --members: each member's partitions.")
     parser.add_argument("--execute", action="store_true", help="Commit the reset offsets.")
     parser.add_argument("--dry-run", action="store_true", help="Only show the new offsets (the default).")
     scenario = parser.add_mutually_exclusive_group()
@@ -145,6 +151,61 @@ def decode_assignment(data: bytes) -> list[TopicPartition]:
 
 
 async def describe(client: KafkaClient, args: argparse.Namespace) -> None:
+    if args.members:
+        await describe_members(client, args)
+    elif args.state:
+        await describe_state(client, args)
+    else:
+        await describe_offsets(client, args)
+
+
+async def describe_members(client: KafkaClient, args: argparse.Namespace) -> None:
+    """ConsumerGroupCommand.printMembers (which prints the header whatever the group's state)."""
+    for group in sorted(args.group):
+        described = await describe_group(client, group)
+        members = [(m, decode_assignment(m.member_assignment)) for m in described.members]
+        widths = {"group": 15, "id": 15, "instance": 17, "host": 15, "client": 15}
+        with_instance = False
+        if _should_print(group, described.group_state, len(members)):
+            for m, _ in members:
+                widths["group"] = max(widths["group"], len(group))
+                widths["id"] = max(widths["id"], len(m.member_id))
+                widths["instance"] = max(widths["instance"], len(m.group_instance_id or ""))
+                widths["host"] = max(widths["host"], len(m.client_host))
+                widths["client"] = max(widths["client"], len(m.client_id))
+                with_instance = with_instance or bool(m.group_instance_id)
+
+        def line(group_: str, member_id: str, instance: str, host: str, client_id: str, partitions: str) -> str:
+            cells = f"{group_:<{widths['group']}} {member_id:<{widths['id']}} "
+            if with_instance:
+                cells += f"{instance:<{widths['instance']}} "
+            return cells + f"{host:<{widths['host']}} {client_id:<{widths['client']}} {partitions:<15} "
+
+        print("\n" + line("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS") + ("ASSIGNMENT" if args.verbose else ""))
+        for m, assignment in members:
+            by_topic: dict[str, list[str]] = {}
+            for topic, index in assignment:
+                by_topic.setdefault(topic, []).append(str(index))
+            partitions = ", ".join(sorted("(" + ",".join(sorted(ps)) + ")" for ps in by_topic.values())) or MISSING
+            print(line(group, m.member_id, m.group_instance_id or "", m.client_host, m.client_id, str(len(assignment))) + (partitions if args.verbose else ""))
+
+
+async def describe_state(client: KafkaClient, args: argparse.Namespace) -> None:
+    """ConsumerGroupCommand.printStates."""
+    for group in sorted(args.group):
+        described = await describe_group(client, group)
+        if not _should_print(group, described.group_state, 1):
+            continue
+        node = await client.find_coordinator(group)
+        coordinator = f"{node.host}:{node.port}  ({node.node_id})"
+        width = max(25, len(coordinator))
+        row = "\n{:<%d} {:<25} {:<20} {:<15} {}" % width
+        sys.stdout.write(row.format("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"))
+        sys.stdout.write(row.format(group, coordinator, described.protocol_data, described.group_state, len(described.members)) + "\n")
+        sys.stdout.flush()
+
+
+async def describe_offsets(client: KafkaClient, args: argparse.Namespace) -> None:
     for group in sorted(args.group):
         described = await describe_group(client, group)
         committed = await committed_offsets(client, group)

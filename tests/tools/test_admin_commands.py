@@ -157,12 +157,21 @@ def test_groups_command_prints_what_kafka_consumer_groups_prints(odradek, real_k
     assert re.search(r"\n<topic> +<topic> +0 +3 +5 +2 +- +- +-(\n|$)", described), described  # partition 0: committed 3 of 5
 
 
+MEMBER_VIEWS: list[tuple[str, ...]] = [
+    ("groups", "--describe", "--group", "{topic}"),
+    ("groups", "--describe", "--group", "{topic}", "--members"),
+    ("groups", "--describe", "--group", "{topic}", "--members", "--verbose"),
+    ("groups", "--describe", "--group", "{topic}", "--state"),
+]
+
+
 def test_groups_describe_of_a_group_with_a_member_prints_what_kafka_prints(odradek, real_kafka):
     """A live member (confluent-kafka's consumer) owns all four partitions: the same group
-    state is described by both tools at once, so not even the member id needs normalising."""
+    state is described by both tools at once (offsets, members, state), so not even the member id needs
+    normalising, only the broker's address."""
     from confluent_kafka import Consumer
 
-    def describe_both(bootstrap: str) -> tuple[Printed, Printed]:
+    def describe_both(bootstrap: str) -> tuple[list[Printed], list[Printed]]:
         topic = f"admin-member-{uuid.uuid4().hex[:8]}"
         prepare_group(bootstrap, topic)
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic, "enable.auto.commit": False, "auto.offset.reset": "earliest"})
@@ -172,13 +181,13 @@ def test_groups_describe_of_a_group_with_a_member_prints_what_kafka_prints(odrad
             while not consumer.assignment() and time.monotonic() < deadline:
                 consumer.poll(0.2)
             assert consumer.assignment(), "the consumer was given no partitions"
-            scenario = [("groups", "--describe", "--group", "{topic}")]
-            return run_scenario(True, bootstrap, topic, scenario)[0], run_scenario(False, bootstrap, topic, scenario)[0]
+            return run_scenario(True, bootstrap, topic, MEMBER_VIEWS), run_scenario(False, bootstrap, topic, MEMBER_VIEWS)
         finally:
             consumer.close()
 
     with ThreadPoolExecutor(2) as pool:
         results = list(pool.map(describe_both, [odradek.bootstrap, real_kafka.bootstrap]))
-    for theirs, mine in results:
-        assert mine == theirs
-        assert "/127.0.0.1" in mine.stdout and "rdkafka" in mine.stdout, mine.stdout
+    for kafka_tool, ours in results:
+        assert ours == kafka_tool
+        assert "/127.0.0.1" in ours[0].stdout and "rdkafka" in ours[0].stdout, ours[0].stdout
+        assert "(0,1,2,3)" in ours[2].stdout and "Stable" in ours[3].stdout, (ours[2].stdout, ours[3].stdout)
