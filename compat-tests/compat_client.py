@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from compat_observe import NotOffered
+from compat_observe import NotOffered, unique
 
 Offsets = dict[tuple[str, int], int]
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -258,6 +258,14 @@ class Client:
     # topics ------------------------------------------------------------------------------------------
     def create_topics(self, specs: list[TopicSpec]) -> dict[str, str]:
         raise NotImplementedError
+
+    def new_topic(self, label: str, partitions: int = 1, configs: dict[str, str] | None = None) -> str:
+        """A topic of a name no other scenario uses, created and waited for until its partitions are led:
+        the set-up most scenarios start from."""
+        topic = unique(label)
+        self.create_topics([TopicSpec(topic, partitions=partitions, configs=configs or {})])
+        self.wait_for_topic(topic, partitions)
+        return topic
 
     def delete_topics(self, names: list[str]) -> dict[str, str]:
         raise NotImplementedError

@@ -135,9 +135,7 @@ def test_topic_ids(compat):
 
 
 def leader_epochs(target: Target, client: Client) -> dict:
-    topic = unique("epochs")
-    client.create_topics([TopicSpec(topic, partitions=2)])
-    client.wait_for_topic(topic, 2)
+    topic = client.new_topic("epochs", partitions=2)
     new = client.leader_epochs(topic)
     grown = client.create_partitions({topic: 3})
     client.wait_for_topic(topic, 3)

@@ -94,9 +94,7 @@ def test_group_assignment(compat, assignor, shares):
 
 def group_lifecycle(target: Target, client: Client) -> dict:
     """Commit, describe, and delete a group: refused while it has a member, done once it is empty."""
-    topic = unique("lifecycle")
-    client.create_topics([TopicSpec(topic, partitions=2)])
-    client.wait_for_topic(topic, 2)
+    topic = client.new_topic("lifecycle", partitions=2)
     client.produce(topic, [Record(b"0"), Record(b"1"), Record(b"2"), Record(b"3", partition=1)])
     group = unique("group-lifecycle")
     partitions = [(topic, 0), (topic, 1)]
@@ -162,9 +160,7 @@ EXPECTED_LIFECYCLE = {
 def member_crash(target: Target, client: Client) -> dict:
     """Three members share six partitions; one process is killed (no LeaveGroup): the coordinator notices
     only when its session times out, and then the other two take its partitions."""
-    topic = unique("crash")
-    client.create_topics([TopicSpec(topic, partitions=6)])
-    client.wait_for_topic(topic, 6)
+    topic = client.new_topic("crash", partitions=6)
     every = {(topic, p) for p in range(6)}
     group = unique("group-crash")
     survivors = [client.group_member(group, [topic], MemberConfig(client_id=f"survivor-{n}")) for n in (1, 2)]
@@ -196,9 +192,7 @@ def test_member_crash(compat):
 def static_rejoin(target: Target, client: Client) -> dict:
     """KIP-345: a static member (group.instance.id) whose process dies and comes back within the session
     timeout gets its partitions back without a rebalance: the other member's assignment never changes."""
-    topic = unique("static")
-    client.create_topics([TopicSpec(topic, partitions=4)])
-    client.wait_for_topic(topic, 4)
+    topic = client.new_topic("static", partitions=4)
     every = {(topic, p) for p in range(4)}
     group = unique("group-static")
     static = MemberConfig(client_id="static-a", instance_id="instance-a")

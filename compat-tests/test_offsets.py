@@ -6,23 +6,16 @@ from __future__ import annotations
 import threading
 import time
 
-from compat_client import Client, GroupMember, MemberConfig, Record, TopicSpec
+from compat_client import Client, GroupMember, MemberConfig, Record
 from compat_observe import unique, within
 from compat_targets import Target
 
 RECORDS_TIMEOUT_S = 15
 
 
-def _topic(client: Client, label: str) -> str:
-    topic = unique(label)
-    client.create_topics([TopicSpec(topic)])
-    client.wait_for_topic(topic, 1)
-    return topic
-
-
 def list_offsets(target: Target, client: Client) -> dict:
     """ListOffsets answers; CreateTimes out of order so that the max timestamp is not the last record."""
-    topic = _topic(client, "list-offsets")
+    topic = client.new_topic("list-offsets")
     base = int(time.time() * 1000) - 60_000
     client.produce(topic, [Record(b"%d" % n, timestamp_ms=base + ts) for n, ts in enumerate((0, 3000, 2000, 1000))])
 
@@ -59,7 +52,7 @@ def test_list_offsets(compat):
 
 
 def fetch_outside_the_log(target: Target, client: Client) -> dict:
-    topic = _topic(client, "out-of-range")
+    topic = client.new_topic("out-of-range")
     client.produce(topic, [Record(b"%d" % n) for n in range(3)])
 
     def read(offset: int, timeout_s: float = 5) -> dict:
@@ -104,7 +97,7 @@ MIN_BYTES_WAIT_MS = 1000
 def long_poll(target: Target, client: Client) -> dict:
     """A fetch waiting for data answers as soon as a record arrives, and a fetch whose fetch.min.bytes is
     not reached answers when its max wait expires, with what there is."""
-    topic = _topic(client, "long-poll")
+    topic = client.new_topic("long-poll")
     reader = client.reader(topic, 0, 0, max_wait_ms=LONG_WAIT_MS, min_bytes=1)
     try:
         reader.read(1, 0.5)  # connected, and a fetch is parked at the log end
@@ -144,7 +137,7 @@ def test_long_poll(compat):
 def auto_offset_reset(target: Target, client: Client) -> dict:
     """Where a group member with no committed offset starts: earliest (the log start, which DeleteRecords
     moved), latest (only what is produced after it joined), or none (the client raises its error)."""
-    topic = _topic(client, "offset-reset")
+    topic = client.new_topic("offset-reset")
     client.produce(topic, [Record(b"%d" % n) for n in range(4)])
     deleted = client.delete_records(topic, 0, 1)
 

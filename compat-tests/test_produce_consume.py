@@ -31,9 +31,7 @@ def every_compression(target: Target, client: Client) -> dict:
     base_ts = int(time.time() * 1000) - BASE_TS_OFFSET_MS
     out = {}
     for codec in COMPRESSIONS:
-        topic = unique(f"codec-{codec}")
-        client.create_topics([TopicSpec(topic)])
-        client.wait_for_topic(topic, 1)
+        topic = client.new_topic(f"codec-{codec}")
         delivered = client.produce(topic, records(base_ts), compression=codec)
         consumed, error = client.read(topic, 0, 0, 4)
         out[codec] = {"delivered": delivered, "consumed": relative(consumed, base_ts), "error": error}
@@ -95,9 +93,7 @@ def test_log_append_time(compat):
 def offsets_assigned(target: Target, client: Client) -> dict:
     """Offsets are per partition, consecutive across producers and batches, one per record even when a
     compressed batch carries several."""
-    topic = unique("offsets")
-    client.create_topics([TopicSpec(topic, partitions=2)])
-    client.wait_for_topic(topic, 2)
+    topic = client.new_topic("offsets", partitions=2)
     sessions = [
         client.produce(topic, [Record(b"a")]),
         client.produce(topic, [Record(b"b%d" % n) for n in range(5)], compression="gzip"),
@@ -121,9 +117,7 @@ def test_offsets_assigned(compat):
 
 def message_too_large(target: Target, client: Client) -> dict:
     """A batch over the topic's max.message.bytes is refused whole and takes no offset."""
-    topic = unique("too-large")
-    client.create_topics([TopicSpec(topic, configs={"max.message.bytes": "1024"})])
-    client.wait_for_topic(topic, 1)
+    topic = client.new_topic("too-large", configs={"max.message.bytes": "1024"})
     return {
         "too_large": client.produce(topic, [Record(b"x" * 4096)]),
         "fits": client.produce(topic, [Record(b"y" * 100)]),
@@ -147,9 +141,7 @@ def idempotent_retry(target: Target, client: Client) -> dict:
     batch (same producer id, epoch and sequence) and the broker acknowledges it without appending it twice."""
     from compat_proxy import ResponseDroppingProxy
 
-    topic = unique("idempotent")
-    client.create_topics([TopicSpec(topic)])
-    client.wait_for_topic(topic, 1)
+    topic = client.new_topic("idempotent")
     proxy = ResponseDroppingProxy(target.bootstrap, drops=1)
     try:
         delivered = client.produce(topic, [Record(b"a"), Record(b"b"), Record(b"c")], idempotent=True, bootstrap=proxy.address)

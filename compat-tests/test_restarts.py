@@ -7,18 +7,11 @@ odradek, and a Kafka broker under a ZooKeeper chroot of its own; the shared targ
 
 from __future__ import annotations
 
-from compat_client import Client, Record, TopicSpec
+from compat_client import Client, Record
 from compat_observe import unique
 from compat_targets import Target
 
 AFTER_RESTART_TIMEOUT_S = 60
-
-
-def _topic(client: Client, label: str) -> str:
-    topic = unique(label)
-    client.create_topics([TopicSpec(topic)])
-    client.wait_for_topic(topic, 1)
-    return topic
 
 
 def _restart(target: Target, client: Client, topic: str) -> dict:
@@ -37,7 +30,7 @@ def across_restart(target: Target, client: Client) -> dict:
     - a group's committed offsets: stored in __consumer_offsets and loaded again, so the next member of
       the group resumes where the last one committed.
     """
-    topic = _topic(client, "restart")
+    topic = client.new_topic("restart")
     group = unique("group-restart")
     producer = client.producer(idempotent=True)
     try:
