@@ -48,8 +48,14 @@ def run_command(args: argparse.Namespace, command: Callable[[KafkaClient, argpar
     """Run ``command`` with a client connected to ``--bootstrap-server``; a failure goes to ``report`` in the
     tool's words, with exit code 1."""
 
+    try:
+        client = KafkaClient(args.bootstrap_server, client_id=CLIENT_ID, request_timeout_s=REQUEST_TIMEOUT_S)
+    except ValueError as exc:  # a malformed --bootstrap-server
+        report(exc)
+        return 1
+
     async def main() -> None:
-        async with KafkaClient(args.bootstrap_server, client_id=CLIENT_ID, request_timeout_s=REQUEST_TIMEOUT_S) as client:
+        async with client:
             await command(client, args)
 
     try:

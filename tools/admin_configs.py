@@ -32,8 +32,7 @@ from odradek.tools.admin_common import (
 )
 
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
-DYNAMIC_SOURCE = {"topics": 1, "brokers": 2}
-DYNAMIC_DEFAULT_BROKER = 3
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
 SET, DELETE = 0, 1
 DEFAULT_ENTITY = "<default>"
 _ADD_CONFIG_SPLIT = re.compile(r",(?=[^\]]*(?:\[|$))")
@@ -84,14 +83,14 @@ def parse_configs_to_add(raw: str | None) -> dict[str, str]:
 def _resource(entity_type: str, name: str) -> tuple[int, str, int]:
     """(resource type, resource name, the dynamic source the entity's own configs have)."""
     if entity_type == "topics":
-        return TOPIC_RESOURCE, name, DYNAMIC_SOURCE["topics"]
+        return TOPIC_RESOURCE, name, DYNAMIC_TOPIC_CONFIG
     if name == DEFAULT_ENTITY:
-        return BROKER_RESOURCE, "", DYNAMIC_DEFAULT_BROKER
+        return BROKER_RESOURCE, "", DYNAMIC_DEFAULT_BROKER_CONFIG
     try:
         int(name)
     except ValueError:
         raise CommandError(f"The entity name for brokers must be a valid integer broker id, found: {name}") from None
-    return BROKER_RESOURCE, name, DYNAMIC_SOURCE["brokers"]
+    return BROKER_RESOURCE, name, DYNAMIC_BROKER_CONFIG
 
 
 async def resource_configs(client: KafkaClient, entity_type: str, name: str, describe_all: bool) -> list[ConfigEntry]:
