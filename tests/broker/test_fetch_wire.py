@@ -70,9 +70,7 @@ def test_a_duplicate_batch_is_answered_with_its_original_offset_and_time(tmp_pat
         batch = build_batch([Record(value=b"once")], producer_id=pid.producer_id, producer_epoch=pid.producer_epoch, base_sequence=0)
         body = {"acks": -1, "timeout_ms": 5000, "topic_data": [{"name": "dups", "partition_data": [{"index": 0, "records": batch}]}]}
         first = wire.call(ApiKey.Produce, 9, body).responses[0].partition_responses[0]
-        import time
-
-        time.sleep(0.05)
+        time.sleep(0.05)  # the clock moves on: a retry appended again would get a later LogAppendTime
         retry = wire.call(ApiKey.Produce, 9, body).responses[0].partition_responses[0]
     assert first.error_code == retry.error_code == ErrorCode.NONE and first.log_append_time_ms > 0
     assert (retry.base_offset, retry.log_append_time_ms) == (first.base_offset, first.log_append_time_ms)
