@@ -18,6 +18,7 @@ Keys Kafka does not know are custom configs: accepted and stored, never describe
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -28,6 +29,8 @@ from odradek.storage.log_config import TOPIC_CONFIG, LogConfig
 # DescribeConfigs ConfigSource values of the two dynamic levels (storage.log_config has the others).
 SOURCE_DYNAMIC_BROKER = 2  # DYNAMIC_BROKER_CONFIG
 SOURCE_DYNAMIC_DEFAULT_BROKER = 3  # DYNAMIC_DEFAULT_BROKER_CONFIG
+
+log = logging.getLogger("odradek.config")
 
 DEFAULT_ENTITY = "<default>"
 """The name ZooKeeper mode stores cluster-wide broker defaults under (``/config/brokers/<default>``)."""
@@ -169,8 +172,27 @@ class DynamicBrokerConfig:
         if new > old * 2:
             raise _wrapped(f"Log cleaner threads cannot be increased to more than double the current value {old}")
 
+    @staticmethod
+    def from_persistent(props: Mapping[str, str], per_broker: bool) -> dict[str, str]:
+        """Stored configs as Kafka's fromPersistentProps takes them at start-up: keys that are not dynamic (any
+        more) and values that do not parse are dropped with an error, never stopping the broker."""
+        kept = dict(props)
+        not_dynamic = [name for name in kept if is_kafka_key(name) and name not in DYNAMIC_KEYS]
+        if not_dynamic:
+            log.error("Non-dynamic configs configured in ZooKeeper will be ignored: %s", scala_set(not_dynamic))
+        invalid = []
+        for name in [n for n in kept if n in DYNAMIC_KEYS]:
+            try:
+                DYNAMIC_KEYS[name].parse(kept[name])
+            except ConfigError:
+                invalid.append(name)
+        if invalid:
+            level = "broker" if per_broker else "default cluster"
+            log.error("Dynamic %s config contains invalid values in: %s, these configs will be ignored", level, scala_set(invalid))
+        return {k: v for k, v in kept.items() if k not in not_dynamic and k not in invalid}
+
     def update(self, props: Mapping[str, str], per_broker: bool) -> None:
-        """Replace one level (already validated, or loaded from the metadata at start-up)."""
+        """Replace one level (validated, or loaded from the metadata through :meth:`from_persistent`)."""
         level = self.level(per_broker)
         level.clear()
         level.update(props)

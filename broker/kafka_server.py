@@ -100,7 +100,9 @@ class KafkaServer:
 
     def _load_broker_configs(self, entity: str) -> None:
         if entity in (DEFAULT_ENTITY, str(self.broker_id)):
-            self.dynamic_config.update(self.metadata.broker_configs.get(entity, {}), per_broker=entity != DEFAULT_ENTITY)
+            per_broker = entity != DEFAULT_ENTITY
+            stored = DynamicBrokerConfig.from_persistent(self.metadata.broker_configs.get(entity, {}), per_broker)
+            self.dynamic_config.update(stored, per_broker=per_broker)
 
     def _apply_broker_defaults(self) -> None:
         """The replica manager shares ``broker_defaults``; the log manager keeps its own copy."""

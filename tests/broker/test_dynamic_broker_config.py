@@ -164,3 +164,26 @@ def test_topics_follow_changed_defaults_at_run_time_and_after_a_restart(odradek,
     finally:
         assert alter(wire, "0", {}) == alter(wire, "", {}) == (ErrorCode.NONE, None)
     assert produce(wire, follower, 2000) == ErrorCode.NONE
+
+
+def test_stored_configs_that_are_not_valid_are_ignored_at_start_up(odradek, connect):
+    """As Kafka's fromPersistentProps: a stored key that is not dynamic, or a value that does not parse (a
+    hand-edited metadata file, an older version's keys), is dropped with an error; the broker starts."""
+    import json
+
+    wire = connect(odradek.bootstrap)
+    assert incremental(wire, "", [("log.retention.ms", SET, EIGHT_DAYS)]) == (ErrorCode.NONE, None)
+    odradek.stop()
+    state_file = odradek.log_dir / "odradek-controller.json"
+    state = json.loads(state_file.read_text())
+    state["broker_configs"]["<default>"].update({"broker.id": "7", "log.segment.bytes": "lots"})
+    state["broker_configs"]["0"] = {"num.io.threads": "-1", "log.retention.bytes": "1000000000000"}
+    state_file.write_text(json.dumps(state))
+    odradek.start()
+    wire = connect(odradek.bootstrap)
+    try:
+        assert {k: v[0] for k, v in describe(wire, BROKER, "").items()} == {"log.retention.ms": EIGHT_DAYS}
+        kept = describe(wire, BROKER, "0", ["log.retention.bytes", "num.io.threads", "broker.id"])
+        assert {k: v[:2] for k, v in kept.items()} == {"log.retention.bytes": ("1000000000000", DYNAMIC_BROKER), "num.io.threads": ("8", DEFAULT), "broker.id": ("-1", DEFAULT)}
+    finally:
+        assert alter(wire, "0", {}) == alter(wire, "", {}) == (ErrorCode.NONE, None)
