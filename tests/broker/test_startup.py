@@ -74,15 +74,7 @@ def test_a_port_in_use_is_one_line_naming_the_address_as_kafka_does(tmp_path, re
 def kafka_refusing_to_start(root: Path, zookeeper_connect: str, port: int) -> str:
     """Start Apache Kafka (broker 1, beside the session's real one on the same ZooKeeper) where it must
     refuse to start; what it logged."""
-    broker = kafka_jvm.KafkaBroker(root, zookeeper_connect, broker_id=1, port=port)
-    root.mkdir(parents=True, exist_ok=True)
-    properties = root / "server.properties"
-    properties.write_text("".join(f"{k}={v}\n" for k, v in broker.properties().items()))
-    (root / "log4j.properties").write_text(kafka_jvm.SERVER_LOG4J)
-    process = kafka_jvm.start_java(
-        "kafka.Kafka", [str(properties)], log=root / "kafka.out", heap="256m",
-        system_properties={"log4j.configuration": (root / "log4j.properties").as_uri(), "kafka.logs.dir": str(root)},
-    )
+    process = kafka_jvm.KafkaBroker(root, zookeeper_connect, broker_id=1, port=port).launch(heap="256m")
     try:
         assert process.proc.wait(kafka_jvm.STARTUP_TIMEOUT_S) == 1
     finally:

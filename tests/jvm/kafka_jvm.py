@@ -226,7 +226,9 @@ class KafkaBroker:
             **self.settings,
         }
 
-    def start(self) -> "KafkaBroker":
+    def launch(self, heap: str = "768m") -> JavaProcess:
+        """Write the broker's files and start its JVM without waiting for it to serve (also for a start that
+        must fail: its ``server.log`` then says why)."""
         self.port = self.port or free_port()
         self.root.mkdir(parents=True, exist_ok=True)
         server_properties = self.root / "server.properties"
@@ -234,10 +236,14 @@ class KafkaBroker:
         log4j = self.root / "log4j.properties"
         log4j.write_text(SERVER_LOG4J)
         self.process = start_java(
-            "kafka.Kafka", [str(server_properties)], log=self.root / "kafka.out", heap="768m",
+            "kafka.Kafka", [str(server_properties)], log=self.root / "kafka.out", heap=heap,
             system_properties={"log4j.configuration": log4j.as_uri(), "kafka.logs.dir": str(self.root)},
         )
-        wait_for_port(self.port, self.process.proc, STARTUP_TIMEOUT_S, self.process.log)
+        return self.process
+
+    def start(self) -> "KafkaBroker":
+        process = self.launch()
+        wait_for_port(self.port, process.proc, STARTUP_TIMEOUT_S, process.log)
         wait_until_serving(self.bootstrap, STARTUP_TIMEOUT_S)
         return self
 
