@@ -25,7 +25,6 @@ import pytest
 
 from odradek import Broker
 from odradek.protocol.compression import CompressionType
-from odradek.protocol.record_batch import iter_batch_positions, parse_header
 
 JAVA_SOURCES = Path(__file__).parent / "java"
 PROBE_TIMEOUT_S = 120
@@ -83,19 +82,10 @@ def step(lines: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
     return [line for line in lines if line["step"] == name]
 
 
-def disk_batches(broker: Broker, topic: str, partition: int) -> list[Any]:
-    """The headers of the batches in the partition's segment files, as the broker wrote them."""
-    headers = []
-    for segment in sorted((broker.log_dir / f"{topic}-{partition}").glob("*.log")):
-        data = segment.read_bytes()
-        headers.extend(parse_header(data, pos) for pos, _, _ in iter_batch_positions(data))
-    return headers
-
-
 CODECS = {"none": CompressionType.NONE, "gzip": CompressionType.GZIP, "snappy": CompressionType.SNAPPY, "lz4": CompressionType.LZ4, "zstd": CompressionType.ZSTD}
 
 
-def test_idempotent_producer_acks_every_record_once(broker, probe, create_topic) -> None:
+def test_idempotent_producer_acks_every_record_once(broker, probe, create_topic, disk_batches) -> None:
     topic, per_codec = create_topic(3), 600
     lines = probe("produce", broker.bootstrap, topic, str(per_codec), *CODECS)
     acks = step(lines, "acked")
@@ -119,7 +109,7 @@ def test_idempotent_producer_acks_every_record_once(broker, probe, create_topic)
     # producer id (epoch 0) in one codec, their sequence numbers continuing each other from 0; one producer
     # id per codec, in the order they ran.
     for partition, offsets in by_partition.items():
-        batches = disk_batches(broker, topic, partition)
+        batches = disk_batches(topic, partition)
         assert batches[-1].next_offset == len(offsets)
         producers: dict[int, list[Any]] = {}
         for b in batches:

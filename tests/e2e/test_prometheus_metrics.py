@@ -3,11 +3,11 @@ a Kafka dashboard reads move as the traffic says they must, under the JMX export
 
 from __future__ import annotations
 
-import socket
 import time
 import urllib.request
 from typing import Iterator
 
+import kafka_jvm
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -18,15 +18,9 @@ from odradek import Broker
 Samples = dict[tuple[str, frozenset], float]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def metered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Broker, str]]:
-    port = _free_port()
+    port = kafka_jvm.free_port()
     with Broker(log_dir=tmp_path_factory.mktemp("metered"), subprocess=True, config={"prometheus.port": port}) as broker:
         yield broker, f"http://127.0.0.1:{port}/metrics"
 
