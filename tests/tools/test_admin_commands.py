@@ -162,6 +162,7 @@ MEMBER_VIEWS: list[tuple[str, ...]] = [
     ("groups", "--describe", "--group", "{topic}", "--members"),
     ("groups", "--describe", "--group", "{topic}", "--members", "--verbose"),
     ("groups", "--describe", "--group", "{topic}", "--state"),
+    ("groups", "--list"),
 ]
 
 
@@ -191,3 +192,4 @@ def test_groups_describe_of_a_group_with_a_member_prints_what_kafka_prints(odrad
         assert ours == kafka_tool
         assert "/127.0.0.1" in ours[0].stdout and "rdkafka" in ours[0].stdout, ours[0].stdout
         assert "(0,1,2,3)" in ours[2].stdout and "Stable" in ours[3].stdout, (ours[2].stdout, ours[3].stdout)
+        assert "<topic>" in ours[4].stdout.splitlines(), ours[4].stdout
