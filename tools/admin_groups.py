@@ -35,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     action.add_argument("--delete", action="store_true", help="Delete consumer groups (they must have no members).")
     action.add_argument("--reset-offsets", action="store_true", help="Reset a group's offsets (a dry run unless --execute).")
     parser.add_argument("--group", action="append", default=[], help="The consumer group.")
+    parser.add_argument("--all-groups", action="store_true", help="Every consumer group (with --describe, --delete, --reset-offsets).")
     parser.add_argument("--topic", action="append", default=[], help="With --reset-offsets: a topic, or topic:0,1 for some partitions.")
     parser.add_argument("--all-topics", action="store_true", help="With --reset-offsets: every topic the group has offsets for.")
     view = parser.add_mutually_exclusive_group()
@@ -53,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    if not args.list and not args.group:
+    if not args.list and not args.group and not args.all_groups:
         print_error("Option [describe, delete, reset-offsets] takes one of these options: [all-groups, group]")
         return 1
     if args.reset_offsets and args.execute and args.dry_run:
@@ -102,6 +103,11 @@ async def consumer_groups(client: KafkaClient) -> list[str]:
     if response.error_code != ErrorCode.NONE:
         raise broker_error(response.error_code, None)
     return [g.group_id for g in response.groups if g.protocol_type in (CONSUMER_PROTOCOL, "")]
+
+
+async def group_ids(client: KafkaClient, args: argparse.Namespace) -> list[str]:
+    """--group, or every consumer group with --all-groups."""
+    return await consumer_groups(client) if args.all_groups else args.group
 
 
 async def describe_group(client: KafkaClient, group: str):
@@ -161,7 +167,7 @@ async def describe(client: KafkaClient, args: argparse.Namespace) -> None:
 
 async def describe_members(client: KafkaClient, args: argparse.Namespace) -> None:
     """ConsumerGroupCommand.printMembers (which prints the header whatever the group's state)."""
-    for group in sorted(args.group):
+    for group in sorted(await group_ids(client, args)):
         described = await describe_group(client, group)
         members = [(m, decode_assignment(m.member_assignment)) for m in described.members]
         widths = {"group": 15, "id": 15, "instance": 17, "host": 15, "client": 15}
@@ -192,7 +198,7 @@ async def describe_members(client: KafkaClient, args: argparse.Namespace) -> Non
 
 async def describe_state(client: KafkaClient, args: argparse.Namespace) -> None:
     """ConsumerGroupCommand.printStates."""
-    for group in sorted(args.group):
+    for group in sorted(await group_ids(client, args)):
         described = await describe_group(client, group)
         if not _should_print(group, described.group_state, 1):
             continue
@@ -206,7 +212,7 @@ async def describe_state(client: KafkaClient, args: argparse.Namespace) -> None:
 
 
 async def describe_offsets(client: KafkaClient, args: argparse.Namespace) -> None:
-    for group in sorted(args.group):
+    for group in sorted(await group_ids(client, args)):
         described = await describe_group(client, group)
         committed = await committed_offsets(client, group)
         rows: list[tuple[str, ...]] = []
@@ -258,18 +264,19 @@ async def _partition_rows(client: KafkaClient, group: str, partitions: list[Topi
 
 async def delete(client: KafkaClient, args: argparse.Namespace) -> None:
     failed = {}
-    for group in args.group:
+    groups = await group_ids(client, args)
+    for group in groups:
         result = (await client.coordinator_request(group, ApiKey.DeleteGroups, {"groups_names": [group]})).results[0]
         if result.error_code != ErrorCode.NONE:
             failed[group] = result.error_code
     if not failed:
-        print(f"Deletion of requested consumer groups ('{', '.join(args.group)}') was successful.")
+        print(f"Deletion of requested consumer groups ('{', '.join(groups)}') was successful.")
         return
     print("\nError: Deletion of some consumer groups failed:")
     for group, code in failed.items():
         exception = _exception_names.get(code, "org.apache.kafka.common.KafkaException")
         print(f"* Group '{group}' could not be deleted due to: java.util.concurrent.ExecutionException: {exception}: {ErrorCode(code).message}")
-    succeeded = [g for g in args.group if g not in failed]
+    succeeded = [g for g in groups if g not in failed]
     if succeeded:
         print(f"\nThese consumer groups were deleted successfully: '{chr(39).join(succeeded)}', '")
 
@@ -339,7 +346,7 @@ async def _new_offsets(client: KafkaClient, args: argparse.Namespace, group: str
 
 async def reset_offsets(client: KafkaClient, args: argparse.Namespace) -> None:
     plans: dict[str, dict[TopicPartition, int]] = {}
-    for group in args.group:
+    for group in await group_ids(client, args):
         state = (await describe_group(client, group)).group_state
         if state not in ("Empty", "Dead"):
             print(f"\nError: Assignments can only be reset if the group '{group}' is inactive, but the current state is {state}.")

@@ -163,6 +163,7 @@ MEMBER_VIEWS: list[tuple[str, ...]] = [
     ("groups", "--describe", "--group", "{topic}", "--members", "--verbose"),
     ("groups", "--describe", "--group", "{topic}", "--state"),
     ("groups", "--list"),
+    ("groups", "--describe", "--all-groups", "--state"),
 ]
 
 
