@@ -1,6 +1,6 @@
 """Fixtures of the Spark tests: one small SparkSession for the whole run, brokers, and log directories.
 
-Every test here needs PySpark and Java, and skips without them. Tests of Spark's own Kafka source and sink
+Every test here needs PySpark, pyarrow and Java (``make test`` installs them) and fails without them. Tests of Spark's own Kafka source and sink
 (and of the clickstream pipeline, which uses them) also need the connector jars: they take the
 ``kafka_spark`` fixture. The session loads the connector as ODRADEK_SPARK_PACKAGES=1 or
 ODRADEK_SPARK_KAFKA_JARS say (see odradek.tools.spark_session), and otherwise from the jars ``make
@@ -9,6 +9,7 @@ jvm-deps`` put in ``.cache/jvm/spark-kafka``; without any of these the ``kafka_s
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import time
 import uuid
@@ -26,10 +27,11 @@ from odradek.storage.checkpoints import LOG_START_OFFSET_CHECKPOINT, REPLICATION
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    pytest.importorskip("pyspark", reason="PySpark is not installed (pip install -e '.[test]')")
-    pytest.importorskip("pyarrow", reason="pyarrow (Python data sources need it) is not installed")
+    missing = [name for name in ("pyspark", "pyarrow") if importlib.util.find_spec(name) is None]
+    if missing:  # pyarrow: Python data sources need it
+        pytest.fail(f"{', '.join(missing)} not installed: pip install -e '.[test]'", pytrace=False)
     if shutil.which("java") is None:
-        pytest.skip("PySpark needs Java (17): install openjdk-17-jre-headless")
+        pytest.fail("PySpark needs Java (17): install openjdk-17-jre-headless", pytrace=False)
     from odradek.tools.spark_session import build_session
     from odradek.tools.spark_source import register
 

@@ -15,8 +15,6 @@ import pytest
 
 from odradek.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
 
-pytest.importorskip("confluent_kafka")
-
 pytestmark = pytest.mark.spark
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
