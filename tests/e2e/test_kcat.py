@@ -5,7 +5,7 @@ was produced — metadata listings, keys, headers, offsets, timestamps, offset-f
 what the tool cannot show (a batch's codec) in the segment files. Records kcat produced are read back through
 confluent-kafka too, so a fault cannot hide behind kcat reading what kcat wrote.
 
-Needs ``kcat`` on the PATH (``make test`` installs Debian's package); skips with the reason otherwise.
+Needs ``kcat`` on the PATH (``make test`` installs Debian's package); fails with the reason otherwise.
 """
 
 from __future__ import annotations
@@ -19,7 +19,12 @@ import pytest
 from odradek.protocol.compression import CompressionType
 
 KCAT = shutil.which("kcat")
-pytestmark = pytest.mark.skipif(KCAT is None, reason="kcat is not installed (Debian: apt-get install kcat; `make test` does)")
+
+
+@pytest.fixture(autouse=True)
+def kcat_installed() -> None:
+    if KCAT is None:
+        pytest.fail("kcat is not installed (Debian: apt-get install kcat; `make test` does)", pytrace=False)
 
 
 def kcat(bootstrap: str, *args: str, input: str | None = None) -> str:

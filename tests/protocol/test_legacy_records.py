@@ -137,7 +137,7 @@ def supported_by_kafka_python(magic: int, codec: CompressionType) -> bool:
 @pytest.mark.parametrize("codec", LEGACY_CODECS)
 def test_we_read_kafka_python_message_sets(magic: int, codec: CompressionType) -> None:
     if not supported_by_kafka_python(magic, codec):
-        pytest.skip("kafka-python writes magic-0 lz4 only with xxhash installed")
+        pytest.fail("kafka-python writes magic-0 lz4 only with xxhash installed (a test dependency)")
     messages = list(iter_deep(kafka_python_set(magic, codec)))
     # kafka-python's compressed wrappers carry offset 0 (like old librdkafka): inner offsets are then absolute.
     assert [(m.offset, m.key, m.value) for m in messages] == [(i, b"key%d" % i, b"value" * i) for i in range(20)]
@@ -149,7 +149,7 @@ def test_we_read_kafka_python_message_sets(magic: int, codec: CompressionType) -
 @pytest.mark.parametrize("codec", LEGACY_CODECS)
 def test_kafka_python_reads_our_message_sets(magic: int, codec: CompressionType) -> None:
     if not supported_by_kafka_python(magic, codec):
-        pytest.skip("kafka-python reads magic-0 lz4 only with xxhash installed")
+        pytest.fail("kafka-python reads magic-0 lz4 only with xxhash installed (a test dependency)")
     records = [Record(100 + i, 1_500_000_000_000 + i, b"k%d" % i, b"v" * i) for i in range(20)]
     data = build_message_set(records, magic=magic, compression=codec)
     pos, seen = 0, []
