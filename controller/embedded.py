@@ -134,7 +134,9 @@ class EmbeddedController:
             },
         }
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(self.path, json.dumps(state, indent=1, sort_keys=True).encode())
+        # Compact, so that json's C encoder runs (``indent`` selects the pure-Python one): every commit rewrites
+        # the whole image on the event loop, ~300 ms at 7,000 partitions indented, ~40 ms compact.
+        write_atomically(self.path, json.dumps(state, sort_keys=True, separators=(",", ":")).encode())
 
     # -- topics -----------------------------------------------------------------------------------------
 
