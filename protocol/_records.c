@@ -20,6 +20,10 @@
  * Malformed records raise MalformedRecords(kind, message): kind 0 for what Kafka reports as
  * InvalidRecordException, kind 1 for a record length varint longer than five bytes, which Kafka's
  * uncompressed iterator lets escape as an IllegalArgumentException (UNKNOWN_SERVER_ERROR).
+ *
+ * A large section (RELEASE_GIL_BYTES or more) is walked without the GIL, taken back only to report: the
+ * produce path walks such batches on a worker thread, and the event loop must run meanwhile. A small one
+ * keeps the GIL, as taking it back could wait a whole switch interval for another thread.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -30,6 +34,18 @@ static PyObject *MalformedRecords;
 enum { MALFORMED = 0, OVERLONG_LENGTH = 1 };
 enum { MISSING_KEY = 0, TIMESTAMP_OUT_OF_RANGE = 1 };
 enum { OK = 0, TRUNCATED = -1, OVERLONG = -2 };
+
+#define RELEASE_GIL_BYTES (1 << 20)
+
+/* Run `stmt` (which calls into Python) holding the GIL, when the walk released it. */
+#define WITH_GIL(stmt)                                                                                     \
+    do {                                                                                                   \
+        if (released != NULL)                                                                              \
+            PyEval_RestoreThread(released);                                                                \
+        stmt;                                                                                              \
+        if (released != NULL)                                                                              \
+            released = PyEval_SaveThread();                                                                \
+    } while (0)
 
 typedef struct {
     const uint8_t *p;
@@ -138,22 +154,23 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     int in_sequence = 1;
     PyObject *errors = NULL;
     PyObject *result = NULL;
+    PyThreadState *released = view.len >= RELEASE_GIL_BYTES ? PyEval_SaveThread() : NULL;
 
     for (Py_ssize_t index = 0; index < count; index++) {
         int32_t size, offset_delta, header_count;
         int64_t timestamp_delta;
         int rc = read_varint(&c, &size);
         if (rc == OVERLONG) {
-            malformed(OVERLONG_LENGTH, "Varint is too long, the most significant bit in the 5th byte is set");
+            WITH_GIL(malformed(OVERLONG_LENGTH, "Varint is too long, the most significant bit in the 5th byte is set"));
             goto done;
         }
         if (rc != OK) {
-            malformed(MALFORMED, "Incorrect declared batch size, premature EOF reached");
+            WITH_GIL(malformed(MALFORMED, "Incorrect declared batch size, premature EOF reached"));
             goto done;
         }
         if (size < 0 || (Py_ssize_t)size > c.end - c.p) {
-            malformed(MALFORMED, "Invalid record size: expected %d bytes in record payload, but instead the buffer has only %zd remaining bytes.",
-                      (int)size, (Py_ssize_t)(c.end - c.p));
+            WITH_GIL(malformed(MALFORMED, "Invalid record size: expected %d bytes in record payload, but instead the buffer has only %zd remaining bytes.",
+                      (int)size, (Py_ssize_t)(c.end - c.p)));
             goto done;
         }
         cursor r = {c.p, c.p + size};
@@ -166,7 +183,7 @@ static PyObject *walk(PyObject *self, PyObject *args) {
         if (skip_bytes(&r, 1, &keyless) || skip_bytes(&r, 1, NULL) || read_varint(&r, &header_count) != OK)
             goto invalid_structure;
         if (header_count < 0 || (Py_ssize_t)header_count > r.end - r.p) {
-            malformed(MALFORMED, "Found invalid number of record headers %d", (int)header_count);
+            WITH_GIL(malformed(MALFORMED, "Found invalid number of record headers %d", (int)header_count));
             goto done;
         }
         for (int32_t h = 0; h < header_count; h++) {
@@ -174,8 +191,8 @@ static PyObject *walk(PyObject *self, PyObject *args) {
                 goto invalid_structure;
         }
         if (r.p != r.end) {
-            malformed(MALFORMED, "Invalid record size: expected to read %d bytes in record payload, but instead read %zd",
-                      (int)size, (Py_ssize_t)(r.p - c.p));
+            WITH_GIL(malformed(MALFORMED, "Invalid record size: expected to read %d bytes in record payload, but instead read %zd",
+                      (int)size, (Py_ssize_t)(r.p - c.p)));
             goto done;
         }
         c.p = r.end;
@@ -188,19 +205,27 @@ static PyObject *walk(PyObject *self, PyObject *args) {
         if (timestamp > max_timestamp)
             max_timestamp = timestamp;
         if (require_keys && keyless) {
-            if (add_error(&errors, index, MISSING_KEY, timestamp, offset_delta))
+            int failed;
+            WITH_GIL(failed = add_error(&errors, index, MISSING_KEY, timestamp, offset_delta));
+            if (failed)
                 goto done;
         } else if (check_timestamps && timestamp != -1) {
             int64_t diff = (int64_t)((uint64_t)now - (uint64_t)timestamp);
             if (diff > before_max || (int64_t)(0 - (uint64_t)diff) > after_max) {
-                if (add_error(&errors, index, TIMESTAMP_OUT_OF_RANGE, timestamp, offset_delta))
+                int failed;
+                WITH_GIL(failed = add_error(&errors, index, TIMESTAMP_OUT_OF_RANGE, timestamp, offset_delta));
+                if (failed)
                     goto done;
             }
         }
         continue;
     invalid_structure:
-        malformed(MALFORMED, "Found invalid record structure in record %zd", index);
+        WITH_GIL(malformed(MALFORMED, "Found invalid record structure in record %zd", index));
         goto done;
+    }
+    if (released != NULL) {
+        PyEval_RestoreThread(released);
+        released = NULL;
     }
     if (c.p != c.end) {
         malformed(MALFORMED, "Incorrect declared batch size, records still remaining in file");
@@ -209,6 +234,8 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     result = Py_BuildValue("(LOO)", (long long)max_timestamp, in_sequence ? Py_True : Py_False,
                            errors != NULL ? errors : Py_None);
 done:
+    if (released != NULL)
+        PyEval_RestoreThread(released);
     Py_XDECREF(errors);
     PyBuffer_Release(&view);
     return result;

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from odradek.protocol import _records
-from odradek.protocol.compression import decompress
+from odradek.protocol.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, decompress
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import (
     HEADER_SIZE,
@@ -79,15 +79,19 @@ class WalkedBatch:
     problems: list[RecordProblem]
 
 
-def walk_batch(buf: Bytes, pos: int, header: BatchHeader, *, timestamps: TimestampBounds | None, require_keys: bool) -> WalkedBatch:
+def walk_batch(
+    buf: Bytes, pos: int, header: BatchHeader, *, timestamps: TimestampBounds | None, require_keys: bool,
+    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> WalkedBatch:
     """Walk every record of the batch at ``pos`` whose ``header`` (CRC included) was validated.
 
     ``timestamps`` None skips the timestamp bounds (LogAppendTime topics); ``require_keys`` reports records
-    without a key (compacted topics).
+    without a key (compacted topics). Records that decompress beyond ``max_decompressed`` raise
+    DecompressedTooLargeError: with a bound below the default, the caller's sign to walk the batch elsewhere.
     """
     payload = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
     if header.compression:
-        payload = decompress(header.compression, payload)
+        payload = decompress(header.compression, payload, max_size=max_decompressed)
     bounds = timestamps or TimestampBounds(0, 0, 0)
     try:
         max_timestamp, in_sequence, problems = _records.walk(

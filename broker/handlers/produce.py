@@ -14,17 +14,22 @@ acks=all waits until the high watermark passes the appended batch.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
+
+import anyio
 
 from odradek.broker.handlers import CLOSE_CONNECTION, internal_topics_allowed
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol import legacy_records
-from odradek.protocol.record_batch import MAGIC_V2, NO_TIMESTAMP, TimestampType, parse_header, peek_magic, set_max_timestamp, validate_batches
-from odradek.protocol.compression import CompressionType
-from odradek.protocol.record_walk import RecordErrorKind, RecordProblem, TimestampBounds, walk_batch
+from odradek.protocol.record_batch import MAGIC_V2, DecompressedTooLargeError, NO_TIMESTAMP, TimestampType, parse_header, peek_magic, set_max_timestamp, validate_batches
+from odradek.protocol.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType
+from odradek.protocol.record_walk import RecordErrorKind, RecordProblem, TimestampBounds, WalkedBatch, walk_batch
 from odradek.protocol.records import Record, build_batch, iter_records_unchecked
 
 if TYPE_CHECKING:
@@ -33,75 +38,221 @@ if TYPE_CHECKING:
 log = logging.getLogger("odradek.apis")
 
 
+INLINE_WALK_BYTES = 1 << 20
+"""Records up to this size (decompressed) are walked on the event loop; a larger batch, or a compressed one
+that expands beyond it (a bomb), is walked on a worker thread, as Kafka decompresses on its request handler
+threads and never on its network threads. Below it the thread hop costs more than the walk; above it a walk
+takes milliseconds (up to seconds for 128 MiB) that every other client would wait."""
+
+_append_turns: WeakKeyDictionary[Any, dict[tuple[str, int], anyio.Event]] = WeakKeyDictionary()
+"""Per server, the partitions a produce finishing in the background is yet to append to, each with the event
+it sets when done: a later produce to such a partition waits for it, so appends keep the order requests
+arrived in (a pipelining idempotent producer's sequence numbers depend on it)."""
+
+
+class _WalkElsewhere(Exception):
+    """The batch is too large to walk on the event loop."""
+
+
 def handle(server: "KafkaServer", request: Request) -> Any:
-    body = request.body
-    acks = body.acks
-    now_ms = int(time.time() * 1000)
-    results: list[tuple[str, list[dict]]] = []
-    waits: list[tuple[Any, int, dict]] = []
-    failed = False
-    allow_internal = internal_topics_allowed(request)
-    for topic_data in body.topic_data:
-        partitions = []
-        for pd in topic_data.partition_data:
-            entry = {"index": pd.index, "error_code": ErrorCode.NONE, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
+    produce = _Produce(server, request)
+    for index, target in enumerate(produce.targets):
+        checked = produce.append_inline(*target)
+        if checked is not True:
+            return produce.finish_in_background(index, checked)
+    return produce.answer()
+
+
+@dataclass
+class _Checked:
+    """One partition's records that passed the batch checks, awaiting the record walk."""
+
+    partition: Any
+    records: Any
+    validated: Any
+    bounds: TimestampBounds | None
+
+    @property
+    def batch(self) -> tuple[int, Any]:
+        return self.validated.batches[0]
+
+    def walk(self, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> WalkedBatch:
+        position, header = self.batch
+        return walk_batch(self.records, position, header, timestamps=self.bounds, require_keys=self.partition.log.config.compact, max_decompressed=max_decompressed)
+
+    def walk_inline(self) -> WalkedBatch:
+        """The walk on the event loop, for a batch small enough (``INLINE_WALK_BYTES``)."""
+        _, header = self.batch
+        if not header.compression and header.size > INLINE_WALK_BYTES:
+            raise _WalkElsewhere
+        try:
+            return self.walk(INLINE_WALK_BYTES)
+        except DecompressedTooLargeError:
+            raise _WalkElsewhere from None
+
+
+@dataclass
+class _Produce:
+    """One produce request: each partition's records checked, walked and appended in order, on the event loop
+    until a batch must be walked elsewhere or a partition still has a produce finishing in the background;
+    from there on in a background task."""
+
+    server: "KafkaServer"
+    request: Request
+    now_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    targets: list[tuple[str, Any, dict]] = field(init=False)
+    waits: list[tuple[Any, int, dict]] = field(default_factory=list)
+    failed: bool = False
+
+    def __post_init__(self) -> None:
+        self.targets = [
+            (topic_data.name, pd, {"index": pd.index, "error_code": ErrorCode.NONE, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1})
+            for topic_data in self.request.body.topic_data
+            for pd in topic_data.partition_data
+        ]
+
+    def append_inline(self, topic: str, pd: Any, entry: dict) -> "_Checked | None | bool":
+        """Append one partition's records on the event loop: True when done (or refused); otherwise what the
+        background has to go on from (None: the partition waits for an earlier produce's turn)."""
+        if (topic, pd.index) in _append_turns.get(self.server, {}):
+            return None
+        try:
+            checked = self._check(topic, pd)
             try:
-                if acks not in (-1, 0, 1):
-                    raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS)
-                if body.transactional_id is not None:
-                    raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "odradek does not support transactions yet")
-                partition = server.replica_manager.leader_partition(topic_data.name, pd.index)
-                if server.metadata.topics[topic_data.name].is_internal and not allow_internal:
-                    raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic_data.name}")
-                fields, last_offset = _append(server, partition, pd.records, acks, now_ms, request.header.api_version)
-                entry.update(fields)
-                if acks == -1 and partition.high_watermark <= last_offset:
-                    waits.append((partition, last_offset, entry))
-            except KafkaError as exc:
-                failed = True
-                entry["error_code"] = exc.code
-                if isinstance(exc, RecordValidationError):
-                    # Kafka fills error_message only for these (ReplicaManager's hasCustomErrorMessage); the
-                    # other refusals' reasons go to the log.
-                    entry["error_message"] = exc.message
-                    entry["record_errors"] = exc.record_errors
-                else:
-                    log.debug("Produce to %s-%d refused: %s", topic_data.name, pd.index, exc)
-            partitions.append(entry)
-        results.append((topic_data.name, partitions))
-    if acks == 0:
-        return CLOSE_CONNECTION if failed else None
-    response = {"responses": [{"name": name, "partition_responses": parts} for name, parts in results]}
-    if not waits:
-        return response
-    return _await_high_watermark(server, waits, body.timeout_ms, response)
+                walked = checked.walk_inline()
+            except _WalkElsewhere:
+                return checked
+            self._append(checked, walked, entry)
+        except KafkaError as exc:
+            self._refuse(topic, pd, entry, exc)
+        return True
+
+    def finish_in_background(self, start: int, first: _Checked | None) -> Any:
+        """Append the partitions from ``start`` on in a background task (each once any earlier produce to it
+        is done), walking large batches on a worker thread, then answer. The task runs to its end even if
+        the client goes away, so no turn stays taken. acks=0 gets no answer, so a refusal found there is
+        only logged, where Kafka closes the connection."""
+        turns = _append_turns.setdefault(self.server, {})
+        queued = []
+        for topic, pd, entry in self.targets[start:]:
+            key = (topic, pd.index)
+            previous, turns[key] = turns.get(key), anyio.Event()
+            queued.append((topic, pd, entry, previous, turns[key]))
+        done = anyio.Event()
+
+        async def run() -> None:
+            checked = first
+            try:
+                for topic, pd, entry, previous, mine in queued:
+                    try:
+                        if previous is not None:
+                            await previous.wait()
+                        if checked is None:
+                            checked = self._check(topic, pd)
+                        try:
+                            walked = checked.walk_inline()
+                        except _WalkElsewhere:
+                            walked = await anyio.to_thread.run_sync(checked.walk)
+                        self._append(checked, walked, entry)
+                    except KafkaError as exc:
+                        self._refuse(topic, pd, entry, exc)
+                    except Exception:
+                        log.exception("Produce to %s-%d failed", topic, pd.index)
+                        self._refuse(topic, pd, entry, KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR))
+                    finally:
+                        checked = None
+                        _end_turn(turns, (topic, pd.index), mine)
+            finally:
+                for topic, pd, _, _, mine in queued:
+                    _end_turn(turns, (topic, pd.index), mine)
+                done.set()
+
+        assert self.server.background is not None
+        self.server.background.start_soon(run)
+        if self.request.body.acks == 0:
+            return CLOSE_CONNECTION if self.failed else None
+
+        async def answer() -> Any:
+            await done.wait()
+            result = self.answer()
+            return await result if inspect.iscoroutine(result) else result
+
+        return answer()
+
+    def _check(self, topic: str, pd: Any) -> _Checked:
+        """Everything Kafka checks before it reads a batch's records (the request, the partition, the batch
+        header, CRC and size)."""
+        body = self.request.body
+        if body.acks not in (-1, 0, 1):
+            raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS)
+        if body.transactional_id is not None:
+            raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "odradek does not support transactions yet")
+        partition = self.server.replica_manager.leader_partition(topic, pd.index)
+        if self.server.metadata.topics[topic].is_internal and not internal_topics_allowed(self.request):
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
+        records = pd.records
+        if records is None or len(records) == 0:
+            raise KafkaError(ErrorCode.INVALID_RECORD, "Produce request carries no records")
+        version = self.request.header.api_version
+        config = partition.log.config
+        if peek_magic(records) != MAGIC_V2:
+            if version >= 3:
+                # Produce v3+ carries magic-2 batches only (ProduceRequest.validateRecords).
+                raise KafkaError(ErrorCode.INVALID_RECORD, f"Produce requests with version {version} must only contain record batches with magic version 2")
+            records = memoryview(bytearray(legacy_records.up_convert(records)))
+        validated = validate_batches(records)
+        if version < 7 and any(h.compression == CompressionType.ZSTD for _, h in validated.batches):
+            # zstd arrived with Produce v7 (KIP-110): Kafka refuses it in older requests.
+            raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "Produce requests with version below 7 may not use zstd")
+        _check_sizes(validated, config.max_message_bytes)
+        bounds = None
+        if not config.log_append_time:
+            bounds = TimestampBounds(self.now_ms, config.effective_timestamp_before_max_ms, config.effective_timestamp_after_max_ms)
+        return _Checked(partition, records, validated, bounds)
+
+    def _append(self, checked: _Checked, walked: WalkedBatch, entry: dict) -> None:
+        partition = checked.partition
+        config = partition.log.config
+        acks = self.request.body.acks
+        records, validated = _validate_records(checked.records, checked.validated, walked, config, self.now_ms, f"{partition.log.topic}-{partition.log.partition}")
+        info = partition.append_as_leader(records, acks, self.now_ms if config.log_append_time else None, config.min_insync_replicas, validated.batches)
+        entry.update({
+            "base_offset": info.first_offset,
+            # The log's answer: for a duplicate of one of the producer's last batches, its original time.
+            "log_append_time_ms": info.log_append_time,
+            "log_start_offset": partition.log.log_start_offset,
+        })
+        if acks == -1 and partition.high_watermark <= info.last_offset:
+            self.waits.append((partition, info.last_offset, entry))
+
+    def _refuse(self, topic: str, pd: Any, entry: dict, exc: KafkaError) -> None:
+        self.failed = True
+        entry["error_code"] = exc.code
+        if isinstance(exc, RecordValidationError):
+            # Kafka fills error_message only for these (ReplicaManager's hasCustomErrorMessage); the
+            # other refusals' reasons go to the log.
+            entry["error_message"] = exc.message
+            entry["record_errors"] = exc.record_errors
+        else:
+            log.debug("Produce to %s-%d refused: %s", topic, pd.index, exc)
+
+    def answer(self) -> Any:
+        body = self.request.body
+        if body.acks == 0:
+            return CLOSE_CONNECTION if self.failed else None
+        results: dict[str, list[dict]] = {}
+        for topic, _, entry in self.targets:
+            results.setdefault(topic, []).append(entry)
+        response = {"responses": [{"name": name, "partition_responses": parts} for name, parts in results.items()]}
+        if not self.waits:
+            return response
+        return _await_high_watermark(self.server, self.waits, body.timeout_ms, response)
 
 
-def _append(server: "KafkaServer", partition: Any, records: Any, acks: int, now_ms: int, version: int) -> tuple[dict, int]:
-    """Validate and append one partition's records: the response fields, and the last offset appended."""
-    if records is None or len(records) == 0:
-        raise KafkaError(ErrorCode.INVALID_RECORD, "Produce request carries no records")
-    config = partition.log.config
-    if peek_magic(records) != MAGIC_V2:
-        if version >= 3:
-            # Produce v3+ carries magic-2 batches only (ProduceRequest.validateRecords).
-            raise KafkaError(ErrorCode.INVALID_RECORD, f"Produce requests with version {version} must only contain record batches with magic version 2")
-        records = memoryview(bytearray(legacy_records.up_convert(records)))
-    validated = validate_batches(records)
-    if version < 7 and any(h.compression == CompressionType.ZSTD for _, h in validated.batches):
-        # zstd arrived with Produce v7 (KIP-110): Kafka refuses it in older requests.
-        raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "Produce requests with version below 7 may not use zstd")
-    _check_sizes(validated, config.max_message_bytes)
-    records, validated = _validate_records(records, validated, config, now_ms, f"{partition.log.topic}-{partition.log.partition}")
-    log_append_time = now_ms if config.log_append_time else None
-    info = partition.append_as_leader(records, acks, log_append_time, config.min_insync_replicas, validated.batches)
-    fields = {
-        "base_offset": info.first_offset,
-        # The log's answer: for a duplicate of one of the producer's last batches, its original time.
-        "log_append_time_ms": info.log_append_time,
-        "log_start_offset": partition.log.log_start_offset,
-    }
-    return fields, info.last_offset
+def _end_turn(turns: dict[tuple[str, int], anyio.Event], key: tuple[str, int], mine: anyio.Event) -> None:
+    if turns.get(key) is mine:
+        del turns[key]
+    mine.set()
 
 
 _TOPIC_CODECS = {
@@ -123,14 +274,10 @@ def _check_sizes(validated: Any, max_message_bytes: int) -> None:
             )
 
 
-def _validate_records(records: Any, validated: Any, config: Any, now_ms: int, topic_partition: str) -> tuple[Any, Any]:
-    """Kafka's LogValidator record loop over the one batch a client appends; the records to append and
-    their validated headers (new ones when the batch was rebuilt)."""
+def _validate_records(records: Any, validated: Any, walked: WalkedBatch, config: Any, now_ms: int, topic_partition: str) -> tuple[Any, Any]:
+    """What Kafka's LogValidator makes of the one batch a client appends, given its record walk: the records
+    to append and their validated headers (new ones when the batch was rebuilt)."""
     (position, header), = validated.batches
-    bounds = None
-    if not config.log_append_time:
-        bounds = TimestampBounds(now_ms, config.effective_timestamp_before_max_ms, config.effective_timestamp_after_max_ms)
-    walked = walk_batch(records, position, header, timestamps=bounds, require_keys=config.compact)
     _check_record_errors(records, position, header, walked.problems, config, now_ms, topic_partition)
     target = _TOPIC_CODECS.get(config.compression_type, header.compression)
     if target == header.compression and header.compression and not walked.offsets_in_sequence:
