@@ -225,12 +225,11 @@ async def run(config: BrokerConfig, *, handle_signals: bool = True, on_started: 
 
 @dataclass
 class Duty:
-    """A periodic storage duty: what to call, how often, and whether it may block (fsync, rewrites)."""
+    """A periodic storage duty: what to call (on a worker thread) and how often."""
 
     name: str
     every_s: float
     run: Callable[[int], Any]
-    blocking: bool
     next_at: float = 0.0
 
 
@@ -240,25 +239,27 @@ def _duties(server: KafkaServer) -> list[Duty]:
     checkpoint_ms = min(config["replica.high.watermark.checkpoint.interval.ms"], config["log.flush.offset.checkpoint.interval.ms"] or 60000)
     now = time.monotonic()
     duties = [
-        Duty("flush", 1.0, logs.flush_due, blocking=True),
+        Duty("flush", 1.0, logs.flush_due),
         # Kafka waits log.initial.task.delay.ms (30 s) before the first retention check.
-        Duty("retention", config["log.retention.check.interval.ms"] / 1000, logs.run_retention, blocking=False, next_at=now + min(30.0, config["log.retention.check.interval.ms"] / 1000)),
-        Duty("checkpoint", checkpoint_ms / 1000, lambda now_ms: logs.checkpoint(), blocking=True, next_at=now + checkpoint_ms / 1000),
+        Duty("retention", config["log.retention.check.interval.ms"] / 1000, logs.run_retention, next_at=now + min(30.0, config["log.retention.check.interval.ms"] / 1000)),
+        Duty("checkpoint", checkpoint_ms / 1000, lambda now_ms: logs.checkpoint(), next_at=now + checkpoint_ms / 1000),
         # Kafka's kafka-delete-logs: deleted partitions' directories go once file.delete.delay.ms has passed.
-        Duty("delete logs", 1.0, logs.delete_logs, blocking=True),
+        Duty("delete logs", 1.0, logs.delete_logs),
     ]
     if config["log.cleaner.enable"]:
         # Compaction reads and rewrites segments on a worker thread while appends go on (LogManager.clean_logs).
-        duties.append(Duty("log cleaner", config["log.cleaner.backoff.ms"] / 1000, logs.clean_logs, blocking=True, next_at=now))
+        duties.append(Duty("log cleaner", config["log.cleaner.backoff.ms"] / 1000, logs.clean_logs, next_at=now))
     return duties
 
 
 async def _periodic(server: KafkaServer) -> None:
     """Flushes, retention, checkpoints and compaction on Kafka's intervals (storage owns no timers).
 
-    Duties that fsync or rewrite files run on a worker thread: storage does that outside its locks and the
-    event loop keeps serving requests. A duty that fails is logged and tried again at its next turn, as
-    Kafka's scheduler does: a full disk or a lack of file descriptors must not stop the broker.
+    Every duty runs on a worker thread, one at a time: they fsync, open, delete or rewrite files (after a
+    restart the first retention pass opens every log), and storage orders that with the appends the event
+    loop makes by each log's lock, so the loop keeps serving requests. A duty that fails is logged and tried
+    again at its next turn, as Kafka's scheduler does: a full disk or a lack of file descriptors must not
+    stop the broker.
     """
     duties = _duties(server)
     tick = min([1.0] + [d.every_s for d in duties])
@@ -270,10 +271,7 @@ async def _periodic(server: KafkaServer) -> None:
                 continue
             now_ms = int(time.time() * 1000)
             try:
-                if duty.blocking:
-                    await anyio.to_thread.run_sync(duty.run, now_ms)
-                else:
-                    duty.run(now_ms)
+                await anyio.to_thread.run_sync(duty.run, now_ms)
             except Exception:
                 log.exception("Periodic %s failed; retrying at its next turn", duty.name)
             duty.next_at = time.monotonic() + duty.every_s

@@ -311,7 +311,12 @@ class LogManager:
 
     def run_retention(self, now_ms: int | None = None) -> int:
         """Delete segments past retention in every log (Kafka's log.retention.check.interval.ms task) and
-        expire idle producer ids. Returns the number of segments deleted."""
+        expire idle producer ids. Returns the number of segments deleted.
+
+        Runs on a worker thread while appends go on: each log's own lock orders its deletions with its
+        appends, and a log not opened since the start (after a clean shutdown) is opened here holding the
+        manager's lock for that one log only, so a request for another partition never waits for the
+        whole pass (tens of thousands of logs)."""
         now = self._time_ms() if now_ms is None else now_ms
 
         def retain(log_: Log) -> int:
@@ -319,7 +324,8 @@ class LogManager:
             log_.remove_expired_producers(now)
             return deleted
 
-        return sum(_each_log("retention", self.all_logs(), retain))
+        logs = (log_ for tp in self.partitions() if (log_ := self.get_log(*tp)) is not None)  # None: deleted meanwhile
+        return sum(_each_log("retention", logs, retain))
 
     def flush_due(self, now_ms: int | None = None) -> int:
         """fsync rolled segments and logs whose ``flush.ms`` elapsed. Returns how many logs were flushed."""
