@@ -188,7 +188,7 @@ def test_find_coordinator(bootstrap):
             # Kafka makes its transaction log and answers itself; odradek has no transaction coordinator and
             # answers the retriable COORDINATOR_NOT_AVAILABLE, which the client asks again until its timeout.
             try:
-                assert (await client.find_coordinator("some-transaction", CoordinatorType.TRANSACTION, timeout_s=5)).node_id == 0
+                assert (await client.find_coordinator("some-transaction", CoordinatorType.TRANSACTION, timeout_s=1)).node_id == 0
             except ResponseError as exc:
                 assert exc.code == ErrorCode.COORDINATOR_NOT_AVAILABLE
 
