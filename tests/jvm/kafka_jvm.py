@@ -29,7 +29,6 @@ from typing import Mapping, Sequence
 REPO = Path(__file__).resolve().parents[2]
 JAR_ROOT = Path(os.environ.get("ODRADEK_JVM_CACHE", REPO / ".cache" / "jvm"))
 KAFKA_ENV = "ODRADEK_COMPAT_KAFKA"
-KAFKA_VERSION = "3.9.1"
 STARTUP_TIMEOUT_S = 60.0
 
 BROKER_SETTINGS: dict[str, str] = {
