@@ -1,4 +1,5 @@
-"""The package's layering: ``protocol`` imports nothing of ours, ``storage`` only ``protocol``.
+"""The package's layering: ``protocol`` imports nothing of ours, ``storage`` only ``protocol``, and the
+controller no broker (the broker wires itself to the controller, never the other way round).
 
 The wire format and the log format are usable on their own (dump-log, the Spark data source, tests)
 only as long as they never reach up into the broker; an import that does would also drag the
@@ -20,6 +21,7 @@ PACKAGE = "odradek"
 ALLOWED: dict[str, frozenset[str]] = {
     "protocol": frozenset(),
     "storage": frozenset({"protocol"}),
+    "controller": frozenset({"protocol", "storage"}),
 }
 
 
