@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import closing
 
 from compat_client import Client, GroupMember, MemberConfig, Record
 from compat_observe import unique, within
@@ -98,8 +99,7 @@ def long_poll(target: Target, client: Client) -> dict:
     """A fetch waiting for data answers as soon as a record arrives, and a fetch whose fetch.min.bytes is
     not reached answers when its max wait expires, with what there is."""
     topic = client.new_topic("long-poll")
-    reader = client.reader(topic, 0, 0, max_wait_ms=LONG_WAIT_MS, min_bytes=1)
-    try:
+    with closing(client.reader(topic, 0, 0, max_wait_ms=LONG_WAIT_MS, min_bytes=1)) as reader:
         reader.read(1, 0.5)  # connected, and a fetch is parked at the log end
         acked: list[float] = []
         producer = threading.Thread(target=lambda: (client.produce(topic, [Record(b"wake")]), acked.append(time.monotonic())))
@@ -107,17 +107,12 @@ def long_poll(target: Target, client: Client) -> dict:
         seen, error = reader.read(1, LONG_WAIT_MS / 1000 + 5)
         arrived = time.monotonic()
         producer.join()
-    finally:
-        reader.close()
     prompt_ms = (arrived - acked[0]) * 1000 if acked else float("inf")
 
-    waiting = client.reader(topic, 0, 0, max_wait_ms=MIN_BYTES_WAIT_MS, min_bytes=1024 * 1024)
-    try:
+    with closing(client.reader(topic, 0, 0, max_wait_ms=MIN_BYTES_WAIT_MS, min_bytes=1024 * 1024)) as waiting:
         started = time.monotonic()
         held, held_error = waiting.read(1, MIN_BYTES_WAIT_MS / 1000 + 5)
         held_ms = (time.monotonic() - started) * 1000
-    finally:
-        waiting.close()
     return {
         "woken_by_record": {"offsets": [r["offset"] for r in seen], "error": error, "after_ack_ms": within(prompt_ms, -50, LONG_WAIT_MS / 3)},
         "min_bytes_not_reached": {"offsets": [r["offset"] for r in held], "error": held_error, "after_ms": within(held_ms, MIN_BYTES_WAIT_MS * 0.9, MIN_BYTES_WAIT_MS + 2000)},
@@ -144,28 +139,19 @@ def auto_offset_reset(target: Target, client: Client) -> dict:
     def member(reset: str) -> GroupMember:
         return client.group_member(unique(f"group-reset-{reset}"), [topic], MemberConfig(auto_offset_reset=reset))
 
-    earliest = member("earliest")
-    try:
+    with closing(member("earliest")) as earliest:
         from_earliest = earliest.wait_for_records(3, RECORDS_TIMEOUT_S)
-    finally:
-        earliest.close()
-    latest = member("latest")
-    try:
+    with closing(member("latest")) as latest:
         latest.wait_for(bool, RECORDS_TIMEOUT_S)
         time.sleep(1)  # the member looks up the log end once assigned; what is produced after that is its to read
         client.produce(topic, [Record(b"4")])
         from_latest = latest.wait_for_records(1, RECORDS_TIMEOUT_S)
-    finally:
-        latest.close()
-    none = member("none")
-    try:
+    with closing(member("none")) as none:
         none.wait_for(bool, RECORDS_TIMEOUT_S)
         deadline = time.monotonic() + RECORDS_TIMEOUT_S
         while not none.errors and time.monotonic() < deadline:
             time.sleep(0.05)
         from_none = {"records": list(none.received), "first_error": none.errors[0] if none.errors else None}
-    finally:
-        none.close()
     return {
         "delete_records": deleted,
         "earliest": [[offset, value] for _, _, offset, value in from_earliest],

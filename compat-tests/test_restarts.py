@@ -7,6 +7,8 @@ odradek, and a Kafka broker under a ZooKeeper chroot of its own; the shared targ
 
 from __future__ import annotations
 
+from contextlib import closing
+
 from compat_client import Client, Record
 from compat_observe import unique
 from compat_targets import Target
@@ -32,26 +34,17 @@ def across_restart(target: Target, client: Client) -> dict:
     """
     topic = client.new_topic("restart")
     group = unique("group-restart")
-    producer = client.producer(idempotent=True)
-    try:
+    with closing(client.producer(idempotent=True)) as producer:
         before = producer.send(topic, [Record(b"%d" % n) for n in range(3)])
-        first = client.group_member(group, [topic])
-        try:
+        with closing(client.group_member(group, [topic])) as first:
             consumed = first.wait_for_records(3, AFTER_RESTART_TIMEOUT_S)
             first.commit({(topic, 0): 2})
-        finally:
-            first.close()
         restarted = _restart(target, client, topic)
         after = producer.send(topic, [Record(b"%d" % n) for n in range(3, 5)])
-    finally:
-        producer.close()
     # the member before asking for offsets: consumers wait while the coordinator loads the group
     # (COORDINATOR_LOAD_IN_PROGRESS), where admin clients give up
-    second = client.group_member(group, [topic])
-    try:
+    with closing(client.group_member(group, [topic])) as second:
         resumed = second.wait_for_records(3, AFTER_RESTART_TIMEOUT_S)
-    finally:
-        second.close()
     seen, error = client.read(topic, 0, 0, 6, timeout_s=2)
     return {
         "produced_before": [[r["offset"], r["error"]] for r in before],
