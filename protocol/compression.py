@@ -26,6 +26,7 @@ All decode failures raise :class:`~odradek.protocol.record_batch.CorruptRecordEr
 
 from __future__ import annotations
 
+import mmap
 import struct
 import threading
 import zlib
@@ -65,7 +66,7 @@ def compress(codec: int, data: Bytes, *, magic: int = 2) -> bytes:
     return _COMPRESSORS[CompressionType(codec)](data, magic)
 
 
-def decompress(codec: int, data: Bytes, *, magic: int = 2, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> bytes | bytearray:
+def decompress(codec: int, data: Bytes, *, magic: int = 2, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> bytes | bytearray | memoryview:
     """Decompress ``data`` from a batch (or legacy wrapper message) of ``magic``; at most ``max_size`` bytes."""
     try:
         return _DECOMPRESSORS[compression_type(codec)](memoryview(data), magic, max_size)
@@ -91,9 +92,13 @@ class _Scratch(threading.local):
         return memoryview(self._lz4_block)[:size]
 
     def zstd_output(self, size: int) -> memoryview:
-        """``size`` bytes of this thread's zstd output buffer, grown when needed and given back when it
-        grew beyond the usual (so one bomb does not keep 128 MiB per thread)."""
-        if len(self._zstd_output) < size or len(self._zstd_output) > 4 * _ZSTD_FIRST_OUTPUT >= size:
+        """``size`` bytes of this thread's zstd output buffer, grown when needed; beyond the usual a fresh
+        anonymous mapping instead (so one bomb does not keep 128 MiB per thread), which the kernel zeroes
+        page by page as the decoder writes it: a bytearray is zeroed up front holding the GIL (~30 ms for
+        128 MiB), which would stall the event loop while a worker thread decodes a large batch."""
+        if size > _ZSTD_SCRATCH_MAX:
+            return memoryview(mmap.mmap(-1, size))
+        if len(self._zstd_output) < size:
             self._zstd_output = bytearray(size)
         return memoryview(self._zstd_output)[:size]
 
@@ -314,9 +319,12 @@ def _zstd_compress(data: Bytes, magic: int) -> bytes:
 _ZSTD_FIRST_OUTPUT = 1 << 20
 """The first output size tried for a zstd frame that does not declare its size (grown 4-fold until the
 data fits or the bound is reached)."""
+_ZSTD_SCRATCH_MAX = 4 * _ZSTD_FIRST_OUTPUT
+"""The largest output kept in a thread's scratch buffer; a larger one is a mapping of its own, returned as
+decoded (its own, so no copy under the GIL)."""
 
 
-def _zstd_decompress(data: memoryview, magic: int, max_size: int) -> bytes:
+def _zstd_decompress(data: memoryview, magic: int, max_size: int) -> bytes | memoryview:
     declared = zstandard.frame_content_size(data)  # -1 when the frame does not say (Java's, librdkafka's)
     if declared > max_size:
         raise _too_large(max_size)
@@ -329,7 +337,8 @@ def _zstd_decompress(data: memoryview, magic: int, max_size: int) -> bytes:
     while True:
         output = _scratch.zstd_output(size)
         try:
-            return bytes(output[: cramjam.zstd.decompress_into(data, output)])
+            decoded = output[: cramjam.zstd.decompress_into(data, output)]
+            return decoded if size > _ZSTD_SCRATCH_MAX else bytes(decoded)
         except cramjam.DecompressionError as e:
             if str(e) != _ZSTD_OUTPUT_FULL:
                 raise UndecompressableRecordsError(f"cannot decompress ZSTD data: {e}") from None
