@@ -16,13 +16,79 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 
-from odradek.protocol.record_batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
+from odradek.protocol.record_batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, BatchHeader, parse_header, read_prefix, verify_crc
 
 _SCAN_CHUNK = 8192
 """Bytes read per ``pread`` when walking batch headers: small batches are walked from memory, large ones cost
 one page-sized read per header."""
+_READ_CHUNK = 1 << 20
+"""Bytes read per ``pread`` when walking whole batches: one system call per MiB of log (a larger batch is read
+whole)."""
+
+
+Entry = TypeVar("Entry")
+
+
+def walk_entries(
+    read: Callable[[int, int], bytes],
+    position: int,
+    end: int,
+    *,
+    min_size: int,
+    whole: bool,
+    entry: Callable[[int, int, bytes, int], Entry | None],
+) -> Iterator[Entry]:
+    """The one walk over a segment file's framing: ``entry(position, size, chunk, at)`` for each entry (a
+    magic-2 batch, or a legacy message) in ``[position, end)``, where ``chunk[at:]`` starts the entry; an
+    ``entry`` returning None ends the walk (a batch failing its CRC, say).
+
+    ``whole``: ``chunk[at:at + size]`` is the entire entry; otherwise the chunk holds at least its first
+    ``min(size, HEADER_SIZE)`` bytes, and large entries are skipped without being read. The walk ends quietly
+    at the first entry smaller than ``min_size`` or running past ``end`` -- a torn tail, as in Kafka's
+    FileLogInputStream -- and where the file turns out shorter than ``end`` (truncated under the reader).
+    Entries come from chunks, not one ``pread`` each, and nothing is decoded here; ``entry`` is a callback
+    rather than the consumer of a yielded tuple because a second generator layer costs a quarter of the
+    header walk's speed.
+    """
+    chunk_size = _READ_CHUNK if whole else _SCAN_CHUNK
+    buf = b""
+    buf_start = position
+    while position + LOG_OVERHEAD <= end:
+        at = position - buf_start
+        need = min(HEADER_SIZE, end - position)
+        if at + need > len(buf):
+            buf, buf_start, at = read(position, min(chunk_size, end - position)), position, 0
+            if len(buf) < need:
+                return
+        size = read_prefix(buf, at)[1]
+        if size < min_size or position + size > end:
+            return
+        if whole and at + size > len(buf):
+            buf, buf_start, at = read(position, max(min(chunk_size, end - position), size)), position, 0
+            if len(buf) < size:
+                return
+        item = entry(position, size, buf, at)
+        if item is None:
+            return
+        yield item
+        position += size
+
+
+def _header_entry(position: int, size: int, buf: bytes, at: int) -> tuple[int, BatchHeader]:
+    return position, parse_header(buf, at)
+
+
+def _batch_entry(position: int, size: int, buf: bytes, at: int) -> tuple[int, BatchHeader, memoryview]:
+    return position, parse_header(buf, at), memoryview(buf)[at : at + size]
+
+
+def _verified_batch_entry(position: int, size: int, buf: bytes, at: int) -> tuple[int, BatchHeader, memoryview] | None:
+    header = parse_header(buf, at)
+    if header.magic != MAGIC_V2 or not verify_crc(buf, at, header):
+        return None
+    return position, header, memoryview(buf)[at : at + size]
 
 
 class FileRecords:
@@ -34,8 +100,11 @@ class FileRecords:
         self.size = size
 
     @classmethod
-    def open(cls, path: Path) -> FileRecords:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    def open(cls, path: Path, *, writable: bool = True) -> FileRecords:
+        """``writable=False`` for the offline readers (tools, Spark): they may point at a running broker's files
+        and must never create or change one."""
+        flags = os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY
+        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
         return cls(path, fd, os.fstat(fd).st_size)
 
     def fileno(self) -> int:
@@ -91,31 +160,20 @@ class FileRecords:
             os.close(fd)
 
     def batch_headers(self, position: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
-        """(position, header) of each complete batch from ``position``; stops at a torn or partial tail.
+        """(position, header) of each complete batch from ``position`` to ``end``; stops at a torn or partial tail.
 
-        Reads headers only (61 bytes per batch, taken from page-sized reads): no record is decoded. A batch
-        whose declared size is smaller than a header or runs past ``end`` ends the walk, as Kafka's
-        FileLogInputStream does.
+        Reads headers only (taken from page-sized reads): no record is read or decoded. The fetch path's walk.
         """
-        if end is None:
-            end = self.size
-        buf = b""
-        buf_start = position
-        while position + LOG_OVERHEAD <= end:
-            offset_in_buf = position - buf_start
-            if offset_in_buf < 0 or offset_in_buf + HEADER_SIZE > len(buf):
-                buf = self.read(position, min(max(_SCAN_CHUNK, HEADER_SIZE), end - position))
-                buf_start, offset_in_buf = position, 0
-                if len(buf) < LOG_OVERHEAD:
-                    return
-            if offset_in_buf + HEADER_SIZE > len(buf):
-                return  # fewer bytes than a header remain before ``end``
-            header = parse_header(buf, offset_in_buf)
-            size = header.batch_length + LOG_OVERHEAD
-            if size < HEADER_SIZE or position + size > end:
-                return
-            yield position, header
-            position += size
+        return walk_entries(self.read, position, self.size if end is None else end, min_size=HEADER_SIZE, whole=False, entry=_header_entry)
+
+    def batches(self, position: int = 0, end: int | None = None, *, verify: bool = False) -> Iterator[tuple[int, BatchHeader, memoryview]]:
+        """(position, header, bytes) of each complete batch from ``position`` to ``end``, read a MiB at a time.
+
+        ``verify``: the walk also ends at the first batch that is not magic 2 or fails its CRC (recovery);
+        without it the bytes are as stored (the cleaner, which re-reads what recovery or a produce checked).
+        """
+        entry = _verified_batch_entry if verify else _batch_entry
+        return walk_entries(self.read, position, self.size if end is None else end, min_size=HEADER_SIZE, whole=True, entry=entry)
 
     def search_for_offset(self, target: int, position: int) -> tuple[int, BatchHeader] | None:
         """The first batch from ``position`` whose last offset is >= ``target`` (Kafka's searchForOffsetWithSize)."""

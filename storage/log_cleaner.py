@@ -31,20 +31,17 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, TypeVar
 
 from odradek.protocol.compression import compress
 from odradek.protocol.record_batch import (
     COMPRESSION_MASK,
     DELETE_HORIZON_FLAG,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
     NO_TIMESTAMP,
     BatchHeader,
     TimestampType,
     encode_batch,
     parse_header,
-    read_prefix,
 )
 from odradek.protocol.records import Record, encode_record, iter_records
 from odradek.storage.checkpoints import OffsetCheckpointFile
@@ -59,7 +56,6 @@ TopicPartition = tuple[str, int]
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 _MAP_SLOT_BYTES = 24
 """What one key costs in Kafka's SkimpyOffsetMap: a 16-byte MD5 of the key and an 8-byte offset."""
-_READ_CHUNK = 1 << 20
 
 
 def _parse_bool(text: str) -> bool:
@@ -261,29 +257,6 @@ class _PinnedSegment:
         return self.segment.base_offset
 
 
-def _read_batches(records: FileRecords) -> Iterator[tuple[BatchHeader, memoryview]]:
-    """Every whole batch of a segment file with its bytes, read a chunk at a time (a torn tail ends it)."""
-    end = records.size
-    position = 0
-    buf = memoryview(b"")
-    buf_start = 0
-    while position + LOG_OVERHEAD <= end:
-        at = position - buf_start
-        if at + HEADER_SIZE > len(buf):
-            buf, buf_start, at = memoryview(records.read(position, min(_READ_CHUNK, end - position))), position, 0
-            if len(buf) < HEADER_SIZE:
-                return
-        _, size = read_prefix(buf, at)
-        if size < HEADER_SIZE or position + size > end:
-            return
-        if at + size > len(buf):
-            buf, buf_start, at = memoryview(records.read(position, max(_READ_CHUNK, size))), position, 0
-            if size > len(buf):
-                return  # the file shrank under the reader (a truncation, which abandons the cleaning)
-        yield parse_header(buf, at), buf[at : at + size]
-        position += size
-
-
 def _rebuild_batch(header: BatchHeader, retained: list[Record], delete_horizon_ms: int | None) -> bytes:
     """The batch with only ``retained``, as Kafka's cleaner rebuilds it: same base and last offset, codec,
     timestamp type, producer fields and leader epoch; with a delete horizon the base timestamp carries it
@@ -405,7 +378,7 @@ class Cleaner:
     def _map_segment(self, pinned: _PinnedSegment, start: int) -> bool:
         """Map the keys of one segment at or after ``start``; True if the map filled up."""
         offset_map = self.offset_map
-        for header, batch in _read_batches(pinned.records):
+        for _, header, batch in pinned.records.batches():
             if header.last_offset < start:
                 continue
             if not header.is_control:
@@ -424,7 +397,7 @@ class Cleaner:
         swapped = False
         try:
             for pinned in group:
-                for header, batch in _read_batches(pinned.records):
+                for _, header, batch in pinned.records.batches():
                     round_.stats.bytes_read += header.size
                     out = self._filter_batch(header, batch, round_)
                     if out is not None:

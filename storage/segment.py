@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from odradek.protocol.record_batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header, verify_crc
+from odradek.protocol.record_batch import LOG_OVERHEAD, BatchHeader
 from odradek.storage.file_records import FileRecords, FileSlice
 from odradek.storage.indexes import INT32_MAX, NO_TIMESTAMP, CorruptIndexError, OffsetIndex, TimeIndex
 from odradek.storage.transaction_index import AbortedTxn, read_transaction_index
@@ -30,7 +30,6 @@ CLEANED_FILE_SUFFIX = ".cleaned"
 SWAP_FILE_SUFFIX = ".swap"
 DELETED_FILE_SUFFIX = ".deleted"
 _SEGMENT_FILES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
-_RECOVERY_READ = 8 * 1024 * 1024
 
 
 def file_name(offset: int, suffix: str) -> str:
@@ -381,37 +380,13 @@ class LogSegment:
 
     def _valid_batches(self) -> Iterator[tuple[int, BatchHeader]]:
         """Batches from the start of the file while each is whole, magic 2, CRC-valid and offset-ordered."""
-        records = self.log
-        size = records.size
-        position = 0
         next_offset = self.base_offset
-        buf = b""
-        buf_start = 0
-        while position + LOG_OVERHEAD <= size:
-            if position + HEADER_SIZE > buf_start + len(buf):
-                buf, buf_start = records.read(position, min(_RECOVERY_READ, size - position)), position
-            at = position - buf_start
-            if at + HEADER_SIZE > len(buf):
-                return
-            header = parse_header(buf, at)
-            batch_size = header.batch_length + LOG_OVERHEAD
-            if batch_size < HEADER_SIZE or position + batch_size > size:
-                return
-            if at + batch_size > len(buf):
-                buf, buf_start = records.read(position, max(min(_RECOVERY_READ, size - position), batch_size)), position
-                at = 0
+        for position, header, _ in self.log.batches(verify=True):
             last_offset = header.base_offset + header.last_offset_delta
-            if (
-                header.magic != 2
-                or header.last_offset_delta < 0
-                or header.base_offset < next_offset
-                or last_offset - self.base_offset > INT32_MAX
-                or not verify_crc(buf, at, header)
-            ):
+            if header.last_offset_delta < 0 or header.base_offset < next_offset or last_offset - self.base_offset > INT32_MAX:
                 return
             yield position, header
             next_offset = last_offset + 1
-            position += batch_size
 
     # -- truncation, roll, close, delete -----------------------------------------------------------------------
 

@@ -32,7 +32,6 @@ from typing import Iterable, Iterator
 
 from odradek.protocol.legacy_records import iter_deep
 from odradek.protocol.record_batch import (
-    LOG_OVERHEAD,
     MAGIC_OFFSET,
     MAGIC_V0,
     MAGIC_V1,
@@ -42,6 +41,7 @@ from odradek.protocol.record_batch import (
 )
 from odradek.protocol.records import iter_records
 from odradek.storage.checkpoints import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
+from odradek.storage.file_records import FileRecords, walk_entries
 
 TopicPartition = tuple[str, int]
 Header = tuple[str, bytes | None]
@@ -57,12 +57,8 @@ METADATA_LOG = "__cluster_metadata"
 # ("<topic>-<p>.<id>-delete"), future replicas ("-future") and stray logs ("-stray") do not match.
 _PARTITION_DIR = re.compile(r"(?P<topic>.+)-(?P<partition>\d+)")
 _SEGMENT_FILE = re.compile(r"(?P<base>\d{20})\.log")
-_ENTRY_PREFIX = struct.Struct(">qib")  # baseOffset (or a legacy message's offset), length, leader epoch/crc byte
 _INDEX_ENTRY = struct.Struct(">ii")  # relative offset, position
 _BASE_OFFSET = struct.Struct(">q")
-
-_READ_CHUNK = 1 << 20
-"""Bytes per ``pread``: batches are decoded from memory, one system call per MiB of log."""
 
 _MIN_ENTRY_SIZE = 26
 """The smallest log entry (a magic-0 message with null key and value): anything shorter is a torn tail."""
@@ -144,10 +140,10 @@ def read_segment(log_path: Path, start: int, end: int | None, *, active: bool) -
     deleted since it was listed raises FileNotFoundError.
     """
     base_offset = int(log_path.name[: -len(LOG_SUFFIX)])
-    fd = os.open(log_path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    log_file = FileRecords.open(log_path, writable=False)
     try:
         position = _index_lookup(log_path.with_suffix(INDEX_SUFFIX), base_offset, start)
-        for entry_position, entry in _entries_from(fd, position, base_offset, start):
+        for entry_position, entry in _entries_from(log_file, position, base_offset, start):
             if (
                 end is not None
                 and entry is not None
@@ -168,39 +164,28 @@ def read_segment(log_path: Path, start: int, end: int | None, *, active: bool) -
                 if record[0] >= start:
                     yield record
     finally:
-        os.close(fd)
+        log_file.close()
 
 
-def _log_entries(fd: int, position: int) -> Iterator[tuple[int, memoryview | None]]:
-    """(position, bytes) of each complete entry (a magic-2 batch or a legacy message) from ``position``,
-    read in large chunks; a last (position, None) if the file ends in an incomplete entry."""
-    buf = b""
-    buf_start = position
-    while True:
-        rel = position - buf_start
-        if rel + MAGIC_OFFSET + 1 > len(buf):
-            buf, buf_start, rel = os.pread(fd, _READ_CHUNK, position), position, 0
-            if not buf:
-                return
-            if len(buf) < MAGIC_OFFSET + 1:
-                yield position, None
-                return
-        _, length, _ = _ENTRY_PREFIX.unpack_from(buf, rel)
-        size = length + LOG_OVERHEAD
-        if rel + size > len(buf) and size >= _MIN_ENTRY_SIZE:
-            buf, buf_start, rel = os.pread(fd, max(size, _READ_CHUNK), position), position, 0
-        if size < _MIN_ENTRY_SIZE or size > len(buf):
-            yield position, None
-            return
-        yield position, memoryview(buf)[rel : rel + size]
-        position += size
+def _log_entries(records: FileRecords, position: int) -> Iterator[tuple[int, memoryview | None]]:
+    """(position, bytes) of each complete entry (a magic-2 batch or a legacy message) from ``position``;
+    a last (position, None) if the file ends in an incomplete entry."""
+    for position, entry in walk_entries(records.read, position, records.size, min_size=_MIN_ENTRY_SIZE, whole=True, entry=_entry_bytes):
+        yield position, entry
+        position += len(entry)
+    if position < records.size:
+        yield position, None
 
 
-def _entries_from(fd: int, position: int, base_offset: int, target: int) -> Iterator[tuple[int, memoryview | None]]:
+def _entry_bytes(position: int, size: int, buf: bytes, at: int) -> tuple[int, memoryview]:
+    return position, memoryview(buf)[at : at + size]
+
+
+def _entries_from(records: FileRecords, position: int, base_offset: int, target: int) -> Iterator[tuple[int, memoryview | None]]:
     """The log entries from ``position`` if a valid entry of this segment at or below ``target`` is there,
     else from the top of the segment: an index position is a hint, never trusted blindly."""
     if position:
-        entries = _log_entries(fd, position)
+        entries = _log_entries(records, position)
         first = next(entries, None)
         if (
             first is not None
@@ -209,7 +194,7 @@ def _entries_from(fd: int, position: int, base_offset: int, target: int) -> Iter
             and _entry_records(first[1], target) is not None
         ):
             return itertools.chain([first], entries)
-    return _log_entries(fd, 0)
+    return _log_entries(records, 0)
 
 
 def _entry_records(entry: memoryview, start: int) -> Iterable[LogRecord] | None:
