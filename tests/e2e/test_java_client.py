@@ -18,7 +18,7 @@ import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import kafka_jvm
 import pytest
@@ -31,12 +31,9 @@ PROBE_TIMEOUT_S = 120
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    """This module's odradek, configured as the real Kafka it is compared with (tests/jvm/kafka_jvm.py).
-
-    Named ``broker`` so that e2e's conftest shows its log when a test fails."""
-    with Broker(log_dir=tmp_path_factory.mktemp("java-client"), subprocess=True, config=kafka_jvm.BROKER_SETTINGS) as b:
-        yield b
+def broker(odradek_as_kafka: Broker) -> Broker:
+    """odradek set up as the real Kafka (e2e's conftest); named ``broker`` so that a failing test shows its log."""
+    return odradek_as_kafka
 
 
 @pytest.fixture(scope="module")

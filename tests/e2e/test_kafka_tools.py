@@ -18,7 +18,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import kafka_jvm
 import pytest
@@ -30,13 +30,9 @@ STABLE_TIMEOUT_S = 30.0
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    """This module's odradek, set up as the real Kafka it is compared with (tests/jvm/kafka_jvm.py): broker
-    id 0 in server.properties, the same overrides. Named ``broker`` so that e2e's conftest shows its log
-    when a test fails."""
-    config = {"broker.id": "0", **kafka_jvm.BROKER_SETTINGS}
-    with Broker(log_dir=tmp_path_factory.mktemp("kafka-tools"), subprocess=True, config=config) as b:
-        yield b
+def broker(odradek_as_kafka: Broker) -> Broker:
+    """odradek set up as the real Kafka (e2e's conftest); named ``broker`` so that a failing test shows its log."""
+    return odradek_as_kafka
 
 
 @dataclass(frozen=True)
