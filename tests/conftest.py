@@ -1,4 +1,5 @@
-"""Shared by every test directory: a bare protocol connection for wire-level tests, and the real Kafka."""
+"""Shared by every test directory: a bare protocol connection for wire-level tests, the real Kafka, and an
+odradek set up as that Kafka."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from odradek import Broker
 from odradek.protocol.api import ApiKey, decode_response, encode_request
 
 sys.path.insert(0, str(Path(__file__).parent / "jvm"))
@@ -91,3 +93,13 @@ def real_kafka() -> kafka_jvm.RealKafka:
         return kafka_jvm.shared_kafka()
     except kafka_jvm.JvmUnavailable as exc:
         pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def odradek_as_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """odradek set up as the real Kafka it is compared with (kafka_jvm): broker id 0, the same
+    overrides, its own process. Shared by the modules that run a client or tool against both brokers and
+    compare what it shows (they keep apart by topic and group names, as they must on the shared Kafka)."""
+    config = {"broker.id": "0", **kafka_jvm.BROKER_SETTINGS}
+    with Broker(log_dir=tmp_path_factory.mktemp("odradek-as-kafka"), subprocess=True, config=config) as b:
+        yield b

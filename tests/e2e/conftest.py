@@ -15,7 +15,6 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
-import kafka_jvm
 import pytest
 
 from odradek import Broker
@@ -290,16 +289,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     # retention would delete those segments at its first check, 30 s after start, as Kafka's does.
     config = {"log.retention.ms": "-1"}
     with Broker(log_dir=tmp_path_factory.mktemp("e2e-broker"), subprocess=True, config=config) as b:
-        yield b
-
-
-@pytest.fixture(scope="session")
-def odradek_as_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    """odradek set up as the real Kafka it is compared with (tests/jvm/kafka_jvm.py): broker id 0, the same
-    overrides, its own process. Shared by the modules that run a client or tool against both brokers and
-    compare what it shows (they keep apart by topic and group names, as they must on the shared Kafka)."""
-    config = {"broker.id": "0", **kafka_jvm.BROKER_SETTINGS}
-    with Broker(log_dir=tmp_path_factory.mktemp("odradek-as-kafka"), subprocess=True, config=config) as b:
         yield b
 
 
