@@ -63,6 +63,7 @@ from odradek.protocol.records import (
     parse_control_record_type,
 )
 from odradek.protocol.schema import Array, DecodeError, F, Message, S, decode, snake_case
+from odradek.storage.file_records import FileRecords, walk_entries
 from odradek.storage.producer_state import CorruptSnapshotError, read_snapshot
 
 INT32_MAX = 2**31 - 1
@@ -539,18 +540,18 @@ _FILE_ENTRY_UP_TO_MAGIC = struct.Struct(">qi4xb")
 
 
 class LogFile:
-    """A segment as Kafka's FileRecords reads it, through ``pread``."""
+    """A segment as Kafka's FileRecords reads it, through the one walk over segment files (never mapped)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        self.size = os.fstat(self._fd).st_size
+        self._file = FileRecords.open(Path(path), writable=False)
+        self.size = self._file.size
 
     def __enter__(self) -> LogFile:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        os.close(self._fd)
+        self._file.close()
 
     def __str__(self) -> str:
         return f"FileRecords(size={self.size}, file={self.path}, start=0, end={self.size})"
@@ -569,28 +570,32 @@ class LogFile:
         """Kafka's FileLogInputStream over ``[start, end)``: the entries that fit, magic < 2 read as legacy
         messages; an entry too small to be one is fatal, a partial one at the end just ends the walk."""
         position = start
-        while position < end - HEADER_SIZE_UP_TO_MAGIC:
-            offset, size, magic = _FILE_ENTRY_UP_TO_MAGIC.unpack(os.pread(self._fd, HEADER_SIZE_UP_TO_MAGIC, position))
+        for position, batch in walk_entries(self._file.read, start, end, min_size=MIN_MESSAGE_SIZE + LOG_OVERHEAD, whole=True, entry=self._entry):
+            yield batch
+            position += batch.size
+        # The walk stops quietly at an entry too small to be one; Kafka's stream fails there, if it got that far.
+        if position < end - HEADER_SIZE_UP_TO_MAGIC:
+            _, size, _ = _FILE_ENTRY_UP_TO_MAGIC.unpack(self._file.read(position, HEADER_SIZE_UP_TO_MAGIC))
             if size < MIN_MESSAGE_SIZE:
                 raise DumpError(
                     f"CorruptRecordException: Found record size {size} smaller than minimum record overhead "
                     f"({MIN_MESSAGE_SIZE}) in file {self.path}."
                 )
-            if position > end - LOG_OVERHEAD - size:
-                return
-            total = LOG_OVERHEAD + size
-            if magic < MAGIC_V2:
-                yield LegacyBatch(offset, LegacyMessage(os.pread(self._fd, size, position + LOG_OVERHEAD)))
-            else:
-                data = os.pread(self._fd, max(total, HEADER_SIZE), position)
-                if len(data) < HEADER_SIZE:
-                    raise DumpError(
-                        f"EOFException: Failed to read `record batch header` from file channel of {self.path}. Expected "
-                        f"to read {HEADER_SIZE} bytes, but reached end of file after reading {len(data)} bytes. "
-                        f"Started read from position {position}."
-                    )
-                yield RecordBatch(data, total)
-            position += total
+
+    def _entry(self, position: int, total: int, buf: bytes, at: int) -> tuple[int, FileBatch]:
+        offset, size, magic = _FILE_ENTRY_UP_TO_MAGIC.unpack_from(buf, at)
+        if magic < MAGIC_V2:
+            return position, LegacyBatch(offset, LegacyMessage(buf[at + LOG_OVERHEAD : at + total]))
+        if len(buf) - at >= HEADER_SIZE:
+            return position, RecordBatch(buf[at : at + max(total, HEADER_SIZE)], total)
+        data = self._file.read(position, HEADER_SIZE)  # a batch shorter than its header: Kafka reads on
+        if len(data) < HEADER_SIZE:
+            raise DumpError(
+                f"EOFException: Failed to read `record batch header` from file channel of {self.path}. Expected "
+                f"to read {HEADER_SIZE} bytes, but reached end of file after reading {len(data)} bytes. "
+                f"Started read from position {position}."
+            )
+        return position, RecordBatch(data, total)
 
 
 # --- indexes --------------------------------------------------------------------------------------------------
