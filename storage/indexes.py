@@ -23,6 +23,8 @@ from pathlib import Path
 
 INT32_MAX = 2**31 - 1
 NO_TIMESTAMP = -1
+_WARM_SECTION_BYTES = 8192
+"""Kafka's AbstractIndex searches the entries in the index's last 8 KiB before the rest."""
 
 
 class CorruptIndexError(Exception):
@@ -38,11 +40,23 @@ class _Index:
 
     ENTRY = struct.Struct(">ii")
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+    def __init__(self, path: Path, base_offset: int, max_index_size: int, *, writable: bool = True) -> None:
+        """``writable=False`` opens an existing index for the offline tools: read once, never mapped (a broker
+        truncating a file under a mapping would kill the tool with SIGBUS), never created or resized; every
+        whole entry in the file counts, a preallocated index's zeroed tail included, as when Kafka opens it."""
         self.path = path
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         entry_size = self.ENTRY.size
+        self._mm: mmap.mmap | bytes | None
+        if not writable:
+            self._fd = -1
+            with open(path, "rb") as f:
+                self._mm = f.read()
+            self._length = len(self._mm)
+            self.entries = self._length // entry_size
+            self._load_last_entry()
+            return
         fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
         self._fd = fd
         length = os.fstat(fd).st_size
@@ -53,11 +67,15 @@ class _Index:
             length = _round_down(max_index_size, entry_size)
             os.ftruncate(fd, length)
         self._length = length
-        self._mm: mmap.mmap | None = mmap.mmap(fd, length) if length else None
+        self._mm = mmap.mmap(fd, length) if length else None
         self.entries = 0 if newly_created else length // entry_size
         self._load_last_entry()
 
     # -- geometry ------------------------------------------------------------------------------------------------
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._length
 
     @property
     def max_entries(self) -> int:
@@ -86,9 +104,9 @@ class _Index:
         rounded = _round_down(new_size, self.ENTRY.size)
         if rounded == self._length:
             return False
-        if self._mm is not None:
+        if isinstance(self._mm, mmap.mmap):
             self._mm.close()
-            self._mm = None
+        self._mm = None
         os.ftruncate(self._fd, rounded)
         self._length = rounded
         self._mm = mmap.mmap(self._fd, rounded) if rounded else None
@@ -114,9 +132,9 @@ class _Index:
             os.fsync(self._fd)
 
     def close(self) -> None:
-        if self._mm is not None:
+        if isinstance(self._mm, mmap.mmap):
             self._mm.close()
-            self._mm = None
+        self._mm = None
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -131,20 +149,31 @@ class _Index:
     # -- search ----------------------------------------------------------------------------------------------------
 
     def _largest_lower_bound_slot(self, target: int, field: int) -> int:
-        """The last slot whose ``field`` (0 or 1 of the entry) is <= target, or -1."""
-        if self.entries == 0:
+        """The last slot whose ``field`` (0 or 1 of the entry) is <= target, or -1: Kafka's indexSlotRangeFor,
+        which searches the last 8 KiB of entries first (the ones the fetches of caught-up consumers want, kept
+        warm in the page cache). On an ordered index any search finds the same slot; on a preallocated one
+        read whole by the dump tool (zeroes after the entries) only this one lands where Kafka lands."""
+        entries = self.entries
+        if entries == 0:
             return -1
         key = self._key_of(target, field)
         unpack, size, mm = self.ENTRY.unpack_from, self.ENTRY.size, self._mm
-        if unpack(mm, 0)[field] > key:
+        first_hot = max(0, entries - 1 - _WARM_SECTION_BYTES // size)
+        if unpack(mm, first_hot * size)[field] < key:
+            lo, hi = first_hot, entries - 1
+        elif unpack(mm, 0)[field] > key:
             return -1
-        lo, hi = 0, self.entries - 1
+        else:
+            lo, hi = 0, first_hot
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if unpack(mm, mid * size)[field] <= key:
+            found = unpack(mm, mid * size)[field]
+            if found > key:
+                hi = mid - 1
+            elif found < key:
                 lo = mid
             else:
-                hi = mid - 1
+                return mid
         return lo
 
     def _key_of(self, target: int, field: int) -> int:

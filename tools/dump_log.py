@@ -26,7 +26,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO, Union
+from typing import Any, TextIO, TypeVar, Union
 
 from odradek.broker.group_coordinator import java_string_hash
 from odradek.protocol.compression import CompressionType, compression_type, decompress
@@ -64,6 +64,7 @@ from odradek.protocol.records import (
 )
 from odradek.protocol.schema import Array, DecodeError, F, Message, S, decode, snake_case
 from odradek.storage.file_records import FileRecords, walk_entries
+from odradek.storage.indexes import OffsetIndex, TimeIndex
 from odradek.storage.producer_state import CorruptSnapshotError, read_snapshot
 
 INT32_MAX = 2**31 - 1
@@ -601,100 +602,51 @@ class LogFile:
 # --- indexes --------------------------------------------------------------------------------------------------
 
 
-class IndexFile:
-    """An ``.index`` or ``.timeindex`` as Kafka opens it read-only for the dump: every whole entry in the file
-    counts, the zeroed ones at the end of a preallocated (active) index included."""
+AnyIndex = TypeVar("AnyIndex", OffsetIndex, TimeIndex)
 
-    ENTRY: struct.Struct
-    WARM_SECTION_BYTES = 8192  # AbstractIndex searches the last 8 KiB of entries first
 
-    def __init__(self, path: str, base_offset: int) -> None:
-        self.path = _absolute(path)
-        self.base_offset = base_offset
-        with open(path, "rb") as f:
-            self.data = f.read()
+def _open_index(kind: type[AnyIndex], path: str, base_offset: int) -> AnyIndex:
+    """An index as Kafka opens it read-only for the dump: every whole entry in the file counts, the zeroed ones
+    at the end of a preallocated (active) index included."""
+    return kind(Path(path), base_offset, 0, writable=False)
 
-    def __len__(self) -> int:
-        return len(self.data) // self.ENTRY.size
 
-    def _check_length(self, kind: str) -> None:
-        if len(self.data) % self.ENTRY.size:
+def _check_index_length(index: OffsetIndex | TimeIndex, kind: str) -> None:
+    if index.size_in_bytes % index.ENTRY.size:
+        raise DumpError(
+            f"CorruptIndexException: {kind} {_absolute(str(index.path))} is corrupt, found {index.size_in_bytes} "
+            f"bytes which is neither positive nor a multiple of {index.ENTRY.size}"
+        )
+
+
+def sanity_check_offset_index(index: OffsetIndex) -> None:
+    """Kafka's OffsetIndex.sanityCheck, with its messages (the broker's own check is stricter)."""
+    if index.entries and index.last_offset < index.base_offset:
+        raise DumpError(
+            f"CorruptIndexException: Corrupt index found, index file {_absolute(str(index.path))} has non-zero size "
+            f"but the last offset is {index.last_offset} which is less than the base offset {index.base_offset}"
+        )
+    _check_index_length(index, "Index file")
+
+
+def sanity_check_time_index(index: TimeIndex) -> None:
+    """Kafka's TimeIndex.sanityCheck, with its messages."""
+    if index.entries:
+        last_timestamp, last_offset = index.last_entry
+        first_timestamp = index.entry(0)[0]
+        path = _absolute(str(index.path))
+        if last_timestamp < first_timestamp:
             raise DumpError(
-                f"CorruptIndexException: {kind} {self.path} is corrupt, found {len(self.data)} bytes which is "
-                f"neither positive nor a multiple of {self.ENTRY.size}"
+                f"CorruptIndexException: Corrupt time index found, time index file ({path}) has non-zero "
+                f"size but the last timestamp is {last_timestamp} which is less than the first timestamp "
+                f"{first_timestamp}"
             )
-
-
-class OffsetIndex(IndexFile):
-    """Entries: offset relative to the segment's base offset (int32), position in the log (int32)."""
-
-    ENTRY = struct.Struct(">ii")
-
-    def entry(self, n: int) -> tuple[int, int]:
-        relative, position = self.ENTRY.unpack_from(self.data, n * self.ENTRY.size)
-        return self.base_offset + relative, position
-
-    def sanity_check(self) -> None:
-        if len(self) and (last := self.entry(len(self) - 1)[0]) < self.base_offset:
+        if last_offset < index.base_offset:
             raise DumpError(
-                f"CorruptIndexException: Corrupt index found, index file {self.path} has non-zero size but the last "
-                f"offset is {last} which is less than the base offset {self.base_offset}"
+                f"CorruptIndexException: Corrupt time index found, time index file ({path}) has non-zero "
+                f"size but the last offset is {last_offset} which is less than the first offset {index.base_offset}"
             )
-        self._check_length("Index file")
-
-    def lookup(self, target: int) -> int:
-        """``OffsetIndex.lookup``: the position of the largest indexed offset <= ``target`` (0 if none).
-
-        Kafka's search -- warm section first, then a binary search -- runs over the zeroed tail of a
-        preallocated index too, so it is reproduced step for step to land where Kafka lands.
-        """
-        entries = len(self)
-        if entries == 0:
-            return 0
-        first_hot = max(0, entries - 1 - self.WARM_SECTION_BYTES // self.ENTRY.size)
-        if self.entry(first_hot)[0] < target:
-            low, high = first_hot, entries - 1
-        elif self.entry(0)[0] > target:
-            return 0
-        else:
-            low, high = 0, first_hot
-        while low < high:
-            middle = (low + high + 1) // 2
-            found = self.entry(middle)[0]
-            if found > target:
-                high = middle - 1
-            elif found < target:
-                low = middle
-            else:
-                return self.entry(middle)[1]
-        return self.entry(low)[1]
-
-
-class TimeIndex(IndexFile):
-    """Entries: timestamp (int64), offset relative to the segment's base offset (int32)."""
-
-    ENTRY = struct.Struct(">qi")
-
-    def entry(self, n: int) -> tuple[int, int]:
-        timestamp, relative = self.ENTRY.unpack_from(self.data, n * self.ENTRY.size)
-        return timestamp, self.base_offset + relative
-
-    def sanity_check(self) -> None:
-        if len(self):
-            last_timestamp, last_offset = self.entry(len(self) - 1)
-            first_timestamp = self.entry(0)[0]
-            if last_timestamp < first_timestamp:
-                raise DumpError(
-                    f"CorruptIndexException: Corrupt time index found, time index file ({self.path}) has non-zero "
-                    f"size but the last timestamp is {last_timestamp} which is less than the first timestamp "
-                    f"{first_timestamp}"
-                )
-            if last_offset < self.base_offset:
-                raise DumpError(
-                    f"CorruptIndexException: Corrupt time index found, time index file ({self.path}) has non-zero "
-                    f"size but the last offset is {last_offset} which is less than the first offset {self.base_offset}"
-                )
-        self._check_length("Time index file")
+    _check_index_length(index, "Time index file")
 
 
 _ABORTED_TXN = struct.Struct(">hqqqq")  # version, producerId, firstOffset, lastOffset, lastStableOffset
@@ -1036,16 +988,18 @@ class DumpLogSegments:
     def dump_index(self, path: str) -> None:
         segment, base_offset = self._segment_files(path)
         with LogFile(segment + ".log") as log:
-            index = OffsetIndex(path, base_offset)
-            if len(index) == 0:
+            index = _open_index(OffsetIndex, path, base_offset)
+            index_path = _absolute(path)
+            if index.entries == 0:
                 self.out.write(f"{path} is empty.\n")
                 return
             if self.args.index_sanity_check:
-                index.sanity_check()
+                sanity_check_offset_index(index)
                 self.out.write(f"{path} passed sanity check.\n")
                 return
-            for n in range(len(index)):
-                offset, position = index.entry(n)
+            for n in range(index.entries):
+                relative, position = index.entry(n)
+                offset = base_offset + relative
                 if offset == base_offset and n > 0:  # the zeroed, unused tail of a preallocated index
                     return
                 first = next(log.batches(position, log.slice_end(position, self.args.max_message_size)), None)
@@ -1055,36 +1009,38 @@ class DumpLogSegments:
                         f"{self.args.max_message_size} bytes (--max-message-size) of {log.path}"
                     )
                 if first.last_offset != offset:
-                    self.reports["index_mismatches"].add(index.path, (offset, first.last_offset))
+                    self.reports["index_mismatches"].add(index_path, (offset, first.last_offset))
                 if not self.args.verify_index_only:
                     self.out.write(f"offset: {offset} position: {position}\n")
 
     def dump_time_index(self, path: str) -> None:
         segment, base_offset = self._segment_files(path)
         with LogFile(segment + ".log") as log:
-            index = OffsetIndex(segment + ".index", base_offset)
-            time_index = TimeIndex(path, base_offset)
+            index = _open_index(OffsetIndex, segment + ".index", base_offset)
+            time_index = _open_index(TimeIndex, path, base_offset)
+            time_index_path = _absolute(path)
             if self.args.index_sanity_check:
-                time_index.sanity_check()
+                sanity_check_time_index(time_index)
                 self.out.write(f"{path} passed sanity check.\n")
                 return
             previous = NO_TIMESTAMP
-            for n in range(len(time_index)):
-                timestamp, offset = time_index.entry(n)
+            for n in range(time_index.entries):
+                timestamp, relative = time_index.entry(n)
+                offset = base_offset + relative
                 if offset == base_offset and n > 0:
                     return
-                position = index.lookup(offset)
+                position = index.lookup(offset)[1]
                 batches = log.batches(position, log.slice_end(position, INT32_MAX))
                 batch = next((b for b in batches if b.last_offset >= offset), None)
                 if batch is None or batch.last_offset != offset:
                     found = -1 if batch is None else batch.last_offset
-                    self.reports["offsets_not_found"].add(time_index.path, (offset, found))
+                    self.reports["offsets_not_found"].add(time_index_path, (offset, found))
                 else:
                     max_timestamp = max([NO_TIMESTAMP, *(record.timestamp for record in batch.records())])
                     if max_timestamp != timestamp:
-                        self.reports["timestamp_mismatches"].add(time_index.path, (timestamp, max_timestamp))
+                        self.reports["timestamp_mismatches"].add(time_index_path, (timestamp, max_timestamp))
                     if previous >= timestamp:
-                        self.reports["out_of_order_timestamps"].add(time_index.path, (timestamp, previous))
+                        self.reports["out_of_order_timestamps"].add(time_index_path, (timestamp, previous))
                 if not self.args.verify_index_only:
                     self.out.write(f"timestamp: {timestamp} offset: {offset}\n")
                 previous = timestamp
