@@ -17,7 +17,7 @@ import pytest
 import zstandard
 
 from odradek import Broker
-from odradek.protocol.api import ApiKey
+from odradek.protocol.api import ApiKey, decode_response, encode_request
 from odradek.protocol.compression import CompressionType
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.record_batch import encode_batch
@@ -103,6 +103,23 @@ def test_large_compressed_batches_do_not_stall_other_producers(odradek):
 
 def assert_produced(wire: Wire, topic: str, records: bytes) -> None:
     assert produce(wire, topic, records) == [ErrorCode.NONE]
+
+
+def test_a_small_batch_pipelined_behind_a_large_one_is_appended_after_it(odradek):
+    """Produces pipelined on one connection to one partition are appended in the order sent, though the
+    first is walked on a worker thread: a 50 MiB record, then a small one, get offsets 0 and 1."""
+    wire = Wire(odradek.bootstrap)
+    try:
+        create_topic(wire, "pipelined")
+        bodies = [
+            {"transactional_id": None, "acks": 1, "timeout_ms": 30000, "topic_data": [{"name": "pipelined", "partition_data": [{"index": 0, "records": records}]}]}
+            for records in (zeros_record_zstd(50 << 20), build_batch([Record(key=b"k", value=b"v")]))
+        ]
+        wire.send(b"".join(encode_request(ApiKey.Produce, 9, correlation_id, body) for correlation_id, body in enumerate(bodies)))
+        answers = [decode_response(ApiKey.Produce, 9, wire.read_frame()) for _ in bodies]
+        assert [(correlation_id, r.responses[0].partition_responses[0].base_offset) for correlation_id, r in answers] == [(0, 0), (1, 1)]
+    finally:
+        wire.close()
 
 
 PARTITIONS, SEGMENTS = 20, 11
