@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from odradek import Broker
-from odradek.protocol.record_batch import iter_batch_positions, parse_header
 
 CLEANER = {"log.cleaner.backoff.ms": 100}
 
@@ -134,12 +133,7 @@ def test_consumer_offsets_is_compacted_and_committed_offsets_survive_a_restart(t
         assert offsets_log.config.compact
         assert offsets_log.log_end_offset >= 400
         _wait_until_clean(broker, "__consumer_offsets")
-        kept = sum(
-            parse_header(data, position).records_count
-            for segment in offsets_log.segments
-            for data in [segment.log.read(0, segment.size)]
-            for position, _, _ in iter_batch_positions(data)
-        )
+        kept = sum(header.records_count for segment in offsets_log.segments for _, header in segment.log.batch_headers())
         assert kept < 400 / 4  # the commits of the cleaned segments collapsed into the last one
 
     with Broker(log_dir=tmp_path, config=config) as broker:
@@ -165,12 +159,7 @@ def test_every_client_reads_a_compacted_log_with_gaps_empty_batches_and_tombston
         tombstones = [r for r in expected if r[2] is None]
         assert tombstones and tombstones[0][0] < active_base  # kept for delete.retention.ms after the cleaning
         assert not [r for r in expected if (r[2] or b"").startswith(b"idempotent")]
-        on_disk = [
-            parse_header(data, position)
-            for segment in broker.server.log_manager.get_log(topic, 0).segments
-            for data in [segment.log.read(0, segment.size)]
-            for position, _, _ in iter_batch_positions(data)
-        ]
+        on_disk = [header for segment in broker.server.log_manager.get_log(topic, 0).segments for _, header in segment.log.batch_headers()]
         assert [h for h in on_disk if h.records_count == 0 and h.producer_id >= 0]
         assert [h for h in on_disk if h.has_delete_horizon]
         for name in ("kafka-python", "aiokafka"):
