@@ -15,6 +15,7 @@ import datetime
 import struct
 import sys
 
+from odradek.broker.group_coordinator import java_string_hash
 from odradek.broker.kafka_client import KafkaClient
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -69,13 +70,6 @@ def main(args: argparse.Namespace) -> int:
         )
     command = list_groups if args.list else describe if args.describe else delete if args.delete else reset_offsets
     return run_command(args, command, lambda exc: print(f"\nError: {exc}"))
-
-
-def java_string_hash(text: str) -> int:
-    h = 0
-    for unit in struct.unpack(f"<{len(text.encode('utf-16-le')) // 2}H", text.encode("utf-16-le")):
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h
 
 
 def java_hash_order(keys: list[TopicPartition]) -> list[TopicPartition]:

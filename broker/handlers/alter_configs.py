@@ -16,7 +16,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from odradek.broker.config import BROKER_KEYS
-from odradek.broker.dynamic_config import DEFAULT_ENTITY, DynamicConfigError
+from odradek.broker.dynamic_config import DEFAULT_ENTITY
 from odradek.broker.handlers.describe_configs import ResourceType, resource_type_name
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
