@@ -24,8 +24,6 @@ import itertools
 import os
 import re
 import struct
-import sys
-from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -42,6 +40,7 @@ from odradek.protocol.record_batch import (
 from odradek.protocol.records import iter_records
 from odradek.storage.checkpoints import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from odradek.storage.file_records import FileRecords, walk_entries
+from odradek.storage.indexes import OffsetIndex
 
 TopicPartition = tuple[str, int]
 Header = tuple[str, bytes | None]
@@ -57,7 +56,6 @@ METADATA_LOG = "__cluster_metadata"
 # ("<topic>-<p>.<id>-delete"), future replicas ("-future") and stray logs ("-stray") do not match.
 _PARTITION_DIR = re.compile(r"(?P<topic>.+)-(?P<partition>\d+)")
 _SEGMENT_FILE = re.compile(r"(?P<base>\d{20})\.log")
-_INDEX_ENTRY = struct.Struct(">ii")  # relative offset, position
 _BASE_OFFSET = struct.Struct(">q")
 
 _MIN_ENTRY_SIZE = 26
@@ -223,19 +221,12 @@ def _index_lookup(index_path: Path, base_offset: int, target: int) -> int:
     """The position the offset index gives for the last entry at or below ``target`` (0 without an index).
 
     The index of an active segment is preallocated with zeros and still being written, so only the entries
-    before the first zero relative offset past slot 0 are used.
+    before the first zero relative offset past slot 0 are searched.
     """
     try:
-        data = index_path.read_bytes()
+        index = OffsetIndex(index_path, base_offset, 0, writable=False)
     except FileNotFoundError:
         return 0
-    entries = array("i", data[: len(data) - len(data) % _INDEX_ENTRY.size])
-    if sys.byteorder == "little":
-        entries.byteswap()
-    relative_offsets, positions = entries[0::2], entries[1::2]
-    try:
-        relative_offsets = relative_offsets[: relative_offsets.index(0, 1)]
-    except ValueError:
-        pass
-    slot = bisect.bisect_right(relative_offsets, target - base_offset) - 1
-    return max(positions[slot], 0) if slot >= 0 else 0
+    in_use = 1 + bisect.bisect_left(range(1, index.entries), True, key=lambda slot: index.entry(slot)[0] == 0)
+    index.truncate_to_entries(min(in_use, index.entries))
+    return max(index.lookup(target)[1], 0)
