@@ -10,6 +10,8 @@ rebuilds it.
 Legacy message sets (magic 0/1, produce v0-v2 and old clients) are converted to magic 2 first, as Kafka
 3.x does. acks=0 gets no answer, and any error closes the connection instead (so the client notices);
 acks=all waits until the high watermark passes the appended batch.
+A batch whose records exceed ``INLINE_WALK_BYTES`` decompressed is walked (and rebuilt) on a worker thread,
+as Kafka validates on its request handler threads, not the network threads all clients share.
 """
 
 from __future__ import annotations
@@ -122,7 +124,7 @@ class _Produce:
                 walked = checked.walk_inline()
             except _WalkElsewhere:
                 return checked
-            self._append(checked, walked, entry)
+            self._append(checked, *self._validate(checked, walked), entry)
         except KafkaError as exc:
             self._refuse(topic, pd, entry, exc)
         return True
@@ -150,10 +152,12 @@ class _Produce:
                         if checked is None:
                             checked = self._check(topic, pd)
                         try:
-                            walked = checked.walk_inline()
+                            validated = self._validate(checked, checked.walk_inline())
                         except _WalkElsewhere:
-                            walked = await anyio.to_thread.run_sync(checked.walk)
-                        self._append(checked, walked, entry)
+                            # The rest of LogValidator's work too: a rebuild into the topic's codec
+                            # decodes and re-encodes every record.
+                            validated = await anyio.to_thread.run_sync(lambda: self._validate(checked, checked.walk()))
+                        self._append(checked, *validated, entry)
                     except KafkaError as exc:
                         self._refuse(topic, pd, entry, exc)
                     except Exception:
@@ -210,11 +214,16 @@ class _Produce:
             bounds = TimestampBounds(self.now_ms, config.effective_timestamp_before_max_ms, config.effective_timestamp_after_max_ms)
         return _Checked(partition, records, validated, bounds)
 
-    def _append(self, checked: _Checked, walked: WalkedBatch, entry: dict) -> None:
+    def _validate(self, checked: _Checked, walked: WalkedBatch) -> tuple[Any, Any]:
+        """The records to append and their headers (``_validate_records``); touches no shared state, so
+        it may run on a worker thread."""
+        log_ = checked.partition.log
+        return _validate_records(checked.records, checked.validated, walked, log_.config, self.now_ms, f"{log_.topic}-{log_.partition}")
+
+    def _append(self, checked: _Checked, records: Any, validated: Any, entry: dict) -> None:
         partition = checked.partition
         config = partition.log.config
         acks = self.request.body.acks
-        records, validated = _validate_records(checked.records, checked.validated, walked, config, self.now_ms, f"{partition.log.topic}-{partition.log.partition}")
         info = partition.append_as_leader(records, acks, self.now_ms if config.log_append_time else None, config.min_insync_replicas, validated.batches)
         entry.update({
             "base_offset": info.first_offset,
