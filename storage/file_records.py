@@ -14,15 +14,19 @@ until its last descriptor closes. Only ``close()`` (broker shutdown) closes it e
 from __future__ import annotations
 
 import os
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
-from odradek.protocol.record_batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, BatchHeader, parse_header, read_prefix, verify_crc
+from odradek.protocol.record_batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, BatchHeader, parse_header, verify_crc
 
 _SCAN_CHUNK = 8192
 """Bytes read per ``pread`` when walking batch headers: small batches are walked from memory, large ones cost
 one page-sized read per header."""
+_LENGTH = struct.Struct(">i")
+_LENGTH_OFFSET = 8
+"""Every entry, batch or legacy message, starts with an int64 offset and an int32 length."""
 _READ_CHUNK = 1 << 20
 """Bytes read per ``pread`` when walking whole batches: one system call per MiB of log (a larger batch is read
 whole)."""
@@ -53,16 +57,16 @@ def walk_entries(
     header walk's speed.
     """
     chunk_size = _READ_CHUNK if whole else _SCAN_CHUNK
+    length_at = _LENGTH.unpack_from
     buf = b""
     buf_start = position
     while position + LOG_OVERHEAD <= end:
         at = position - buf_start
-        need = min(HEADER_SIZE, end - position)
-        if at + need > len(buf):
+        if at + HEADER_SIZE > len(buf) and at + (need := min(HEADER_SIZE, end - position)) > len(buf):
             buf, buf_start, at = read(position, min(chunk_size, end - position)), position, 0
             if len(buf) < need:
                 return
-        size = read_prefix(buf, at)[1]
+        size = length_at(buf, at + _LENGTH_OFFSET)[0] + LOG_OVERHEAD
         if size < min_size or position + size > end:
             return
         if whole and at + size > len(buf):
