@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 import zstandard
@@ -22,8 +22,6 @@ from odradek.protocol.compression import CompressionType
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.record_batch import encode_batch
 from odradek.protocol.records import Record, build_batch, encode_varint
-
-from tests.conftest import Wire
 
 STALL_BOUND_S = 0.4
 """The slowest small round trip allowed while the broker is busy. Idle, one takes about a millisecond, but on
@@ -48,20 +46,20 @@ def zeros_record_zstd(size: int) -> bytes:
     return encode_batch(out.getvalue(), base_offset=0, attributes=CompressionType.ZSTD, last_offset_delta=0, base_timestamp=now, max_timestamp=now, records_count=1)
 
 
-def produce(wire: Wire, topic: str, *records: bytes) -> list[int]:
+def produce(wire: Any, topic: str, *records: bytes) -> list[int]:
     """Produce ``records[i]`` to partition i, in one request: each partition's error code."""
     partitions = [{"index": i, "records": batch} for i, batch in enumerate(records)]
     body = {"transactional_id": None, "acks": 1, "timeout_ms": 30000, "topic_data": [{"name": topic, "partition_data": partitions}]}
     return [p.error_code for p in wire.call(ApiKey.Produce, 9, body).responses[0].partition_responses]
 
 
-def create_topic(wire: Wire, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
+def create_topic(wire: Any, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
     configs_ = [{"name": k, "value": v} for k, v in (configs or {}).items()]
     body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [], "configs": configs_}], "timeout_ms": 60000}
     assert wire.call(ApiKey.CreateTopics, 4, body).topics[0].error_code == ErrorCode.NONE
 
 
-def slowest_round_trip(wire: Wire, request: Callable[[Wire], None], busy: threading.Thread) -> tuple[float, int]:
+def slowest_round_trip(wire: Any, request: Callable[[Any], None], busy: threading.Thread) -> tuple[float, int]:
     """The slowest of ``request``'s round trips while ``busy`` runs, and how many were made."""
     slowest, count = 0.0, 0
     while busy.is_alive():
@@ -78,79 +76,68 @@ def odradek(tmp_path_factory):
         yield broker
 
 
-def test_large_compressed_batches_do_not_stall_other_producers(odradek):
+def test_large_compressed_batches_do_not_stall_other_producers(odradek, connect):
     """While one client produces, in one request, four records of 50 MiB of zeros (zstd, a few KiB on the
     wire) and four bombs of 200 MiB, another's one-record produces each answer within the bound."""
-    heavy, light = Wire(odradek.bootstrap, "heavy"), Wire(odradek.bootstrap, "light")
-    try:
-        create_topic(heavy, "zeros", 8)
-        create_topic(light, "small")
-        large, bomb = zeros_record_zstd(50 << 20), zeros_record_zstd(200 << 20)
-        small = build_batch([Record(key=b"k", value=b"v")])
-        assert produce(light, "small", small) == [ErrorCode.NONE]
-        answers: list[int] = []
-        busy = threading.Thread(target=lambda: answers.extend(produce(heavy, "zeros", *[large, bomb] * 4)))
-        busy.start()
-        slowest, count = slowest_round_trip(light, lambda wire: assert_produced(wire, "small", small), busy)
-        busy.join()
-        assert answers == [ErrorCode.NONE, ErrorCode.MESSAGE_TOO_LARGE] * 4
-        assert count > 20
-        assert slowest < STALL_BOUND_S, f"a small produce took {slowest * 1000:.0f} ms while large batches were validated"
-    finally:
-        heavy.close()
-        light.close()
+    heavy, light = connect(odradek.bootstrap, "heavy"), connect(odradek.bootstrap, "light")
+    create_topic(heavy, "zeros", 8)
+    create_topic(light, "small")
+    large, bomb = zeros_record_zstd(50 << 20), zeros_record_zstd(200 << 20)
+    small = build_batch([Record(key=b"k", value=b"v")])
+    assert produce(light, "small", small) == [ErrorCode.NONE]
+    answers: list[int] = []
+    busy = threading.Thread(target=lambda: answers.extend(produce(heavy, "zeros", *[large, bomb] * 4)))
+    busy.start()
+    slowest, count = slowest_round_trip(light, lambda wire: assert_produced(wire, "small", small), busy)
+    busy.join()
+    assert answers == [ErrorCode.NONE, ErrorCode.MESSAGE_TOO_LARGE] * 4
+    assert count > 20
+    assert slowest < STALL_BOUND_S, f"a small produce took {slowest * 1000:.0f} ms while large batches were validated"
 
 
-def assert_produced(wire: Wire, topic: str, records: bytes) -> None:
+def assert_produced(wire: Any, topic: str, records: bytes) -> None:
     assert produce(wire, topic, records) == [ErrorCode.NONE]
 
 
-def test_a_small_batch_pipelined_behind_a_large_one_is_appended_after_it(odradek):
+def test_a_small_batch_pipelined_behind_a_large_one_is_appended_after_it(odradek, connect):
     """Produces pipelined on one connection to one partition are appended in the order sent, though the
     first is walked on a worker thread: a 50 MiB record, then a small one, get offsets 0 and 1."""
-    wire = Wire(odradek.bootstrap)
-    try:
-        create_topic(wire, "pipelined")
-        bodies = [
-            {"transactional_id": None, "acks": 1, "timeout_ms": 30000, "topic_data": [{"name": "pipelined", "partition_data": [{"index": 0, "records": records}]}]}
-            for records in (zeros_record_zstd(50 << 20), build_batch([Record(key=b"k", value=b"v")]))
-        ]
-        wire.send(b"".join(encode_request(ApiKey.Produce, 9, correlation_id, body) for correlation_id, body in enumerate(bodies)))
-        answers = [decode_response(ApiKey.Produce, 9, wire.read_frame()) for _ in bodies]
-        assert [(correlation_id, r.responses[0].partition_responses[0].base_offset) for correlation_id, r in answers] == [(0, 0), (1, 1)]
-    finally:
-        wire.close()
+    wire = connect(odradek.bootstrap)
+    create_topic(wire, "pipelined")
+    bodies = [
+        {"transactional_id": None, "acks": 1, "timeout_ms": 30000, "topic_data": [{"name": "pipelined", "partition_data": [{"index": 0, "records": records}]}]}
+        for records in (zeros_record_zstd(50 << 20), build_batch([Record(key=b"k", value=b"v")]))
+    ]
+    wire.send(b"".join(encode_request(ApiKey.Produce, 9, correlation_id, body) for correlation_id, body in enumerate(bodies)))
+    answers = [decode_response(ApiKey.Produce, 9, wire.read_frame()) for _ in bodies]
+    assert [(correlation_id, r.responses[0].partition_responses[0].base_offset) for correlation_id, r in answers] == [(0, 0), (1, 1)]
 
 
 PARTITIONS, SEGMENTS = 20, 11
 
 
-def test_a_retention_pass_deleting_many_segments_does_not_stall_clients(tmp_path):
+def test_a_retention_pass_deleting_many_segments_does_not_stall_clients(tmp_path, connect):
     """A topic of 20 partitions holding 11 segments each of hour-old records, then given retention.ms of
     an hour: the next retention pass deletes 200 segments (as the first pass after a broker was down a
     while would; on the event loop it held every client for 1.4 s), and another client's metadata requests
     keep answering within the bound meanwhile."""
     with Broker(log_dir=tmp_path, subprocess=True, config={"log.retention.check.interval.ms": 500}) as broker:
-        wire, light = Wire(broker.bootstrap), Wire(broker.bootstrap, "light")
-        try:
-            create_topic(wire, "aged", PARTITIONS, {"segment.bytes": "200", "retention.ms": "-1"})
-            hour_ago = int(time.time() * 1000) - 3_600_000
-            old = build_batch([Record(timestamp=hour_ago, key=b"k", value=bytes(100))])
-            for _ in range(SEGMENTS):  # each batch rolls a new segment
-                assert produce(wire, "aged", *[old] * PARTITIONS) == [ErrorCode.NONE] * PARTITIONS
-            alter = {"resources": [{"resource_type": 2, "resource_name": "aged", "configs": [{"name": "retention.ms", "config_operation": 0, "value": "3599000"}]}], "validate_only": False}
-            assert wire.call(ApiKey.IncrementalAlterConfigs, 0, alter).responses[0].error_code == ErrorCode.NONE
-            metadata = {"topics": [{"name": "aged"}], "allow_auto_topic_creation": False}
-            last = f"Deleting segment {SEGMENTS - 2} of aged-{PARTITIONS - 1}"
-            busy = threading.Thread(target=wait_for_line, args=(broker, last, 30.0))
-            busy.start()
-            slowest, count = slowest_round_trip(light, lambda w: w.call(ApiKey.Metadata, 4, metadata), busy)
-            assert any(last in line for line in broker.output), "the retention pass did not end in time"
-            assert count > 20
-            assert slowest < STALL_BOUND_S, f"a metadata request took {slowest * 1000:.0f} ms during the retention pass"
-        finally:
-            wire.close()
-            light.close()
+        wire, light = connect(broker.bootstrap), connect(broker.bootstrap, "light")
+        create_topic(wire, "aged", PARTITIONS, {"segment.bytes": "200", "retention.ms": "-1"})
+        hour_ago = int(time.time() * 1000) - 3_600_000
+        old = build_batch([Record(timestamp=hour_ago, key=b"k", value=bytes(100))])
+        for _ in range(SEGMENTS):  # each batch rolls a new segment
+            assert produce(wire, "aged", *[old] * PARTITIONS) == [ErrorCode.NONE] * PARTITIONS
+        alter = {"resources": [{"resource_type": 2, "resource_name": "aged", "configs": [{"name": "retention.ms", "config_operation": 0, "value": "3599000"}]}], "validate_only": False}
+        assert wire.call(ApiKey.IncrementalAlterConfigs, 0, alter).responses[0].error_code == ErrorCode.NONE
+        metadata = {"topics": [{"name": "aged"}], "allow_auto_topic_creation": False}
+        last = f"Deleting segment {SEGMENTS - 2} of aged-{PARTITIONS - 1}"
+        busy = threading.Thread(target=wait_for_line, args=(broker, last, 30.0))
+        busy.start()
+        slowest, count = slowest_round_trip(light, lambda w: w.call(ApiKey.Metadata, 4, metadata), busy)
+        assert any(last in line for line in broker.output), "the retention pass did not end in time"
+        assert count > 20
+        assert slowest < STALL_BOUND_S, f"a metadata request took {slowest * 1000:.0f} ms during the retention pass"
 
 
 def wait_for_line(broker: Broker, text: str, timeout_s: float) -> None:
