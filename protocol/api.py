@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from odradek.protocol.messages import MODULES, headers
-from odradek.protocol.schema import Container, DecodeError, Message, Splice, decode, encode_parts
+from odradek.protocol.schema import Container, DecodeError, Message, Splice, decode, encode_frame
 
 __all__ = [
     "ApiKey",
@@ -149,33 +149,22 @@ def decode_request(frame: bytes) -> Request:
     )
 
 
-def _sized(data: bytes, splices: list[Splice]) -> tuple[bytes, list[Splice]]:
-    """Prefix the frame with its total size, counting the spliced-in data that is sent separately."""
-    total = len(data) + sum(s.value.length for s in splices)
-    shifted = [Splice(s.position + 4, s.value) for s in splices]
-    return struct.pack(">i", total) + data, shifted
-
-
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: dict[str, Any]) -> tuple[bytes, list[Splice]]:
     """A size-prefixed response frame, plus the splices where record data must be inserted."""
-    header_version = response_header_version(api_key, api_version)
-    header, _ = encode_parts(headers.RESPONSE_HEADER, header_version, {"correlation_id": correlation_id})
-    data, splices = encode_parts(APIS[api_key].response, api_version, body, prefix=header)
-    return _sized(data, splices)
+    header = (headers.RESPONSE_HEADER, response_header_version(api_key, api_version), {"correlation_id": correlation_id})
+    return encode_frame(header, (APIS[api_key].response, api_version, body))
 
 
 def encode_request(api_key: int, api_version: int, correlation_id: int, body: dict[str, Any], client_id: str | None = "odradek") -> bytes:
     """A size-prefixed request frame (for inter-broker calls, tools and tests)."""
-    header_version = request_header_version(api_key, api_version)
-    header, _ = encode_parts(
-        headers.REQUEST_HEADER,
-        header_version,
-        {"request_api_key": api_key, "request_api_version": api_version, "correlation_id": correlation_id, "client_id": client_id},
+    header_body = {"request_api_key": api_key, "request_api_version": api_version, "correlation_id": correlation_id, "client_id": client_id}
+    data, splices = encode_frame(
+        (headers.REQUEST_HEADER, request_header_version(api_key, api_version), header_body),
+        (APIS[api_key].request, api_version, body),
     )
-    data, splices = encode_parts(APIS[api_key].request, api_version, body, prefix=header)
     if splices:
         raise ValueError("requests cannot carry records placeholders")
-    return struct.pack(">i", len(data)) + data
+    return data
 
 
 def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, Container]:

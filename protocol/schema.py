@@ -8,7 +8,8 @@ compact strings, tagged-field sections, zero-copy ``records``).
 
 Decoded structs are ``construct.Container`` objects (dicts with attribute access) that always carry every
 field of the message, filled with the field's default when the version lacks it, so handlers never branch
-on versions to read a field. Building takes dicts and uses the default for any missing key.
+on versions to read a field. Building takes dicts and uses the default for any missing key; under test (``CHECK_FIELD_NAMES``) a key that is not a
+field of the struct in any version raises :class:`UnknownFieldError`.
 
 Zero-copy: a ``records`` field decodes to a ``memoryview`` slice of the input buffer. When building, a
 ``records`` value may be any object with a ``length`` attribute (e.g. file slices to be sent with
@@ -19,6 +20,7 @@ in order so the caller can send the record data itself.
 from __future__ import annotations
 
 import io as _io
+import os
 import re
 import struct
 import uuid
@@ -39,6 +41,8 @@ __all__ = [
     "Splice",
     "encode",
     "encode_parts",
+    "encode_frame",
+    "UnknownFieldError",
     "decode",
     "snake_case",
 ]
@@ -46,6 +50,18 @@ __all__ = [
 
 class DecodeError(ValueError):
     """The one error raised for any input that is not a valid encoding of the requested message."""
+
+
+class UnknownFieldError(ValueError):
+    """A value to encode has a key that no version of its struct declares: a misspelling, which would
+    otherwise encode the field's default silently."""
+
+
+CHECK_FIELD_NAMES = os.environ.get("ODRADEK_CHECK_FIELD_NAMES", "") == "1"
+"""Whether built structs refuse keys their struct does not declare at any version (read once, at import;
+tests/conftest.py sets it). A key of another version is accepted: handlers build one dict for all versions.
+Off in production because it is not free on the hot path: measured at +7% encode time for a 100-partition
+Fetch v12 response and for a 10-partition Produce v9 response (one subset test per struct)."""
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -389,6 +405,9 @@ class KStruct(_Field):
     def _emitbuild(self, code: Any) -> str:
         e = _Emitter(code)
         lines = ["def FN(obj, io, this):", "    get = obj.get"]
+        if CHECK_FIELD_NAMES:
+            known = e.const(frozenset(snake_case(f.name) for f in self.decl.fields) | {"_unknown_tags"})
+            lines.append(f"    if not obj.keys() <= {known}: _rt.unknown_fields(obj, {known}, {self.decl.name!r})")
         for name, sub, f in self.regular:
             default = e.const(_resolve_default(f))
             sub_fn = e.fn("build_field", f"\ndef FN(obj, io, this):\n    return {sub._compilebuild(code)}\n")
@@ -544,13 +563,34 @@ class _ViewStream:
         return self._pos
 
 
-def encode_parts(message: Message, version: int, value: dict, prefix: bytes = b"") -> tuple[bytes, list[Splice]]:
+def encode_parts(message: Message, version: int, value: dict) -> tuple[bytes, list[Splice]]:
     """Encode ``value``; records fields that are not bytes-like become splices (length written, data not)."""
     stream = _io.BytesIO()
-    stream.write(prefix)
-    splices: list[Splice] = []
-    message.codec(version).buildfunc(value, stream, {"_params": {"_splices": splices}})
+    splices = _build(stream, ((message, version, value),))
     return stream.getvalue(), splices
+
+
+def encode_frame(*parts: tuple[Message, int, dict]) -> tuple[bytes, list[Splice]]:
+    """A size-prefixed frame of ``parts`` (header, body) encoded in order, with one copy of the output.
+
+    The size is written over a placeholder once the parts are built and before the buffer is taken out
+    (writing after ``getvalue`` would copy it); it counts the spliced-in data, which is sent separately.
+    Splice positions are offsets in the returned frame."""
+    stream = _io.BytesIO()
+    stream.write(b"\0\0\0\0")
+    splices = _build(stream, parts)
+    size = stream.tell() - 4 + sum(s.value.length for s in splices)
+    stream.seek(0)
+    stream.write(_Runtime.INT32.pack(size))
+    return stream.getvalue(), splices
+
+
+def _build(stream: _io.BytesIO, parts: Any) -> list[Splice]:
+    splices: list[Splice] = []
+    context = {"_params": {"_splices": splices}}
+    for message, version, value in parts:
+        message.codec(version).buildfunc(value, stream, context)
+    return splices
 
 
 def encode(message: Message, version: int, value: dict) -> bytes:
@@ -575,6 +615,11 @@ class _Runtime:
     INT64 = struct.Struct(">q")
     FLOAT64 = struct.Struct(">d")
     UUID = uuid.UUID
+
+    @staticmethod
+    def unknown_fields(obj: Any, known: frozenset[str], struct_name: str) -> None:
+        unknown = ", ".join(repr(k) for k in sorted(map(str, obj.keys() - known)))
+        raise UnknownFieldError(f"{struct_name} has no field {unknown} in any version (fields: {', '.join(sorted(known - {'_unknown_tags'}))})")
 
     @staticmethod
     def read(io: Any, n: int) -> bytes:

@@ -4,6 +4,7 @@ odradek set up as that Kafka."""
 from __future__ import annotations
 
 import itertools
+import os
 import socket
 import struct
 import sys
@@ -12,8 +13,12 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from odradek import Broker
-from odradek.protocol.api import ApiKey, decode_response, encode_request
+# Before odradek is imported, and inherited by the brokers tests start: every struct encoded under test
+# refuses keys its struct never declares (a misspelled field would otherwise encode its default silently).
+os.environ["ODRADEK_CHECK_FIELD_NAMES"] = "1"
+
+from odradek import Broker  # noqa: E402
+from odradek.protocol.api import ApiKey, decode_response, encode_request  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent / "jvm"))
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from odradek.protocol.api import decode_request, encode_request, encode_response
-from odradek.protocol.messages import fetch, produce
-from odradek.protocol.schema import Array, DecodeError, F, Message, S, decode, encode, encode_parts
+from odradek.protocol.messages import fetch, headers, produce
+from odradek.protocol.schema import Array, DecodeError, F, Message, S, decode, encode, encode_frame, encode_parts
 
 CLASSIC = "none"  # message flexible versions: int16/int32 lengths, no tagged fields
 FLEXIBLE = "0+"  # compact lengths, a tagged-field section closing every struct
@@ -230,12 +230,14 @@ def test_encode_parts_splices_record_data_where_inline_bytes_would_go(version: i
     assert len(data) + sum(len(p) for p in payloads) == len(inline)
 
 
-def test_encode_parts_prefix_shifts_positions() -> None:
-    prefix = b"HEADER"
-    plain, plain_splices = encode_parts(fetch.RESPONSE, 12, fetch_response([FileSlice(b"x")]))
-    data, splices = encode_parts(fetch.RESPONSE, 12, fetch_response([FileSlice(b"x")]), prefix=prefix)
-    assert data == prefix + plain
-    assert [s.position for s in splices] == [s.position + len(prefix) for s in plain_splices]
+def test_encode_frame_is_size_then_parts_in_order_and_shifts_splice_positions() -> None:
+    header = {"correlation_id": 7}
+    plain, plain_splices = encode_parts(fetch.RESPONSE, 12, fetch_response([FileSlice(b"xyz")]))
+    encoded_header = encode(headers.RESPONSE_HEADER, 1, header)
+    frame, splices = encode_frame((headers.RESPONSE_HEADER, 1, header), (fetch.RESPONSE, 12, fetch_response([FileSlice(b"xyz")])))
+    assert frame[4:] == encoded_header + plain
+    assert struct.unpack(">i", frame[:4])[0] == len(encoded_header) + len(plain) + 3  # spliced data counted
+    assert [s.position for s in splices] == [s.position + 4 + len(encoded_header) for s in plain_splices]
 
 
 @pytest.mark.parametrize("version", [4, 12])
