@@ -103,15 +103,19 @@ class _Produce:
     request: Request
     now_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     targets: list[tuple[str, Any, dict]] = field(init=False)
+    """(topic, partition data, its response entry) in request order."""
+    responses: list[dict] = field(init=False)
     waits: list[tuple[Any, int, dict]] = field(default_factory=list)
     failed: bool = False
 
     def __post_init__(self) -> None:
-        self.targets = [
-            (topic_data.name, pd, {"index": pd.index, "error_code": ErrorCode.NONE, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1})
-            for topic_data in self.request.body.topic_data
-            for pd in topic_data.partition_data
-        ]
+        self.targets, self.responses = [], []
+        for topic_data in self.request.body.topic_data:
+            entries = []
+            for pd in topic_data.partition_data:
+                entries.append({"index": pd.index, "error_code": ErrorCode.NONE, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1})
+                self.targets.append((topic_data.name, pd, entries[-1]))
+            self.responses.append({"name": topic_data.name, "partition_responses": entries})
 
     def append_inline(self, topic: str, pd: Any, entry: dict) -> "_Checked | None | bool":
         """Append one partition's records on the event loop: True when done (or refused); otherwise what the
@@ -249,10 +253,7 @@ class _Produce:
         body = self.request.body
         if body.acks == 0:
             return CLOSE_CONNECTION if self.failed else None
-        results: dict[str, list[dict]] = {}
-        for topic, _, entry in self.targets:
-            results.setdefault(topic, []).append(entry)
-        response = {"responses": [{"name": name, "partition_responses": parts} for name, parts in results.items()]}
+        response = {"responses": self.responses}
         if not self.waits:
             return response
         return _await_high_watermark(self.server, self.waits, body.timeout_ms, response)
