@@ -2,8 +2,9 @@
 
 Kafka generates its message classes from these specs; we do the same once and commit the declarations,
 so the specs stay the single source of truth and our definitions read like them (one compact module per
-API key, Kafka's field names, version ranges as Kafka writes them). The runtime never reads the specs;
-``tests/protocol/test_spec_crosscheck.py`` keeps the committed declarations equal to them.
+API key, Kafka's field names, version ranges as Kafka writes them, each field's ``about`` text as a comment
+above it, its doc). The runtime never reads the specs; ``tests/protocol/test_spec_crosscheck.py`` keeps the
+committed declarations equal to them, and the committed modules equal to what this generator writes.
 
 Usage: ``python -m odradek.tools.gen_messages ../shared/kafka-protocol [protocol/messages]``
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +83,7 @@ class _Writer:
             opts.append(f"flexible={f['flexibleVersions']!r}")
         if versions != "0+" or opts:
             args.insert(2, repr(versions))
-        return f"{pad}F({', '.join(args + opts)}),"
+        return _about_comment(f, pad) + f"{pad}F({', '.join(args + opts)}),"
 
     def type_expr(self, f: dict[str, Any], depth: int) -> str:
         t = f["type"]
@@ -97,6 +99,15 @@ class _Writer:
         else:
             return f"Array({base!r})" if is_array else repr(base)
         return f"Array({struct})" if is_array else struct
+
+
+ABOUT_WIDTH = 110
+
+
+def _about_comment(f: dict[str, Any], pad: str) -> str:
+    """Kafka's ``about`` text for a field, as comment lines above its declaration (the field's doc)."""
+    about = " ".join(f.get("about", "").split())
+    return "".join(f"{pad}# {line}\n" for line in textwrap.wrap(about, ABOUT_WIDTH - len(pad)))
 
 
 def _struct_refs(fields: list[dict[str, Any]]) -> list[str]:

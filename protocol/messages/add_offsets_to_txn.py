@@ -14,9 +14,13 @@ REQUEST = Message(
     'AddOffsetsToTxnRequest',
     '0-4',
     '3+',
+    # The transactional id corresponding to the transaction.
     F('TransactionalId', 'string'),
+    # Current producer id in use by the transactional id.
     F('ProducerId', 'int64'),
+    # Current epoch associated with the producer id.
     F('ProducerEpoch', 'int16'),
+    # The unique group identifier.
     F('GroupId', 'string'),
 )
 
@@ -24,6 +28,9 @@ RESPONSE = Message(
     'AddOffsetsToTxnResponse',
     '0-4',
     '3+',
+    # Duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The response error code, or 0 if there was no error.
     F('ErrorCode', 'int16'),
 )

@@ -12,7 +12,9 @@ LISTENERS = ('zkBroker', 'broker')
 
 _REQUEST_AddPartitionsToTxnTopic = S(
     'AddPartitionsToTxnTopic',
+    # The name of the topic.
     F('Name', 'string'),
+    # The partition indexes to add to the transaction
     F('Partitions', Array('int32')),
 )
 
@@ -20,29 +22,43 @@ REQUEST = Message(
     'AddPartitionsToTxnRequest',
     '0-5',
     '3+',
+    # List of transactions to add partitions to.
     F('Transactions', Array(S(
             'AddPartitionsToTxnTransaction',
+            # The transactional id corresponding to the transaction.
             F('TransactionalId', 'string', '4+'),
+            # Current producer id in use by the transactional id.
             F('ProducerId', 'int64', '4+'),
+            # Current epoch associated with the producer id.
             F('ProducerEpoch', 'int16', '4+'),
+            # Boolean to signify if we want to check if the partition is in the transaction rather than add it.
             F('VerifyOnly', 'bool', '4+', default=False),
+            # The partitions to add to the transaction.
             F('Topics', Array(_REQUEST_AddPartitionsToTxnTopic), '4+'),
         )), '4+'),
+    # The transactional id corresponding to the transaction.
     F('V3AndBelowTransactionalId', 'string', '0-3'),
+    # Current producer id in use by the transactional id.
     F('V3AndBelowProducerId', 'int64', '0-3'),
+    # Current epoch associated with the producer id.
     F('V3AndBelowProducerEpoch', 'int16', '0-3'),
+    # The partitions to add to the transaction.
     F('V3AndBelowTopics', Array(_REQUEST_AddPartitionsToTxnTopic), '0-3'),
 )
 
 _RESPONSE_AddPartitionsToTxnPartitionResult = S(
     'AddPartitionsToTxnPartitionResult',
+    # The partition indexes.
     F('PartitionIndex', 'int32'),
+    # The response error code.
     F('PartitionErrorCode', 'int16'),
 )
 
 _RESPONSE_AddPartitionsToTxnTopicResult = S(
     'AddPartitionsToTxnTopicResult',
+    # The topic name.
     F('Name', 'string'),
+    # The results for each partition
     F('ResultsByPartition', Array(_RESPONSE_AddPartitionsToTxnPartitionResult)),
 )
 
@@ -50,12 +66,19 @@ RESPONSE = Message(
     'AddPartitionsToTxnResponse',
     '0-5',
     '3+',
+    # Duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The response top level error code.
     F('ErrorCode', 'int16', '4+'),
+    # Results categorized by transactional ID.
     F('ResultsByTransaction', Array(S(
             'AddPartitionsToTxnResult',
+            # The transactional id corresponding to the transaction.
             F('TransactionalId', 'string', '4+'),
+            # The results for each topic.
             F('TopicResults', Array(_RESPONSE_AddPartitionsToTxnTopicResult), '4+'),
         )), '4+'),
+    # The results for each topic.
     F('ResultsByTopicV3AndBelow', Array(_RESPONSE_AddPartitionsToTxnTopicResult), '0-3'),
 )

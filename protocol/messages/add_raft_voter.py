@@ -16,12 +16,18 @@ REQUEST = Message(
     '0+',
     F('ClusterId', 'string', '0+', nullable='0+'),
     F('TimeoutMs', 'int32'),
+    # The replica id of the voter getting added to the topic partition
     F('VoterId', 'int32'),
+    # The directory id of the voter getting added to the topic partition
     F('VoterDirectoryId', 'uuid'),
+    # The endpoints that can be used to communicate with the voter
     F('Listeners', Array(S(
             'Listener',
+            # The name of the endpoint
             F('Name', 'string'),
+            # The hostname
             F('Host', 'string'),
+            # The port
             F('Port', 'uint16'),
         ))),
 )
@@ -30,7 +36,11 @@ RESPONSE = Message(
     'AddRaftVoterResponse',
     '0',
     '0+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The error code, or 0 if there was no error
     F('ErrorCode', 'int16'),
+    # The error message, or null if there was no error.
     F('ErrorMessage', 'string', '0+', nullable='0+'),
 )

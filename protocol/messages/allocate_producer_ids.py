@@ -14,7 +14,9 @@ REQUEST = Message(
     'AllocateProducerIdsRequest',
     '0',
     '0+',
+    # The ID of the requesting broker
     F('BrokerId', 'int32'),
+    # The epoch of the requesting broker
     F('BrokerEpoch', 'int64', '0+', default=-1),
 )
 
@@ -22,8 +24,13 @@ RESPONSE = Message(
     'AllocateProducerIdsResponse',
     '0',
     '0+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The top level response error code
     F('ErrorCode', 'int16'),
+    # The first producer ID in this range, inclusive
     F('ProducerIdStart', 'int64'),
+    # The number of producer IDs in this range
     F('ProducerIdLen', 'int32'),
 )

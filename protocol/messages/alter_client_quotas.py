@@ -14,20 +14,29 @@ REQUEST = Message(
     'AlterClientQuotasRequest',
     '0-1',
     '1+',
+    # The quota configuration entries to alter.
     F('Entries', Array(S(
             'EntryData',
+            # The quota entity to alter.
             F('Entity', Array(S(
                     'EntityData',
+                    # The entity type.
                     F('EntityType', 'string'),
+                    # The name of the entity, or null if the default.
                     F('EntityName', 'string', '0+', nullable='0+'),
                 ))),
+            # An individual quota configuration entry to alter.
             F('Ops', Array(S(
                     'OpData',
+                    # The quota configuration key.
                     F('Key', 'string'),
+                    # The value to set, otherwise ignored if the value is to be removed.
                     F('Value', 'float64'),
+                    # Whether the quota configuration value should be removed, otherwise set.
                     F('Remove', 'bool'),
                 ))),
         ))),
+    # Whether the alteration should be validated, but not performed.
     F('ValidateOnly', 'bool'),
 )
 
@@ -35,14 +44,22 @@ RESPONSE = Message(
     'AlterClientQuotasResponse',
     '0-1',
     '1+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The quota configuration entries to alter.
     F('Entries', Array(S(
             'EntryData',
+            # The error code, or `0` if the quota alteration succeeded.
             F('ErrorCode', 'int16'),
+            # The error message, or `null` if the quota alteration succeeded.
             F('ErrorMessage', 'string', '0+', nullable='0+'),
+            # The quota entity to alter.
             F('Entity', Array(S(
                     'EntityData',
+                    # The entity type.
                     F('EntityType', 'string'),
+                    # The name of the entity, or null if the default.
                     F('EntityName', 'string', '0+', nullable='0+'),
                 ))),
         ))),

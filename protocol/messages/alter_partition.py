@@ -14,23 +14,35 @@ REQUEST = Message(
     'AlterPartitionRequest',
     '0-3',
     '0+',
+    # The ID of the requesting broker
     F('BrokerId', 'int32'),
+    # The epoch of the requesting broker
     F('BrokerEpoch', 'int64', '0+', default=-1),
     F('Topics', Array(S(
             'TopicData',
+            # The name of the topic to alter ISRs for
             F('TopicName', 'string', '0-1'),
+            # The ID of the topic to alter ISRs for
             F('TopicId', 'uuid', '2+'),
             F('Partitions', Array(S(
                     'PartitionData',
+                    # The partition index
                     F('PartitionIndex', 'int32'),
+                    # The leader epoch of this partition
                     F('LeaderEpoch', 'int32'),
+                    # The ISR for this partition. Deprecated since version 3.
                     F('NewIsr', Array('int32'), '0-2'),
                     F('NewIsrWithEpochs', Array(S(
                             'BrokerState',
+                            # The ID of the broker.
                             F('BrokerId', 'int32', '3+'),
+                            # The epoch of the broker. It will be -1 if the epoch check is not supported.
                             F('BrokerEpoch', 'int64', '3+', default=-1),
                         )), '3+'),
+                    # 1 if the partition is recovering from an unclean leader election; 0 otherwise.
                     F('LeaderRecoveryState', 'int8', '1+', default=0),
+                    # The expected epoch of the partition which is being updated. For legacy cluster this is the
+                    # ZkVersion in the LeaderAndIsr request.
                     F('PartitionEpoch', 'int32'),
                 ))),
         ))),
@@ -40,20 +52,33 @@ RESPONSE = Message(
     'AlterPartitionResponse',
     '0-3',
     '0+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The top level response error code
     F('ErrorCode', 'int16'),
     F('Topics', Array(S(
             'TopicData',
+            # The name of the topic
             F('TopicName', 'string', '0-1'),
+            # The ID of the topic
             F('TopicId', 'uuid', '2+'),
             F('Partitions', Array(S(
                     'PartitionData',
+                    # The partition index
                     F('PartitionIndex', 'int32'),
+                    # The partition level error code
                     F('ErrorCode', 'int16'),
+                    # The broker ID of the leader.
                     F('LeaderId', 'int32'),
+                    # The leader epoch.
                     F('LeaderEpoch', 'int32'),
+                    # The in-sync replica IDs.
                     F('Isr', Array('int32')),
+                    # 1 if the partition is recovering from an unclean leader election; 0 otherwise.
                     F('LeaderRecoveryState', 'int8', '1+', default=0),
+                    # The current epoch for the partition for KRaft controllers. The current ZK version for the
+                    # legacy controllers.
                     F('PartitionEpoch', 'int32'),
                 ))),
         ))),

@@ -14,13 +14,20 @@ REQUEST = Message(
     'AlterPartitionReassignmentsRequest',
     '0',
     '0+',
+    # The time in ms to wait for the request to complete.
     F('TimeoutMs', 'int32', '0+', default=60000),
+    # The topics to reassign.
     F('Topics', Array(S(
             'ReassignableTopic',
+            # The topic name.
             F('Name', 'string'),
+            # The partitions to reassign.
             F('Partitions', Array(S(
                     'ReassignablePartition',
+                    # The partition index.
                     F('PartitionIndex', 'int32'),
+                    # The replicas to place the partitions on, or null to cancel a pending reassignment for this
+                    # partition.
                     F('Replicas', Array('int32'), '0+', nullable='0+', default=NULL),
                 ))),
         ))),
@@ -30,16 +37,26 @@ RESPONSE = Message(
     'AlterPartitionReassignmentsResponse',
     '0',
     '0+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The top-level error code, or 0 if there was no error.
     F('ErrorCode', 'int16'),
+    # The top-level error message, or null if there was no error.
     F('ErrorMessage', 'string', '0+', nullable='0+'),
+    # The responses to topics to reassign.
     F('Responses', Array(S(
             'ReassignableTopicResponse',
+            # The topic name
             F('Name', 'string'),
+            # The responses to partitions to reassign
             F('Partitions', Array(S(
                     'ReassignablePartitionResponse',
+                    # The partition index.
                     F('PartitionIndex', 'int32'),
+                    # The error code for this partition, or 0 if there was no error.
                     F('ErrorCode', 'int16'),
+                    # The error message for this partition, or null if there was no error.
                     F('ErrorMessage', 'string', '0+', nullable='0+'),
                 ))),
         ))),

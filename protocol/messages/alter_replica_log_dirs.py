@@ -14,12 +14,17 @@ REQUEST = Message(
     'AlterReplicaLogDirsRequest',
     '0-2',
     '2+',
+    # The alterations to make for each directory.
     F('Dirs', Array(S(
             'AlterReplicaLogDir',
+            # The absolute directory path.
             F('Path', 'string'),
+            # The topics to add to the directory.
             F('Topics', Array(S(
                     'AlterReplicaLogDirTopic',
+                    # The topic name.
                     F('Name', 'string'),
+                    # The partition indexes.
                     F('Partitions', Array('int32')),
                 ))),
         ))),
@@ -29,13 +34,20 @@ RESPONSE = Message(
     'AlterReplicaLogDirsResponse',
     '0-2',
     '2+',
+    # Duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The results for each topic.
     F('Results', Array(S(
             'AlterReplicaLogDirTopicResult',
+            # The name of the topic.
             F('TopicName', 'string'),
+            # The results for each partition.
             F('Partitions', Array(S(
                     'AlterReplicaLogDirPartitionResult',
+                    # The partition index.
                     F('PartitionIndex', 'int32'),
+                    # The error code, or 0 if there was no error.
                     F('ErrorCode', 'int16'),
                 ))),
         ))),

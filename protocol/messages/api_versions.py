@@ -14,7 +14,9 @@ REQUEST = Message(
     'ApiVersionsRequest',
     '0-4',
     '3+',
+    # The name of the client.
     F('ClientSoftwareName', 'string', '3+'),
+    # The version of the client.
     F('ClientSoftwareVersion', 'string', '3+'),
 )
 
@@ -22,26 +24,44 @@ RESPONSE = Message(
     'ApiVersionsResponse',
     '0-4',
     '3+',
+    # The top-level error code.
     F('ErrorCode', 'int16'),
+    # The APIs supported by the broker.
     F('ApiKeys', Array(S(
             'ApiVersion',
+            # The API index.
             F('ApiKey', 'int16'),
+            # The minimum supported version, inclusive.
             F('MinVersion', 'int16'),
+            # The maximum supported version, inclusive.
             F('MaxVersion', 'int16'),
         ))),
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32', '1+'),
+    # Features supported by the broker. Note: in v0-v3, features with MinSupportedVersion = 0 are omitted.
     F('SupportedFeatures', Array(S(
             'SupportedFeatureKey',
+            # The name of the feature.
             F('Name', 'string', '3+'),
+            # The minimum supported version for the feature.
             F('MinVersion', 'int16', '3+'),
+            # The maximum supported version for the feature.
             F('MaxVersion', 'int16', '3+'),
         )), '3+', tag=0, tagged='3+'),
+    # The monotonically increasing epoch for the finalized features information. Valid values are >= 0. A value
+    # of -1 is special and represents unknown epoch.
     F('FinalizedFeaturesEpoch', 'int64', '3+', tag=1, tagged='3+', default=-1),
+    # List of cluster-wide finalized features. The information is valid only if FinalizedFeaturesEpoch >= 0.
     F('FinalizedFeatures', Array(S(
             'FinalizedFeatureKey',
+            # The name of the feature.
             F('Name', 'string', '3+'),
+            # The cluster-wide finalized max version level for the feature.
             F('MaxVersionLevel', 'int16', '3+'),
+            # The cluster-wide finalized min version level for the feature.
             F('MinVersionLevel', 'int16', '3+'),
         )), '3+', tag=2, tagged='3+'),
+    # Set by a KRaft controller if the required configurations for ZK migration are present
     F('ZkMigrationReady', 'bool', '3+', tag=3, tagged='3+', default=False),
 )

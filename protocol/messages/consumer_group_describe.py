@@ -14,19 +14,25 @@ REQUEST = Message(
     'ConsumerGroupDescribeRequest',
     '0',
     '0+',
+    # The ids of the groups to describe
     F('GroupIds', Array('string')),
+    # Whether to include authorized operations.
     F('IncludeAuthorizedOperations', 'bool'),
 )
 
 _RESPONSE_TopicPartitions = S(
     'TopicPartitions',
+    # The topic ID.
     F('TopicId', 'uuid'),
+    # The topic name.
     F('TopicName', 'string'),
+    # The partitions.
     F('Partitions', Array('int32')),
 )
 
 _RESPONSE_Assignment = S(
     'Assignment',
+    # The assigned topic-partitions to the member.
     F('TopicPartitions', Array(_RESPONSE_TopicPartitions)),
 )
 
@@ -34,29 +40,51 @@ RESPONSE = Message(
     'ConsumerGroupDescribeResponse',
     '0',
     '0+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # Each described group.
     F('Groups', Array(S(
             'DescribedGroup',
+            # The describe error, or 0 if there was no error.
             F('ErrorCode', 'int16'),
+            # The top-level error message, or null if there was no error.
             F('ErrorMessage', 'string', '0+', nullable='0+', default=NULL),
+            # The group ID string.
             F('GroupId', 'string'),
+            # The group state string, or the empty string.
             F('GroupState', 'string'),
+            # The group epoch.
             F('GroupEpoch', 'int32'),
+            # The assignment epoch.
             F('AssignmentEpoch', 'int32'),
+            # The selected assignor.
             F('AssignorName', 'string'),
+            # The members.
             F('Members', Array(S(
                     'Member',
+                    # The member ID.
                     F('MemberId', 'string'),
+                    # The member instance ID.
                     F('InstanceId', 'string', '0+', nullable='0+', default=NULL),
+                    # The member rack ID.
                     F('RackId', 'string', '0+', nullable='0+', default=NULL),
+                    # The current member epoch.
                     F('MemberEpoch', 'int32'),
+                    # The client ID.
                     F('ClientId', 'string'),
+                    # The client host.
                     F('ClientHost', 'string'),
+                    # The subscribed topic names.
                     F('SubscribedTopicNames', Array('string')),
+                    # the subscribed topic regex otherwise or null of not provided.
                     F('SubscribedTopicRegex', 'string', '0+', nullable='0+', default=NULL),
+                    # The current assignment.
                     F('Assignment', _RESPONSE_Assignment),
+                    # The target assignment.
                     F('TargetAssignment', _RESPONSE_Assignment),
                 ))),
+            # 32-bit bitfield to represent authorized operations for this group.
             F('AuthorizedOperations', 'int32', '0+', default=-2147483648),
         ))),
 )

@@ -14,7 +14,9 @@ REQUEST = Message(
     'ControlledShutdownRequest',
     '0-3',
     '3+',
+    # The id of the broker for which controlled shutdown has been requested.
     F('BrokerId', 'int32'),
+    # The broker epoch.
     F('BrokerEpoch', 'int64', '2+', default=-1),
 )
 
@@ -22,10 +24,14 @@ RESPONSE = Message(
     'ControlledShutdownResponse',
     '0-3',
     '3+',
+    # The top-level error code.
     F('ErrorCode', 'int16'),
+    # The partitions that the broker still leads.
     F('RemainingPartitions', Array(S(
             'RemainingPartition',
+            # The name of the topic.
             F('TopicName', 'string'),
+            # The index of the partition.
             F('PartitionIndex', 'int32'),
         ))),
 )

@@ -66,15 +66,22 @@ TRANSACTION_LOG_VALUE = Message(
     'TransactionLogValue',
     '0-1',
     '1+',
+    # Producer id in use by the transactional id
     F('ProducerId', 'int64'),
+    # Epoch associated with the producer id
     F('ProducerEpoch', 'int16'),
+    # Transaction timeout in milliseconds
     F('TransactionTimeoutMs', 'int32'),
+    # TransactionState the transaction is in
     F('TransactionStatus', 'int8'),
+    # Set of partitions involved in the transaction
     F('TransactionPartitions', Array(S(
             'PartitionsSchema',
             F('Topic', 'string'),
             F('PartitionIds', Array('int32')),
         )), '0+', nullable='0+'),
+    # Time the transaction was last updated
     F('TransactionLastUpdateTimestampMs', 'int64'),
+    # Time the transaction was started
     F('TransactionStartTimestampMs', 'int64'),
 )

@@ -14,14 +14,22 @@ REQUEST = Message(
     'CreateAclsRequest',
     '0-3',
     '2+',
+    # The ACLs that we want to create.
     F('Creations', Array(S(
             'AclCreation',
+            # The type of the resource.
             F('ResourceType', 'int8'),
+            # The resource name for the ACL.
             F('ResourceName', 'string'),
+            # The pattern type for the ACL.
             F('ResourcePatternType', 'int8', '1+', default=3),
+            # The principal for the ACL.
             F('Principal', 'string'),
+            # The host for the ACL.
             F('Host', 'string'),
+            # The operation type for the ACL (read, write, etc.).
             F('Operation', 'int8'),
+            # The permission type for the ACL (allow, deny, etc.).
             F('PermissionType', 'int8'),
         ))),
 )
@@ -30,10 +38,15 @@ RESPONSE = Message(
     'CreateAclsResponse',
     '0-3',
     '2+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The results for each ACL creation.
     F('Results', Array(S(
             'AclCreationResult',
+            # The result error, or zero if there was no error.
             F('ErrorCode', 'int16'),
+            # The result message, or null if there was no error.
             F('ErrorMessage', 'string', '0+', nullable='0+'),
         ))),
 )

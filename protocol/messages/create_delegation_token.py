@@ -14,13 +14,19 @@ REQUEST = Message(
     'CreateDelegationTokenRequest',
     '0-3',
     '2+',
+    # The principal type of the owner of the token. If it's null it defaults to the token request principal.
     F('OwnerPrincipalType', 'string', '3+', nullable='3+'),
+    # The principal name of the owner of the token. If it's null it defaults to the token request principal.
     F('OwnerPrincipalName', 'string', '3+', nullable='3+'),
+    # A list of those who are allowed to renew this token before it expires.
     F('Renewers', Array(S(
             'CreatableRenewers',
+            # The type of the Kafka principal.
             F('PrincipalType', 'string'),
+            # The name of the Kafka principal.
             F('PrincipalName', 'string'),
         ))),
+    # The maximum lifetime of the token in milliseconds, or -1 to use the server side default.
     F('MaxLifetimeMs', 'int64'),
 )
 
@@ -28,15 +34,27 @@ RESPONSE = Message(
     'CreateDelegationTokenResponse',
     '0-3',
     '2+',
+    # The top-level error, or zero if there was no error.
     F('ErrorCode', 'int16'),
+    # The principal type of the token owner.
     F('PrincipalType', 'string'),
+    # The name of the token owner.
     F('PrincipalName', 'string'),
+    # The principal type of the requester of the token.
     F('TokenRequesterPrincipalType', 'string', '3+'),
+    # The principal type of the requester of the token.
     F('TokenRequesterPrincipalName', 'string', '3+'),
+    # When this token was generated.
     F('IssueTimestampMs', 'int64'),
+    # When this token expires.
     F('ExpiryTimestampMs', 'int64'),
+    # The maximum lifetime of this token.
     F('MaxTimestampMs', 'int64'),
+    # The token UUID.
     F('TokenId', 'string'),
+    # HMAC of the delegation token.
     F('Hmac', 'bytes'),
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
 )

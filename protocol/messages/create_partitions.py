@@ -14,16 +14,23 @@ REQUEST = Message(
     'CreatePartitionsRequest',
     '0-3',
     '2+',
+    # Each topic that we want to create new partitions inside.
     F('Topics', Array(S(
             'CreatePartitionsTopic',
+            # The topic name.
             F('Name', 'string'),
+            # The new partition count.
             F('Count', 'int32'),
+            # The new partition assignments.
             F('Assignments', Array(S(
                     'CreatePartitionsAssignment',
+                    # The assigned broker IDs.
                     F('BrokerIds', Array('int32')),
                 )), '0+', nullable='0+'),
         ))),
+    # The time in ms to wait for the partitions to be created.
     F('TimeoutMs', 'int32'),
+    # If true, then validate the request, but don't actually increase the number of partitions.
     F('ValidateOnly', 'bool'),
 )
 
@@ -31,11 +38,17 @@ RESPONSE = Message(
     'CreatePartitionsResponse',
     '0-3',
     '2+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The partition creation results for each topic.
     F('Results', Array(S(
             'CreatePartitionsTopicResult',
+            # The topic name.
             F('Name', 'string'),
+            # The result error, or zero if there was no error.
             F('ErrorCode', 'int16'),
+            # The result message, or null if there was no error.
             F('ErrorMessage', 'string', '0+', nullable='0+', default=NULL),
         ))),
 )

@@ -14,23 +14,37 @@ REQUEST = Message(
     'CreateTopicsRequest',
     '0-7',
     '5+',
+    # The topics to create.
     F('Topics', Array(S(
             'CreatableTopic',
+            # The topic name.
             F('Name', 'string'),
+            # The number of partitions to create in the topic, or -1 if we are either specifying a manual
+            # partition assignment or using the default partitions.
             F('NumPartitions', 'int32'),
+            # The number of replicas to create for each partition in the topic, or -1 if we are either
+            # specifying a manual partition assignment or using the default replication factor.
             F('ReplicationFactor', 'int16'),
+            # The manual partition assignment, or the empty array if we are using automatic assignment.
             F('Assignments', Array(S(
                     'CreatableReplicaAssignment',
+                    # The partition index.
                     F('PartitionIndex', 'int32'),
+                    # The brokers to place the partition on.
                     F('BrokerIds', Array('int32')),
                 ))),
+            # The custom topic configurations to set.
             F('Configs', Array(S(
                     'CreatableTopicConfig',
+                    # The configuration name.
                     F('Name', 'string'),
+                    # The configuration value.
                     F('Value', 'string', '0+', nullable='0+'),
                 ))),
         ))),
+    # How long to wait in milliseconds before timing out the request.
     F('timeoutMs', 'int32', '0+', default=60000),
+    # If true, check that the topics can be created as specified, but don't create anything.
     F('validateOnly', 'bool', '1+', default=False),
 )
 
@@ -38,22 +52,38 @@ RESPONSE = Message(
     'CreateTopicsResponse',
     '0-7',
     '5+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32', '2+'),
+    # Results for each topic we tried to create.
     F('Topics', Array(S(
             'CreatableTopicResult',
+            # The topic name.
             F('Name', 'string'),
+            # The unique topic ID
             F('TopicId', 'uuid', '7+'),
+            # The error code, or 0 if there was no error.
             F('ErrorCode', 'int16'),
+            # The error message, or null if there was no error.
             F('ErrorMessage', 'string', '1+', nullable='0+'),
+            # Optional topic config error returned if configs are not returned in the response.
             F('TopicConfigErrorCode', 'int16', '5+', tag=0, tagged='5+'),
+            # Number of partitions of the topic.
             F('NumPartitions', 'int32', '5+', default=-1),
+            # Replication factor of the topic.
             F('ReplicationFactor', 'int16', '5+', default=-1),
+            # Configuration of the topic.
             F('Configs', Array(S(
                     'CreatableTopicConfigs',
+                    # The configuration name.
                     F('Name', 'string', '5+'),
+                    # The configuration value.
                     F('Value', 'string', '5+', nullable='5+'),
+                    # True if the configuration is read-only.
                     F('ReadOnly', 'bool', '5+'),
+                    # The configuration source.
                     F('ConfigSource', 'int8', '5+', default=-1),
+                    # True if this configuration is sensitive.
                     F('IsSensitive', 'bool', '5+'),
                 )), '5+', nullable='5+'),
         ))),

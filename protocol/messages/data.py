@@ -35,8 +35,11 @@ DEFAULT_PRINCIPAL_DATA = Message(
     'DefaultPrincipalData',
     '0',
     '0+',
+    # The principal type
     F('Type', 'string'),
+    # The principal name
     F('Name', 'string'),
+    # Whether the principal was authenticated by a delegation token on the forwarding broker.
     F('TokenAuthenticated', 'bool'),
 )
 
@@ -44,13 +47,16 @@ K_RAFT_VERSION_RECORD = Message(
     'KRaftVersionRecord',
     '0',
     '0+',
+    # The version of the kraft version record
     F('Version', 'int16'),
+    # The kraft protocol version
     F('KRaftVersion', 'int16'),
 )
 
 _LEADER_CHANGE_MESSAGE_Voter = S(
     'Voter',
     F('VoterId', 'int32'),
+    # The directory id of the voter
     F('VoterDirectoryId', 'uuid', '1+'),
 )
 
@@ -58,9 +64,13 @@ LEADER_CHANGE_MESSAGE = Message(
     'LeaderChangeMessage',
     '0-1',
     '0+',
+    # The version of the leader change message
     F('Version', 'int16'),
+    # The ID of the newly elected leader
     F('LeaderId', 'int32'),
+    # The set of voters in the quorum for this epoch
     F('Voters', Array(_LEADER_CHANGE_MESSAGE_Voter)),
+    # The voters who voted for the leader at the time of election
     F('GrantingVoters', Array(_LEADER_CHANGE_MESSAGE_Voter)),
 )
 
@@ -68,6 +78,7 @@ SNAPSHOT_FOOTER_RECORD = Message(
     'SnapshotFooterRecord',
     '0',
     '0+',
+    # The version of the snapshot footer record
     F('Version', 'int16'),
 )
 
@@ -75,7 +86,9 @@ SNAPSHOT_HEADER_RECORD = Message(
     'SnapshotHeaderRecord',
     '0',
     '0+',
+    # The version of the snapshot header record
     F('Version', 'int16'),
+    # The append time of the last record from the log contained in this snapshot
     F('LastContainedLogTimestamp', 'int64'),
 )
 
@@ -83,20 +96,30 @@ VOTERS_RECORD = Message(
     'VotersRecord',
     '0',
     '0+',
+    # The version of the voters record
     F('Version', 'int16'),
     F('Voters', Array(S(
             'Voter',
+            # The replica id of the voter in the topic partition
             F('VoterId', 'int32'),
+            # The directory id of the voter in the topic partition
             F('VoterDirectoryId', 'uuid'),
+            # The endpoint that can be used to communicate with the voter
             F('Endpoints', Array(S(
                     'Endpoint',
+                    # The name of the endpoint
                     F('Name', 'string'),
+                    # The hostname
                     F('Host', 'string'),
+                    # The port
                     F('Port', 'uint16'),
                 ))),
+            # The range of versions of the protocol that the replica supports
             F('KRaftVersionFeature', S(
                     'KRaftVersionFeature',
+                    # The minimum supported KRaft protocol version
                     F('MinSupportedVersion', 'int16'),
+                    # The maximum supported KRaft protocol version
                     F('MaxSupportedVersion', 'int16'),
                 )),
         ))),

@@ -14,14 +14,22 @@ REQUEST = Message(
     'DeleteAclsRequest',
     '0-3',
     '2+',
+    # The filters to use when deleting ACLs.
     F('Filters', Array(S(
             'DeleteAclsFilter',
+            # The resource type.
             F('ResourceTypeFilter', 'int8'),
+            # The resource name.
             F('ResourceNameFilter', 'string', '0+', nullable='0+'),
+            # The pattern type.
             F('PatternTypeFilter', 'int8', '1+', default=3),
+            # The principal filter, or null to accept all principals.
             F('PrincipalFilter', 'string', '0+', nullable='0+'),
+            # The host filter, or null to accept all hosts.
             F('HostFilter', 'string', '0+', nullable='0+'),
+            # The ACL operation.
             F('Operation', 'int8'),
+            # The permission type.
             F('PermissionType', 'int8'),
         ))),
 )
@@ -30,21 +38,36 @@ RESPONSE = Message(
     'DeleteAclsResponse',
     '0-3',
     '2+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The results for each filter.
     F('FilterResults', Array(S(
             'DeleteAclsFilterResult',
+            # The error code, or 0 if the filter succeeded.
             F('ErrorCode', 'int16'),
+            # The error message, or null if the filter succeeded.
             F('ErrorMessage', 'string', '0+', nullable='0+'),
+            # The ACLs which matched this filter.
             F('MatchingAcls', Array(S(
                     'DeleteAclsMatchingAcl',
+                    # The deletion error code, or 0 if the deletion succeeded.
                     F('ErrorCode', 'int16'),
+                    # The deletion error message, or null if the deletion succeeded.
                     F('ErrorMessage', 'string', '0+', nullable='0+'),
+                    # The ACL resource type.
                     F('ResourceType', 'int8'),
+                    # The ACL resource name.
                     F('ResourceName', 'string'),
+                    # The ACL resource pattern type.
                     F('PatternType', 'int8', '1+', default=3),
+                    # The ACL principal.
                     F('Principal', 'string'),
+                    # The ACL host.
                     F('Host', 'string'),
+                    # The ACL operation.
                     F('Operation', 'int8'),
+                    # The ACL permission type.
                     F('PermissionType', 'int8'),
                 ))),
         ))),

@@ -14,6 +14,7 @@ REQUEST = Message(
     'DeleteGroupsRequest',
     '0-2',
     '2+',
+    # The group names to delete.
     F('GroupsNames', Array('string')),
 )
 
@@ -21,10 +22,15 @@ RESPONSE = Message(
     'DeleteGroupsResponse',
     '0-2',
     '2+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The deletion results
     F('Results', Array(S(
             'DeletableGroupResult',
+            # The group id
             F('GroupId', 'string'),
+            # The deletion error, or 0 if the deletion succeeded.
             F('ErrorCode', 'int16'),
         ))),
 )

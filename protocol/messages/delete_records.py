@@ -14,15 +14,21 @@ REQUEST = Message(
     'DeleteRecordsRequest',
     '0-2',
     '2+',
+    # Each topic that we want to delete records from.
     F('Topics', Array(S(
             'DeleteRecordsTopic',
+            # The topic name.
             F('Name', 'string'),
+            # Each partition that we want to delete records from.
             F('Partitions', Array(S(
                     'DeleteRecordsPartition',
+                    # The partition index.
                     F('PartitionIndex', 'int32'),
+                    # The deletion offset.
                     F('Offset', 'int64'),
                 ))),
         ))),
+    # How long to wait for the deletion to complete, in milliseconds.
     F('TimeoutMs', 'int32'),
 )
 
@@ -30,14 +36,22 @@ RESPONSE = Message(
     'DeleteRecordsResponse',
     '0-2',
     '2+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # Each topic that we wanted to delete records from.
     F('Topics', Array(S(
             'DeleteRecordsTopicResult',
+            # The topic name.
             F('Name', 'string'),
+            # Each partition that we wanted to delete records from.
             F('Partitions', Array(S(
                     'DeleteRecordsPartitionResult',
+                    # The partition index.
                     F('PartitionIndex', 'int32'),
+                    # The partition low water mark.
                     F('LowWatermark', 'int64'),
+                    # The deletion error code, or 0 if the deletion succeeded.
                     F('ErrorCode', 'int16'),
                 ))),
         ))),

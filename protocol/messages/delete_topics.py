@@ -14,12 +14,17 @@ REQUEST = Message(
     'DeleteTopicsRequest',
     '0-6',
     '4+',
+    # The name or topic ID of the topic
     F('Topics', Array(S(
             'DeleteTopicState',
+            # The topic name
             F('Name', 'string', '6+', nullable='6+', default=NULL),
+            # The unique topic ID
             F('TopicId', 'uuid', '6+'),
         )), '6+'),
+    # The names of the topics to delete
     F('TopicNames', Array('string'), '0-5'),
+    # The length of time in milliseconds to wait for the deletions to complete.
     F('TimeoutMs', 'int32'),
 )
 
@@ -27,12 +32,19 @@ RESPONSE = Message(
     'DeleteTopicsResponse',
     '0-6',
     '4+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32', '1+'),
+    # The results for each topic we tried to delete.
     F('Responses', Array(S(
             'DeletableTopicResult',
+            # The topic name
             F('Name', 'string', '0+', nullable='6+'),
+            # the unique topic ID
             F('TopicId', 'uuid', '6+'),
+            # The deletion error, or 0 if the deletion succeeded.
             F('ErrorCode', 'int16'),
+            # The error message, or null if there was no error.
             F('ErrorMessage', 'string', '5+', nullable='5+', default=NULL),
         ))),
 )

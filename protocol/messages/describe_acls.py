@@ -14,12 +14,19 @@ REQUEST = Message(
     'DescribeAclsRequest',
     '0-3',
     '2+',
+    # The resource type.
     F('ResourceTypeFilter', 'int8'),
+    # The resource name, or null to match any resource name.
     F('ResourceNameFilter', 'string', '0+', nullable='0+'),
+    # The resource pattern to match.
     F('PatternTypeFilter', 'int8', '1+', default=3),
+    # The principal to match, or null to match any principal.
     F('PrincipalFilter', 'string', '0+', nullable='0+'),
+    # The host to match, or null to match any host.
     F('HostFilter', 'string', '0+', nullable='0+'),
+    # The operation to match.
     F('Operation', 'int8'),
+    # The permission type to match.
     F('PermissionType', 'int8'),
 )
 
@@ -27,19 +34,32 @@ RESPONSE = Message(
     'DescribeAclsResponse',
     '0-3',
     '2+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The error code, or 0 if there was no error.
     F('ErrorCode', 'int16'),
+    # The error message, or null if there was no error.
     F('ErrorMessage', 'string', '0+', nullable='0+'),
+    # Each Resource that is referenced in an ACL.
     F('Resources', Array(S(
             'DescribeAclsResource',
+            # The resource type.
             F('ResourceType', 'int8'),
+            # The resource name.
             F('ResourceName', 'string'),
+            # The resource pattern type.
             F('PatternType', 'int8', '1+', default=3),
+            # The ACLs.
             F('Acls', Array(S(
                     'AclDescription',
+                    # The ACL principal.
                     F('Principal', 'string'),
+                    # The ACL host.
                     F('Host', 'string'),
+                    # The ACL operation.
                     F('Operation', 'int8'),
+                    # The ACL permission type.
                     F('PermissionType', 'int8'),
                 ))),
         ))),

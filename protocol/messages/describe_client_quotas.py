@@ -14,12 +14,17 @@ REQUEST = Message(
     'DescribeClientQuotasRequest',
     '0-1',
     '1+',
+    # Filter components to apply to quota entities.
     F('Components', Array(S(
             'ComponentData',
+            # The entity type that the filter component applies to.
             F('EntityType', 'string'),
+            # How to match the entity {0 = exact name, 1 = default name, 2 = any specified name}.
             F('MatchType', 'int8'),
+            # The string to match against, or null if unused for the match type.
             F('Match', 'string', '0+', nullable='0+'),
         ))),
+    # Whether the match is strict, i.e. should exclude entities with unspecified entity types.
     F('Strict', 'bool'),
 )
 
@@ -27,19 +32,30 @@ RESPONSE = Message(
     'DescribeClientQuotasResponse',
     '0-1',
     '1+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The error code, or `0` if the quota description succeeded.
     F('ErrorCode', 'int16'),
+    # The error message, or `null` if the quota description succeeded.
     F('ErrorMessage', 'string', '0+', nullable='0+'),
+    # A result entry.
     F('Entries', Array(S(
             'EntryData',
+            # The quota entity description.
             F('Entity', Array(S(
                     'EntityData',
+                    # The entity type.
                     F('EntityType', 'string'),
+                    # The entity name, or null if the default.
                     F('EntityName', 'string', '0+', nullable='0+'),
                 ))),
+            # The quota values for the entity.
             F('Values', Array(S(
                     'ValueData',
+                    # The quota configuration key.
                     F('Key', 'string'),
+                    # The quota configuration value.
                     F('Value', 'float64'),
                 ))),
         )), '0+', nullable='0+'),

@@ -14,7 +14,9 @@ REQUEST = Message(
     'DescribeClusterRequest',
     '0-1',
     '0+',
+    # Whether to include cluster authorized operations.
     F('IncludeClusterAuthorizedOperations', 'bool'),
+    # The endpoint type to describe. 1=brokers, 2=controllers.
     F('EndpointType', 'int8', '1+', default=1),
 )
 
@@ -22,18 +24,31 @@ RESPONSE = Message(
     'DescribeClusterResponse',
     '0-1',
     '0+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The top-level error code, or 0 if there was no error
     F('ErrorCode', 'int16'),
+    # The top-level error message, or null if there was no error.
     F('ErrorMessage', 'string', '0+', nullable='0+', default=NULL),
+    # The endpoint type that was described. 1=brokers, 2=controllers.
     F('EndpointType', 'int8', '1+', default=1),
+    # The cluster ID that responding broker belongs to.
     F('ClusterId', 'string'),
+    # The ID of the controller broker.
     F('ControllerId', 'int32', '0+', default=-1),
+    # Each broker in the response.
     F('Brokers', Array(S(
             'DescribeClusterBroker',
+            # The broker ID.
             F('BrokerId', 'int32'),
+            # The broker hostname.
             F('Host', 'string'),
+            # The broker port.
             F('Port', 'int32'),
+            # The rack of the broker, or null if it has not been assigned to a rack.
             F('Rack', 'string', '0+', nullable='0+', default=NULL),
         ))),
+    # 32-bit bitfield to represent authorized operations for this cluster.
     F('ClusterAuthorizedOperations', 'int32', '0+', default=-2147483648),
 )

@@ -14,13 +14,19 @@ REQUEST = Message(
     'DescribeConfigsRequest',
     '0-4',
     '4+',
+    # The resources whose configurations we want to describe.
     F('Resources', Array(S(
             'DescribeConfigsResource',
+            # The resource type.
             F('ResourceType', 'int8'),
+            # The resource name.
             F('ResourceName', 'string'),
+            # The configuration keys to list, or null to list all configuration keys.
             F('ConfigurationKeys', Array('string'), '0+', nullable='0+'),
         ))),
+    # True if we should include all synonyms.
     F('IncludeSynonyms', 'bool', '1+', default=False),
+    # True if we should include configuration documentation.
     F('IncludeDocumentation', 'bool', '3+', default=False),
 )
 
@@ -28,28 +34,49 @@ RESPONSE = Message(
     'DescribeConfigsResponse',
     '0-4',
     '4+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The results for each resource.
     F('Results', Array(S(
             'DescribeConfigsResult',
+            # The error code, or 0 if we were able to successfully describe the configurations.
             F('ErrorCode', 'int16'),
+            # The error message, or null if we were able to successfully describe the configurations.
             F('ErrorMessage', 'string', '0+', nullable='0+'),
+            # The resource type.
             F('ResourceType', 'int8'),
+            # The resource name.
             F('ResourceName', 'string'),
+            # Each listed configuration.
             F('Configs', Array(S(
                     'DescribeConfigsResourceResult',
+                    # The configuration name.
                     F('Name', 'string'),
+                    # The configuration value.
                     F('Value', 'string', '0+', nullable='0+'),
+                    # True if the configuration is read-only.
                     F('ReadOnly', 'bool'),
+                    # True if the configuration is not set.
                     F('IsDefault', 'bool', '0'),
+                    # The configuration source.
                     F('ConfigSource', 'int8', '1+', default=-1),
+                    # True if this configuration is sensitive.
                     F('IsSensitive', 'bool'),
+                    # The synonyms for this configuration key.
                     F('Synonyms', Array(S(
                             'DescribeConfigsSynonym',
+                            # The synonym name.
                             F('Name', 'string', '1+'),
+                            # The synonym value.
                             F('Value', 'string', '1+', nullable='0+'),
+                            # The synonym source.
                             F('Source', 'int8', '1+'),
                         )), '1+'),
+                    # The configuration data type. Type can be one of the following values - BOOLEAN, STRING,
+                    # INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD
                     F('ConfigType', 'int8', '3+', default=0),
+                    # The configuration documentation.
                     F('Documentation', 'string', '3+', nullable='0+'),
                 ))),
         ))),

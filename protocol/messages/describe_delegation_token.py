@@ -14,9 +14,12 @@ REQUEST = Message(
     'DescribeDelegationTokenRequest',
     '0-3',
     '2+',
+    # Each owner that we want to describe delegation tokens for, or null to describe all tokens.
     F('Owners', Array(S(
             'DescribeDelegationTokenOwner',
+            # The owner principal type.
             F('PrincipalType', 'string'),
+            # The owner principal name.
             F('PrincipalName', 'string'),
         )), '0+', nullable='0+'),
 )
@@ -25,23 +28,39 @@ RESPONSE = Message(
     'DescribeDelegationTokenResponse',
     '0-3',
     '2+',
+    # The error code, or 0 if there was no error.
     F('ErrorCode', 'int16'),
+    # The tokens.
     F('Tokens', Array(S(
             'DescribedDelegationToken',
+            # The token principal type.
             F('PrincipalType', 'string'),
+            # The token principal name.
             F('PrincipalName', 'string'),
+            # The principal type of the requester of the token.
             F('TokenRequesterPrincipalType', 'string', '3+'),
+            # The principal type of the requester of the token.
             F('TokenRequesterPrincipalName', 'string', '3+'),
+            # The token issue timestamp in milliseconds.
             F('IssueTimestamp', 'int64'),
+            # The token expiry timestamp in milliseconds.
             F('ExpiryTimestamp', 'int64'),
+            # The token maximum timestamp length in milliseconds.
             F('MaxTimestamp', 'int64'),
+            # The token ID.
             F('TokenId', 'string'),
+            # The token HMAC.
             F('Hmac', 'bytes'),
+            # Those who are able to renew this token before it expires.
             F('Renewers', Array(S(
                     'DescribedDelegationTokenRenewer',
+                    # The renewer principal type
                     F('PrincipalType', 'string'),
+                    # The renewer principal name
                     F('PrincipalName', 'string'),
                 ))),
         ))),
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
 )

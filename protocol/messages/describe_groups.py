@@ -14,7 +14,9 @@ REQUEST = Message(
     'DescribeGroupsRequest',
     '0-5',
     '5+',
+    # The names of the groups to describe
     F('Groups', Array('string')),
+    # Whether to include authorized operations.
     F('IncludeAuthorizedOperations', 'bool', '3+'),
 )
 
@@ -22,23 +24,39 @@ RESPONSE = Message(
     'DescribeGroupsResponse',
     '0-5',
     '5+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32', '1+'),
+    # Each described group.
     F('Groups', Array(S(
             'DescribedGroup',
+            # The describe error, or 0 if there was no error.
             F('ErrorCode', 'int16'),
+            # The group ID string.
             F('GroupId', 'string'),
+            # The group state string, or the empty string.
             F('GroupState', 'string'),
+            # The group protocol type, or the empty string.
             F('ProtocolType', 'string'),
+            # The group protocol data, or the empty string.
             F('ProtocolData', 'string'),
+            # The group members.
             F('Members', Array(S(
                     'DescribedGroupMember',
+                    # The member ID assigned by the group coordinator.
                     F('MemberId', 'string'),
+                    # The unique identifier of the consumer instance provided by end user.
                     F('GroupInstanceId', 'string', '4+', nullable='4+', default=NULL),
+                    # The client ID used in the member's latest join group request.
                     F('ClientId', 'string'),
+                    # The client host.
                     F('ClientHost', 'string'),
+                    # The metadata corresponding to the current group protocol in use.
                     F('MemberMetadata', 'bytes'),
+                    # The current assignment provided by the group leader.
                     F('MemberAssignment', 'bytes'),
                 ))),
+            # 32-bit bitfield to represent authorized operations for this group.
             F('AuthorizedOperations', 'int32', '3+', default=-2147483648),
         ))),
 )

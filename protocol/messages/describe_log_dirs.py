@@ -14,9 +14,12 @@ REQUEST = Message(
     'DescribeLogDirsRequest',
     '0-4',
     '2+',
+    # Each topic that we want to describe log directories for, or null for all topics.
     F('Topics', Array(S(
             'DescribableLogDirTopic',
+            # The topic name
             F('Topic', 'string'),
+            # The partition indexes.
             F('Partitions', Array('int32')),
         )), '0+', nullable='0+'),
 )
@@ -25,24 +28,40 @@ RESPONSE = Message(
     'DescribeLogDirsResponse',
     '0-4',
     '2+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The error code, or 0 if there was no error.
     F('ErrorCode', 'int16', '3+'),
+    # The log directories.
     F('Results', Array(S(
             'DescribeLogDirsResult',
+            # The error code, or 0 if there was no error.
             F('ErrorCode', 'int16'),
+            # The absolute log directory path.
             F('LogDir', 'string'),
+            # Each topic.
             F('Topics', Array(S(
                     'DescribeLogDirsTopic',
+                    # The topic name.
                     F('Name', 'string'),
                     F('Partitions', Array(S(
                             'DescribeLogDirsPartition',
+                            # The partition index.
                             F('PartitionIndex', 'int32'),
+                            # The size of the log segments in this partition in bytes.
                             F('PartitionSize', 'int64'),
+                            # The lag of the log's LEO w.r.t. partition's HW (if it is the current log for the
+                            # partition) or current replica's LEO (if it is the future log for the partition)
                             F('OffsetLag', 'int64'),
+                            # True if this log is created by AlterReplicaLogDirsRequest and will replace the
+                            # current log of the replica in the future.
                             F('IsFutureKey', 'bool'),
                         ))),
                 ))),
+            # The total size in bytes of the volume the log directory is in.
             F('TotalBytes', 'int64', '4+', default=-1),
+            # The usable size in bytes of the volume the log directory is in.
             F('UsableBytes', 'int64', '4+', default=-1),
         ))),
 )

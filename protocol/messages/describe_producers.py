@@ -16,7 +16,9 @@ REQUEST = Message(
     '0+',
     F('Topics', Array(S(
             'TopicRequest',
+            # The topic name.
             F('Name', 'string'),
+            # The indexes of the partitions to list producers for.
             F('PartitionIndexes', Array('int32')),
         ))),
 )
@@ -25,14 +27,22 @@ RESPONSE = Message(
     'DescribeProducersResponse',
     '0',
     '0+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # Each topic in the response.
     F('Topics', Array(S(
             'TopicResponse',
+            # The topic name
             F('Name', 'string'),
+            # Each partition in the response.
             F('Partitions', Array(S(
                     'PartitionResponse',
+                    # The partition index.
                     F('PartitionIndex', 'int32'),
+                    # The partition error code, or 0 if there was no error.
                     F('ErrorCode', 'int16'),
+                    # The partition error message, which may be null if no additional details are available
                     F('ErrorMessage', 'string', '0+', nullable='0+', default=NULL),
                     F('ActiveProducers', Array(S(
                             'ProducerState',

@@ -16,9 +16,11 @@ REQUEST = Message(
     '0+',
     F('Topics', Array(S(
             'TopicData',
+            # The topic name.
             F('TopicName', 'string'),
             F('Partitions', Array(S(
                     'PartitionData',
+                    # The partition index.
                     F('PartitionIndex', 'int32'),
                 ))),
         ))),
@@ -28,8 +30,13 @@ _RESPONSE_ReplicaState = S(
     'ReplicaState',
     F('ReplicaId', 'int32'),
     F('ReplicaDirectoryId', 'uuid', '2+'),
+    # The last known log end offset of the follower or -1 if it is unknown
     F('LogEndOffset', 'int64'),
+    # The last known leader wall clock time time when a follower fetched from the leader. This is reported as -1
+    # both for the current leader or if it is unknown for a voter
     F('LastFetchTimestamp', 'int64', '1+', default=-1),
+    # The leader wall clock append time of the offset for which the follower made the most recent fetch request.
+    # This is reported as the current time for the leader and -1 if unknown for a voter
     F('LastCaughtUpTimestamp', 'int64', '1+', default=-1),
 )
 
@@ -37,17 +44,24 @@ RESPONSE = Message(
     'DescribeQuorumResponse',
     '0-2',
     '0+',
+    # The top level error code.
     F('ErrorCode', 'int16'),
+    # The error message, or null if there was no error.
     F('ErrorMessage', 'string', '2+', nullable='2+'),
     F('Topics', Array(S(
             'TopicData',
+            # The topic name.
             F('TopicName', 'string'),
             F('Partitions', Array(S(
                     'PartitionData',
+                    # The partition index.
                     F('PartitionIndex', 'int32'),
                     F('ErrorCode', 'int16'),
+                    # The error message, or null if there was no error.
                     F('ErrorMessage', 'string', '2+', nullable='2+'),
+                    # The ID of the current leader or -1 if the leader is unknown.
                     F('LeaderId', 'int32'),
+                    # The latest known leader epoch
                     F('LeaderEpoch', 'int32'),
                     F('HighWatermark', 'int64'),
                     F('CurrentVoters', Array(_RESPONSE_ReplicaState)),
@@ -56,11 +70,16 @@ RESPONSE = Message(
         ))),
     F('Nodes', Array(S(
             'Node',
+            # The ID of the associated node
             F('NodeId', 'int32', '2+'),
+            # The listeners of this controller
             F('Listeners', Array(S(
                     'Listener',
+                    # The name of the endpoint
                     F('Name', 'string', '2+'),
+                    # The hostname
                     F('Host', 'string', '2+'),
+                    # The port
                     F('Port', 'uint16', '2+'),
                 )), '2+'),
         )), '2+'),

@@ -14,14 +14,20 @@ REQUEST = Message(
     'DescribeTopicPartitionsRequest',
     '0',
     '0+',
+    # The topics to fetch details for.
     F('Topics', Array(S(
             'TopicRequest',
+            # The topic name
             F('Name', 'string'),
         ))),
+    # The maximum number of partitions included in the response.
     F('ResponsePartitionLimit', 'int32', '0+', default=2000),
+    # The first topic and partition index to fetch details for.
     F('Cursor', S(
             'Cursor',
+            # The name for the first topic to process
             F('TopicName', 'string'),
+            # The partition index to start with
             F('PartitionIndex', 'int32'),
         ), '0+', nullable='0+', default=NULL),
 )
@@ -30,30 +36,51 @@ RESPONSE = Message(
     'DescribeTopicPartitionsResponse',
     '0',
     '0+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # Each topic in the response.
     F('Topics', Array(S(
             'DescribeTopicPartitionsResponseTopic',
+            # The topic error, or 0 if there was no error.
             F('ErrorCode', 'int16'),
+            # The topic name.
             F('Name', 'string', '0+', nullable='0+'),
+            # The topic id.
             F('TopicId', 'uuid'),
+            # True if the topic is internal.
             F('IsInternal', 'bool', '0+', default=False),
+            # Each partition in the topic.
             F('Partitions', Array(S(
                     'DescribeTopicPartitionsResponsePartition',
+                    # The partition error, or 0 if there was no error.
                     F('ErrorCode', 'int16'),
+                    # The partition index.
                     F('PartitionIndex', 'int32'),
+                    # The ID of the leader broker.
                     F('LeaderId', 'int32'),
+                    # The leader epoch of this partition.
                     F('LeaderEpoch', 'int32', '0+', default=-1),
+                    # The set of all nodes that host this partition.
                     F('ReplicaNodes', Array('int32')),
+                    # The set of nodes that are in sync with the leader for this partition.
                     F('IsrNodes', Array('int32')),
+                    # The new eligible leader replicas otherwise.
                     F('EligibleLeaderReplicas', Array('int32'), '0+', nullable='0+', default=NULL),
+                    # The last known ELR.
                     F('LastKnownElr', Array('int32'), '0+', nullable='0+', default=NULL),
+                    # The set of offline replicas of this partition.
                     F('OfflineReplicas', Array('int32')),
                 ))),
+            # 32-bit bitfield to represent authorized operations for this topic.
             F('TopicAuthorizedOperations', 'int32', '0+', default=-2147483648),
         ))),
+    # The next topic and partition index to fetch details for.
     F('NextCursor', S(
             'Cursor',
+            # The name for the first topic to process
             F('TopicName', 'string'),
+            # The partition index to start with
             F('PartitionIndex', 'int32'),
         ), '0+', nullable='0+', default=NULL),
 )

@@ -14,6 +14,7 @@ REQUEST = Message(
     'DescribeTransactionsRequest',
     '0',
     '0+',
+    # Array of transactionalIds to include in describe results. If empty, then no results will be returned.
     F('TransactionalIds', Array('string')),
 )
 
@@ -21,6 +22,8 @@ RESPONSE = Message(
     'DescribeTransactionsResponse',
     '0',
     '0+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
     F('TransactionStates', Array(S(
             'TransactionState',
@@ -31,6 +34,8 @@ RESPONSE = Message(
             F('TransactionStartTimeMs', 'int64'),
             F('ProducerId', 'int64'),
             F('ProducerEpoch', 'int16'),
+            # The set of partitions included in the current transaction (if active). When a transaction is
+            # preparing to commit or abort, this will include only partitions which do not have markers.
             F('Topics', Array(S(
                     'TopicData',
                     F('Topic', 'string'),

@@ -14,8 +14,10 @@ REQUEST = Message(
     'DescribeUserScramCredentialsRequest',
     '0',
     '0+',
+    # The users to describe, or null/empty to describe all users.
     F('Users', Array(S(
             'UserName',
+            # The user name.
             F('Name', 'string'),
         )), '0+', nullable='0+'),
 )
@@ -24,17 +26,28 @@ RESPONSE = Message(
     'DescribeUserScramCredentialsResponse',
     '0',
     '0+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The message-level error code, 0 except for user authorization or infrastructure issues.
     F('ErrorCode', 'int16'),
+    # The message-level error message, if any.
     F('ErrorMessage', 'string', '0+', nullable='0+'),
+    # The results for descriptions, one per user.
     F('Results', Array(S(
             'DescribeUserScramCredentialsResult',
+            # The user name.
             F('User', 'string'),
+            # The user-level error code.
             F('ErrorCode', 'int16'),
+            # The user-level error message, if any.
             F('ErrorMessage', 'string', '0+', nullable='0+'),
+            # The mechanism and related information associated with the user's SCRAM credentials.
             F('CredentialInfos', Array(S(
                     'CredentialInfo',
+                    # The SCRAM mechanism.
                     F('Mechanism', 'int8'),
+                    # The number of iterations used in the SCRAM credential.
                     F('Iterations', 'int32'),
                 ))),
         ))),

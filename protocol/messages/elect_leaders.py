@@ -14,12 +14,18 @@ REQUEST = Message(
     'ElectLeadersRequest',
     '0-2',
     '2+',
+    # Type of elections to conduct for the partition. A value of '0' elects the preferred replica. A value of
+    # '1' elects the first live replica if there are no in-sync replica.
     F('ElectionType', 'int8', '1+'),
+    # The topic partitions to elect leaders.
     F('TopicPartitions', Array(S(
             'TopicPartitions',
+            # The name of a topic.
             F('Topic', 'string'),
+            # The partitions of this topic whose leader should be elected.
             F('Partitions', Array('int32')),
         )), '0+', nullable='0+'),
+    # The time in ms to wait for the election to complete.
     F('TimeoutMs', 'int32', '0+', default=60000),
 )
 
@@ -27,15 +33,25 @@ RESPONSE = Message(
     'ElectLeadersResponse',
     '0-2',
     '2+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The top level response error code.
     F('ErrorCode', 'int16', '1+'),
+    # The election results, or an empty array if the requester did not have permission and the request asks for
+    # all partitions.
     F('ReplicaElectionResults', Array(S(
             'ReplicaElectionResult',
+            # The topic name
             F('Topic', 'string'),
+            # The results for each partition
             F('PartitionResult', Array(S(
                     'PartitionResult',
+                    # The partition id
                     F('PartitionId', 'int32'),
+                    # The result error, or zero if there was no error.
                     F('ErrorCode', 'int16'),
+                    # The result message, or null if there was no error.
                     F('ErrorMessage', 'string', '0+', nullable='0+'),
                 ))),
         ))),

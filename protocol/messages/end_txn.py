@@ -14,9 +14,13 @@ REQUEST = Message(
     'EndTxnRequest',
     '0-4',
     '3+',
+    # The ID of the transaction to end.
     F('TransactionalId', 'string'),
+    # The producer ID.
     F('ProducerId', 'int64'),
+    # The current epoch associated with the producer.
     F('ProducerEpoch', 'int16'),
+    # True if the transaction was committed, false if it was aborted.
     F('Committed', 'bool'),
 )
 
@@ -24,6 +28,9 @@ RESPONSE = Message(
     'EndTxnResponse',
     '0-4',
     '3+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The error code, or 0 if there was no error.
     F('ErrorCode', 'int16'),
 )

@@ -14,8 +14,11 @@ REQUEST = Message(
     'EnvelopeRequest',
     '0',
     '0+',
+    # The embedded request header and data.
     F('RequestData', 'bytes'),
+    # Value of the initial client principal when the request is redirected by a broker.
     F('RequestPrincipal', 'bytes', '0+', nullable='0+'),
+    # The original client's address in bytes.
     F('ClientHostAddress', 'bytes'),
 )
 
@@ -23,6 +26,8 @@ RESPONSE = Message(
     'EnvelopeResponse',
     '0',
     '0+',
+    # The embedded response header and data.
     F('ResponseData', 'bytes', '0+', nullable='0+', default=NULL),
+    # The error code, or 0 if there was no error.
     F('ErrorCode', 'int16'),
 )

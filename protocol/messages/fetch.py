@@ -14,40 +14,72 @@ REQUEST = Message(
     'FetchRequest',
     '0-17',
     '12+',
+    # The clusterId if known. This is used to validate metadata fetches prior to broker registration.
     F('ClusterId', 'string', '12+', nullable='12+', tag=0, tagged='12+', default=NULL),
+    # The broker ID of the follower, of -1 if this request is from a consumer.
     F('ReplicaId', 'int32', '0-14', default=-1),
     F('ReplicaState', S(
             'ReplicaState',
+            # The replica ID of the follower, or -1 if this request is from a consumer.
             F('ReplicaId', 'int32', '15+', default=-1),
+            # The epoch of this follower, or -1 if not available.
             F('ReplicaEpoch', 'int64', '15+', default=-1),
         ), '15+', tag=1, tagged='15+'),
+    # The maximum time in milliseconds to wait for the response.
     F('MaxWaitMs', 'int32'),
+    # The minimum bytes to accumulate in the response.
     F('MinBytes', 'int32'),
+    # The maximum bytes to fetch. See KIP-74 for cases where this limit may not be honored.
     F('MaxBytes', 'int32', '3+', default=2147483647),
+    # This setting controls the visibility of transactional records. Using READ_UNCOMMITTED (isolation_level =
+    # 0) makes all records visible. With READ_COMMITTED (isolation_level = 1), non-transactional and COMMITTED
+    # transactional records are visible. To be more concrete, READ_COMMITTED returns all data from offsets
+    # smaller than the current LSO (last stable offset), and enables the inclusion of the list of aborted
+    # transactions in the result, which allows consumers to discard ABORTED transactional records
     F('IsolationLevel', 'int8', '4+', default=0),
+    # The fetch session ID.
     F('SessionId', 'int32', '7+', default=0),
+    # The fetch session epoch, which is used for ordering requests in a session.
     F('SessionEpoch', 'int32', '7+', default=-1),
+    # The topics to fetch.
     F('Topics', Array(S(
             'FetchTopic',
+            # The name of the topic to fetch.
             F('Topic', 'string', '0-12'),
+            # The unique topic ID
             F('TopicId', 'uuid', '13+'),
+            # The partitions to fetch.
             F('Partitions', Array(S(
                     'FetchPartition',
+                    # The partition index.
                     F('Partition', 'int32'),
+                    # The current leader epoch of the partition.
                     F('CurrentLeaderEpoch', 'int32', '9+', default=-1),
+                    # The message offset.
                     F('FetchOffset', 'int64'),
+                    # The epoch of the last fetched record or -1 if there is none
                     F('LastFetchedEpoch', 'int32', '12+', default=-1),
+                    # The earliest available offset of the follower replica. The field is only used when the
+                    # request is sent by the follower.
                     F('LogStartOffset', 'int64', '5+', default=-1),
+                    # The maximum bytes to fetch from this partition. See KIP-74 for cases where this limit may
+                    # not be honored.
                     F('PartitionMaxBytes', 'int32'),
+                    # The directory id of the follower fetching
                     F('ReplicaDirectoryId', 'uuid', '17+', tag=0, tagged='17+'),
                 ))),
         ))),
+    # In an incremental fetch request, the partitions to remove.
     F('ForgottenTopicsData', Array(S(
             'ForgottenTopic',
+            # The topic name.
             F('Topic', 'string', '7-12'),
+            # The unique topic ID
             F('TopicId', 'uuid', '13+'),
+            # The partitions indexes to forget.
             F('Partitions', Array('int32'), '7+'),
         )), '7+'),
+    # Rack ID of the consumer making this request
     F('RackId', 'string', '11+', default=''),
 )
 
@@ -55,20 +87,38 @@ RESPONSE = Message(
     'FetchResponse',
     '0-17',
     '12+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32', '1+'),
+    # The top level response error code.
     F('ErrorCode', 'int16', '7+'),
+    # The fetch session ID, or 0 if this is not part of a fetch session.
     F('SessionId', 'int32', '7+', default=0),
+    # The response topics.
     F('Responses', Array(S(
             'FetchableTopicResponse',
+            # The topic name.
             F('Topic', 'string', '0-12'),
+            # The unique topic ID
             F('TopicId', 'uuid', '13+'),
+            # The topic partitions.
             F('Partitions', Array(S(
                     'PartitionData',
+                    # The partition index.
                     F('PartitionIndex', 'int32'),
+                    # The error code, or 0 if there was no fetch error.
                     F('ErrorCode', 'int16'),
+                    # The current high water mark.
                     F('HighWatermark', 'int64'),
+                    # The last stable offset (or LSO) of the partition. This is the last offset such that the
+                    # state of all transactional records prior to this offset have been decided (ABORTED or
+                    # COMMITTED)
                     F('LastStableOffset', 'int64', '4+', default=-1),
+                    # The current log start offset.
                     F('LogStartOffset', 'int64', '5+', default=-1),
+                    # In case divergence is detected based on the `LastFetchedEpoch` and `FetchOffset` in the
+                    # request, this field indicates the largest epoch and its end offset such that subsequent
+                    # records are known to diverge
                     F('DivergingEpoch', S(
                             'EpochEndOffset',
                             F('Epoch', 'int32', '12+', default=-1),
@@ -76,28 +126,43 @@ RESPONSE = Message(
                         ), '12+', tag=0, tagged='12+'),
                     F('CurrentLeader', S(
                             'LeaderIdAndEpoch',
+                            # The ID of the current leader or -1 if the leader is unknown.
                             F('LeaderId', 'int32', '12+', default=-1),
+                            # The latest known leader epoch
                             F('LeaderEpoch', 'int32', '12+', default=-1),
                         ), '12+', tag=1, tagged='12+'),
+                    # In the case of fetching an offset less than the LogStartOffset, this is the end offset and
+                    # epoch that should be used in the FetchSnapshot request.
                     F('SnapshotId', S(
                             'SnapshotId',
                             F('EndOffset', 'int64', '0+', default=-1),
                             F('Epoch', 'int32', '0+', default=-1),
                         ), '12+', tag=2, tagged='12+'),
+                    # The aborted transactions.
                     F('AbortedTransactions', Array(S(
                             'AbortedTransaction',
+                            # The producer id associated with the aborted transaction.
                             F('ProducerId', 'int64', '4+'),
+                            # The first offset in the aborted transaction.
                             F('FirstOffset', 'int64', '4+'),
                         )), '4+', nullable='4+'),
+                    # The preferred read replica for the consumer to use on its next fetch request
                     F('PreferredReadReplica', 'int32', '11+', default=-1),
+                    # The record data.
                     F('Records', 'records', '0+', nullable='0+'),
                 ))),
         ))),
+    # Endpoints for all current-leaders enumerated in PartitionData, with errors NOT_LEADER_OR_FOLLOWER &
+    # FENCED_LEADER_EPOCH.
     F('NodeEndpoints', Array(S(
             'NodeEndpoint',
+            # The ID of the associated node.
             F('NodeId', 'int32', '16+'),
+            # The node's hostname.
             F('Host', 'string', '16+'),
+            # The node's port.
             F('Port', 'int32', '16+'),
+            # The rack of the node, or null if it has not been assigned to a rack.
             F('Rack', 'string', '16+', nullable='16+', default=NULL),
         )), '16+', tag=0, tagged='16+'),
 )

@@ -14,8 +14,11 @@ REQUEST = Message(
     'FindCoordinatorRequest',
     '0-6',
     '3+',
+    # The coordinator key.
     F('Key', 'string', '0-3'),
+    # The coordinator key type. (Group, transaction, etc.)
     F('KeyType', 'int8', '1+', default=0),
+    # The coordinator keys.
     F('CoordinatorKeys', Array('string'), '4+'),
 )
 
@@ -23,19 +26,33 @@ RESPONSE = Message(
     'FindCoordinatorResponse',
     '0-6',
     '3+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32', '1+'),
+    # The error code, or 0 if there was no error.
     F('ErrorCode', 'int16', '0-3'),
+    # The error message, or null if there was no error.
     F('ErrorMessage', 'string', '1-3', nullable='1-3'),
+    # The node id.
     F('NodeId', 'int32', '0-3'),
+    # The host name.
     F('Host', 'string', '0-3'),
+    # The port.
     F('Port', 'int32', '0-3'),
+    # Each coordinator result in the response
     F('Coordinators', Array(S(
             'Coordinator',
+            # The coordinator key.
             F('Key', 'string', '4+'),
+            # The node id.
             F('NodeId', 'int32', '4+'),
+            # The host name.
             F('Host', 'string', '4+'),
+            # The port.
             F('Port', 'int32', '4+'),
+            # The error code, or 0 if there was no error.
             F('ErrorCode', 'int16', '4+'),
+            # The error message, or null if there was no error.
             F('ErrorMessage', 'string', '4+', nullable='4+'),
         )), '4+'),
 )

@@ -14,6 +14,7 @@ REQUEST = Message(
     'GetTelemetrySubscriptionsRequest',
     '0',
     '0+',
+    # Unique id for this client instance, must be set to 0 on the first request.
     F('ClientInstanceId', 'uuid'),
 )
 
@@ -21,13 +22,24 @@ RESPONSE = Message(
     'GetTelemetrySubscriptionsResponse',
     '0',
     '0+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The error code, or 0 if there was no error.
     F('ErrorCode', 'int16'),
+    # Assigned client instance id if ClientInstanceId was 0 in the request, else 0.
     F('ClientInstanceId', 'uuid'),
+    # Unique identifier for the current subscription set for this client instance.
     F('SubscriptionId', 'int32'),
+    # Compression types that broker accepts for the PushTelemetryRequest.
     F('AcceptedCompressionTypes', Array('int8')),
+    # Configured push interval, which is the lowest configured interval in the current subscription set.
     F('PushIntervalMs', 'int32'),
+    # The maximum bytes of binary data the broker accepts in PushTelemetryRequest.
     F('TelemetryMaxBytes', 'int32'),
+    # Flag to indicate monotonic/counter metrics are to be emitted as deltas or cumulative values
     F('DeltaTemporality', 'bool'),
+    # Requested metrics prefix string match. Empty array: No metrics subscribed, Array[0] empty string: All
+    # metrics subscribed.
     F('RequestedMetrics', Array('string')),
 )

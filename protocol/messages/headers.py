@@ -8,9 +8,13 @@ REQUEST_HEADER = Message(
     'RequestHeader',
     '0-2',
     '2+',
+    # The API key of this request.
     F('RequestApiKey', 'int16'),
+    # The API version of this request.
     F('RequestApiVersion', 'int16'),
+    # The correlation ID of this request.
     F('CorrelationId', 'int32'),
+    # The client ID string.
     F('ClientId', 'string', '1+', nullable='1+', flexible='none'),
 )
 
@@ -18,5 +22,6 @@ RESPONSE_HEADER = Message(
     'ResponseHeader',
     '0-1',
     '1+',
+    # The correlation ID of this response.
     F('CorrelationId', 'int32'),
 )

@@ -14,9 +14,13 @@ REQUEST = Message(
     'HeartbeatRequest',
     '0-4',
     '4+',
+    # The group id.
     F('GroupId', 'string'),
+    # The generation of the group.
     F('GenerationId', 'int32'),
+    # The member ID.
     F('MemberId', 'string'),
+    # The unique identifier of the consumer instance provided by end user.
     F('GroupInstanceId', 'string', '3+', nullable='3+', default=NULL),
 )
 
@@ -24,6 +28,9 @@ RESPONSE = Message(
     'HeartbeatResponse',
     '0-4',
     '4+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32', '1+'),
+    # The error code, or 0 if there was no error.
     F('ErrorCode', 'int16'),
 )

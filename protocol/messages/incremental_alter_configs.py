@@ -14,17 +14,25 @@ REQUEST = Message(
     'IncrementalAlterConfigsRequest',
     '0-1',
     '1+',
+    # The incremental updates for each resource.
     F('Resources', Array(S(
             'AlterConfigsResource',
+            # The resource type.
             F('ResourceType', 'int8'),
+            # The resource name.
             F('ResourceName', 'string'),
+            # The configurations.
             F('Configs', Array(S(
                     'AlterableConfig',
+                    # The configuration key name.
                     F('Name', 'string'),
+                    # The type (Set, Delete, Append, Subtract) of operation.
                     F('ConfigOperation', 'int8'),
+                    # The value to set for the configuration key.
                     F('Value', 'string', '0+', nullable='0+'),
                 ))),
         ))),
+    # True if we should validate the request, but not change the configurations.
     F('ValidateOnly', 'bool'),
 )
 
@@ -32,12 +40,19 @@ RESPONSE = Message(
     'IncrementalAlterConfigsResponse',
     '0-1',
     '1+',
+    # Duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The responses for each resource.
     F('Responses', Array(S(
             'AlterConfigsResourceResponse',
+            # The resource error code.
             F('ErrorCode', 'int16'),
+            # The resource error message, or null if there was no error.
             F('ErrorMessage', 'string', '0+', nullable='0+'),
+            # The resource type.
             F('ResourceType', 'int8'),
+            # The resource name.
             F('ResourceName', 'string'),
         ))),
 )

@@ -14,9 +14,16 @@ REQUEST = Message(
     'InitProducerIdRequest',
     '0-5',
     '2+',
+    # The transactional id, or null if the producer is not transactional.
     F('TransactionalId', 'string', '0+', nullable='0+'),
+    # The time in ms to wait before aborting idle transactions sent by this producer. This is only relevant if a
+    # TransactionalId has been defined.
     F('TransactionTimeoutMs', 'int32'),
+    # The producer id. This is used to disambiguate requests if a transactional id is reused following its
+    # expiration.
     F('ProducerId', 'int64', '3+', default=-1),
+    # The producer's current epoch. This will be checked against the producer epoch on the broker, and the
+    # request will return an error if they do not match.
     F('ProducerEpoch', 'int16', '3+', default=-1),
 )
 
@@ -24,8 +31,13 @@ RESPONSE = Message(
     'InitProducerIdResponse',
     '0-5',
     '2+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The error code, or 0 if there was no error.
     F('ErrorCode', 'int16'),
+    # The current producer id.
     F('ProducerId', 'int64', '0+', default=-1),
+    # The current epoch associated with the producer id.
     F('ProducerEpoch', 'int16'),
 )

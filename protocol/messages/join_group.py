@@ -14,17 +14,29 @@ REQUEST = Message(
     'JoinGroupRequest',
     '0-9',
     '6+',
+    # The group identifier.
     F('GroupId', 'string'),
+    # The coordinator considers the consumer dead if it receives no heartbeat after this timeout in
+    # milliseconds.
     F('SessionTimeoutMs', 'int32'),
+    # The maximum time in milliseconds that the coordinator will wait for each member to rejoin when rebalancing
+    # the group.
     F('RebalanceTimeoutMs', 'int32', '1+', default=-1),
+    # The member id assigned by the group coordinator.
     F('MemberId', 'string'),
+    # The unique identifier of the consumer instance provided by end user.
     F('GroupInstanceId', 'string', '5+', nullable='5+', default=NULL),
+    # The unique name the for class of protocols implemented by the group we want to join.
     F('ProtocolType', 'string'),
+    # The list of protocols that the member supports.
     F('Protocols', Array(S(
             'JoinGroupRequestProtocol',
+            # The protocol name.
             F('Name', 'string'),
+            # The protocol metadata.
             F('Metadata', 'bytes'),
         ))),
+    # The reason why the member (re-)joins the group.
     F('Reason', 'string', '8+', nullable='8+', default=NULL),
 )
 
@@ -32,18 +44,30 @@ RESPONSE = Message(
     'JoinGroupResponse',
     '0-9',
     '6+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32', '2+'),
+    # The error code, or 0 if there was no error.
     F('ErrorCode', 'int16'),
+    # The generation ID of the group.
     F('GenerationId', 'int32', '0+', default=-1),
+    # The group protocol name.
     F('ProtocolType', 'string', '7+', nullable='7+', default=NULL),
+    # The group protocol selected by the coordinator.
     F('ProtocolName', 'string', '0+', nullable='7+'),
+    # The leader of the group.
     F('Leader', 'string'),
+    # True if the leader must skip running the assignment.
     F('SkipAssignment', 'bool', '9+', default=False),
+    # The member ID assigned by the group coordinator.
     F('MemberId', 'string'),
     F('Members', Array(S(
             'JoinGroupResponseMember',
+            # The group member ID.
             F('MemberId', 'string'),
+            # The unique identifier of the consumer instance provided by end user.
             F('GroupInstanceId', 'string', '5+', nullable='5+', default=NULL),
+            # The group member metadata.
             F('Metadata', 'bytes'),
         ))),
 )

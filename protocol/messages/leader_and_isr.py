@@ -12,17 +12,31 @@ LISTENERS = ('zkBroker',)
 
 _REQUEST_LeaderAndIsrPartitionState = S(
     'LeaderAndIsrPartitionState',
+    # The topic name. This is only present in v0 or v1.
     F('TopicName', 'string', '0-1'),
+    # The partition index.
     F('PartitionIndex', 'int32'),
+    # The controller epoch.
     F('ControllerEpoch', 'int32'),
+    # The broker ID of the leader.
     F('Leader', 'int32'),
+    # The leader epoch.
     F('LeaderEpoch', 'int32'),
+    # The in-sync replica IDs.
     F('Isr', Array('int32')),
+    # The current epoch for the partition. The epoch is a monotonically increasing value which is incremented
+    # after every partition change. (Since the LeaderAndIsr request is only used by the legacy controller, this
+    # corresponds to the zkVersion)
     F('PartitionEpoch', 'int32'),
+    # The replica IDs.
     F('Replicas', Array('int32')),
+    # The replica IDs that we are adding this partition to, or null if no replicas are being added.
     F('AddingReplicas', Array('int32'), '3+'),
+    # The replica IDs that we are removing this partition from, or null if no replicas are being removed.
     F('RemovingReplicas', Array('int32'), '3+'),
+    # Whether the replica should have existed on the broker or not.
     F('IsNew', 'bool', '1+', default=False),
+    # 1 if the partition is recovering from an unclean leader election; 0 otherwise.
     F('LeaderRecoveryState', 'int8', '6+', default=0),
 )
 
@@ -30,30 +44,47 @@ REQUEST = Message(
     'LeaderAndIsrRequest',
     '0-7',
     '4+',
+    # The current controller ID.
     F('ControllerId', 'int32'),
+    # If KRaft controller id is used during migration. See KIP-866
     F('isKRaftController', 'bool', '7+', default=False),
+    # The current controller epoch.
     F('ControllerEpoch', 'int32'),
+    # The current broker epoch.
     F('BrokerEpoch', 'int64', '2+', default=-1),
+    # The type that indicates whether all topics are included in the request
     F('Type', 'int8', '5+'),
+    # The state of each partition, in a v0 or v1 message.
     F('UngroupedPartitionStates', Array(_REQUEST_LeaderAndIsrPartitionState), '0-1'),
+    # Each topic.
     F('TopicStates', Array(S(
             'LeaderAndIsrTopicState',
+            # The topic name.
             F('TopicName', 'string', '2+'),
+            # The unique topic ID.
             F('TopicId', 'uuid', '5+'),
+            # The state of each partition
             F('PartitionStates', Array(_REQUEST_LeaderAndIsrPartitionState), '2+'),
         )), '2+'),
+    # The current live leaders.
     F('LiveLeaders', Array(S(
             'LeaderAndIsrLiveLeader',
+            # The leader's broker ID.
             F('BrokerId', 'int32'),
+            # The leader's hostname.
             F('HostName', 'string'),
+            # The leader's port.
             F('Port', 'int32'),
         ))),
 )
 
 _RESPONSE_LeaderAndIsrPartitionError = S(
     'LeaderAndIsrPartitionError',
+    # The topic name.
     F('TopicName', 'string', '0-4'),
+    # The partition index.
     F('PartitionIndex', 'int32'),
+    # The partition error code, or 0 if there was no error.
     F('ErrorCode', 'int16'),
 )
 
@@ -61,11 +92,16 @@ RESPONSE = Message(
     'LeaderAndIsrResponse',
     '0-7',
     '4+',
+    # The error code, or 0 if there was no error.
     F('ErrorCode', 'int16'),
+    # Each partition in v0 to v4 message.
     F('PartitionErrors', Array(_RESPONSE_LeaderAndIsrPartitionError), '0-4'),
+    # Each topic
     F('Topics', Array(S(
             'LeaderAndIsrTopicError',
+            # The unique topic ID
             F('TopicId', 'uuid', '5+'),
+            # Each partition.
             F('PartitionErrors', Array(_RESPONSE_LeaderAndIsrPartitionError), '5+'),
         )), '5+'),
 )

@@ -14,12 +14,18 @@ REQUEST = Message(
     'LeaveGroupRequest',
     '0-5',
     '4+',
+    # The ID of the group to leave.
     F('GroupId', 'string'),
+    # The member ID to remove from the group.
     F('MemberId', 'string', '0-2'),
+    # List of leaving member identities.
     F('Members', Array(S(
             'MemberIdentity',
+            # The member ID to remove from the group.
             F('MemberId', 'string', '3+'),
+            # The group instance ID to remove from the group.
             F('GroupInstanceId', 'string', '3+', nullable='3+', default=NULL),
+            # The reason why the member left the group.
             F('Reason', 'string', '5+', nullable='5+', default=NULL),
         )), '3+'),
 )
@@ -28,12 +34,19 @@ RESPONSE = Message(
     'LeaveGroupResponse',
     '0-5',
     '4+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32', '1+'),
+    # The error code, or 0 if there was no error.
     F('ErrorCode', 'int16'),
+    # List of leaving member responses.
     F('Members', Array(S(
             'MemberResponse',
+            # The member ID to remove from the group.
             F('MemberId', 'string', '3+'),
+            # The group instance ID to remove from the group.
             F('GroupInstanceId', 'string', '3+', nullable='3+'),
+            # The error code, or 0 if there was no error.
             F('ErrorCode', 'int16', '3+'),
         )), '3+'),
 )

@@ -21,10 +21,15 @@ RESPONSE = Message(
     'ListClientMetricsResourcesResponse',
     '0',
     '0+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The error code, or 0 if there was no error.
     F('ErrorCode', 'int16'),
+    # Each client metrics resource in the response.
     F('ClientMetricsResources', Array(S(
             'ClientMetricsResource',
+            # The resource name.
             F('Name', 'string'),
         ))),
 )

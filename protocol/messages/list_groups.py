@@ -14,7 +14,9 @@ REQUEST = Message(
     'ListGroupsRequest',
     '0-5',
     '3+',
+    # The states of the groups we want to list. If empty, all groups are returned with their state.
     F('StatesFilter', Array('string'), '4+'),
+    # The types of the groups we want to list. If empty, all groups are returned with their type.
     F('TypesFilter', Array('string'), '5+'),
 )
 
@@ -22,13 +24,21 @@ RESPONSE = Message(
     'ListGroupsResponse',
     '0-5',
     '3+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32', '1+'),
+    # The error code, or 0 if there was no error.
     F('ErrorCode', 'int16'),
+    # Each group in the response.
     F('Groups', Array(S(
             'ListedGroup',
+            # The group ID.
             F('GroupId', 'string'),
+            # The group protocol type.
             F('ProtocolType', 'string'),
+            # The group state name.
             F('GroupState', 'string', '4+'),
+            # The group type name.
             F('GroupType', 'string', '5+'),
         ))),
 )

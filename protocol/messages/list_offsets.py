@@ -14,16 +14,29 @@ REQUEST = Message(
     'ListOffsetsRequest',
     '0-9',
     '6+',
+    # The broker ID of the requester, or -1 if this request is being made by a normal consumer.
     F('ReplicaId', 'int32'),
+    # This setting controls the visibility of transactional records. Using READ_UNCOMMITTED (isolation_level =
+    # 0) makes all records visible. With READ_COMMITTED (isolation_level = 1), non-transactional and COMMITTED
+    # transactional records are visible. To be more concrete, READ_COMMITTED returns all data from offsets
+    # smaller than the current LSO (last stable offset), and enables the inclusion of the list of aborted
+    # transactions in the result, which allows consumers to discard ABORTED transactional records
     F('IsolationLevel', 'int8', '2+'),
+    # Each topic in the request.
     F('Topics', Array(S(
             'ListOffsetsTopic',
+            # The topic name.
             F('Name', 'string'),
+            # Each partition in the request.
             F('Partitions', Array(S(
                     'ListOffsetsPartition',
+                    # The partition index.
                     F('PartitionIndex', 'int32'),
+                    # The current leader epoch.
                     F('CurrentLeaderEpoch', 'int32', '4+', default=-1),
+                    # The current timestamp.
                     F('Timestamp', 'int64'),
+                    # The maximum number of offsets to report.
                     F('MaxNumOffsets', 'int32', '0', default=1),
                 ))),
         ))),
@@ -33,16 +46,26 @@ RESPONSE = Message(
     'ListOffsetsResponse',
     '0-9',
     '6+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32', '2+'),
+    # Each topic in the response.
     F('Topics', Array(S(
             'ListOffsetsTopicResponse',
+            # The topic name
             F('Name', 'string'),
+            # Each partition in the response.
             F('Partitions', Array(S(
                     'ListOffsetsPartitionResponse',
+                    # The partition index.
                     F('PartitionIndex', 'int32'),
+                    # The partition error code, or 0 if there was no error.
                     F('ErrorCode', 'int16'),
+                    # The result offsets.
                     F('OldStyleOffsets', Array('int64'), '0'),
+                    # The timestamp associated with the returned offset.
                     F('Timestamp', 'int64', '1+', default=-1),
+                    # The returned offset.
                     F('Offset', 'int64', '1+', default=-1),
                     F('LeaderEpoch', 'int32', '4+', default=-1),
                 ))),

@@ -14,10 +14,14 @@ REQUEST = Message(
     'ListPartitionReassignmentsRequest',
     '0',
     '0+',
+    # The time in ms to wait for the request to complete.
     F('TimeoutMs', 'int32', '0+', default=60000),
+    # The topics to list partition reassignments for, or null to list everything.
     F('Topics', Array(S(
             'ListPartitionReassignmentsTopics',
+            # The topic name
             F('Name', 'string'),
+            # The partitions to list partition reassignments for.
             F('PartitionIndexes', Array('int32')),
         )), '0+', nullable='0+', default=NULL),
 )
@@ -26,17 +30,28 @@ RESPONSE = Message(
     'ListPartitionReassignmentsResponse',
     '0',
     '0+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The top-level error code, or 0 if there was no error
     F('ErrorCode', 'int16'),
+    # The top-level error message, or null if there was no error.
     F('ErrorMessage', 'string', '0+', nullable='0+'),
+    # The ongoing reassignments for each topic.
     F('Topics', Array(S(
             'OngoingTopicReassignment',
+            # The topic name.
             F('Name', 'string'),
+            # The ongoing reassignments for each partition.
             F('Partitions', Array(S(
                     'OngoingPartitionReassignment',
+                    # The index of the partition.
                     F('PartitionIndex', 'int32'),
+                    # The current replica set.
                     F('Replicas', Array('int32')),
+                    # The set of replicas we are currently adding.
                     F('AddingReplicas', Array('int32')),
+                    # The set of replicas we are currently removing.
                     F('RemovingReplicas', Array('int32')),
                 ))),
         ))),

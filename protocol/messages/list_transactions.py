@@ -14,8 +14,14 @@ REQUEST = Message(
     'ListTransactionsRequest',
     '0-1',
     '0+',
+    # The transaction states to filter by: if empty, all transactions are returned; if non-empty, then only
+    # transactions matching one of the filtered states will be returned
     F('StateFilters', Array('string')),
+    # The producerIds to filter by: if empty, all transactions will be returned; if non-empty, only transactions
+    # which match one of the filtered producerIds will be returned
     F('ProducerIdFilters', Array('int64')),
+    # Duration (in millis) to filter by: if < 0, all transactions will be returned; otherwise, only transactions
+    # running longer than this duration will be returned
     F('DurationFilter', 'int64', '1+', default=-1),
 )
 
@@ -23,13 +29,17 @@ RESPONSE = Message(
     'ListTransactionsResponse',
     '0-1',
     '0+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
     F('ErrorCode', 'int16'),
+    # Set of state filters provided in the request which were unknown to the transaction coordinator
     F('UnknownStateFilters', Array('string')),
     F('TransactionStates', Array(S(
             'TransactionState',
             F('TransactionalId', 'string'),
             F('ProducerId', 'int64'),
+            # The current transaction state of the producer
             F('TransactionState', 'string'),
         ))),
 )

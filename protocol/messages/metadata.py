@@ -14,13 +14,20 @@ REQUEST = Message(
     'MetadataRequest',
     '0-12',
     '9+',
+    # The topics to fetch metadata for.
     F('Topics', Array(S(
             'MetadataRequestTopic',
+            # The topic id.
             F('TopicId', 'uuid', '10+'),
+            # The topic name.
             F('Name', 'string', '0+', nullable='10+'),
         )), '0+', nullable='1+'),
+    # If this is true, the broker may auto-create topics that we requested which do not already exist, if it is
+    # configured to do so.
     F('AllowAutoTopicCreation', 'bool', '4+', default=True),
+    # Whether to include cluster authorized operations.
     F('IncludeClusterAuthorizedOperations', 'bool', '8-10'),
+    # Whether to include topic authorized operations.
     F('IncludeTopicAuthorizedOperations', 'bool', '8+'),
 )
 
@@ -28,33 +35,59 @@ RESPONSE = Message(
     'MetadataResponse',
     '0-12',
     '9+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32', '3+'),
+    # A list of brokers present in the cluster.
     F('Brokers', Array(S(
             'MetadataResponseBroker',
+            # The broker ID.
             F('NodeId', 'int32'),
+            # The broker hostname.
             F('Host', 'string'),
+            # The broker port.
             F('Port', 'int32'),
+            # The rack of the broker, or null if it has not been assigned to a rack.
             F('Rack', 'string', '1+', nullable='1+', default=NULL),
         ))),
+    # The cluster ID that responding broker belongs to.
     F('ClusterId', 'string', '2+', nullable='2+', default=NULL),
+    # The ID of the controller broker.
     F('ControllerId', 'int32', '1+', default=-1),
+    # Each topic in the response.
     F('Topics', Array(S(
             'MetadataResponseTopic',
+            # The topic error, or 0 if there was no error.
             F('ErrorCode', 'int16'),
+            # The topic name. Null for non-existing topics queried by ID. This is never null when ErrorCode is
+            # zero. One of Name and TopicId is always populated.
             F('Name', 'string', '0+', nullable='12+'),
+            # The topic id. Zero for non-existing topics queried by name. This is never zero when ErrorCode is
+            # zero. One of Name and TopicId is always populated.
             F('TopicId', 'uuid', '10+'),
+            # True if the topic is internal.
             F('IsInternal', 'bool', '1+', default=False),
+            # Each partition in the topic.
             F('Partitions', Array(S(
                     'MetadataResponsePartition',
+                    # The partition error, or 0 if there was no error.
                     F('ErrorCode', 'int16'),
+                    # The partition index.
                     F('PartitionIndex', 'int32'),
+                    # The ID of the leader broker.
                     F('LeaderId', 'int32'),
+                    # The leader epoch of this partition.
                     F('LeaderEpoch', 'int32', '7+', default=-1),
+                    # The set of all nodes that host this partition.
                     F('ReplicaNodes', Array('int32')),
+                    # The set of nodes that are in sync with the leader for this partition.
                     F('IsrNodes', Array('int32')),
+                    # The set of offline replicas of this partition.
                     F('OfflineReplicas', Array('int32'), '5+'),
                 ))),
+            # 32-bit bitfield to represent authorized operations for this topic.
             F('TopicAuthorizedOperations', 'int32', '8+', default=-2147483648),
         ))),
+    # 32-bit bitfield to represent authorized operations for this cluster.
     F('ClusterAuthorizedOperations', 'int32', '8-10', default=-2147483648),
 )

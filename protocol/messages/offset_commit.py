@@ -14,20 +14,34 @@ REQUEST = Message(
     'OffsetCommitRequest',
     '0-9',
     '8+',
+    # The unique group identifier.
     F('GroupId', 'string'),
+    # The generation of the group if using the classic group protocol or the member epoch if using the consumer
+    # protocol.
     F('GenerationIdOrMemberEpoch', 'int32', '1+', default=-1),
+    # The member ID assigned by the group coordinator.
     F('MemberId', 'string', '1+'),
+    # The unique identifier of the consumer instance provided by end user.
     F('GroupInstanceId', 'string', '7+', nullable='7+', default=NULL),
+    # The time period in ms to retain the offset.
     F('RetentionTimeMs', 'int64', '2-4', default=-1),
+    # The topics to commit offsets for.
     F('Topics', Array(S(
             'OffsetCommitRequestTopic',
+            # The topic name.
             F('Name', 'string'),
+            # Each partition to commit offsets for.
             F('Partitions', Array(S(
                     'OffsetCommitRequestPartition',
+                    # The partition index.
                     F('PartitionIndex', 'int32'),
+                    # The message offset to be committed.
                     F('CommittedOffset', 'int64'),
+                    # The leader epoch of this partition.
                     F('CommittedLeaderEpoch', 'int32', '6+', default=-1),
+                    # The timestamp of the commit.
                     F('CommitTimestamp', 'int64', '1', default=-1),
+                    # Any associated metadata the client wants to keep.
                     F('CommittedMetadata', 'string', '0+', nullable='0+'),
                 ))),
         ))),
@@ -37,13 +51,20 @@ RESPONSE = Message(
     'OffsetCommitResponse',
     '0-9',
     '8+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32', '3+'),
+    # The responses for each topic.
     F('Topics', Array(S(
             'OffsetCommitResponseTopic',
+            # The topic name.
             F('Name', 'string'),
+            # The responses for each partition in the topic.
             F('Partitions', Array(S(
                     'OffsetCommitResponsePartition',
+                    # The partition index.
                     F('PartitionIndex', 'int32'),
+                    # The error code, or 0 if there was no error.
                     F('ErrorCode', 'int16'),
                 ))),
         ))),

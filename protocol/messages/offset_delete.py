@@ -14,12 +14,17 @@ REQUEST = Message(
     'OffsetDeleteRequest',
     '0',
     'none',
+    # The unique group identifier.
     F('GroupId', 'string'),
+    # The topics to delete offsets for
     F('Topics', Array(S(
             'OffsetDeleteRequestTopic',
+            # The topic name.
             F('Name', 'string'),
+            # Each partition to delete offsets for.
             F('Partitions', Array(S(
                     'OffsetDeleteRequestPartition',
+                    # The partition index.
                     F('PartitionIndex', 'int32'),
                 ))),
         ))),
@@ -29,14 +34,22 @@ RESPONSE = Message(
     'OffsetDeleteResponse',
     '0',
     'none',
+    # The top-level error code, or 0 if there was no error.
     F('ErrorCode', 'int16'),
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The responses for each topic.
     F('Topics', Array(S(
             'OffsetDeleteResponseTopic',
+            # The topic name.
             F('Name', 'string'),
+            # The responses for each partition in the topic.
             F('Partitions', Array(S(
                     'OffsetDeleteResponsePartition',
+                    # The partition index.
                     F('PartitionIndex', 'int32'),
+                    # The error code, or 0 if there was no error.
                     F('ErrorCode', 'int16'),
                 ))),
         ))),

@@ -14,23 +14,36 @@ REQUEST = Message(
     'OffsetFetchRequest',
     '0-9',
     '6+',
+    # The group to fetch offsets for.
     F('GroupId', 'string', '0-7'),
+    # Each topic we would like to fetch offsets for, or null to fetch offsets for all topics.
     F('Topics', Array(S(
             'OffsetFetchRequestTopic',
+            # The topic name.
             F('Name', 'string', '0-7'),
+            # The partition indexes we would like to fetch offsets for.
             F('PartitionIndexes', Array('int32'), '0-7'),
         )), '0-7', nullable='2-7'),
+    # Each group we would like to fetch offsets for
     F('Groups', Array(S(
             'OffsetFetchRequestGroup',
+            # The group ID.
             F('GroupId', 'string', '8+'),
+            # The member ID assigned by the group coordinator if using the new consumer protocol (KIP-848).
             F('MemberId', 'string', '9+', nullable='9+', default=NULL),
+            # The member epoch if using the new consumer protocol (KIP-848).
             F('MemberEpoch', 'int32', '9+', default=-1),
+            # Each topic we would like to fetch offsets for, or null to fetch offsets for all topics.
             F('Topics', Array(S(
                     'OffsetFetchRequestTopics',
+                    # The topic name.
                     F('Name', 'string', '8+'),
+                    # The partition indexes we would like to fetch offsets for.
                     F('PartitionIndexes', Array('int32'), '8+'),
                 )), '8+', nullable='8+'),
         )), '8+'),
+    # Whether broker should hold on returning unstable offsets but set a retriable error code for the
+    # partitions.
     F('RequireStable', 'bool', '7+', default=False),
 )
 
@@ -38,35 +51,57 @@ RESPONSE = Message(
     'OffsetFetchResponse',
     '0-9',
     '6+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32', '3+'),
+    # The responses per topic.
     F('Topics', Array(S(
             'OffsetFetchResponseTopic',
+            # The topic name.
             F('Name', 'string', '0-7'),
+            # The responses per partition
             F('Partitions', Array(S(
                     'OffsetFetchResponsePartition',
+                    # The partition index.
                     F('PartitionIndex', 'int32', '0-7'),
+                    # The committed message offset.
                     F('CommittedOffset', 'int64', '0-7'),
+                    # The leader epoch.
                     F('CommittedLeaderEpoch', 'int32', '5-7', default=-1),
+                    # The partition metadata.
                     F('Metadata', 'string', '0-7', nullable='0-7'),
+                    # The error code, or 0 if there was no error.
                     F('ErrorCode', 'int16', '0-7'),
                 )), '0-7'),
         )), '0-7'),
+    # The top-level error code, or 0 if there was no error.
     F('ErrorCode', 'int16', '2-7', default=0),
+    # The responses per group id.
     F('Groups', Array(S(
             'OffsetFetchResponseGroup',
+            # The group ID.
             F('GroupId', 'string', '8+'),
+            # The responses per topic.
             F('Topics', Array(S(
                     'OffsetFetchResponseTopics',
+                    # The topic name.
                     F('Name', 'string', '8+'),
+                    # The responses per partition
                     F('Partitions', Array(S(
                             'OffsetFetchResponsePartitions',
+                            # The partition index.
                             F('PartitionIndex', 'int32', '8+'),
+                            # The committed message offset.
                             F('CommittedOffset', 'int64', '8+'),
+                            # The leader epoch.
                             F('CommittedLeaderEpoch', 'int32', '8+', default=-1),
+                            # The partition metadata.
                             F('Metadata', 'string', '8+', nullable='8+'),
+                            # The partition-level error code, or 0 if there was no error.
                             F('ErrorCode', 'int16', '8+'),
                         )), '8+'),
                 )), '8+'),
+            # The group-level error code, or 0 if there was no error.
             F('ErrorCode', 'int16', '8+', default=0),
         )), '8+'),
 )

@@ -14,14 +14,24 @@ REQUEST = Message(
     'OffsetForLeaderEpochRequest',
     '0-4',
     '4+',
+    # The broker ID of the follower, of -1 if this request is from a consumer.
     F('ReplicaId', 'int32', '3+', default=-2),
+    # Each topic to get offsets for.
     F('Topics', Array(S(
             'OffsetForLeaderTopic',
+            # The topic name.
             F('Topic', 'string'),
+            # Each partition to get offsets for.
             F('Partitions', Array(S(
                     'OffsetForLeaderPartition',
+                    # The partition index.
                     F('Partition', 'int32'),
+                    # An epoch used to fence consumers/replicas with old metadata. If the epoch provided by the
+                    # client is larger than the current epoch known to the broker, then the UNKNOWN_LEADER_EPOCH
+                    # error code will be returned. If the provided epoch is smaller, then the
+                    # FENCED_LEADER_EPOCH error code will be returned.
                     F('CurrentLeaderEpoch', 'int32', '2+', default=-1),
+                    # The epoch to look up an offset for.
                     F('LeaderEpoch', 'int32'),
                 ))),
         ))),
@@ -31,15 +41,24 @@ RESPONSE = Message(
     'OffsetForLeaderEpochResponse',
     '0-4',
     '4+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32', '2+'),
+    # Each topic we fetched offsets for.
     F('Topics', Array(S(
             'OffsetForLeaderTopicResult',
+            # The topic name.
             F('Topic', 'string'),
+            # Each partition in the topic we fetched offsets for.
             F('Partitions', Array(S(
                     'EpochEndOffset',
+                    # The error code 0, or if there was no error.
                     F('ErrorCode', 'int16'),
+                    # The partition index.
                     F('Partition', 'int32'),
+                    # The leader epoch of the partition.
                     F('LeaderEpoch', 'int32', '1+', default=-1),
+                    # The end offset of the epoch.
                     F('EndOffset', 'int64', '0+', default=-1),
                 ))),
         ))),

@@ -14,15 +14,24 @@ REQUEST = Message(
     'ProduceRequest',
     '0-11',
     '9+',
+    # The transactional ID, or null if the producer is not transactional.
     F('TransactionalId', 'string', '3+', nullable='3+', default=NULL),
+    # The number of acknowledgments the producer requires the leader to have received before considering a
+    # request complete. Allowed values: 0 for no acknowledgments, 1 for only the leader and -1 for the full ISR.
     F('Acks', 'int16'),
+    # The timeout to await a response in milliseconds.
     F('TimeoutMs', 'int32'),
+    # Each topic to produce to.
     F('TopicData', Array(S(
             'TopicProduceData',
+            # The topic name.
             F('Name', 'string'),
+            # Each partition to produce to.
             F('PartitionData', Array(S(
                     'PartitionProduceData',
+                    # The partition index.
                     F('Index', 'int32'),
+                    # The record data to be produced.
                     F('Records', 'records', '0+', nullable='0+'),
                 ))),
         ))),
@@ -32,35 +41,60 @@ RESPONSE = Message(
     'ProduceResponse',
     '0-11',
     '9+',
+    # Each produce response
     F('Responses', Array(S(
             'TopicProduceResponse',
+            # The topic name
             F('Name', 'string'),
+            # Each partition that we produced to within the topic.
             F('PartitionResponses', Array(S(
                     'PartitionProduceResponse',
+                    # The partition index.
                     F('Index', 'int32'),
+                    # The error code, or 0 if there was no error.
                     F('ErrorCode', 'int16'),
+                    # The base offset.
                     F('BaseOffset', 'int64'),
+                    # The timestamp returned by broker after appending the messages. If CreateTime is used for
+                    # the topic, the timestamp will be -1. If LogAppendTime is used for the topic, the timestamp
+                    # will be the broker local time when the messages are appended.
                     F('LogAppendTimeMs', 'int64', '2+', default=-1),
+                    # The log start offset.
                     F('LogStartOffset', 'int64', '5+', default=-1),
+                    # The batch indices of records that caused the batch to be dropped
                     F('RecordErrors', Array(S(
                             'BatchIndexAndErrorMessage',
+                            # The batch index of the record that cause the batch to be dropped
                             F('BatchIndex', 'int32', '8+'),
+                            # The error message of the record that caused the batch to be dropped
                             F('BatchIndexErrorMessage', 'string', '8+', nullable='8+', default=NULL),
                         )), '8+'),
+                    # The global error message summarizing the common root cause of the records that caused the
+                    # batch to be dropped
                     F('ErrorMessage', 'string', '8+', nullable='8+', default=NULL),
                     F('CurrentLeader', S(
                             'LeaderIdAndEpoch',
+                            # The ID of the current leader or -1 if the leader is unknown.
                             F('LeaderId', 'int32', '10+', default=-1),
+                            # The latest known leader epoch
                             F('LeaderEpoch', 'int32', '10+', default=-1),
                         ), '10+', tag=0, tagged='10+'),
                 ))),
         ))),
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32', '1+', default=0),
+    # Endpoints for all current-leaders enumerated in PartitionProduceResponses, with errors
+    # NOT_LEADER_OR_FOLLOWER.
     F('NodeEndpoints', Array(S(
             'NodeEndpoint',
+            # The ID of the associated node.
             F('NodeId', 'int32', '10+'),
+            # The node's hostname.
             F('Host', 'string', '10+'),
+            # The node's port.
             F('Port', 'int32', '10+'),
+            # The rack of the node, or null if it has not been assigned to a rack.
             F('Rack', 'string', '10+', nullable='10+', default=NULL),
         )), '10+', tag=0, tagged='10+'),
 )

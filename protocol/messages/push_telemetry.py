@@ -14,10 +14,15 @@ REQUEST = Message(
     'PushTelemetryRequest',
     '0',
     '0+',
+    # Unique id for this client instance.
     F('ClientInstanceId', 'uuid'),
+    # Unique identifier for the current subscription.
     F('SubscriptionId', 'int32'),
+    # Client is terminating the connection.
     F('Terminating', 'bool'),
+    # Compression codec used to compress the metrics.
     F('CompressionType', 'int8'),
+    # Metrics encoded in OpenTelemetry MetricsData v1 protobuf format.
     F('Metrics', 'bytes'),
 )
 
@@ -25,6 +30,9 @@ RESPONSE = Message(
     'PushTelemetryResponse',
     '0',
     '0+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The error code, or 0 if there was no error.
     F('ErrorCode', 'int16'),
 )

@@ -15,7 +15,9 @@ REQUEST = Message(
     '0',
     '0+',
     F('ClusterId', 'string', '0+', nullable='0+'),
+    # The replica id of the voter getting removed from the topic partition
     F('VoterId', 'int32'),
+    # The directory id of the voter getting removed from the topic partition
     F('VoterDirectoryId', 'uuid'),
 )
 
@@ -23,7 +25,11 @@ RESPONSE = Message(
     'RemoveRaftVoterResponse',
     '0',
     '0+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The error code, or 0 if there was no error
     F('ErrorCode', 'int16'),
+    # The error message, or null if there was no error.
     F('ErrorMessage', 'string', '0+', nullable='0+'),
 )

@@ -14,7 +14,9 @@ REQUEST = Message(
     'RenewDelegationTokenRequest',
     '0-2',
     '2+',
+    # The HMAC of the delegation token to be renewed.
     F('Hmac', 'bytes'),
+    # The renewal time period in milliseconds.
     F('RenewPeriodMs', 'int64'),
 )
 
@@ -22,7 +24,11 @@ RESPONSE = Message(
     'RenewDelegationTokenResponse',
     '0-2',
     '2+',
+    # The error code, or 0 if there was no error.
     F('ErrorCode', 'int16'),
+    # The timestamp in milliseconds at which this token expires.
     F('ExpiryTimestampMs', 'int64'),
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
 )

@@ -14,6 +14,7 @@ REQUEST = Message(
     'SaslAuthenticateRequest',
     '0-2',
     '2+',
+    # The SASL authentication bytes from the client, as defined by the SASL mechanism.
     F('AuthBytes', 'bytes'),
 )
 
@@ -21,8 +22,13 @@ RESPONSE = Message(
     'SaslAuthenticateResponse',
     '0-2',
     '2+',
+    # The error code, or 0 if there was no error.
     F('ErrorCode', 'int16'),
+    # The error message, or null if there was no error.
     F('ErrorMessage', 'string', '0+', nullable='0+'),
+    # The SASL authentication bytes from the server, as defined by the SASL mechanism.
     F('AuthBytes', 'bytes'),
+    # Number of milliseconds after which only re-authentication over the existing connection to create a new
+    # session can occur.
     F('SessionLifetimeMs', 'int64', '1+', default=0),
 )

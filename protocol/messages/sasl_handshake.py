@@ -14,6 +14,7 @@ REQUEST = Message(
     'SaslHandshakeRequest',
     '0-1',
     'none',
+    # The SASL mechanism chosen by the client.
     F('Mechanism', 'string'),
 )
 
@@ -21,6 +22,8 @@ RESPONSE = Message(
     'SaslHandshakeResponse',
     '0-1',
     'none',
+    # The error code, or 0 if there was no error.
     F('ErrorCode', 'int16'),
+    # The mechanisms enabled in the server.
     F('Mechanisms', Array('string')),
 )

@@ -14,28 +14,45 @@ REQUEST = Message(
     'StopReplicaRequest',
     '0-4',
     '2+',
+    # The controller id.
     F('ControllerId', 'int32'),
+    # If KRaft controller id is used during migration. See KIP-866
     F('isKRaftController', 'bool', '4+', default=False),
+    # The controller epoch.
     F('ControllerEpoch', 'int32'),
+    # The broker epoch.
     F('BrokerEpoch', 'int64', '1+', default=-1),
+    # Whether these partitions should be deleted.
     F('DeletePartitions', 'bool', '0-2'),
+    # The partitions to stop.
     F('UngroupedPartitions', Array(S(
             'StopReplicaPartitionV0',
+            # The topic name.
             F('TopicName', 'string', '0'),
+            # The partition index.
             F('PartitionIndex', 'int32', '0'),
         )), '0'),
+    # The topics to stop.
     F('Topics', Array(S(
             'StopReplicaTopicV1',
+            # The topic name.
             F('Name', 'string', '1-2'),
+            # The partition indexes.
             F('PartitionIndexes', Array('int32'), '1-2'),
         )), '1-2'),
+    # Each topic.
     F('TopicStates', Array(S(
             'StopReplicaTopicState',
+            # The topic name.
             F('TopicName', 'string', '3+'),
+            # The state of each partition
             F('PartitionStates', Array(S(
                     'StopReplicaPartitionState',
+                    # The partition index.
                     F('PartitionIndex', 'int32', '3+'),
+                    # The leader epoch.
                     F('LeaderEpoch', 'int32', '3+', default=-1),
+                    # Whether this partition should be deleted.
                     F('DeletePartition', 'bool', '3+'),
                 )), '3+'),
         )), '3+'),
@@ -45,11 +62,16 @@ RESPONSE = Message(
     'StopReplicaResponse',
     '0-4',
     '2+',
+    # The top-level error code, or 0 if there was no top-level error.
     F('ErrorCode', 'int16'),
+    # The responses for each partition.
     F('PartitionErrors', Array(S(
             'StopReplicaPartitionError',
+            # The topic name.
             F('TopicName', 'string'),
+            # The partition index.
             F('PartitionIndex', 'int32'),
+            # The partition error code, or 0 if there was no partition error.
             F('ErrorCode', 'int16'),
         ))),
 )

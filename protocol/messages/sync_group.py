@@ -14,15 +14,24 @@ REQUEST = Message(
     'SyncGroupRequest',
     '0-5',
     '4+',
+    # The unique group identifier.
     F('GroupId', 'string'),
+    # The generation of the group.
     F('GenerationId', 'int32'),
+    # The member ID assigned by the group.
     F('MemberId', 'string'),
+    # The unique identifier of the consumer instance provided by end user.
     F('GroupInstanceId', 'string', '3+', nullable='3+', default=NULL),
+    # The group protocol type.
     F('ProtocolType', 'string', '5+', nullable='5+', default=NULL),
+    # The group protocol name.
     F('ProtocolName', 'string', '5+', nullable='5+', default=NULL),
+    # Each assignment.
     F('Assignments', Array(S(
             'SyncGroupRequestAssignment',
+            # The ID of the member to assign.
             F('MemberId', 'string'),
+            # The member assignment.
             F('Assignment', 'bytes'),
         ))),
 )
@@ -31,9 +40,15 @@ RESPONSE = Message(
     'SyncGroupResponse',
     '0-5',
     '4+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32', '1+'),
+    # The error code, or 0 if there was no error.
     F('ErrorCode', 'int16'),
+    # The group protocol type.
     F('ProtocolType', 'string', '5+', nullable='5+', default=NULL),
+    # The group protocol name.
     F('ProtocolName', 'string', '5+', nullable='5+', default=NULL),
+    # The member assignment.
     F('Assignment', 'bytes'),
 )

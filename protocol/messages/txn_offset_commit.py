@@ -14,21 +14,35 @@ REQUEST = Message(
     'TxnOffsetCommitRequest',
     '0-4',
     '3+',
+    # The ID of the transaction.
     F('TransactionalId', 'string'),
+    # The ID of the group.
     F('GroupId', 'string'),
+    # The current producer ID in use by the transactional ID.
     F('ProducerId', 'int64'),
+    # The current epoch associated with the producer ID.
     F('ProducerEpoch', 'int16'),
+    # The generation of the consumer.
     F('GenerationId', 'int32', '3+', default=-1),
+    # The member ID assigned by the group coordinator.
     F('MemberId', 'string', '3+', default=''),
+    # The unique identifier of the consumer instance provided by end user.
     F('GroupInstanceId', 'string', '3+', nullable='3+', default=NULL),
+    # Each topic that we want to commit offsets for.
     F('Topics', Array(S(
             'TxnOffsetCommitRequestTopic',
+            # The topic name.
             F('Name', 'string'),
+            # The partitions inside the topic that we want to commit offsets for.
             F('Partitions', Array(S(
                     'TxnOffsetCommitRequestPartition',
+                    # The index of the partition within the topic.
                     F('PartitionIndex', 'int32'),
+                    # The message offset to be committed.
                     F('CommittedOffset', 'int64'),
+                    # The leader epoch of the last consumed record.
                     F('CommittedLeaderEpoch', 'int32', '2+', default=-1),
+                    # Any associated metadata the client wants to keep.
                     F('CommittedMetadata', 'string', '0+', nullable='0+'),
                 ))),
         ))),
@@ -38,13 +52,20 @@ RESPONSE = Message(
     'TxnOffsetCommitResponse',
     '0-4',
     '3+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The responses for each topic.
     F('Topics', Array(S(
             'TxnOffsetCommitResponseTopic',
+            # The topic name.
             F('Name', 'string'),
+            # The responses for each partition in the topic.
             F('Partitions', Array(S(
                     'TxnOffsetCommitResponsePartition',
+                    # The partition index.
                     F('PartitionIndex', 'int32'),
+                    # The error code, or 0 if there was no error.
                     F('ErrorCode', 'int16'),
                 ))),
         ))),

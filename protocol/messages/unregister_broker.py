@@ -14,6 +14,7 @@ REQUEST = Message(
     'UnregisterBrokerRequest',
     '0',
     '0+',
+    # The broker ID to unregister.
     F('BrokerId', 'int32'),
 )
 
@@ -21,7 +22,11 @@ RESPONSE = Message(
     'UnregisterBrokerResponse',
     '0',
     '0+',
+    # Duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The error code, or 0 if there was no error.
     F('ErrorCode', 'int16'),
+    # The top-level error message, or `null` if there was no top-level error.
     F('ErrorMessage', 'string', '0+', nullable='0+'),
 )

@@ -14,14 +14,25 @@ REQUEST = Message(
     'UpdateFeaturesRequest',
     '0-1',
     '0+',
+    # How long to wait in milliseconds before timing out the request.
     F('timeoutMs', 'int32', '0+', default=60000),
+    # The list of updates to finalized features.
     F('FeatureUpdates', Array(S(
             'FeatureUpdateKey',
+            # The name of the finalized feature to be updated.
             F('Feature', 'string'),
+            # The new maximum version level for the finalized feature. A value >= 1 is valid. A value < 1, is
+            # special, and can be used to request the deletion of the finalized feature.
             F('MaxVersionLevel', 'int16'),
+            # DEPRECATED in version 1 (see DowngradeType). When set to true, the finalized feature version level
+            # is allowed to be downgraded/deleted. The downgrade request will fail if the new maximum version
+            # level is a value that's not lower than the existing maximum finalized version level.
             F('AllowDowngrade', 'bool', '0'),
+            # Determine which type of upgrade will be performed: 1 will perform an upgrade only (default), 2 is
+            # safe downgrades only (lossless), 3 is unsafe downgrades (lossy).
             F('UpgradeType', 'int8', '1+', default=1),
         ))),
+    # True if we should validate the request, but not perform the upgrade or downgrade.
     F('ValidateOnly', 'bool', '1+', default=False),
 )
 
@@ -29,13 +40,21 @@ RESPONSE = Message(
     'UpdateFeaturesResponse',
     '0-1',
     '0+',
+    # The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the
+    # request did not violate any quota.
     F('ThrottleTimeMs', 'int32'),
+    # The top-level error code, or `0` if there was no top-level error.
     F('ErrorCode', 'int16'),
+    # The top-level error message, or `null` if there was no top-level error.
     F('ErrorMessage', 'string', '0+', nullable='0+'),
+    # Results for each feature update.
     F('Results', Array(S(
             'UpdatableFeatureResult',
+            # The name of the finalized feature.
             F('Feature', 'string'),
+            # The feature update error code or `0` if the feature update succeeded.
             F('ErrorCode', 'int16'),
+            # The feature update error, or `null` if the feature update succeeded.
             F('ErrorMessage', 'string', '0+', nullable='0+'),
         ))),
 )

@@ -12,14 +12,23 @@ LISTENERS = ('zkBroker',)
 
 _REQUEST_UpdateMetadataPartitionState = S(
     'UpdateMetadataPartitionState',
+    # In older versions of this RPC, the topic name.
     F('TopicName', 'string', '0-4'),
+    # The partition index.
     F('PartitionIndex', 'int32'),
+    # The controller epoch.
     F('ControllerEpoch', 'int32'),
+    # The ID of the broker which is the current partition leader.
     F('Leader', 'int32'),
+    # The leader epoch of this partition.
     F('LeaderEpoch', 'int32'),
+    # The brokers which are in the ISR for this partition.
     F('Isr', Array('int32')),
+    # The Zookeeper version.
     F('ZkVersion', 'int32'),
+    # All the replicas of this partition.
     F('Replicas', Array('int32')),
+    # The replicas of this partition which are offline.
     F('OfflineReplicas', Array('int32'), '4+'),
 )
 
@@ -27,30 +36,50 @@ REQUEST = Message(
     'UpdateMetadataRequest',
     '0-8',
     '6+',
+    # The controller id.
     F('ControllerId', 'int32'),
+    # If KRaft controller id is used during migration. See KIP-866
     F('isKRaftController', 'bool', '8+', default=False),
+    # Indicates if this request is a Full metadata snapshot (2), Incremental (1), or Unknown (0). Using during
+    # ZK migration, see KIP-866
     F('Type', 'int8', '8+', tag=0, tagged='8+', default=0),
+    # The controller epoch.
     F('ControllerEpoch', 'int32'),
+    # The broker epoch.
     F('BrokerEpoch', 'int64', '5+', default=-1),
+    # In older versions of this RPC, each partition that we would like to update.
     F('UngroupedPartitionStates', Array(_REQUEST_UpdateMetadataPartitionState), '0-4'),
+    # In newer versions of this RPC, each topic that we would like to update.
     F('TopicStates', Array(S(
             'UpdateMetadataTopicState',
+            # The topic name.
             F('TopicName', 'string', '5+'),
+            # The topic id.
             F('TopicId', 'uuid', '7+'),
+            # The partition that we would like to update.
             F('PartitionStates', Array(_REQUEST_UpdateMetadataPartitionState), '5+'),
         )), '5+'),
     F('LiveBrokers', Array(S(
             'UpdateMetadataBroker',
+            # The broker id.
             F('Id', 'int32'),
+            # The broker hostname.
             F('V0Host', 'string', '0'),
+            # The broker port.
             F('V0Port', 'int32', '0'),
+            # The broker endpoints.
             F('Endpoints', Array(S(
                     'UpdateMetadataEndpoint',
+                    # The port of this endpoint
                     F('Port', 'int32', '1+'),
+                    # The hostname of this endpoint
                     F('Host', 'string', '1+'),
+                    # The listener name.
                     F('Listener', 'string', '3+'),
+                    # The security protocol type.
                     F('SecurityProtocol', 'int16', '1+'),
                 )), '1+'),
+            # The rack which this broker belongs to.
             F('Rack', 'string', '2+', nullable='0+'),
         ))),
 )
@@ -59,5 +88,6 @@ RESPONSE = Message(
     'UpdateMetadataResponse',
     '0-8',
     '6+',
+    # The error code, or 0 if there was no error.
     F('ErrorCode', 'int16'),
 )

@@ -14,16 +14,24 @@ REQUEST = Message(
     'WriteTxnMarkersRequest',
     '0-1',
     '1+',
+    # The transaction markers to be written.
     F('Markers', Array(S(
             'WritableTxnMarker',
+            # The current producer ID.
             F('ProducerId', 'int64'),
+            # The current epoch associated with the producer ID.
             F('ProducerEpoch', 'int16'),
+            # The result of the transaction to write to the partitions (false = ABORT, true = COMMIT).
             F('TransactionResult', 'bool'),
+            # Each topic that we want to write transaction marker(s) for.
             F('Topics', Array(S(
                     'WritableTxnMarkerTopic',
+                    # The topic name.
                     F('Name', 'string'),
+                    # The indexes of the partitions to write transaction markers for.
                     F('PartitionIndexes', Array('int32')),
                 ))),
+            # Epoch associated with the transaction state partition hosted by this transaction coordinator
             F('CoordinatorEpoch', 'int32'),
         ))),
 )
@@ -32,15 +40,22 @@ RESPONSE = Message(
     'WriteTxnMarkersResponse',
     '0-1',
     '1+',
+    # The results for writing makers.
     F('Markers', Array(S(
             'WritableTxnMarkerResult',
+            # The current producer ID in use by the transactional ID.
             F('ProducerId', 'int64'),
+            # The results by topic.
             F('Topics', Array(S(
                     'WritableTxnMarkerTopicResult',
+                    # The topic name.
                     F('Name', 'string'),
+                    # The results by partition.
                     F('Partitions', Array(S(
                             'WritableTxnMarkerPartitionResult',
+                            # The partition index.
                             F('PartitionIndex', 'int32'),
+                            # The error code, or 0 if there was no error.
                             F('ErrorCode', 'int16'),
                         ))),
                 ))),
