@@ -156,8 +156,7 @@ class Log:
         self._config = config
         self._time_ms = time_ms
         self._lock = threading.RLock()
-        self._segments: tuple[LogSegment, ...] = ()
-        self._bases: tuple[int, ...] = ()
+        self._listing: tuple[tuple[LogSegment, ...], tuple[int, ...]] = ((), ())
         self._log_start_offset = 0
         self._log_end_offset = 0
         self._high_watermark = 0
@@ -324,7 +323,7 @@ class Log:
         state.truncate_and_reload(self._log_start_offset, self._log_end_offset, self._time_ms())
         start = max(state.map_end_offset, self._log_start_offset)
         if start < self._log_end_offset:
-            segments, bases = self._segments, self._bases
+            segments, bases = self._listing
             for segment in segments[max(bisect.bisect_right(bases, start) - 1, 0) :]:
                 found = segment.translate_offset(start)
                 if found is None:
@@ -376,10 +375,19 @@ class Log:
         return segment
 
     def _set_segments(self, segments: list[LogSegment]) -> None:
-        """Publish a new segment list; readers keep whichever snapshot they started with."""
-        self._segments = tuple(segments)
-        self._bases = tuple(segment.base_offset for segment in segments)
+        """Publish a new segment list and its base offsets in one assignment: retention and the cleaner
+        replace segments on worker threads while fetches read without the lock, and a reader taking
+        ``self._listing`` once always holds a matching pair (whichever snapshot it started with)."""
+        self._listing = (tuple(segments), tuple(segment.base_offset for segment in segments))
         self._position_cache = None
+
+    @property
+    def _segments(self) -> tuple[LogSegment, ...]:
+        return self._listing[0]
+
+    @property
+    def _bases(self) -> tuple[int, ...]:
+        return self._listing[1]
 
     # -- offsets -------------------------------------------------------------------------------------------------
 
@@ -614,7 +622,7 @@ class Log:
         first byte; the byte limit may cut the last batch (clients drop a partial trailing batch); an offset
         outside [log start, LEO] raises OffsetOutOfRangeError.
         """
-        segments, bases = self._segments, self._bases
+        segments, bases = self._listing
         log_end = self._log_end_offset
         if start_offset < self._log_start_offset or start_offset > log_end:
             raise OffsetOutOfRangeError(
@@ -645,7 +653,7 @@ class Log:
         LocalLog.addAbortedTransactions): those overlapping [start offset, upper bound), the bound being the
         first offset indexed at or after the fetched bytes' end, else the next segment's base, else the LEO;
         the segments' transaction indexes are searched from the fetched one until one is complete."""
-        segments, bases = self._segments, self._bases
+        segments, bases = self._listing
         index = bisect.bisect_left(bases, info.fetch_offset_metadata.segment_base_offset)
         if index >= len(segments) or segments[index].base_offset != info.fetch_offset_metadata.segment_base_offset:
             return []
