@@ -94,7 +94,11 @@ class KafkaPythonMember:
         )
 
     def poll(self) -> list[Record]:
-        batches = self.consumer.poll(timeout_ms=200)
+        # kafka-python 3.0.12 can stall for good when a poll times out while its SyncGroup is in flight (it
+        # logs "timeout in ensure_active_group; returning early" and never heartbeats again; seen under load
+        # in full-suite runs), so each poll gives a join time to complete, as compat-tests' member does; it
+        # returns as soon as records arrive.
+        batches = self.consumer.poll(timeout_ms=500)
         records = [(tp.partition, r.offset) for tp, rs in batches.items() for r in rs]
         if records:
             self.consumer.commit()
