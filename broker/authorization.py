@@ -1,35 +1,25 @@
-"""What clients are told they may do. odradek has no authorizer (as Kafka with ``authorizer.class.name``
-unset), so every operation a resource type supports is authorized; requests that ask for the bitfield
-(Metadata v8+, DescribeCluster, DescribeGroups v3+) get all of them, the others get Kafka's "omitted"
-marker."""
+"""What a request's sender may do: the handlers' one door to the authorizer (Kafka's ``AuthHelper``).
+
+With ``authorizer.class.name`` unset (Kafka's default) every operation is allowed and the
+authorized-operations fields list every operation the resource type supports; with the ACL authorizer
+the answers come from the ACLs. Requests that do not ask for the bitfield (Metadata v8+, DescribeCluster,
+DescribeGroups v3+ include flags) get Kafka's "omitted" marker.
+"""
 
 from __future__ import annotations
 
-import enum
+from dataclasses import dataclass
+from typing import Iterable
+
+from odradek.broker.authorizer.acl import ANONYMOUS, SUPPORTED_OPERATIONS, AclOperation, ResourcePattern, ResourceType
+from odradek.broker.authorizer.acl_authorizer import AclAuthorizer, Session
+from odradek.protocol.api import Request
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
-
-class AclOperation(enum.IntEnum):
-    """Kafka's ACL operation codes: bit positions in the authorized-operations fields."""
-
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-
-
-O = AclOperation
-# AclEntry.supportedOperations in Kafka 3.9, per resource type.
-CLUSTER_OPERATIONS = frozenset({O.CREATE, O.ALTER, O.DESCRIBE, O.CLUSTER_ACTION, O.DESCRIBE_CONFIGS, O.ALTER_CONFIGS, O.IDEMPOTENT_WRITE})
-TOPIC_OPERATIONS = frozenset({O.READ, O.WRITE, O.CREATE, O.DESCRIBE, O.DELETE, O.ALTER, O.DESCRIBE_CONFIGS, O.ALTER_CONFIGS})
-GROUP_OPERATIONS = frozenset({O.READ, O.DESCRIBE, O.DELETE})
+CLUSTER_OPERATIONS = SUPPORTED_OPERATIONS[ResourceType.CLUSTER]
+TOPIC_OPERATIONS = SUPPORTED_OPERATIONS[ResourceType.TOPIC]
+GROUP_OPERATIONS = SUPPORTED_OPERATIONS[ResourceType.GROUP]
 
 
 def authorized_operations(operations: frozenset[AclOperation], requested: bool = True) -> int:
@@ -37,3 +27,36 @@ def authorized_operations(operations: frozenset[AclOperation], requested: bool =
     if not requested:
         return AUTHORIZED_OPERATIONS_OMITTED
     return sum(1 << op for op in operations)
+
+
+def session_of(request: Request) -> Session:
+    """The principal and host the connection established (``User:ANONYMOUS`` where nothing authenticated)."""
+    context = getattr(request, "context", None)
+    principal = str(context.principal) if context is not None else ANONYMOUS
+    return Session(principal, request.client_address or "")
+
+
+@dataclass
+class Authorization:
+    authorizer: AclAuthorizer | None = None
+
+    def authorize(self, request: Request, operation: AclOperation, resource_type: ResourceType, name: str, *, log_denied: bool = True) -> bool:
+        if self.authorizer is None:
+            return True
+        return self.authorizer.authorize(session_of(request), operation, ResourcePattern(resource_type, name), log_denied=log_denied)
+
+    def filter_authorized(self, request: Request, operation: AclOperation, resource_type: ResourceType, names: Iterable[str]) -> set[str]:
+        """The names the sender may ``operation`` (refusals not logged: this selects, as Kafka's
+        ``filterByAuthorized``)."""
+        return {n for n in names if self.authorize(request, operation, resource_type, n, log_denied=False)}
+
+    def authorize_by_resource_type(self, request: Request, operation: AclOperation, resource_type: ResourceType) -> bool:
+        if self.authorizer is None:
+            return True
+        return self.authorizer.authorize_by_resource_type(session_of(request), operation, resource_type)
+
+    def authorized_operations(self, request: Request, resource_type: ResourceType, name: str, requested: bool = True) -> int:
+        """The authorized-operations bitfield of one resource for the sender."""
+        if self.authorizer is None or not requested:
+            return authorized_operations(SUPPORTED_OPERATIONS[resource_type], requested)
+        return authorized_operations(self.authorizer.authorized_operations(session_of(request), ResourcePattern(resource_type, name)))
