@@ -179,13 +179,6 @@ class FileRecords:
         entry = _verified_batch_entry if verify else _batch_entry
         return walk_entries(self.read, position, self.size if end is None else end, min_size=HEADER_SIZE, whole=True, entry=entry)
 
-    def search_for_offset(self, target: int, position: int) -> tuple[int, BatchHeader] | None:
-        """The first batch from ``position`` whose last offset is >= ``target`` (Kafka's searchForOffsetWithSize)."""
-        for batch_position, header in self.batch_headers(position):
-            if header.base_offset + header.last_offset_delta >= target:
-                return batch_position, header
-        return None
-
 
 @dataclass(frozen=True, slots=True)
 class FileSlice:

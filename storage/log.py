@@ -1,4 +1,4 @@
-"""One partition's log (Kafka's UnifiedLog + LocalLog + LogLoader, local storage only).
+"""One partition's log (Kafka's UnifiedLog + LocalLog, local storage only; loading is ``log_loader``'s).
 
 A ``Log`` owns the partition directory ``<topic>-<partition>``: its segments, leader epoch cache, producer
 state and ``partition.metadata``. It tracks the log start offset, the log end offset (LEO), the high
@@ -34,9 +34,10 @@ from odradek.protocol.record_batch import (
 )
 from odradek.protocol.records import iter_records
 from odradek.storage.checkpoints import fsync_dir, read_partition_metadata, write_partition_metadata
-from odradek.storage.file_records import FileRecords, FileSlice
+from odradek.storage.file_records import FileSlice
 from odradek.storage.leader_epoch import LeaderEpochFileCache
 from odradek.storage.log_config import LogConfig
+from odradek.storage.log_loader import LogLoader, rebuild_producer_state
 from odradek.storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     AppendOrigin,
@@ -47,26 +48,17 @@ from odradek.storage.producer_state import (
 from odradek.storage.segment import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
+    SEGMENT_FILES,
     SWAP_FILE_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
     LogSegment,
-    file_name,
+    create_segment,
+    unlink_if_exists,
 )
 from odradek.storage.transaction_index import AbortedTxn, collect_aborted_txns
 
 log = logging.getLogger("odradek.storage")
 
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
-LATEST_TIERED_TIMESTAMP = -5
 NO_TIMESTAMP = -1
-_TEMPORARY_SUFFIXES = (".tmp", CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX)
-_INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 class OffsetOutOfRangeError(KafkaError):
@@ -200,139 +192,15 @@ class Log:
         """
         dir.mkdir(parents=True, exist_ok=True)
         self = cls(dir, config, time_ms=time_ms, producer_id_expiration_ms=producer_id_expiration_ms)
-        self._load(log_start_offset, recovery_point, had_clean_shutdown)
+        loader = LogLoader(dir, config, self.epoch_cache, self.producer_state, time_ms())
+        loaded = loader.load(log_start_offset, recovery_point, had_clean_shutdown)
+        self._set_segments(loaded.segments)
+        self._log_start_offset = loaded.log_start_offset
+        self._log_end_offset = loaded.log_end_offset
+        self._recovery_point = self._pending_roll_flush = loaded.recovery_point
         self._init_topic_id(topic_id)
         self.high_watermark = self._log_start_offset if high_watermark is None else high_watermark
         return self
-
-    def _load(self, log_start_checkpoint: int | None, recovery_point: int, had_clean_shutdown: bool) -> None:
-        names = self._complete_interrupted_swaps()
-        bases: list[int] = []
-        for name in names:
-            stem, _, suffix = name.partition(".")
-            if "." + suffix == LOG_SUFFIX and stem.isdigit():
-                bases.append(int(stem))
-        present = set(bases)
-        for name in names:
-            stem, _, suffix = name.partition(".")
-            if "." + suffix in _INDEX_SUFFIXES and stem.isdigit() and int(stem) not in present:
-                _unlink(self.dir / name)  # an index without its log, as Kafka removes them
-        segments = [self._new_segment_object(base) for base in sorted(bases)]
-        self._set_segments(segments)
-
-        for segment in segments:
-            if not segment.indexes_exist():
-                log.warning("Could not find index files of %s; recovering the segment and rebuilding them", segment.path(LOG_SUFFIX))
-                self._recover_segment(segment)
-        if not had_clean_shutdown and segments:
-            self._recover_unflushed(recovery_point)
-
-        if not self._segments:
-            start = log_start_checkpoint or 0
-            self._set_segments([self._create_segment(start)])
-        self._log_end_offset = self._segments[-1].read_next_offset()
-        self._segments[-1].release()
-        self._log_start_offset = max(log_start_checkpoint or 0, self._segments[0].base_offset)
-        if self._log_start_offset > self._log_end_offset:
-            log.warning("Log start offset %d is beyond the log end %d of %s; deleting all segments", self._log_start_offset, self._log_end_offset, self.dir)
-            for segment in self._segments:
-                segment.delete()
-            self._set_segments([self._create_segment(self._log_start_offset)])
-            self._log_end_offset = self._log_start_offset
-        self._segments[-1].become_active()
-
-        self._recovery_point = self._log_end_offset if had_clean_shutdown else min(recovery_point, self._log_end_offset)
-        self._pending_roll_flush = self._recovery_point
-        self.epoch_cache.truncate_from_end(self._log_end_offset)
-        self.epoch_cache.truncate_from_start(self._log_start_offset)
-        if self.producer_state.latest_snapshot_offset is None and had_clean_shutdown:
-            # No snapshot after a clean shutdown: no idempotent producer ever wrote here (Kafka's upgrade path).
-            self.producer_state.map_end_offset = self._log_end_offset
-            self.producer_state.take_snapshot()
-        else:
-            self._rebuild_producer_state()
-
-    def _complete_interrupted_swaps(self) -> list[str]:
-        """Finish or undo what a crash left of a cleaner swap (Kafka's LogLoader), then list the directory.
-
-        ``.cleaned`` files were never committed, and neither was a ``.swap`` file at or above the lowest of
-        them (its segment's renaming had not finished): both go, with ``.deleted`` and ``.tmp`` files. Every
-        ``.log.swap`` left was committed: the files of the segments it replaced -- any whose offset lies in
-        [its base offset, its next offset) -- are deleted, then the ``.swap`` suffixes are dropped.
-        """
-        names = os.listdir(self.dir)
-        cleaned = [offset for name in names if name.endswith(CLEANED_FILE_SUFFIX) and (offset := _file_offset(name)) is not None]
-        min_cleaned = min(cleaned, default=None)
-        swaps = []
-        for name in names:
-            if name.endswith(_TEMPORARY_SUFFIXES):
-                _unlink(self.dir / name)
-            elif name.endswith(SWAP_FILE_SUFFIX):
-                offset = _file_offset(name)
-                if offset is None or (min_cleaned is not None and offset >= min_cleaned):
-                    log.info("Deleting %s of an interrupted swap that had not finished", self.dir / name)
-                    _unlink(self.dir / name)
-                else:
-                    swaps.append(name)
-        replaced: list[tuple[int, int]] = []
-        for name in swaps:
-            if name.endswith(LOG_SUFFIX + SWAP_FILE_SUFFIX):
-                base = _file_offset(name)
-                records = FileRecords.open(self.dir / name)
-                try:
-                    next_offset = max((header.next_offset for _, header in records.batch_headers()), default=base)
-                finally:
-                    records.close()
-                replaced.append((base, next_offset))
-        if replaced:
-            low, high = min(r[0] for r in replaced), max(r[1] for r in replaced)
-            for name in os.listdir(self.dir):
-                offset = _file_offset(name)
-                if offset is not None and low <= offset < high and not name.endswith(SWAP_FILE_SUFFIX):
-                    log.info("Deleting %s, replaced by the cleaned segment of an interrupted swap", self.dir / name)
-                    _unlink(self.dir / name)
-        for name in swaps:
-            log.info("Recovering %s from an interrupted swap by renaming it", self.dir / name)
-            os.rename(self.dir / name, self.dir / name[: -len(SWAP_FILE_SUFFIX)])
-        if swaps:
-            fsync_dir(self.dir)
-        return os.listdir(self.dir)
-
-    def _recover_unflushed(self, recovery_point: int) -> None:
-        segments = list(self._segments)
-        first = max(bisect.bisect_right(self._bases, recovery_point) - 1, 0)
-        for i in range(first, len(segments)):
-            if self._recover_segment(segments[i]) > 0:
-                for later in segments[i + 1 :]:
-                    log.warning("Deleting segment %s after corruption in an earlier one", later.path(LOG_SUFFIX))
-                    later.delete()
-                self._set_segments(segments[: i + 1])
-                return
-
-    def _recover_segment(self, segment: LogSegment) -> int:
-        def on_batch(header: BatchHeader) -> None:
-            latest = self.epoch_cache.latest_epoch
-            if header.partition_leader_epoch >= 0 and (latest is None or header.partition_leader_epoch > latest):
-                self.epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-
-        return segment.recover(on_batch)
-
-    def _rebuild_producer_state(self) -> None:
-        """Reload the latest snapshot at or below the LEO and replay the batch headers after it."""
-        state = self.producer_state
-        state.truncate_and_reload(self._log_start_offset, self._log_end_offset, self._time_ms())
-        start = max(state.map_end_offset, self._log_start_offset)
-        if start < self._log_end_offset:
-            segments, bases = self._listing
-            for segment in segments[max(bisect.bisect_right(bases, start) - 1, 0) :]:
-                found = segment.translate_offset(start)
-                if found is None:
-                    continue
-                for _, header in segment.batches_from(found.position):
-                    if header.base_offset + header.last_offset_delta >= start:
-                        state.apply_batch(header)
-        state.map_end_offset = self._log_end_offset
-        state.take_snapshot()
 
     def _init_topic_id(self, topic_id: uuid.UUID | None) -> None:
         self.topic_id = read_partition_metadata(self.dir)
@@ -350,29 +218,6 @@ class Log:
                 f"Tried to assign topic ID {topic_id} to log for topic partition {self.topic}-{self.partition}, "
                 f"but log already contained topic ID {self.topic_id}",
             )
-
-    def _new_segment_object(self, base_offset: int) -> LogSegment:
-        config = self._config
-        return LogSegment(
-            self.dir,
-            base_offset,
-            index_interval_bytes=config.index_interval_bytes,
-            max_index_size=config.max_index_size,
-            roll_jitter_ms=config.random_segment_jitter(),
-            created_ms=self._time_ms(),
-        )
-
-    def _create_segment(self, base_offset: int) -> LogSegment:
-        """A new, empty, active segment with its files created, as Kafka does at roll; they are opened (and
-        the indexes preallocated) on first use."""
-        for suffix in (LOG_SUFFIX, *_INDEX_SUFFIXES):
-            _unlink(self.dir / file_name(base_offset, suffix))
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            os.close(os.open(self.dir / file_name(base_offset, suffix), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644))
-        segment = self._new_segment_object(base_offset)
-        segment.indexes_trusted = True
-        segment.become_active()
-        return segment
 
     def _set_segments(self, segments: list[LogSegment]) -> None:
         """Publish a new segment list and its base offsets in one assignment: retention and the cleaner
@@ -599,7 +444,7 @@ class Log:
                     return active
                 raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"Trying to roll a new log segment for {self.dir} with start offset {new_offset} that already exists")
             active.on_become_inactive()
-            segment = self._create_segment(new_offset)
+            segment = create_segment(self.dir, new_offset, self._config, self._time_ms())
             self._set_segments([*self._segments, segment])
             self.producer_state.map_end_offset = new_offset
             self.producer_state.take_snapshot(sync=False)
@@ -684,19 +529,9 @@ class Log:
     # -- timestamps ----------------------------------------------------------------------------------------------
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
-        """ListOffsets: the first record with timestamp >= ``timestamp`` (time index, then the batches after the
-        entry, decoding only the batch that holds it), or Kafka's answers for the special timestamps."""
-        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-            earliest = self.epoch_cache.earliest_entry
-            epoch = earliest[0] if earliest is not None and earliest[1] <= self._log_start_offset else -1
-            return TimestampAndOffset(NO_TIMESTAMP, self._log_start_offset, epoch)
-        if timestamp == LATEST_TIMESTAMP:
-            latest = self.epoch_cache.latest_epoch
-            return TimestampAndOffset(NO_TIMESTAMP, self._log_end_offset, -1 if latest is None else latest)
-        if timestamp == LATEST_TIERED_TIMESTAMP:
-            return TimestampAndOffset(NO_TIMESTAMP, -1, -1)
-        if timestamp == MAX_TIMESTAMP:
-            return self.max_timestamp_and_offset()
+        """ListOffsets for a real timestamp: the first record with timestamp >= ``timestamp`` (time index, then
+        the batches after the entry, decoding only the batch that holds it). The special timestamps (earliest,
+        latest, max...) are the ListOffsets handler's: it answers them from the log's offsets."""
         start = self._log_start_offset
         for segment in self._segments:
             if segment.largest_timestamp() >= timestamp:
@@ -859,7 +694,7 @@ class Log:
             self._log_start_offset = min(target_offset, self._log_start_offset)
             self._recovery_point = min(self._recovery_point, target_offset)
             self._pending_roll_flush = min(self._pending_roll_flush, target_offset)
-            self._rebuild_producer_state()
+            rebuild_producer_state(self.producer_state, self._segments, self._log_start_offset, self._log_end_offset, self._time_ms())
             self._high_watermark = min(self._high_watermark, self._log_end_offset)
             return True
 
@@ -869,7 +704,7 @@ class Log:
             self._truncations += 1
             for segment in self._segments:
                 segment.delete()
-            self._set_segments([self._create_segment(new_offset)])
+            self._set_segments([create_segment(self.dir, new_offset, self._config, self._time_ms())])
             self._log_end_offset = self._log_start_offset = self._recovery_point = new_offset
             self._pending_roll_flush = new_offset
             self.epoch_cache.clear_and_flush()
@@ -913,8 +748,8 @@ class Log:
             created_ms=self._time_ms(),
             file_suffix=CLEANED_FILE_SUFFIX,
         )
-        for suffix in (LOG_SUFFIX, *_INDEX_SUFFIXES):
-            _unlink(segment.path(suffix))
+        for suffix in SEGMENT_FILES:
+            unlink_if_exists(segment.path(suffix))
         segment.indexes_trusted = True
         segment.log  # noqa: B018 -- create the files now: a cleaning may leave the segment empty
         segment.offset_index  # noqa: B018
@@ -1033,15 +868,3 @@ class Log:
             f"logEndOffset={self._log_end_offset}, highWatermark={self._high_watermark})"
         )
 
-
-def _file_offset(name: str) -> int | None:
-    """The offset a segment, index or snapshot file is named by (its digits before the first dot)."""
-    stem = name.partition(".")[0]
-    return int(stem) if stem.isdigit() else None
-
-
-def _unlink(path: Path) -> None:
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        pass

@@ -18,6 +18,7 @@ from typing import Callable, Iterator
 from odradek.protocol.record_batch import LOG_OVERHEAD, BatchHeader
 from odradek.storage.file_records import FileRecords, FileSlice
 from odradek.storage.indexes import INT32_MAX, NO_TIMESTAMP, CorruptIndexError, OffsetIndex, TimeIndex
+from odradek.storage.log_config import LogConfig
 from odradek.storage.transaction_index import AbortedTxn, read_transaction_index
 
 log = logging.getLogger("odradek.storage")
@@ -29,12 +30,25 @@ TXN_INDEX_SUFFIX = ".txnindex"
 CLEANED_FILE_SUFFIX = ".cleaned"
 SWAP_FILE_SUFFIX = ".swap"
 DELETED_FILE_SUFFIX = ".deleted"
-_SEGMENT_FILES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+SEGMENT_FILES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 def file_name(offset: int, suffix: str) -> str:
     """Kafka names every per-offset file by the offset as 20 zero-padded digits."""
     return f"{offset:020d}{suffix}"
+
+
+def file_offset(name: str) -> int | None:
+    """The offset a segment, index or snapshot file is named by (its digits before the first dot)."""
+    stem = name.partition(".")[0]
+    return int(stem) if stem.isdigit() else None
+
+
+def unlink_if_exists(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
 
 
 class SegmentOverflowError(Exception):
@@ -105,7 +119,7 @@ class LogSegment:
         startup recovery relies on). Open files stay open: readers holding the segment keep reading."""
         if self.file_suffix != old_suffix:
             raise ValueError(f"{self} has suffix {self.file_suffix!r}, not {old_suffix!r}")
-        renames = [(self.path(suffix), self.dir / (file_name(self.base_offset, suffix) + new_suffix)) for suffix in _SEGMENT_FILES]
+        renames = [(self.path(suffix), self.dir / (file_name(self.base_offset, suffix) + new_suffix)) for suffix in SEGMENT_FILES]
         for source, target in renames:
             try:
                 os.rename(source, target)
@@ -471,3 +485,28 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment(baseOffset={self.base_offset}, size={self.size})"
+
+
+def open_segment(dir: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+    """The segment object for files that exist (or are about to): nothing is opened until first use."""
+    return LogSegment(
+        dir,
+        base_offset,
+        index_interval_bytes=config.index_interval_bytes,
+        max_index_size=config.max_index_size,
+        roll_jitter_ms=config.random_segment_jitter(),
+        created_ms=now_ms,
+    )
+
+
+def create_segment(dir: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+    """A new, empty, active segment with its files created, as Kafka does at roll; they are opened (and the
+    indexes preallocated) on first use. Files of an older segment at that offset go first."""
+    for suffix in SEGMENT_FILES:
+        unlink_if_exists(dir / file_name(base_offset, suffix))
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        os.close(os.open(dir / file_name(base_offset, suffix), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644))
+    segment = open_segment(dir, base_offset, config, now_ms)
+    segment.indexes_trusted = True
+    segment.become_active()
+    return segment

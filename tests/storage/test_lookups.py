@@ -9,7 +9,7 @@ import pytest
 
 from odradek.protocol.record_batch import CRC_OFFSET, compute_crc, parse_header
 from odradek.protocol.records import Record, build_batch
-from odradek.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
+from odradek.storage.log import Log
 from odradek.storage.log_config import LogConfig
 
 RECORDS_PER_BATCH = 1000
@@ -55,7 +55,5 @@ def test_timestamp_lookups_find_the_first_record_at_or_after(million):
     assert million.offset_for_timestamp(T_BASE + million.log_end_offset) is None
 
 
-def test_special_timestamps(million):
-    assert million.offset_for_timestamp(EARLIEST_TIMESTAMP) == (-1, 0, 0)
-    assert million.offset_for_timestamp(LATEST_TIMESTAMP) == (-1, 1_000_000, 9)
-    assert million.offset_for_timestamp(MAX_TIMESTAMP) == (T_BASE + 999_999, 999_999, 9)
+def test_the_max_timestamp_lookup_finds_the_first_record_carrying_it(million):
+    assert million.max_timestamp_and_offset() == (T_BASE + 999_999, 999_999, 9)
