@@ -1,0 +1,233 @@
+"""The transaction coordinator's state machine and decisions, without sockets: its transaction log is a list
+that acknowledges or fails each append as told, its marker sender records what it is asked to write."""
+
+from __future__ import annotations
+
+import pytest
+
+from odradek.broker.deferred import Deferred
+from odradek.broker.transaction_coordinator import MarkerResult, TransactionConfig, TransactionCoordinator, TxnMarkerEntry
+from odradek.broker.transaction_log import key_bytes, read_key, read_value, value_bytes
+from odradek.broker.transaction_metadata import IllegalTransitionError, TransactionMetadata, TransactionState
+from odradek.protocol.errors import ErrorCode
+
+S = TransactionState
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+class RecordingLog:
+    """Every append is kept; ``fail_with`` makes the next appends fail with that error."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[int, bytes, bytes | None]] = []
+        self.fail_with: ErrorCode | None = None
+
+    def append(self, partition: int, key: bytes, value: bytes | None) -> Deferred[ErrorCode]:
+        if self.fail_with is not None:
+            return Deferred.completed(self.fail_with)
+        self.records.append((partition, key, value))
+        return Deferred.completed(ErrorCode.NONE)
+
+    def states(self, transactional_id: str) -> list[TransactionState]:
+        return [read_value(transactional_id, v).state for _, k, v in self.records if read_key(k) == transactional_id and v is not None]
+
+
+class HeldMarkers:
+    """Marker writes stay pending until the test answers them."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[TxnMarkerEntry, Deferred[MarkerResult]]] = []
+
+    def send(self, entry: TxnMarkerEntry) -> Deferred[MarkerResult]:
+        out: Deferred[MarkerResult] = Deferred()
+        self.sent.append((entry, out))
+        return out
+
+    def answer_all(self, error: ErrorCode = ErrorCode.NONE) -> None:
+        sent, self.sent = self.sent, []
+        for entry, out in sent:
+            out.complete(MarkerResult({tp: error for tp in entry.partitions}))
+
+
+@pytest.fixture
+def env():
+    clock, log, markers = Clock(), RecordingLog(), HeldMarkers()
+    ids = iter(range(1000, 2000))
+    coordinator = TransactionCoordinator(TransactionConfig(num_partitions=1, transaction_max_timeout_ms=60_000, transactional_id_expiration_ms=100_000), log, markers, lambda: next(ids), clock)
+    coordinator.on_election(0, 5, [])
+    return coordinator, log, markers, clock
+
+
+def init(coordinator, tid="t", timeout=10_000, expected=None):
+    return coordinator.init_producer_id(tid, timeout, expected).value
+
+
+def test_init_gives_epoch_zero_then_bumps_and_fences_the_old_epoch(env):
+    coordinator, log, _, _ = env
+    first = init(coordinator)
+    assert (first.error, first.producer_id, first.producer_epoch) == (ErrorCode.NONE, 1000, 0)
+    second = init(coordinator)
+    assert (second.producer_id, second.producer_epoch) == (1000, 1)
+    assert coordinator.add_partitions("t", 1000, 0, [("a", 0)]).value == ErrorCode.PRODUCER_FENCED
+    assert coordinator.end_transaction("t", 1000, 0, True).value == ErrorCode.PRODUCER_FENCED
+    assert log.states("t") == [S.EMPTY, S.EMPTY]
+
+
+def test_timeout_beyond_the_maximum_and_empty_id_are_refused(env):
+    coordinator = env[0]
+    assert init(coordinator, timeout=60_001).error == ErrorCode.INVALID_TRANSACTION_TIMEOUT
+    assert init(coordinator, timeout=0).error == ErrorCode.INVALID_TRANSACTION_TIMEOUT
+    assert init(coordinator, tid="").error == ErrorCode.INVALID_REQUEST
+
+
+def test_kip360_retry_with_the_previous_epoch_gets_the_same_epoch_and_a_stranger_is_fenced(env):
+    coordinator = env[0]
+    init(coordinator)
+    bumped = init(coordinator, expected=(1000, 0))
+    assert bumped.producer_epoch == 1
+    retried = init(coordinator, expected=(1000, 0))
+    assert (retried.error, retried.producer_epoch) == (ErrorCode.NONE, 1)
+    assert init(coordinator, expected=(999, 3)).error == ErrorCode.PRODUCER_FENCED
+
+
+def test_commit_writes_prepare_then_markers_then_complete(env):
+    coordinator, log, markers, _ = env
+    init(coordinator)
+    assert coordinator.add_partitions("t", 1000, 0, [("a", 0), ("a", 1)]).value == ErrorCode.NONE
+    assert coordinator.add_partitions("t", 1000, 0, [("a", 0)]).value == ErrorCode.NONE  # already in: nothing written
+    assert coordinator.describe("t")["transaction_state"] == "Ongoing"
+    assert coordinator.end_transaction("t", 1000, 0, True).value == ErrorCode.NONE
+    [(entry, _)] = markers.sent
+    assert entry == TxnMarkerEntry(1000, 0, 5, True, frozenset({("a", 0), ("a", 1)}))
+    # While the markers are out, the producer's next moves wait.
+    assert coordinator.add_partitions("t", 1000, 0, [("a", 0)]).value == ErrorCode.CONCURRENT_TRANSACTIONS
+    assert init(coordinator).error == ErrorCode.CONCURRENT_TRANSACTIONS
+    markers.answer_all()
+    assert log.states("t") == [S.EMPTY, S.ONGOING, S.PREPARE_COMMIT, S.COMPLETE_COMMIT]
+    assert coordinator.describe("t")["transaction_state"] == "CompleteCommit"
+    # A retried EndTxn of the finished commit succeeds; an abort of it is an invalid state.
+    assert coordinator.end_transaction("t", 1000, 0, True).value == ErrorCode.NONE
+    assert coordinator.end_transaction("t", 1000, 0, False).value == ErrorCode.INVALID_TXN_STATE
+
+
+def test_retriable_marker_errors_are_retried(env):
+    coordinator, log, markers, clock = env
+    init(coordinator)
+    coordinator.add_partitions("t", 1000, 0, [("a", 0)])
+    coordinator.end_transaction("t", 1000, 0, False)
+    markers.answer_all(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    assert markers.sent == []
+    clock.now += 200
+    coordinator.run_due_timers()
+    assert len(markers.sent) == 1
+    markers.answer_all()
+    assert log.states("t")[-1] == S.COMPLETE_ABORT
+
+
+def test_init_over_an_open_transaction_aborts_it_with_a_bumped_epoch(env):
+    coordinator, log, markers, _ = env
+    init(coordinator)
+    coordinator.add_partitions("t", 1000, 0, [("a", 0)])
+    assert init(coordinator).error == ErrorCode.CONCURRENT_TRANSACTIONS
+    [(entry, _)] = markers.sent
+    assert (entry.commit, entry.producer_epoch) == (False, 1)
+    markers.answer_all()
+    assert log.states("t")[-2:] == [S.PREPARE_ABORT, S.COMPLETE_ABORT]
+    again = init(coordinator)
+    assert (again.error, again.producer_epoch) == (ErrorCode.NONE, 2)
+    # The zombie's commit is fenced.
+    assert coordinator.end_transaction("t", 1000, 0, True).value == ErrorCode.PRODUCER_FENCED
+
+
+def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(env):
+    coordinator, log, markers, clock = env
+    init(coordinator, timeout=1_000)
+    coordinator.add_partitions("t", 1000, 0, [("a", 0)])
+    clock.now += 20_000  # past the timeout and the abort check's interval
+    coordinator.run_due_timers()
+    markers.answer_all()
+    assert log.states("t")[-1] == S.COMPLETE_ABORT
+    assert coordinator.describe("t")["producer_epoch"] == 1
+    assert coordinator.end_transaction("t", 1000, 0, True).value == ErrorCode.PRODUCER_FENCED
+
+
+def test_failed_log_write_leaves_the_state_unchanged(env):
+    coordinator, log, _, _ = env
+    init(coordinator)
+    log.fail_with = ErrorCode.NOT_ENOUGH_REPLICAS
+    assert coordinator.add_partitions("t", 1000, 0, [("a", 0)]).value == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    log.fail_with = None
+    assert coordinator.describe("t")["transaction_state"] == "Empty"
+    assert coordinator.add_partitions("t", 1000, 0, [("a", 0)]).value == ErrorCode.NONE
+
+
+def test_verify_only(env):
+    coordinator = env[0]
+    init(coordinator)
+    coordinator.add_partitions("t", 1000, 0, [("a", 0)])
+    assert coordinator.verify_partitions("t", 1000, 0, [("a", 0), ("a", 1)]) == {("a", 0): ErrorCode.NONE, ("a", 1): ErrorCode.TRANSACTION_ABORTABLE}
+    assert coordinator.verify_partitions("t", 1000, 1, [("a", 0)]) == {("a", 0): ErrorCode.PRODUCER_FENCED}
+    assert coordinator.verify_partitions("u", 1000, 0, [("a", 0)]) == {("a", 0): ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+
+
+def test_list_filters(env):
+    coordinator = env[0]
+    init(coordinator, tid="t")
+    init(coordinator, tid="u")
+    coordinator.add_partitions("u", 1001, 0, [("a", 0)])
+    listed = coordinator.list_transactions(set(), {"Ongoing", "Bogus"})
+    assert [t["transactional_id"] for t in listed["transaction_states"]] == ["u"]
+    assert listed["unknown_state_filters"] == ["Bogus"]
+    assert [t["transactional_id"] for t in coordinator.list_transactions({1000}, set())["transaction_states"]] == ["t"]
+
+
+def test_reload_resumes_a_prepared_commit_and_expiration_tombstones(env):
+    coordinator, log, markers, clock = env
+    init(coordinator)
+    coordinator.add_partitions("t", 1000, 0, [("a", 0)])
+    coordinator.end_transaction("t", 1000, 0, True)
+    markers.sent.clear()  # the coordinator "crashed" before the markers were answered
+    fresh = TransactionCoordinator(TransactionConfig(num_partitions=1, transactional_id_expiration_ms=100_000), log, markers, lambda: 5000, clock)
+    fresh.on_election(0, 6, [(k, v) for _, k, v in log.records])
+    [(entry, _)] = markers.sent
+    assert (entry.coordinator_epoch, entry.commit, entry.partitions) == (6, True, frozenset({("a", 0)}))
+    markers.answer_all()
+    assert fresh.describe("t")["transaction_state"] == "CompleteCommit"
+    clock.now += 100_001
+    fresh.remove_expired_transactional_ids()
+    assert log.records[-1][2] is None
+    assert fresh.describe("t")["error_code"] == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+
+
+def test_not_coordinator_for_unowned_partitions(env):
+    coordinator = env[0]
+    coordinator.on_resignation(0)
+    assert init(coordinator).error == ErrorCode.NOT_COORDINATOR
+
+
+def test_state_machine_refuses_illegal_transitions():
+    metadata = TransactionMetadata("t", 1, 0, 1000, S.EMPTY, 0)
+    with pytest.raises(IllegalTransitionError):
+        metadata.prepare_abort_or_commit(S.PREPARE_COMMIT, 1)
+    target = metadata.prepare_add_partitions(frozenset({("a", 0)}), 1)
+    with pytest.raises(IllegalTransitionError):  # one pending transition at a time
+        metadata.prepare_add_partitions(frozenset({("a", 1)}), 1)
+    metadata.complete_transition_to(target)
+    assert (metadata.state, metadata.partitions, metadata.txn_start_timestamp) == (S.ONGOING, {("a", 0)}, 1)
+
+
+def test_log_value_round_trip_matches_kafka_layout():
+    metadata = TransactionMetadata("t", 7, 3, 60_000, S.ONGOING, 5, txn_start_timestamp=4, partitions={("b", 1), ("a", 2), ("a", 0)})
+    target = metadata.prepare_no_transit()
+    data = value_bytes(target)
+    assert data[:2] == b"\x00\x00"  # value version 0, as a ZooKeeper-mode Kafka 3.9 writes it
+    back = read_value("t", data)
+    assert (back.producer_id, back.producer_epoch, back.state, back.partitions, back.txn_start_timestamp) == (7, 3, S.ONGOING, {("a", 0), ("a", 2), ("b", 1)}, 4)
+    assert key_bytes("t") == b"\x00\x00\x00\x01t"
