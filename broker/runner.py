@@ -24,7 +24,7 @@ import anyio
 
 from odradek.broker.config import BrokerConfig, Listener
 from odradek.broker.kafka_server import KafkaServer
-from odradek.broker.socket_server import open_listeners, serve
+from odradek.broker.socket_server import BoundListener, open_listeners, serve
 from odradek.storage.config_types import ConfigError
 from odradek.storage.log_manager import InconsistentBrokerIdError, InconsistentClusterIdError
 
@@ -107,14 +107,15 @@ def process_uptime_s() -> float:
     return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
 
 
-def _start(config: BrokerConfig) -> tuple[list[socket.socket], KafkaServer, tuple[str, int]]:
+def _start(config: BrokerConfig) -> tuple[list[BoundListener], KafkaServer, tuple[str, int]]:
     """Everything that may refuse to start, each failure turned into its one line."""
-    listener_security_protocols(config)
+    protocols = listener_security_protocols(config)
     _check_log_dirs(config.log_dirs)
     try:
-        socks = open_listeners(config)
+        listeners = open_listeners(config, protocols)
     except OSError as exc:
         raise _bind_failure(config.listeners, exc) from exc
+    socks = [l.sock for l in listeners]
     try:
         server = KafkaServer(config)
         host, port = advertised(config, socks)
@@ -130,7 +131,7 @@ def _start(config: BrokerConfig) -> tuple[list[socket.socket], KafkaServer, tupl
             # exception; ``--log-level DEBUG`` shows where it came from.
             raise StartupError(f"{type(exc).__name__}: {exc}") from exc
         raise
-    return socks, server, (host, port)
+    return listeners, server, (host, port)
 
 
 def _start_metrics(server: KafkaServer, socks: list[socket.socket]) -> None:
@@ -178,12 +179,13 @@ async def run(config: BrokerConfig, *, handle_signals: bool = True, on_started: 
     """Serve until a signal (or ``stop_event``). ``launched_at`` (``time.monotonic()`` clock) is when the
     wait for this broker began, for the banner: the process's start for ``odradek serve``."""
     started = time.monotonic() if launched_at is None else launched_at
-    socks, server, (host, port) = _start(config)
+    bound, server, (host, port) = _start(config)
+    socks = [l.sock for l in bound]
     listeners = ", ".join(f"{l.name}://{bound_address(s)[0]}:{bound_address(s)[1]}" for l, s in zip(config.listeners, socks))
     try:
         _start_metrics(server, socks)
         async with anyio.create_task_group() as tg:
-            await tg.start(serve, server, socks)
+            await tg.start(serve, server, bound)
             tg.start_soon(_periodic, server)
             await tg.start(server.coordinators["group"].run)
             if server.metrics is not None:

@@ -1,10 +1,11 @@
-"""The network shell: accept connections, cut frames, dispatch, send answers in order.
+"""The network shell: accept connections, move their bytes, dispatch, send answers in order.
 
-Only bytes move here. Each connection has a reader that takes whatever the socket holds (large reads into
-the receive buffer the event loop's connections share, framed by hand: several times faster than exact-size
-reads through stream wrappers), decodes each request and calls its handler at once, so requests take effect
-in arrival order; and, while answers are queued, a writer that sends them in the same order, awaiting those
-that wait (long polls, acks=all) — Kafka's pipelining with in-order responses. Record data in fetch
+Only bytes move here; what they mean is the sans-IO :class:`KafkaConnection`'s (broker/connection.py). Each
+connection has a reader that takes whatever the socket holds (large reads into the receive buffer the event
+loop's connections share: several times faster than exact-size reads through stream wrappers), hands it to
+its ``KafkaConnection`` and calls the handler of each request that comes out at once, so requests take
+effect in arrival order; and, while answers are queued, a writer that sends them in the same order,
+awaiting those that wait (long polls, acks=all) — Kafka's pipelining with in-order responses. Record data in fetch
 responses goes from the segment file to the socket with ``os.sendfile``. Sockets are used directly
 (non-blocking, with anyio's readiness waits) so that sendfile and ordinary sends share one socket without a
 transport buffering in between. docs/performance.md has what a connection costs.
@@ -12,9 +13,9 @@ transport buffering in between. docs/performance.md has what a connection costs.
 
 from __future__ import annotations
 
-import collections
 import errno
 import inspect
+import itertools
 import logging
 import os
 import socket
@@ -26,13 +27,13 @@ import anyio
 from anyio.abc import TaskGroup
 
 from odradek.broker.config import BrokerConfig
-from odradek.broker.framing import RECEIVE_BUFFER_SIZE, FrameReader, FrameTooLarge
+from odradek.broker.connection import AnswerReady, Endpoint, Event, KafkaConnection, RequestReceived
+from odradek.broker.framing import RECEIVE_BUFFER_SIZE
 from odradek.broker.kafka_apis import CLOSE_CONNECTION, HANDLERS, error_response, unsupported_api_versions_response
 from odradek.broker.kafka_server import KafkaServer
 from odradek.broker.memory_pool import MemoryPool, Unbounded, memory_pool
-from odradek.protocol.api import ApiKey, UnknownApiKey, UnsupportedApiVersion, decode_request, encode_response
+from odradek.protocol.api import Request, encode_response
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.schema import DecodeError
 
 log = logging.getLogger("odradek.network")
 
@@ -70,26 +71,32 @@ class Network:
 
 
 class Connection:
-    """One client connection: requests are handled in arrival order as they are read, answers are sent in the
-    same order (Kafka's pipelining with in-order responses).
+    """The socket shell of one client connection: reads into its :class:`KafkaConnection`, calls the handler
+    of each request it decodes at once (so requests take effect in arrival order), and writes the answers it
+    queues in the same order (Kafka's pipelining with in-order responses).
 
     An idle connection is only its socket, its unfinished request bytes and one task waiting for the socket to
     be readable: the writer task runs only while answers are queued, and idle expiry is one task for all
     connections, so that thousands of connections cost a few kilobytes each.
     """
 
-    __slots__ = ("server", "network", "sock", "peer_host", "peer", "pool", "reader", "outbox", "max_queued", "room", "reading", "writing", "closed", "last_active")
+    __slots__ = ("server", "network", "sock", "peer", "protocol", "room", "reading", "writing", "closed", "last_active")
 
-    def __init__(self, server: KafkaServer, network: Network, sock: socket.socket, peer_host: str, peer_port: int) -> None:
+    def __init__(self, server: KafkaServer, network: Network, sock: socket.socket, endpoint: Endpoint, index: int) -> None:
         self.server = server
         self.network = network
         self.sock = sock
-        self.peer_host = peer_host
-        self.peer = f"{peer_host}:{peer_port}"
-        self.pool = network.pool
-        self.reader = FrameReader(server.config["socket.request.max.bytes"], network.receive_buffer, network.pool)
-        self.outbox: collections.deque[tuple[Any, Any]] = collections.deque()
-        self.max_queued: int = server.config["queued.max.requests"]
+        self.peer = f"{endpoint.peer_host}:{endpoint.peer_port}"
+        self.protocol = KafkaConnection(
+            endpoint,
+            index,
+            HANDLERS,
+            unsupported_api_versions_response,
+            max_request_size=server.config["socket.request.max.bytes"],
+            max_queued=server.config["queued.max.requests"],
+            receive_buffer=network.receive_buffer,
+            pool=network.pool,
+        )
         self.room: anyio.Event | None = None  # set when the writer takes answers from a full outbox
         self.reading = True
         self.writing = False
@@ -108,7 +115,7 @@ class Connection:
         finally:
             self.reading = False
             self.network.connections.discard(self)
-            self.reader.close()
+            self.protocol.close()
             if not self.writing:  # else the writer sends what is queued, then closes
                 self.sock.close()
 
@@ -126,74 +133,59 @@ class Connection:
 
     async def _read_loop(self) -> None:
         sock = self.sock
-        reader = self.reader
-        pool = self.pool
+        protocol = self.protocol
+        pool = self.network.pool
         while True:
-            if pool.exhausted and not reader.in_frame:
+            if pool.exhausted and not protocol.reading_frame:
                 await pool.wait_available()  # Kafka mutes the channel until the pool has memory again
             try:
-                n = sock.recv_into(reader.buffer())
+                n = sock.recv_into(protocol.buffer())
             except BlockingIOError:
                 await anyio.wait_readable(sock)
                 continue
             if not n or self.closed:
                 return
             self.last_active = time.monotonic()
+            events = protocol.received(n)
+            charged = [getattr(event, "size", 0) for event in events]  # released as each is handled
             try:
-                frames = reader.received(n)
-            except FrameTooLarge as exc:
-                log.warning("Closing connection from %s: %s", self.peer, exc)
-                return
-            charged = [len(frame) for frame in frames]  # released as each is handled, as Kafka's handlers do
-            try:
-                for frame in frames:
-                    keep_open = await self._dispatch(frame)
-                    pool.release(charged.pop(0))
+                for event in events:
+                    keep_open = await self._handle(event)
+                    protocol.release(charged.pop(0))
                     if not keep_open:
                         return
             finally:
-                pool.release(sum(charged))
+                protocol.release(sum(charged))
+
+    async def _handle(self, event: Event) -> bool:
+        """Act on one event of the connection; False closes it."""
+        if isinstance(event, RequestReceived):
+            return await self._dispatch(event.request)
+        if isinstance(event, AnswerReady):
+            await self._send(event.data, None)
+            return True
+        log.warning("Closing connection from %s: %s", self.peer, event.reason)
+        return False
 
     async def _send(self, request: Any, result: Any) -> None:
         """Queue an answer (at most queued.max.requests: reading waits beyond) and start the writer if idle."""
-        while len(self.outbox) >= self.max_queued and not self.closed:
+        protocol = self.protocol
+        while protocol.outbox_full and not self.closed:
             if self.room is None:
                 self.room = anyio.Event()
             await self.room.wait()
         if self.closed:
             raise ConnectionClosed
-        self.outbox.append((request, result))
+        protocol.queue(request, result)
         if not self.writing:
             self.writing = True
             self.network.tg.start_soon(self._write_loop)
 
-    async def _dispatch(self, frame: bytearray) -> bool:
-        """Decode and handle one request; False closes the connection."""
-        try:
-            request = decode_request(frame)
-        except UnsupportedApiVersion as exc:
-            if exc.api_key == ApiKey.ApiVersions:
-                await self._send(unsupported_api_versions_response(exc.correlation_id), None)
-                return True
-            log.warning("Closing connection from %s: %s", self.peer, exc)
-            return False
-        except UnknownApiKey as exc:
-            log.warning("Closing connection from %s: %s", self.peer, exc)
-            return False
-        except DecodeError as exc:
-            log.warning("Closing connection from %s: malformed request: %s", self.peer, exc)
-            return False
-        request.client_address = self.peer_host
+    async def _dispatch(self, request: Request) -> bool:
+        """Handle one request; False closes the connection."""
         header = request.header
-        handler = HANDLERS.get(header.api_key)
-        if handler is None or not handler.min_version <= header.api_version <= handler.max_version:
-            if header.api_key == ApiKey.ApiVersions:
-                await self._send(unsupported_api_versions_response(header.correlation_id), None)
-                return True
-            log.warning("Closing connection from %s: unsupported %s v%d", self.peer, request.api.name, header.api_version)
-            return False
         try:
-            result = handler.handle(self.server, request)
+            result = HANDLERS[header.api_key].handle(self.server, request)
         except Exception:
             log.exception("Error handling %s v%d from %s (client %s)", request.api.name, header.api_version, self.peer, header.client_id)
             result = error_response(request, ErrorCode.UNKNOWN_SERVER_ERROR)
@@ -212,9 +204,8 @@ class Connection:
         """Answers in request order, until none is queued. Answers already complete when the writer gets to them
         go out together in one ``sendmsg`` (writev): pipelined small requests cost one syscall per batch."""
         try:
-            while self.outbox and not self.closed:
-                batch = list(self.outbox)
-                self.outbox.clear()
+            while self.protocol.outbox and not self.closed:
+                batch = self.protocol.take_answers()
                 if self.room is not None:
                     self.room.set()
                     self.room = None
@@ -228,10 +219,9 @@ class Connection:
         finally:
             self.writing = False
             if self.closed:
-                for _, result in self.outbox:
+                for _, result in self.protocol.take_answers():
                     if inspect.iscoroutine(result):
                         result.close()
-                self.outbox.clear()
             if not self.reading:
                 self.sock.close()
 
@@ -314,13 +304,24 @@ class Connection:
             remaining -= sent
 
 
-async def serve(server: KafkaServer, listen_socks: list[socket.socket], task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-    """Accept connections on the listening sockets until cancelled."""
+@dataclass(frozen=True)
+class BoundListener:
+    """A listening socket and what its connections speak."""
 
-    async def accept_loop(lsock: socket.socket, network: Network) -> None:
+    name: str
+    security_protocol: str
+    sock: socket.socket
+
+
+async def serve(server: KafkaServer, listeners: list[BoundListener], task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+    """Accept connections on the listening sockets until cancelled."""
+    indexes = itertools.count()
+
+    async def accept_loop(listener: BoundListener, network: Network) -> None:
         """Accept every connection the listen queue holds at each wake-up, as Kafka's Acceptor does: one
         accept per readiness wait lets a burst of connects overflow the queue (the kernel drops the SYN and
         the client retries a second later)."""
+        lsock = listener.sock
         while True:
             await anyio.wait_readable(lsock)
             while True:
@@ -337,14 +338,20 @@ async def serve(server: KafkaServer, listen_socks: list[socket.socket], task_sta
                 sock.setblocking(False)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 _set_buffers(server, sock)
-                network.tg.start_soon(Connection(server, network, sock, addr[0], addr[1]).run)
+                try:
+                    local = sock.getsockname()
+                except OSError:  # reset before we got to it
+                    sock.close()
+                    continue
+                endpoint = Endpoint(listener.name, listener.security_protocol, local[0], local[1], addr[0], addr[1])
+                network.tg.start_soon(Connection(server, network, sock, endpoint, next(indexes)).run)
 
     async with anyio.create_task_group() as tg:
         network = Network(server.config, tg, bytearray(RECEIVE_BUFFER_SIZE), memory_pool(server.config["queued.max.request.bytes"]))
         server.background = tg
         tg.start_soon(network.expire_idle_connections)
-        for lsock in listen_socks:
-            tg.start_soon(accept_loop, lsock, network)
+        for listener in listeners:
+            tg.start_soon(accept_loop, listener, network)
         task_status.started()
 
 
@@ -356,16 +363,22 @@ def _set_buffers(server: KafkaServer, sock: socket.socket) -> None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, recv)
 
 
-def open_listeners(config: BrokerConfig) -> list[socket.socket]:
-    socks = []
+def open_listeners(config: BrokerConfig, security_protocols: dict[str, str]) -> list[BoundListener]:
+    """Bind every listener; ``security_protocols`` maps listener names to their protocols."""
+    bound: list[BoundListener] = []
     backlog = config["socket.listen.backlog.size"]
-    for listener in config.listeners:
-        host = listener.host or "0.0.0.0"
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, listener.port))
-        sock.listen(backlog)  # Kafka binds with socket.listen.backlog.size as it is (the OS caps it at somaxconn)
-        sock.setblocking(False)
-        socks.append(sock)
-    return socks
+    try:
+        for listener in config.listeners:
+            host = listener.host or "0.0.0.0"
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            bound.append(BoundListener(listener.name, security_protocols[listener.name], sock))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, listener.port))
+            sock.listen(backlog)  # Kafka binds with socket.listen.backlog.size as it is (the OS caps it at somaxconn)
+            sock.setblocking(False)
+    except OSError:
+        for b in bound:
+            b.sock.close()
+        raise
+    return bound

@@ -1,0 +1,214 @@
+"""One client connection's protocol state, sans-IO (in the spirit of h11's ``Connection``).
+
+Bytes go in (``buffer()``/``received(n)``, or ``feed(data)``), events come out in arrival order: a decoded
+request with its :class:`RequestContext` for the handlers, an answer the connection makes itself (the
+KIP-511 ApiVersions fallback), or the end of the connection with its reason. Answers wait in ``outbox`` in
+request order, at most ``queued.max.requests`` of them (the shell stops reading beyond); each request's bytes
+stay charged to the memory pool (``queued.max.request.bytes``) until the shell releases them once handled.
+No socket, no event loop: the shell (``socket_server.py``) moves the bytes, and tests feed them directly.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import logging
+from dataclasses import dataclass
+from typing import Any, Mapping, Protocol
+
+from odradek.broker.framing import FrameReader, FrameTooLarge
+from odradek.broker.memory_pool import MemoryPool, Unbounded
+from odradek.broker.request_context import ANONYMOUS, UNKNOWN_CLIENT, ClientInformation, KafkaPrincipal, RequestContext
+from odradek.protocol.api import ApiKey, Request, UnknownApiKey, UnsupportedApiVersion, decode_request
+from odradek.protocol.schema import DecodeError
+
+log = logging.getLogger("odradek.network")
+
+
+class VersionRange(Protocol):
+    min_version: int
+    max_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """The listener a connection came through, and the two ends of its socket."""
+
+    listener_name: str
+    security_protocol: str
+    local_host: str
+    local_port: int
+    peer_host: str
+    peer_port: int
+
+
+class ConnectionState(enum.Enum):
+    READY = "ready"
+    """Requests are decoded and handed to the handlers."""
+    CLOSED = "closed"
+    """A protocol violation or the shell ended it: nothing more is read."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestReceived:
+    """A request for the handlers. ``size`` bytes stay charged to the memory pool until ``release``."""
+
+    request: Request
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerReady:
+    """An answer the connection made itself (already a size-prefixed frame), to queue in order."""
+
+    data: bytes
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionEnded:
+    """Close after what is queued is sent; ``reason`` is for the log."""
+
+    reason: str
+
+
+Event = RequestReceived | AnswerReady | ConnectionEnded
+
+
+class KafkaConnection:
+    """The protocol side of one connection (Kafka's ``KafkaChannel`` without its transport)."""
+
+    __slots__ = ("endpoint", "connection_id", "served", "reader", "pool", "outbox", "max_queued", "state", "principal", "client_information", "_fallback")
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        index: int,
+        served: Mapping[int, VersionRange],
+        fallback: Any,
+        *,
+        max_request_size: int,
+        max_queued: int,
+        receive_buffer: bytearray | None = None,
+        pool: MemoryPool | Unbounded,
+    ) -> None:
+        """``served`` maps API keys to the versions the handlers serve; ``fallback(correlation_id)`` is the
+        KIP-511 answer to an ApiVersions request at a version we do not serve."""
+        self.endpoint = endpoint
+        self.connection_id = f"{endpoint.local_host}:{endpoint.local_port}-{endpoint.peer_host}:{endpoint.peer_port}-{index}"
+        self.served = served
+        self._fallback = fallback
+        self.pool = pool
+        self.reader = FrameReader(max_request_size, receive_buffer, pool)
+        self.outbox: collections.deque[tuple[Any, Any]] = collections.deque()
+        """(request, its result) in request order; an answer made here is (its frame, None)."""
+        self.max_queued = max_queued
+        self.state = ConnectionState.READY
+        self.principal: KafkaPrincipal = ANONYMOUS
+        self.client_information: ClientInformation = UNKNOWN_CLIENT
+
+    # -- bytes in --------------------------------------------------------------------------------------------
+
+    @property
+    def reading_frame(self) -> bool:
+        """A request's size was read and charged: reading it on needs no more of the pool."""
+        return self.reader.in_frame
+
+    def buffer(self) -> memoryview:
+        """Where the next received bytes go (``socket.recv_into``), then call ``received`` at once."""
+        return self.reader.buffer()
+
+    def received(self, n: int) -> list[Event]:
+        if self.state is ConnectionState.CLOSED:
+            return []
+        try:
+            frames = self.reader.received(n)
+        except FrameTooLarge as exc:
+            return [self._end(str(exc))]
+        return self._events(frames)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Event]:
+        """Bytes received elsewhere (a TLS layer, tests)."""
+        if self.state is ConnectionState.CLOSED:
+            return []
+        try:
+            frames = self.reader.feed(data)
+        except FrameTooLarge as exc:
+            return [self._end(str(exc))]
+        return self._events(frames)
+
+    def release(self, size: int) -> None:
+        """A request's bytes are no longer needed (its handler returned)."""
+        self.pool.release(size)
+
+    def close(self) -> None:
+        """The connection is gone: what an unfinished request holds of the pool goes back."""
+        self.state = ConnectionState.CLOSED
+        self.reader.close()
+
+    # -- answers out -----------------------------------------------------------------------------------------
+
+    @property
+    def outbox_full(self) -> bool:
+        return len(self.outbox) >= self.max_queued
+
+    def queue(self, request: Any, result: Any) -> None:
+        self.outbox.append((request, result))
+
+    def take_answers(self) -> list[tuple[Any, Any]]:
+        batch = list(self.outbox)
+        self.outbox.clear()
+        return batch
+
+    # -- decoding --------------------------------------------------------------------------------------------
+
+    def _events(self, frames: list[bytearray]) -> list[Event]:
+        events: list[Event] = []
+        for i, frame in enumerate(frames):
+            event = self._decode(frame)
+            events.append(event)
+            if isinstance(event, ConnectionEnded):
+                for rest in frames[i:]:
+                    self.pool.release(len(rest))
+                break
+        return events
+
+    def _decode(self, frame: bytearray) -> Event:
+        size = len(frame)
+        try:
+            request = decode_request(frame)
+        except UnsupportedApiVersion as exc:
+            if exc.api_key == ApiKey.ApiVersions:
+                return AnswerReady(self._fallback(exc.correlation_id), size)
+            return self._end(str(exc))
+        except UnknownApiKey as exc:
+            return self._end(str(exc))
+        except DecodeError as exc:
+            return self._end(f"malformed request: {exc}")
+        header = request.header
+        served = self.served.get(header.api_key)
+        if served is None or not served.min_version <= header.api_version <= served.max_version:
+            if header.api_key == ApiKey.ApiVersions:
+                return AnswerReady(self._fallback(header.correlation_id), size)
+            return self._end(f"unsupported {request.api.name} v{header.api_version}")
+        if header.api_key == ApiKey.ApiVersions and header.api_version >= 3:
+            client = ClientInformation(request.body.client_software_name, request.body.client_software_version)
+            if client.is_valid():
+                self.client_information = client
+        endpoint = self.endpoint
+        request.client_address = endpoint.peer_host
+        request.context = RequestContext(
+            header,
+            self.connection_id,
+            endpoint.peer_host,
+            endpoint.peer_port,
+            endpoint.listener_name,
+            endpoint.security_protocol,
+            self.principal,
+            self.client_information,
+        )
+        return RequestReceived(request, size)
+
+    def _end(self, reason: str) -> ConnectionEnded:
+        self.state = ConnectionState.CLOSED
+        return ConnectionEnded(reason)

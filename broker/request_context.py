@@ -1,0 +1,65 @@
+"""Who sent a request, and how: Kafka's ``RequestContext`` and ``KafkaPrincipal``.
+
+The connection builds one context per request and sets it as ``request.context`` before the handler runs,
+so that handlers (and the authorizer) ask the request, never the socket, who the client is: its principal,
+the listener it came through and that listener's security protocol, its address, and the software it named
+in ApiVersions (KIP-511).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from odradek.protocol.api import RequestHeader
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaPrincipal:
+    """Kafka's principal: a type and a name, written ``type:name`` (``User:alice``) as ACLs name it."""
+
+    principal_type: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.principal_type}:{self.name}"
+
+    @classmethod
+    def user(cls, name: str) -> "KafkaPrincipal":
+        return cls(USER_TYPE, name)
+
+
+USER_TYPE = "User"
+ANONYMOUS = KafkaPrincipal(USER_TYPE, "ANONYMOUS")
+"""Kafka's principal of an unauthenticated client (PLAINTEXT listeners, TLS without a client certificate)."""
+
+
+_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+
+
+@dataclass(frozen=True, slots=True)
+class ClientInformation:
+    """What the client said it is in ApiVersions v3+ (``unknown`` until then, as in Kafka)."""
+
+    software_name: str = "unknown"
+    software_version: str = "unknown"
+
+    def is_valid(self) -> bool:
+        """Kafka's ApiVersionsRequest check: letters, digits, '-' and '.', starting and ending alphanumeric."""
+        return bool(_SOFTWARE.match(self.software_name) and _SOFTWARE.match(self.software_version))
+
+
+UNKNOWN_CLIENT = ClientInformation()
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    header: RequestHeader
+    connection_id: str
+    """Kafka's ``local-address:port-remote-address:port-index``, unique among the open connections."""
+    client_address: str
+    client_port: int
+    listener_name: str
+    security_protocol: str
+    principal: KafkaPrincipal = ANONYMOUS
+    client_information: ClientInformation = UNKNOWN_CLIENT
