@@ -1,0 +1,1 @@
+"""The coordinator runtime (:mod:`.runtime`) and the partitions it writes to and loads from (:mod:`.partitions`)."""

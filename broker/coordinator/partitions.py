@@ -1,0 +1,75 @@
+"""A coordinator topic's partitions through the replica manager: what the coordinator runtime writes
+with and loads from.
+
+Appends go to the partition as its leader with acks=all semantics: the Deferred completes when the high
+watermark passes the batch, or with REQUEST_TIMED_OUT after the commit timeout
+(``offsets.commit.timeout.ms``); an append the partition refuses completes with its error. Loading reads
+the partition ``load_buffer_size`` bytes at a time (``offsets.load.buffer.size``), batch by batch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Awaitable, Callable, Iterator
+
+from odradek.broker.coordinator.runtime import AppendResult, LoadedBatch
+from odradek.broker.deferred import Deferred
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.record_batch import iter_batch_positions, read_batch_header
+from odradek.protocol.records import ControlRecordType, iter_records_unchecked, parse_control_record_type
+
+if TYPE_CHECKING:
+    from odradek.broker.replica_manager import ReplicaManager
+
+Spawn = Callable[[Callable[[], Awaitable[None]]], None]
+
+
+class ReplicaManagerPartitions:
+    def __init__(self, replica_manager: "ReplicaManager", topic: str, *, commit_timeout_ms: int, load_buffer_size: int, spawn: Spawn) -> None:
+        self.replica_manager = replica_manager
+        self.topic = topic
+        self.commit_timeout_s = commit_timeout_ms / 1000
+        self.load_buffer_size = load_buffer_size
+        self.spawn = spawn
+        """Starts the waits for the high watermark on the event loop."""
+
+    def append(self, partition: int, batch: bytearray) -> Deferred[AppendResult]:
+        out: Deferred[AppendResult] = Deferred()
+        try:
+            target = self.replica_manager.leader_partition(self.topic, partition)
+            info = target.append_as_leader(batch, -1, None, target.log.config.min_insync_replicas)
+        except KafkaError as exc:
+            out.complete(AppendResult(exc.code))
+            return out
+        if target.high_watermark > info.last_offset:
+            out.complete(AppendResult(ErrorCode.NONE, info.first_offset))
+            return out
+
+        async def await_replicas() -> None:
+            replicated = await self.replica_manager.wait_for_high_watermark(target, info.last_offset + 1, self.commit_timeout_s)
+            out.complete(AppendResult(ErrorCode.NONE if replicated else ErrorCode.REQUEST_TIMED_OUT, info.first_offset))
+
+        self.spawn(await_replicas)
+        return out
+
+    def load(self, partition: int) -> Iterator[LoadedBatch]:
+        """Every batch of the partition, from its log start to its end."""
+        partition_log = self.replica_manager.get_partition(self.topic, partition).log
+        offset = partition_log.log_start_offset
+        end = partition_log.log_end_offset
+        while offset < end:
+            data = partition_log.read(offset, self.load_buffer_size, end, True).read()
+            if not data:
+                break
+            for position, base_offset, _ in iter_batch_positions(data):
+                header = read_batch_header(data, position)
+                offset = header.last_offset + 1
+                records = [(r.key, r.value) for r in iter_records_unchecked(data, position, header)]
+                commit = None
+                if header.is_control:
+                    if not records:
+                        continue
+                    marker = parse_control_record_type(records[0][0])
+                    if marker not in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+                        continue
+                    commit, records = marker is ControlRecordType.COMMIT, []
+                yield LoadedBatch(base_offset, header.producer_id, header.producer_epoch, header.is_transactional, records, commit)
