@@ -1,0 +1,344 @@
+"""A broker's ZooKeeper session, doing what Kafka 3.9's ``KafkaZkClient`` does with it (over kazoo).
+
+Everything here is a blocking ZooKeeper round trip: it runs on the controller's own thread or a worker
+thread, never on the broker's event loop. Writes that race with other brokers are conditional on the znode
+version Kafka would expect (``zkVersion``), and what Kafka creates with data null is created with data null
+(kazoo passes ``None`` through), so a Kafka broker reading the same ZooKeeper finds what it would have
+written itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.protocol.states import ZnodeStat
+
+from odradek.controller import zk_data as zd
+
+log = logging.getLogger(__name__)
+
+INITIAL_CONTROLLER_EPOCH = 0
+"""``KafkaController.InitialControllerEpoch``: what ``/controller_epoch`` holds before the first election."""
+UNKNOWN_VERSION = -2
+"""``ZkVersion.UnknownVersion``: the version of a znode that does not exist."""
+DEFAULT_SESSION_TIMEOUT_S = 18.0
+"""``zookeeper.session.timeout.ms`` default."""
+
+
+class ControllerMovedError(Exception):
+    """Another broker won the election (or the epoch moved) while this one was registering."""
+
+
+class InconsistentClusterIdError(Exception):
+    """``/cluster/id`` and a log directory's ``meta.properties`` name different clusters (Kafka refuses to start)."""
+
+
+def split_connect(connect: str) -> tuple[str, str]:
+    """``host:port,host:port/chroot`` into the hosts and the chroot ("" for none), as ``zookeeper.connect``."""
+    slash = connect.find("/")
+    if slash < 0:
+        return connect, ""
+    return connect[:slash], connect[slash:].rstrip("/")
+
+
+class ZkClient:
+    """One ZooKeeper session under the chroot of ``zookeeper.connect``."""
+
+    def __init__(self, connect: str, *, session_timeout_s: float = DEFAULT_SESSION_TIMEOUT_S, connect_timeout_s: float = 18.0) -> None:
+        hosts, chroot = split_connect(connect)
+        if chroot:
+            self._create_chroot(hosts, chroot, connect_timeout_s)
+        self.kazoo = KazooClient(hosts=hosts + chroot, timeout=session_timeout_s)
+        self._new_session_handlers: list[Callable[[], None]] = []
+        self._lost = False
+        self.kazoo.add_listener(self._on_state)
+        self.kazoo.start(timeout=connect_timeout_s)
+
+    @staticmethod
+    def _create_chroot(hosts: str, chroot: str, timeout_s: float) -> None:
+        """Kafka creates a missing chroot before connecting under it (``KafkaServer.initZkClient``)."""
+        root = KazooClient(hosts=hosts)
+        root.start(timeout=timeout_s)
+        try:
+            _create_recursive(root, chroot, None)
+        finally:
+            root.stop()
+            root.close()
+
+    def close(self) -> None:
+        self.kazoo.stop()
+        self.kazoo.close()
+
+    # -- sessions ---------------------------------------------------------------------------------------
+
+    @property
+    def session_id(self) -> int:
+        return self.kazoo.client_id[0] if self.kazoo.client_id else 0
+
+    def on_new_session(self, handler: Callable[[], None]) -> None:
+        """Call ``handler`` (on a kazoo worker) each time a session replaces an expired one: ephemeral
+        znodes (the broker's registration, ``/controller``) died with the old session and must be made again."""
+        self._new_session_handlers.append(handler)
+
+    def _on_state(self, state: str) -> None:
+        if state == KazooState.LOST:
+            self._lost = True
+        elif state == KazooState.CONNECTED and self._lost:
+            self._lost = False
+            for handler in self._new_session_handlers:
+                self.kazoo.handler.spawn(handler)
+
+    # -- generic ----------------------------------------------------------------------------------------
+
+    def create_recursive(self, path: str, data: bytes | None, *, ephemeral: bool = False, sequence: bool = False, exist_ok: bool = True) -> str:
+        return _create_recursive(self.kazoo, path, data, ephemeral=ephemeral, sequence=sequence, exist_ok=exist_ok)
+
+    def get_data_and_version(self, path: str) -> tuple[bytes | None, int]:
+        try:
+            data, stat = self.kazoo.get(path)
+        except NoNodeError:
+            return None, UNKNOWN_VERSION
+        return data, stat.version
+
+    def conditional_update(self, path: str, data: bytes, expected_version: int) -> tuple[bool, int]:
+        """Kafka's ``conditionalUpdatePath``: (True, new version), or (False, UNKNOWN_VERSION) when the znode
+        moved on (or is gone)."""
+        try:
+            return True, self.kazoo.set(path, data, version=expected_version).version
+        except (BadVersionError, NoNodeError):
+            return False, UNKNOWN_VERSION
+
+    def create_top_level_paths(self) -> None:
+        for path in zd.PERSISTENT_PATHS:
+            self.create_recursive(path, None)
+
+    # -- cluster id ---------------------------------------------------------------------------------------
+
+    def create_or_get_cluster_id(self, proposed: str) -> str:
+        try:
+            _create_recursive(self.kazoo, zd.CLUSTER_ID, zd.encode_cluster_id(proposed), exist_ok=False)
+            return proposed
+        except NodeExistsError:
+            data, _ = self.kazoo.get(zd.CLUSTER_ID)
+            return zd.decode_cluster_id(data)
+
+    def cluster_id_for(self, meta_properties_cluster_id: str | None, proposed: str) -> str:
+        """The cluster id this broker runs with: ``/cluster/id`` (made from ``proposed`` if absent), which a
+        log directory's ``meta.properties`` must agree with."""
+        cluster_id = self.create_or_get_cluster_id(meta_properties_cluster_id or proposed)
+        if meta_properties_cluster_id is not None and meta_properties_cluster_id != cluster_id:
+            raise InconsistentClusterIdError(
+                f"The Cluster ID {cluster_id} doesn't match stored clusterId Some({meta_properties_cluster_id}) in meta.properties. "
+                "The broker is trying to join the wrong cluster. Configured zookeeper.connect may be wrong."
+            )
+        return cluster_id
+
+    # -- broker registration ------------------------------------------------------------------------------
+
+    def register_broker(self, registration: zd.BrokerRegistration) -> int:
+        """Create ``/brokers/ids/<id>`` (ephemeral; created empty then set, as Kafka's ``CheckedEphemeral``) and
+        answer the broker epoch (its czxid). A znode of this session already there is ours; another
+        session's means the id is taken (NodeExistsError)."""
+        path = zd.broker_path(registration.broker_id)
+        return self._checked_ephemeral(path, registration.encode()).czxid
+
+    def keep_registered(self, registration: zd.BrokerRegistration, on_registered: Callable[[int], None] = lambda epoch: None) -> int:
+        """Register now and again in every session that replaces an expired one (Kafka's
+        ``afterInitializingSession``); ``on_registered`` hears each new broker epoch."""
+
+        def register_again() -> None:
+            try:
+                on_registered(self.register_broker(registration))
+            except Exception:
+                log.exception("re-registering broker %d after a new ZooKeeper session failed", registration.broker_id)
+
+        self.on_new_session(register_again)
+        epoch = self.register_broker(registration)
+        on_registered(epoch)
+        return epoch
+
+    def _checked_ephemeral(self, path: str, data: bytes) -> ZnodeStat:
+        tx = self.kazoo.transaction()
+        tx.create(path, b"", ephemeral=True)  # Kafka's null; set at once below, so never seen
+        tx.set_data(path, data, version=0)
+        results = tx.commit()
+        if not any(isinstance(r, Exception) for r in results):
+            return results[1]
+        if isinstance(results[0], NodeExistsError):
+            _, stat = self.kazoo.get(path)
+            if stat.ephemeralOwner == self.session_id:
+                return stat
+            raise NodeExistsError(path)
+        raise next(r for r in results if isinstance(r, Exception) and not _rolled_back(r))
+
+    def broker_registrations(self) -> dict[int, zd.BrokerRegistration]:
+        found = {}
+        for child in self.kazoo.get_children(zd.BROKER_IDS):
+            try:
+                data, _ = self.kazoo.get(zd.broker_path(int(child)))
+            except NoNodeError:
+                continue
+            found[int(child)] = zd.BrokerRegistration.decode(int(child), data)
+        return found
+
+    # -- controller -------------------------------------------------------------------------------------
+
+    def controller_id(self) -> int | None:
+        data, _ = self.get_data_and_version(zd.CONTROLLER)
+        return None if data is None else zd.ControllerRegistration.decode(data).broker_id
+
+    def controller_epoch(self) -> tuple[int, int] | None:
+        """(epoch, znode version) of ``/controller_epoch``, None before any election."""
+        data, version = self.get_data_and_version(zd.CONTROLLER_EPOCH)
+        return None if data is None else (zd.decode_controller_epoch(data), version)
+
+    def register_controller_and_increment_epoch(self, broker_id: int) -> tuple[int, int]:
+        """Kafka's election: create ``/controller`` and bump ``/controller_epoch`` (at the version read) in
+        one multi-op; answer (new epoch, its znode version) or raise ControllerMovedError."""
+        current = self.controller_epoch() or self._create_controller_epoch()
+        epoch, version = current[0] + 1, current[1]
+        tx = self.kazoo.transaction()
+        tx.create(zd.CONTROLLER, zd.ControllerRegistration(broker_id).encode(), ephemeral=True)
+        tx.set_data(zd.CONTROLLER_EPOCH, zd.encode_controller_epoch(epoch), version=version)
+        results = tx.commit()
+        if not any(isinstance(r, Exception) for r in results):
+            return epoch, results[1].version
+        if any(isinstance(r, (NodeExistsError, BadVersionError)) for r in results):
+            # A retried multi may have succeeded: it did if /controller is ours and the epoch is the new one.
+            if self.controller_id() == broker_id and (now := self.controller_epoch()) is not None and now[0] == epoch:
+                return now
+            raise ControllerMovedError("Controller moved to another broker. Aborting controller startup procedure")
+        raise next(r for r in results if isinstance(r, Exception) and not _rolled_back(r))
+
+    def _create_controller_epoch(self) -> tuple[int, int]:
+        try:
+            self.kazoo.create(zd.CONTROLLER_EPOCH, zd.encode_controller_epoch(INITIAL_CONTROLLER_EPOCH))
+            return INITIAL_CONTROLLER_EPOCH, 0
+        except NodeExistsError:
+            found = self.controller_epoch()
+            if found is None:
+                raise
+            return found
+
+    def resign_controller(self, broker_id: int) -> None:
+        """Delete ``/controller`` if it is still this broker's (a resigning or stopping controller)."""
+        try:
+            data, stat = self.kazoo.get(zd.CONTROLLER)
+        except NoNodeError:
+            return
+        if zd.ControllerRegistration.decode(data).broker_id == broker_id:
+            try:
+                self.kazoo.delete(zd.CONTROLLER, version=stat.version)
+            except (NoNodeError, BadVersionError):
+                pass
+
+    # -- topics -------------------------------------------------------------------------------------------
+
+    def topics(self) -> list[str]:
+        return self.kazoo.get_children(zd.BROKER_TOPICS)
+
+    def topic_assignment(self, topic: str) -> tuple[zd.TopicAssignment, int] | None:
+        data, version = self.get_data_and_version(zd.topic_path(topic))
+        return None if version == UNKNOWN_VERSION else (zd.TopicAssignment.decode(data), version)
+
+    def create_topic(self, topic: str, assignment: zd.TopicAssignment, config: dict[str, str]) -> None:
+        """``AdminZkClient.createTopicWithAssignment``: the config znode first, then the assignment (whose
+        appearance is what the controller watches). NodeExistsError if the topic exists."""
+        config_path = zd.config_entity_path(zd.ConfigType.TOPIC, topic)
+        data = zd.encode_entity_config(config)
+        try:
+            self.kazoo.create(config_path, data, makepath=True)
+        except NodeExistsError:
+            self.kazoo.set(config_path, data)
+        self.kazoo.create(zd.topic_path(topic), assignment.encode())
+
+    def set_topic_assignment(self, topic: str, assignment: zd.TopicAssignment, expected_version: int) -> tuple[bool, int]:
+        return self.conditional_update(zd.topic_path(topic), assignment.encode(), expected_version)
+
+    def partition_state(self, topic: str, partition: int) -> tuple[zd.LeaderIsrAndControllerEpoch, int] | None:
+        """The partition's leader and ISR and its znode version (the partition epoch)."""
+        data, version = self.get_data_and_version(zd.partition_state_path(topic, partition))
+        return None if data is None else (zd.LeaderIsrAndControllerEpoch.decode(data), version)
+
+    def create_partition_state(self, topic: str, partition: int, state: zd.LeaderIsrAndControllerEpoch) -> bool:
+        """False when a state is already there (a controller before this one got to it)."""
+        try:
+            self.create_recursive(zd.partition_state_path(topic, partition), state.encode(), exist_ok=False)
+            return True
+        except NodeExistsError:
+            return False
+
+    def update_partition_state(self, topic: str, partition: int, state: zd.LeaderIsrAndControllerEpoch, expected_version: int) -> tuple[bool, int]:
+        return self.conditional_update(zd.partition_state_path(topic, partition), state.encode(), expected_version)
+
+    def mark_topic_for_deletion(self, topic: str) -> None:
+        try:
+            self.kazoo.create(zd.delete_topic_path(topic), None)
+        except NodeExistsError:
+            pass
+
+    # -- configs ------------------------------------------------------------------------------------------
+
+    def entity_config(self, entity_type: zd.ConfigType, name: str) -> dict[str, str]:
+        data, _ = self.get_data_and_version(zd.config_entity_path(entity_type, name))
+        return zd.decode_entity_config(data)
+
+    def change_entity_config(self, entity_type: zd.ConfigType, name: str, config: dict[str, str]) -> None:
+        """Write an entity's overrides, then the sequential notification every broker watches."""
+        path = zd.config_entity_path(entity_type, name)
+        data = zd.encode_entity_config(config)
+        try:
+            self.kazoo.set(path, data)
+        except NoNodeError:
+            self.create_recursive(path, data)
+        self.create_recursive(f"{zd.CONFIG_CHANGES}/{zd.CONFIG_CHANGE_PREFIX}", zd.encode_config_change(entity_type, name), sequence=True)
+
+    # -- producer ids -----------------------------------------------------------------------------------
+
+    def new_producer_id_block(self, broker_id: int) -> zd.ProducerIdBlock:
+        """``ZkProducerIdManager.getNewProducerIdBlock``: the block after the latest, written conditionally on
+        the version read, again until no other broker got in between."""
+        while True:
+            data, version = self.get_data_and_version(zd.LATEST_PRODUCER_ID_BLOCK)
+            first = zd.ProducerIdBlock.decode(data).last + 1 if data else 0
+            if first > (1 << 63) - 1 - zd.PRODUCER_ID_BLOCK_SIZE:
+                raise OverflowError("Have exhausted all producerIds.")
+            block = zd.ProducerIdBlock(broker_id, first)
+            if version == UNKNOWN_VERSION:
+                try:
+                    self.create_recursive(zd.LATEST_PRODUCER_ID_BLOCK, block.encode(), exist_ok=False)
+                    return block
+                except NodeExistsError:
+                    continue
+            ok, _ = self.conditional_update(zd.LATEST_PRODUCER_ID_BLOCK, block.encode(), version)
+            if ok:
+                return block
+
+
+def _rolled_back(exc: Exception) -> bool:
+    """kazoo reports the operations of a failed multi that did not fail themselves as RolledBackError."""
+    return isinstance(exc, RolledBackError)
+
+
+def _create_recursive(kazoo: KazooClient, path: str, data: bytes | None, *, ephemeral: bool = False, sequence: bool = False, exist_ok: bool = True) -> str:
+    """Kafka's ``createRecursive``: parents are created with data null; an existing ``path`` is fine unless
+    ``exist_ok`` is False (then NodeExistsError)."""
+    try:
+        return kazoo.create(path, data, ephemeral=ephemeral, sequence=sequence)
+    except NoNodeError:
+        parent = path.rsplit("/", 1)[0]
+        if parent:
+            _create_recursive(kazoo, parent, None)
+        try:
+            return kazoo.create(path, data, ephemeral=ephemeral, sequence=sequence)
+        except NodeExistsError:
+            if not exist_ok:
+                raise
+            return path
+    except NodeExistsError:
+        if not exist_ok:
+            raise
+        return path
