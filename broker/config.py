@@ -42,10 +42,38 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     _k("broker.rack", S, None, "Rack of the broker, reported in Metadata and DescribeCluster."),
     _k("listeners", S, "PLAINTEXT://127.0.0.1:9092", "Comma-separated list of URIs to listen on with listener names, e.g. PLAINTEXT://127.0.0.1:9092. Port 0 picks a free port."),
     _k("advertised.listeners", S, None, "Listeners to publish to clients if different from listeners."),
-    _k("listener.security.protocol.map", S, "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", "Map between listener names and security protocols. odradek serves PLAINTEXT only.", acted_on=False),
-    _k("inter.broker.listener.name", S, None, "Name of the listener used for communication between brokers.", acted_on=False),
+    _k("listener.security.protocol.map", S, "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", "Map between listener names and security protocols."),
+    _k("inter.broker.listener.name", S, None, "Name of the listener used for communication between brokers; unset: the listener of security.inter.broker.protocol."),
+    _k("security.inter.broker.protocol", S, "PLAINTEXT", "Security protocol used to communicate between brokers (not to be set with inter.broker.listener.name).", valid=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    # TLS (listener.name.<listener>.ssl.* overrides any of these for one listener)
+    _k("ssl.protocol", S, "TLSv1.3", "The SSL protocol used to generate the SSLContext; the versions offered are ssl.enabled.protocols'.", acted_on=False),
+    _k("ssl.enabled.protocols", LIST, "TLSv1.2,TLSv1.3", "The list of protocols enabled for SSL connections."),
+    _k("ssl.cipher.suites", LIST, "", "TLS 1.2 cipher suites (Kafka's TLS_..._WITH_... names or OpenSSL's); empty: OpenSSL's defaults. TLS 1.3 suites are OpenSSL's."),
+    _k("ssl.keystore.type", S, "JKS", "The file format of the key store file. odradek reads PEM only (JKS and PKCS12 stop the start with a message)."),
+    _k("ssl.keystore.location", S, None, "The location of the key store file (PEM: the private key and the certificate chain)."),
+    _k("ssl.keystore.password", PW, None, "The store password for the key store file (not used with PEM)."),
+    _k("ssl.key.password", PW, None, "The password of the private key in the key store."),
+    _k("ssl.keystore.certificate.chain", PW, None, "Certificate chain in PEM format, with ssl.keystore.key instead of ssl.keystore.location."),
+    _k("ssl.keystore.key", PW, None, "Private key in PEM format (PKCS#8), with ssl.keystore.certificate.chain."),
+    _k("ssl.truststore.type", S, "JKS", "The file format of the trust store file (PEM)."),
+    _k("ssl.truststore.location", S, None, "The location of the trust store file: CA certificates client certificates are verified against."),
+    _k("ssl.truststore.password", PW, None, "The password for the trust store file (not used with PEM)."),
+    _k("ssl.truststore.certificates", PW, None, "Trusted certificates in PEM format, instead of ssl.truststore.location."),
+    _k("ssl.client.auth", S, "none", "Whether client certificates are requested or required; a certificate's subject gives the principal.", valid=("required", "requested", "none")),
+    _k("ssl.principal.mapping.rules", S, "DEFAULT", "Rules mapping a client certificate's distinguished name to a principal name (RULE:pattern/replacement/[LU], DEFAULT)."),
+    _k("ssl.endpoint.identification.algorithm", S, "https", "Endpoint identification for connections this broker makes.", acted_on=False),
+    # SASL (listener.name.<listener>.<mechanism>.sasl.jaas.config for a listener's mechanism)
+    _k("sasl.enabled.mechanisms", LIST, "GSSAPI", "SASL mechanisms enabled on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (GSSAPI is not implemented)."),
+    _k("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", "SASL mechanism used for inter-broker communication."),
+    _k("sasl.jaas.config", PW, None, "JAAS login context parameters for SASL connections, in JAAS configuration file format."),
+    _k("connections.max.reauth.ms", L, 0, "When positive, the most time an authenticated SASL session lasts: the client must re-authenticate (KIP-368) or be disconnected."),
+    _k("connection.failed.authentication.delay.ms", I, 100, "Connection close delay on failed authentication.", at_least=0),
     _k("inter.broker.protocol.version", S, "3.9-IV0", "Inter-broker protocol version.", acted_on=False),
     _k("cluster.id", S, None, "odradek: cluster id to use when the log directories carry none (Kafka takes it from ZooKeeper or meta.properties)."),
+    # authorization
+    _k("authorizer.class.name", S, "", "The authorizer: empty for none (everything allowed, the ACL APIs answer SECURITY_DISABLED), or kafka.security.authorizer.AclAuthorizer (ACLs kept with the cluster metadata)."),
+    _k("super.users", S, None, "AclAuthorizer: semicolon-separated principals (User:admin;User:ops) allowed everything from every host."),
+    _k("allow.everyone.if.no.acl.found", B, False, "AclAuthorizer: a resource no ACL matches is open to everyone (else to super users only)."),
     # metrics
     _k("prometheus.port", I, None, "odradek: port of the Prometheus endpoint, http://host:port/metrics, with Kafka's MBeans under the names the Prometheus JMX exporter gives them (docs/operations.md). Unset: off; 0 picks a free port. Strimzi's JMX exporter uses 9404.", at_least=0),
     _k("prometheus.host", S, None, "odradek: interface the Prometheus endpoint binds; unset: the first listener's host (all interfaces if that is empty)."),
@@ -229,6 +257,14 @@ class BrokerConfig:
 
     def is_set(self, name: str) -> bool:
         return name in self.originals
+
+    def for_listener(self, listener: str, name: str, prefix: str = "") -> Any:
+        """A key's value for one listener: ``listener.name.<listener>.<prefix><name>`` if set, as Kafka's
+        listener-prefixed configs override the broker-wide one; else the broker-wide value."""
+        raw = self.originals.get(f"listener.name.{listener.lower()}.{prefix}{name}")
+        if raw is None:
+            return self.values[name]
+        return BROKER_KEYS[name].parse(raw)
 
     def broker_defaults_for_topics(self) -> dict[str, str]:
         """The ``log.*``-style broker keys, as strings, that topic configs fall back to."""

@@ -11,6 +11,8 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer import create_authorizer
 from odradek.broker.config import BrokerConfig
 from odradek.broker.coordinator_runtime import GroupCoordinatorRuntime
 from odradek.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
@@ -45,6 +47,7 @@ class KafkaServer:
         self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.broker_defaults)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self.controller: EmbeddedController | None = None
+        self.authorization = Authorization()
         self.coordinators: dict[str, Any] = {}
         self.coordinators["group"] = GroupCoordinatorRuntime(self)
         self.metrics: BrokerMetrics | None = None  # the runner's, when prometheus.port is set
@@ -64,6 +67,9 @@ class KafkaServer:
         self.controller = EmbeddedController(
             me, self.log_dirs[0], self, self.config["cluster.id"],
             log_dirs=self.log_dirs, internal_topic_configs={GROUP_METADATA_TOPIC: self.coordinators["group"].offsets_topic_configs()},
+        )
+        self.authorization.authorizer = create_authorizer(
+            self.config["authorizer.class.name"], self.controller, self.config["super.users"], self.config["allow.everyone.if.no.acl.found"]
         )
         for entity in (DEFAULT_ENTITY, str(self.broker_id)):
             self._load_broker_configs(entity)

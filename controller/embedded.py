@@ -81,6 +81,7 @@ class EmbeddedController:
             self.image = MetadataImage(state["cluster_id"], broker.node_id, {broker.node_id: broker})
             self.next_producer_id = state.get("next_producer_id", 0)
             self.image.broker_configs = state.get("broker_configs", {})
+            self.image.acl_znodes = state.get("acl_znodes", {})
             for name, t in state["topics"].items():
                 partitions = {int(p): PartitionState(**ps) for p, ps in t["partitions"].items()}
                 self.image.topics[name] = TopicInfo(name, uuid.UUID(t["topic_id"]), partitions, t.get("configs", {}))
@@ -124,6 +125,7 @@ class EmbeddedController:
             "cluster_id": self.image.cluster_id,
             "next_producer_id": self.next_producer_id,
             "broker_configs": self.image.broker_configs,
+            "acl_znodes": self.image.acl_znodes,
             "topics": {
                 t.name: {
                     "topic_id": str(t.topic_id),
@@ -299,6 +301,23 @@ class EmbeddedController:
             self.image.broker_configs[entity] = dict(configs)
         else:
             self.image.broker_configs.pop(entity, None)
+
+    # -- ACLs (the authorizer's AclStore) -----------------------------------------------------------------
+
+    def acl_znodes(self) -> dict[str, dict]:
+        return dict(self.image.acl_znodes)
+
+    def set_acl_znode(self, path: str, data: dict | None) -> None:
+        """Write (or with None delete) one ACL znode's JSON."""
+        old = self.image.acl_znodes.get(path)
+        self._put_acl_znode(path, data)
+        self._commit(lambda: self._put_acl_znode(path, old))
+
+    def _put_acl_znode(self, path: str, data: dict | None) -> None:
+        if data is None:
+            self.image.acl_znodes.pop(path, None)
+        else:
+            self.image.acl_znodes[path] = data
 
     # -- producer ids -----------------------------------------------------------------------------------
 

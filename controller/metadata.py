@@ -80,6 +80,9 @@ class MetadataImage:
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     """Dynamic broker configs by entity: a broker id, or ``<default>`` for the cluster-wide defaults (ZooKeeper's
     ``/config/brokers/<entity>``)."""
+    acl_znodes: dict[str, dict] = field(default_factory=dict)
+    """The authorizer's ACLs by znode path, with the JSON ZooKeeper would hold there (``/kafka-acl/Topic/t`` ->
+    ``{"version": 1, "acls": [...]}``)."""
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         for topic in self.topics.values():

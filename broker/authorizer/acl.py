@@ -238,3 +238,24 @@ class AclBindingFilter:
     def has_unknown(self) -> bool:
         """A filter with an UNKNOWN element (or a code Kafka does not know): Kafka refuses the request."""
         return 0 in (self.pattern.resource_type, self.pattern.pattern_type, self.entry.operation, self.entry.permission_type)
+
+
+def binding_filter(fields) -> AclBindingFilter:
+    """The filter a DescribeAcls request or a DeleteAcls filter entry carries (its ``*_filter`` fields)."""
+    return AclBindingFilter(
+        ResourcePatternFilter(ResourceType.from_code(fields.resource_type_filter), fields.resource_name_filter, PatternType.from_code(fields.pattern_type_filter)),
+        AccessControlEntryFilter(fields.principal_filter, fields.host_filter, AclOperation.from_code(fields.operation), AclPermissionType.from_code(fields.permission_type)),
+    )
+
+
+def binding_to_fields(pattern: ResourcePattern, entry: AccessControlEntry) -> dict:
+    """A binding as the ACL responses' fields name it."""
+    return {
+        "resource_type": pattern.resource_type,
+        "resource_name": pattern.name,
+        "pattern_type": pattern.pattern_type,
+        "principal": entry.principal,
+        "host": entry.host,
+        "operation": entry.operation,
+        "permission_type": entry.permission_type,
+    }

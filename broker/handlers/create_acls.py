@@ -1,0 +1,67 @@
+"""CreateAcls: add ACL bindings through the authorizer (Kafka's ``AclApis.handleCreateAcls``).
+
+Needs ALTER on the cluster. A creation with an UNKNOWN element (or, at v0, a non-literal pattern) fails the
+request's parsing in Kafka, which closes the connection; ANY/MATCH where a concrete value is needed fails
+every creation with UNKNOWN_SERVER_ERROR, as Kafka's handler throws building the binding.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from odradek.broker.authorizer.acl import (
+    CLUSTER_NAME,
+    AccessControlEntry,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+from odradek.broker.handlers import CLOSE_CONNECTION
+from odradek.protocol.api import Request
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from odradek.broker.authorization import Authorization
+
+NO_AUTHORIZER = "No Authorizer is configured."
+
+
+def handle(authorization: "Authorization", request: Request) -> object:
+    creations = request.body.creations
+    codes = [
+        (ResourceType.from_code(c.resource_type), PatternType.from_code(c.resource_pattern_type), AclOperation.from_code(c.operation), AclPermissionType.from_code(c.permission_type))
+        for c in creations
+    ]
+    if any(0 in c for c in codes) or request.header.api_version == 0 and any(p != PatternType.LITERAL for _, p, _, _ in codes):
+        return CLOSE_CONNECTION
+    if not authorization.authorize(request, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        return every(creations, KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
+    if authorization.authorizer is None:
+        return every(creations, KafkaError(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER))
+    if any(rt == ResourceType.ANY or pt in (PatternType.ANY, PatternType.MATCH) or op == AclOperation.ANY or perm == AclPermissionType.ANY for rt, pt, op, perm in codes):
+        return every(creations, KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR))
+    results: list[KafkaError | None] = [None] * len(creations)
+    valid: list[tuple[int, AclBinding]] = []
+    for i, (c, (rt, pt, op, perm)) in enumerate(zip(creations, codes)):
+        if rt == ResourceType.CLUSTER and c.resource_name != CLUSTER_NAME:
+            results[i] = KafkaError(ErrorCode.INVALID_REQUEST, f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}")
+        elif not c.resource_name:
+            results[i] = KafkaError(ErrorCode.INVALID_REQUEST, "Invalid empty resource name")
+        else:
+            valid.append((i, AclBinding(ResourcePattern(rt, c.resource_name, pt), AccessControlEntry(c.principal, c.host, op, perm))))
+    for (i, _), error in zip(valid, authorization.authorizer.create_acls([b for _, b in valid])):
+        results[i] = error
+    return {"results": [result(e) for e in results]}
+
+
+def result(error: KafkaError | None) -> dict:
+    if error is None:
+        return {"error_code": ErrorCode.NONE, "error_message": None}
+    return {"error_code": error.code, "error_message": error.message}
+
+
+def every(creations: list, error: KafkaError) -> dict:
+    return {"results": [result(error) for _ in creations]}

@@ -1,0 +1,31 @@
+"""DescribeAcls: the ACL bindings a filter selects, grouped by resource pattern (Kafka's
+``AclApis.handleDescribeAcls``). Needs DESCRIBE on the cluster; a filter with an UNKNOWN element fails
+Kafka's request parsing, which closes the connection."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType, binding_filter, binding_to_fields
+from odradek.broker.handlers import CLOSE_CONNECTION
+from odradek.protocol.api import Request
+from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.broker.authorization import Authorization
+
+
+def handle(authorization: "Authorization", request: Request) -> object:
+    acl_filter = binding_filter(request.body)
+    if acl_filter.has_unknown:
+        return CLOSE_CONNECTION
+    if not authorization.authorize(request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "resources": []}
+    if authorization.authorizer is None:
+        return {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": "No Authorizer is configured on the broker", "resources": []}
+    resources: dict = {}
+    for binding in authorization.authorizer.acls(acl_filter):
+        fields = binding_to_fields(binding.pattern, binding.entry)
+        resource = resources.setdefault(binding.pattern, {k: fields[k] for k in ("resource_type", "resource_name", "pattern_type")} | {"acls": []})
+        resource["acls"].append({k: fields[k] for k in ("principal", "host", "operation", "permission_type")})
+    return {"error_code": ErrorCode.NONE, "error_message": None, "resources": list(resources.values())}
