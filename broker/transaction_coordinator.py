@@ -1,17 +1,19 @@
-"""The transaction coordinator, sans-IO (Kafka's ``TransactionCoordinator``, ``TransactionStateManager`` and
-``TransactionMarkerChannelManager``).
+"""The transaction coordinator, sans-IO, on the coordinator runtime (Kafka's ``TransactionCoordinator``,
+``TransactionStateManager`` and ``TransactionMarkerChannelManager``).
 
-It owns the transactional ids that hash to the ``__transaction_state`` partitions this broker leads, keeps
-each one's :class:`~odradek.broker.transaction_metadata.TransactionMetadata`, and answers InitProducerId,
+Each ``__transaction_state`` partition this broker leads is a :class:`TransactionShard`: the
+:class:`~odradek.broker.transaction_metadata.TransactionMetadata` of the transactional ids that hash to
+it, its pending markers and its timers. :class:`TransactionCoordinator` answers InitProducerId,
 AddPartitionsToTxn (also verify-only, KIP-890), AddOffsetsToTxn, EndTxn, DescribeTransactions and
 ListTransactions as Kafka 3.9 does. Every state change is written to the transaction log first
-(:class:`TransactionLogWriter`) and becomes current once the write is replicated; EndTxn then writes
-PrepareCommit/PrepareAbort, hands the COMMIT/ABORT markers to the :class:`MarkerSender` (one
-WriteTxnMarkers per leader), and once every partition has its marker writes CompleteCommit/CompleteAbort.
+(``runtime.write``) and becomes current once the write is committed; EndTxn then writes
+PrepareCommit/PrepareAbort, hands the COMMIT/ABORT markers to the :class:`MarkerSender` (WriteTxnMarkers
+to the partitions' leaders) and, once every partition has its marker, writes CompleteCommit/CompleteAbort.
 
-Everything that needs the outside world comes in through narrow interfaces: the log writer, the marker
-sender, a producer id source and a clock; timers (timed-out transactions, expired transactional ids,
-marker retries) are run by whoever owns the event loop (``broker/transaction_runtime.py``).
+What Kafka checks with the coordinator epoch ("is this still the partition's coordinator that began the
+change?") is here whether the shard that began it is still the one serving: a shard is dropped when its
+partition moves and a new one loaded when it comes back. The shard's ``coordinator_epoch`` (the
+partition's leader epoch) goes into the markers, so leaders can fence a deposed coordinator.
 """
 
 from __future__ import annotations
@@ -20,9 +22,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
+from odradek.broker.coordinator.runtime import AppendResult, CoordinatorResult, CoordinatorRuntime, CoordinatorShard, Producer, ShardContext
 from odradek.broker.deferred import Deferred
-from odradek.broker.group_coordinator import partition_for
-from odradek.broker.timers import Timer, Timers
 from odradek.broker.transaction_log import UnknownKey, key_bytes, read_key, read_value, value_bytes
 from odradek.broker.transaction_metadata import (
     NO_PRODUCER_EPOCH,
@@ -92,26 +93,14 @@ class MarkerResult:
     no_leader: set[TopicPartition] = field(default_factory=set)
 
 
-class TransactionLogWriter(Protocol):
-    def append(self, partition: int, key: bytes, value: bytes | None) -> Deferred[ErrorCode]:
-        """Append one record to the ``__transaction_state`` partition with acks=all; the append's error."""
-
-
 class MarkerSender(Protocol):
     def send(self, entry: TxnMarkerEntry) -> Deferred[MarkerResult]:
         """Write the markers through the partitions' leaders (WriteTxnMarkers)."""
 
 
-@dataclass
-class _OwnedPartition:
-    coordinator_epoch: int
-    transactions: dict[str, TransactionMetadata] = field(default_factory=dict)
-
-
 @dataclass(eq=False)
 class _PendingComplete:
-    transactional_id: str
-    coordinator_epoch: int
+    shard: "TransactionShard"
     metadata: TransactionMetadata
     target: TxnTransitMetadata
 
@@ -138,43 +127,130 @@ _RETRIABLE_MARKER_ERRORS = {
 }
 
 
+class TransactionShard(CoordinatorShard):
+    """The transactions of one ``__transaction_state`` partition."""
+
+    def __init__(self, context: ShardContext, coordinator: "TransactionCoordinator", coordinator_epoch: int) -> None:
+        self.context = context
+        self.coordinator = coordinator
+        self.coordinator_epoch = coordinator_epoch
+        self.transactions: dict[str, TransactionMetadata] = {}
+        self.pending_markers: dict[str, _PendingComplete] = {}
+
+    def replay(self, offset: int, producer: Producer | None, key: bytes, value: bytes | None) -> None:
+        """The last record of an id wins; a tombstone removes it."""
+        transactional_id = read_key(key)
+        if isinstance(transactional_id, UnknownKey):
+            log.warning("Unknown message key with version %d while loading transaction state from %s-%d. Ignoring it.", transactional_id.version, TRANSACTION_STATE_TOPIC, self.context.partition)
+            return
+        metadata = read_value(transactional_id, value)
+        if metadata is None:
+            self.transactions.pop(transactional_id, None)
+        else:
+            self.transactions[transactional_id] = metadata
+
+    def on_loaded(self) -> None:
+        """Serve: start the periodic checks and finish what a previous coordinator left prepared."""
+        log.info("Finished loading %d transaction metadata from %s-%d", len(self.transactions), TRANSACTION_STATE_TOPIC, self.context.partition)
+        config = self.coordinator.config
+        self._every("abort-timed-out", config.abort_timed_out_interval_ms, self.abort_timed_out_transactions)
+        self._every("remove-expired", config.remove_expired_interval_ms, self.remove_expired_transactional_ids)
+        for metadata in list(self.transactions.values()):
+            if metadata.state.is_prepare:
+                commit = metadata.state == _S.PREPARE_COMMIT
+                self.coordinator.add_markers_to_send(self, commit, metadata, metadata.prepare_complete(self.context.clock()))
+
+    def on_unloaded(self) -> None:
+        self.pending_markers.clear()
+
+    def _every(self, key: str, interval_ms: int, action: Callable[[], None]) -> None:
+        def run() -> None:
+            self.context.timers.schedule(key, interval_ms, run)
+            action()
+
+        self.context.timers.schedule(key, interval_ms, run)
+
+    def abort_timed_out_transactions(self) -> None:
+        """Abort (fencing the producer's epoch) every Ongoing transaction open longer than its timeout."""
+        now = self.context.clock()
+        for metadata in list(self.transactions.values()):
+            if metadata.pending_transition_in_progress or metadata.state != _S.ONGOING:
+                continue
+            if metadata.txn_start_timestamp + metadata.txn_timeout_ms >= now:
+                continue
+            target = metadata.prepare_fence_producer_epoch()
+            transactional_id = metadata.transactional_id
+
+            def done(error: ErrorCode, transactional_id: str = transactional_id) -> None:
+                if error == ErrorCode.NONE:
+                    log.info("Completed rollback of ongoing transaction for transactionalId %s due to timeout", transactional_id)
+                elif error not in (ErrorCode.INVALID_PRODUCER_ID_MAPPING, ErrorCode.PRODUCER_FENCED, ErrorCode.CONCURRENT_TRANSACTIONS):
+                    log.warning("Rollback of ongoing transaction for transactionalId %s failed due to error %s", transactional_id, error.name)
+
+            self.coordinator.end_transaction_internal(transactional_id, target.producer_id, target.producer_epoch, False, from_client=False).add_callback(done)
+
+    def remove_expired_transactional_ids(self) -> None:
+        """Tombstone the ids idle for ``transactional.id.expiration.ms`` in a finished state, then forget them."""
+        now = self.context.clock()
+        expiration_ms = self.coordinator.config.transactional_id_expiration_ms
+        for metadata in list(self.transactions.values()):
+            if metadata.pending_state is not None or not metadata.state.expiration_allowed:
+                continue
+            if metadata.txn_last_update_timestamp > now - expiration_ms:
+                continue
+            target = metadata.prepare_dead()
+
+            def removed(result: AppendResult, metadata: TransactionMetadata = metadata, target: TxnTransitMetadata = target) -> None:
+                if result.error == ErrorCode.NONE and self.coordinator.serving(self) and metadata.pending_state == _S.DEAD and metadata.producer_epoch == target.producer_epoch:
+                    self.transactions.pop(metadata.transactional_id, None)
+                else:
+                    log.warning("Failed to remove expired transactionalId: %s from cache. Tombstone append error code: %s", metadata.transactional_id, result.error.name)
+                    metadata.pending_state = None
+
+            self.context.write(CoordinatorResult([(key_bytes(metadata.transactional_id), None)], removed))
+
+
 class TransactionCoordinator:
+    """What the transaction handlers call. ``coordinator_epoch`` gives a partition's leader epoch, which a
+    newly loaded shard writes into its markers."""
+
     def __init__(
         self,
         config: TransactionConfig,
-        log_: TransactionLogWriter,
+        runtime: CoordinatorRuntime[TransactionShard],
         markers: MarkerSender,
         producer_ids: Callable[[], int],
-        clock: Callable[[], int],
-        on_timer: Callable[[int], None] | None = None,
+        coordinator_epoch: Callable[[int], int],
     ) -> None:
         self.config = config
-        self.num_partitions = config.num_partitions
-        self.log = log_
+        self.runtime = runtime
         self.markers = markers
         self.producer_ids = producer_ids
-        self.clock = clock
-        self.timers = Timers(clock, on_timer)
-        self.owned: dict[int, _OwnedPartition] = {}
-        self.loading: set[int] = set()
-        self._pending_markers: dict[str, _PendingComplete] = {}
-        self.timers.schedule("abort-timed-out", config.abort_timed_out_interval_ms, self._abort_timed_out_periodically)
-        self.timers.schedule("remove-expired", config.remove_expired_interval_ms, self._remove_expired_periodically)
+        self.coordinator_epoch = coordinator_epoch
+        self.clock = runtime.clock
+        runtime.coordinator = self
 
-    def partition_for(self, transactional_id: str) -> int:
-        return partition_for(transactional_id, self.num_partitions)
+    def build_shard(self, context: ShardContext) -> TransactionShard:
+        return TransactionShard(context, self, self.coordinator_epoch(context.partition))
 
     # -- the cache ----------------------------------------------------------------------------------------
 
-    def _state(self, transactional_id: str) -> tuple[ErrorCode, int, TransactionMetadata | None]:
-        """(error, coordinator epoch, metadata or None): NOT_COORDINATOR unless we own its partition."""
-        index = self.partition_for(transactional_id)
-        if index in self.loading:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, -1, None
-        owned = self.owned.get(index)
-        if owned is None:
-            return ErrorCode.NOT_COORDINATOR, -1, None
-        return ErrorCode.NONE, owned.coordinator_epoch, owned.transactions.get(transactional_id)
+    def partition_for(self, transactional_id: str) -> int:
+        return self.runtime.partition_for(transactional_id)
+
+    def _state(self, transactional_id: str) -> tuple[ErrorCode, TransactionShard | None, TransactionMetadata | None]:
+        """(error, shard, metadata or None): NOT_COORDINATOR unless this broker serves its partition."""
+        partition = self.partition_for(transactional_id)
+        error = self.runtime.status(partition)
+        if error is not None:
+            return error, None, None
+        shard = self.runtime.shard(partition)
+        return ErrorCode.NONE, shard, shard.transactions.get(transactional_id)
+
+    def serving(self, shard: TransactionShard) -> bool:
+        """Whether ``shard`` is still the one serving its partition (Kafka: the coordinator epoch is unchanged)."""
+        partition = shard.context.partition
+        return self.runtime.status(partition) is None and self.runtime.shard(partition) is shard
 
     def validate_timeout(self, timeout_ms: int) -> bool:
         return 0 < timeout_ms <= self.config.transaction_max_timeout_ms
@@ -187,12 +263,12 @@ class TransactionCoordinator:
             return Deferred.completed(InitProducerIdResult(ErrorCode.INVALID_REQUEST))
         if not self.validate_timeout(timeout_ms):
             return Deferred.completed(InitProducerIdResult(ErrorCode.INVALID_TRANSACTION_TIMEOUT))
-        error, coordinator_epoch, metadata = self._state(transactional_id)
-        if error != ErrorCode.NONE:
+        error, shard, metadata = self._state(transactional_id)
+        if shard is None:
             return Deferred.completed(InitProducerIdResult(error))
         if metadata is None:
             metadata = TransactionMetadata(transactional_id, self.producer_ids(), NO_PRODUCER_EPOCH, timeout_ms, _S.EMPTY, self.clock())
-            self.owned[self.partition_for(transactional_id)].transactions[transactional_id] = metadata
+            shard.transactions[transactional_id] = metadata
         prepared = self._prepare_init(metadata, timeout_ms, expected)
         if isinstance(prepared, ErrorCode):
             return Deferred.completed(InitProducerIdResult(prepared))
@@ -201,7 +277,7 @@ class TransactionCoordinator:
             def retriable(error: ErrorCode) -> InitProducerIdResult:
                 return InitProducerIdResult(error if error != ErrorCode.NONE else ErrorCode.CONCURRENT_TRANSACTIONS)
 
-            return self._end_transaction(transactional_id, prepared.producer_id, prepared.producer_epoch, False, from_client=False).then(retriable)
+            return self.end_transaction_internal(transactional_id, prepared.producer_id, prepared.producer_epoch, False, from_client=False).then(retriable)
 
         def answer(error: ErrorCode) -> InitProducerIdResult:
             if error != ErrorCode.NONE:
@@ -209,7 +285,7 @@ class TransactionCoordinator:
             log.info("Initialized transactionalId %s with producerId %d and producer epoch %d on partition %s-%d", transactional_id, prepared.producer_id, prepared.producer_epoch, TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id))
             return InitProducerIdResult(ErrorCode.NONE, prepared.producer_id, prepared.producer_epoch)
 
-        return self._append(transactional_id, coordinator_epoch, prepared).then(answer)
+        return self._append(shard, metadata, prepared).then(answer)
 
     def _prepare_init(self, metadata: TransactionMetadata, timeout_ms: int, expected: tuple[int, int] | None) -> TxnTransitMetadata | ErrorCode:
         if metadata.pending_transition_in_progress:
@@ -240,8 +316,8 @@ class TransactionCoordinator:
         if not transactional_id:
             return Deferred.completed(ErrorCode.INVALID_REQUEST)
         added = frozenset(partitions)
-        error, coordinator_epoch, metadata = self._state(transactional_id)
-        if error != ErrorCode.NONE:
+        error, shard, metadata = self._state(transactional_id)
+        if shard is None:
             return Deferred.completed(error)
         if metadata is None or metadata.producer_id != producer_id:
             return Deferred.completed(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
@@ -251,7 +327,7 @@ class TransactionCoordinator:
             return Deferred.completed(ErrorCode.CONCURRENT_TRANSACTIONS)
         if metadata.state == _S.ONGOING and added <= metadata.partitions:
             return Deferred.completed(ErrorCode.NONE)
-        return self._append(transactional_id, coordinator_epoch, metadata.prepare_add_partitions(added, self.clock()))
+        return self._append(shard, metadata, metadata.prepare_add_partitions(added, self.clock()))
 
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
         """KIP-890: a partition leader asks whether a transactional produce's partition is in the transaction."""
@@ -273,17 +349,17 @@ class TransactionCoordinator:
     # -- EndTxn -------------------------------------------------------------------------------------------
 
     def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> Deferred[ErrorCode]:
-        return self._end_transaction(transactional_id, producer_id, producer_epoch, commit, from_client=True)
+        return self.end_transaction_internal(transactional_id, producer_id, producer_epoch, commit, from_client=True)
 
-    def _end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, *, from_client: bool) -> Deferred[ErrorCode]:
+    def end_transaction_internal(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, *, from_client: bool) -> Deferred[ErrorCode]:
+        """EndTxn, and the coordinator's own aborts (fencing, timeouts), which may carry a bumped epoch."""
         if not transactional_id:
             return Deferred.completed(ErrorCode.INVALID_REQUEST)
-        error, coordinator_epoch, metadata = self._state(transactional_id)
-        if error != ErrorCode.NONE:
+        error, shard, metadata = self._state(transactional_id)
+        if shard is None:
             return Deferred.completed(error)
         if metadata is None or metadata.producer_id != producer_id:
             return Deferred.completed(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
-        # A client must not bump the epoch: strict equality; the coordinator's own abort may carry a bumped one.
         if (from_client and producer_epoch != metadata.producer_epoch) or producer_epoch < metadata.producer_epoch:
             return Deferred.completed(ErrorCode.PRODUCER_FENCED)
         if metadata.pending_transition_in_progress and metadata.pending_state != _S.PREPARE_EPOCH_FENCE:
@@ -314,20 +390,15 @@ class TransactionCoordinator:
 
         def written(error: ErrorCode) -> ErrorCode:
             if error != ErrorCode.NONE:
-                if is_epoch_fence:
-                    current = self._state(transactional_id)
-                    if current[0] == ErrorCode.NONE and current[1] == coordinator_epoch and current[2] is not None:
-                        current[2].has_failed_epoch_fence = True
+                if is_epoch_fence and self.serving(shard):
+                    metadata.has_failed_epoch_fence = True
                 return error
-            return self._send_markers_after_prepare(transactional_id, coordinator_epoch, producer_id, producer_epoch, commit)
+            return self._send_markers_after_prepare(shard, metadata, producer_id, producer_epoch, commit)
 
-        return self._append(transactional_id, coordinator_epoch, target).then(written)
+        return self._append(shard, metadata, target).then(written)
 
-    def _send_markers_after_prepare(self, transactional_id: str, coordinator_epoch: int, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:
-        error, current_epoch, metadata = self._state(transactional_id)
-        if error != ErrorCode.NONE:
-            return error
-        if current_epoch != coordinator_epoch or metadata is None:
+    def _send_markers_after_prepare(self, shard: TransactionShard, metadata: TransactionMetadata, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:
+        if not self.serving(shard) or shard.transactions.get(metadata.transactional_id) is not metadata:
             return ErrorCode.NOT_COORDINATOR
         if metadata.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
@@ -337,35 +408,32 @@ class TransactionCoordinator:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         if metadata.state != (_S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT):
             return ErrorCode.INVALID_TXN_STATE
-        self.add_markers_to_send(coordinator_epoch, commit, metadata, metadata.prepare_complete(self.clock()))
+        self.add_markers_to_send(shard, commit, metadata, metadata.prepare_complete(self.clock()))
         return ErrorCode.NONE
 
     # -- markers (TransactionMarkerChannelManager) --------------------------------------------------------
 
-    def add_markers_to_send(self, coordinator_epoch: int, commit: bool, metadata: TransactionMetadata, target: TxnTransitMetadata) -> None:
-        pending = _PendingComplete(metadata.transactional_id, coordinator_epoch, metadata, target)
-        self._pending_markers[metadata.transactional_id] = pending
-        self._send(pending, TxnMarkerEntry(metadata.producer_id, metadata.producer_epoch, coordinator_epoch, commit, frozenset(metadata.partitions)))
-        self._maybe_write_completion(metadata.transactional_id)
+    def add_markers_to_send(self, shard: TransactionShard, commit: bool, metadata: TransactionMetadata, target: TxnTransitMetadata) -> None:
+        pending = _PendingComplete(shard, metadata, target)
+        shard.pending_markers[metadata.transactional_id] = pending
+        self._send(pending, TxnMarkerEntry(metadata.producer_id, metadata.producer_epoch, shard.coordinator_epoch, commit, frozenset(metadata.partitions)))
+        self._maybe_write_completion(pending)
 
     def _send(self, pending: _PendingComplete, entry: TxnMarkerEntry) -> None:
         if entry.partitions:
             self.markers.send(entry).add_callback(lambda result: self._on_markers_written(pending, entry, result))
 
-    def _still_current(self, pending: _PendingComplete) -> TransactionMetadata | None:
-        error, epoch, metadata = self._state(pending.transactional_id)
-        if error != ErrorCode.NONE or epoch != pending.coordinator_epoch or metadata is not pending.metadata:
-            self._remove_markers(pending)
-            return None
-        return metadata
+    def _is_current(self, pending: _PendingComplete) -> bool:
+        shard, transactional_id = pending.shard, pending.metadata.transactional_id
+        return self.serving(shard) and shard.pending_markers.get(transactional_id) is pending and shard.transactions.get(transactional_id) is pending.metadata
 
     def _on_markers_written(self, pending: _PendingComplete, entry: TxnMarkerEntry, result: MarkerResult) -> None:
-        metadata = self._still_current(pending)
-        if metadata is None:
+        if not self._is_current(pending):
             return
+        metadata, transactional_id = pending.metadata, pending.metadata.transactional_id
         retry: set[TopicPartition] = set()
         for tp in result.no_leader:
-            log.info("Couldn't find leader endpoint for partition %s-%d while trying to send transaction markers for %s; it is likely deleted already and is skipped", tp[0], tp[1], pending.transactional_id)
+            log.info("Couldn't find leader endpoint for partition %s-%d while trying to send transaction markers for %s; it is likely deleted already and is skipped", tp[0], tp[1], transactional_id)
             metadata.remove_partition(tp)
         for tp, error in result.errors.items():
             if error in (ErrorCode.NONE, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, ErrorCode.UNSUPPORTED_VERSION):
@@ -373,73 +441,59 @@ class TransactionCoordinator:
             elif error in _RETRIABLE_MARKER_ERRORS:
                 retry.add(tp)
             elif error in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED):
-                log.info("Sending %s's transaction marker for %s-%d has permanently failed with %s; no more markers are sent", pending.transactional_id, tp[0], tp[1], error.name)
-                self._remove_markers(pending)
+                log.info("Sending %s's transaction marker for %s-%d has permanently failed with %s; no more markers are sent", transactional_id, tp[0], tp[1], error.name)
+                del pending.shard.pending_markers[transactional_id]
                 return
             else:
-                log.error("Unexpected error %s while sending txn marker for %s to %s-%d", error.name, pending.transactional_id, tp[0], tp[1])
+                log.error("Unexpected error %s while sending txn marker for %s to %s-%d", error.name, transactional_id, tp[0], tp[1])
                 retry.add(tp)
         if retry:
             again = TxnMarkerEntry(entry.producer_id, entry.producer_epoch, entry.coordinator_epoch, entry.commit, frozenset(retry))
-            self.timers.schedule(("markers", pending.transactional_id), MARKER_RETRY_BACKOFF_MS, lambda: self._resend(pending, again))
+            pending.shard.context.timers.schedule(("markers", transactional_id), MARKER_RETRY_BACKOFF_MS, lambda: self._resend(pending, again))
         else:
-            self._maybe_write_completion(pending.transactional_id)
+            self._maybe_write_completion(pending)
 
     def _resend(self, pending: _PendingComplete, entry: TxnMarkerEntry) -> None:
-        if self._still_current(pending) is not None and self._pending_markers.get(pending.transactional_id) is pending:
+        if self._is_current(pending):
             self._send(pending, entry)
 
-    def _remove_markers(self, pending: _PendingComplete) -> None:
-        if self._pending_markers.get(pending.transactional_id) is pending:
-            del self._pending_markers[pending.transactional_id]
-
-    def _maybe_write_completion(self, transactional_id: str) -> None:
-        pending = self._pending_markers.get(transactional_id)
-        if pending is None or pending.metadata.partitions:
+    def _maybe_write_completion(self, pending: _PendingComplete) -> None:
+        if pending.metadata.partitions or not self._is_current(pending):
             return
-        del self._pending_markers[transactional_id]
-        error, epoch, metadata = self._state(transactional_id)
-        if error != ErrorCode.NONE or epoch != pending.coordinator_epoch or metadata is not pending.metadata:
-            log.info("Cancel appending the completion of %s's transaction: no longer its coordinator at epoch %d", transactional_id, pending.coordinator_epoch)
-            return
+        del pending.shard.pending_markers[pending.metadata.transactional_id]
         self._append_completion(pending)
 
     def _append_completion(self, pending: _PendingComplete) -> None:
         def done(error: ErrorCode) -> None:
             if error == ErrorCode.COORDINATOR_NOT_AVAILABLE:
-                self.timers.schedule(("complete", pending.transactional_id), MARKER_RETRY_BACKOFF_MS, lambda: self._append_completion(pending))
+                pending.shard.context.timers.schedule(("complete", pending.metadata.transactional_id), MARKER_RETRY_BACKOFF_MS, lambda: self._append_completion(pending))
             elif error not in (ErrorCode.NONE, ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
-                log.error("Unexpected error %s while appending to transaction log for %s", error.name, pending.transactional_id)
+                log.error("Unexpected error %s while appending to transaction log for %s", error.name, pending.metadata.transactional_id)
 
-        self._append(pending.transactional_id, pending.coordinator_epoch, pending.target, retry_on=ErrorCode.COORDINATOR_NOT_AVAILABLE).add_callback(done)
+        if self.serving(pending.shard):
+            self._append(pending.shard, pending.metadata, pending.target, retry_on=ErrorCode.COORDINATOR_NOT_AVAILABLE).add_callback(done)
 
     # -- the transaction log ------------------------------------------------------------------------------
 
-    def _append(self, transactional_id: str, coordinator_epoch: int, target: TxnTransitMetadata, retry_on: ErrorCode | None = None) -> Deferred[ErrorCode]:
-        """Write ``target`` and, once it is replicated, make it current (Kafka's appendTransactionToLog).
+    def _append(self, shard: TransactionShard, metadata: TransactionMetadata, target: TxnTransitMetadata, retry_on: ErrorCode | None = None) -> Deferred[ErrorCode]:
+        """Write ``target`` and, once it is committed, make it current (Kafka's appendTransactionToLog).
         A failed write clears the pending state, unless it is ``retry_on``, which the caller retries."""
-        error, epoch, metadata = self._state(transactional_id)
-        if error != ErrorCode.NONE:
-            return Deferred.completed(error)
-        if metadata is None or epoch != coordinator_epoch:
-            return Deferred.completed(ErrorCode.NOT_COORDINATOR)
+        transactional_id = metadata.transactional_id
 
-        def written(append_error: ErrorCode) -> ErrorCode:
-            error = _APPEND_ERRORS.get(append_error, append_error)
-            current_error, current_epoch, current = self._state(transactional_id)
+        def written(result: AppendResult) -> ErrorCode:
+            error = _APPEND_ERRORS.get(result.error, result.error)
+            current = self.serving(shard) and shard.transactions.get(transactional_id) is metadata
             if error == ErrorCode.NONE:
-                if current_error != ErrorCode.NONE:
-                    return current_error
-                if current is None or current_epoch != coordinator_epoch:
+                if not current:
                     return ErrorCode.NOT_COORDINATOR
-                current.complete_transition_to(target)
+                metadata.complete_transition_to(target)
                 return ErrorCode.NONE
-            if current_error == ErrorCode.NONE and current is not None and current_epoch == coordinator_epoch and error != retry_on:
-                current.pending_state = None
+            if current and error != retry_on:
+                metadata.pending_state = None
             log.info("Appending %s's transition to %s failed: %s", transactional_id, target.state.state_name, error.name)
             return error
 
-        return self.log.append(self.partition_for(transactional_id), key_bytes(transactional_id), value_bytes(target)).then(written)
+        return shard.context.write(CoordinatorResult([(key_bytes(transactional_id), value_bytes(target))], written))
 
     # -- DescribeTransactions / ListTransactions ----------------------------------------------------------
 
@@ -468,14 +522,14 @@ class TransactionCoordinator:
         return out
 
     def list_transactions(self, producer_ids: set[int], state_names: set[str], duration_ms: int = -1) -> dict:
-        if self.loading:
+        if self.runtime.is_loading:
             return {"error_code": ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "unknown_state_filters": [], "transaction_states": []}
         states = {s for s in map(TransactionState.from_name, state_names) if s is not None}
         unknown = [name for name in state_names if TransactionState.from_name(name) is None]
         now = self.clock()
         listed = []
-        for owned in self.owned.values():
-            for metadata in owned.transactions.values():
+        for shard in self.runtime.shards():
+            for metadata in shard.transactions.values():
                 if metadata.state == _S.DEAD:
                     continue
                 if producer_ids and metadata.producer_id not in producer_ids:
@@ -486,104 +540,3 @@ class TransactionCoordinator:
                     continue
                 listed.append({"transactional_id": metadata.transactional_id, "producer_id": metadata.producer_id, "transaction_state": metadata.state.state_name})
         return {"error_code": ErrorCode.NONE, "unknown_state_filters": unknown, "transaction_states": listed}
-
-    # -- timeouts and expiration --------------------------------------------------------------------------
-
-    def _abort_timed_out_periodically(self) -> None:
-        self.timers.schedule("abort-timed-out", self.config.abort_timed_out_interval_ms, self._abort_timed_out_periodically)
-        self.abort_timed_out_transactions()
-
-    def abort_timed_out_transactions(self) -> None:
-        """Abort (fencing the producer's epoch) every Ongoing transaction open longer than its timeout."""
-        now = self.clock()
-        for owned in list(self.owned.values()):
-            for metadata in list(owned.transactions.values()):
-                if metadata.pending_transition_in_progress or metadata.state != _S.ONGOING:
-                    continue
-                if metadata.txn_start_timestamp + metadata.txn_timeout_ms >= now:
-                    continue
-                target = metadata.prepare_fence_producer_epoch()
-                transactional_id = metadata.transactional_id
-
-                def done(error: ErrorCode, transactional_id: str = transactional_id) -> None:
-                    if error == ErrorCode.NONE:
-                        log.info("Completed rollback of ongoing transaction for transactionalId %s due to timeout", transactional_id)
-                    elif error not in (ErrorCode.INVALID_PRODUCER_ID_MAPPING, ErrorCode.PRODUCER_FENCED, ErrorCode.CONCURRENT_TRANSACTIONS):
-                        log.warning("Rollback of ongoing transaction for transactionalId %s failed due to error %s", transactional_id, error.name)
-
-                self._end_transaction(transactional_id, target.producer_id, target.producer_epoch, False, from_client=False).add_callback(done)
-
-    def _remove_expired_periodically(self) -> None:
-        self.timers.schedule("remove-expired", self.config.remove_expired_interval_ms, self._remove_expired_periodically)
-        self.remove_expired_transactional_ids()
-
-    def remove_expired_transactional_ids(self) -> None:
-        """Tombstone the ids idle for ``transactional.id.expiration.ms`` in a finished state, then forget them."""
-        now = self.clock()
-        for index, owned in list(self.owned.items()):
-            for metadata in list(owned.transactions.values()):
-                if metadata.pending_state is not None or not metadata.state.expiration_allowed:
-                    continue
-                if metadata.txn_last_update_timestamp > now - self.config.transactional_id_expiration_ms:
-                    continue
-                target = metadata.prepare_dead()
-
-                def removed(error: ErrorCode, metadata: TransactionMetadata = metadata, owned: _OwnedPartition = owned, epoch: int = owned.coordinator_epoch, target: TxnTransitMetadata = target) -> None:
-                    if error == ErrorCode.NONE and self.owned.get(index) is owned and owned.coordinator_epoch == epoch and metadata.pending_state == _S.DEAD and metadata.producer_epoch == target.producer_epoch:
-                        owned.transactions.pop(metadata.transactional_id, None)
-                    else:
-                        log.warning("Failed to remove expired transactionalId: %s from cache. Tombstone append error code: %s", metadata.transactional_id, error.name)
-                        metadata.pending_state = None
-
-                self.log.append(index, key_bytes(metadata.transactional_id), None).add_callback(removed)
-
-    # -- leadership of __transaction_state partitions -----------------------------------------------------
-
-    def on_election(self, index: int, coordinator_epoch: int, records: Iterable[tuple[bytes | None, bytes | None]]) -> None:
-        """Load the partition's transactions (the last record of an id wins, a tombstone removes it), then
-        finish what a previous coordinator left in PrepareCommit/PrepareAbort by sending its markers."""
-        self._forget_markers(index)
-        self.loading.add(index)
-        loaded: dict[str, TransactionMetadata] = {}
-        try:
-            for key, value in records:
-                if key is None:
-                    continue
-                transactional_id = read_key(key)
-                if isinstance(transactional_id, UnknownKey):
-                    log.warning("Unknown message key with version %d while loading transaction state from %s-%d. Ignoring it.", transactional_id.version, TRANSACTION_STATE_TOPIC, index)
-                    continue
-                metadata = read_value(transactional_id, value)
-                if metadata is None:
-                    loaded.pop(transactional_id, None)
-                else:
-                    loaded[transactional_id] = metadata
-        finally:
-            self.loading.discard(index)
-        self.owned[index] = _OwnedPartition(coordinator_epoch, loaded)
-        log.info("Finished loading %d transaction metadata from %s-%d", len(loaded), TRANSACTION_STATE_TOPIC, index)
-        for metadata in loaded.values():
-            if metadata.state.is_prepare:
-                commit = metadata.state == _S.PREPARE_COMMIT
-                self.add_markers_to_send(coordinator_epoch, commit, metadata, metadata.prepare_complete(self.clock()))
-
-    def on_resignation(self, index: int) -> None:
-        self.loading.discard(index)
-        self.owned.pop(index, None)
-        self._forget_markers(index)
-
-    def _forget_markers(self, index: int) -> None:
-        for transactional_id in [t for t in self._pending_markers if self.partition_for(t) == index]:
-            del self._pending_markers[transactional_id]
-
-    # -- the event loop's side ----------------------------------------------------------------------------
-
-    def next_deadline(self) -> int | None:
-        return self.timers.next_deadline()
-
-    def run_due_timers(self) -> None:
-        self.timers.run_due(self._on_timer_error)
-
-    @staticmethod
-    def _on_timer_error(timer: Timer, exc: Exception) -> None:
-        log.error("Transaction coordinator timer %s failed", timer.key, exc_info=exc)

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+from odradek.broker.coordinator.runtime import AppendResult, CoordinatorRuntime, CoordinatorTopic, LoadedBatch
 from odradek.broker.deferred import Deferred
 from odradek.broker.transaction_coordinator import MarkerResult, TransactionConfig, TransactionCoordinator, TxnMarkerEntry
 from odradek.broker.transaction_log import key_bytes, read_key, read_value, value_bytes
 from odradek.broker.transaction_metadata import IllegalTransitionError, TransactionMetadata, TransactionState
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.record_batch import read_batch_header
+from odradek.protocol.records import iter_records_unchecked
 
 S = TransactionState
 
@@ -23,17 +26,22 @@ class Clock:
 
 
 class RecordingLog:
-    """Every append is kept; ``fail_with`` makes the next appends fail with that error."""
+    """The ``__transaction_state`` partitions: every appended record is kept; ``fail_with`` makes the next
+    appends fail with that error."""
 
     def __init__(self) -> None:
         self.records: list[tuple[int, bytes, bytes | None]] = []
         self.fail_with: ErrorCode | None = None
 
-    def append(self, partition: int, key: bytes, value: bytes | None) -> Deferred[ErrorCode]:
+    def append(self, partition: int, batch: bytearray) -> Deferred[AppendResult]:
         if self.fail_with is not None:
-            return Deferred.completed(self.fail_with)
-        self.records.append((partition, key, value))
-        return Deferred.completed(ErrorCode.NONE)
+            return Deferred.completed(AppendResult(self.fail_with))
+        header = read_batch_header(batch, 0)
+        self.records.extend((partition, r.key, r.value) for r in iter_records_unchecked(batch, 0, header))
+        return Deferred.completed(AppendResult(ErrorCode.NONE, 0))
+
+    def batches(self, partition: int) -> list[LoadedBatch]:
+        return [LoadedBatch(0, -1, -1, False, [(k, v)]) for p, k, v in self.records if p == partition]
 
     def states(self, transactional_id: str) -> list[TransactionState]:
         return [read_value(transactional_id, v).state for _, k, v in self.records if read_key(k) == transactional_id and v is not None]
@@ -56,13 +64,24 @@ class HeldMarkers:
             out.complete(MarkerResult({tp: error for tp in entry.partitions}))
 
 
+def coordinator_on(log: RecordingLog, markers: HeldMarkers, clock: Clock, first_producer_id: int, coordinator_epoch: int) -> TransactionCoordinator:
+    """A coordinator over one ``__transaction_state`` partition, loaded from what ``log`` holds."""
+    config = TransactionConfig(num_partitions=1, transaction_max_timeout_ms=60_000, transactional_id_expiration_ms=100_000)
+    ids = iter(range(first_producer_id, first_producer_id + 1000))
+    runtime: CoordinatorRuntime = CoordinatorRuntime(CoordinatorTopic("__transaction_state", 1, 1, {}), lambda context: coordinator.build_shard(context), log, broker_id=0, clock=clock)
+    coordinator = TransactionCoordinator(config, runtime, markers, lambda: next(ids), lambda partition: coordinator_epoch)
+    runtime.load(0, log.batches(0))
+    return coordinator
+
+
+def run_timers(coordinator: TransactionCoordinator) -> None:
+    coordinator.runtime.run_due_timers()
+
+
 @pytest.fixture
 def env():
     clock, log, markers = Clock(), RecordingLog(), HeldMarkers()
-    ids = iter(range(1000, 2000))
-    coordinator = TransactionCoordinator(TransactionConfig(num_partitions=1, transaction_max_timeout_ms=60_000, transactional_id_expiration_ms=100_000), log, markers, lambda: next(ids), clock)
-    coordinator.on_election(0, 5, [])
-    return coordinator, log, markers, clock
+    return coordinator_on(log, markers, clock, 1000, 5), log, markers, clock
 
 
 def init(coordinator, tid="t", timeout=10_000, expected=None):
@@ -125,7 +144,7 @@ def test_retriable_marker_errors_are_retried(env):
     markers.answer_all(ErrorCode.NOT_LEADER_OR_FOLLOWER)
     assert markers.sent == []
     clock.now += 200
-    coordinator.run_due_timers()
+    run_timers(coordinator)
     assert len(markers.sent) == 1
     markers.answer_all()
     assert log.states("t")[-1] == S.COMPLETE_ABORT
@@ -151,7 +170,7 @@ def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(env):
     init(coordinator, timeout=1_000)
     coordinator.add_partitions("t", 1000, 0, [("a", 0)])
     clock.now += 20_000  # past the timeout and the abort check's interval
-    coordinator.run_due_timers()
+    run_timers(coordinator)
     markers.answer_all()
     assert log.states("t")[-1] == S.COMPLETE_ABORT
     assert coordinator.describe("t")["producer_epoch"] == 1
@@ -194,21 +213,20 @@ def test_reload_resumes_a_prepared_commit_and_expiration_tombstones(env):
     coordinator.add_partitions("t", 1000, 0, [("a", 0)])
     coordinator.end_transaction("t", 1000, 0, True)
     markers.sent.clear()  # the coordinator "crashed" before the markers were answered
-    fresh = TransactionCoordinator(TransactionConfig(num_partitions=1, transactional_id_expiration_ms=100_000), log, markers, lambda: 5000, clock)
-    fresh.on_election(0, 6, [(k, v) for _, k, v in log.records])
+    fresh = coordinator_on(log, markers, clock, 5000, 6)
     [(entry, _)] = markers.sent
     assert (entry.coordinator_epoch, entry.commit, entry.partitions) == (6, True, frozenset({("a", 0)}))
     markers.answer_all()
     assert fresh.describe("t")["transaction_state"] == "CompleteCommit"
-    clock.now += 100_001
-    fresh.remove_expired_transactional_ids()
+    clock.now += 3_600_000  # past transactional.id.expiration.ms and the expiration check's interval
+    run_timers(fresh)
     assert log.records[-1][2] is None
     assert fresh.describe("t")["error_code"] == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
 
 
 def test_not_coordinator_for_unowned_partitions(env):
     coordinator = env[0]
-    coordinator.on_resignation(0)
+    coordinator.runtime.unload(0)
     assert init(coordinator).error == ErrorCode.NOT_COORDINATOR
 
 
