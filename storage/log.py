@@ -32,7 +32,7 @@ from odradek.protocol.record_batch import (
     set_partition_leader_epoch,
     validate_batches,
 )
-from odradek.protocol.records import iter_records
+from odradek.protocol.records import ControlRecordType, EndTransactionMarker, build_end_txn_marker_batch, iter_records
 from odradek.storage.checkpoints import fsync_dir, read_partition_metadata, write_partition_metadata
 from odradek.storage.file_records import FileSlice
 from odradek.storage.leader_epoch import LeaderEpochFileCache
@@ -42,8 +42,10 @@ from odradek.storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     AppendOrigin,
     BatchMetadata,
+    CompletedTxn,
     ProducerAppendInfo,
     ProducerStateManager,
+    read_end_txn_marker,
 )
 from odradek.storage.segment import (
     CLEANED_FILE_SUFFIX,
@@ -54,7 +56,7 @@ from odradek.storage.segment import (
     create_segment,
     unlink_if_exists,
 )
-from odradek.storage.transaction_index import AbortedTxn, collect_aborted_txns
+from odradek.storage.transaction_index import AbortedTxn
 
 log = logging.getLogger("odradek.storage")
 
@@ -251,8 +253,11 @@ class Log:
 
     @property
     def last_stable_offset(self) -> int:
-        """The high watermark, or the first offset of an open transaction below it (READ_COMMITTED reads)."""
-        return min([self.high_watermark, *self.producer_state.ongoing_txns])
+        """The high watermark, or the first offset of an open transaction below it, or of one whose marker is
+        not yet below the high watermark (Kafka's lastStableOffset): READ_COMMITTED reads stop there."""
+        first_unstable = self.producer_state.first_unstable_offset
+        high_watermark = self._high_watermark
+        return high_watermark if first_unstable is None else min(first_unstable, high_watermark)
 
     @property
     def log_end_offset(self) -> int:
@@ -271,6 +276,7 @@ class Log:
         """Kept within [log start offset, log end offset], as Kafka's updateHighWatermark does."""
         with self._lock:
             self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
+            self.producer_state.on_high_watermark_updated(self._high_watermark)
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
@@ -336,7 +342,7 @@ class Log:
                     max_timestamp, offset_of_max_timestamp = header.max_timestamp, offset - 1
             last_offset = offset - 1
 
-            updates, duplicate = self._analyze_producer_state(headers, origin)
+            updates, completed, duplicate = self._analyze_producer_state(batches, headers, origin)
             if duplicate is not None:
                 return AppendInfo(
                     duplicate.first_offset, duplicate.last_offset, duplicate.timestamp, duplicate.last_offset,
@@ -346,7 +352,7 @@ class Log:
             if leader_epoch >= 0:
                 self.epoch_cache.assign(leader_epoch, first_offset)
             segment.append(last_offset, max_timestamp, offset_of_max_timestamp, batches)
-            self._after_append(last_offset, updates)
+            self._after_append(segment, last_offset, updates, completed)
             return AppendInfo(
                 first_offset, last_offset, max_timestamp, offset_of_max_timestamp,
                 log_append_time if log_append_time is not None else -1, self._log_start_offset, size,
@@ -384,40 +390,61 @@ class Log:
                     f"Unexpected offset in append to {self.topic}-{self.partition}. First offset {first_offset} is "
                     f"less than the next offset {self._log_end_offset}.",
                 )
-            updates, _ = self._analyze_producer_state(headers, AppendOrigin.REPLICATION)
+            updates, completed, _ = self._analyze_producer_state(view, headers, AppendOrigin.REPLICATION)
             segment = self._maybe_roll(end, max_timestamp, last_offset, first_offset)
             for _, header in headers:
                 if header.partition_leader_epoch >= 0:
                     self.epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
             segment.append(last_offset, max_timestamp, offset_of_max_timestamp, view[:end])
-            self._after_append(last_offset, updates)
+            self._after_append(segment, last_offset, updates, completed)
             return AppendInfo(first_offset, last_offset, max_timestamp, offset_of_max_timestamp, -1, self._log_start_offset, end)
 
-    def _analyze_producer_state(self, headers: list[tuple[int, BatchHeader]], origin: AppendOrigin) -> tuple[dict[int, ProducerAppendInfo], BatchMetadata | None]:
+    def _analyze_producer_state(
+        self, batches: bytearray | memoryview, headers: list[tuple[int, BatchHeader]], origin: AppendOrigin
+    ) -> tuple[dict[int, ProducerAppendInfo], list[CompletedTxn], BatchMetadata | None]:
+        """Kafka's analyzeAndValidateProducerState: each producer's pending update, the transactions the
+        append's markers end, or the retained batch a client's batch duplicates. Nothing changes yet."""
         updates: dict[int, ProducerAppendInfo] = {}
+        completed: list[CompletedTxn] = []
         state = self.producer_state
-        for _, header in headers:
+        for position, header in headers:
             if header.producer_id < 0:
                 continue
             if origin is AppendOrigin.CLIENT:
                 entry = state.last_entry(header.producer_id)
                 duplicate = entry.find_duplicate_batch(header) if entry is not None else None
                 if duplicate is not None:
-                    return updates, duplicate
+                    return updates, completed, duplicate
             info = updates.get(header.producer_id)
             if info is None:
                 info = updates[header.producer_id] = state.prepare_update(header.producer_id, origin)
-            info.append(header)
-        return updates, None
+            marker = read_end_txn_marker(batches[position : position + header.size]) if header.is_control else None
+            txn = info.append(header, marker)
+            if txn is not None:
+                completed.append(txn)
+        return updates, completed, None
 
-    def _after_append(self, last_offset: int, updates: dict[int, ProducerAppendInfo]) -> None:
+    def _after_append(self, segment: LogSegment, last_offset: int, updates: dict[int, ProducerAppendInfo], completed: list[CompletedTxn]) -> None:
+        """Kafka's order: the log end moves, producers are updated, then each ended transaction is completed
+        (an aborted one indexed in the segment that holds its marker)."""
         self._log_end_offset = last_offset + 1
         state = self.producer_state
         for info in updates.values():
             state.update(info)
+        for txn in completed:
+            state.complete_txn(txn, segment.txn_index)
         state.map_end_offset = self._log_end_offset
         if self.unflushed_messages >= self._config.flush_messages:
             self.flush()
+
+    def append_control_batch(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, leader_epoch: int) -> AppendInfo:
+        """Append a transaction's COMMIT or ABORT marker as the leader (WriteTxnMarkers): the one-record control
+        batch Kafka's ``withEndTransactionMarker`` builds, appended with the COORDINATOR origin. A marker of
+        an older coordinator epoch than the producer's last is refused (TRANSACTION_COORDINATOR_FENCED), one
+        of an older producer epoch too (INVALID_PRODUCER_EPOCH)."""
+        marker = EndTransactionMarker(ControlRecordType.COMMIT if commit else ControlRecordType.ABORT, coordinator_epoch)
+        batch = build_end_txn_marker_batch(marker, producer_id=producer_id, producer_epoch=producer_epoch, timestamp=self._time_ms())
+        return self.append_as_leader(bytearray(batch), leader_epoch, origin=AppendOrigin.COORDINATOR)
 
     def _maybe_roll(self, messages_size: int, max_timestamp: int, max_offset: int, first_offset: int) -> LogSegment:
         segment = self._segments[-1]
@@ -507,7 +534,7 @@ class Log:
             upper_bound = segments[index + 1].base_offset if index + 1 < len(segments) else self._log_end_offset
         aborted: list[AbortedTxn] = []
         for segment in segments[index:]:
-            found, complete = collect_aborted_txns(segment.aborted_txns, start_offset, upper_bound)
+            found, complete = segment.txn_index.collect_aborted_txns(start_offset, upper_bound)
             aborted.extend(found)
             if complete:
                 break
@@ -695,7 +722,7 @@ class Log:
             self._recovery_point = min(self._recovery_point, target_offset)
             self._pending_roll_flush = min(self._pending_roll_flush, target_offset)
             rebuild_producer_state(self.producer_state, self._segments, self._log_start_offset, self._log_end_offset, self._time_ms())
-            self._high_watermark = min(self._high_watermark, self._log_end_offset)
+            self.high_watermark = min(self._high_watermark, self._log_end_offset)
             return True
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:

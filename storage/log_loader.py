@@ -20,7 +20,7 @@ from odradek.storage.checkpoints import fsync_dir
 from odradek.storage.file_records import FileRecords
 from odradek.storage.leader_epoch import LeaderEpochFileCache
 from odradek.storage.log_config import LogConfig
-from odradek.storage.producer_state import ProducerStateManager
+from odradek.storage.producer_state import ProducerStateManager, read_end_txn_marker
 from odradek.storage.segment import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
@@ -81,12 +81,16 @@ class LogLoader:
                 unlink_if_exists(self.dir / name)  # an index without its log, as Kafka removes them
         segments = [open_segment(self.dir, base, self.config, self.now_ms) for base in sorted(bases)]
 
+        log_start = log_start_checkpoint or 0
         for segment in segments:
             if not segment.indexes_exist():
                 log.warning("Could not find index files of %s; recovering the segment and rebuilding them", segment.path(LOG_SUFFIX))
-                self._recover_segment(segment)
+                self._recover_segment(segment, segments, log_start)
         if not had_clean_shutdown and segments:
-            segments = self._recover_unflushed(segments, recovery_point)
+            segments = self._recover_unflushed(segments, recovery_point, log_start)
+        # Recovery's own producer states wrote and removed snapshots behind this one's back (Kafka's
+        # removeStraySnapshots reloads them the same way).
+        self.producer_state.reload_snapshots()
 
         if not segments:
             segments = [create_segment(self.dir, log_start_checkpoint or 0, self.config, self.now_ms)]
@@ -160,43 +164,62 @@ class LogLoader:
             fsync_dir(self.dir)
         return os.listdir(self.dir)
 
-    def _recover_unflushed(self, segments: list[LogSegment], recovery_point: int) -> list[LogSegment]:
+    def _recover_unflushed(self, segments: list[LogSegment], recovery_point: int, log_start: int) -> list[LogSegment]:
         """Recover the segments from the one holding the recovery point on; the first with an invalid tail
         ends the log (the segments after it are deleted)."""
         bases = [segment.base_offset for segment in segments]
         first = max(bisect.bisect_right(bases, recovery_point) - 1, 0)
         for i in range(first, len(segments)):
-            if self._recover_segment(segments[i]) > 0:
+            if self._recover_segment(segments[i], segments, log_start) > 0:
                 for later in segments[i + 1 :]:
                     log.warning("Deleting segment %s after corruption in an earlier one", later.path(LOG_SUFFIX))
                     later.delete()
                 return segments[: i + 1]
         return segments
 
-    def _recover_segment(self, segment: LogSegment) -> int:
+    def _recover_segment(self, segment: LogSegment, segments: list[LogSegment], log_start: int) -> int:
+        """Kafka's recoverSegment: a producer state of its own, rebuilt up to the segment's base, follows the
+        recovered batches so that the segment's transaction index is rewritten with the aborted transactions
+        its markers end; it is snapshotted at the segment's end, where the next segment's recovery resumes."""
         epoch_cache = self.epoch_cache
+        state = ProducerStateManager(self.dir, self.producer_state.producer_id_expiration_ms)
+        rebuild_producer_state(state, segments, log_start, segment.base_offset, self.now_ms)
+        txn_index = segment.txn_index
 
-        def on_batch(header: BatchHeader) -> None:
+        def on_batch(header: BatchHeader, data: memoryview) -> None:
             latest = epoch_cache.latest_epoch
             if header.partition_leader_epoch >= 0 and (latest is None or header.partition_leader_epoch > latest):
                 epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+            marker = read_end_txn_marker(data) if header.is_control and header.producer_id >= 0 else None
+            completed = state.apply_batch(header, marker)
+            if completed is not None:
+                state.complete_txn(completed, txn_index)
 
-        return segment.recover(on_batch)
+        truncated = segment.recover(on_batch)
+        state.take_snapshot()
+        return truncated
 
 
 def rebuild_producer_state(state: ProducerStateManager, segments: Sequence[LogSegment], log_start_offset: int, log_end_offset: int, now_ms: int) -> None:
     """Reload the latest snapshot at or below the log end and replay the batch headers after it (Kafka's
-    rebuildProducerState), then snapshot the result at the log end."""
+    rebuildProducerState; a marker's record is read too), then snapshot the result at the log end."""
     state.truncate_and_reload(log_start_offset, log_end_offset, now_ms)
     start = max(state.map_end_offset, log_start_offset)
     if start < log_end_offset:
         bases = [segment.base_offset for segment in segments]
         for segment in segments[max(bisect.bisect_right(bases, start) - 1, 0) :]:
+            if segment.base_offset >= log_end_offset:
+                break
             found = segment.translate_offset(start)
             if found is None:
                 continue
-            for _, header in segment.batches_from(found.position):
+            for position, header in segment.batches_from(found.position):
+                if header.base_offset >= log_end_offset:
+                    break
                 if header.base_offset + header.last_offset_delta >= start:
-                    state.apply_batch(header)
+                    marker = read_end_txn_marker(segment.read_batch(position, header)) if header.is_control and header.producer_id >= 0 else None
+                    completed = state.apply_batch(header, marker)
+                    if completed is not None:
+                        state.complete_txn(completed)
     state.map_end_offset = log_end_offset
     state.take_snapshot()

@@ -22,7 +22,9 @@ from pathlib import Path
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import BatchHeader, crc32c
+from odradek.protocol.records import ControlRecordType, EndTransactionMarker, iter_records
 from odradek.storage.checkpoints import fsync_file, write_atomically
+from odradek.storage.transaction_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger("odradek.storage")
 
@@ -49,6 +51,23 @@ class AppendOrigin(enum.Enum):
 
 class CorruptSnapshotError(Exception):
     pass
+
+
+def read_end_txn_marker(batch: bytes | bytearray | memoryview) -> EndTransactionMarker | None:
+    """The COMMIT or ABORT a transactional control batch carries; None for a batch the cleaner emptied."""
+    for record in iter_records(batch):
+        return EndTransactionMarker.from_record(record)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a marker just ended (Kafka's CompletedTxn): its first offset and the marker's offset."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
 
 
 def decrement_sequence(sequence: int, decrement: int) -> int:
@@ -142,19 +161,13 @@ class ProducerAppendInfo:
         self.origin = origin
         self.updated = current.with_no_batches()
         self.started_transactions: list[int] = []
-        self.completed_transactions: list[int] = []
 
-    def append(self, header: BatchHeader) -> None:
+    def append(self, header: BatchHeader, marker: EndTransactionMarker | None = None) -> CompletedTxn | None:
         """Validate and record one batch whose offsets are final (raises KafkaError when the producer may not
-        write it). A control batch (transaction marker) ends the producer's open transaction."""
+        write it). A control batch carries ``marker`` (its COMMIT or ABORT; None once the cleaner emptied it,
+        which changes nothing) and ends the producer's open transaction, which it returns."""
         if header.is_control:
-            self._check_producer_epoch(header.producer_epoch, header.base_offset)
-            if self.updated.current_txn_first_offset is not None:
-                self.completed_transactions.append(self.updated.current_txn_first_offset)
-            self.updated.maybe_update_producer_epoch(header.producer_epoch)
-            self.updated.current_txn_first_offset = None
-            self.updated.last_timestamp = header.max_timestamp
-            return
+            return self._append_end_txn_marker(header, marker) if marker is not None else None
         first_offset = header.base_offset
         last_offset = header.base_offset + header.last_offset_delta
         self._check_producer_epoch(header.producer_epoch, first_offset)
@@ -169,6 +182,29 @@ class ProducerAppendInfo:
         if self.updated.current_txn_first_offset is None and header.is_transactional:
             self.updated.current_txn_first_offset = first_offset
             self.started_transactions.append(first_offset)
+        return None
+
+    def _append_end_txn_marker(self, header: BatchHeader, marker: EndTransactionMarker) -> CompletedTxn | None:
+        """Kafka's appendEndTxnMarker: only a transaction that wrote data completes (a marker for an empty one
+        changes neither the last stable offset nor the transaction index)."""
+        self._check_producer_epoch(header.producer_epoch, header.base_offset)
+        if self.updated.coordinator_epoch > marker.coordinator_epoch:
+            message = (
+                f"Invalid coordinator epoch for producerId {self.producer_id} at offset {header.base_offset}: "
+                f"{marker.coordinator_epoch} (zombie), {self.updated.coordinator_epoch} (current)"
+            )
+            if self.origin is not AppendOrigin.REPLICATION:
+                raise KafkaError(ErrorCode.TRANSACTION_COORDINATOR_FENCED, message)
+            log.info(message)
+        first_offset = self.updated.current_txn_first_offset
+        completed = None
+        if first_offset is not None:
+            completed = CompletedTxn(self.producer_id, first_offset, header.base_offset, marker.control_type is ControlRecordType.ABORT)
+        self.updated.maybe_update_producer_epoch(header.producer_epoch)
+        self.updated.current_txn_first_offset = None
+        self.updated.coordinator_epoch = marker.coordinator_epoch
+        self.updated.last_timestamp = header.max_timestamp
+        return completed
 
     def _check_producer_epoch(self, epoch: int, offset: int) -> None:
         if epoch < self.updated.producer_epoch:
@@ -215,6 +251,9 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         self.ongoing_txns: dict[int, int] = {}
         """First offset of each open transaction -> its producer id (the last stable offset is the smallest)."""
+        self.unreplicated_txns: dict[int, int] = {}
+        """First offset -> marker offset of each transaction whose marker is not yet below the high watermark:
+        it holds the last stable offset back as an open one does (Kafka's unreplicatedTxns)."""
         self.map_end_offset = 0
         self._last_snap_offset = 0
         self._snapshots = sorted(_snapshot_offsets(dir))
@@ -237,16 +276,43 @@ class ProducerStateManager:
             current.update(append_info.updated)
         for first_offset in append_info.started_transactions:
             self.ongoing_txns[first_offset] = append_info.producer_id
-        for first_offset in append_info.completed_transactions:
-            self.ongoing_txns.pop(first_offset, None)
 
-    def apply_batch(self, header: BatchHeader, origin: AppendOrigin = AppendOrigin.REPLICATION) -> None:
-        """Replay one stored batch (log load, recovery): no sequence checks, epochs only warned about."""
+    def complete_txn(self, completed: CompletedTxn, txn_index: TransactionIndex | None = None) -> None:
+        """End a transaction after its producer's ``update``: an aborted one goes into ``txn_index`` (the
+        segment holding its marker) with the last stable offset it leaves, as Kafka's append and recovery do;
+        replay passes no index (the segments already hold their entries)."""
+        if txn_index is not None and completed.is_aborted:
+            txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset, self.last_stable_offset_after(completed)))
+        if self.ongoing_txns.pop(completed.first_offset, None) is None:
+            raise ValueError(f"Attempted to complete transaction {completed} on partition {self.dir.name} which was not started")
+        self.unreplicated_txns[completed.first_offset] = completed.last_offset
+
+    def last_stable_offset_after(self, completed: CompletedTxn) -> int:
+        """Kafka's lastStableOffset(completedTxn): the first offset of the earliest other open transaction, or
+        the offset after the marker."""
+        others = [first for first, producer_id in self.ongoing_txns.items() if producer_id != completed.producer_id]
+        return min(others, default=completed.last_offset + 1)
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Transactions whose marker is below the high watermark no longer hold the last stable offset."""
+        if self.unreplicated_txns:
+            self.unreplicated_txns = {first: last for first, last in self.unreplicated_txns.items() if last >= high_watermark}
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest open or unreplicated transaction (Kafka's firstUnstableOffset)."""
+        return min((*self.ongoing_txns, *self.unreplicated_txns), default=None)
+
+    def apply_batch(self, header: BatchHeader, marker: EndTransactionMarker | None = None) -> CompletedTxn | None:
+        """Replay one stored batch (log load, recovery): no sequence checks, epochs only warned about. A
+        transaction it ends is returned, for the caller to ``complete_txn``."""
+        completed = None
         if header.producer_id >= 0:
-            info = self.prepare_update(header.producer_id, origin)
-            info.append(header)
+            info = self.prepare_update(header.producer_id, AppendOrigin.REPLICATION)
+            completed = info.append(header, marker)
             self.update(info)
         self.map_end_offset = header.base_offset + header.last_offset_delta + 1
+        return completed
 
     def remove_expired_producers(self, now_ms: int) -> None:
         expired = [
@@ -258,6 +324,11 @@ class ProducerStateManager:
             del self.producers[producer_id]
 
     # -- snapshots -------------------------------------------------------------------------------------------------
+
+    def reload_snapshots(self) -> None:
+        """List the snapshot files again: another manager of the same directory (recovery's) changed them."""
+        self._snapshots = sorted(_snapshot_offsets(self.dir))
+        self._unflushed &= set(self._snapshots)
 
     @property
     def latest_snapshot_offset(self) -> int | None:
@@ -289,6 +360,7 @@ class ProducerStateManager:
         if log_end_offset != self.map_end_offset:
             self.producers.clear()
             self.ongoing_txns.clear()
+            self.unreplicated_txns.clear()
             self._load_from_snapshot(log_start_offset, now_ms)
         else:
             self.on_log_start_offset_incremented(log_start_offset)
@@ -312,6 +384,7 @@ class ProducerStateManager:
         self.map_end_offset = self._last_snap_offset = log_start_offset
 
     def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        self.on_high_watermark_updated(log_start_offset)
         if self.map_end_offset < log_start_offset:
             self.map_end_offset = log_start_offset
         self._last_snap_offset = self.latest_snapshot_offset if self._snapshots else log_start_offset
@@ -319,6 +392,7 @@ class ProducerStateManager:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self.producers.clear()
         self.ongoing_txns.clear()
+        self.unreplicated_txns.clear()
         for snapshot in list(self._snapshots):
             self.remove_snapshot(snapshot)
         self._last_snap_offset = 0

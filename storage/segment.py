@@ -19,7 +19,7 @@ from odradek.protocol.record_batch import LOG_OVERHEAD, BatchHeader
 from odradek.storage.file_records import FileRecords, FileSlice
 from odradek.storage.indexes import INT32_MAX, NO_TIMESTAMP, CorruptIndexError, OffsetIndex, TimeIndex
 from odradek.storage.log_config import LogConfig
-from odradek.storage.transaction_index import AbortedTxn, read_transaction_index
+from odradek.storage.transaction_index import TransactionIndex
 
 log = logging.getLogger("odradek.storage")
 
@@ -101,7 +101,7 @@ class LogSegment:
         self._size: int | None = None
         self._rolling_based_timestamp: int | None = None
         self._max_timestamp_and_offset: tuple[int, int] | None = None
-        self._aborted_txns: list[AbortedTxn] | None = None
+        self._txn_index: TransactionIndex | None = None
         self.indexes_trusted = False
         """True once the indexes were created or rebuilt by this process (no sanity check needed)."""
         self.active = False
@@ -132,6 +132,8 @@ class LogSegment:
         for index, suffix in ((self._offset_index, INDEX_SUFFIX), (self._time_index, TIME_INDEX_SUFFIX)):
             if index is not None:
                 index.path = self.path(suffix)
+        if self._txn_index is not None:
+            self._txn_index.rename(self.path(TXN_INDEX_SUFFIX))
 
     def set_last_modified(self, mtime_ms: int) -> None:
         """Keep a replaced segment's modification time on its cleaned copy (retention and the cleaner read it)."""
@@ -160,11 +162,11 @@ class LogSegment:
         return self._offset_index
 
     @property
-    def aborted_txns(self) -> list[AbortedTxn]:
-        """The transaction index's entries, read once (odradek appends none: they come from Kafka's files)."""
-        if self._aborted_txns is None:
-            self._aborted_txns = read_transaction_index(self.path(TXN_INDEX_SUFFIX))
-        return self._aborted_txns
+    def txn_index(self) -> TransactionIndex:
+        """The aborted transactions whose abort marker this segment holds; its file exists once one does."""
+        if self._txn_index is None:
+            self._txn_index = TransactionIndex(self.path(TXN_INDEX_SUFFIX))
+        return self._txn_index
 
     @property
     def time_index(self) -> TimeIndex:
@@ -337,16 +339,18 @@ class LogSegment:
 
     # -- recovery --------------------------------------------------------------------------------------------------
 
-    def recover(self, on_batch: Callable[[BatchHeader], None] | None = None) -> int:
-        """Re-validate every batch (size, magic, CRC, offsets), rebuild the indexes, cut the invalid tail.
+    def recover(self, on_batch: Callable[[BatchHeader, memoryview], None] | None = None) -> int:
+        """Re-validate every batch (size, magic, CRC, offsets), rebuild the indexes (the transaction index
+        too, through ``on_batch``), cut the invalid tail.
 
-        Returns the number of bytes truncated. ``on_batch`` sees each valid batch in order (epoch cache,
-        producer state).
+        Returns the number of bytes truncated. ``on_batch`` sees each valid batch and its bytes in order
+        (epoch cache, producer state and the transaction index).
         """
         # The indexes are about to be rebuilt: checking them first would scan a crashed segment's whole
         # preallocated (zero-filled) index for nothing.
         self.indexes_trusted = True
-        valid_bytes = self._index_batches(self._valid_batches(), on_batch)
+        self.txn_index.reset()
+        valid_bytes = self._index_batches(self._valid_batches(on_batch))
         truncated = self.log.size - valid_bytes
         if truncated > 0:
             log.warning("Found invalid or partial batches in %s at byte %d; truncating %d bytes", self.path(LOG_SUFFIX), valid_bytes, truncated)
@@ -362,10 +366,10 @@ class LogSegment:
         self._offset_index = OffsetIndex(self.path(INDEX_SUFFIX), self.base_offset, self.max_index_size)
         self._time_index = TimeIndex(self.path(TIME_INDEX_SUFFIX), self.base_offset, self.max_index_size)
         self.indexes_trusted = True
-        self._index_batches(self.log.batch_headers(0), None)
+        self._index_batches(self.log.batch_headers(0))
         self._finish_index_rebuild()
 
-    def _index_batches(self, batches: Iterator[tuple[int, BatchHeader]], on_batch: Callable[[BatchHeader], None] | None) -> int:
+    def _index_batches(self, batches: Iterator[tuple[int, BatchHeader]]) -> int:
         offset_index, time_index = self.offset_index, self.time_index
         offset_index.reset()
         time_index.reset()
@@ -381,8 +385,6 @@ class LogSegment:
                 time_index.maybe_append(*self._max_timestamp_and_offset)
                 last_index_entry = valid_bytes
             valid_bytes = position + header.batch_length + LOG_OVERHEAD
-            if on_batch is not None:
-                on_batch(header)
         self.bytes_since_last_index_entry = valid_bytes - last_index_entry
         return valid_bytes
 
@@ -392,13 +394,15 @@ class LogSegment:
         self.time_index.trim_to_valid_size()
         self._rolling_based_timestamp = None
 
-    def _valid_batches(self) -> Iterator[tuple[int, BatchHeader]]:
+    def _valid_batches(self, on_batch: Callable[[BatchHeader, memoryview], None] | None) -> Iterator[tuple[int, BatchHeader]]:
         """Batches from the start of the file while each is whole, magic 2, CRC-valid and offset-ordered."""
         next_offset = self.base_offset
-        for position, header, _ in self.log.batches(verify=True):
+        for position, header, data in self.log.batches(verify=True):
             last_offset = header.base_offset + header.last_offset_delta
             if header.last_offset_delta < 0 or header.base_offset < next_offset or last_offset - self.base_offset > INT32_MAX:
                 return
+            if on_batch is not None:
+                on_batch(header, data)
             yield position, header
             next_offset = last_offset + 1
 
@@ -409,6 +413,7 @@ class LogSegment:
         mapping = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.become_active()
         truncated = 0 if mapping is None else self.log.truncate_to(mapping.position)
         if self.log.size == 0:
@@ -442,7 +447,7 @@ class LogSegment:
     def flush(self) -> None:
         if self._log is not None:
             self._log.flush()
-        for index in (self._offset_index, self._time_index):
+        for index in (self._offset_index, self._time_index, self._txn_index):
             if index is not None:
                 index.flush()
 
@@ -455,16 +460,18 @@ class LogSegment:
                 index.trim_to_valid_size()
                 index.close()
         self._offset_index = self._time_index = None
+        if self._txn_index is not None:
+            self._txn_index.close()
         if self._log is not None:
             self._log.close()
             self._log = None
 
     def release_indexes(self) -> None:
         """Unmap and close the indexes without trimming them (the segment is going away)."""
-        for index in (self._offset_index, self._time_index):
+        for index in (self._offset_index, self._time_index, self._txn_index):
             if index is not None:
                 index.close()
-        self._offset_index = self._time_index = None
+        self._offset_index = self._time_index = self._txn_index = None
 
     def delete(self) -> None:
         """Remove the segment's files. An open log file stays readable for slices already handed out."""

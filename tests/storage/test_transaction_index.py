@@ -1,7 +1,8 @@
 """Aborted transactions from ``.txnindex`` files, as a READ_COMMITTED read answers them.
 
-odradek writes no transaction index; these files come from Kafka, written here in Kafka's format (34-byte
-entries: version, producer id, first offset, last offset, last stable offset). Which entries a read answers
+These files are written here in Kafka's format, as a Kafka broker leaves them (34-byte entries: version,
+producer id, first offset, last offset, last stable offset); tests/storage/test_transactions.py has the log
+write them. Which entries a read answers
 follows Kafka's LocalLog.addAbortedTransactions; tests/e2e/test_log_dir_interop.py compares the answers
 with a real Kafka's on a directory it wrote.
 """
