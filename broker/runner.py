@@ -24,6 +24,7 @@ import anyio
 
 from odradek.broker.config import BrokerConfig, Listener
 from odradek.broker.kafka_server import KafkaServer
+from odradek.broker.security.listeners import listener_securities
 from odradek.broker.socket_server import BoundListener, open_listeners, serve
 from odradek.storage.config_types import ConfigError
 from odradek.storage.log_manager import InconsistentBrokerIdError, InconsistentClusterIdError
@@ -32,37 +33,8 @@ log = logging.getLogger("odradek")
 
 SHUTDOWN_GRACE_S = 5.0
 
-# The security protocols Kafka knows, and the one odradek implements: a listener on any other would serve
-# plaintext to clients that believe they are encrypted or authenticated, so the broker refuses to start.
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-IMPLEMENTED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
-
-
 class StartupError(Exception):
     """The broker cannot start; the message is the one line the operator needs."""
-
-
-def listener_security_protocols(config: BrokerConfig) -> dict[str, str]:
-    """Each listener's security protocol through ``listener.security.protocol.map``, refusing the ones odradek
-    does not implement (issue 15) with the reason, as Kafka's config validation refuses bad listeners."""
-    mapping: dict[str, str] = {}
-    for item in filter(None, (p.strip() for p in config["listener.security.protocol.map"].split(","))):
-        name, sep, protocol = item.partition(":")
-        if not sep or protocol.strip().upper() not in SECURITY_PROTOCOLS:
-            raise StartupError(f"Invalid value {config['listener.security.protocol.map']} for configuration listener.security.protocol.map: {item!r} is not LISTENER_NAME:SECURITY_PROTOCOL")
-        mapping[name.strip().upper()] = protocol.strip().upper()
-    protocols = {}
-    for listener in config.listeners:
-        protocol = mapping.get(listener.name)
-        if protocol is None:
-            raise StartupError(f"No security protocol defined for listener {listener.name}")
-        if protocol not in IMPLEMENTED_SECURITY_PROTOCOLS:
-            raise StartupError(
-                f"Listener {listener.name}://{listener.host}:{listener.port} uses security protocol {protocol}, which odradek "
-                f"does not implement (only {', '.join(IMPLEMENTED_SECURITY_PROTOCOLS)}): refusing to serve it unencrypted and unauthenticated"
-            )
-        protocols[listener.name] = protocol
-    return protocols
 
 
 def _check_log_dirs(dirs: list[Path]) -> None:
@@ -109,10 +81,13 @@ def process_uptime_s() -> float:
 
 def _start(config: BrokerConfig) -> tuple[list[BoundListener], KafkaServer, tuple[str, int]]:
     """Everything that may refuse to start, each failure turned into its one line."""
-    protocols = listener_security_protocols(config)
+    try:
+        securities = listener_securities(config)
+    except ConfigError as exc:
+        raise StartupError(str(exc)) from exc
     _check_log_dirs(config.log_dirs)
     try:
-        listeners = open_listeners(config, protocols)
+        listeners = open_listeners(config, securities)
     except OSError as exc:
         raise _bind_failure(config.listeners, exc) from exc
     socks = [l.sock for l in listeners]

@@ -19,6 +19,7 @@ import itertools
 import logging
 import os
 import socket
+import ssl
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,12 +33,17 @@ from odradek.broker.framing import RECEIVE_BUFFER_SIZE
 from odradek.broker.kafka_apis import CLOSE_CONNECTION, HANDLERS, error_response, unsupported_api_versions_response
 from odradek.broker.kafka_server import KafkaServer
 from odradek.broker.memory_pool import MemoryPool, Unbounded, memory_pool
+from odradek.broker.security.listeners import ListenerSecurity
+from odradek.broker.security.tls import TlsSession, TlsSettings
 from odradek.protocol.api import Request, encode_response
 from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger("odradek.network")
 
 _IOV_MAX = 1024  # Linux's limit on buffers per sendmsg
+_TLS_READ_SIZE = 256 * 1024
+_TLS_FILE_CHUNK = 256 * 1024
+"""Record data read from a segment file per TLS write (sendfile cannot encrypt: docs/performance.md)."""
 
 
 class ConnectionClosed(Exception):
@@ -54,6 +60,8 @@ class Network:
     receive_buffer: bytearray
     pool: MemoryPool | Unbounded
     connections: set["Connection"] = field(default_factory=set)
+    tls_buffer: memoryview = field(default_factory=lambda: memoryview(bytearray(_TLS_READ_SIZE)))
+    """Where TLS connections receive their encrypted bytes (handed to their TLS session at once)."""
 
     async def expire_idle_connections(self) -> None:
         """Close connections idle for connections.max.idle.ms, as Kafka's Selector does, from one task for all
@@ -80,9 +88,9 @@ class Connection:
     connections, so that thousands of connections cost a few kilobytes each.
     """
 
-    __slots__ = ("server", "network", "sock", "peer", "protocol", "room", "reading", "writing", "closed", "last_active")
+    __slots__ = ("server", "network", "sock", "peer", "protocol", "tls", "tls_lock", "room", "reading", "writing", "closed", "last_active")
 
-    def __init__(self, server: KafkaServer, network: Network, sock: socket.socket, endpoint: Endpoint, index: int) -> None:
+    def __init__(self, server: KafkaServer, network: Network, sock: socket.socket, endpoint: Endpoint, index: int, tls: TlsSettings | None) -> None:
         self.server = server
         self.network = network
         self.sock = sock
@@ -97,6 +105,9 @@ class Connection:
             receive_buffer=network.receive_buffer,
             pool=network.pool,
         )
+        self.tls = TlsSession(tls) if tls is not None else None
+        self.tls_lock = anyio.Lock() if tls is not None else None
+        """The reader (handshake, TLS 1.3 tickets) and the writer both send TLS records: one at a time."""
         self.room: anyio.Event | None = None  # set when the writer takes answers from a full outbox
         self.reading = True
         self.writing = False
@@ -135,18 +146,20 @@ class Connection:
         sock = self.sock
         protocol = self.protocol
         pool = self.network.pool
+        tls = self.tls
         while True:
             if pool.exhausted and not protocol.reading_frame:
                 await pool.wait_available()  # Kafka mutes the channel until the pool has memory again
+            target = protocol.buffer() if tls is None else self.network.tls_buffer
             try:
-                n = sock.recv_into(protocol.buffer())
+                n = sock.recv_into(target)
             except BlockingIOError:
                 await anyio.wait_readable(sock)
                 continue
             if not n or self.closed:
                 return
             self.last_active = time.monotonic()
-            events = protocol.received(n)
+            events = protocol.received(n) if tls is None else await self._received_tls(target[:n])
             charged = [getattr(event, "size", 0) for event in events]  # released as each is handled
             try:
                 for event in events:
@@ -156,6 +169,21 @@ class Connection:
                         return
             finally:
                 protocol.release(sum(charged))
+
+    async def _received_tls(self, data: memoryview) -> list[Event]:
+        """Decrypt, answer the handshake, and feed the plaintext to the connection."""
+        assert self.tls is not None
+        handshaking = not self.tls.handshake_done
+        try:
+            plain = self.tls.receive(data)
+        except ssl.SSLError as exc:
+            log.info("Closing connection from %s: failed TLS handshake or record: %s", self.peer, exc.reason or exc)
+            await self._flush_tls()  # the alert, so the client learns why
+            raise ConnectionClosed from exc
+        if handshaking and self.tls.handshake_done:
+            self.protocol.principal = self.tls.principal()
+        await self._flush_tls()
+        return self.protocol.feed(plain) if plain else []
 
     async def _handle(self, event: Event) -> bool:
         """Act on one event of the connection; False closes it."""
@@ -264,6 +292,19 @@ class Connection:
 
     async def _send_all(self, buffers: list[bytes | memoryview]) -> None:
         """Send the buffers in order with as few ``sendmsg`` calls as the socket allows."""
+        if self.tls is not None:
+            for b in buffers:
+                self.tls.send(b)
+            await self._flush_tls()
+            return
+        await self._send_raw(buffers)
+
+    async def _flush_tls(self) -> None:
+        assert self.tls is not None and self.tls_lock is not None
+        async with self.tls_lock:
+            await self._send_raw([self.tls.outgoing()])
+
+    async def _send_raw(self, buffers: list[bytes | memoryview]) -> None:
         views = [memoryview(b) for b in buffers if len(b)]
         sock = self.sock
         while views:
@@ -283,7 +324,11 @@ class Connection:
                     sent = 0
 
     async def _sendfile(self, piece: Any) -> None:
-        """Zero-copy from the page cache: the segment file's bytes go to the socket without entering Python."""
+        """Zero-copy from the page cache: the segment file's bytes go to the socket without entering Python.
+        Over TLS they must be encrypted, so they are read in chunks and written through the TLS session."""
+        if self.tls is not None:
+            await self._send_file_tls(piece)
+            return
         out_fd = self.sock.fileno()
         in_fd = piece.file.fileno()
         position = piece.position
@@ -303,6 +348,19 @@ class Connection:
             position += sent
             remaining -= sent
 
+    async def _send_file_tls(self, piece: Any) -> None:
+        assert self.tls is not None
+        in_fd = piece.file.fileno()
+        position, remaining = piece.position, piece.length
+        while remaining > 0:
+            chunk = os.pread(in_fd, min(remaining, _TLS_FILE_CHUNK), position)
+            if not chunk:
+                raise ConnectionClosed("segment file shorter than its slice")
+            self.tls.send(chunk)
+            await self._flush_tls()
+            position += len(chunk)
+            remaining -= len(chunk)
+
 
 @dataclass(frozen=True)
 class BoundListener:
@@ -311,6 +369,7 @@ class BoundListener:
     name: str
     security_protocol: str
     sock: socket.socket
+    tls: TlsSettings | None = None
 
 
 async def serve(server: KafkaServer, listeners: list[BoundListener], task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
@@ -344,7 +403,7 @@ async def serve(server: KafkaServer, listeners: list[BoundListener], task_status
                     sock.close()
                     continue
                 endpoint = Endpoint(listener.name, listener.security_protocol, local[0], local[1], addr[0], addr[1])
-                network.tg.start_soon(Connection(server, network, sock, endpoint, next(indexes)).run)
+                network.tg.start_soon(Connection(server, network, sock, endpoint, next(indexes), listener.tls).run)
 
     async with anyio.create_task_group() as tg:
         network = Network(server.config, tg, bytearray(RECEIVE_BUFFER_SIZE), memory_pool(server.config["queued.max.request.bytes"]))
@@ -363,8 +422,8 @@ def _set_buffers(server: KafkaServer, sock: socket.socket) -> None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, recv)
 
 
-def open_listeners(config: BrokerConfig, security_protocols: dict[str, str]) -> list[BoundListener]:
-    """Bind every listener; ``security_protocols`` maps listener names to their protocols."""
+def open_listeners(config: BrokerConfig, securities: dict[str, ListenerSecurity]) -> list[BoundListener]:
+    """Bind every listener, each with its security."""
     bound: list[BoundListener] = []
     backlog = config["socket.listen.backlog.size"]
     try:
@@ -372,7 +431,8 @@ def open_listeners(config: BrokerConfig, security_protocols: dict[str, str]) -> 
             host = listener.host or "0.0.0.0"
             family = socket.AF_INET6 if ":" in host else socket.AF_INET
             sock = socket.socket(family, socket.SOCK_STREAM)
-            bound.append(BoundListener(listener.name, security_protocols[listener.name], sock))
+            security = securities[listener.name]
+            bound.append(BoundListener(listener.name, security.security_protocol, sock, security.tls))
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((host, listener.port))
             sock.listen(backlog)  # Kafka binds with socket.listen.backlog.size as it is (the OS caps it at somaxconn)

@@ -37,20 +37,29 @@ def one_line_failure(result: subprocess.CompletedProcess) -> str:
 
 
 @pytest.mark.parametrize(
-    "listeners, protocol_map, protocol",
+    "overrides, message",
     [
-        ("SSL://127.0.0.1:0", None, "SSL"),
-        ("SASL_PLAINTEXT://127.0.0.1:0", None, "SASL_PLAINTEXT"),
-        ("PLAINTEXT://127.0.0.1:0,EXTERNAL://127.0.0.1:0", "PLAINTEXT:PLAINTEXT,EXTERNAL:SSL", "SSL"),
+        (["listeners=SASL_PLAINTEXT://127.0.0.1:0", "security.inter.broker.protocol=SASL_PLAINTEXT"], "uses security protocol SASL_PLAINTEXT, which odradek does not implement yet"),
+        (["listeners=SSL://127.0.0.1:0", "security.inter.broker.protocol=SSL"], "Listener SSL: ssl.keystore.type=JKS is not supported (Python's ssl reads PEM only)"),
+        (["listeners=SSL://127.0.0.1:0", "security.inter.broker.protocol=SSL", "ssl.keystore.type=PEM"], "Listener SSL: an SSL listener needs ssl.keystore.location"),
+        (
+            ["listeners=PLAINTEXT://127.0.0.1:0,EXTERNAL://127.0.0.1:0", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTERNAL:SSL", "listener.name.external.ssl.keystore.type=PKCS12"],
+            "Listener EXTERNAL: ssl.keystore.type=PKCS12 is not supported",
+        ),
     ],
 )
-def test_a_listener_on_an_unimplemented_security_protocol_refuses_to_start(tmp_path, listeners, protocol_map, protocol) -> None:
-    overrides = [f"listeners={listeners}", f"log.dirs={tmp_path}"]
-    if protocol_map:
-        overrides.append(f"listener.security.protocol.map={protocol_map}")
-    line = one_line_failure(serve(*overrides))
-    assert f"uses security protocol {protocol}, which odradek does not implement" in line
+def test_a_listener_that_cannot_be_secured_as_configured_refuses_to_start(tmp_path, overrides, message) -> None:
+    line = one_line_failure(serve(*overrides, f"log.dirs={tmp_path}"))
+    assert message in line
     assert not (tmp_path / "meta.properties").exists()  # refused before touching storage
+
+
+def test_without_a_plaintext_listener_the_inter_broker_listener_must_be_named_as_kafka_requires(tmp_path) -> None:
+    line = one_line_failure(serve("listeners=SSL://127.0.0.1:0", f"log.dirs={tmp_path}"))
+    assert line.endswith(
+        "inter.broker.listener.name must be a listener name defined in advertised.listeners. "
+        "The valid options based on currently configured listeners are SSL (odradek)"
+    )
 
 
 def test_a_listener_name_without_a_security_protocol_is_refused_as_kafka_does(tmp_path) -> None:

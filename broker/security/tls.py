@@ -1,0 +1,166 @@
+"""TLS for SSL and SASL_SSL listeners: the ``SSLContext`` built from Kafka's ``ssl.*`` keys, and one
+connection's TLS session over memory buffers (sans-IO, as the connection is).
+
+Keystores and truststores are PEM (``ssl.keystore.type=PEM``, as Kafka 3.x accepts: a file with the key and
+its chain at ``ssl.keystore.location``, or the PEM text inline in ``ssl.keystore.certificate.chain`` and
+``ssl.keystore.key``). JKS and PKCS12 are refused at start-up with a message saying so: Python's ``ssl``
+reads neither. ``ssl.client.auth`` is none/requested/required; a client certificate gives the principal
+(``ssl_principal.py``), no certificate ``User:ANONYMOUS``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import ssl
+import tempfile
+from dataclasses import dataclass
+from typing import Callable
+
+from odradek.broker.request_context import ANONYMOUS, KafkaPrincipal
+from odradek.broker.security.ssl_principal import SslPrincipalMapper, distinguished_name
+from odradek.storage.config_types import ConfigError
+
+_PROTOCOLS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3, "TLSv1.1": ssl.TLSVersion.TLSv1_1, "TLSv1": ssl.TLSVersion.TLSv1}
+_CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
+
+
+_IANA_SUITE = re.compile(r"TLS_(RSA|DHE_RSA|ECDHE_RSA|ECDHE_ECDSA)_WITH_(?:AES_(128|256)_(GCM|CBC)|(CHACHA20_POLY1305))_(SHA|SHA256|SHA384)")
+
+
+def _openssl_cipher(name: str) -> str:
+    """A TLS 1.2 suite as Kafka (JSSE) names it, ``TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256``, in OpenSSL's
+    spelling, ``ECDHE-RSA-AES128-GCM-SHA256``; any other name is passed to OpenSSL as it is."""
+    m = _IANA_SUITE.fullmatch(name)
+    if m is None:
+        return name
+    kx, bits, mode, chacha, mac = m.groups()
+    prefix = "" if kx == "RSA" else kx.replace("_", "-") + "-"
+    if chacha:
+        return prefix + "CHACHA20-POLY1305"
+    return f"{prefix}AES{bits}-GCM-{mac}" if mode == "GCM" else f"{prefix}AES{bits}-{mac}"
+
+
+def server_context(setting: Callable[[str], object], listener: str) -> ssl.SSLContext:
+    """The TLS context of a listener; ``setting(key)`` is the key's value for it (listener prefix first)."""
+
+    def text(key: str) -> str | None:
+        value = setting(key)
+        return None if value in (None, "") else str(value)
+
+    keystore_type = (text("ssl.keystore.type") or "JKS").upper()
+    if keystore_type != "PEM":
+        raise ConfigError(
+            f"Listener {listener}: ssl.keystore.type={keystore_type} is not supported (Python's ssl reads PEM only): "
+            "convert the keystore to PEM (key and certificate chain) and set ssl.keystore.type=PEM"
+        )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    password = text("ssl.key.password")
+    location, chain, key = text("ssl.keystore.location"), text("ssl.keystore.certificate.chain"), text("ssl.keystore.key")
+    try:
+        if location is not None:
+            context.load_cert_chain(location, password=password)
+        elif chain is not None and key is not None:
+            _load_inline_chain(context, chain, key, password)
+        else:
+            raise ConfigError(f"Listener {listener}: an SSL listener needs ssl.keystore.location, or ssl.keystore.certificate.chain and ssl.keystore.key")
+    except (ssl.SSLError, OSError) as exc:
+        raise ConfigError(f"Listener {listener}: failed to load the SSL keystore: {exc}") from exc
+    truststore_type = (text("ssl.truststore.type") or "JKS").upper()
+    trust_location, trust_inline = text("ssl.truststore.location"), text("ssl.truststore.certificates")
+    if trust_location is not None or trust_inline is not None:
+        if truststore_type != "PEM":
+            raise ConfigError(f"Listener {listener}: ssl.truststore.type={truststore_type} is not supported (Python's ssl reads PEM only): set ssl.truststore.type=PEM")
+        try:
+            if trust_location is not None:
+                context.load_verify_locations(cafile=trust_location)
+            else:
+                context.load_verify_locations(cadata=trust_inline)
+        except (ssl.SSLError, OSError) as exc:
+            raise ConfigError(f"Listener {listener}: failed to load the SSL truststore: {exc}") from exc
+    client_auth = (text("ssl.client.auth") or "none").lower()
+    if client_auth not in _CLIENT_AUTH:
+        raise ConfigError(f"Invalid value {client_auth} for configuration ssl.client.auth: String must be one of: required, requested, none")
+    context.verify_mode = _CLIENT_AUTH[client_auth]
+    enabled = [p.strip() for p in (text("ssl.enabled.protocols") or "TLSv1.2,TLSv1.3").split(",") if p.strip()]
+    unknown = [p for p in enabled if p not in _PROTOCOLS]
+    if unknown or not enabled:
+        raise ConfigError(f"Listener {listener}: unsupported ssl.enabled.protocols {','.join(unknown) or '(none)'}")
+    versions = sorted(_PROTOCOLS[p] for p in enabled)
+    context.minimum_version, context.maximum_version = versions[0], versions[-1]
+    suites = [s.strip() for s in (text("ssl.cipher.suites") or "").split(",") if s.strip()]
+    tls12 = [_openssl_cipher(s) for s in suites if not s.startswith("TLS_AES_") and not s.startswith("TLS_CHACHA20_")]
+    if tls12:
+        try:
+            context.set_ciphers(":".join(tls12))
+        except ssl.SSLError as exc:
+            raise ConfigError(f"Listener {listener}: no usable cipher in ssl.cipher.suites={','.join(suites)}") from exc
+    context.options |= ssl.OP_NO_COMPRESSION
+    return context
+
+
+def _load_inline_chain(context: ssl.SSLContext, chain: str, key: str, password: str | None) -> None:
+    """``load_cert_chain`` reads files only: the inline PEM goes through a private temporary file."""
+    fd, path = tempfile.mkstemp(prefix="odradek-keystore-", suffix=".pem")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(key.strip() + "\n" + chain.strip() + "\n")
+        context.load_cert_chain(path, password=password)
+    finally:
+        os.unlink(path)
+
+
+@dataclass
+class TlsSettings:
+    """What a TLS listener's connections share."""
+
+    context: ssl.SSLContext
+    principal_mapper: SslPrincipalMapper
+
+
+class TlsSession:
+    """One connection's TLS, over memory BIOs: the socket's bytes go in with ``receive``, plaintext comes
+    out; plaintext goes in with ``send``, and ``outgoing()`` is what to write to the socket."""
+
+    __slots__ = ("_in", "_out", "_tls", "_settings", "handshake_done")
+
+    def __init__(self, settings: TlsSettings) -> None:
+        self._in, self._out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self._tls = settings.context.wrap_bio(self._in, self._out, server_side=True)
+        self._settings = settings
+        self.handshake_done = False
+
+    def receive(self, data: bytes | memoryview) -> bytes:
+        """Raises ``ssl.SSLError`` on a failed handshake or a damaged record (the connection is closed)."""
+        self._in.write(data)
+        if not self.handshake_done:
+            try:
+                self._tls.do_handshake()
+            except ssl.SSLWantReadError:
+                return b""
+            self.handshake_done = True
+        chunks = []
+        while True:
+            try:
+                chunk = self._tls.read(256 * 1024)
+            except ssl.SSLWantReadError:
+                break
+            except ssl.SSLZeroReturnError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def send(self, data: bytes | memoryview) -> None:
+        self._tls.write(data)
+
+    def outgoing(self) -> bytes:
+        return self._out.read()
+
+    def principal(self) -> KafkaPrincipal:
+        """The client certificate's principal after the handshake, ANONYMOUS without one."""
+        cert = self._tls.getpeercert()
+        if not cert:
+            return ANONYMOUS
+        return KafkaPrincipal.user(self._settings.principal_mapper.principal_name(distinguished_name(cert["subject"])))
