@@ -20,9 +20,19 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
 
-from odradek.broker.coordinator.runtime import AppendResult, CoordinatorResult, CoordinatorRuntime, CoordinatorShard, Producer, ShardContext
+from odradek.broker.coordinator.runtime import (
+    AppendResult,
+    CoordinatorResult,
+    CoordinatorRuntime,
+    CoordinatorShard,
+    CoordinatorTopic,
+    LoadedBatch,
+    PartitionWriter,
+    Producer,
+    ShardContext,
+)
 from odradek.broker.deferred import Deferred
 from odradek.broker.transaction_log import UnknownKey, key_bytes, read_key, read_value, value_bytes
 from odradek.broker.transaction_metadata import (
@@ -540,3 +550,44 @@ class TransactionCoordinator:
                     continue
                 listed.append({"transactional_id": metadata.transactional_id, "producer_id": metadata.producer_id, "transaction_state": metadata.state.state_name})
         return {"error_code": ErrorCode.NONE, "unknown_state_filters": unknown, "transaction_states": listed}
+
+
+def transaction_state_topic(config: "BrokerConfig") -> CoordinatorTopic:
+    """``__transaction_state`` as Kafka makes it: compacted, uncompressed, no unclean leader election."""
+    return CoordinatorTopic(
+        TRANSACTION_STATE_TOPIC,
+        config["transaction.state.log.num.partitions"],
+        config["transaction.state.log.replication.factor"],
+        {
+            "unclean.leader.election.enable": "false",
+            "compression.type": "uncompressed",
+            "cleanup.policy": "compact",
+            "min.insync.replicas": str(config["transaction.state.log.min.isr"]),
+            "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
+        },
+    )
+
+
+def transaction_coordinator_runtime(
+    config: "BrokerConfig",
+    partitions: PartitionWriter,
+    load: Callable[[int], Iterable[LoadedBatch]],
+    markers: MarkerSender,
+    producer_ids: Callable[[], int],
+    *,
+    broker_id: int,
+    metadata: Callable[[], Any],
+    create_topic: Callable[[CoordinatorTopic], None],
+) -> CoordinatorRuntime[TransactionShard]:
+    """The transaction coordinator on its runtime, its service at ``.coordinator``. A shard's coordinator
+    epoch is its partition's leader epoch when it loads."""
+
+    def leader_epoch(partition: int) -> int:
+        return metadata().topics[TRANSACTION_STATE_TOPIC].partitions[partition].leader_epoch
+
+    runtime: CoordinatorRuntime[TransactionShard] = CoordinatorRuntime(
+        transaction_state_topic(config), lambda context: coordinator.build_shard(context), partitions,
+        broker_id=broker_id, load=load, metadata=metadata, create_topic=create_topic,
+    )
+    coordinator = TransactionCoordinator(TransactionConfig.from_broker_config(config), runtime, markers, producer_ids, leader_epoch)
+    return runtime
