@@ -175,10 +175,15 @@ class Member:
 
 @dataclass
 class CommitRecord:
-    """A cached offset and where its record sits in the offsets log (the later record wins on load)."""
+    """A cached offset and where its record sits in the offsets log (the later record wins). A
+    transactional commit has no place yet (None) until its append completes."""
 
-    log_offset: int
+    log_offset: int | None
     offset: OffsetAndMetadata
+
+    def older_than(self, other: "CommitRecord") -> bool:
+        assert self.log_offset is not None and other.log_offset is not None
+        return self.log_offset < other.log_offset
 
 
 class Group:
@@ -198,6 +203,8 @@ class Group:
         self.supported_protocols: Counter[str] = Counter()
         self.offsets: dict[TopicPartition, CommitRecord] = {}
         self.pending_offset_commits: dict[TopicPartition, OffsetAndMetadata] = {}
+        self.pending_txn_offset_commits: dict[int, dict[TopicPartition, CommitRecord]] = {}
+        """TxnOffsetCommits by producer id: cached offsets once the producer's COMMIT marker is written."""
         self.subscribed_topics: set[str] | None = None
         self.new_member_added = False
 
@@ -442,7 +449,11 @@ class Group:
 
     @property
     def has_offsets(self) -> bool:
-        return bool(self.offsets) or bool(self.pending_offset_commits)
+        return bool(self.offsets) or bool(self.pending_offset_commits) or bool(self.pending_txn_offset_commits)
+
+    def has_pending_offset_commits(self, tp: TopicPartition) -> bool:
+        """An offset commit for ``tp`` not yet final: OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT."""
+        return tp in self.pending_offset_commits or any(tp in pending for pending in self.pending_txn_offset_commits.values())
 
     def prepare_offset_commit(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
         self.pending_offset_commits.update(offsets)
@@ -450,7 +461,7 @@ class Group:
     def on_offset_commit_append(self, tp: TopicPartition, record: CommitRecord) -> None:
         if tp in self.pending_offset_commits:
             current = self.offsets.get(tp)
-            if current is None or current.log_offset < record.log_offset:
+            if current is None or current.older_than(record):
                 self.offsets[tp] = record
             if self.pending_offset_commits[tp] == record.offset:
                 del self.pending_offset_commits[tp]
@@ -459,10 +470,45 @@ class Group:
         if self.pending_offset_commits.get(tp) == offset:
             del self.pending_offset_commits[tp]
 
+    # Transactional offset commits (TxnOffsetCommit): pending per producer until its marker.
+
+    def prepare_txn_offset_commit(self, producer_id: int, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        pending = self.pending_txn_offset_commits.setdefault(producer_id, {})
+        for tp, offset in offsets.items():
+            pending[tp] = CommitRecord(None, offset)
+
+    def on_txn_offset_commit_append(self, producer_id: int, tp: TopicPartition, record: CommitRecord) -> None:
+        """The commit's record is in the log: it now has a place, which decides against later commits."""
+        pending = self.pending_txn_offset_commits.get(producer_id)
+        if pending is not None and tp in pending and pending[tp].offset == record.offset:
+            pending[tp] = record
+
+    def fail_pending_txn_offset_commit(self, producer_id: int, tp: TopicPartition) -> None:
+        """The record was not written: the client gets the error and retries."""
+        pending = self.pending_txn_offset_commits.get(producer_id)
+        if pending is not None:
+            pending.pop(tp, None)
+            if not pending:
+                del self.pending_txn_offset_commits[producer_id]
+
+    def complete_pending_txn_offset_commit(self, producer_id: int, committed: bool) -> None:
+        """The producer's marker is written: on COMMIT its offsets replace older ones; on ABORT they go."""
+        pending = self.pending_txn_offset_commits.pop(producer_id, {})
+        if not committed:
+            return
+        for tp, record in pending.items():
+            if record.log_offset is None:
+                raise RuntimeError(f"Trying to complete a transactional offset commit for producerId {producer_id} and groupId {self.group_id} even though the offset commit record itself hasn't been appended to the log.")
+            current = self.offsets.get(tp)
+            if current is None or current.older_than(record):
+                self.offsets[tp] = record
+
     def remove_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
         removed = {}
         for tp in partitions:
             self.pending_offset_commits.pop(tp, None)
+            for pending in self.pending_txn_offset_commits.values():
+                pending.pop(tp, None)
             record = self.offsets.pop(tp, None)
             if record is not None:
                 removed[tp] = record.offset

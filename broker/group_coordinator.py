@@ -1,12 +1,14 @@
 """The classic group coordinator, as Kafka 3.9 runs it (sans-IO).
 
-One class plays Kafka's ``GroupCoordinator`` (membership, rebalances, heartbeats, offset commits) and its
-``GroupMetadataManager`` (the groups cache, persistence in ``__consumer_offsets``, loading, expiry). It
-does no I/O and reads no clock of its own: time comes from an injected clock, delays are keyed
-:class:`~odradek.broker.timers.Timers` that the owner runs, writes go to a :class:`CoordinatorLog` whose
-appends complete a :class:`~odradek.broker.deferred.Deferred`, and parked JoinGroup/SyncGroup requests are
-Deferreds too. :mod:`odradek.broker.coordinator_runtime` binds it to the event loop and the real offsets
-topic.
+It runs on the :mod:`coordinator runtime <odradek.broker.coordinator.runtime>` over ``__consumer_offsets``:
+:class:`GroupCoordinator` is the service the handlers call (it checks the group id and whether this broker
+serves the group's partition, then runs the request on that partition's shard); a
+:class:`GroupCoordinatorShard` per partition holds the protocol (membership, rebalances, heartbeats,
+offset commits), and its :class:`~odradek.broker.group_metadata_manager.GroupMetadataManager` the groups,
+their records, loading and offset expiry. Nothing here does I/O or reads a clock of its own: time is the
+runtime's clock, delays are the shard's keyed :class:`~odradek.broker.timers.Timers`, writes are
+:class:`~odradek.broker.coordinator.runtime.CoordinatorResult` records, and parked JoinGroup/SyncGroup
+requests are Deferreds (:class:`~odradek.broker.deferred.Deferred`).
 
 The request paths follow Kafka's step for step, including the moments each error is answered:
 MEMBER_ID_REQUIRED on a dynamic member's first JoinGroup (v4+), REBALANCE_IN_PROGRESS to heartbeats and
@@ -17,14 +19,24 @@ members the group no longer has, FENCED_INSTANCE_ID to a static member's superse
 from __future__ import annotations
 
 import logging
-import struct
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
+from odradek.broker.coordinator.runtime import (  # noqa: F401  (java_string_hash, partition_for: the tools' and tests' names)
+    CoordinatorResult,
+    CoordinatorRuntime,
+    CoordinatorShard,
+    CoordinatorTopic,
+    LoadedBatch,
+    PartitionWriter,
+    Producer,
+    ShardContext,
+    java_string_hash,
+    partition_for,
+)
 from odradek.broker.deferred import Deferred
 from odradek.broker.group import (
     UNKNOWN_MEMBER_ID,
-    CommitRecord,
     Group,
     GroupOverview,
     GroupState,
@@ -36,20 +48,9 @@ from odradek.broker.group import (
     TopicPartition,
     distinct_protocols,
 )
-from odradek.broker.group_metadata_records import (
-    GroupMetadataKey,
-    GroupRecord,
-    OffsetAndMetadata,
-    OffsetKey,
-    group_metadata_key,
-    group_metadata_value,
-    offset_commit_key,
-    offset_commit_value,
-    read_group_value,
-    read_key,
-    read_offset_value,
-)
-from odradek.broker.timers import Timer, Timers
+from odradek.broker.group_metadata_manager import GROUP_METADATA_TOPIC, OFFSET_EXPIRATION_TIMER, GroupMetadataManager
+from odradek.broker.group_metadata_records import OffsetAndMetadata
+from odradek.broker.timers import Timer
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
 
@@ -58,11 +59,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("odradek.group_coordinator")
 
-GROUP_METADATA_TOPIC = "__consumer_offsets"
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 """A new member's JoinGroup cannot heartbeat; if its client gave up, this bounds how long it lingers."""
 INVALID_OFFSET = -1
-OFFSET_EXPIRATION_TIMER = ("expire-offsets",)
 CLASSIC_GROUP_TYPE = "classic"
 
 EMPTY_GROUP = GroupSummary("", "", "", [])
@@ -72,56 +71,12 @@ GROUP_ID_MAY_BE_EMPTY = frozenset({ApiKey.OffsetCommit, ApiKey.OffsetFetch, ApiK
 """Offset APIs accept the empty group id for old clients; Describe/Delete so that such a group can be
 inspected and removed. Every API that manages membership needs a real id."""
 
-# How an offsets-topic append error is reported to the client (Kafka's GroupMetadataManager mappings).
-STORE_GROUP_ERRORS: dict[ErrorCode, ErrorCode] = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.REBALANCE_IN_PROGRESS,
-    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
-}
-STORE_OFFSETS_ERRORS: dict[ErrorCode, ErrorCode] = {
-    ErrorCode.NETWORK_EXCEPTION: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
-    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
-    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
-}
-
-
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode`` (over UTF-16 code units, 32-bit signed)."""
-    units = s.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for (unit,) in struct.iter_unpack(">H", units):
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def kafka_abs(n: int) -> int:
-    """Kafka's ``Utils.abs``: ``Math.abs``, except that Integer.MIN_VALUE maps to 0."""
-    return 0 if n == -(1 << 31) else abs(n)
-
-
-def partition_for(group_id: str, num_partitions: int) -> int:
-    return kafka_abs(java_string_hash(group_id)) % num_partitions
-
-
 @dataclass(frozen=True)
 class GroupConfig:
     min_session_timeout_ms: int = 6000
     max_session_timeout_ms: int = 1800000
     max_size: int = 2**31 - 1
     initial_rebalance_delay_ms: int = 3000
-    offsets_topic_num_partitions: int = 50
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offsets_retention_check_interval_ms: int = 600000
     offset_metadata_max_bytes: int = 4096
@@ -140,27 +95,10 @@ class GroupConfig:
             max_session_timeout_ms=config["group.max.session.timeout.ms"],
             max_size=config["group.max.size"],
             initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
-            offsets_topic_num_partitions=config["offsets.topic.num.partitions"],
             offsets_retention_ms=config["offsets.retention.minutes"] * 60 * 1000,
             offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
             offset_metadata_max_bytes=get("offset.metadata.max.bytes", 4096),
         )
-
-
-@dataclass(frozen=True)
-class AppendResult:
-    error: ErrorCode
-    base_offset: int = -1
-
-
-Record = tuple[bytes, bytes | None]
-
-
-class CoordinatorLog(Protocol):
-    """The offsets topic as the coordinator writes it: one batch per call, complete when committed
-    (acks=all), or failed with the append's error."""
-
-    def append(self, partition: int, records: list[Record]) -> Deferred[AppendResult]: ...
 
 
 @dataclass
@@ -197,54 +135,37 @@ class OffsetFetchResult:
     error: ErrorCode = ErrorCode.NONE
 
 
-class GroupCoordinator:
-    def __init__(self, broker_id: int, config: GroupConfig, log_: CoordinatorLog, clock: Callable[[], int], on_timer: Callable[[int], None] | None = None) -> None:
-        self.broker_id = broker_id
+class GroupCoordinatorShard(CoordinatorShard):
+    """The classic group protocol for the groups of one ``__consumer_offsets`` partition."""
+
+    def __init__(self, context: ShardContext, config: GroupConfig) -> None:
         self.config = config
-        self.log = log_
-        self.clock = clock
-        self.timers = Timers(clock, on_timer)
-        self.groups: dict[str, Group] = {}
-        self.num_partitions = config.offsets_topic_num_partitions
-        self.owned_partitions: set[int] = set()
-        self.loading_partitions: set[int] = set()
-        self.active = True
-        self._schedule_offset_expiration()
+        self.clock = context.clock
+        self.timers = context.timers
+        self.partition = context.partition
+        self.metadata = GroupMetadataManager(context, config, self)
+        self.groups = self.metadata.groups
 
-    # -- ownership ------------------------------------------------------------------------------------------
+    # -- the runtime's hooks --------------------------------------------------------------------------------
 
-    def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.num_partitions)
+    def replay(self, offset: int, producer: Producer | None, key: bytes, value: bytes | None) -> None:
+        self.metadata.replay(offset, producer, key, value)
 
-    def is_loading(self) -> bool:
-        return bool(self.loading_partitions)
+    def replay_end_transaction_marker(self, producer_id: int, producer_epoch: int, committed: bool) -> None:
+        self.metadata.replay_end_transaction_marker(producer_id, committed)
 
-    def _validate_group_status(self, group_id: str | None, api: ApiKey) -> ErrorCode | None:
-        if group_id is None or (not group_id and api not in GROUP_ID_MAY_BE_EMPTY):
-            return ErrorCode.INVALID_GROUP_ID
-        if not self.active:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        partition = self.partition_for(group_id)
-        if partition in self.loading_partitions:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        if partition not in self.owned_partitions:
-            return ErrorCode.NOT_COORDINATOR
-        return None
+    def on_loaded(self) -> None:
+        for group in self.metadata.finish_loading():
+            self.on_group_loaded(group)
+        self.metadata.schedule_offset_expiration()
 
-    def _add_group(self, group: Group) -> Group:
-        return self.groups.setdefault(group.group_id, group)
-
-    def _is_current(self, group: Group) -> bool:
-        return self.groups.get(group.group_id) is group and not group.is_(GroupState.DEAD)
+    def on_partitions_deleted(self, partitions: list[TopicPartition]) -> None:
+        self.metadata.handle_deleted_partitions(partitions)
 
     # -- JoinGroup --------------------------------------------------------------------------------------------
 
     def join_group(self, req: JoinRequest) -> Deferred[JoinResult]:
         out: Deferred[JoinResult] = Deferred()
-        error = self._validate_group_status(req.group_id, ApiKey.JoinGroup)
-        if error is not None:
-            out.complete(JoinResult(req.member_id, error))
-            return out
         if not self.config.min_session_timeout_ms <= req.session_timeout_ms <= self.config.max_session_timeout_ms:
             out.complete(JoinResult(req.member_id, ErrorCode.INVALID_SESSION_TIMEOUT))
             return out
@@ -254,7 +175,7 @@ class GroupCoordinator:
             if not is_unknown:
                 out.complete(JoinResult(req.member_id, ErrorCode.UNKNOWN_MEMBER_ID))
                 return out
-            group = self._add_group(Group(req.group_id, GroupState.EMPTY, self.clock))
+            group = self.metadata.add_group(Group(req.group_id, GroupState.EMPTY, self.clock))
         if not self._accept_joining_member(group, req.member_id):
             group.remove(req.member_id)
             out.complete(JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.GROUP_MAX_SIZE_REACHED))
@@ -401,7 +322,7 @@ class GroupCoordinator:
                         # Older clients: name the old leader so that a returning leader does not assign.
                         group.maybe_complete_join(member, self._join_result(group, new_member_id, include_members=False, leader_id=current_leader or ""))
 
-                self._store_group(group, assignment).add_callback(stored)
+                self.metadata.store_group(group, assignment).add_callback(stored)
             else:
                 self._maybe_prepare_rebalance(group, f"Group's selected protocol will change because static member {new_member_id} with instance id {instance_id} joined with change of protocol")
         elif state is GroupState.COMPLETING_REBALANCE:
@@ -422,7 +343,7 @@ class GroupCoordinator:
         self._remove_sync_expiration(group)
         was_empty = group.is_(GroupState.EMPTY)
         group.transition_to(GroupState.PREPARING_REBALANCE)
-        log.info("Preparing to rebalance group %s in state %s with old generation %d (%s-%d) (reason: %s)", group.group_id, group.state.value, group.generation_id, GROUP_METADATA_TOPIC, self.partition_for(group.group_id), reason)
+        log.info("Preparing to rebalance group %s in state %s with old generation %d (%s-%d) (reason: %s)", group.group_id, group.state.value, group.generation_id, GROUP_METADATA_TOPIC, self.partition, reason)
         if was_empty:
             delay = self.config.initial_rebalance_delay_ms
             self._schedule_initial_join(group, delay, max(group.rebalance_timeout_ms - delay, 0))
@@ -469,16 +390,16 @@ class GroupCoordinator:
             return
         group.init_next_generation()
         if group.is_(GroupState.EMPTY):
-            log.info("Group %s with generation %d is now empty (%s-%d)", group.group_id, group.generation_id, GROUP_METADATA_TOPIC, self.partition_for(group.group_id))
+            log.info("Group %s with generation %d is now empty (%s-%d)", group.group_id, group.generation_id, GROUP_METADATA_TOPIC, self.partition)
 
             def stored(error: ErrorCode) -> None:
                 # Harmless if lost: the previous generation reloads without live members and times out.
                 if error != ErrorCode.NONE:
                     log.warning("Failed to write empty metadata for group %s: %s", group.group_id, error.name)
 
-            self._store_group(group, {}).add_callback(stored)
+            self.metadata.store_group(group, {}).add_callback(stored)
             return
-        log.info("Stabilized group %s generation %d (%s-%d) with %d members", group.group_id, group.generation_id, GROUP_METADATA_TOPIC, self.partition_for(group.group_id), group.size)
+        log.info("Stabilized group %s generation %d (%s-%d) with %d members", group.group_id, group.generation_id, GROUP_METADATA_TOPIC, self.partition, group.size)
         for member in list(group.members.values()):
             group.maybe_complete_join(member, self._join_result(group, member.member_id, include_members=group.is_leader(member.member_id)))
             self._complete_and_schedule_next_heartbeat(group, member)
@@ -490,15 +411,9 @@ class GroupCoordinator:
 
     def sync_group(self, group_id: str, generation_id: int, member_id: str, protocol_type: str | None, protocol_name: str | None, group_instance_id: str | None, assignments: dict[str, bytes]) -> Deferred[SyncResult]:
         out: Deferred[SyncResult] = Deferred()
-        error = self._validate_group_status(group_id, ApiKey.SyncGroup)
-        if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-            # The rebalance in flight was lost with the old coordinator: have the member rejoin.
-            error = ErrorCode.REBALANCE_IN_PROGRESS
         group = self.groups.get(group_id)
-        if error is None and group is None:
-            error = ErrorCode.UNKNOWN_MEMBER_ID
-        if error is None:
-            assert group is not None
+        error = ErrorCode.UNKNOWN_MEMBER_ID if group is None else None
+        if group is not None:
             error = self._validate_sync(group, generation_id, member_id, protocol_type, protocol_name, group_instance_id)
         if error is not None:
             out.complete(SyncResult(error))
@@ -528,7 +443,7 @@ class GroupCoordinator:
                             self._set_and_propagate_assignment(group, assignment)
                             group.transition_to(GroupState.STABLE)
 
-                self._store_group(group, assignment).add_callback(stored)
+                self.metadata.store_group(group, assignment).add_callback(stored)
         elif state is GroupState.STABLE:
             self._remove_pending_sync_member(group, member_id)
             member = group.get(member_id)
@@ -603,11 +518,6 @@ class GroupCoordinator:
     # -- Heartbeat and sessions -------------------------------------------------------------------------------
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> ErrorCode:
-        error = self._validate_group_status(group_id, ApiKey.Heartbeat)
-        if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-            return ErrorCode.NONE  # the group is still loading: answer blindly
-        if error is not None:
-            return error
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -640,7 +550,7 @@ class GroupCoordinator:
         self.timers.cancel(self._heartbeat_key(group, member_id))
 
     def _on_expire_heartbeat(self, group: Group, member_id: str, pending: bool) -> None:
-        if not self._is_current(group):
+        if not self.metadata.is_current(group):
             return
         if pending:
             if member_id in group.pending_members:
@@ -669,9 +579,6 @@ class GroupCoordinator:
     # -- LeaveGroup -------------------------------------------------------------------------------------------
 
     def leave_group(self, group_id: str, leaving: list[LeavingMember]) -> tuple[ErrorCode, list[tuple[LeavingMember, ErrorCode]]]:
-        error = self._validate_group_status(group_id, ApiKey.LeaveGroup)
-        if error is not None:
-            return error, []
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.NONE, [(m, ErrorCode.UNKNOWN_MEMBER_ID) for m in leaving]
@@ -707,33 +614,34 @@ class GroupCoordinator:
 
     # -- offsets ----------------------------------------------------------------------------------------------
 
-    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata]) -> Deferred[dict[TopicPartition, ErrorCode]]:
-        def fail(error: ErrorCode) -> Deferred[dict[TopicPartition, ErrorCode]]:
-            return Deferred.completed({tp: error for tp in offsets})
+    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata], producer: Producer | None = None) -> CoordinatorResult[dict[TopicPartition, ErrorCode]]:
+        """OffsetCommit, or TxnOffsetCommit for ``producer`` (its offsets count once its transaction commits)."""
 
-        error = self._validate_group_status(group_id, ApiKey.OffsetCommit)
-        if error is not None:
-            return fail(error)
+        def fail(error: ErrorCode) -> CoordinatorResult[dict[TopicPartition, ErrorCode]]:
+            return CoordinatorResult.of({tp: error for tp in offsets})
+
         group = self.groups.get(group_id)
         if group is None:
-            if generation_id >= 0:
+            if generation_id >= 0 and producer is None:
                 # A member of a generation this coordinator never saw (or a group that expired).
                 return fail(ErrorCode.ILLEGAL_GENERATION)
-            log.info("Creating simple consumer group %s via manual offset commit.", group_id)
-            group = self._add_group(Group(group_id, GroupState.EMPTY, self.clock))
-        error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
+            if producer is None:
+                log.info("Creating simple consumer group %s via manual offset commit.", group_id)
+            group = self.metadata.add_group(Group(group_id, GroupState.EMPTY, self.clock))
+        error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id, transactional=producer is not None)
         if error is not None:
             return fail(error)
-        state = group.state
-        if state is GroupState.COMPLETING_REBALANCE:
-            # The member knows the new generation but has no assignment yet: let it finish the rebalance.
-            return fail(ErrorCode.REBALANCE_IN_PROGRESS)
-        if state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
-            # Commits during a rebalance are still accepted: the heartbeat tells the member to rejoin.
-            self._complete_and_schedule_next_heartbeat(group, group.get(member_id))
-        return self._store_offsets(group, offsets)
+        if producer is None:
+            state = group.state
+            if state is GroupState.COMPLETING_REBALANCE:
+                # The member knows the new generation but has no assignment yet: let it finish the rebalance.
+                return fail(ErrorCode.REBALANCE_IN_PROGRESS)
+            if state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
+                # Commits during a rebalance are still accepted: the heartbeat tells the member to rejoin.
+                self._complete_and_schedule_next_heartbeat(group, group.get(member_id))
+        return self.metadata.store_offsets(group, offsets, producer)
 
-    def _validate_offset_commit(self, group: Group, generation_id: int, member_id: str, group_instance_id: str | None) -> ErrorCode | None:
+    def _validate_offset_commit(self, group: Group, generation_id: int, member_id: str, group_instance_id: str | None, *, transactional: bool) -> ErrorCode | None:
         if group.is_(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation_id < 0 and group.is_(GroupState.EMPTY):
@@ -743,60 +651,26 @@ class GroupCoordinator:
             if error is not None:
                 return error
             return ErrorCode.ILLEGAL_GENERATION if generation_id != group.generation_id else None
-        if not group.is_(GroupState.EMPTY):
-            return ErrorCode.UNKNOWN_MEMBER_ID  # only members commit for a group that has members
+        if not transactional and not group.is_(GroupState.EMPTY):
+            # Only members commit for a group that has members; old TxnOffsetCommits carry no member.
+            return ErrorCode.UNKNOWN_MEMBER_ID
         return None
 
-    def _store_offsets(self, group: Group, offsets: dict[TopicPartition, OffsetAndMetadata]) -> Deferred[dict[TopicPartition, ErrorCode]]:
-        limit = self.config.offset_metadata_max_bytes
-        valid = {tp: o for tp, o in offsets.items() if len(o.metadata) <= limit}
-        if not valid:
-            return Deferred.completed({tp: ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in offsets})
-        group_id = group.group_id
-        records: list[Record] = [(offset_commit_key(group_id, tp[0], tp[1]), offset_commit_value(o)) for tp, o in valid.items()]
-        group.prepare_offset_commit(valid)
-
-        def appended(result: AppendResult) -> dict[TopicPartition, ErrorCode]:
-            if not group.is_(GroupState.DEAD):
-                for tp, o in valid.items():
-                    if result.error == ErrorCode.NONE:
-                        group.on_offset_commit_append(tp, CommitRecord(result.base_offset, o))
-                    else:
-                        group.fail_pending_offset_write(tp, o)
-            error = STORE_OFFSETS_ERRORS.get(result.error, result.error)
-            if error != ErrorCode.NONE:
-                log.debug("Offset commit for group %s failed when appending to the log: %s", group_id, result.error.name)
-            return {tp: error if tp in valid else ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in offsets}
-
-        return self.log.append(self.partition_for(group_id), records).then(appended)
-
-    def _store_group(self, group: Group, assignment: dict[str, bytes]) -> Deferred[ErrorCode]:
-        records: list[Record] = [(group_metadata_key(group.group_id), group_metadata_value(group.record(assignment)))]
-        return self.log.append(self.partition_for(group.group_id), records).then(lambda r: STORE_GROUP_ERRORS.get(r.error, r.error))
-
-    def fetch_offsets(self, group_id: str, require_stable: bool, partitions: list[TopicPartition] | None) -> tuple[ErrorCode, dict[TopicPartition, OffsetFetchResult]]:
-        """Committed offsets regardless of the group's state: a group may use Kafka for offsets only.
-        ``partitions`` None means every partition the group has an offset for."""
-        error = self._validate_group_status(group_id, ApiKey.OffsetFetch)
-        if error is not None:
-            return error, {}
+    def fetch_offsets(self, group_id: str, require_stable: bool, partitions: list[TopicPartition] | None) -> dict[TopicPartition, OffsetFetchResult]:
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
-            return ErrorCode.NONE, {tp: OffsetFetchResult() for tp in partitions or []}
+            return {tp: OffsetFetchResult() for tp in partitions or []}
         wanted = list(group.offsets) if partitions is None else partitions
         out = {}
         for tp in wanted:
-            if require_stable and tp in group.pending_offset_commits:
+            if require_stable and group.has_pending_offset_commits(tp):
                 out[tp] = OffsetFetchResult(error=ErrorCode.UNSTABLE_OFFSET_COMMIT)
                 continue
             committed = group.offset(tp)
             out[tp] = OffsetFetchResult() if committed is None else OffsetFetchResult(committed.offset, committed.leader_epoch, committed.metadata)
-        return ErrorCode.NONE, out
+        return out
 
     def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
-        error = self._validate_group_status(group_id, ApiKey.OffsetDelete)
-        if error is not None:
-            return error, {}
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
@@ -809,25 +683,17 @@ class GroupCoordinator:
         else:
             return ErrorCode.NON_EMPTY_GROUP, {}
         if eligible:
-            removed = self._cleanup_group_metadata([group], lambda g: g.remove_offsets(eligible))
+            removed = self.metadata.cleanup_group_metadata([group], lambda g: g.remove_offsets(eligible))
             errors.update((tp, ErrorCode.NONE) for tp in eligible)
             log.info("The following offsets of the group %s were deleted: %s. A total of %d offsets were removed.", group_id, eligible, removed)
         return ErrorCode.NONE, errors
 
-    def handle_deleted_partitions(self, partitions: list[TopicPartition]) -> int:
-        """A deleted topic's offsets go from every group, with tombstones."""
-        return self._cleanup_group_metadata(list(self.groups.values()), lambda g: g.remove_offsets(partitions))
-
     # -- groups as a whole ----------------------------------------------------------------------------------
 
-    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
+    def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
         errors: dict[str, ErrorCode] = {}
         eligible = []
-        for group_id in dict.fromkeys(group_ids):
-            error = self._validate_group_status(group_id, ApiKey.DeleteGroups)
-            if error is not None:
-                errors[group_id] = error
-                continue
+        for group_id in group_ids:
             group = self.groups.get(group_id)
             if group is None or group.is_(GroupState.DEAD):
                 errors[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
@@ -837,121 +703,32 @@ class GroupCoordinator:
             else:
                 errors[group_id] = ErrorCode.NON_EMPTY_GROUP
         if eligible:
-            removed = self._cleanup_group_metadata(eligible, lambda g: g.remove_offsets(list(g.offsets)))
+            removed = self.metadata.cleanup_group_metadata(eligible, lambda g: g.remove_offsets(list(g.offsets)))
             errors.update((g.group_id, ErrorCode.NONE) for g in eligible)
             log.info("The following groups were deleted: %s. A total of %d offsets were removed.", ", ".join(g.group_id for g in eligible), removed)
         return errors
 
-    def list_groups(self, states: list[str], types: list[str]) -> tuple[ErrorCode, list[GroupOverview]]:
-        """States filter case-insensitively; every group here is a classic group, so a type filter either
-        admits them all or none."""
-        if not self.active:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-        error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.is_loading() else ErrorCode.NONE
-        wanted_states = {s.lower() for s in states}
-        if types and CLASSIC_GROUP_TYPE not in {t.lower() for t in types}:
-            return error, []
-        return error, [g.overview() for g in self.groups.values() if not wanted_states or g.state.value.lower() in wanted_states]
-
-    def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:
-        error = self._validate_group_status(group_id, ApiKey.DescribeGroups)
-        if error is not None:
-            return error, EMPTY_GROUP
+    def describe_group(self, group_id: str) -> GroupSummary:
         group = self.groups.get(group_id)
-        return ErrorCode.NONE, DEAD_GROUP if group is None else group.summary()
+        return DEAD_GROUP if group is None else group.summary()
 
-    # -- persistence: tombstones, expiry, loading ----------------------------------------------------------------
+    # -- the groups cache ------------------------------------------------------------------------------------
 
-    def _cleanup_group_metadata(self, groups: list[Group], selector: Callable[[Group], dict[TopicPartition, OffsetAndMetadata]]) -> int:
-        """Remove offsets (and groups that end up Empty without offsets) and write their tombstones. The
-        tombstones are written without waiting: if one is lost, the next expiry pass writes it again."""
-        removed_total = 0
-        for group in groups:
-            removed = selector(group)
-            if group.is_(GroupState.EMPTY) and not group.has_offsets:
-                log.info("Group %s transitioned to Dead in generation %d", group.group_id, group.generation_id)
-                group.transition_to(GroupState.DEAD)
-            tombstones: list[Record] = [(offset_commit_key(group.group_id, tp[0], tp[1]), None) for tp in removed]
-            if group.is_(GroupState.DEAD) and self.groups.get(group.group_id) is group:
-                self._forget_group(group)
-                # A group with generation 0 only ever stored offsets: it has no metadata record to delete.
-                if group.generation_id > 0:
-                    tombstones.append((group_metadata_key(group.group_id), None))
-            if tombstones:
-                self.log.append(self.partition_for(group.group_id), tombstones)
-                removed_total += len(removed)
-        return removed_total
-
-    def _forget_group(self, group: Group) -> None:
-        del self.groups[group.group_id]
-        self.timers.cancel(("join", group.group_id))
-        self.timers.cancel(("sync", group.group_id))
-        for member_id in list(group.members) + list(group.pending_members):
-            self._cancel_heartbeat(group, member_id)
-
-    def _schedule_offset_expiration(self) -> None:
-        def expire() -> None:
-            self._schedule_offset_expiration()
-            self.expire_offsets()
-
-        self.timers.schedule(OFFSET_EXPIRATION_TIMER, self.config.offsets_retention_check_interval_ms, expire)
-
-    def expire_offsets(self) -> int:
-        now = self.clock()
-        removed = self._cleanup_group_metadata(list(self.groups.values()), lambda g: g.remove_expired_offsets(now, self.config.offsets_retention_ms))
-        if removed:
-            log.info("Removed %d expired offsets in %d milliseconds.", removed, self.clock() - now)
-        return removed
-
-    def on_election(self, partition: int, records: Iterable[tuple[int, bytes | None, bytes | None]]) -> None:
-        """This broker leads ``partition`` of the offsets topic: load its groups and offsets from the
-        records ``(batch base offset, key, value)`` of its log, then serve them."""
-        self.loading_partitions.add(partition)
-        try:
-            offsets: dict[str, dict[TopicPartition, CommitRecord]] = {}
-            groups: dict[str, GroupRecord] = {}
-            for batch_offset, key_bytes, value in records:
-                if key_bytes is None:
-                    continue
-                key = read_key(key_bytes)
-                if isinstance(key, OffsetKey):
-                    group_offsets = offsets.setdefault(key.group, {})
-                    tp = (key.topic, key.partition)
-                    if value is None:
-                        group_offsets.pop(tp, None)
-                    else:
-                        group_offsets[tp] = CommitRecord(batch_offset, read_offset_value(value))
-                elif isinstance(key, GroupMetadataKey):
-                    if value is None:
-                        groups.pop(key.group, None)
-                    else:
-                        groups[key.group] = read_group_value(value)
-            loaded = 0
-            for group_id in groups.keys() | offsets.keys():
-                record = groups.get(group_id)
-                group = Group.loaded(group_id, record, self.clock) if record is not None else Group(group_id, GroupState.EMPTY, self.clock)
-                group.offsets.update(offsets.get(group_id, {}))
-                if record is None and not group.offsets:
-                    continue  # every offset of a group without metadata was deleted
-                if self._add_group(group) is group:
-                    loaded += 1
-                    self._on_group_loaded(group)
-            self.owned_partitions.add(partition)
-            if loaded:
-                log.info("Loaded %d groups from %s-%d", loaded, GROUP_METADATA_TOPIC, partition)
-        finally:
-            self.loading_partitions.discard(partition)
-
-    def _on_group_loaded(self, group: Group) -> None:
+    def on_group_loaded(self, group: Group) -> None:
         if group.size > self.config.max_size:
             self._prepare_rebalance(group, f"Freshly-loaded group is over capacity ({self.config.max_size}). Rebalancing in order to give a chance for consumers to commit offsets")
         for member in list(group.members.values()):
             self._complete_and_schedule_next_heartbeat(group, member)
 
-    def on_resignation(self, partition: int) -> None:
-        """Another broker now leads ``partition``: its groups' members are told to find it."""
-        self.owned_partitions.discard(partition)
-        for group in [g for g in self.groups.values() if self.partition_for(g.group_id) == partition]:
+    def on_group_removed(self, group: Group) -> None:
+        self.timers.cancel(("join", group.group_id))
+        self.timers.cancel(("sync", group.group_id))
+        for member_id in list(group.members) + list(group.pending_members):
+            self._cancel_heartbeat(group, member_id)
+
+    def on_unloaded(self) -> None:
+        """Another broker now leads the partition: its groups' members are told to find it."""
+        for group in list(self.groups.values()):
             previous = group.state
             group.transition_to(GroupState.DEAD)
             if previous is GroupState.PREPARING_REBALANCE:
@@ -960,14 +737,11 @@ class GroupCoordinator:
             elif previous in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
                 for member in list(group.members.values()):
                     group.maybe_complete_sync(member, SyncResult(ErrorCode.NOT_COORDINATOR))
-            self._forget_group(group)
+            self.metadata.forget_group(group)
 
     # -- timers ---------------------------------------------------------------------------------------------
 
-    def run_due_timers(self) -> int:
-        return self.timers.run_due(self._on_timer_failure)
-
-    def _on_timer_failure(self, timer: Timer, exc: Exception) -> None:
+    def on_timer_failed(self, timer: Timer, exc: Exception) -> None:
         """A timer failed half-way through a group's state change: start that group over, so that the
         failure is contained to one rebalance instead of wedging the group for good."""
         log.error("Group coordinator timer %s failed", timer.key, exc_info=exc)
@@ -975,12 +749,11 @@ class GroupCoordinator:
             group = self.groups.get(timer.key[1])
             if group is not None:
                 self._reset_group(group)
-
     def _reset_group(self, group: Group) -> None:
         """Answer every parked JoinGroup and SyncGroup with UNKNOWN_MEMBER_ID (which has clients join again
         from scratch), drop the members, and move the group to Empty in a new generation, keeping its
         offsets."""
-        if not self._is_current(group):
+        if not self.metadata.is_current(group):
             return
         log.warning("Group %s in state %s generation %d is reset: its members must join again", group.group_id, group.state.value, group.generation_id)
         self.timers.cancel(("join", group.group_id))
@@ -996,5 +769,151 @@ class GroupCoordinator:
         if group.is_(GroupState.PREPARING_REBALANCE):
             self._on_complete_join(group)
 
-    def next_deadline(self) -> int | None:
-        return self.timers.next_deadline()
+
+class GroupCoordinator:
+    """The group APIs as handlers call them: the group id is checked, then the request runs on the shard
+    of the group's ``__consumer_offsets`` partition -- or is answered NOT_COORDINATOR or
+    COORDINATOR_LOAD_IN_PROGRESS (each API as Kafka maps them)."""
+
+    def __init__(self, runtime: CoordinatorRuntime[GroupCoordinatorShard]) -> None:
+        self.runtime = runtime
+        self.clock = runtime.clock
+        runtime.coordinator = self
+
+    def partition_for(self, group_id: str) -> int:
+        return self.runtime.partition_for(group_id)
+
+    @property
+    def groups(self) -> dict[str, Group]:
+        """Every group this broker coordinates (a snapshot)."""
+        return {group_id: group for shard in self.runtime.shards() for group_id, group in shard.groups.items()}
+
+    def _shards(self) -> Iterator[GroupCoordinatorShard]:
+        return self.runtime.shards()
+
+    def _validate_group_status(self, group_id: str | None, api: ApiKey) -> ErrorCode | None:
+        if group_id is None or (not group_id and api not in GROUP_ID_MAY_BE_EMPTY):
+            return ErrorCode.INVALID_GROUP_ID
+        return self.runtime.status(self.partition_for(group_id))
+
+    def _shard(self, group_id: str) -> GroupCoordinatorShard:
+        return self.runtime.shard(self.partition_for(group_id))
+
+    # -- membership -----------------------------------------------------------------------------------------
+
+    def join_group(self, req: JoinRequest) -> Deferred[JoinResult]:
+        error = self._validate_group_status(req.group_id, ApiKey.JoinGroup)
+        if error is not None:
+            return Deferred.completed(JoinResult(req.member_id, error))
+        return self._shard(req.group_id).join_group(req)
+
+    def sync_group(self, group_id: str, generation_id: int, member_id: str, protocol_type: str | None, protocol_name: str | None, group_instance_id: str | None, assignments: dict[str, bytes]) -> Deferred[SyncResult]:
+        error = self._validate_group_status(group_id, ApiKey.SyncGroup)
+        if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            # The rebalance in flight was lost with the old coordinator: have the member rejoin.
+            error = ErrorCode.REBALANCE_IN_PROGRESS
+        if error is not None:
+            return Deferred.completed(SyncResult(error))
+        return self._shard(group_id).sync_group(group_id, generation_id, member_id, protocol_type, protocol_name, group_instance_id, assignments)
+
+    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> ErrorCode:
+        error = self._validate_group_status(group_id, ApiKey.Heartbeat)
+        if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            return ErrorCode.NONE  # the group is still loading: answer blindly
+        if error is not None:
+            return error
+        return self._shard(group_id).heartbeat(group_id, member_id, group_instance_id, generation_id)
+
+    def leave_group(self, group_id: str, leaving: list[LeavingMember]) -> tuple[ErrorCode, list[tuple[LeavingMember, ErrorCode]]]:
+        error = self._validate_group_status(group_id, ApiKey.LeaveGroup)
+        if error is not None:
+            return error, []
+        return self._shard(group_id).leave_group(group_id, leaving)
+
+    # -- offsets --------------------------------------------------------------------------------------------
+
+    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata]) -> Deferred[dict[TopicPartition, ErrorCode]]:
+        error = self._validate_group_status(group_id, ApiKey.OffsetCommit)
+        if error is not None:
+            return Deferred.completed({tp: error for tp in offsets})
+        return self.runtime.write(self.partition_for(group_id), lambda shard: shard.commit_offsets(group_id, member_id, group_instance_id, generation_id, offsets))
+
+    def commit_transactional_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str, group_instance_id: str | None, generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata]) -> Deferred[dict[TopicPartition, ErrorCode]]:
+        """TxnOffsetCommit (Kafka's ``handleTxnCommitOffsets``): written as the producer's transactional
+        batch; the offsets stay pending (OffsetFetch with require_stable: UNSTABLE_OFFSET_COMMIT) until
+        :meth:`complete_transaction` brings the producer's marker. The caller checks the producer and its
+        transaction first (the transaction coordinator's verification)."""
+        error = self._validate_group_status(group_id, ApiKey.TxnOffsetCommit)
+        if error is not None:
+            return Deferred.completed({tp: error for tp in offsets})
+        producer = Producer(producer_id, producer_epoch)
+        return self.runtime.write(self.partition_for(group_id), lambda shard: shard.commit_offsets(group_id, member_id, group_instance_id, generation_id, offsets, producer))
+
+    def complete_transaction(self, producer_id: int, producer_epoch: int, offsets_partitions: Iterable[int], committed: bool) -> None:
+        """The producer's COMMIT or ABORT marker is written to these ``__consumer_offsets`` partitions
+        (Kafka's ``scheduleHandleTxnCompletion``): its pending offsets there are applied or dropped."""
+        for partition in offsets_partitions:
+            self.runtime.complete_transaction(partition, producer_id, producer_epoch, committed)
+
+    def fetch_offsets(self, group_id: str, require_stable: bool, partitions: list[TopicPartition] | None) -> tuple[ErrorCode, dict[TopicPartition, OffsetFetchResult]]:
+        """Committed offsets regardless of the group's state: a group may use Kafka for offsets only.
+        ``partitions`` None means every partition the group has an offset for."""
+        error = self._validate_group_status(group_id, ApiKey.OffsetFetch)
+        if error is not None:
+            return error, {}
+        return ErrorCode.NONE, self._shard(group_id).fetch_offsets(group_id, require_stable, partitions)
+
+    def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        error = self._validate_group_status(group_id, ApiKey.OffsetDelete)
+        if error is not None:
+            return error, {}
+        return self._shard(group_id).delete_offsets(group_id, partitions)
+
+    # -- groups as a whole ----------------------------------------------------------------------------------
+
+    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
+        errors: dict[str, ErrorCode] = {}
+        by_partition: dict[int, list[str]] = {}
+        for group_id in dict.fromkeys(group_ids):
+            error = self._validate_group_status(group_id, ApiKey.DeleteGroups)
+            if error is not None:
+                errors[group_id] = error
+            else:
+                by_partition.setdefault(self.partition_for(group_id), []).append(group_id)
+        for partition, ids in by_partition.items():
+            errors.update(self.runtime.shard(partition).delete_groups(ids))
+        return {group_id: errors[group_id] for group_id in dict.fromkeys(group_ids)}
+
+    def list_groups(self, states: list[str], types: list[str]) -> tuple[ErrorCode, list[GroupOverview]]:
+        """States filter case-insensitively; every group here is a classic group, so a type filter either
+        admits them all or none."""
+        error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.runtime.is_loading else ErrorCode.NONE
+        wanted_states = {s.lower() for s in states}
+        if types and CLASSIC_GROUP_TYPE not in {t.lower() for t in types}:
+            return error, []
+        return error, [g.overview() for shard in self._shards() for g in shard.groups.values() if not wanted_states or g.state.value.lower() in wanted_states]
+
+    def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:
+        error = self._validate_group_status(group_id, ApiKey.DescribeGroups)
+        if error is not None:
+            return error, EMPTY_GROUP
+        return ErrorCode.NONE, self._shard(group_id).describe_group(group_id)
+
+
+def offsets_topic(config: "BrokerConfig") -> CoordinatorTopic:
+    """``__consumer_offsets`` as the broker's ``offsets.topic.*`` configs make it."""
+    return CoordinatorTopic(
+        GROUP_METADATA_TOPIC,
+        config["offsets.topic.num.partitions"],
+        config["offsets.topic.replication.factor"],
+        {"cleanup.policy": "compact", "segment.bytes": str(config["offsets.topic.segment.bytes"]), "compression.type": "producer"},
+        config["offsets.topic.compression.codec"],
+    )
+
+
+def group_coordinator_runtime(config: "BrokerConfig", partitions: PartitionWriter, load: Callable[[int], Iterable[LoadedBatch]], *, broker_id: int, metadata: Callable[[], Any], create_topic: Callable[[CoordinatorTopic], None]) -> CoordinatorRuntime[GroupCoordinatorShard]:
+    """The group coordinator on its runtime, its service at ``.coordinator``."""
+    group_config = GroupConfig.from_broker_config(config)
+    runtime = CoordinatorRuntime(offsets_topic(config), lambda context: GroupCoordinatorShard(context, group_config), partitions, broker_id=broker_id, load=load, metadata=metadata, create_topic=create_topic)
+    GroupCoordinator(runtime)
+    return runtime

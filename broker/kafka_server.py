@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer import create_authorizer
 from odradek.broker.config import BrokerConfig
-from odradek.broker.coordinator_runtime import GroupCoordinatorRuntime
+from odradek.broker.coordinator.partitions import ReplicaManagerPartitions
 from odradek.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from odradek.broker.fetch_session import FetchSessionCache
-from odradek.broker.group_coordinator import GROUP_METADATA_TOPIC
+from odradek.broker.group_coordinator import GROUP_METADATA_TOPIC, group_coordinator_runtime
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.controller.embedded import EmbeddedController
 from odradek.controller.metadata import BrokerInfo, TopicInfo
@@ -49,7 +49,14 @@ class KafkaServer:
         self.controller: EmbeddedController | None = None
         self.authorization = Authorization()
         self.coordinators: dict[str, Any] = {}
-        self.coordinators["group"] = GroupCoordinatorRuntime(self)
+        offsets = ReplicaManagerPartitions(
+            self.replica_manager, GROUP_METADATA_TOPIC, commit_timeout_ms=config["offsets.commit.timeout.ms"],
+            load_buffer_size=config["offsets.load.buffer.size"], spawn=lambda wait: self.background.start_soon(wait),
+        )
+        self.coordinators["group"] = group_coordinator_runtime(
+            config, offsets, offsets.load, broker_id=self.broker_id, metadata=lambda: self.metadata,
+            create_topic=lambda t: self.create_topic_in_background(t.name, t.num_partitions, t.replication_factor, t.configs),
+        )
         self.metrics: BrokerMetrics | None = None  # the runner's, when prometheus.port is set
         self.background: TaskGroup | None = None  # the network's task group, for work no request waits for
         self._producer_ids: range = range(0)
@@ -66,7 +73,7 @@ class KafkaServer:
         me = BrokerInfo(self.broker_id, advertised_host, advertised_port, self.config["broker.rack"])
         self.controller = EmbeddedController(
             me, self.log_dirs[0], self, self.config["cluster.id"],
-            log_dirs=self.log_dirs, internal_topic_configs={GROUP_METADATA_TOPIC: self.coordinators["group"].offsets_topic_configs()},
+            log_dirs=self.log_dirs, internal_topic_configs={GROUP_METADATA_TOPIC: self.coordinators["group"].topic.configs},
         )
         self.authorization.authorizer = create_authorizer(
             self.config["authorizer.class.name"], self.controller, self.config["super.users"], self.config["allow.everyone.if.no.acl.found"]

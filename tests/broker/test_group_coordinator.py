@@ -10,13 +10,14 @@ import struct
 from collections import defaultdict
 
 
+from odradek.broker.coordinator.runtime import AppendResult, CoordinatorRuntime, CoordinatorTopic, LoadedBatch
 from odradek.broker.deferred import Deferred
 from odradek.broker.group import GroupState
 from odradek.broker.group_coordinator import (
     NEW_MEMBER_JOIN_TIMEOUT_MS,
-    AppendResult,
     GroupConfig,
     GroupCoordinator,
+    GroupCoordinatorShard,
     JoinRequest,
     LeavingMember,
     java_string_hash,
@@ -24,12 +25,15 @@ from odradek.broker.group_coordinator import (
 )
 from odradek.broker.group_metadata_records import CONSUMER_PROTOCOL_SUBSCRIPTION, OffsetAndMetadata, read_key
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.record_batch import read_batch_header
+from odradek.protocol.records import iter_records_unchecked
 from odradek.protocol.schema import encode
 
 E = ErrorCode
 PARTITIONS = 4
 SESSION = 10_000
 REBALANCE = 30_000
+OFFSETS_TOPIC = CoordinatorTopic("__consumer_offsets", PARTITIONS, 1, {})
 
 
 def subscription(*topics: str) -> bytes:
@@ -45,18 +49,19 @@ class ManualClock:
 
 
 class MemoryLog:
-    """The offsets topic in memory. With ``hold``, appends stay uncommitted until :meth:`release`, as
-    while followers have not caught up."""
+    """The offsets topic in memory: the runtime's batches as written, read back record by record. With
+    ``hold``, appends stay uncommitted until :meth:`release`, as while followers have not caught up."""
 
     def __init__(self) -> None:
         self.partitions: dict[int, list[tuple[int, bytes, bytes | None]]] = defaultdict(list)
         self.hold = False
         self.held: list[tuple[Deferred[AppendResult], int]] = []
 
-    def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> Deferred[AppendResult]:
+    def append(self, partition: int, batch: bytearray) -> Deferred[AppendResult]:
         log = self.partitions[partition]
         base = len(log)
-        log.extend((base, key, value) for key, value in records)
+        data = bytes(batch)
+        log.extend((base, r.key, r.value) for r in iter_records_unchecked(data, 0, read_batch_header(data)))
         out: Deferred[AppendResult] = Deferred()
         if self.hold:
             self.held.append((out, base))
@@ -69,20 +74,24 @@ class MemoryLog:
         for deferred, base in held:
             deferred.complete(AppendResult(error, base))
 
+    def batches(self, partition: int) -> list[LoadedBatch]:
+        return [LoadedBatch(offset, -1, -1, False, [(key, value)]) for offset, key, value in self.partitions[partition]]
+
 
 class Harness:
     def __init__(self, log: MemoryLog | None = None, clock: ManualClock | None = None, **config) -> None:
-        config.setdefault("offsets_topic_num_partitions", PARTITIONS)
         config.setdefault("initial_rebalance_delay_ms", 0)
         self.clock = clock or ManualClock()
         self.log = log or MemoryLog()
-        self.coordinator = GroupCoordinator(0, GroupConfig(**config), self.log, self.clock)
+        group_config = GroupConfig(**config)
+        self.runtime = CoordinatorRuntime(OFFSETS_TOPIC, lambda context: GroupCoordinatorShard(context, group_config), self.log, broker_id=0, clock=self.clock)
+        self.coordinator = GroupCoordinator(self.runtime)
         for p in range(PARTITIONS):
-            self.coordinator.on_election(p, list(self.log.partitions[p]))
+            self.runtime.load(p, self.log.batches(p))
 
     def advance(self, ms: int = 0) -> None:
         self.clock.now += ms
-        self.coordinator.run_due_timers()
+        self.runtime.run_due_timers()
 
     def keep_alive(self, ms: int, *members: tuple[str, str, int]) -> None:
         """Let ``ms`` pass while the given (group, member, generation) heartbeat every 2 s."""
@@ -213,7 +222,7 @@ def test_a_failing_timer_resets_only_its_group_which_then_rebalances_again() -> 
     def fail() -> None:
         raise ValueError("a state no rule foresaw")
 
-    h.coordinator.timers.schedule(("join", "g"), 0, fail)
+    h.runtime.shard(partition_for("g", PARTITIONS)).timers.schedule(("join", "g"), 0, fail)
     h.advance()
     assert (j1.value.error, j1.value.member_id) == (E.UNKNOWN_MEMBER_ID, "")
     assert h.state("g") is GroupState.EMPTY and not h.coordinator.groups["g"].members
@@ -547,7 +556,7 @@ def test_list_and_describe_groups() -> None:
 
 def test_not_coordinator_for_partitions_this_broker_does_not_lead() -> None:
     h = Harness()
-    h.coordinator.on_resignation(partition_for("g", PARTITIONS))
+    h.runtime.unload(partition_for("g", PARTITIONS))
     assert h.join("g").value.error == E.NOT_COORDINATOR
     assert h.coordinator.fetch_offsets("g", False, None)[0] == E.NOT_COORDINATOR
 
