@@ -162,7 +162,8 @@ async def run(config: BrokerConfig, *, handle_signals: bool = True, on_started: 
         async with anyio.create_task_group() as tg:
             await tg.start(serve, server, bound)
             tg.start_soon(_periodic, server)
-            await tg.start(server.coordinators["group"].run)
+            for coordinator in server.coordinators.values():
+                await tg.start(coordinator.run)
             if server.metrics is not None:
                 tg.start_soon(server.metrics.probe_event_loop)
             log.info(
