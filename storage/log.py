@@ -532,13 +532,13 @@ class Log:
         upper_bound = segments[index].offset_index.fetch_upper_bound_offset(info.fetch_offset_metadata.relative_position + info.size)
         if upper_bound is None:
             upper_bound = segments[index + 1].base_offset if index + 1 < len(segments) else self._log_end_offset
-        aborted: list[AbortedTxn] = []
-        for segment in segments[index:]:
-            found, complete = segment.txn_index.collect_aborted_txns(start_offset, upper_bound)
-            aborted.extend(found)
-            if complete:
-                break
-        return aborted
+        return _collect_aborted_txns(segments[index:], start_offset, upper_bound)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Kafka's collectAbortedTransactions: the aborted transactions overlapping [start, upper bound), from
+        the transaction indexes of the segment holding ``start_offset`` and those after it (the cleaner's)."""
+        segments, bases = self._listing
+        return _collect_aborted_txns(segments[max(bisect.bisect_right(bases, start_offset) - 1, 0) :], start_offset, upper_bound_offset)
 
     def _offset_position(self, offset: int, segments: tuple[LogSegment, ...], bases: tuple[int, ...], log_end: int) -> tuple[int, int]:
         """(segment base, position) of the batch holding ``offset``: where a read bounded by it must stop."""
@@ -895,3 +895,13 @@ class Log:
             f"logEndOffset={self._log_end_offset}, highWatermark={self._high_watermark})"
         )
 
+
+def _collect_aborted_txns(segments: tuple[LogSegment, ...], start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+    """Search the segments' transaction indexes in order until one holds an entry ending past the bound."""
+    aborted: list[AbortedTxn] = []
+    for segment in segments:
+        found, complete = segment.txn_index.collect_aborted_txns(start_offset, upper_bound_offset)
+        aborted.extend(found)
+        if complete:
+            break
+    return aborted

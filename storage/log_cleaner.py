@@ -15,8 +15,13 @@ of now + delete.retention.ms, and a cleaning after it drops them. The last batch
 is kept, emptied if need be, so that sequence numbers and epochs survive. Each cleaned group is written to
 ``.cleaned`` files, flushed, and swapped in by ``Log.replace_segments``.
 
-Not as Kafka: odradek has no transaction index, so records of aborted transactions are not removed and
-control batches (transaction markers) are always kept whole; the key map holds as many keys as Kafka's
+Transactions as Kafka cleans them (``CleanedTransactionMetadata``): batches of aborted transactions are
+dropped (their keys never enter the map), and so are markers whose transaction left no data behind -- at
+once for a COMMIT, and for an ABORT once its data is gone; the marker's batch first gets a delete horizon
+like a tombstone's, and only a cleaning after it drops the marker. An ABORT marker kept carries its entry
+into the cleaned segment's transaction index.
+
+Not as Kafka: the key map holds as many keys as Kafka's
 (log.cleaner.dedupe.buffer.size / 24 bytes, times log.cleaner.io.buffer.load.factor) but a Python entry
 costs several times Kafka's 24 bytes; one log is cleaned at a time, on the caller's thread
 (log.cleaner.threads is not acted on), and I/O is not throttled.
@@ -45,6 +50,7 @@ from odradek.protocol.record_batch import (
 )
 from odradek.protocol.records import Record, encode_record, iter_records
 from odradek.storage.checkpoints import OffsetCheckpointFile
+from odradek.storage.cleaned_transactions import CleanedTransactionMetadata
 from odradek.storage.file_records import FileRecords
 from odradek.storage.indexes import INT32_MAX
 from odradek.storage.log import Log
@@ -358,7 +364,7 @@ class Cleaner:
                 return None
             pinned = [_PinnedSegment.pin(segment) for segment in log_.segments if segment.base_offset < upper]
             round_ = _Round(log_, now_ms, upper, log_.truncations, log_.last_records_of_active_producers(), CleanerStats())
-        self._build_offset_map(segments_between(pinned, to_clean.first_dirty_offset, upper), to_clean.first_dirty_offset, upper)
+        self._build_offset_map(log_, segments_between(pinned, to_clean.first_dirty_offset, upper), to_clean.first_dirty_offset, upper)
         end_offset = self.offset_map.latest_offset + 1
         config = log_.config
         groups = group_segments_by_size([p for p in pinned if p.base_offset < end_offset], config.segment_bytes, config.max_index_size, upper)
@@ -367,21 +373,25 @@ class Cleaner:
                 return None
         return end_offset, round_.stats
 
-    def _build_offset_map(self, dirty: list[_PinnedSegment], start: int, end: int) -> None:
+    def _build_offset_map(self, log_: Log, dirty: list[_PinnedSegment], start: int, end: int) -> None:
         offset_map = self.offset_map
         offset_map.clear()
+        transactions = CleanedTransactionMetadata()
+        transactions.add_aborted_transactions(log_.collect_aborted_transactions(start, end))
         for i, pinned in enumerate(dirty):
-            if self._map_segment(pinned, start):
+            if self._map_segment(pinned, start, transactions):
                 return  # full: this cleaning covers what was mapped, the next one goes on from there
             offset_map.latest_offset = (dirty[i + 1].base_offset if i + 1 < len(dirty) else end) - 1
 
-    def _map_segment(self, pinned: _PinnedSegment, start: int) -> bool:
-        """Map the keys of one segment at or after ``start``; True if the map filled up."""
+    def _map_segment(self, pinned: _PinnedSegment, start: int, transactions: CleanedTransactionMetadata) -> bool:
+        """Map the keys of one segment at or after ``start``, except aborted ones; True if the map filled up."""
         offset_map = self.offset_map
         for _, header, batch in pinned.records.batches():
             if header.last_offset < start:
                 continue
-            if not header.is_control:
+            if header.is_control:
+                transactions.on_control_batch_read(header, batch)
+            elif not transactions.on_batch_read(header):
                 for record in iter_records(batch):
                     if record.key is not None and record.offset >= start:  # type: ignore[operator]
                         if len(offset_map) >= offset_map.capacity:
@@ -394,12 +404,16 @@ class Cleaner:
         """Recopy a group of segments into one ``.cleaned`` segment and swap it in (Kafka's cleanSegments)."""
         log_ = round_.log
         cleaned = log_.new_cleaned_segment(group[0].base_offset)
+        transactions = CleanedTransactionMetadata(cleaned.txn_index)
         swapped = False
         try:
-            for pinned in group:
+            for i, pinned in enumerate(group):
+                # The whole segment's aborted transactions: the cleaned segment's index is rebuilt from them.
+                upper = group[i + 1].base_offset if i + 1 < len(group) else pinned.segment.read_next_offset()
+                transactions.add_aborted_transactions(log_.collect_aborted_transactions(pinned.base_offset, upper))
                 for _, header, batch in pinned.records.batches():
                     round_.stats.bytes_read += header.size
-                    out = self._filter_batch(header, batch, round_)
+                    out = self._filter_batch(header, batch, round_, transactions)
                     if out is not None:
                         kept = parse_header(out)
                         cleaned.append(kept.last_offset, kept.max_timestamp, kept.last_offset, out)
@@ -414,19 +428,32 @@ class Cleaner:
                 cleaned.delete()  # never committed; a swap that failed once committed is finished at startup
         return swapped
 
-    def _filter_batch(self, header: BatchHeader, batch: memoryview, round_: _Round) -> bytes | memoryview | None:
-        """What of one batch goes into the cleaned segment (Kafka's log cleaner RecordFilter + filterTo)."""
+    def _filter_batch(self, header: BatchHeader, batch: memoryview, round_: _Round, transactions: CleanedTransactionMetadata) -> bytes | memoryview | None:
+        """What of one batch goes into the cleaned segment (Kafka's log cleaner RecordFilter + filterTo).
+
+        A batch of an aborted transaction is discarded, a marker with nothing left to mark once its delete
+        horizon has passed (the first cleaning to find it sets the horizon); either stays as an empty batch
+        when it is its producer's last."""
         stats = round_.stats
         if header.is_control:
+            can_discard = transactions.on_control_batch_read(header, batch)
+            discard = can_discard and header.has_delete_horizon and header.base_timestamp <= round_.now_ms
+        else:
+            can_discard = discard = transactions.on_batch_read(header)
+        last_of_producer = _is_last_batch_of_producer(header, round_.last_records)
+        if discard and not last_of_producer:
             stats.messages_read += header.records_count
-            stats.messages_written += header.records_count
-            return batch  # markers are kept: without a transaction index it is never known to be safe to drop one
-        records = list(iter_records(batch))
-        retained = [record for record in records if self._should_retain(header, record, round_.now_ms)]
-        stats.messages_read += len(records)
+            return None
+        records = [] if discard else list(iter_records(batch))
+        if header.is_control:
+            retained = records
+        else:
+            retained = [record for record in records if self._should_retain(header, record, round_.now_ms)]
+        stats.messages_read += header.records_count if discard else len(records)
         stats.messages_written += len(retained)
         if retained:
-            set_horizon = not header.has_delete_horizon and any(record.value is None for record in retained)
+            tombstones = not header.is_control and any(record.value is None for record in retained)
+            set_horizon = not header.has_delete_horizon and (tombstones or (header.is_control and can_discard))
             if len(retained) == len(records) and not set_horizon:
                 return batch
             if set_horizon:
@@ -434,7 +461,7 @@ class Cleaner:
             else:
                 horizon = header.base_timestamp if header.has_delete_horizon else None
             return _rebuild_batch(header, retained, horizon)
-        if _is_last_batch_of_producer(header, round_.last_records) or header.next_offset == round_.upper:
+        if last_of_producer or header.next_offset == round_.upper:
             # The producer's last sequence and epoch must survive; so must the offset the cleaned range ends at.
             return _empty_batch(header)
         return None

@@ -460,3 +460,67 @@ def test_a_crash_at_any_point_of_a_swap_leaves_a_recoverable_log_missing_nothing
             break
         crash_at += 1
     assert crash_at > 10  # the crash points covered the whole swap: .cleaned -> .swap, old -> .deleted, .swap -> final
+
+
+# -- transactions -------------------------------------------------------------------------------------------------
+
+
+def markers(log: Log) -> dict[int, object]:
+    """offset -> header of each transaction marker left."""
+    return {h.base_offset: h for h in batches(log) if h.is_control}
+
+
+def aborted_entries(log: Log) -> list[tuple[int, int, int]]:
+    return [(t.producer_id, t.first_offset, t.last_offset) for t in log.collect_aborted_transactions(0, log.log_end_offset)]
+
+
+def test_aborted_data_goes_at_once_and_its_marker_after_delete_retention_ms_as_kafka_cleans_transactions(open_log, clean, clock):
+    log = open_log({**COMPACT, "segment.bytes": "1200", "delete.retention.ms": "100000", "min.cleanable.dirty.ratio": "0.01"})
+
+    def end(producer_id: int, commit: bool) -> int:
+        offset = log.append_control_batch(producer_id, 0, 0, commit, leader_epoch=0).first_offset
+        log.high_watermark = log.log_end_offset
+        return offset
+
+    append(log, [(b"a", b"aborted"), (b"b", b"aborted")], producer_id=10, producer_epoch=0, base_sequence=0, is_transactional=True)
+    first_abort = end(10, commit=False)
+    append(log, [(b"c", b"committed")], producer_id=20, producer_epoch=0, base_sequence=0, is_transactional=True)
+    commit = end(20, commit=True)
+    append(log, [(b"d", b"aborted")], producer_id=10, producer_epoch=0, base_sequence=2, is_transactional=True)
+    last_abort = end(10, commit=False)
+    fill(log, updates(30, 3), timestamp=clock.now)
+    log.roll()
+    assert aborted_entries(log) == [(10, 0, first_abort), (10, commit + 1, last_abort)]
+
+    first_clean = clock.now
+    assert clean(log) == 1
+    values = {key: value for _, key, value in consume(log)}
+    assert values.get(b"c") == b"committed" and not {b"a", b"b", b"d"} & set(values)
+    # The markers stay (their transactions' data was there when this cleaning started), with their entries.
+    assert set(markers(log)) == {first_abort, commit, last_abort}
+    assert aborted_entries(log) == [(10, 0, first_abort), (10, commit + 1, last_abort)]
+    # d's batch was producer 10's last: kept, emptied, so that its sequence survives.
+    (kept,) = [h for h in batches(log) if h.producer_id == 10 and not h.is_control]
+    assert (kept.base_offset, kept.records_count) == (commit + 1, 0)
+
+    clock.advance(1000)
+    fill(log, updates(12, 3, b"w"), timestamp=clock.now)
+    log.roll()
+    second_clean = clock.now
+    assert clean(log) == 1
+    # No data left to mark: the first abort marker gets a delete horizon, and no index entry any more. The last
+    # one still marks producer 10's kept (empty) batch; the commit marker, c's batch.
+    found = markers(log)
+    assert found[first_abort].has_delete_horizon and found[first_abort].base_timestamp == second_clean + 100_000
+    assert not found[commit].has_delete_horizon and not found[last_abort].has_delete_horizon
+    assert aborted_entries(log) == [(10, commit + 1, last_abort)]
+    assert first_clean < second_clean
+
+    for advance, kept_marker in ((98_000, True), (2_001, False)):
+        clock.advance(advance)
+        fill(log, updates(12, 3, b"x"), timestamp=clock.now)
+        log.roll()
+        assert clean(log) == 1
+        assert (first_abort in markers(log)) is kept_marker
+    assert set(markers(log)) == {commit, last_abort}
+    assert log.last_stable_offset == log.high_watermark
