@@ -54,6 +54,7 @@ class MemoryLog:
 
     def __init__(self) -> None:
         self.partitions: dict[int, list[tuple[int, bytes, bytes | None]]] = defaultdict(list)
+        self.loaded_batches: dict[int, list[LoadedBatch]] = defaultdict(list)
         self.hold = False
         self.held: list[tuple[Deferred[AppendResult], int]] = []
 
@@ -61,7 +62,10 @@ class MemoryLog:
         log = self.partitions[partition]
         base = len(log)
         data = bytes(batch)
-        log.extend((base, r.key, r.value) for r in iter_records_unchecked(data, 0, read_batch_header(data)))
+        header = read_batch_header(data)
+        records = [(r.key, r.value) for r in iter_records_unchecked(data, 0, header)]
+        log.extend((base, key, value) for key, value in records)
+        self.loaded_batches[partition].append(LoadedBatch(base, header.producer_id, header.producer_epoch, header.is_transactional, records))
         out: Deferred[AppendResult] = Deferred()
         if self.hold:
             self.held.append((out, base))
@@ -74,8 +78,9 @@ class MemoryLog:
         for deferred, base in held:
             deferred.complete(AppendResult(error, base))
 
-    def batches(self, partition: int) -> list[LoadedBatch]:
-        return [LoadedBatch(offset, -1, -1, False, [(key, value)]) for offset, key, value in self.partitions[partition]]
+    def write_marker(self, partition: int, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        """A transaction's COMMIT or ABORT marker, as the transaction coordinator has it written."""
+        self.loaded_batches[partition].append(LoadedBatch(len(self.partitions[partition]), producer_id, producer_epoch, True, [], commit))
 
 
 class Harness:
@@ -87,7 +92,7 @@ class Harness:
         self.runtime = CoordinatorRuntime(OFFSETS_TOPIC, lambda context: GroupCoordinatorShard(context, group_config), self.log, broker_id=0, clock=self.clock)
         self.coordinator = GroupCoordinator(self.runtime)
         for p in range(PARTITIONS):
-            self.runtime.load(p, self.log.batches(p))
+            self.runtime.load(p, self.log.loaded_batches[p])
 
     def advance(self, ms: int = 0) -> None:
         self.clock.now += ms
@@ -117,6 +122,11 @@ class Harness:
 
     def heartbeat(self, group: str, member_id: str, generation: int, instance: str | None = None) -> ErrorCode:
         return self.coordinator.heartbeat(group, member_id, instance, generation)
+
+    def end_transaction(self, group: str, producer_id: int, commit: bool) -> None:
+        partition = partition_for(group, PARTITIONS)
+        self.log.write_marker(partition, producer_id, 0, commit)
+        self.coordinator.complete_transaction(producer_id, 0, [partition], commit)
 
     def state(self, group: str = "g") -> GroupState:
         return self.coordinator.groups[group].state
@@ -584,3 +594,71 @@ def test_partition_for_uses_java_string_hash_and_kafka_abs() -> None:
     assert partition_for("polygenelubricants", 50) == 0
     negative = next(s for s in (f"group-{i}" for i in range(1000)) if java_string_hash(s) < 0)
     assert partition_for(negative, 50) == (-java_string_hash(negative)) % 50
+
+
+def offset_of(h: Harness, group: str, tp=("t", 0), *, stable: bool = False):
+    error, offsets = h.coordinator.fetch_offsets(group, stable, [tp])
+    assert error == E.NONE
+    return offsets[tp].error if offsets[tp].error != E.NONE else offsets[tp].offset
+
+
+def test_transactional_offsets_count_once_their_transaction_commits() -> None:
+    h = Harness()
+    answer = h.coordinator.commit_transactional_offsets("g", 7, 0, "", None, -1, {("t", 0): OffsetAndMetadata(5)})
+    assert answer.value == {("t", 0): E.NONE}
+    batch = h.log.loaded_batches[partition_for("g", PARTITIONS)][-1]
+    assert (batch.producer_id, batch.producer_epoch, batch.is_transactional) == (7, 0, True)
+    assert offset_of(h, "g") == -1, "not visible before the commit marker"
+    assert offset_of(h, "g", stable=True) == E.UNSTABLE_OFFSET_COMMIT
+    h.end_transaction("g", 7, commit=True)
+    assert offset_of(h, "g") == 5 and offset_of(h, "g", stable=True) == 5
+
+    h.coordinator.commit_transactional_offsets("g", 8, 0, "", None, -1, {("t", 0): OffsetAndMetadata(9)})
+    h.end_transaction("g", 8, commit=False)
+    assert offset_of(h, "g", stable=True) == 5, "an aborted transaction's offsets are dropped"
+
+
+def test_a_transactional_commit_older_than_the_cached_offset_does_not_replace_it() -> None:
+    h = Harness()
+    h.coordinator.commit_transactional_offsets("g", 9, 0, "", None, -1, {("t", 0): OffsetAndMetadata(100)})
+    h.coordinator.commit_offsets("g", "", None, -1, {("t", 0): OffsetAndMetadata(6)})
+    h.end_transaction("g", 9, commit=True)
+    assert offset_of(h, "g") == 6, "the plain commit's record is later in the log"
+
+
+def test_a_failed_transactional_append_is_answered_and_leaves_nothing_pending() -> None:
+    h = Harness()
+    h.log.hold = True
+    answer = h.coordinator.commit_transactional_offsets("g", 7, 0, "", None, -1, {("t", 0): OffsetAndMetadata(5)})
+    assert not answer.done and offset_of(h, "g", stable=True) == E.UNSTABLE_OFFSET_COMMIT
+    h.log.release(E.NOT_LEADER_OR_FOLLOWER)
+    assert answer.value == {("t", 0): E.NOT_COORDINATOR}
+    assert offset_of(h, "g", stable=True) == -1
+
+
+def test_transactional_commits_need_no_member_of_a_group_with_members_unless_they_name_one() -> None:
+    h = Harness()
+    m1, m2, generation = h.stable_pair()
+    offsets = {("t", 0): OffsetAndMetadata(3)}
+    assert h.coordinator.commit_offsets("g", "", None, -1, offsets).value == {("t", 0): E.UNKNOWN_MEMBER_ID}
+    assert h.coordinator.commit_transactional_offsets("g", 7, 0, "", None, -1, offsets).value == {("t", 0): E.NONE}
+    assert h.coordinator.commit_transactional_offsets("g", 7, 0, m1, None, generation + 1, offsets).value == {("t", 0): E.ILLEGAL_GENERATION}
+    assert h.coordinator.commit_transactional_offsets("g", 7, 0, "ghost", None, generation, offsets).value == {("t", 0): E.UNKNOWN_MEMBER_ID}
+    assert h.coordinator.commit_transactional_offsets("", 7, 0, "", None, -1, offsets).value == {("t", 0): E.INVALID_GROUP_ID}
+
+
+def test_transactional_offsets_reload_with_their_markers() -> None:
+    h = Harness()
+    h.coordinator.commit_transactional_offsets("done", 1, 0, "", None, -1, {("t", 0): OffsetAndMetadata(10)})
+    h.end_transaction("done", 1, commit=True)
+    h.coordinator.commit_transactional_offsets("aborted", 2, 0, "", None, -1, {("t", 0): OffsetAndMetadata(20)})
+    h.end_transaction("aborted", 2, commit=False)
+    h.coordinator.commit_transactional_offsets("open", 3, 0, "", None, -1, {("t", 0): OffsetAndMetadata(30)})
+
+    reloaded = Harness(log=h.log, clock=h.clock)
+    assert offset_of(reloaded, "done", stable=True) == 10
+    assert "aborted" not in reloaded.coordinator.groups
+    assert reloaded.coordinator.groups["open"].state is GroupState.EMPTY, "a group with only pending offsets loads"
+    assert offset_of(reloaded, "open", stable=True) == E.UNSTABLE_OFFSET_COMMIT
+    reloaded.end_transaction("open", 3, commit=True)
+    assert offset_of(reloaded, "open", stable=True) == 30
