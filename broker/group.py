@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from odradek.broker.deferred import Deferred
-from odradek.broker.group_metadata_records import GroupRecord, MemberRecord, OffsetAndMetadata, subscribed_topics
+from odradek.broker.group_metadata_records import GroupRecord, MemberMetadata, MemberRecord, OffsetAndMetadata, subscribed_topics
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.schema import DecodeError
 
@@ -86,12 +86,10 @@ class SyncResult:
     assignment: bytes = b""
 
 
-@dataclass(frozen=True)
-class MemberSummary:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
+@dataclass
+class MemberSummary(MemberMetadata):
+    """A member as DescribeGroups shows it."""
+
     metadata: bytes
     assignment: bytes
 
@@ -112,13 +110,7 @@ class GroupOverview:
 
 
 @dataclass(eq=False)
-class Member:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
-    session_timeout_ms: int
+class Member(MemberMetadata):
     protocol_type: str
     supported_protocols: Protocols
     assignment: bytes = b""
@@ -169,8 +161,8 @@ class Member:
 
     def summary(self, protocol: str | None) -> MemberSummary:
         if protocol is None:
-            return MemberSummary(self.member_id, self.group_instance_id, self.client_id, self.client_host, b"", b"")
-        return MemberSummary(self.member_id, self.group_instance_id, self.client_id, self.client_host, self.metadata(protocol), self.assignment)
+            return MemberSummary(**self.member_metadata(), metadata=b"", assignment=b"")
+        return MemberSummary(**self.member_metadata(), metadata=self.metadata(protocol), assignment=self.assignment)
 
 
 @dataclass
@@ -421,7 +413,7 @@ class Group:
         for m in self.members.values():
             assert self.protocol_name is not None, "a non-empty group always has a protocol"
             members.append(
-                MemberRecord(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms, m.session_timeout_ms, m.metadata(self.protocol_name), assignment[m.member_id])
+                MemberRecord(**m.member_metadata(), subscription=m.metadata(self.protocol_name), assignment=assignment[m.member_id])
             )
         return GroupRecord(self.protocol_type or "", self.generation_id, self.protocol_name, self.leader_id, self.current_state_timestamp, members)
 
@@ -436,7 +428,7 @@ class Group:
         group.current_state_timestamp = record.current_state_timestamp
         for m in record.members:
             protocols = [(record.protocol or "", m.subscription)]
-            member = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms, m.session_timeout_ms, record.protocol_type, protocols, m.assignment)
+            member = Member(**m.member_metadata(), protocol_type=record.protocol_type, supported_protocols=protocols, assignment=m.assignment)
             group.add(member)
         group.subscribed_topics = group.compute_subscribed_topics()
         return group

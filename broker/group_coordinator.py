@@ -49,7 +49,7 @@ from odradek.broker.group import (
     distinct_protocols,
 )
 from odradek.broker.group_metadata_manager import GROUP_METADATA_TOPIC, OFFSET_EXPIRATION_TIMER, GroupMetadataManager
-from odradek.broker.group_metadata_records import OffsetAndMetadata
+from odradek.broker.group_metadata_records import MemberMetadata, OffsetAndMetadata
 from odradek.broker.timers import Timer
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -102,14 +102,8 @@ class GroupConfig:
 
 
 @dataclass
-class JoinRequest:
+class JoinRequest(MemberMetadata):
     group_id: str
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
-    session_timeout_ms: int
     protocol_type: str
     protocols: Protocols
     require_known_member_id: bool = True
@@ -279,7 +273,8 @@ class GroupCoordinatorShard(CoordinatorShard):
         )
 
     def _add_member_and_rebalance(self, group: Group, req: JoinRequest, member_id: str, group_instance_id: str | None, out: Deferred[JoinResult]) -> None:
-        member = Member(member_id, group_instance_id, req.client_id, req.client_host, req.rebalance_timeout_ms, req.session_timeout_ms, req.protocol_type, list(req.protocols))
+        identity = req.member_metadata() | {"member_id": member_id, "group_instance_id": group_instance_id}
+        member = Member(**identity, protocol_type=req.protocol_type, supported_protocols=list(req.protocols))
         member.is_new = True
         if group.is_(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
             group.new_member_added = True

@@ -14,7 +14,7 @@ v2-v4) is written as value v1, the only version with ``expireTimestamp``.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from odradek.protocol.messages.coordinator_records import GROUP_METADATA_KEY, GROUP_METADATA_VALUE, OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE
 from odradek.protocol.messages.data import CONSUMER_PROTOCOL_SUBSCRIPTION
@@ -56,8 +56,9 @@ class GroupMetadataKey:
 
 
 @dataclass
-class MemberRecord:
-    """One member in a persisted group: enough to resume a Stable group after a restart."""
+class MemberMetadata:
+    """Who a group member is and its timeouts, as its JoinGroup gave them: the fields a member has
+    wherever it appears (the request, the live member, its record, DescribeGroups), declared once."""
 
     member_id: str
     group_instance_id: str | None
@@ -65,6 +66,16 @@ class MemberRecord:
     client_host: str
     rebalance_timeout_ms: int
     session_timeout_ms: int
+
+    def member_metadata(self) -> dict:
+        """These fields alone, to build another form of the same member."""
+        return {f.name: getattr(self, f.name) for f in fields(MemberMetadata)}
+
+
+@dataclass
+class MemberRecord(MemberMetadata):
+    """One member in a persisted group: enough to resume a Stable group after a restart."""
+
     subscription: bytes
     assignment: bytes
 

@@ -107,7 +107,10 @@ class Harness:
 
     def join(self, group: str = "g", member_id: str = "", *, instance: str | None = None, protocols=None, client_id: str = "client", require_known: bool = True, session: int = SESSION, skip: bool = False):
         protocols = protocols if protocols is not None else [("range", subscription("t"))]
-        req = JoinRequest(group, member_id, instance, client_id, "/127.0.0.1", REBALANCE, session, "consumer", protocols, require_known, skip)
+        req = JoinRequest(
+            member_id=member_id, group_instance_id=instance, client_id=client_id, client_host="/127.0.0.1", rebalance_timeout_ms=REBALANCE, session_timeout_ms=session,
+            group_id=group, protocol_type="consumer", protocols=protocols, require_known_member_id=require_known, support_skipping_assignment=skip,
+        )
         return self.coordinator.join_group(req)
 
     def join_new(self, group: str = "g", **kw) -> tuple[str, Deferred]:
