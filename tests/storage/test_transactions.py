@@ -9,7 +9,13 @@ index entry are compared with Kafka's own files in tests/storage/test_transactio
 from __future__ import annotations
 
 import gc
+import random
+import signal
 import struct
+import subprocess
+import sys
+import textwrap
+import time
 
 import pytest
 
@@ -191,3 +197,60 @@ def test_retention_deletes_a_segments_transaction_index_with_it(open_log, make_b
     clock.advance(2000)
     assert log.delete_old_segments() == 1
     assert not first.exists()
+
+
+TRANSACTIONAL_WRITER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from odradek.protocol.records import build_batch
+    from odradek.storage.log import Log
+    from odradek.storage.log_config import LogConfig
+    log = Log.open(Path(sys.argv[1]), LogConfig.from_props({"segment.bytes": "20000", "flush.messages": "50"}))
+    sequences = {}
+    i = 0
+    while True:
+        producer_id = 100 + i % 3
+        if i % 5 == 4 and producer_id != 100:  # producer 100 never ends its transaction
+            log.append_control_batch(producer_id, 0, 0, i % 2 == 0, leader_epoch=0)
+        else:
+            sequence = sequences.get(producer_id, 0)
+            count = 1 + i % 4
+            batch = build_batch([(b"k", b"v" * (i % 200))] * count, producer_id=producer_id, producer_epoch=0, base_sequence=sequence, is_transactional=True)
+            log.append_as_leader(bytearray(batch), leader_epoch=0)
+            sequences[producer_id] = sequence + count
+        log.high_watermark = log.log_end_offset
+        if i == 50:
+            print("ready", flush=True)
+        i += 1
+    """
+)
+
+
+def test_a_transactional_writer_killed_at_random_recovers_the_index_its_segments_make(tmp_path, open_log):
+    """Whatever a SIGKILL cuts, recovery leaves the .txnindex files a follower appending the surviving batches
+    writes, and producer 100's transaction open from its first offset; the second time the indexes are
+    lost as well (as if they never reached the disk) and recovery writes them again."""
+    for attempt in range(2):
+        name = f"killed-{attempt}"
+        child = subprocess.Popen([sys.executable, "-c", TRANSACTIONAL_WRITER, str(tmp_path / name)], stdout=subprocess.PIPE)
+        assert child.stdout.readline().strip() == b"ready"
+        time.sleep(0.2 + random.random() * 0.3)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        child.stdout.close()
+        if attempt == 1:
+            for path in (tmp_path / name).glob("*.txnindex"):
+                path.unlink()
+        recovered = open_log({"segment.bytes": "20000"}, name=name, recovery_point=0)
+        recovered.high_watermark = recovered.log_end_offset
+        assert len(recovered.segments) > 1
+
+        replica = open_log({"segment.bytes": "20000"}, name=f"replica-{attempt}")
+        for segment in recovered.segments:
+            replica.append_as_follower(segment.log.read(0, segment.size))
+            replica.roll()
+        replica.high_watermark = replica.log_end_offset
+        indexes = {path.name: path.read_bytes() for path in recovered.dir.glob("*.txnindex")}
+        assert indexes and indexes == {path.name: path.read_bytes() for path in replica.dir.glob("*.txnindex")}
+        assert recovered.last_stable_offset == replica.last_stable_offset == 0  # producer 100's first batch
