@@ -356,6 +356,19 @@ class TransactionCoordinator:
                 return {tp: ErrorCode.NONE if tp in metadata.partitions else ErrorCode.TRANSACTION_ABORTABLE for tp in partitions}
         return dict.fromkeys(partitions, error)
 
+    def verify_for_append(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition], *, abortable_known: bool) -> dict[TopicPartition, ErrorCode]:
+        """A leader's verification before it appends a transactional write (Kafka's AddPartitionsToTxnManager):
+        verify-only, with its error translation: PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH, and a
+        partition missing from the transaction is INVALID_TXN_STATE for a request too old to know
+        TRANSACTION_ABORTABLE (``abortable_known`` false)."""
+        errors = self.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
+        for tp, error in errors.items():
+            if error == ErrorCode.PRODUCER_FENCED:
+                errors[tp] = ErrorCode.INVALID_PRODUCER_EPOCH
+            elif error == ErrorCode.TRANSACTION_ABORTABLE and not abortable_known:
+                errors[tp] = ErrorCode.INVALID_TXN_STATE
+        return errors
+
     # -- EndTxn -------------------------------------------------------------------------------------------
 
     def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> Deferred[ErrorCode]:

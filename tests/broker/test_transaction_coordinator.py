@@ -249,3 +249,12 @@ def test_log_value_round_trip_matches_kafka_layout():
     back = read_value("t", data)
     assert (back.producer_id, back.producer_epoch, back.state, back.partitions, back.txn_start_timestamp) == (7, 3, S.ONGOING, {("a", 0), ("a", 2), ("b", 1)}, 4)
     assert key_bytes("t") == b"\x00\x00\x00\x01t"
+
+
+def test_verification_before_an_append_translates_errors_as_kafkas_leaders_do(env):
+    coordinator = env[0]
+    init(coordinator)
+    coordinator.add_partitions("t", 1000, 0, [("a", 0)])
+    assert coordinator.verify_for_append("t", 1000, 1, [("a", 0)], abortable_known=True) == {("a", 0): ErrorCode.INVALID_PRODUCER_EPOCH}
+    assert coordinator.verify_for_append("t", 1000, 0, [("a", 1)], abortable_known=True) == {("a", 1): ErrorCode.TRANSACTION_ABORTABLE}
+    assert coordinator.verify_for_append("t", 1000, 0, [("a", 1)], abortable_known=False) == {("a", 1): ErrorCode.INVALID_TXN_STATE}
