@@ -104,13 +104,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for_port(port: int, proc: sp.Popen, timeout_s: float, log: Path) -> None:
+def wait_for_port(port: int, proc: sp.Popen, timeout_s: float, log: Path, host: str = "127.0.0.1") -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"process exited with {proc.returncode} before listening on {port}:\n{tail(log)}")
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            socket.create_connection((host, port), timeout=0.5).close()
             return
         except OSError:
             time.sleep(0.1)
@@ -150,9 +150,12 @@ class JavaProcess:
             self.proc.wait(30)
 
 
-def start_java(main_class: str, args: Sequence[str], *, log: Path, heap: str = "512m", cp: str | None = None, system_properties: Mapping[str, str] | None = None) -> JavaProcess:
+def start_java(main_class: str, args: Sequence[str], *, log: Path, heap: str = "512m", cp: str | None = None, system_properties: Mapping[str, str] | None = None, netns: str | None = None) -> JavaProcess:
+    """Start a JVM; in network namespace ``netns`` when given (``ip netns exec`` execs the JVM, so the PID is
+    the JVM's own and signals reach it directly)."""
     props = [f"-D{k}={v}" for k, v in (system_properties or {}).items()]
-    cmd = ["java", f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *props, "-cp", cp or classpath(), main_class, *args]
+    in_netns = ["ip", "netns", "exec", netns] if netns else []
+    cmd = [*in_netns, "java", f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *props, "-cp", cp or classpath(), main_class, *args]
     out = open(log, "ab")
     try:
         proc = sp.Popen(cmd, stdout=out, stderr=sp.STDOUT, start_new_session=True)
@@ -163,28 +166,31 @@ def start_java(main_class: str, args: Sequence[str], *, log: Path, heap: str = "
 
 @dataclass
 class ZooKeeper:
-    """A standalone ZooKeeper server (the jar Kafka depends on) on a free loopback port."""
+    """A standalone ZooKeeper server (the jar Kafka depends on) on a free loopback port, or on ``host`` inside
+    network namespace ``netns`` (the cluster tests' harness)."""
 
     root: Path
     port: int = 0
     process: JavaProcess | None = None
+    host: str = "127.0.0.1"
+    netns: str | None = None
 
     @property
     def connect(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self) -> "ZooKeeper":
         self.port = self.port or free_port()
         (self.root / "data").mkdir(parents=True, exist_ok=True)
         cfg = self.root / "zoo.cfg"
-        cfg.write_text(f"dataDir={self.root / 'data'}\nclientPort={self.port}\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxClientCnxns=0\n")
+        cfg.write_text(f"dataDir={self.root / 'data'}\nclientPort={self.port}\nclientPortAddress={self.host}\nadmin.enableServer=false\nmaxClientCnxns=0\n")
         log4j = self.root / "log4j.properties"
         log4j.write_text(TOOLS_LOG4J)
         self.process = start_java(
             "org.apache.zookeeper.server.ZooKeeperServerMain", [str(cfg)], log=self.root / "zookeeper.out", heap="256m",
-            system_properties={"log4j.configuration": log4j.as_uri(), "zookeeper.admin.enableServer": "false"},
+            system_properties={"log4j.configuration": log4j.as_uri(), "zookeeper.admin.enableServer": "false"}, netns=self.netns,
         )
-        wait_for_port(self.port, self.process.proc, STARTUP_TIMEOUT_S, self.process.log)
+        wait_for_port(self.port, self.process.proc, STARTUP_TIMEOUT_S, self.process.log, self.host)
         return self
 
     def stop(self) -> None:
@@ -197,7 +203,8 @@ class KafkaBroker:
     """Apache Kafka 3.9.1 (``kafka.Kafka``, ZooKeeper mode) on a free loopback port.
 
     ``settings`` are ``server.properties`` keys on top of the listener, log directory, ZooKeeper and
-    :data:`BROKER_SETTINGS`; everything else is Kafka's default.
+    :data:`BROKER_SETTINGS`; everything else is Kafka's default. ``host`` and ``netns`` put it on another
+    address, inside a network namespace (the cluster tests' harness).
     """
 
     root: Path
@@ -206,10 +213,12 @@ class KafkaBroker:
     settings: dict[str, str] = field(default_factory=dict)
     port: int = 0
     process: JavaProcess | None = None
+    host: str = "127.0.0.1"
+    netns: str | None = None
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def log_dir(self) -> Path:
@@ -218,7 +227,7 @@ class KafkaBroker:
     def properties(self) -> dict[str, str]:
         return {
             "broker.id": str(self.broker_id),
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"PLAINTEXT://{self.host}:{self.port}",
             "log.dirs": str(self.log_dir),
             "zookeeper.connect": self.zookeeper_connect,
             **BROKER_SETTINGS,
@@ -236,13 +245,13 @@ class KafkaBroker:
         log4j.write_text(SERVER_LOG4J)
         self.process = start_java(
             "kafka.Kafka", [str(server_properties)], log=self.root / "kafka.out", heap=heap,
-            system_properties={"log4j.configuration": log4j.as_uri(), "kafka.logs.dir": str(self.root)},
+            system_properties={"log4j.configuration": log4j.as_uri(), "kafka.logs.dir": str(self.root)}, netns=self.netns,
         )
         return self.process
 
-    def start(self) -> "KafkaBroker":
-        process = self.launch()
-        wait_for_port(self.port, process.proc, STARTUP_TIMEOUT_S, process.log)
+    def start(self, heap: str = "768m") -> "KafkaBroker":
+        process = self.launch(heap)
+        wait_for_port(self.port, process.proc, STARTUP_TIMEOUT_S, process.log, self.host)
         wait_until_serving(self.bootstrap, STARTUP_TIMEOUT_S)
         return self
 
