@@ -8,28 +8,24 @@ answered KAFKA_STORAGE_ERROR: no topic or partition is left half-made.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import anyio
 
+from odradek.broker.replica_manager import ReplicaManager
 from odradek.controller.metadata import TopicInfo
 from odradek.protocol.errors import ErrorCode, KafkaError
-
-if TYPE_CHECKING:
-    from odradek.broker.kafka_server import KafkaServer
 
 CHUNK = 100
 """Partitions whose logs one worker-thread call makes."""
 
 
-async def make_logs(server: "KafkaServer", planned: TopicInfo) -> None:
+async def make_logs(replica_manager: ReplicaManager, planned: TopicInfo) -> None:
     """Make the logs of ``planned.partitions`` (as the controller planned them) off the event loop."""
-    logs = server.log_manager
-    config = server.replica_manager.log_config(planned)
+    logs = replica_manager.log_manager
+    config = replica_manager.log_config(planned)
     made: list[int] = []
 
     def make(indexes: list[int]) -> None:
-        epochs = {i: planned.partitions[i].leader_epoch if planned.partitions[i].leader == server.broker_id else None for i in indexes}
+        epochs = {i: planned.partitions[i].leader_epoch if planned.partitions[i].leader == replica_manager.broker_id else None for i in indexes}
         made.extend(logs.create_logs(planned.name, epochs, config, planned.topic_id))
 
     def unmake() -> None:

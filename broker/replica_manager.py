@@ -1,53 +1,49 @@
-"""The partitions this broker hosts, and the waits on them (Kafka's ReplicaManager and purgatories).
+"""The partitions this broker hosts: the one door to them and their logs (Kafka's ReplicaManager).
 
-Handlers run on the event loop without awaiting for their synchronous part, so appends happen in the
-order requests arrived. What must wait — a fetch for ``min_bytes``, an acks=all produce for the high
-watermark — waits on a :class:`Watchers` entry that an append or a high-watermark move wakes.
+Appends (:meth:`ReplicaManager.append_records`), fetches (:meth:`~ReplicaManager.fetch_messages`), offset
+lookups, record deletion, producer and log-directory descriptions, and the leader/follower changes the
+controller makes all go through here; handlers translate requests into these calls and never touch a log.
+
+Handlers run on the event loop without awaiting for their synchronous part, so appends happen in the order
+requests arrived. What must wait — a fetch for ``min_bytes``, an acks=all produce for the high watermark —
+waits in the :class:`~odradek.broker.purgatory.Purgatory`, woken when an append or a high-watermark move
+changes its partition. A client batch too large to validate on the event loop is validated on a worker
+thread and appended in the background; later appends to its partition wait their turn behind it.
 """
 
 from __future__ import annotations
 
+import logging
+import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from odradek.broker.partition import Partition
-from odradek.controller.metadata import PartitionState, TopicInfo
+from odradek.broker.fetch_session import FetchPartition
+from odradek.broker.partition import LogReadInfo, Partition
+from odradek.broker.purgatory import Purgatory
+from odradek.controller.metadata import INTERNAL_TOPICS, PartitionState, TopicInfo
+from odradek.protocol import legacy_records
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.record_batch import UnsupportedCompressionTypeError
 from odradek.storage.log_config import LogConfig
 from odradek.storage.log_manager import LogManager
+from odradek.storage.log_validator import CheckedBatches, RecordValidationError, WalkElsewhere, check_batches, validate_records
+from odradek.storage.producer_state import AppendOrigin, ProducerStateEntry
+from odradek.storage.transaction_index import AbortedTxn, CorruptTransactionIndexError
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
+log = logging.getLogger("odradek.replica_manager")
 
 TopicPartition = tuple[str, int]
-
-
-class Watchers:
-    """Events keyed by partition: set when the partition's log end offset or high watermark moves."""
-
-    def __init__(self) -> None:
-        self._events: dict[TopicPartition, set[anyio.Event]] = {}
-
-    def register(self, keys: Iterable[TopicPartition]) -> anyio.Event:
-        event = anyio.Event()
-        for key in keys:
-            self._events.setdefault(key, set()).add(event)
-        return event
-
-    def unregister(self, keys: Iterable[TopicPartition], event: anyio.Event) -> None:
-        for key in keys:
-            waiting = self._events.get(key)
-            if waiting is not None:
-                waiting.discard(event)
-                if not waiting:
-                    del self._events[key]
-
-    def wake(self, key: TopicPartition) -> None:
-        waiting = self._events.pop(key, None)
-        if waiting:
-            for event in waiting:
-                event.set()
+VALID_ACKS = (-1, 0, 1)
+LONG_MAX = 2**63 - 1
 
 
 @dataclass
@@ -58,7 +54,77 @@ class FetchRecords:
     length: int = 0
 
 
-EMPTY_RECORDS = b""
+# -- what the replica manager answers -----------------------------------------------------------------------
+
+
+@dataclass
+class AppendResult:
+    """One partition's outcome of an append (Kafka's ProduceResponse.PartitionResponse)."""
+
+    error: ErrorCode = ErrorCode.NONE
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+    record_errors: list[dict] | None = None
+    """Set only for records the validator refused one by one: Kafka fills the message for those alone."""
+
+
+@dataclass
+class PartitionAppend:
+    """One partition's records in an append."""
+
+    topic: str
+    index: int
+    records: Any
+
+
+@dataclass
+class FetchParams:
+    """A fetch's limits (Kafka's FetchParams), decided by the handler from the request and its version."""
+
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation: int
+    hard_limit: bool
+    """Fetch v0-v2: no partition returns more than its limit, not even a first batch (KIP-74 came with v3)."""
+    magic: int | None
+    """The message format old fetch versions read (down-conversion), or None: batches as stored."""
+
+
+@dataclass
+class PartitionRead:
+    """One partition's part of a fetch (Kafka's FetchPartitionData)."""
+
+    request: FetchPartition
+    error: int = ErrorCode.NONE
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: Any = None
+    length: int = 0
+    aborted_transactions: list[AbortedTxn] = field(default_factory=list)
+
+
+@dataclass
+class PartitionSize:
+    topic: str
+    index: int
+    size: int
+    offset_lag: int
+
+
+@dataclass
+class LogDirDescription:
+    """One log directory as DescribeLogDirs reports it (Kafka's ``ReplicaManager.describeLogDirs``)."""
+
+    path: Path
+    error: ErrorCode = ErrorCode.NONE
+    partitions: list[PartitionSize] = field(default_factory=list)
+    total_bytes: int = -1
+    usable_bytes: int = -1
 
 
 class ReplicaManager:
@@ -68,7 +134,13 @@ class ReplicaManager:
         self.broker_defaults = broker_defaults
         self.partitions: dict[TopicPartition, Partition] = {}
         self.by_topic_id: dict[uuid.UUID, str] = {}
-        self.watchers = Watchers()
+        self.purgatory = Purgatory()
+        self.append_turns: dict[TopicPartition, anyio.Event] = {}
+        """The partitions an append finishing in the background is yet to append to, each with the event it
+        sets when done: a later append to such a partition waits for it, so appends keep the order requests
+        arrived in (a pipelining idempotent producer's sequence numbers depend on it)."""
+        self.background: TaskGroup | None = None
+        """The network's task group, for appends that finish after their request's synchronous part."""
 
     # -- metadata from the controller ---------------------------------------------------------------------
 
@@ -83,8 +155,8 @@ class ReplicaManager:
             key = (topic.name, index)
             partition = self.partitions.get(key)
             if partition is None:
-                log = self.log_manager.get_or_create_log(topic.name, index, config, topic.topic_id)
-                partition = Partition(topic.name, index, topic.topic_id, log, state, self.broker_id, self._on_high_watermark)
+                log_ = self.log_manager.get_or_create_log(topic.name, index, config, topic.topic_id)
+                partition = Partition(topic.name, index, topic.topic_id, log_, state, self.broker_id, self._on_high_watermark)
                 self.partitions[key] = partition
             if state.leader == self.broker_id:
                 partition.become_leader(PartitionState(**vars(state)))
@@ -100,7 +172,7 @@ class ReplicaManager:
         for index in list(topic.partitions):
             partition = self.partitions.pop((topic.name, index), None)
             if partition is not None:
-                self.watchers.wake((topic.name, index))
+                self.purgatory.check_and_complete((topic.name, index))
                 if delete:
                     self.log_manager.delete_log(topic.name, index)
 
@@ -117,33 +189,285 @@ class ReplicaManager:
         partition.check_leader(current_leader_epoch)
         return partition
 
+    # -- append -------------------------------------------------------------------------------------------
+
+    def append_records(
+        self,
+        appends: list[PartitionAppend],
+        required_acks: int,
+        timeout_ms: int,
+        origin: AppendOrigin,
+        *,
+        internal_topics_allowed: bool = False,
+        transactional_id: str | None = None,
+        produce_version: int | None = None,
+    ) -> "AppendOutcome":
+        """Validate (``storage.log_validator``) and append each partition's records in order, on the event
+        loop until a batch must be validated on a worker thread or a partition still has an append finishing
+        in the background; from there on in a background task. :meth:`AppendOutcome.completion` waits for
+        the background and, for acks=all, the high watermark."""
+        run = AppendOutcome(self, appends, required_acks, timeout_ms, origin, internal_topics_allowed, transactional_id, produce_version)
+        for index in range(len(appends)):
+            checked = run.append_inline(index)
+            if checked is not True:
+                run.finish_in_background(index, checked)
+                break
+        return run
+
+    # -- fetch --------------------------------------------------------------------------------------------
+
+    def fetch_messages(self, params: FetchParams, partitions: list[FetchPartition]) -> Any:
+        """The fetch's reads, or (a long poll: too few bytes yet, ``max_wait_ms`` > 0) an awaitable of them
+        that reads again whenever a partition changes, until ``min_bytes`` arrive or the wait is over."""
+        reads = self._read(params, partitions)
+        if params.max_wait_ms <= 0 or sum(r.length for r in reads) >= params.min_bytes or any(r.error for r in reads) or not reads:
+            return reads
+        # Watch from now on: appends made before the connection's writer starts the wait must wake it.
+        keys = [(r.request.topic, r.request.partition) for r in reads if r.request.topic is not None]
+        return self._delayed_fetch(params, partitions, keys, self.purgatory.watch(keys))
+
+    async def _delayed_fetch(self, params: FetchParams, partitions: list[FetchPartition], keys: list[TopicPartition], watching: anyio.Event) -> list[PartitionRead]:
+        deadline = time.monotonic() + params.max_wait_ms / 1000
+        while True:
+            await self.purgatory.wait(keys, deadline - time.monotonic(), watching)
+            reads = self._read(params, partitions)
+            if time.monotonic() >= deadline or sum(r.length for r in reads) >= params.min_bytes or any(r.error for r in reads):
+                return reads
+            watching = self.purgatory.watch(keys)
+
+    def _read(self, params: FetchParams, partitions: list[FetchPartition]) -> list[PartitionRead]:
+        """Each partition's read within the fetch's byte budget: the first partition with data returns at
+        least one whole batch, however large (KIP-74), unless the fetch version has a hard limit."""
+        budget = params.max_bytes
+        min_one = not params.hard_limit
+        reads = []
+        for fp in partitions:
+            read = PartitionRead(fp)
+            reads.append(read)
+            try:
+                if fp.topic is None:
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
+                partition = self.leader_partition(fp.topic, fp.partition, fp.current_leader_epoch)
+                info = partition.read_records(fp.fetch_offset, min(fp.max_bytes, budget), params.replica_id, params.isolation, min_one)
+                read.high_watermark, read.last_stable_offset, read.log_start_offset = info.high_watermark, info.last_stable_offset, info.log_start_offset
+                if info.data.size > 0:
+                    read.aborted_transactions = info.aborted_transactions
+                    if params.magic is None:
+                        read.records, read.length = FetchRecords(info.data.slices, info.data.size), info.data.size
+                    else:
+                        read.records = _down_convert(partition, info, params.magic, fp.fetch_offset)
+                        read.length = len(read.records)
+                    budget = max(0, budget - info.data.size)
+                    min_one = False
+            except KafkaError as exc:  # OFFSET_OUT_OF_RANGE among them
+                read.error = exc.code
+                read.high_watermark = read.last_stable_offset = read.log_start_offset = -1
+            except CorruptTransactionIndexError:  # Kafka's read throws; the partition answers UNKNOWN_SERVER_ERROR
+                read.error = ErrorCode.UNKNOWN_SERVER_ERROR
+                read.high_watermark = read.last_stable_offset = read.log_start_offset = -1
+        return reads
+
+    # -- offsets, deletion, descriptions ------------------------------------------------------------------
+
+    def fetch_offset_for_timestamp(self, topic: str, index: int, timestamp: int, isolation: int, replica_id: int, current_leader_epoch: int) -> tuple[int, int, int]:
+        """ListOffsets: (timestamp, offset, leader epoch) of the leader's partition."""
+        return self.leader_partition(topic, index, current_leader_epoch).fetch_offset_for_timestamp(timestamp, isolation, replica_id)
+
+    def last_offset_for_leader_epoch(self, topic: str, index: int, leader_epoch: int, current_leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (largest epoch <= requested, the offset where it ended); (-1, -1) if unknown."""
+        return self.leader_partition(topic, index, current_leader_epoch).last_offset_for_leader_epoch(leader_epoch)
+
+    def delete_records(self, topic: str, index: int, offset: int) -> int:
+        """DeleteRecords: the partition's new low watermark; never on an internal topic."""
+        if topic in INTERNAL_TOPICS:
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot delete records of internal topic {topic}")
+        return self.leader_partition(topic, index).delete_records_on_leader(offset)
+
+    def active_producers(self, topic: str, index: int) -> list[tuple[int, ProducerStateEntry]]:
+        """DescribeProducers: the leader's producer states, by producer id."""
+        return self.leader_partition(topic, index).active_producers()
+
+    def describe_log_dirs(self, wanted: set[TopicPartition] | None) -> list[LogDirDescription]:
+        """Every configured log directory (absolute), an unreadable one with KAFKA_STORAGE_ERROR; its
+        partitions (``wanted`` ones, or all), their size and how far the LEO is behind the high watermark."""
+        by_dir: dict[Path, list[PartitionSize]] = {}
+        for log_ in sorted(self.log_manager.all_logs(), key=lambda l: (l.topic, l.partition)):
+            if wanted is None or (log_.topic, log_.partition) in wanted:
+                by_dir.setdefault(log_.dir.parent.absolute(), []).append(
+                    PartitionSize(log_.topic, log_.partition, log_.size_in_bytes, max(log_.high_watermark - log_.log_end_offset, 0))
+                )
+        described = []
+        for log_dir in (d.absolute() for d in self.log_manager.log_dirs):
+            try:
+                usage = shutil.disk_usage(log_dir)
+            except OSError:
+                described.append(LogDirDescription(log_dir, ErrorCode.KAFKA_STORAGE_ERROR))
+                continue
+            described.append(LogDirDescription(log_dir, ErrorCode.NONE, by_dir.get(log_dir, []), min(usage.total, LONG_MAX), min(usage.free, LONG_MAX)))
+        return described
+
     # -- waits --------------------------------------------------------------------------------------------
 
     def _on_high_watermark(self, partition: Partition) -> None:
-        self.watchers.wake((partition.topic, partition.index))
-
-    async def wait_for_change(self, keys: list[TopicPartition], timeout_s: float, event: anyio.Event | None = None) -> None:
-        """Wait until any of the partitions changes, or the timeout passes.
-
-        ``event``, from ``watchers.register(keys)``, lets a caller start watching before it yields (a
-        handler that has just read, and whose wait begins later): a change in between is not missed.
-        """
-        if event is None:
-            event = self.watchers.register(keys)
-        try:
-            if timeout_s > 0:
-                with anyio.move_on_after(timeout_s):
-                    await event.wait()
-        finally:
-            self.watchers.unregister(keys, event)
+        self.purgatory.check_and_complete((partition.topic, partition.index))
 
     async def wait_for_high_watermark(self, partition: Partition, offset: int, timeout_s: float) -> bool:
-        """acks=all: wait until the high watermark passes ``offset``; False on timeout."""
-        deadline = time.monotonic() + timeout_s
+        """acks=all: wait until the high watermark passes ``offset``; False on timeout or once the partition
+        is gone."""
         key = (partition.topic, partition.index)
-        while partition.high_watermark < offset:
+        return await self.purgatory.wait_until(
+            key, lambda: partition.high_watermark >= offset, lambda: self.partitions.get(key) is not partition, timeout_s
+        )
+
+
+def _down_convert(partition: Partition, info: LogReadInfo, magic: int, fetch_offset: int) -> bytes:
+    """Old fetch versions get the stored batches rewritten in their magic, as Kafka's ``RecordsUtil.downConvert``."""
+    if not partition.config.message_downconversion_enable:
+        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "Down-conversion of fetched records is disabled")
+    try:
+        return legacy_records.down_convert(info.data.read(), magic, first_offset=fetch_offset)
+    except UnsupportedCompressionTypeError as exc:
+        raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(exc)) from None
+
+
+class AppendOutcome:
+    """One append request's run: each partition validated and appended in order, and the results so far.
+
+    ``failed`` tells whether any partition was refused (an acks=0 producer is told by a closed connection).
+    """
+
+    def __init__(self, replicas: ReplicaManager, appends: list[PartitionAppend], required_acks: int, timeout_ms: int, origin: AppendOrigin, internal_topics_allowed: bool, transactional_id: str | None, produce_version: int | None) -> None:
+        self.replicas = replicas
+        self.appends = appends
+        self.required_acks = required_acks
+        self.timeout_ms = timeout_ms
+        self.origin = origin
+        self.internal_topics_allowed = internal_topics_allowed
+        self.transactional_id = transactional_id
+        self.produce_version = produce_version
+        self.now_ms = int(time.time() * 1000)
+        self.results = [AppendResult() for _ in appends]
+        self.failed = False
+        self._waits: list[tuple[Partition, int, AppendResult]] = []
+        self._done: anyio.Event | None = None
+
+    async def completion(self) -> None:
+        """Wait for the appends finishing in the background, then (acks=all) until the high watermark has
+        passed each batch's last offset, or mark REQUEST_TIMED_OUT where it has not within the timeout."""
+        if self._done is not None:
+            await self._done.wait()
+        if not self._waits:
+            return
+        deadline = time.monotonic() + max(self.timeout_ms, 0) / 1000
+        for partition, last_offset, result in self._waits:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or self.partitions.get(key) is not partition:
-                return partition.high_watermark >= offset
-            await self.wait_for_change([key], remaining)
+            if not await self.replicas.wait_for_high_watermark(partition, last_offset + 1, max(remaining, 0)):
+                result.error = ErrorCode.REQUEST_TIMED_OUT
+
+    @property
+    def pending(self) -> bool:
+        """Whether :meth:`completion` has anything to wait for."""
+        return self._done is not None or bool(self._waits)
+
+    def append_inline(self, index: int) -> "_Checked | None | bool":
+        """Append one partition's records on the event loop: True when done (or refused); otherwise what the
+        background has to go on from (None: the partition waits for an earlier append's turn)."""
+        append = self.appends[index]
+        if (append.topic, append.index) in self.replicas.append_turns:
+            return None
+        try:
+            partition, checked = self._check(append)
+            try:
+                walked = checked.walk_inline() if checked.needs_walk else None
+            except WalkElsewhere:
+                return partition, checked
+            self._append(partition, *validate_records(checked, walked), self.results[index])
+        except KafkaError as exc:
+            self._refuse(append, self.results[index], exc)
         return True
+
+    def finish_in_background(self, start: int, first: "_Checked | None") -> None:
+        """Append the partitions from ``start`` on in a background task (each once any earlier append to it
+        is done), validating large batches on a worker thread. The task runs to its end even if the client
+        goes away, so no turn stays taken. acks=0 gets no answer, so a refusal found there is only logged,
+        where Kafka closes the connection."""
+        turns = self.replicas.append_turns
+        queued = []
+        for index in range(start, len(self.appends)):
+            append = self.appends[index]
+            key = (append.topic, append.index)
+            previous, turns[key] = turns.get(key), anyio.Event()
+            queued.append((index, previous, turns[key]))
+        self._done = done = anyio.Event()
+
+        async def run() -> None:
+            ready = first
+            try:
+                for index, previous, mine in queued:
+                    append, result = self.appends[index], self.results[index]
+                    try:
+                        if previous is not None:
+                            await previous.wait()
+                        partition, checked = ready if ready is not None else self._check(append)
+                        try:
+                            validated = validate_records(checked, checked.walk_inline() if checked.needs_walk else None)
+                        except WalkElsewhere:
+                            # The rest of LogValidator's work too: a rebuild into the topic's codec
+                            # decodes and re-encodes every record.
+                            validated = await anyio.to_thread.run_sync(lambda: validate_records(checked, checked.walk()))
+                        self._append(partition, *validated, result)
+                    except KafkaError as exc:
+                        self._refuse(append, result, exc)
+                    except Exception:
+                        log.exception("Append to %s-%d failed", append.topic, append.index)
+                        self._refuse(append, result, KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR))
+                    finally:
+                        ready = None
+                        _end_turn(turns, (append.topic, append.index), mine)
+            finally:
+                for index, _, mine in queued:
+                    _end_turn(turns, (self.appends[index].topic, self.appends[index].index), mine)
+                done.set()
+
+        assert self.replicas.background is not None
+        self.replicas.background.start_soon(run)
+
+    def _check(self, append: PartitionAppend) -> "_Checked":
+        """Everything checked before a batch's records are read: the request, the partition, the batch
+        header, CRC and size."""
+        if self.required_acks not in VALID_ACKS:
+            raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS)
+        partition = self.replicas.leader_partition(append.topic, append.index)
+        if append.topic in INTERNAL_TOPICS and self.origin is AppendOrigin.CLIENT and not self.internal_topics_allowed:
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {append.topic}")
+        return partition, check_batches(append.records, partition.config, self.origin, self.now_ms, f"{partition.topic}-{partition.index}", self.produce_version)
+
+    def _append(self, partition: Partition, records: Any, validated: Any, result: AppendResult) -> None:
+        info = partition.append_records_to_leader(records, validated.batches, self.required_acks, self.origin, self.now_ms)
+        result.base_offset = info.first_offset
+        # The log's answer: for a duplicate of one of the producer's last batches, its original time.
+        result.log_append_time_ms = info.log_append_time
+        result.log_start_offset = partition.log_start_offset
+        if self.required_acks == -1 and partition.high_watermark <= info.last_offset:
+            self._waits.append((partition, info.last_offset, result))
+
+    def _refuse(self, append: PartitionAppend, result: AppendResult, exc: KafkaError) -> None:
+        self.failed = True
+        result.error = exc.code
+        if isinstance(exc, RecordValidationError):
+            # Kafka fills error_message only for these (ReplicaManager's hasCustomErrorMessage); the
+            # other refusals' reasons go to the log.
+            result.error_message = exc.message
+            result.record_errors = exc.record_errors
+        else:
+            log.debug("Append to %s-%d refused: %s", append.topic, append.index, exc)
+
+
+_Checked = tuple[Partition, CheckedBatches]
+"""A partition and its batches past the checks that read no record."""
+
+
+def _end_turn(turns: dict[TopicPartition, anyio.Event], key: TopicPartition, mine: anyio.Event) -> None:
+    if turns.get(key) is mine:
+        del turns[key]
+    mine.set()

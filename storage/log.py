@@ -32,7 +32,7 @@ from odradek.protocol.record_batch import (
     set_partition_leader_epoch,
     validate_batches,
 )
-from odradek.protocol.records import ControlRecordType, EndTransactionMarker, build_end_txn_marker_batch, iter_records
+from odradek.protocol.records import iter_records
 from odradek.storage.checkpoints import fsync_dir, read_partition_metadata, write_partition_metadata
 from odradek.storage.file_records import FileSlice
 from odradek.storage.leader_epoch import LeaderEpochFileCache
@@ -436,15 +436,6 @@ class Log:
         state.map_end_offset = self._log_end_offset
         if self.unflushed_messages >= self._config.flush_messages:
             self.flush()
-
-    def append_control_batch(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, leader_epoch: int) -> AppendInfo:
-        """Append a transaction's COMMIT or ABORT marker as the leader (WriteTxnMarkers): the one-record control
-        batch Kafka's ``withEndTransactionMarker`` builds, appended with the COORDINATOR origin. A marker of
-        an older coordinator epoch than the producer's last is refused (TRANSACTION_COORDINATOR_FENCED), one
-        of an older producer epoch too (INVALID_PRODUCER_EPOCH)."""
-        marker = EndTransactionMarker(ControlRecordType.COMMIT if commit else ControlRecordType.ABORT, coordinator_epoch)
-        batch = build_end_txn_marker_batch(marker, producer_id=producer_id, producer_epoch=producer_epoch, timestamp=self._time_ms())
-        return self.append_as_leader(bytearray(batch), leader_epoch, origin=AppendOrigin.COORDINATOR)
 
     def _maybe_roll(self, messages_size: int, max_timestamp: int, max_offset: int, first_offset: int) -> LogSegment:
         segment = self._segments[-1]

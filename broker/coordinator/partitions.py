@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Awaitable, Callable, Iterator
 
 from odradek.broker.coordinator.runtime import AppendResult, LoadedBatch
 from odradek.broker.deferred import Deferred
-from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.broker.replica_manager import PartitionAppend
 from odradek.protocol.record_batch import iter_batch_positions, read_batch_header
 from odradek.protocol.records import ControlRecordType, iter_records_unchecked, parse_control_record_type
+from odradek.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
     from odradek.broker.replica_manager import ReplicaManager
@@ -27,26 +28,22 @@ class ReplicaManagerPartitions:
     def __init__(self, replica_manager: "ReplicaManager", topic: str, *, commit_timeout_ms: int, load_buffer_size: int, spawn: Spawn) -> None:
         self.replica_manager = replica_manager
         self.topic = topic
-        self.commit_timeout_s = commit_timeout_ms / 1000
+        self.commit_timeout_ms = commit_timeout_ms
         self.load_buffer_size = load_buffer_size
         self.spawn = spawn
         """Starts the waits for the high watermark on the event loop."""
 
     def append(self, partition: int, batch: bytearray) -> Deferred[AppendResult]:
         out: Deferred[AppendResult] = Deferred()
-        try:
-            target = self.replica_manager.leader_partition(self.topic, partition)
-            info = target.append_as_leader(batch, -1, None, target.log.config.min_insync_replicas)
-        except KafkaError as exc:
-            out.complete(AppendResult(exc.code))
-            return out
-        if target.high_watermark > info.last_offset:
-            out.complete(AppendResult(ErrorCode.NONE, info.first_offset))
+        outcome = self.replica_manager.append_records([PartitionAppend(self.topic, partition, batch)], -1, self.commit_timeout_ms, AppendOrigin.COORDINATOR)
+        (result,) = outcome.results
+        if not outcome.pending:
+            out.complete(AppendResult(result.error, result.base_offset))
             return out
 
         async def await_replicas() -> None:
-            replicated = await self.replica_manager.wait_for_high_watermark(target, info.last_offset + 1, self.commit_timeout_s)
-            out.complete(AppendResult(ErrorCode.NONE if replicated else ErrorCode.REQUEST_TIMED_OUT, info.first_offset))
+            await outcome.completion()
+            out.complete(AppendResult(result.error, result.base_offset))
 
         self.spawn(await_replicas)
         return out

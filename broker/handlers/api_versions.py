@@ -7,25 +7,16 @@ UNSUPPORTED_VERSION and our ranges (KIP-511), so clients can downgrade.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from odradek.broker.kafka_server import KafkaServer
-
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
-def api_ranges() -> list[dict[str, int]]:
-    from odradek.broker.kafka_apis import HANDLERS
-
-    return [{"api_key": key, "min_version": h.min_version, "max_version": h.max_version} for key, h in sorted(HANDLERS.items())]
-
-
-def handle(server: "KafkaServer", request: Request) -> dict:
+def handle(api_ranges: list[dict[str, int]], request: Request) -> dict:
+    """``api_ranges``: what the broker's handler table serves (``kafka_apis.API_RANGES``)."""
     body = request.body
     if request.header.api_version >= 3 and not (_SOFTWARE.match(body.client_software_name) and _SOFTWARE.match(body.client_software_version)):
-        return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": api_ranges()}
-    return {"error_code": ErrorCode.NONE, "api_keys": api_ranges()}
+        return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": api_ranges}
+    return {"error_code": ErrorCode.NONE, "api_keys": api_ranges}

@@ -9,17 +9,14 @@ As with DeleteTopics, ``timeout_ms <= 0`` answers REQUEST_TIMED_OUT for partitio
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
-
 from odradek.broker.new_logs import make_logs
+from odradek.broker.replica_manager import ReplicaManager
+from odradek.controller.embedded import EmbeddedController
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
-if TYPE_CHECKING:
-    from odradek.broker.kafka_server import KafkaServer
 
-
-async def handle(server: "KafkaServer", request: Request) -> dict:
+async def handle(controller: EmbeddedController, replica_manager: ReplicaManager, request: Request) -> dict:
     body = request.body
     counts = Counter(t.name for t in body.topics)
     results = []
@@ -29,11 +26,10 @@ async def handle(server: "KafkaServer", request: Request) -> dict:
             if counts[t.name] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
             assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
-            assert server.controller is not None
-            planned = server.controller.plan_partitions(t.name, t.count, assignments)
+            planned = controller.plan_partitions(t.name, t.count, assignments)
             if not body.validate_only:
-                await make_logs(server, planned)
-                server.controller.create_partitions(t.name, t.count, assignments)
+                await make_logs(replica_manager, planned)
+                controller.create_partitions(t.name, t.count, assignments)
             if body.timeout_ms <= 0 and not body.validate_only:
                 result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
         except KafkaError as exc:

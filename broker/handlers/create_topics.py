@@ -78,7 +78,7 @@ async def _make_logs_reserving_name(server: "KafkaServer", topic: TopicInfo) -> 
     assert controller is not None
     controller.creating.add(topic.name)
     try:
-        await make_logs(server, topic)
+        await make_logs(server.replica_manager, topic)
     finally:
         controller.creating.discard(topic.name)
 

@@ -9,43 +9,30 @@ offset is the low watermark every replica has reached.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from odradek.controller.metadata import INTERNAL_TOPICS
+from odradek.broker.replica_manager import ReplicaManager
+from odradek.controller.metadata import MetadataImage
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
-
-if TYPE_CHECKING:
-    from odradek.broker.kafka_server import KafkaServer
 
 INVALID_LOW_WATERMARK = -1
 
 
-def delete_records(server: "KafkaServer", topic_name: str, index: int, offset: int) -> int:
+def delete_records(metadata: MetadataImage, replica_manager: ReplicaManager, topic_name: str, index: int, offset: int) -> int:
     """The partition's new low watermark after deleting the records below ``offset``."""
-    topic = server.metadata.topics.get(topic_name)
+    topic = metadata.topics.get(topic_name)
     if topic is None or index not in topic.partitions:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if topic_name in INTERNAL_TOPICS:
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot delete records of internal topic {topic_name}")
-    partition = server.replica_manager.leader_partition(topic_name, index)
-    if not partition.log.config.delete:
-        raise KafkaError(ErrorCode.POLICY_VIOLATION, f"Records of partition {topic_name}-{index} can not be deleted due to the configured policy")
-    try:
-        return partition.log.delete_records_before(offset)
-    except OSError as exc:
-        # A full or failed disk: the request is answered, and the deletion can be asked again once it is fixed.
-        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"Failed to delete records of {topic_name}-{index}: {exc}") from exc
+    return replica_manager.delete_records(topic_name, index, offset)
 
 
-def handle(server: "KafkaServer", request: Request) -> dict:
+def handle(metadata: MetadataImage, replica_manager: ReplicaManager, request: Request) -> dict:
     topics = []
     for t in request.body.topics:
         partitions = []
         for p in t.partitions:
             entry = {"partition_index": p.partition_index, "low_watermark": INVALID_LOW_WATERMARK, "error_code": ErrorCode.NONE}
             try:
-                entry["low_watermark"] = delete_records(server, t.name, p.partition_index, p.offset)
+                entry["low_watermark"] = delete_records(metadata, replica_manager, t.name, p.partition_index, p.offset)
             except KafkaError as exc:
                 entry["error_code"] = exc.code
             partitions.append(entry)

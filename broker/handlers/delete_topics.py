@@ -11,13 +11,12 @@ REQUEST_TIMED_OUT for the topics it deleted, as Kafka answers requests that do n
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
 
+from odradek.broker.config import BrokerConfig
+from odradek.controller.embedded import EmbeddedController
+from odradek.controller.metadata import MetadataImage
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
-
-if TYPE_CHECKING:
-    from odradek.broker.kafka_server import KafkaServer
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -33,16 +32,16 @@ def _result(name: str | None, topic_id: uuid.UUID, code: ErrorCode, message: str
     return {"name": name, "topic_id": topic_id, "error_code": code, "error_message": message}
 
 
-def handle(server: "KafkaServer", request: Request) -> dict:
+def handle(metadata: MetadataImage, config: BrokerConfig, controller: EmbeddedController, request: Request) -> dict:
     requested = _requested(request)
-    if not server.config["delete.topic.enable"]:
+    if not config["delete.topic.enable"]:
         code = ErrorCode.INVALID_REQUEST if request.header.api_version < 3 else ErrorCode.TOPIC_DELETION_DISABLED
         return {"responses": [_result(name, topic_id, code) for name, topic_id in requested]}
     if any(name is not None and topic_id != ZERO_UUID for name, topic_id in requested):
         message = "Topic name and topic ID can not both be specified."
         return {"responses": [_result(name, topic_id, ErrorCode.INVALID_REQUEST, message) for name, topic_id in requested]}
 
-    image = server.metadata
+    image = metadata
     results = []
     to_delete: dict[str, list[dict]] = {}
     for name, topic_id in requested:
@@ -58,10 +57,9 @@ def handle(server: "KafkaServer", request: Request) -> dict:
         results.append(_result(name, topic_id, ErrorCode.NONE))
         to_delete.setdefault(name, []).append(results[-1])
 
-    assert server.controller is not None
     for name, answers in to_delete.items():
         try:
-            server.controller.delete_topic(name)
+            controller.delete_topic(name)
         except KafkaError as exc:
             # The deletion could not be persisted (a full disk): the topic stays, and the client may retry.
             for answer in answers:

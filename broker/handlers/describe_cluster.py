@@ -9,14 +9,13 @@ those a cluster resource supports.
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING
 
 from odradek.broker.authorization import CLUSTER_OPERATIONS, authorized_operations
+from odradek.broker.request_context import listener_name
+from odradek.controller.metadata import MetadataImage
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from odradek.broker.kafka_server import KafkaServer
 
 class EndpointType(enum.IntEnum):
     UNKNOWN = 0
@@ -24,7 +23,7 @@ class EndpointType(enum.IntEnum):
     CONTROLLER = 2
 
 
-def handle(server: "KafkaServer", request: Request) -> dict:
+def handle(metadata: MetadataImage, request: Request) -> dict:
     body = request.body
     if body.endpoint_type != EndpointType.BROKER:
         if body.endpoint_type == EndpointType.CONTROLLER:
@@ -34,13 +33,17 @@ def handle(server: "KafkaServer", request: Request) -> dict:
                 "cluster_id": "",
             }
         return {"error_code": ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, "error_message": f"Unsupported endpoint type {body.endpoint_type}", "cluster_id": ""}
-    image = server.metadata
+    image = metadata
     return {
         "error_code": ErrorCode.NONE,
         "endpoint_type": EndpointType.BROKER,
         "cluster_id": image.cluster_id,
         "controller_id": image.controller_id,
-        "brokers": [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in sorted(image.brokers.values(), key=lambda b: b.node_id)],
+        "brokers": [
+            {"broker_id": b.node_id, "host": endpoint[0], "port": endpoint[1], "rack": b.rack}
+            for b in sorted(image.brokers.values(), key=lambda b: b.node_id)
+            if (endpoint := b.endpoint(listener_name(request))) is not None
+        ],
         "cluster_authorized_operations": (
             authorized_operations(CLUSTER_OPERATIONS, body.include_cluster_authorized_operations)
         ),

@@ -8,18 +8,13 @@ an illegal topic name is INVALID_TOPIC_EXCEPTION, an unknown topic or partition 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from odradek.controller.metadata import topic_name_error
+from odradek.broker.replica_manager import ReplicaManager
+from odradek.controller.metadata import MetadataImage, topic_name_error
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
-if TYPE_CHECKING:
-    from odradek.broker.kafka_server import KafkaServer
 
-
-def active_producers(server: "KafkaServer", topic: str, index: int) -> list[dict]:
-    partition = server.replica_manager.leader_partition(topic, index)
+def active_producers(replica_manager: ReplicaManager, topic: str, index: int) -> list[dict]:
     return [
         {
             "producer_id": producer_id,
@@ -29,30 +24,30 @@ def active_producers(server: "KafkaServer", topic: str, index: int) -> list[dict
             "coordinator_epoch": entry.coordinator_epoch,
             "current_txn_start_offset": -1 if entry.current_txn_first_offset is None else entry.current_txn_first_offset,
         }
-        for producer_id, entry in sorted(partition.log.producer_state.producers.items())
+        for producer_id, entry in replica_manager.active_producers(topic, index)
     ]
 
 
-def _topic_error(server: "KafkaServer", name: str) -> KafkaError | None:
+def _topic_error(metadata: MetadataImage, name: str) -> KafkaError | None:
     reason = topic_name_error(name)
     if reason:
         return KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
-    if name not in server.metadata.topics:
+    if name not in metadata.topics:
         return KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.message)
     return None
 
 
-def handle(server: "KafkaServer", request: Request) -> dict:
+def handle(metadata: MetadataImage, replica_manager: ReplicaManager, request: Request) -> dict:
     topics = []
     for t in request.body.topics:
-        topic_error = _topic_error(server, t.name)
+        topic_error = _topic_error(metadata, t.name)
         partitions = []
         for index in t.partition_indexes:
             entry = {"partition_index": index, "error_code": ErrorCode.NONE, "error_message": None, "active_producers": []}
             try:
                 if topic_error is not None:
                     raise topic_error
-                entry["active_producers"] = active_producers(server, t.name, index)
+                entry["active_producers"] = active_producers(replica_manager, t.name, index)
             except KafkaError as exc:
                 entry.update(error_code=exc.code, error_message=exc.message)
             partitions.append(entry)

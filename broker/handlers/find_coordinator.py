@@ -8,13 +8,11 @@ like Kafka's, so the client retries. Kafka puts its error's message in ``error_m
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
+from odradek.broker.request_context import listener_name
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from odradek.broker.kafka_server import KafkaServer
 
 COORDINATOR_KEY_TYPES = {0: "group", 1: "transaction"}
 """FindCoordinator key types and the coordinator (in ``KafkaServer.coordinators``) that answers each.
@@ -23,27 +21,30 @@ Key type 2 (share groups, KIP-932) is not enabled in Kafka 3.9 brokers."""
 NO_NODE = (-1, "", -1)
 
 
-def _locate(server: "KafkaServer", key_type: int, key: str) -> tuple[ErrorCode, str | None, tuple[int, str, int]]:
+def _locate(coordinators: dict[str, Any], key_type: int, key: str, listener: str | None) -> tuple[ErrorCode, str | None, tuple[int, str, int]]:
     kind = COORDINATOR_KEY_TYPES.get(key_type)
     if kind is None:
         return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type} in FindCoordinator request", NO_NODE
-    coordinator = server.coordinators.get(kind)
+    coordinator = coordinators.get(kind)
     if coordinator is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_NOT_AVAILABLE.message, NO_NODE
     error, broker = coordinator.locate(key)
     message = "NONE" if error == ErrorCode.NONE else error.message
     if broker is None:
         return error, message, NO_NODE
-    return error, message, (broker.node_id, broker.host, broker.port)
+    endpoint = broker.endpoint(listener)  # the coordinator as reached through the client's listener
+    if endpoint is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_NOT_AVAILABLE.message, NO_NODE
+    return error, message, (broker.node_id, *endpoint)
 
 
-def handle(server: "KafkaServer", request: Request) -> dict:
+def handle(coordinators: dict[str, Any], request: Request) -> dict:
     body = request.body
     if request.header.api_version < 4:
-        error, message, (node_id, host, port) = _locate(server, body.key_type, body.key)
+        error, message, (node_id, host, port) = _locate(coordinators, body.key_type, body.key, listener_name(request))
         return {"error_code": error, "error_message": message, "node_id": node_id, "host": host, "port": port}
-    coordinators = []
+    answers = []
     for key in body.coordinator_keys:
-        error, message, (node_id, host, port) = _locate(server, body.key_type, key)
-        coordinators.append({"key": key, "node_id": node_id, "host": host, "port": port, "error_code": error, "error_message": message})
-    return {"coordinators": coordinators}
+        error, message, (node_id, host, port) = _locate(coordinators, body.key_type, key, listener_name(request))
+        answers.append({"key": key, "node_id": node_id, "host": host, "port": port, "error_code": error, "error_message": message})
+    return {"coordinators": answers}

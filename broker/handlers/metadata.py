@@ -7,15 +7,18 @@ created by this request is LEADER_NOT_AVAILABLE, and clients ask again.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Awaitable
+from typing import Awaitable, Callable
 
 from odradek.broker.authorization import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized_operations
-from odradek.controller.metadata import TopicInfo, topic_name_error
+from odradek.broker.config import BrokerConfig
+from odradek.broker.request_context import listener_name
+from odradek.controller.metadata import MetadataImage, TopicInfo, topic_name_error
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
-if TYPE_CHECKING:
-    from odradek.broker.kafka_server import KafkaServer
+TopicCreator = Callable[[str], Awaitable[TopicInfo]]
+"""Creates a topic with the broker's defaults, its logs made off the event loop (``KafkaServer.auto_create_topic``)."""
+
 
 def topic_entry(topic: TopicInfo, include_authorized_operations: bool = False) -> dict:
     partitions = []
@@ -66,14 +69,14 @@ def _refused_before_topic_ids(body, version: int) -> dict | None:
     }
 
 
-def handle(server: "KafkaServer", request: Request) -> dict | Awaitable[dict]:
+def handle(metadata: MetadataImage, config: BrokerConfig, create_topic: TopicCreator, request: Request) -> dict | Awaitable[dict]:
     body = request.body
     version = request.header.api_version
     refused = _refused_before_topic_ids(body, version)
     if refused is not None:
         return refused
-    image = server.metadata
-    allow_auto_create = server.config["auto.create.topics.enable"] and (version < 4 or body.allow_auto_topic_creation)
+    image = metadata
+    allow_auto_create = config["auto.create.topics.enable"] and (version < 4 or body.allow_auto_topic_creation)
     topic_ops = body.include_topic_authorized_operations
     topics = []
     to_create: list[tuple[int, str]] = []
@@ -97,28 +100,32 @@ def handle(server: "KafkaServer", request: Request) -> dict | Awaitable[dict]:
             else:
                 topics.append(_error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
     response = {
-        "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in image.brokers.values()],
+        "brokers": [
+            {"node_id": b.node_id, "host": endpoint[0], "port": endpoint[1], "rack": b.rack}
+            for b in image.brokers.values()
+            if (endpoint := b.endpoint(listener_name(request))) is not None
+        ],
         "cluster_id": image.cluster_id,
         "controller_id": image.controller_id,
         "topics": topics,
         "cluster_authorized_operations": authorized_operations(CLUSTER_OPERATIONS, body.include_cluster_authorized_operations),
     }
-    return _with_auto_created(server, response, to_create) if to_create else response
+    return _with_auto_created(metadata, create_topic, response, to_create) if to_create else response
 
 
-async def _with_auto_created(server: "KafkaServer", response: dict, to_create: list[tuple[int, str]]) -> dict:
+async def _with_auto_created(metadata: MetadataImage, create_topic: TopicCreator, response: dict, to_create: list[tuple[int, str]]) -> dict:
     """Auto-created topics' logs are made off the event loop (broker/new_logs.py); the answer waits for them."""
     for index, name in to_create:
-        response["topics"][index] = await _auto_create(server, name)
+        response["topics"][index] = await _auto_create(metadata, create_topic, name)
     return response
 
 
-async def _auto_create(server: "KafkaServer", name: str) -> dict:
+async def _auto_create(metadata: MetadataImage, create_topic: TopicCreator, name: str) -> dict:
     try:
-        topic = await server.finish_topic(server.reserve_topic(name))
+        topic = await create_topic(name)
     except KafkaError as exc:
         if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
-            existing = server.metadata.topics.get(name)
+            existing = metadata.topics.get(name)
             # A name taken by a creation still making its logs: not available yet.
             return topic_entry(existing) if existing is not None else _error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE)
         return _error_entry(name, exc.code)

@@ -7,24 +7,19 @@ higher epoch, or the log end offset for the current one), or clients report trun
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from odradek.broker.replica_manager import ReplicaManager
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
-if TYPE_CHECKING:
-    from odradek.broker.kafka_server import KafkaServer
 
-
-def handle(server: "KafkaServer", request: Request) -> dict:
+def handle(replica_manager: ReplicaManager, request: Request) -> dict:
     topics = []
     for t in request.body.topics:
         partitions = []
         for p in t.partitions:
             entry = {"partition": p.partition, "error_code": ErrorCode.NONE, "leader_epoch": -1, "end_offset": -1}
             try:
-                partition = server.replica_manager.leader_partition(t.topic, p.partition, p.current_leader_epoch)
-                epoch, end_offset = partition.log.end_offset_for_epoch(p.leader_epoch)
+                epoch, end_offset = replica_manager.last_offset_for_leader_epoch(t.topic, p.partition, p.leader_epoch, p.current_leader_epoch)
                 entry.update(leader_epoch=epoch, end_offset=end_offset)
             except KafkaError as exc:
                 entry["error_code"] = exc.code

@@ -40,7 +40,7 @@ def add_lagging_follower(broker: Broker) -> object:
     def add() -> None:
         state = partition.state
         partition.state = PartitionState(state.leader, state.leader_epoch, [state.leader, 1], [state.leader, 1])
-        partition.followers[1] = FollowerState(partition.log_end_offset, int(time.time() * 1000))
+        partition.followers[1] = FollowerState(partition.log_end_offset)
 
     on_broker_loop(broker, add)
     return partition

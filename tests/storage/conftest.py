@@ -10,9 +10,11 @@ from typing import Callable
 import pytest
 
 from odradek.protocol.record_batch import CRC_OFFSET, MAX_TIMESTAMP_OFFSET, compute_crc, parse_header
-from odradek.protocol.records import Record, build_batch
+from odradek.protocol.records import ControlRecordType, EndTransactionMarker, Record, build_batch, build_end_txn_marker_batch
 from odradek.storage.log import Log
+from odradek.storage.log import AppendInfo
 from odradek.storage.log_config import LogConfig
+from odradek.storage.producer_state import AppendOrigin
 
 T0 = 1_700_000_000_000
 BASE_TIMESTAMP_OFFSET = 27
@@ -79,6 +81,18 @@ def _batches_in(data: bytes) -> list[tuple[int, int, int]]:
 @pytest.fixture
 def make_batch() -> Callable[..., bytearray]:
     return _make_batch
+
+
+def _write_marker(log: Log, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool) -> AppendInfo:
+    """A transaction's COMMIT or ABORT, appended as the leader appends WriteTxnMarkers' batch (COORDINATOR origin)."""
+    marker = EndTransactionMarker(ControlRecordType.COMMIT if commit else ControlRecordType.ABORT, coordinator_epoch)
+    batch = build_end_txn_marker_batch(marker, producer_id=producer_id, producer_epoch=producer_epoch, timestamp=T0)
+    return log.append_as_leader(bytearray(batch), leader_epoch=0, origin=AppendOrigin.COORDINATOR)
+
+
+@pytest.fixture
+def write_marker() -> Callable[..., AppendInfo]:
+    return _write_marker
 
 
 @pytest.fixture

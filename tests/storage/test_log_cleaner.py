@@ -474,11 +474,11 @@ def aborted_entries(log: Log) -> list[tuple[int, int, int]]:
     return [(t.producer_id, t.first_offset, t.last_offset) for t in log.collect_aborted_transactions(0, log.log_end_offset)]
 
 
-def test_aborted_data_goes_at_once_and_its_marker_after_delete_retention_ms_as_kafka_cleans_transactions(open_log, clean, clock):
+def test_aborted_data_goes_at_once_and_its_marker_after_delete_retention_ms_as_kafka_cleans_transactions(open_log, clean, clock, write_marker):
     log = open_log({**COMPACT, "segment.bytes": "1200", "delete.retention.ms": "100000", "min.cleanable.dirty.ratio": "0.01"})
 
     def end(producer_id: int, commit: bool) -> int:
-        offset = log.append_control_batch(producer_id, 0, 0, commit, leader_epoch=0).first_offset
+        offset = write_marker(log, producer_id, 0, 0, commit).first_offset
         log.high_watermark = log.log_end_offset
         return offset
 

@@ -1,7 +1,7 @@
 """Transactions in the log: the last stable offset, markers, the transaction index, snapshots and recovery.
 
 Transactional batches are appended as a producer sends them, markers as WriteTxnMarkers appends them
-(``Log.append_control_batch``); what is observed is what a READ_COMMITTED fetch and ListOffsets read: the
+(a control batch with the COORDINATOR origin); what is observed is what a READ_COMMITTED fetch and ListOffsets read: the
 last stable offset, the aborted transactions a read answers, and the ``.txnindex`` files. The bytes of an
 index entry are compared with Kafka's own files in tests/storage/test_transactions_vs_kafka.py.
 """
@@ -29,8 +29,9 @@ TXN_INDEX = "00000000000000000000.txnindex"
 class Producer:
     """One transactional producer's appends: its batches continue its sequence."""
 
-    def __init__(self, log, make_batch, producer_id: int, epoch: int = 0) -> None:
-        self.log, self.make_batch, self.producer_id, self.epoch, self.sequence = log, make_batch, producer_id, epoch, 0
+    def __init__(self, log, make_batch, write_marker, producer_id: int, epoch: int = 0) -> None:
+        self.log, self.make_batch, self.write_marker = log, make_batch, write_marker
+        self.producer_id, self.epoch, self.sequence = producer_id, epoch, 0
 
     def send(self, count: int = 1, **kwargs) -> int:
         batch = self.make_batch(count, producer_id=self.producer_id, producer_epoch=self.epoch, base_sequence=self.sequence, is_transactional=True, **kwargs)
@@ -40,7 +41,7 @@ class Producer:
         return info.first_offset
 
     def end(self, commit: bool, coordinator_epoch: int = 0) -> int:
-        info = self.log.append_control_batch(self.producer_id, self.epoch, coordinator_epoch, commit, leader_epoch=0)
+        info = self.write_marker(self.log, self.producer_id, self.epoch, coordinator_epoch, commit)
         self.log.high_watermark = self.log.log_end_offset
         return info.first_offset
 
@@ -61,11 +62,17 @@ def log(open_log):
     return open_log(SEGMENT)
 
 
-def test_an_open_transaction_holds_the_last_stable_offset_until_its_commit(log, make_batch):
+@pytest.fixture
+def producer(make_batch, write_marker):
+    """``producer(log, producer id[, epoch])``: a transactional producer writing to ``log``."""
+    return lambda log, producer_id, epoch=0: Producer(log, make_batch, write_marker, producer_id, epoch)
+
+
+def test_an_open_transaction_holds_the_last_stable_offset_until_its_commit(log, make_batch, producer):
     log.append_as_leader(make_batch(3), leader_epoch=0)
     log.high_watermark = log.log_end_offset
     assert log.last_stable_offset == 3
-    a = Producer(log, make_batch, 10)
+    a = producer(log, 10)
     assert a.send(2) == 3
     a.send(2)
     assert (log.high_watermark, log.last_stable_offset) == (7, 3)
@@ -76,17 +83,17 @@ def test_an_open_transaction_holds_the_last_stable_offset_until_its_commit(log, 
     assert not (log.dir / TXN_INDEX).exists()  # Kafka creates the index with its first aborted transaction
 
 
-def test_a_marker_not_yet_below_the_high_watermark_still_holds_the_last_stable_offset(log, make_batch):
-    a = Producer(log, make_batch, 10)
+def test_a_marker_not_yet_below_the_high_watermark_still_holds_the_last_stable_offset(log, producer, write_marker):
+    a = producer(log, 10)
     a.send(2)
-    log.append_control_batch(10, 0, 0, True, leader_epoch=0)
+    write_marker(log, 10, 0, 0, True)
     assert (log.log_end_offset, log.high_watermark, log.last_stable_offset) == (3, 2, 0)
     log.high_watermark = 3
     assert log.last_stable_offset == 3
 
 
-def test_an_aborted_transaction_is_indexed_with_the_last_stable_offset_it_leaves(log, make_batch):
-    a, b = Producer(log, make_batch, 10), Producer(log, make_batch, 20)
+def test_an_aborted_transaction_is_indexed_with_the_last_stable_offset_it_leaves(log, producer):
+    a, b = producer(log, 10), producer(log, 20)
     a.send(2)  # 0-1
     b.send(1)  # 2
     a.send(1)  # 3
@@ -102,36 +109,36 @@ def test_an_aborted_transaction_is_indexed_with_the_last_stable_offset_it_leaves
     assert aborted_read(log, 5) == [(20, 2)]
 
 
-def test_a_marker_of_an_empty_transaction_changes_neither_the_index_nor_the_last_stable_offset(log, make_batch):
-    a = Producer(log, make_batch, 10)
+def test_a_marker_of_an_empty_transaction_changes_neither_the_index_nor_the_last_stable_offset(log, producer):
+    a = producer(log, 10)
     a.end(commit=False)
     assert log.last_stable_offset == 1
     assert not (log.dir / TXN_INDEX).exists()
 
 
-def test_a_marker_from_a_fenced_coordinator_or_producer_epoch_is_refused(log, make_batch):
-    a = Producer(log, make_batch, 10, epoch=3)
+def test_a_marker_from_a_fenced_coordinator_or_producer_epoch_is_refused(log, producer, write_marker):
+    a = producer(log, 10, epoch=3)
     a.send(1)
     a.end(commit=True, coordinator_epoch=5)
     with pytest.raises(KafkaError) as raised:
-        log.append_control_batch(10, 3, 4, False, leader_epoch=0)
+        write_marker(log, 10, 3, 4, False)
     assert raised.value.code == ErrorCode.TRANSACTION_COORDINATOR_FENCED
     with pytest.raises(KafkaError) as raised:
-        log.append_control_batch(10, 2, 5, False, leader_epoch=0)
+        write_marker(log, 10, 2, 5, False)
     assert raised.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
     assert log.log_end_offset == 2
 
 
-def test_a_non_transactional_write_inside_a_transaction_is_refused(log, make_batch):
-    Producer(log, make_batch, 10).send(1)
+def test_a_non_transactional_write_inside_a_transaction_is_refused(log, make_batch, producer):
+    producer(log, 10).send(1)
     with pytest.raises(KafkaError) as raised:
         log.append_as_leader(make_batch(1, producer_id=10, producer_epoch=0, base_sequence=1), leader_epoch=0)
     assert raised.value.code == ErrorCode.INVALID_TXN_STATE
 
 
-def test_a_clean_restart_keeps_the_open_transaction_in_the_snapshot(open_log, make_batch):
+def test_a_clean_restart_keeps_the_open_transaction_in_the_snapshot(open_log, producer):
     log = open_log(SEGMENT)
-    a, b = Producer(log, make_batch, 10), Producer(log, make_batch, 20)
+    a, b = producer(log, 10), producer(log, 20)
     a.send(2)
     b.send(1)
     a.end(commit=False)
@@ -139,16 +146,16 @@ def test_a_clean_restart_keeps_the_open_transaction_in_the_snapshot(open_log, ma
     reopened = open_log(SEGMENT, had_clean_shutdown=True, high_watermark=4)
     assert reopened.last_stable_offset == 2
     assert reopened.producer_state.last_entry(20).current_txn_first_offset == 2
-    b = Producer(reopened, make_batch, 20)
+    b = producer(reopened, 20)
     b.sequence = 1
     b.send(1)
     b.end(commit=False)
     assert read_transaction_index(reopened.dir / TXN_INDEX) == [AbortedTxn(10, 0, 3, 2), AbortedTxn(20, 2, 5, 6)]
 
 
-def test_a_crash_rebuilds_the_transaction_index_and_the_open_transactions_from_the_segments(open_log, make_batch):
+def test_a_crash_rebuilds_the_transaction_index_and_the_open_transactions_from_the_segments(open_log, producer):
     log = open_log(SEGMENT)
-    producers = [Producer(log, make_batch, pid) for pid in (10, 20, 30)]
+    producers = [producer(log, pid) for pid in (10, 20, 30)]
     for round_ in range(12):  # several segments, markers of both kinds, one transaction left open
         for i, producer in enumerate(producers):
             producer.send(1 + (round_ + i) % 3, value_size=40)
@@ -170,8 +177,8 @@ def test_a_crash_rebuilds_the_transaction_index_and_the_open_transactions_from_t
     assert recovered.producer_state.last_entry(30).current_txn_first_offset == lso
 
 
-def test_truncation_drops_the_entries_of_truncated_markers_and_reopens_their_transactions(log, make_batch):
-    a = Producer(log, make_batch, 10)
+def test_truncation_drops_the_entries_of_truncated_markers_and_reopens_their_transactions(log, producer):
+    a = producer(log, 10)
     a.send(1)
     a.end(commit=False)  # 1
     a.send(1)  # 2
@@ -184,9 +191,9 @@ def test_truncation_drops_the_entries_of_truncated_markers_and_reopens_their_tra
     assert (log.dir / TXN_INDEX).read_bytes() == b""
 
 
-def test_retention_deletes_a_segments_transaction_index_with_it(open_log, make_batch, clock):
+def test_retention_deletes_a_segments_transaction_index_with_it(open_log, make_batch, clock, producer):
     log = open_log({**SEGMENT, "retention.ms": "1000"})
-    a = Producer(log, make_batch, 10)
+    a = producer(log, 10)
     a.send(1, timestamp=clock.now)
     a.end(commit=False)
     first = log.dir / TXN_INDEX
@@ -203,16 +210,19 @@ TRANSACTIONAL_WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from odradek.protocol.records import build_batch
+    from odradek.protocol.records import ControlRecordType, EndTransactionMarker, build_batch, build_end_txn_marker_batch
     from odradek.storage.log import Log
     from odradek.storage.log_config import LogConfig
+    from odradek.storage.producer_state import AppendOrigin
     log = Log.open(Path(sys.argv[1]), LogConfig.from_props({"segment.bytes": "20000", "flush.messages": "50"}))
     sequences = {}
     i = 0
     while True:
         producer_id = 100 + i % 3
         if i % 5 == 4 and producer_id != 100:  # producer 100 never ends its transaction
-            log.append_control_batch(producer_id, 0, 0, i % 2 == 0, leader_epoch=0)
+            marker = EndTransactionMarker(ControlRecordType.COMMIT if i % 2 == 0 else ControlRecordType.ABORT, 0)
+            batch = build_end_txn_marker_batch(marker, producer_id=producer_id, producer_epoch=0)
+            log.append_as_leader(bytearray(batch), leader_epoch=0, origin=AppendOrigin.COORDINATOR)
         else:
             sequence = sequences.get(producer_id, 0)
             count = 1 + i % 4
