@@ -266,9 +266,11 @@ class BrokerConfig:
         """A key's value for one listener: ``listener.name.<listener>.<prefix><name>`` if set, as Kafka's
         listener-prefixed configs override the broker-wide one; else the broker-wide value."""
         raw = self.originals.get(f"listener.name.{listener.lower()}.{prefix}{name}")
+        key = BROKER_KEYS[name]
         if raw is None:
-            return self.values[name]
-        return BROKER_KEYS[name].parse(raw)
+            value = self.values[name]
+            return key.parse(value) if key.type is ConfigType.LIST and isinstance(value, str) else value  # a LIST default is its string
+        return key.parse(raw)
 
     def broker_defaults_for_topics(self) -> dict[str, str]:
         """The ``log.*``-style broker keys, as strings, that topic configs fall back to."""

@@ -14,10 +14,12 @@ import collections
 import enum
 import logging
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+import time
+from typing import Any, Callable, Mapping, Protocol
 
 from odradek.broker.framing import FrameReader, FrameTooLarge
 from odradek.broker.memory_pool import MemoryPool, Unbounded
+from odradek.broker.security.sasl_authenticator import Failed, SaslServerAuthenticator, SaslSettings, SaslState, Serve, Step
 from odradek.broker.request_context import ANONYMOUS, UNKNOWN_CLIENT, ClientInformation, KafkaPrincipal, RequestContext
 from odradek.protocol.api import ApiKey, Request, UnknownApiKey, UnsupportedApiVersion, decode_request
 from odradek.protocol.schema import DecodeError
@@ -43,6 +45,8 @@ class Endpoint:
 
 
 class ConnectionState(enum.Enum):
+    AUTHENTICATING = "authenticating"
+    """A SASL listener's exchange (first or re-authentication): only its requests are served."""
     READY = "ready"
     """Requests are decoded and handed to the handlers."""
     CLOSED = "closed"
@@ -67,9 +71,13 @@ class AnswerReady:
 
 @dataclass(frozen=True, slots=True)
 class ConnectionEnded:
-    """Close after what is queued is sent; ``reason`` is for the log."""
+    """Close after what is queued is sent, and after ``answer`` if any, sent once ``delay_s`` has passed (a
+    failed authentication); ``reason`` is for the log."""
 
     reason: str
+    answer: bytes | None = None
+    delay_s: float = 0.0
+    authentication_failed: bool = False
 
 
 Event = RequestReceived | AnswerReady | ConnectionEnded
@@ -78,7 +86,10 @@ Event = RequestReceived | AnswerReady | ConnectionEnded
 class KafkaConnection:
     """The protocol side of one connection (Kafka's ``KafkaChannel`` without its transport)."""
 
-    __slots__ = ("endpoint", "connection_id", "served", "reader", "pool", "outbox", "max_queued", "state", "principal", "client_information", "_fallback")
+    __slots__ = (
+        "endpoint", "connection_id", "served", "reader", "pool", "outbox", "max_queued", "state", "principal", "client_information",
+        "sasl", "authenticator", "session_expires_at", "clock", "_fallback",
+    )
 
     def __init__(
         self,
@@ -91,6 +102,8 @@ class KafkaConnection:
         max_queued: int,
         receive_buffer: bytearray | None = None,
         pool: MemoryPool | Unbounded,
+        sasl: SaslSettings | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``served`` maps API keys to the versions the handlers serve; ``fallback(correlation_id)`` is the
         KIP-511 answer to an ApiVersions request at a version we do not serve."""
@@ -103,9 +116,14 @@ class KafkaConnection:
         self.outbox: collections.deque[tuple[Any, Any]] = collections.deque()
         """(request, its result) in request order; an answer made here is (its frame, None)."""
         self.max_queued = max_queued
-        self.state = ConnectionState.READY
         self.principal: KafkaPrincipal = ANONYMOUS
         self.client_information: ClientInformation = UNKNOWN_CLIENT
+        self.sasl = sasl
+        self.clock = clock
+        self.session_expires_at: float | None = None
+        """When a SASL session with a lifetime ends (``clock`` time): then only re-authentication is served."""
+        self.authenticator = SaslServerAuthenticator(sasl) if sasl is not None else None
+        self.state = ConnectionState.AUTHENTICATING if sasl is not None else ConnectionState.READY
 
     # -- bytes in --------------------------------------------------------------------------------------------
 
@@ -175,30 +193,47 @@ class KafkaConnection:
 
     def _decode(self, frame: bytearray) -> Event:
         size = len(frame)
+        authenticator = self.authenticator
+        authenticating = self.state is ConnectionState.AUTHENTICATING
+        if authenticating and authenticator is not None and authenticator.expects_raw_token:
+            return self._authentication_step(authenticator.raw_token(bytes(frame)), size, None)
         try:
             request = decode_request(frame)
         except UnsupportedApiVersion as exc:
             if exc.api_key == ApiKey.ApiVersions:
                 return AnswerReady(self._fallback(exc.correlation_id), size)
             return self._end(str(exc))
-        except UnknownApiKey as exc:
-            return self._end(str(exc))
-        except DecodeError as exc:
-            return self._end(f"malformed request: {exc}")
+        except (UnknownApiKey, DecodeError) as exc:
+            if authenticating and authenticator is not None and authenticator.state is SaslState.HANDSHAKE_OR_VERSIONS:
+                return self._authentication_step(authenticator.not_a_request(), size, None)
+            return self._end(str(exc) if isinstance(exc, UnknownApiKey) else f"malformed request: {exc}")
         header = request.header
         served = self.served.get(header.api_key)
         if served is None or not served.min_version <= header.api_version <= served.max_version:
             if header.api_key == ApiKey.ApiVersions:
                 return AnswerReady(self._fallback(header.correlation_id), size)
             return self._end(f"unsupported {request.api.name} v{header.api_version}")
+        if self.sasl is not None and not authenticating:
+            if header.api_key == ApiKey.SaslHandshake and self.authenticator is not None and self.authenticator.mechanism is not None:
+                # KIP-368: a SaslHandshake on an authenticated connection begins its re-authentication
+                self.authenticator = authenticator = SaslServerAuthenticator(self.sasl, reauthenticating=(self.authenticator.mechanism, self.principal))
+                self.state = ConnectionState.AUTHENTICATING
+                authenticating = True
+            elif self.session_expires_at is not None and self.clock() >= self.session_expires_at:
+                return self._end(f"SASL session expired (connections.max.reauth.ms) and the client did not re-authenticate before {request.api.name}")
         if header.api_key == ApiKey.ApiVersions and header.api_version >= 3:
             client = ClientInformation(request.body.client_software_name, request.body.client_software_version)
             if client.is_valid():
                 self.client_information = client
+        if authenticating and authenticator is not None:
+            return self._authentication_step(authenticator.request(request), size, request)
+        return self._received(request, size)
+
+    def _received(self, request: Request, size: int) -> RequestReceived:
         endpoint = self.endpoint
         request.client_address = endpoint.peer_host
         request.context = RequestContext(
-            header,
+            request.header,
             self.connection_id,
             endpoint.peer_host,
             endpoint.peer_port,
@@ -208,6 +243,27 @@ class KafkaConnection:
             self.client_information,
         )
         return RequestReceived(request, size)
+
+    def _authentication_step(self, step: Step, size: int, request: Request | None) -> Event:
+        authenticator = self.authenticator
+        assert authenticator is not None and self.sasl is not None
+        if isinstance(step, Serve):
+            assert request is not None
+            return self._received(request, size)
+        if isinstance(step, Failed):
+            self.state = ConnectionState.CLOSED
+            return ConnectionEnded(
+                f"Failed {'re-' if authenticator.reauthenticating else ''}authentication with /{self.endpoint.peer_host} (channelId={self.connection_id}) ({step.reason})",
+                step.answer,
+                self.sasl.failed_delay_ms / 1000,
+                authentication_failed=True,
+            )
+        if authenticator.complete:
+            self.principal = authenticator.principal
+            lifetime = authenticator.session_lifetime_ms
+            self.session_expires_at = None if lifetime is None else self.clock() + lifetime / 1000
+            self.state = ConnectionState.READY
+        return AnswerReady(step.data, size)
 
     def _end(self, reason: str) -> ConnectionEnded:
         self.state = ConnectionState.CLOSED

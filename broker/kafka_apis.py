@@ -40,6 +40,8 @@ from odradek.broker.handlers import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
 )
 from odradek.protocol.api import APIS, ApiKey, Request, encode_response
@@ -92,6 +94,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ListGroups: _all(ApiKey.ListGroups, list_groups),
     ApiKey.DeleteGroups: _all(ApiKey.DeleteGroups, delete_groups),
     ApiKey.OffsetDelete: _all(ApiKey.OffsetDelete, offset_delete),
+    ApiKey.SaslHandshake: Handler(lambda server, request: sasl_handshake.handle(request), 0, 1),
+    ApiKey.SaslAuthenticate: Handler(lambda server, request: sasl_authenticate.handle(request), 0, 2),
 }
 
 

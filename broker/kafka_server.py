@@ -62,15 +62,16 @@ class KafkaServer:
         self._producer_ids: range = range(0)
         self._next_producer_id = 0
 
-    def startup(self, advertised_host: str, advertised_port: int) -> None:
-        """Bring up storage, then the controller, which hands this broker its partitions."""
+    def startup(self, advertised_host: str, advertised_port: int, endpoints: tuple[tuple[str, str, int], ...] = ()) -> None:
+        """Bring up storage, then the controller, which hands this broker its partitions. ``endpoints``: the
+        (listener, host, port) of every advertised listener."""
         if self.config["zookeeper.connect"]:
             log.warning(
                 "zookeeper.connect=%s is set, but ZooKeeper (cluster) mode is not implemented yet: this broker "
                 "runs as a single node with its embedded controller",
                 self.config["zookeeper.connect"],
             )
-        me = BrokerInfo(self.broker_id, advertised_host, advertised_port, self.config["broker.rack"])
+        me = BrokerInfo(self.broker_id, advertised_host, advertised_port, self.config["broker.rack"], endpoints)
         self.controller = EmbeddedController(
             me, self.log_dirs[0], self, self.config["cluster.id"],
             log_dirs=self.log_dirs, internal_topic_configs={GROUP_METADATA_TOPIC: self.coordinators["group"].topic.configs},

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from odradek.protocol.api import RequestHeader
 
@@ -50,6 +51,12 @@ class ClientInformation:
 
 
 UNKNOWN_CLIENT = ClientInformation()
+
+
+def listener_name(request: Any) -> str | None:
+    """The listener a request came through; None for one decoded outside the network layer (tools, tests)."""
+    context = request.context
+    return context.listener_name if context is not None else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ import anyio
 from odradek.broker.config import BrokerConfig, Listener
 from odradek.broker.kafka_server import KafkaServer
 from odradek.broker.security.listeners import listener_securities
+from odradek.broker.security.scram import SCRAM_CREDENTIALS_FILE, FileCredentialStore
 from odradek.broker.socket_server import BoundListener, open_listeners, serve
 from odradek.storage.config_types import ConfigError
 from odradek.storage.log_manager import InconsistentBrokerIdError, InconsistentClusterIdError
@@ -81,8 +82,9 @@ def process_uptime_s() -> float:
 
 def _start(config: BrokerConfig) -> tuple[list[BoundListener], KafkaServer, tuple[str, int]]:
     """Everything that may refuse to start, each failure turned into its one line."""
+    credentials = FileCredentialStore(config.log_dirs[0] / SCRAM_CREDENTIALS_FILE)
     try:
-        securities = listener_securities(config)
+        securities = listener_securities(config, credentials)
     except ConfigError as exc:
         raise StartupError(str(exc)) from exc
     _check_log_dirs(config.log_dirs)
@@ -93,8 +95,9 @@ def _start(config: BrokerConfig) -> tuple[list[BoundListener], KafkaServer, tupl
     socks = [l.sock for l in listeners]
     try:
         server = KafkaServer(config)
-        host, port = advertised(config, socks)
-        server.startup(host, port)
+        endpoints = advertised_endpoints(config, listeners)
+        _, host, port = endpoints[0]
+        server.startup(host, port, endpoints)
     except BaseException as exc:
         _close(socks)
         if isinstance(exc, (ConfigError, InconsistentBrokerIdError, InconsistentClusterIdError)):
@@ -137,17 +140,17 @@ def bound_address(sock: socket.socket) -> tuple[str, int]:
     return host, port
 
 
-def advertised(config: BrokerConfig, socks: list[socket.socket]) -> tuple[str, int]:
-    """The address clients are told to use: advertised.listeners, else the first listener's real port."""
-    first = config.advertised_listeners[0]
-    host, port = first.host, first.port
-    if not config.is_set("advertised.listeners"):
-        bound_host, bound_port = bound_address(socks[0])
-        port = bound_port
-        host = host or socket.gethostname()
-        if host in ("0.0.0.0", "::"):
-            host = socket.gethostname()
-    return host, port
+def advertised_endpoints(config: BrokerConfig, bound: list[BoundListener]) -> tuple[tuple[str, str, int], ...]:
+    """(listener, host, port) clients are told to use, per advertised listener (advertised.listeners, else
+    listeners), as Kafka's effective advertised listeners: port 0 is the port bound, an empty or wildcard
+    host is this machine's name."""
+    ports = {l.name: bound_address(l.sock)[1] for l in bound}
+    endpoints = []
+    for listener in config.advertised_listeners:
+        port = ports.get(listener.name, listener.port) if listener.port == 0 or not config.is_set("advertised.listeners") else listener.port
+        host = listener.host if listener.host not in ("", "0.0.0.0", "::") else socket.gethostname()
+        endpoints.append((listener.name, host, port))
+    return tuple(endpoints)
 
 
 async def run(config: BrokerConfig, *, handle_signals: bool = True, on_started: Callable[[KafkaServer, tuple[str, int]], None] | None = None, stop_event: Any = None, launched_at: float | None = None) -> None:

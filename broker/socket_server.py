@@ -34,6 +34,7 @@ from odradek.broker.kafka_apis import CLOSE_CONNECTION, HANDLERS, error_response
 from odradek.broker.kafka_server import KafkaServer
 from odradek.broker.memory_pool import MemoryPool, Unbounded, memory_pool
 from odradek.broker.security.listeners import ListenerSecurity
+from odradek.broker.security.sasl_authenticator import SaslSettings
 from odradek.broker.security.tls import TlsSession, TlsSettings
 from odradek.protocol.api import Request, encode_response
 from odradek.protocol.errors import ErrorCode
@@ -90,7 +91,7 @@ class Connection:
 
     __slots__ = ("server", "network", "sock", "peer", "protocol", "tls", "tls_lock", "room", "reading", "writing", "closed", "last_active")
 
-    def __init__(self, server: KafkaServer, network: Network, sock: socket.socket, endpoint: Endpoint, index: int, tls: TlsSettings | None) -> None:
+    def __init__(self, server: KafkaServer, network: Network, sock: socket.socket, endpoint: Endpoint, index: int, tls: TlsSettings | None, sasl: SaslSettings | None) -> None:
         self.server = server
         self.network = network
         self.sock = sock
@@ -104,6 +105,7 @@ class Connection:
             max_queued=server.config["queued.max.requests"],
             receive_buffer=network.receive_buffer,
             pool=network.pool,
+            sasl=sasl,
         )
         self.tls = TlsSession(tls) if tls is not None else None
         self.tls_lock = anyio.Lock() if tls is not None else None
@@ -192,7 +194,14 @@ class Connection:
         if isinstance(event, AnswerReady):
             await self._send(event.data, None)
             return True
-        log.warning("Closing connection from %s: %s", self.peer, event.reason)
+        if event.authentication_failed:
+            log.info("%s", event.reason)  # Kafka's Selector logs it so, at INFO
+        else:
+            log.warning("Closing connection from %s: %s", self.peer, event.reason)
+        if event.delay_s > 0:
+            await anyio.sleep(event.delay_s)  # connection.failed.authentication.delay.ms: no quick retries
+        if event.answer is not None:
+            await self._send(event.answer, None)
         return False
 
     async def _send(self, request: Any, result: Any) -> None:
@@ -370,6 +379,7 @@ class BoundListener:
     security_protocol: str
     sock: socket.socket
     tls: TlsSettings | None = None
+    sasl: SaslSettings | None = None
 
 
 async def serve(server: KafkaServer, listeners: list[BoundListener], task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
@@ -403,7 +413,7 @@ async def serve(server: KafkaServer, listeners: list[BoundListener], task_status
                     sock.close()
                     continue
                 endpoint = Endpoint(listener.name, listener.security_protocol, local[0], local[1], addr[0], addr[1])
-                network.tg.start_soon(Connection(server, network, sock, endpoint, next(indexes), listener.tls).run)
+                network.tg.start_soon(Connection(server, network, sock, endpoint, next(indexes), listener.tls, listener.sasl).run)
 
     async with anyio.create_task_group() as tg:
         network = Network(server.config, tg, bytearray(RECEIVE_BUFFER_SIZE), memory_pool(server.config["queued.max.request.bytes"]))
@@ -432,7 +442,7 @@ def open_listeners(config: BrokerConfig, securities: dict[str, ListenerSecurity]
             family = socket.AF_INET6 if ":" in host else socket.AF_INET
             sock = socket.socket(family, socket.SOCK_STREAM)
             security = securities[listener.name]
-            bound.append(BoundListener(listener.name, security.security_protocol, sock, security.tls))
+            bound.append(BoundListener(listener.name, security.security_protocol, sock, security.tls, security.sasl))
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((host, listener.port))
             sock.listen(backlog)  # Kafka binds with socket.listen.backlog.size as it is (the OS caps it at somaxconn)

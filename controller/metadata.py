@@ -44,6 +44,20 @@ class BrokerInfo:
     host: str
     port: int
     rack: str | None = None
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+    """(listener name, host, port) of each advertised listener, as ZooKeeper's broker registration lists them;
+    ``host``/``port`` are the first's."""
+
+    def endpoint(self, listener: str | None) -> tuple[str, int] | None:
+        """Where a client of ``listener`` reaches this broker (Kafka answers each client with the endpoints of
+        the listener it came through), None if the broker has no such listener; without a listener (a request
+        from outside the network layer) or listeners, ``host``/``port``."""
+        if listener is None or not self.endpoints:
+            return self.host, self.port
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return host, port
+        return None
 
 
 @dataclass

@@ -4,14 +4,22 @@ and its SASL mechanisms, checked at start-up as Kafka's ``KafkaConfig`` checks t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from odradek.broker.config import BrokerConfig
+from odradek.broker.security.oauthbearer import OAUTHBEARER, OAuthBearerUnsecuredServer
+from odradek.broker.security.plain import PLAIN, PlainServer
+from odradek.broker.security.sasl_authenticator import SaslSettings
+from odradek.broker.security.sasl_mechanism import JaasConfig, SaslServer, parse_jaas
+from odradek.broker.security.scram import SCRAM_MECHANISMS, CredentialStore, ScramServer
 from odradek.broker.security.ssl_principal import SslPrincipalMapper
 from odradek.broker.security.tls import TlsSettings, server_context
 from odradek.storage.config_types import ConfigError
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+IMPLEMENTED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS, OAUTHBEARER)
 
 
 @dataclass(frozen=True)
@@ -19,6 +27,7 @@ class ListenerSecurity:
     name: str
     security_protocol: str
     tls: TlsSettings | None = None
+    sasl: SaslSettings | None = None
 
 
 def security_protocol_map(config: BrokerConfig) -> dict[str, str]:
@@ -47,7 +56,52 @@ def inter_broker_listener(config: BrokerConfig, mapping: dict[str, str]) -> str:
     return name
 
 
-def listener_securities(config: BrokerConfig) -> dict[str, ListenerSecurity]:
+def jaas_config(config: BrokerConfig, listener: str, mechanism: str) -> JaasConfig | None:
+    """``listener.name.<listener>.<mechanism>.sasl.jaas.config``, else ``sasl.jaas.config``."""
+    text = config.for_listener(listener, "sasl.jaas.config", prefix=f"{mechanism.lower()}.")
+    if not text:
+        return None
+    try:
+        return parse_jaas(text)
+    except ValueError as exc:
+        raise ConfigError(f"Listener {listener}: invalid sasl.jaas.config for {mechanism}: {exc}") from None
+
+
+def _mechanism_server(config: BrokerConfig, listener: str, mechanism: str, credentials: CredentialStore) -> Callable[[], SaslServer]:
+    """How to make the server side of one enabled mechanism, checking its configuration now."""
+    if mechanism in SCRAM_MECHANISMS:
+        scram = SCRAM_MECHANISMS[mechanism]
+        return lambda: ScramServer(scram, credentials)
+    if mechanism not in (PLAIN, OAUTHBEARER):
+        raise ConfigError(
+            f"Listener {listener}: SASL mechanism {mechanism} is not implemented by odradek (it implements "
+            f"{', '.join(IMPLEMENTED_MECHANISMS)}): set sasl.enabled.mechanisms"
+        )
+    jaas = jaas_config(config, listener, mechanism)
+    if jaas is None:
+        raise ConfigError(
+            f"Listener {listener}: no JAAS configuration for SASL mechanism {mechanism}: set "
+            f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config or sasl.jaas.config"
+        )
+    options = jaas.options
+    if mechanism == PLAIN:
+        return lambda: PlainServer(options)
+    return lambda: OAuthBearerUnsecuredServer(options)
+
+
+def sasl_settings(config: BrokerConfig, listener: str, credentials: CredentialStore) -> SaslSettings:
+    enabled = list(config.for_listener(listener, "sasl.enabled.mechanisms"))
+    if not enabled:
+        raise ConfigError(f"Listener {listener}: sasl.enabled.mechanisms is empty")
+    return SaslSettings(
+        enabled,
+        {m: _mechanism_server(config, listener, m, credentials) for m in enabled},
+        {m: config.for_listener(listener, "connections.max.reauth.ms", prefix=f"{m.lower()}.") for m in enabled},
+        config["connection.failed.authentication.delay.ms"],
+    )
+
+
+def listener_securities(config: BrokerConfig, credentials: CredentialStore) -> dict[str, ListenerSecurity]:
     """Every listener's security, or ConfigError naming what is wrong (the broker refuses to start)."""
     mapping = security_protocol_map(config)
     securities: dict[str, ListenerSecurity] = {}
@@ -61,10 +115,6 @@ def listener_securities(config: BrokerConfig) -> dict[str, ListenerSecurity]:
         if protocol in TLS_PROTOCOLS:
             setting = lambda key, name=listener.name: config.for_listener(name, key)  # noqa: E731
             tls = TlsSettings(server_context(setting, listener.name), SslPrincipalMapper(setting("ssl.principal.mapping.rules")))
-        if protocol.startswith("SASL_"):
-            raise ConfigError(
-                f"Listener {listener.name}://{listener.host}:{listener.port} uses security protocol {protocol}, which odradek "
-                "does not implement yet: refusing to serve it unauthenticated"
-            )
-        securities[listener.name] = ListenerSecurity(listener.name, protocol, tls)
+        sasl = sasl_settings(config, listener.name, credentials) if protocol in SASL_PROTOCOLS else None
+        securities[listener.name] = ListenerSecurity(listener.name, protocol, tls, sasl)
     return securities

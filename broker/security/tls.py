@@ -48,6 +48,10 @@ def server_context(setting: Callable[[str], object], listener: str) -> ssl.SSLCo
         value = setting(key)
         return None if value in (None, "") else str(value)
 
+    def items(key: str) -> list[str]:
+        value = setting(key) or []
+        return [p.strip() for p in (value.split(",") if isinstance(value, str) else value) if p.strip()]
+
     keystore_type = (text("ssl.keystore.type") or "JKS").upper()
     if keystore_type != "PEM":
         raise ConfigError(
@@ -82,13 +86,13 @@ def server_context(setting: Callable[[str], object], listener: str) -> ssl.SSLCo
     if client_auth not in _CLIENT_AUTH:
         raise ConfigError(f"Invalid value {client_auth} for configuration ssl.client.auth: String must be one of: required, requested, none")
     context.verify_mode = _CLIENT_AUTH[client_auth]
-    enabled = [p.strip() for p in (text("ssl.enabled.protocols") or "TLSv1.2,TLSv1.3").split(",") if p.strip()]
+    enabled = items("ssl.enabled.protocols")
     unknown = [p for p in enabled if p not in _PROTOCOLS]
     if unknown or not enabled:
         raise ConfigError(f"Listener {listener}: unsupported ssl.enabled.protocols {','.join(unknown) or '(none)'}")
     versions = sorted(_PROTOCOLS[p] for p in enabled)
     context.minimum_version, context.maximum_version = versions[0], versions[-1]
-    suites = [s.strip() for s in (text("ssl.cipher.suites") or "").split(",") if s.strip()]
+    suites = items("ssl.cipher.suites")
     tls12 = [_openssl_cipher(s) for s in suites if not s.startswith("TLS_AES_") and not s.startswith("TLS_CHACHA20_")]
     if tls12:
         try:

@@ -39,7 +39,12 @@ def one_line_failure(result: subprocess.CompletedProcess) -> str:
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (["listeners=SASL_PLAINTEXT://127.0.0.1:0", "security.inter.broker.protocol=SASL_PLAINTEXT"], "uses security protocol SASL_PLAINTEXT, which odradek does not implement yet"),
+        (["listeners=SASL_PLAINTEXT://127.0.0.1:0", "security.inter.broker.protocol=SASL_PLAINTEXT"], "Listener SASL_PLAINTEXT: SASL mechanism GSSAPI is not implemented by odradek"),
+        (
+            ["listeners=SASL_SSL://127.0.0.1:0", "security.inter.broker.protocol=SASL_SSL", "sasl.enabled.mechanisms=PLAIN", "ssl.keystore.type=PEM", "ssl.keystore.location=/nonexistent.pem"],
+            "Listener SASL_SSL: failed to load the SSL keystore",
+        ),
+        (["listeners=SASL_PLAINTEXT://127.0.0.1:0", "security.inter.broker.protocol=SASL_PLAINTEXT", "sasl.enabled.mechanisms=PLAIN"], "Listener SASL_PLAINTEXT: no JAAS configuration for SASL mechanism PLAIN"),
         (["listeners=SSL://127.0.0.1:0", "security.inter.broker.protocol=SSL"], "Listener SSL: ssl.keystore.type=JKS is not supported (Python's ssl reads PEM only)"),
         (["listeners=SSL://127.0.0.1:0", "security.inter.broker.protocol=SSL", "ssl.keystore.type=PEM"], "Listener SSL: an SSL listener needs ssl.keystore.location"),
         (

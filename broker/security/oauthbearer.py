@@ -1,0 +1,94 @@
+"""SASL/OAUTHBEARER (RFC 7628) with Kafka's unsecured JWS validator (``OAuthBearerUnsecuredValidator
+CallbackHandler``): the token is an unsigned JWT (``alg: none``) whose principal claim (``sub`` unless
+``unsecuredValidatorPrincipalClaimName``) names the user, with an ``exp`` that bounds the session. An
+invalid token is answered with RFC 7628's JSON error as a challenge; the client's ``%x01`` reply then fails
+the authentication with that JSON as the message, as Kafka's ``OAuthBearerSaslServer`` does."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from typing import Any
+
+from odradek.broker.security.sasl_mechanism import SaslAuthenticationError, SaslError
+
+OAUTHBEARER = "OAUTHBEARER"
+_SEPARATOR = "\x01"
+
+
+class _InvalidToken(Exception):
+    pass
+
+
+def _b64url(part: str) -> bytes:
+    return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+
+
+class OAuthBearerUnsecuredServer:
+    mechanism = OAUTHBEARER
+
+    def __init__(self, jaas_options: dict[str, str]) -> None:
+        self._principal_claim = (jaas_options.get("unsecuredValidatorPrincipalClaimName") or "sub").strip()
+        self._scope_claim = (jaas_options.get("unsecuredValidatorScopeClaimName") or "scope").strip()
+        self._required_scope = (jaas_options.get("unsecuredValidatorRequiredScope") or "").split()
+        self._skew_ms = int((jaas_options.get("unsecuredValidatorAllowableClockSkewMs") or "0").strip())
+        self.complete = False
+        self.authorization_id = ""
+        self.credential_expiration_ms: int | None = None
+        self._error: str | None = None
+
+    def evaluate(self, token: bytes) -> bytes:
+        if token == b"\x01" and self._error is not None:
+            raise SaslAuthenticationError(self._error)
+        self._error = None
+        text = token.decode("utf-8", "replace")
+        gs2, sep, rest = text.partition(_SEPARATOR)
+        header = gs2.split(",")
+        if not sep or len(header) < 2 or header[0] not in ("n", "y") or not rest.endswith(_SEPARATOR + _SEPARATOR):
+            raise SaslError("Invalid OAUTHBEARER client first message")
+        authzid = header[1][2:] if header[1].startswith("a=") else ""
+        pairs = dict(kv.split("=", 1) for kv in rest.split(_SEPARATOR) if "=" in kv)
+        auth = pairs.get("auth", "")
+        if not auth.startswith("Bearer "):
+            raise SaslError("Invalid OAUTHBEARER client first message: no Bearer token")
+        try:
+            principal, expiration_ms = self._validate(auth[len("Bearer ") :].strip())
+        except _InvalidToken:
+            self._error = json.dumps({"status": "invalid_token"}, separators=(",", ":"))
+            return self._error.encode()
+        if authzid and authzid != principal:
+            raise SaslAuthenticationError(
+                f"Authentication failed: Client requested an authorization id ({authzid}) that is different from the token's principal name ({principal})"
+            )
+        self.authorization_id = principal
+        self.credential_expiration_ms = expiration_ms
+        self.complete = True
+        return b""
+
+    def _validate(self, compact: str) -> tuple[str, int]:
+        parts = compact.split(".")
+        if len(parts) != 3 or parts[2]:
+            raise _InvalidToken
+        try:
+            header: Any = json.loads(_b64url(parts[0]))
+            claims: Any = json.loads(_b64url(parts[1]))
+        except ValueError:
+            raise _InvalidToken from None
+        if not isinstance(header, dict) or header.get("alg") != "none" or not isinstance(claims, dict):
+            raise _InvalidToken
+        principal = claims.get(self._principal_claim)
+        if not isinstance(principal, str) or not principal.strip():
+            raise _InvalidToken
+        now_ms = time.time() * 1000
+        exp = claims.get("exp")
+        if not isinstance(exp, (int, float)) or now_ms - self._skew_ms >= exp * 1000:
+            raise _InvalidToken
+        iat = claims.get("iat")
+        if iat is not None and (not isinstance(iat, (int, float)) or iat * 1000 > now_ms + self._skew_ms or iat > exp):
+            raise _InvalidToken
+        scope = claims.get(self._scope_claim, [])
+        scopes = scope.split() if isinstance(scope, str) else scope if isinstance(scope, list) else []
+        if any(s not in scopes for s in self._required_scope):
+            raise _InvalidToken
+        return principal, int(exp * 1000)
