@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from odradek.broker.coordinator.runtime import (  # noqa: F401  (java_string_hash, partition_for: the tools' and tests' names)
     CoordinatorResult,
@@ -783,9 +783,6 @@ class GroupCoordinator:
         """Every group this broker coordinates (a snapshot)."""
         return {group_id: group for shard in self.runtime.shards() for group_id, group in shard.groups.items()}
 
-    def _shards(self) -> Iterator[GroupCoordinatorShard]:
-        return self.runtime.shards()
-
     def _validate_group_status(self, group_id: str | None, api: ApiKey) -> ErrorCode | None:
         if group_id is None or (not group_id and api not in GROUP_ID_MAY_BE_EMPTY):
             return ErrorCode.INVALID_GROUP_ID
@@ -886,7 +883,7 @@ class GroupCoordinator:
         wanted_states = {s.lower() for s in states}
         if types and CLASSIC_GROUP_TYPE not in {t.lower() for t in types}:
             return error, []
-        return error, [g.overview() for shard in self._shards() for g in shard.groups.values() if not wanted_states or g.state.value.lower() in wanted_states]
+        return error, [g.overview() for shard in self.runtime.shards() for g in shard.groups.values() if not wanted_states or g.state.value.lower() in wanted_states]
 
     def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:
         error = self._validate_group_status(group_id, ApiKey.DescribeGroups)
