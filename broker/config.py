@@ -95,7 +95,7 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     _k("num.recovery.threads.per.data.dir", I, 2, "Threads per data directory for log recovery at startup.", at_least=1, acted_on=False),
     _k("queued.max.requests", I, 500, "Queued requests allowed per connection before reading stops.", at_least=1),
     _k("queued.max.request.bytes", L, -1, "The number of queued bytes allowed before no more requests are read; -1: no bound but socket.request.max.bytes per request."),
-    _k("request.timeout.ms", I, 30000, "Upper bound for waiting on delayed operations without a timeout of their own.", acted_on=False),
+    _k("request.timeout.ms", I, 30000, "Upper bound for waiting on delayed operations without a timeout of their own (the transaction coordinator's log writes and transaction markers)."),
     # topics
     _k("auto.create.topics.enable", B, True, "Enable auto creation of topic on the server (Metadata and Produce for unknown topics)."),
     _k("num.partitions", I, 1, "The default number of log partitions per topic.", at_least=1),
