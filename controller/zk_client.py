@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooClient, KazooState, TransactionRequest
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 from kazoo.protocol.states import ZnodeStat
 
@@ -174,14 +174,15 @@ class ZkClient:
             raise NodeExistsError(path)
         raise next(r for r in results if isinstance(r, Exception) and not _rolled_back(r))
 
-    def broker_registrations(self) -> dict[int, zd.BrokerRegistration]:
+    def broker_registrations(self) -> dict[int, tuple[zd.BrokerRegistration, int]]:
+        """Every registered broker with its epoch (the registration's czxid)."""
         found = {}
         for child in self.kazoo.get_children(zd.BROKER_IDS):
             try:
-                data, _ = self.kazoo.get(zd.broker_path(int(child)))
+                data, stat = self.kazoo.get(zd.broker_path(int(child)))
             except NoNodeError:
                 continue
-            found[int(child)] = zd.BrokerRegistration.decode(int(child), data)
+            found[int(child)] = (zd.BrokerRegistration.decode(int(child), data), stat.czxid)
         return found
 
     # -- controller -------------------------------------------------------------------------------------
@@ -273,6 +274,50 @@ class ZkClient:
 
     def update_partition_state(self, topic: str, partition: int, state: zd.LeaderIsrAndControllerEpoch, expected_version: int) -> tuple[bool, int]:
         return self.conditional_update(zd.partition_state_path(topic, partition), state.encode(), expected_version)
+
+    # -- the controller's writes, fenced by the controller epoch's znode version -------------------------------
+
+    def _fenced(self, epoch_zk_version: int) -> TransactionRequest:
+        tx = self.kazoo.transaction()
+        tx.check(zd.CONTROLLER_EPOCH, epoch_zk_version)
+        return tx
+
+    def _commit_fenced(self, tx: TransactionRequest) -> list[object]:
+        """Commit a multi whose first op checks the controller epoch; ControllerMovedError if that failed."""
+        results = tx.commit()
+        if isinstance(results[0], BadVersionError):
+            raise ControllerMovedError("Controller epoch zkVersion check fails")
+        return results
+
+    def create_partition_state_fenced(self, topic: str, partition: int, state: zd.LeaderIsrAndControllerEpoch, epoch_zk_version: int) -> bool:
+        """Kafka's ``createTopicPartitionStatesRaw``: parents made as needed, the state only as this
+        controller (False if a state is already there)."""
+        self.create_recursive(zd.partition_path(topic, partition), None)
+        tx = self._fenced(epoch_zk_version)
+        tx.create(zd.partition_state_path(topic, partition), state.encode())
+        return not any(isinstance(r, Exception) for r in self._commit_fenced(tx))
+
+    def update_partition_state_fenced(
+        self, topic: str, partition: int, state: zd.LeaderIsrAndControllerEpoch, expected_version: int, epoch_zk_version: int
+    ) -> int | None:
+        """Kafka's ``updateLeaderAndIsr`` for one partition: the new znode version, or None when the state
+        moved on since it was read (to be re-read and retried)."""
+        tx = self._fenced(epoch_zk_version)
+        tx.set_data(zd.partition_state_path(topic, partition), state.encode(), version=expected_version)
+        results = self._commit_fenced(tx)
+        return None if any(isinstance(r, Exception) for r in results) else results[1].version
+
+    def delete_topic_znodes(self, topic: str) -> None:
+        """The end of a deletion: the assignment (with partition states), the config, the deletion mark."""
+        self.kazoo.delete(zd.topic_path(topic), recursive=True)
+        for path in (zd.config_entity_path(zd.ConfigType.TOPIC, topic), zd.delete_topic_path(topic)):
+            try:
+                self.kazoo.delete(path)
+            except NoNodeError:
+                pass
+
+    def topics_marked_for_deletion(self) -> list[str]:
+        return self.kazoo.get_children(zd.DELETE_TOPICS)
 
     def mark_topic_for_deletion(self, topic: str) -> None:
         try:

@@ -1,0 +1,334 @@
+"""The ZooKeeper-mode controller (Kafka 3.9's ``KafkaController``): elected through ``/controller``, it keeps
+every partition's leader and ISR in ZooKeeper and tells brokers with LeaderAndIsr, UpdateMetadata and
+StopReplica.
+
+Every broker runs one; the one whose ``/controller`` znode stands is active. As Kafka's, it works off one
+event queue on its own thread: ZooKeeper watches (``/controller``, ``/brokers/ids``, ``/brokers/topics`` and
+each topic, ``/admin/delete_topics``) only enqueue events, and the thread processes them one at a time, so
+no two decisions interleave and nothing here runs on a broker's event loop. The rules themselves are in
+:mod:`odradek.controller.zk_controller_state` (no I/O); this module reads and writes ZooKeeper around them
+and hands the resulting requests to the injected :class:`ControllerChannel` (the broker's
+inter-broker client: the controller layer itself opens no sockets).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from odradek.controller import zk_data as zd
+from odradek.controller.zk_client import ControllerMovedError, ZkClient
+from odradek.controller.zk_controller_state import (
+    ControllerContext,
+    ControlRequest,
+    Leadership,
+    RequestBatch,
+    TopicPartition,
+    initial_leadership,
+    offline_election,
+    without_replica,
+)
+
+log = logging.getLogger(__name__)
+
+
+class ControllerChannel(Protocol):
+    """Kafka's ``ControllerChannelManager``: requests to each broker in order, answers not awaited here."""
+
+    def send(self, broker: zd.BrokerRegistration, request: ControlRequest) -> None: ...
+
+    def remove_broker(self, broker_id: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class Event:
+    """One entry of the controller's queue (Kafka's ``ControllerEvent``)."""
+
+    kind: str
+    topic: str = ""
+
+
+ELECT = "elect"
+BROKERS_CHANGED = "brokers"
+TOPICS_CHANGED = "topics"
+TOPIC_CHANGED = "topic"
+TOPIC_DELETION = "delete-topics"
+_STOP = "stop"
+
+
+class ZkController:
+    def __init__(
+        self,
+        zk: ZkClient,
+        broker_id: int,
+        channel: ControllerChannel,
+        *,
+        inter_broker_listener: str = "PLAINTEXT",
+        unclean_leader_election: bool = False,
+        delete_topic_enable: bool = True,
+    ) -> None:
+        self.zk = zk
+        self.broker_id = broker_id
+        self.channel = channel
+        self.inter_broker_listener = inter_broker_listener
+        self.unclean_leader_election = unclean_leader_election
+        self.delete_topic_enable = delete_topic_enable
+        self.context = ControllerContext(broker_id)
+        self.active = False
+        self.active_controller_id = -1
+        self.on_activity: Callable[[], None] = lambda: None
+        """Called (on the controller thread) after each event: lets tests and the broker wait for progress."""
+        self._queue: queue.Queue[Event] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name=f"controller-event-thread-{broker_id}", daemon=True)
+        self._topic_watches: set[str] = set()
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+
+    def startup(self) -> None:
+        self._thread.start()
+        DataWatch(self.zk.kazoo, zd.CONTROLLER, self._controller_changed)
+        ChildrenWatch(self.zk.kazoo, zd.BROKER_IDS, lambda _: self._enqueue(Event(BROKERS_CHANGED)))
+        ChildrenWatch(self.zk.kazoo, zd.BROKER_TOPICS, lambda _: self._enqueue(Event(TOPICS_CHANGED)))
+        ChildrenWatch(self.zk.kazoo, zd.DELETE_TOPICS, lambda _: self._enqueue(Event(TOPIC_DELETION)))
+        self.zk.on_new_session(lambda: self._enqueue(Event(ELECT)))
+
+    def shutdown(self) -> None:
+        self._queue.put(Event(_STOP))
+        self._thread.join(30)
+        if self.active:
+            self.zk.resign_controller(self.broker_id)
+        self.active = False
+
+    def _controller_changed(self, data: bytes | None, stat: object) -> None:
+        self.active_controller_id = -1 if data is None else zd.ControllerRegistration.decode(data).broker_id
+        if data is None or self.active_controller_id != self.broker_id:
+            self._enqueue(Event(ELECT))
+
+    def _enqueue(self, event: Event) -> None:
+        self._queue.put(event)
+
+    def _run(self) -> None:
+        handlers = {
+            ELECT: self._elect,
+            BROKERS_CHANGED: self._brokers_changed,
+            TOPICS_CHANGED: self._topics_changed,
+            TOPIC_CHANGED: self._topic_changed,
+            TOPIC_DELETION: self._topic_deletion,
+        }
+        while True:
+            event = self._queue.get()
+            if event.kind == _STOP:
+                return
+            try:
+                if event.kind == ELECT or self.active:
+                    handlers[event.kind](event)
+            except ControllerMovedError:
+                log.info("controller %d: the controller moved; resigning", self.broker_id)
+                self.active = False
+            except Exception:
+                log.exception("controller %d: %s failed", self.broker_id, event)
+            self.on_activity()
+
+    def _send(self, batch: RequestBatch) -> None:
+        for request in batch.requests(self.inter_broker_listener):
+            broker = self.context.live_brokers.get(request.broker_id)
+            if broker is not None:
+                self.channel.send(broker, request)
+
+    # -- election and failover ---------------------------------------------------------------------------------
+
+    def _elect(self, _: Event) -> None:
+        current = self.zk.controller_id()
+        if current is not None:
+            self.active_controller_id = current
+            if current != self.broker_id and self.active:
+                self.active = False  # another broker leads now
+            return
+        try:
+            epoch, version = self.zk.register_controller_and_increment_epoch(self.broker_id)
+        except ControllerMovedError:
+            self.active_controller_id = self.zk.controller_id() or -1
+            return
+        self.active_controller_id = self.broker_id
+        self._on_failover(epoch, version)
+
+    def _on_failover(self, epoch: int, epoch_zk_version: int) -> None:
+        """``onControllerFailover``: read everything, tell every broker, then elect what has no live leader."""
+        ctx = self.context = ControllerContext(self.broker_id, epoch, epoch_zk_version)
+        self.active = True
+        for broker_id, (registration, broker_epoch) in self.zk.broker_registrations().items():
+            ctx.live_brokers[broker_id] = registration
+            ctx.broker_epochs[broker_id] = broker_epoch
+        for topic in self.zk.topics():
+            self._load_topic(topic)
+        ctx.topics_being_deleted.update(t for t in self.zk.topics_marked_for_deletion() if t in ctx.topic_ids)
+        batch = RequestBatch(ctx)
+        batch.add_update_metadata(ctx.live_brokers)
+        for partition, lead in sorted(ctx.leadership.items()):
+            batch.add_leader_and_isr([r for r in ctx.live_replicas(partition)], partition)
+        self._elect_offline_partitions(batch)
+        self._send(batch)
+        log.info("broker %d is the controller, epoch %d", self.broker_id, epoch)
+        self._topic_deletion(Event(TOPIC_DELETION))
+
+    def _load_topic(self, topic: str) -> list[TopicPartition]:
+        """Read a topic's assignment and partition states into the context; answers its partitions new to it."""
+        found = self.zk.topic_assignment(topic)
+        if found is None:
+            return []
+        assignment, _ = found
+        ctx = self.context
+        if assignment.topic_id is not None:
+            ctx.topic_ids[topic] = assignment.topic_id
+        added = []
+        for p, replicas in sorted(assignment.partitions.items()):
+            if (topic, p) not in ctx.assignments:
+                added.append((topic, p))
+            ctx.assignments[(topic, p)] = replicas
+            state = self.zk.partition_state(topic, p)
+            if state is not None:
+                ctx.leadership[(topic, p)] = Leadership(*state)
+        if topic not in self._topic_watches:
+            self._topic_watches.add(topic)
+            DataWatch(self.zk.kazoo, zd.topic_path(topic), lambda data, stat, t=topic: self._topic_watch(t, data))
+        return added
+
+    def _topic_watch(self, topic: str, data: bytes | None) -> bool | None:
+        if data is None:
+            self._topic_watches.discard(topic)
+            return False  # the topic is gone: stop watching it
+        self._enqueue(Event(TOPIC_CHANGED, topic))
+        return None
+
+    # -- partitions --------------------------------------------------------------------------------------------
+
+    def _elect_offline_partitions(self, batch: RequestBatch) -> None:
+        """``triggerOnlinePartitionStateChange``: new partitions get their first leader, offline ones the
+        first live ISR member; each goes to its live replicas in a LeaderAndIsr."""
+        ctx = self.context
+        live = set(ctx.live_brokers)
+        for topic, p in ctx.offline_partitions():
+            partition = (topic, p)
+            current = ctx.leadership.get(partition)
+            if current is None:
+                state = initial_leadership(ctx.live_replicas(partition), ctx.epoch)
+                if state is None or not self.zk.create_partition_state_fenced(topic, p, state, ctx.epoch_zk_version):
+                    continue
+                ctx.leadership[partition] = Leadership(state, 0)
+                batch.add_leader_and_isr(state.isr, partition, is_new=True)
+                continue
+            elected = offline_election(ctx.assignments[partition].replicas, current.state, live, self.unclean_leader_election, ctx.epoch)
+            if elected is not None and self._write(partition, elected):
+                batch.add_leader_and_isr(ctx.live_replicas(partition), partition)
+
+    def _write(self, partition: TopicPartition, state: zd.LeaderIsrAndControllerEpoch) -> bool:
+        """Write a partition's new state at the version last read; on a conflict, re-read it and skip."""
+        ctx = self.context
+        version = self.zk.update_partition_state_fenced(*partition, state, ctx.leadership[partition].zk_version, ctx.epoch_zk_version)
+        if version is None:
+            fresh = self.zk.partition_state(*partition)
+            if fresh is not None:
+                ctx.leadership[partition] = Leadership(*fresh)
+            return False
+        ctx.leadership[partition] = Leadership(state, version)
+        return True
+
+    # -- brokers -------------------------------------------------------------------------------------------------
+
+    def _brokers_changed(self, _: Event) -> None:
+        """``BrokerChange``: brokers gone (or re-registered with a new epoch) fail over; new ones start."""
+        ctx = self.context
+        now = self.zk.broker_registrations()
+        bounced = {b for b, (_, epoch) in now.items() if b in ctx.broker_epochs and ctx.broker_epochs[b] != epoch}
+        dead = (set(ctx.live_brokers) - set(now)) | bounced
+        new = (set(now) - set(ctx.live_brokers)) | bounced
+        if dead:
+            self._on_broker_failure(dead)
+        if new:
+            for b in new:
+                ctx.live_brokers[b], ctx.broker_epochs[b] = now[b]
+            self._on_broker_startup(new)
+
+    def _on_broker_failure(self, dead: set[int]) -> None:
+        ctx = self.context
+        for b in dead:
+            ctx.live_brokers.pop(b, None)
+            ctx.broker_epochs.pop(b, None)
+            self.channel.remove_broker(b)
+        batch = RequestBatch(ctx)
+        self._elect_offline_partitions(batch)
+        for broker in sorted(dead):
+            for partition in ctx.partitions_on(broker):
+                lead = ctx.leadership.get(partition)
+                if lead is None or partition[0] in ctx.topics_being_deleted:
+                    continue
+                changed = without_replica(lead.state, broker, ctx.epoch)
+                if changed is not None and self._write(partition, changed):
+                    batch.add_leader_and_isr(ctx.live_replicas(partition), partition)
+        batch.add_update_metadata(ctx.live_brokers)
+        self._send(batch)
+
+    def _on_broker_startup(self, new: set[int]) -> None:
+        ctx = self.context
+        batch = RequestBatch(ctx)
+        batch.add_update_metadata(set(ctx.live_brokers) - new)
+        self._send(batch)
+        batch.add_update_metadata(new, ctx.leadership)
+        self._send(batch)
+        for broker in sorted(new):
+            for partition in ctx.partitions_on(broker):
+                if partition in ctx.leadership:
+                    batch.add_leader_and_isr([broker], partition)
+        self._elect_offline_partitions(batch)
+        self._send(batch)
+
+    # -- topics ----------------------------------------------------------------------------------------------------
+
+    def _topics_changed(self, _: Event) -> None:
+        ctx = self.context
+        topics = set(self.zk.topics())
+        for gone in set(ctx.topic_ids) - topics:
+            ctx.remove_topic(gone)
+        added: list[TopicPartition] = []
+        for topic in sorted(topics - {t for t, _ in ctx.assignments}):
+            added += self._load_topic(topic)
+        self._on_new_partitions(added)
+
+    def _topic_changed(self, event: Event) -> None:
+        """A topic's assignment changed: partitions added by CreatePartitions come online."""
+        if event.topic in self.context.topics_being_deleted:
+            return
+        self._on_new_partitions(self._load_topic(event.topic))
+
+    def _on_new_partitions(self, partitions: list[TopicPartition]) -> None:
+        if not partitions:
+            return
+        batch = RequestBatch(self.context)
+        self._elect_offline_partitions(batch)
+        self._send(batch)
+
+    def _topic_deletion(self, _: Event) -> None:
+        """``TopicDeletion``: replicas stop and delete their logs, every broker forgets the topic, the znodes
+        go. (Kafka waits for each replica's StopReplica answer and keeps a deletion with an offline replica
+        pending; here the znodes go once the requests are sent.)"""
+        ctx = self.context
+        marked = self.zk.topics_marked_for_deletion()
+        for topic in sorted(marked):
+            if topic not in ctx.topic_ids and not any(t == topic for t, _ in ctx.assignments):
+                self.zk.delete_topic_znodes(topic)  # nothing to delete but the mark
+                continue
+            if not self.delete_topic_enable:
+                continue
+            ctx.topics_being_deleted.add(topic)
+            batch = RequestBatch(ctx)
+            batch.add_update_metadata(ctx.live_brokers, ctx.partitions_of(topic))
+            for partition in ctx.partitions_of(topic):
+                batch.add_stop_replica([r for r in ctx.live_replicas(partition)], partition, delete=True)
+            self._send(batch)
+            self.zk.delete_topic_znodes(topic)
+            ctx.remove_topic(topic)

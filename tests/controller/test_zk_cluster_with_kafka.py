@@ -1,0 +1,144 @@
+"""odradek's ZooKeeper-mode controller and a real Apache Kafka 3.9.1 broker in one cluster, both ways round:
+
+- odradek's controller leads and a Kafka broker joins: the Kafka broker serves only once the controller's
+  UpdateMetadata (v8) reached it, Kafka's own tools create a topic through it (Kafka's CreateTopics waits for
+  the controller's metadata), and the partitions' leadership comes from odradek's LeaderAndIsr (v7): a
+  client produces to and consumes from the Kafka broker.
+- Kafka's controller leads and odradek registers: Kafka's Metadata lists the odradek broker, and the topics
+  Kafka's tools create read back through odradek's ZooKeeper client as Kafka describes them.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Callable, Iterator
+
+import kafka_jvm
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from odradek.broker.controller_channel import ControllerChannelManager
+from odradek.controller import zk_data as zd
+from odradek.controller.embedded import new_cluster_id
+from odradek.controller.zk_client import ZkClient
+from odradek.controller.zk_controller import ZkController
+
+
+def wait_for(condition: Callable[[], object], timeout_s: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{what} not reached within {timeout_s}s")
+
+
+def run(tool: str, *args: str) -> str:
+    done = kafka_jvm.run_tool(tool, *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def odradek_led(zookeeper: kafka_jvm.ZooKeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ZkController, kafka_jvm.KafkaBroker]]:
+    """odradek's controller (as broker 1, first, so it is elected) and then a Kafka broker 0, under a chroot
+    of their own."""
+    connect = f"{zookeeper.connect}/odradek-led-{uuid.uuid4().hex[:6]}"
+    zk = ZkClient(connect)
+    channel = ControllerChannelManager(1)
+    controller = ZkController(zk, 1, channel)
+    kafka = kafka_jvm.KafkaBroker(tmp_path_factory.mktemp("kafka-peer"), connect, broker_id=0)
+    try:
+        zk.create_top_level_paths()
+        zk.cluster_id_for(None, new_cluster_id())
+        # broker 1's registration: the controller's own address (nothing serves it in this test)
+        zk.keep_registered(zd.BrokerRegistration(1, (zd.EndPoint("PLAINTEXT", "127.0.0.1", kafka_jvm.free_port(), "PLAINTEXT"),)))
+        controller.startup()
+        wait_for(lambda: controller.active, what="odradek's controller elected")
+        kafka.start()  # serves only once odradek's UpdateMetadata told it about itself
+        yield controller, kafka
+    finally:
+        kafka.stop()
+        controller.shutdown()
+        channel.close()
+        zk.close()
+
+
+def test_a_kafka_broker_joins_the_cluster_odradek_controls(odradek_led: tuple[ZkController, kafka_jvm.KafkaBroker]) -> None:
+    controller, kafka = odradek_led
+    metadata = AdminClient({"bootstrap.servers": kafka.bootstrap}).list_topics(timeout=10)
+    assert sorted(metadata.brokers) == [0, 1]
+    assert metadata.controller_id == 1
+    wait_for(lambda: 0 in controller.context.live_brokers, what="Kafka broker 0 live in odradek's controller")
+
+
+def test_a_topic_odradek_creates_is_led_by_the_kafka_broker_as_odradeks_controller_decides(odradek_led: tuple[ZkController, kafka_jvm.KafkaBroker]) -> None:
+    """Written to ZooKeeper as odradek's CreateTopics does (Kafka's tools would send CreateTopics to the
+    controller, broker 1, which no process serves here)."""
+    controller, kafka = odradek_led
+    topic_id = uuid.uuid4()
+    assignment = zd.TopicAssignment(topic_id, {p: zd.ReplicaAssignment((0,)) for p in range(3)})
+    controller.zk.create_topic("peer-topic", assignment, {"retention.ms": "3600000"})
+    wait_for(lambda: ("peer-topic", 2) in controller.context.leadership, what="odradek's controller saw the topic")
+    for p in range(3):
+        state, version = controller.zk.partition_state("peer-topic", p)
+        assert (state.leader, state.leader_epoch, state.isr, state.controller_epoch, version) == (0, 0, (0,), controller.context.epoch, 0)
+
+    def kafkas_view() -> dict[int, tuple[int, list[int], list[int]]]:
+        topic = AdminClient({"bootstrap.servers": kafka.bootstrap}).list_topics("peer-topic", timeout=10).topics["peer-topic"]
+        return {p.id: (p.leader, p.replicas, p.isrs) for p in topic.partitions.values()}
+
+    wait_for(lambda: kafkas_view() == {p: (0, [0], [0]) for p in range(3)}, what="Kafka's metadata shows the leaders")
+    # LeaderAndIsr carried the topic id: Kafka wrote it into each new log's partition.metadata
+    for p in range(3):
+        assert f"topic_id: {zd.encode_uuid(topic_id)}" in (kafka.log_dir / f"peer-topic-{p}" / "partition.metadata").read_text()
+
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "acks": "all"})
+    for p in range(3):
+        producer.produce("peer-topic", value=f"v{p}".encode(), partition=p)
+    assert producer.flush(30) == 0
+    # No consumer group: its coordinator may be on broker 1, which no process serves here.
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition("peer-topic", p, OFFSET_BEGINNING) for p in range(3)])
+        seen: set[bytes] = set()
+        deadline = time.monotonic() + 30
+        while len(seen) < 3 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                seen.add(message.value())
+        assert seen == {b"v0", b"v1", b"v2"}
+    finally:
+        consumer.close()
+
+
+def test_odradek_registers_in_a_cluster_kafka_controls(zk_kafka: kafka_jvm.KafkaBroker, zookeeper: kafka_jvm.ZooKeeper) -> None:
+    zk = ZkClient(zookeeper.connect + "/kafka")
+    controller = ZkController(zk, 7, ControllerChannelManager(7))
+    try:
+        kafka_cluster_id = zd.decode_cluster_id(zk.kazoo.get(zd.CLUSTER_ID)[0])
+        assert zk.cluster_id_for(kafka_cluster_id, new_cluster_id()) == kafka_cluster_id
+        zk.keep_registered(zd.BrokerRegistration(7, (zd.EndPoint("PLAINTEXT", "127.0.0.1", kafka_jvm.free_port(), "PLAINTEXT"),), rack="rack-b"))
+        controller.startup()
+        admin = AdminClient({"bootstrap.servers": zk_kafka.bootstrap})
+        wait_for(lambda: 7 in admin.list_topics(timeout=10).brokers, what="Kafka's metadata lists odradek's broker 7")
+        assert admin.list_topics(timeout=10).controller_id == 0
+        wait_for(lambda: controller.active_controller_id == 0, what="odradek sees Kafka's controller")
+        assert not controller.active
+
+        run("kafka-topics", "--bootstrap-server", zk_kafka.bootstrap, "--create", "--topic", "kafka-led", "--partitions", "4", "--replication-factor", "1")
+        assignment, _ = zk.topic_assignment("kafka-led")
+        assert isinstance(assignment.topic_id, uuid.UUID)
+        described = run("kafka-topics", "--bootstrap-server", zk_kafka.bootstrap, "--describe", "--topic", "kafka-led")
+        assert f"TopicId: {zd.encode_uuid(assignment.topic_id)}" in described
+        for p, replicas in assignment.partitions.items():
+            state, _ = zk.partition_state("kafka-led", p)
+            assert f"Partition: {p}\tLeader: {state.leader}\tReplicas: {','.join(map(str, replicas.replicas))}\tIsr: {','.join(map(str, state.isr))}" in described
+        assert {tuple(a.replicas) for a in assignment.partitions.values()} <= {(0,), (7,)}
+    finally:
+        controller.shutdown()
+        controller.channel.close()  # type: ignore[attr-defined]
+        zk.close()
