@@ -1,0 +1,248 @@
+"""A workload that writes numbered records under continuous load, and the checker that judges the log after it.
+
+:class:`Workload` runs an idempotent producer (confluent-kafka, ``acks=all``) that writes the numbers
+0, 1, 2, ... to each partition of a topic and records the offset of every write the cluster acknowledged,
+and a consumer (``read_committed`` or ``read_uncommitted``) that reads the partitions all along and records
+every record it was given. After the faults, :meth:`Workload.finish` reads what survived (each partition
+from its start to its high watermark) and :func:`check` compares the three:
+
+- **lost**: an acknowledged write that is not at its acknowledged offset in the surviving log;
+- **duplicate**: a number written twice in a partition;
+- **reordered**: numbers out of order in a partition (an idempotent producer keeps them in order);
+- **phantom read**: a consumer read a record that is not in the surviving log at that offset (it was read
+  beyond the high watermark, or from a leader whose log was later truncated).
+
+The result is a :class:`Report` with the counts and the first violations of each kind, so that a failing
+round says what happened, not only that something did.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from enum import Enum
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+
+IN_FLIGHT_LIMIT = 2000
+"""Writes produced but not yet answered beyond which the producer waits: during a fail-over the backlog
+stays bounded, and every write counts (nothing is dropped for a full queue)."""
+
+
+class ViolationKind(Enum):
+    LOST = "lost"
+    DUPLICATE = "duplicate"
+    REORDERED = "reordered"
+    PHANTOM_READ = "phantom read"
+
+
+@dataclass(frozen=True)
+class Violation:
+    kind: ViolationKind
+    partition: int
+    offset: int
+    number: int
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}: partition {self.partition} offset {self.offset} number {self.number}: {self.detail}"
+
+
+@dataclass
+class Report:
+    """What the checker found: counts, every violation (in partition and offset order)."""
+
+    acknowledged: int
+    failed: int
+    read: int
+    surviving: int
+    violations: list[Violation]
+    delivery_errors: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def count(self, kind: ViolationKind) -> int:
+        return sum(1 for v in self.violations if v.kind is kind)
+
+    def __str__(self) -> str:
+        counts = ", ".join(f"{self.count(kind)} {kind.value}" for kind in ViolationKind)
+        lines = [
+            f"{self.acknowledged} writes acknowledged, {self.failed} failed, {self.read} records read, "
+            f"{self.surviving} in the surviving log: {counts}",
+        ]
+        if self.delivery_errors:
+            lines.append("delivery errors: " + ", ".join(f"{name} x{n}" for name, n in self.delivery_errors.most_common()))
+        for kind in ViolationKind:
+            first = next((v for v in self.violations if v.kind is kind), None)
+            if first is not None:
+                lines.append(f"first {first}")
+        return "\n".join(lines)
+
+
+def check(
+    acknowledged: dict[int, dict[int, int]],
+    reads: dict[int, list[tuple[int, int]]],
+    surviving: dict[int, list[tuple[int, int]]],
+    *,
+    failed: int = 0,
+    delivery_errors: Counter[str] | None = None,
+) -> Report:
+    """Judge a run. Per partition: ``acknowledged`` maps each acknowledged number to its offset, ``reads``
+    and ``surviving`` are (offset, number) in the order the consumer got them / in log order."""
+    violations: list[Violation] = []
+    for partition in sorted(set(acknowledged) | set(reads) | set(surviving)):
+        log = surviving.get(partition, [])
+        at_offset = dict(log)
+        for number, offset in sorted(acknowledged.get(partition, {}).items(), key=lambda item: item[1]):
+            found = at_offset.get(offset)
+            if found != number:
+                where = "nothing" if found is None else f"number {found}"
+                violations.append(Violation(ViolationKind.LOST, partition, offset, number, f"acknowledged at this offset, which now holds {where}"))
+        first_seen: dict[int, int] = {}
+        previous: tuple[int, int] | None = None
+        for offset, number in log:
+            if number in first_seen:
+                violations.append(Violation(ViolationKind.DUPLICATE, partition, offset, number, f"also at offset {first_seen[number]}"))
+            else:
+                first_seen[number] = offset
+            if previous is not None and number <= previous[1]:
+                violations.append(Violation(ViolationKind.REORDERED, partition, offset, number, f"after number {previous[1]} at offset {previous[0]}"))
+            previous = (offset, number)
+        for offset, number in reads.get(partition, []):
+            found = at_offset.get(offset)
+            if found != number:
+                where = "nothing" if found is None else f"number {found}"
+                violations.append(Violation(ViolationKind.PHANTOM_READ, partition, offset, number, f"read, but the surviving log holds {where} there"))
+    violations.sort(key=lambda v: (v.partition, v.offset))
+    return Report(
+        acknowledged=sum(len(a) for a in acknowledged.values()),
+        failed=failed,
+        read=sum(len(r) for r in reads.values()),
+        surviving=sum(len(s) for s in surviving.values()),
+        violations=violations,
+        delivery_errors=delivery_errors or Counter(),
+    )
+
+
+class Workload:
+    """An idempotent producer and a consumer running in threads against ``topic`` until :meth:`finish`."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, *, isolation_level: str = "read_committed", rate_per_partition: float = 200.0) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.partitions = partitions
+        self.isolation_level = isolation_level
+        self.interval = 1.0 / rate_per_partition
+        self.lock = threading.Lock()
+        self.acknowledged: dict[int, dict[int, int]] = {p: {} for p in range(partitions)}
+        self.reads: dict[int, list[tuple[int, int]]] = {p: [] for p in range(partitions)}
+        self.failed = 0
+        self.delivery_errors: Counter[str] = Counter()
+        self.in_flight = 0
+        self.stopping = threading.Event()
+        self.producer = Producer({
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            "message.timeout.ms": 120_000,
+            "log_level": 0,
+        })
+        self.threads = [threading.Thread(target=self._produce, daemon=True), threading.Thread(target=self._consume, daemon=True)]
+        for thread in self.threads:
+            thread.start()
+
+    def _delivered(self, err: KafkaError | None, msg: object) -> None:
+        with self.lock:
+            self.in_flight -= 1
+            if err is not None:
+                self.failed += 1
+                self.delivery_errors[err.name()] += 1
+                return
+            self.acknowledged[msg.partition()][int(msg.value())] = msg.offset()  # type: ignore[attr-defined]
+
+    def _produce(self) -> None:
+        number = 0
+        next_at = time.monotonic()
+        while not self.stopping.is_set():
+            if self.in_flight < IN_FLIGHT_LIMIT and time.monotonic() >= next_at:
+                for partition in range(self.partitions):
+                    self.producer.produce(self.topic, str(number).encode(), partition=partition, on_delivery=self._delivered)
+                with self.lock:
+                    self.in_flight += self.partitions
+                number += 1
+                next_at += self.interval
+            self.producer.poll(min(0.01, max(0.0, next_at - time.monotonic())))
+
+    def _consume(self) -> None:
+        consumer = self._consumer()
+        try:
+            while not self.stopping.is_set():
+                for msg in consumer.consume(500, timeout=0.2):
+                    if msg.error() is None:
+                        with self.lock:
+                            self.reads[msg.partition()].append((msg.offset(), int(msg.value())))
+        finally:
+            consumer.close()
+
+    def _consumer(self) -> Consumer:
+        consumer = Consumer({
+            "bootstrap.servers": self.bootstrap,
+            "group.id": f"checker-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+            "isolation.level": self.isolation_level,
+            "log_level": 0,
+        })
+        consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(self.partitions)])
+        return consumer
+
+    def acknowledged_count(self) -> dict[int, int]:
+        with self.lock:
+            return {p: len(a) for p, a in self.acknowledged.items()}
+
+    def wait_for_progress(self, timeout_s: float = 60.0) -> float:
+        """Until every partition has more acknowledged writes than when called; the seconds it took."""
+        start = time.monotonic()
+        before = self.acknowledged_count()
+        while time.monotonic() - start < timeout_s:
+            now = self.acknowledged_count()
+            if all(now[p] > before[p] for p in before):
+                return time.monotonic() - start
+            time.sleep(0.05)
+        raise TimeoutError(f"no acknowledged write on some partition of {self.topic} within {timeout_s}s: {before} -> {self.acknowledged_count()}")
+
+    def finish(self, timeout_s: float = 60.0) -> Report:
+        """Stop writing, wait for every outstanding write's answer, stop reading, read what survived, check."""
+        self.stopping.set()
+        self.threads[0].join()
+        remaining = self.producer.flush(timeout_s)
+        self.threads[1].join()
+        if remaining:
+            raise TimeoutError(f"{remaining} writes still unanswered after {timeout_s}s")
+        return check(self.acknowledged, self.reads, self.read_surviving(timeout_s), failed=self.failed, delivery_errors=self.delivery_errors)
+
+    def read_surviving(self, timeout_s: float) -> dict[int, list[tuple[int, int]]]:
+        """Every partition from its start to its high watermark, as a fresh consumer sees it now."""
+        consumer = self._consumer()
+        try:
+            ends = {p: consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1] for p in range(self.partitions)}
+            log: dict[int, list[tuple[int, int]]] = {p: [] for p in range(self.partitions)}
+            done = {p for p, end in ends.items() if end == 0}
+            deadline = time.monotonic() + timeout_s
+            while len(done) < self.partitions:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"reading {self.topic} to its high watermarks {ends}: only {({p: len(r) for p, r in log.items()})}")
+                for msg in consumer.consume(1000, timeout=0.5):
+                    if msg.error() is not None or msg.partition() in done:
+                        continue
+                    log[msg.partition()].append((msg.offset(), int(msg.value())))
+                    if msg.offset() + 1 >= ends[msg.partition()]:
+                        done.add(msg.partition())
+            return log
+        finally:
+            consumer.close()
