@@ -1,15 +1,19 @@
-"""Request dispatch: one table from API key to handler and the versions it serves (Kafka's KafkaApis).
+"""Request dispatch: one table from API key to handler, the versions it serves and the services it needs
+(Kafka's KafkaApis).
 
 The table is also what ApiVersions advertises, so a version is listed only when its handler serves it.
-A handler takes the server and the decoded request and returns the response body (a dict), an awaitable
-of it (for waits: long-poll fetches, acks=all), ``None`` (acks=0: no response) or ``CLOSE_CONNECTION``.
+A handler is a function of the services it declares (``needs``: names of the broker's services, such as
+``replica_manager`` or ``metadata``) and the decoded request; it receives those and nothing else, so what a
+handler can reach is written here, once. It returns the response body (a dict), an awaitable of it (for
+waits: long-poll fetches, acks=all), ``None`` (acks=0: no response) or ``CLOSE_CONNECTION``.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Any, Callable
 
 from odradek.broker.handlers import CLOSE_CONNECTION  # noqa: F401  (re-exported for the socket server)
 from odradek.broker.handlers import (
@@ -40,70 +44,18 @@ from odradek.broker.handlers import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
-    sasl_authenticate,
-    sasl_handshake,
     sync_group,
 )
 from odradek.protocol.api import APIS, ApiKey, Request, encode_response
 from odradek.protocol.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from odradek.broker.kafka_server import KafkaServer
-
 log = logging.getLogger("odradek.apis")
 
-@dataclass(frozen=True)
-class Handler:
-    handle: Callable[["KafkaServer", Request], Any]
-    min_version: int
-    max_version: int
-
-
-def _all(key: ApiKey, module: Any) -> Handler:
-    """A handler serving every version Kafka 3.9 defines for the API."""
-    api = APIS[key]
-    return Handler(module.handle, api.min_version, api.max_version)
-
-
-HANDLERS: dict[int, Handler] = {
-    ApiKey.Produce: Handler(produce.handle, 0, 11),
-    ApiKey.Fetch: _all(ApiKey.Fetch, fetch),
-    ApiKey.ListOffsets: _all(ApiKey.ListOffsets, list_offsets),
-    ApiKey.Metadata: _all(ApiKey.Metadata, metadata),
-    ApiKey.ApiVersions: _all(ApiKey.ApiVersions, api_versions),
-    ApiKey.CreateTopics: _all(ApiKey.CreateTopics, create_topics),
-    ApiKey.InitProducerId: _all(ApiKey.InitProducerId, init_producer_id),
-    ApiKey.OffsetForLeaderEpoch: _all(ApiKey.OffsetForLeaderEpoch, offset_for_leader_epoch),
-    ApiKey.DeleteTopics: _all(ApiKey.DeleteTopics, delete_topics),
-    ApiKey.DeleteRecords: _all(ApiKey.DeleteRecords, delete_records),
-    ApiKey.DescribeConfigs: _all(ApiKey.DescribeConfigs, describe_configs),
-    ApiKey.AlterConfigs: _all(ApiKey.AlterConfigs, alter_configs),
-    ApiKey.DescribeLogDirs: _all(ApiKey.DescribeLogDirs, describe_log_dirs),
-    ApiKey.CreatePartitions: _all(ApiKey.CreatePartitions, create_partitions),
-    ApiKey.IncrementalAlterConfigs: _all(ApiKey.IncrementalAlterConfigs, incremental_alter_configs),
-    ApiKey.DescribeCluster: _all(ApiKey.DescribeCluster, describe_cluster),
-    ApiKey.DescribeProducers: _all(ApiKey.DescribeProducers, describe_producers),
-    ApiKey.OffsetCommit: _all(ApiKey.OffsetCommit, offset_commit),
-    ApiKey.OffsetFetch: _all(ApiKey.OffsetFetch, offset_fetch),
-    ApiKey.FindCoordinator: _all(ApiKey.FindCoordinator, find_coordinator),
-    ApiKey.JoinGroup: _all(ApiKey.JoinGroup, join_group),
-    ApiKey.Heartbeat: _all(ApiKey.Heartbeat, heartbeat),
-    ApiKey.LeaveGroup: _all(ApiKey.LeaveGroup, leave_group),
-    ApiKey.SyncGroup: _all(ApiKey.SyncGroup, sync_group),
-    ApiKey.DescribeGroups: _all(ApiKey.DescribeGroups, describe_groups),
-    ApiKey.ListGroups: _all(ApiKey.ListGroups, list_groups),
-    ApiKey.DeleteGroups: _all(ApiKey.DeleteGroups, delete_groups),
-    ApiKey.OffsetDelete: _all(ApiKey.OffsetDelete, offset_delete),
-    ApiKey.SaslHandshake: Handler(lambda server, request: sasl_handshake.handle(request), 0, 1),
-    ApiKey.SaslAuthenticate: Handler(lambda server, request: sasl_authenticate.handle(request), 0, 2),
-}
-
-
-def metered(handle: Callable[["KafkaServer", Request], Any]) -> Callable[["KafkaServer", Request], Any]:
+def metered(handle: Callable[[Any, Request], Any]) -> Callable[[Any, Request], Any]:
     """The handler, reporting to the broker's request metrics (broker/metrics.py) when it has them: one
     attribute test per request when it has not."""
 
-    def handle_metered(server: "KafkaServer", request: Request) -> Any:
+    def handle_metered(server: Any, request: Request) -> Any:
         metrics = server.metrics
         if metrics is None:
             return handle(server, request)
@@ -112,13 +64,88 @@ def metered(handle: Callable[["KafkaServer", Request], Any]) -> Callable[["Kafka
     return handle_metered
 
 
-HANDLERS = {key: replace(handler, handle=metered(handler.handle)) for key, handler in HANDLERS.items()}
+def bind(serve: Callable[..., Any], needs: tuple[str, ...] | None) -> Callable[[Any, Request], Any]:
+    """``serve`` called with the named services of the broker, then the request. They are looked up on the
+    broker at each request (one ``attrgetter`` call): some, such as the metadata image, are replaced while
+    it runs."""
+    if needs is None:
+        return serve
+    if not needs:
+        return lambda server, request: serve(request)
+    if len(needs) == 1:
+        service = attrgetter(needs[0])
+        return lambda server, request: serve(service(server), request)
+    services = attrgetter(*needs)
+    return lambda server, request: serve(*services(server), request)
+
+
+@dataclass(frozen=True)
+class Handler:
+    serve: Callable[..., Any]
+    """The handler: its declared services, in order, then the request."""
+    min_version: int
+    max_version: int
+    needs: tuple[str, ...] | None = ()
+    """The services' names; None: the whole broker (``KafkaServer``), for handlers not narrowed yet."""
+    handle: Callable[[Any, Request], Any] = field(init=False, repr=False, compare=False)
+    """What the socket server calls with the broker and the request: the services bound, metrics kept."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "handle", metered(bind(self.serve, self.needs)))
+
+
+def _all(key: ApiKey, module: Any, *needs: str) -> Handler:
+    """A handler serving every version Kafka 3.9 defines for the API."""
+    api = APIS[key]
+    return Handler(module.handle, api.min_version, api.max_version, needs)
+
+
+def _whole_server(key: ApiKey, module: Any) -> Handler:
+    """A handler not narrowed yet: it gets the whole broker."""
+    api = APIS[key]
+    return Handler(module.handle, api.min_version, api.max_version, None)
+
+
+HANDLERS: dict[int, Handler] = {
+    ApiKey.Produce: Handler(produce.handle, 0, 11, ("replica_manager",)),
+    ApiKey.Fetch: _all(ApiKey.Fetch, fetch, "replica_manager", "fetch_sessions", "config"),
+    ApiKey.ListOffsets: _all(ApiKey.ListOffsets, list_offsets, "replica_manager"),
+    ApiKey.Metadata: _all(ApiKey.Metadata, metadata, "metadata", "config", "auto_create_topic"),
+    ApiKey.ApiVersions: Handler(lambda request: api_versions.handle(API_RANGES, request), APIS[ApiKey.ApiVersions].min_version, APIS[ApiKey.ApiVersions].max_version),
+    ApiKey.CreateTopics: _whole_server(ApiKey.CreateTopics, create_topics),
+    ApiKey.InitProducerId: _whole_server(ApiKey.InitProducerId, init_producer_id),
+    ApiKey.OffsetForLeaderEpoch: _all(ApiKey.OffsetForLeaderEpoch, offset_for_leader_epoch, "replica_manager"),
+    ApiKey.DeleteTopics: _all(ApiKey.DeleteTopics, delete_topics, "metadata", "config", "controller"),
+    ApiKey.DeleteRecords: _all(ApiKey.DeleteRecords, delete_records, "metadata", "replica_manager"),
+    ApiKey.DescribeConfigs: _whole_server(ApiKey.DescribeConfigs, describe_configs),
+    ApiKey.AlterConfigs: _whole_server(ApiKey.AlterConfigs, alter_configs),
+    ApiKey.DescribeLogDirs: _all(ApiKey.DescribeLogDirs, describe_log_dirs, "replica_manager"),
+    ApiKey.CreatePartitions: _all(ApiKey.CreatePartitions, create_partitions, "controller", "replica_manager"),
+    ApiKey.IncrementalAlterConfigs: _whole_server(ApiKey.IncrementalAlterConfigs, incremental_alter_configs),
+    ApiKey.DescribeCluster: _all(ApiKey.DescribeCluster, describe_cluster, "metadata"),
+    ApiKey.DescribeProducers: _all(ApiKey.DescribeProducers, describe_producers, "metadata", "replica_manager"),
+    ApiKey.OffsetCommit: _whole_server(ApiKey.OffsetCommit, offset_commit),
+    ApiKey.OffsetFetch: _whole_server(ApiKey.OffsetFetch, offset_fetch),
+    ApiKey.FindCoordinator: _all(ApiKey.FindCoordinator, find_coordinator, "coordinators"),
+    ApiKey.JoinGroup: _whole_server(ApiKey.JoinGroup, join_group),
+    ApiKey.Heartbeat: _whole_server(ApiKey.Heartbeat, heartbeat),
+    ApiKey.LeaveGroup: _whole_server(ApiKey.LeaveGroup, leave_group),
+    ApiKey.SyncGroup: _whole_server(ApiKey.SyncGroup, sync_group),
+    ApiKey.DescribeGroups: _whole_server(ApiKey.DescribeGroups, describe_groups),
+    ApiKey.ListGroups: _whole_server(ApiKey.ListGroups, list_groups),
+    ApiKey.DeleteGroups: _whole_server(ApiKey.DeleteGroups, delete_groups),
+    ApiKey.OffsetDelete: _whole_server(ApiKey.OffsetDelete, offset_delete),
+}
+
+
+API_RANGES: list[dict[str, int]] = [{"api_key": key, "min_version": h.min_version, "max_version": h.max_version} for key, h in sorted(HANDLERS.items())]
+"""What ApiVersions advertises: the table above, and nothing it does not serve."""
 
 
 def unsupported_api_versions_response(correlation_id: int) -> bytes:
     """KIP-511: an ApiVersions request at a version we do not know gets a v0 answer with our ranges."""
     data, _ = encode_response(
-        ApiKey.ApiVersions, 0, correlation_id, {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": api_versions.api_ranges()}
+        ApiKey.ApiVersions, 0, correlation_id, {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": API_RANGES}
     )
     return data
 

@@ -368,8 +368,9 @@ class Cleaner:
         end_offset = self.offset_map.latest_offset + 1
         config = log_.config
         groups = group_segments_by_size([p for p in pinned if p.base_offset < end_offset], config.segment_bytes, config.max_index_size, upper)
+        transactions = CleanedTransactionMetadata()  # carried from group to group, as Kafka's
         for group in groups:
-            if not self._clean_segments(group, round_):
+            if not self._clean_segments(group, round_, transactions):
                 return None
         return end_offset, round_.stats
 
@@ -400,11 +401,12 @@ class Cleaner:
             offset_map.latest_offset = header.last_offset
         return False
 
-    def _clean_segments(self, group: list[_PinnedSegment], round_: _Round) -> bool:
-        """Recopy a group of segments into one ``.cleaned`` segment and swap it in (Kafka's cleanSegments)."""
+    def _clean_segments(self, group: list[_PinnedSegment], round_: _Round, transactions: CleanedTransactionMetadata) -> bool:
+        """Recopy a group of segments into one ``.cleaned`` segment and swap it in (Kafka's cleanSegments); a
+        transaction's data and its marker may lie in different groups."""
         log_ = round_.log
         cleaned = log_.new_cleaned_segment(group[0].base_offset)
-        transactions = CleanedTransactionMetadata(cleaned.txn_index)
+        transactions.cleaned_index = cleaned.txn_index
         swapped = False
         try:
             for i, pinned in enumerate(group):

@@ -20,6 +20,7 @@ import time
 import pytest
 
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.record_batch import iter_batch_positions
 from odradek.storage.transaction_index import AbortedTxn, read_transaction_index
 
 SEGMENT = {"segment.bytes": "2000", "index.interval.bytes": "300"}
@@ -258,7 +259,9 @@ def test_a_transactional_writer_killed_at_random_recovers_the_index_its_segments
 
         replica = open_log({"segment.bytes": "20000"}, name=f"replica-{attempt}")
         for segment in recovered.segments:
-            replica.append_as_follower(segment.log.read(0, segment.size))
+            data = segment.log.read(0, segment.size)
+            for position, _, size in iter_batch_positions(data):  # one append each, as the writer's
+                replica.append_as_follower(data[position : position + size])
             replica.roll()
         replica.high_watermark = replica.log_end_offset
         indexes = {path.name: path.read_bytes() for path in recovered.dir.glob("*.txnindex")}
