@@ -44,6 +44,8 @@ from odradek.broker.handlers import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
 )
 from odradek.protocol.api import APIS, ApiKey, Request, encode_response
@@ -135,6 +137,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ListGroups: _whole_server(ApiKey.ListGroups, list_groups),
     ApiKey.DeleteGroups: _whole_server(ApiKey.DeleteGroups, delete_groups),
     ApiKey.OffsetDelete: _whole_server(ApiKey.OffsetDelete, offset_delete),
+    ApiKey.SaslHandshake: Handler(sasl_handshake.handle, 0, 1),
+    ApiKey.SaslAuthenticate: Handler(sasl_authenticate.handle, 0, 2),
 }
 
 

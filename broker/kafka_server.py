@@ -20,6 +20,8 @@ from odradek.broker.fetch_session import FetchSessionCache
 from odradek.broker.group_coordinator import GROUP_METADATA_TOPIC, group_coordinator_runtime
 from odradek.broker.new_logs import make_logs
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.transaction_coordinator import TRANSACTION_STATE_TOPIC, transaction_coordinator_runtime
+from odradek.broker.transaction_markers import MarkerChannel, MarkerWriter
 from odradek.controller.embedded import EmbeddedController
 from odradek.controller.metadata import BrokerInfo, TopicInfo
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -56,6 +58,18 @@ class KafkaServer:
             config, offsets, offsets.load, broker_id=self.broker_id, metadata=lambda: self.metadata,
             create_topic=lambda t: self.create_topic_in_background(t.name, t.num_partitions, t.replication_factor, t.configs),
         )
+        self.marker_writer = MarkerWriter(self.replica_manager, self.coordinators["group"].coordinator.complete_transaction, config["request.timeout.ms"])
+        transactions = ReplicaManagerPartitions(
+            self.replica_manager, TRANSACTION_STATE_TOPIC, commit_timeout_ms=config["request.timeout.ms"],
+            load_buffer_size=config["transaction.state.log.load.buffer.size"], spawn=lambda wait: self.background.start_soon(wait),
+        )
+        self.coordinators["transaction"] = transaction_coordinator_runtime(
+            config, transactions, transactions.load,
+            MarkerChannel(self.broker_id, lambda: self.metadata, self.marker_writer, lambda write: self.background.start_soon(write)),
+            self.next_producer_id, broker_id=self.broker_id, metadata=lambda: self.metadata,
+            create_topic=lambda t: self.create_topic_in_background(t.name, t.num_partitions, t.replication_factor, t.configs),
+        )
+        self.transaction_coordinator = self.coordinators["transaction"].coordinator
         self.metrics: Any = None
         """The runner's ``BrokerMetrics`` (broker/metrics.py, which reads this server), when prometheus.port is set."""
         self._producer_ids: range = range(0)
@@ -70,18 +84,19 @@ class KafkaServer:
     def background(self, task_group: "TaskGroup | None") -> None:
         self.replica_manager.background = task_group
 
-    def startup(self, advertised_host: str, advertised_port: int) -> None:
-        """Bring up storage, then the controller, which hands this broker its partitions."""
+    def startup(self, advertised_host: str, advertised_port: int, endpoints: tuple[tuple[str, str, int], ...] = ()) -> None:
+        """Bring up storage, then the controller, which hands this broker its partitions. ``endpoints``: the
+        (listener, host, port) of every advertised listener."""
         if self.config["zookeeper.connect"]:
             log.warning(
                 "zookeeper.connect=%s is set, but ZooKeeper (cluster) mode is not implemented yet: this broker "
                 "runs as a single node with its embedded controller",
                 self.config["zookeeper.connect"],
             )
-        me = BrokerInfo(self.broker_id, advertised_host, advertised_port, self.config["broker.rack"])
+        me = BrokerInfo(self.broker_id, advertised_host, advertised_port, self.config["broker.rack"], endpoints)
         self.controller = EmbeddedController(
             me, self.log_dirs[0], self, self.config["cluster.id"],
-            log_dirs=self.log_dirs, internal_topic_configs={GROUP_METADATA_TOPIC: self.coordinators["group"].topic.configs},
+            log_dirs=self.log_dirs, internal_topic_configs={runtime.topic.name: runtime.topic.configs for runtime in self.coordinators.values()},
         )
         self.authorization.authorizer = create_authorizer(
             self.config["authorizer.class.name"], self.controller, self.config["super.users"], self.config["allow.everyone.if.no.acl.found"]
@@ -99,10 +114,12 @@ class KafkaServer:
 
     def on_partitions_changed(self, topic: TopicInfo, partitions: list[int]) -> None:
         self.replica_manager.become_leader_or_follower(topic, partitions)
-        self.coordinators["group"].on_partitions_changed(topic, partitions)
+        for coordinator in self.coordinators.values():
+            coordinator.on_partitions_changed(topic, partitions)
 
     def on_topic_deleted(self, topic: TopicInfo) -> None:
-        self.coordinators["group"].on_topic_deleted(topic)
+        for coordinator in self.coordinators.values():
+            coordinator.on_topic_deleted(topic)
         self.replica_manager.stop_replicas(topic, delete=True)
         log.info("Deleted topic %s (id %s)", topic.name, topic.topic_id)
 
