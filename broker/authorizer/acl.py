@@ -234,10 +234,12 @@ class AclBindingFilter:
     def matches(self, binding: AclBinding) -> bool:
         return self.pattern.matches(binding.pattern) and self.entry.matches(binding.entry)
 
-    @property
-    def has_unknown(self) -> bool:
-        """A filter with an UNKNOWN element (or a code Kafka does not know): Kafka refuses the request."""
-        return 0 in (self.pattern.resource_type, self.pattern.pattern_type, self.entry.operation, self.entry.permission_type)
+
+def unparsable_filter(fields) -> bool:
+    """A filter whose resource type, pattern type, operation or permission is UNKNOWN's code 0: Kafka's
+    request parsing refuses it, which closes the connection. (A code Kafka does not define at all becomes
+    UNKNOWN after parsing, and then matches nothing.)"""
+    return 0 in (fields.resource_type_filter, fields.pattern_type_filter, fields.operation, fields.permission_type)
 
 
 def binding_filter(fields) -> AclBindingFilter:

@@ -167,11 +167,14 @@ class AclAuthorizer:
         ]
 
     def create_acls(self, bindings: list[AclBinding]) -> list[KafkaError | None]:
-        """Add the bindings, grouped by resource pattern (one znode write each); per binding None or the error."""
+        """Add the bindings, grouped by resource pattern (one znode write each); per binding None or the error.
+        A binding with an UNKNOWN element or a ``/`` in its name (a znode path separator) is refused."""
         results: list[KafkaError | None] = [None] * len(bindings)
         by_pattern: dict[ResourcePattern, list[int]] = {}
         for i, binding in enumerate(bindings):
-            if "/" in binding.pattern.name:
+            entry = binding.entry
+            unknown = 0 in (binding.pattern.resource_type, binding.pattern.pattern_type, entry.operation, entry.permission_type)
+            if unknown or "/" in binding.pattern.name:
                 results[i] = KafkaError(ErrorCode.INVALID_REQUEST, "Failed to create ACL")
             else:
                 by_pattern.setdefault(binding.pattern, []).append(i)

@@ -1,8 +1,9 @@
 """CreateAcls: add ACL bindings through the authorizer (Kafka's ``AclApis.handleCreateAcls``).
 
-Needs ALTER on the cluster. A creation with an UNKNOWN element (or, at v0, a non-literal pattern) fails the
-request's parsing in Kafka, which closes the connection; ANY/MATCH where a concrete value is needed fails
-every creation with UNKNOWN_SERVER_ERROR, as Kafka's handler throws building the binding.
+Needs ALTER on the cluster. A creation with UNKNOWN's code 0 fails the request's parsing in Kafka, which
+closes the connection; a code Kafka does not define is UNKNOWN after parsing, refused per creation by the
+authorizer; ANY/MATCH where a concrete value is needed fails every creation with UNKNOWN_SERVER_ERROR, as
+Kafka's handler throws building the binding. Kafka answers success with an empty error message, not null.
 """
 
 from __future__ import annotations
@@ -31,16 +32,16 @@ NO_AUTHORIZER = "No Authorizer is configured."
 
 def handle(authorization: "Authorization", request: Request) -> object:
     creations = request.body.creations
-    codes = [
-        (ResourceType.from_code(c.resource_type), PatternType.from_code(c.resource_pattern_type), AclOperation.from_code(c.operation), AclPermissionType.from_code(c.permission_type))
-        for c in creations
-    ]
-    if any(0 in c for c in codes) or request.header.api_version == 0 and any(p != PatternType.LITERAL for _, p, _, _ in codes):
+    if any(0 in (c.resource_type, c.resource_pattern_type, c.operation, c.permission_type) for c in creations):
         return CLOSE_CONNECTION
     if not authorization.authorize(request, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         return every(creations, KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
     if authorization.authorizer is None:
         return every(creations, KafkaError(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER))
+    codes = [
+        (ResourceType.from_code(c.resource_type), PatternType.from_code(c.resource_pattern_type), AclOperation.from_code(c.operation), AclPermissionType.from_code(c.permission_type))
+        for c in creations
+    ]
     if any(rt == ResourceType.ANY or pt in (PatternType.ANY, PatternType.MATCH) or op == AclOperation.ANY or perm == AclPermissionType.ANY for rt, pt, op, perm in codes):
         return every(creations, KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR))
     results: list[KafkaError | None] = [None] * len(creations)
@@ -59,7 +60,7 @@ def handle(authorization: "Authorization", request: Request) -> object:
 
 def result(error: KafkaError | None) -> dict:
     if error is None:
-        return {"error_code": ErrorCode.NONE, "error_message": None}
+        return {"error_code": ErrorCode.NONE, "error_message": ""}
     return {"error_code": error.code, "error_message": error.message}
 
 

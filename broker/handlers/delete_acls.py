@@ -1,12 +1,11 @@
 """DeleteAcls: remove the ACL bindings each filter selects and report them (Kafka's
-``AclApis.handleDeleteAcls``). Needs ALTER on the cluster; a filter with an UNKNOWN element (or, at v0, a
-pattern type other than LITERAL or ANY) fails Kafka's request parsing, which closes the connection."""
+``AclApis.handleDeleteAcls``). Needs ALTER on the cluster."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, PatternType, ResourceType, binding_filter, binding_to_fields
+from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType, binding_filter, binding_to_fields, unparsable_filter
 from odradek.broker.handlers import CLOSE_CONNECTION
 from odradek.broker.handlers.create_acls import NO_AUTHORIZER
 from odradek.protocol.api import Request
@@ -17,11 +16,9 @@ if TYPE_CHECKING:
 
 
 def handle(authorization: "Authorization", request: Request) -> object:
+    if any(unparsable_filter(f) for f in request.body.filters):
+        return CLOSE_CONNECTION
     filters = [binding_filter(f) for f in request.body.filters]
-    if any(f.has_unknown for f in filters):
-        return CLOSE_CONNECTION
-    if request.header.api_version == 0 and any(f.pattern.pattern_type not in (PatternType.LITERAL, PatternType.ANY) for f in filters):
-        return CLOSE_CONNECTION
     if not authorization.authorize(request, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         return every(filters, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     if authorization.authorizer is None:

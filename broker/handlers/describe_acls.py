@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType, binding_filter, binding_to_fields
+from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType, binding_filter, binding_to_fields, unparsable_filter
 from odradek.broker.handlers import CLOSE_CONNECTION
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
@@ -16,9 +16,9 @@ if TYPE_CHECKING:
 
 
 def handle(authorization: "Authorization", request: Request) -> object:
-    acl_filter = binding_filter(request.body)
-    if acl_filter.has_unknown:
+    if unparsable_filter(request.body):
         return CLOSE_CONNECTION
+    acl_filter = binding_filter(request.body)
     if not authorization.authorize(request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "resources": []}
     if authorization.authorizer is None:
@@ -28,4 +28,4 @@ def handle(authorization: "Authorization", request: Request) -> object:
         fields = binding_to_fields(binding.pattern, binding.entry)
         resource = resources.setdefault(binding.pattern, {k: fields[k] for k in ("resource_type", "resource_name", "pattern_type")} | {"acls": []})
         resource["acls"].append({k: fields[k] for k in ("principal", "host", "operation", "permission_type")})
-    return {"error_code": ErrorCode.NONE, "error_message": None, "resources": list(resources.values())}
+    return {"error_code": ErrorCode.NONE, "error_message": "", "resources": list(resources.values())}
