@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from odradek.controller.metadata import MetadataImage
 from odradek.protocol.api import Request
-
-if TYPE_CHECKING:
-    from odradek.broker.kafka_server import KafkaServer
 
 
 def client_host(request: Request) -> str:
     """The client's address as Kafka shows it in DescribeGroups (Java's ``InetAddress.toString``)."""
-    return f"/{request.client_address}" if request.client_address else ""
+    context = request.context  # set by the connection on every request it decodes
+    return f"/{context.client_address}" if context is not None and context.client_address else ""
 
 
-def partition_exists(server: "KafkaServer", topic: str, partition: int) -> bool:
-    info = server.metadata.topics.get(topic)
+def partition_exists(metadata: MetadataImage, topic: str, partition: int) -> bool:
+    info = metadata.topics.get(topic)
     return info is not None and partition in info.partitions

@@ -76,6 +76,11 @@ class KafkaServer:
         self._next_producer_id = 0
 
     @property
+    def group_coordinator(self) -> Any:
+        """The group coordinator's runtime (``.coordinator``, ``.respond``), the group handlers' service."""
+        return self.coordinators["group"]
+
+    @property
     def background(self) -> "TaskGroup | None":
         """The network's task group, for work no request waits for (the socket server sets it)."""
         return self.replica_manager.background

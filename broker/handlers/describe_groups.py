@@ -7,18 +7,13 @@ every operation on a group is allowed, so the requested authorized operations ar
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from odradek.broker.authorization import GROUP_OPERATIONS, authorized_operations
-from odradek.broker.coordinator_runtime import group_coordinator
+from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.protocol.api import Request
 
-if TYPE_CHECKING:
-    from odradek.broker.kafka_server import KafkaServer
-
-def handle(server: "KafkaServer", request: Request) -> dict:
+def handle(group_coordinator: CoordinatorRuntime, request: Request) -> dict:
     body = request.body
-    coordinator = group_coordinator(server).coordinator
+    coordinator = group_coordinator.coordinator
     groups = []
     for group_id in body.groups:
         error, summary = coordinator.describe_group(group_id)

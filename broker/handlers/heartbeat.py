@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from odradek.broker.coordinator_runtime import group_coordinator
+from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.protocol.api import Request
 
-if TYPE_CHECKING:
-    from odradek.broker.kafka_server import KafkaServer
 
-
-def handle(server: "KafkaServer", request: Request) -> dict:
+def handle(group_coordinator: CoordinatorRuntime, request: Request) -> dict:
     body = request.body
-    error = group_coordinator(server).coordinator.heartbeat(body.group_id, body.member_id, body.group_instance_id, body.generation_id)
+    error = group_coordinator.coordinator.heartbeat(body.group_id, body.member_id, body.group_instance_id, body.generation_id)
     return {"error_code": error}

@@ -7,22 +7,19 @@ answer a null protocol name; earlier versions get an empty string.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from odradek.broker.coordinator_runtime import group_coordinator
+from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.broker.group import JoinResult
 from odradek.broker.group_coordinator import JoinRequest
 from odradek.broker.group_requests import client_host
 from odradek.protocol.api import Request
 
-if TYPE_CHECKING:
-    from odradek.broker.kafka_server import KafkaServer
 
-
-def handle(server: "KafkaServer", request: Request) -> Any:
+def handle(group_coordinator: CoordinatorRuntime, request: Request) -> Any:
     body = request.body
     version = request.header.api_version
-    runtime = group_coordinator(server)
+    runtime = group_coordinator
     join = JoinRequest(
         group_id=body.group_id,
         member_id=body.member_id,

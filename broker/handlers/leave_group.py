@@ -6,25 +6,20 @@ group-level one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from odradek.broker.coordinator_runtime import group_coordinator
+from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.broker.group_coordinator import LeavingMember
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from odradek.broker.kafka_server import KafkaServer
 
-
-def handle(server: "KafkaServer", request: Request) -> dict:
+def handle(group_coordinator: CoordinatorRuntime, request: Request) -> dict:
     body = request.body
     version = request.header.api_version
     if version < 3:
         leaving = [LeavingMember(body.member_id)]
     else:
         leaving = [LeavingMember(m.member_id, m.group_instance_id, m.reason) for m in body.members]
-    error, results = group_coordinator(server).coordinator.leave_group(body.group_id, leaving)
+    error, results = group_coordinator.coordinator.leave_group(body.group_id, leaving)
     if version < 3:
         first = next((e for _, e in results if e != ErrorCode.NONE), ErrorCode.NONE)
         return {"error_code": error if error != ErrorCode.NONE else first}

@@ -3,19 +3,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from odradek.broker.coordinator_runtime import group_coordinator
+from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.broker.group_coordinator import CLASSIC_GROUP_TYPE
 from odradek.protocol.api import Request
 
-if TYPE_CHECKING:
-    from odradek.broker.kafka_server import KafkaServer
 
-
-def handle(server: "KafkaServer", request: Request) -> dict:
+def handle(group_coordinator: CoordinatorRuntime, request: Request) -> dict:
     body = request.body
-    error, groups = group_coordinator(server).coordinator.list_groups(list(body.states_filter), list(body.types_filter))
+    error, groups = group_coordinator.coordinator.list_groups(list(body.states_filter), list(body.types_filter))
     return {
         "error_code": error,
         "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state, "group_type": CLASSIC_GROUP_TYPE} for g in groups],

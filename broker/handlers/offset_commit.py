@@ -7,24 +7,22 @@ v1 record format as Kafka does.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from odradek.broker.coordinator_runtime import group_coordinator
+from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.broker.group_metadata_records import OffsetAndMetadata
 from odradek.broker.group_requests import partition_exists
+from odradek.controller.metadata import MetadataImage
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from odradek.broker.kafka_server import KafkaServer
 
 DEFAULT_TIMESTAMP = -1
 DEFAULT_RETENTION_TIME = -1
 
 
-def handle(server: "KafkaServer", request: Request) -> Any:
+def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, request: Request) -> Any:
     body = request.body
-    runtime = group_coordinator(server)
+    runtime = group_coordinator
     now = runtime.coordinator.clock()  # the clock offset expiry compares these timestamps with
     expire = None if body.retention_time_ms == DEFAULT_RETENTION_TIME else now + body.retention_time_ms
     errors: dict[tuple[str, int], ErrorCode] = {}
@@ -34,7 +32,7 @@ def handle(server: "KafkaServer", request: Request) -> Any:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
             order.append(tp)
-            if not partition_exists(server, *tp):
+            if not partition_exists(metadata, *tp):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             offsets[tp] = OffsetAndMetadata(

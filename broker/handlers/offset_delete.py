@@ -6,29 +6,25 @@ to (the others answer GROUP_SUBSCRIBED_TO_TOPIC); other groups with members refu
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from odradek.broker.coordinator_runtime import group_coordinator
+from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.broker.group_requests import partition_exists
+from odradek.controller.metadata import MetadataImage
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from odradek.broker.kafka_server import KafkaServer
 
-
-def handle(server: "KafkaServer", request: Request) -> dict:
+def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, request: Request) -> dict:
     body = request.body
     errors: dict[tuple[str, int], ErrorCode] = {}
     known = []
     for topic in body.topics:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if partition_exists(server, *tp):
+            if partition_exists(metadata, *tp):
                 known.append(tp)
             else:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    error, results = group_coordinator(server).coordinator.delete_offsets(body.group_id, known)
+    error, results = group_coordinator.coordinator.delete_offsets(body.group_id, known)
     if error != ErrorCode.NONE:
         return {"error_code": error, "topics": []}
     errors.update(results)

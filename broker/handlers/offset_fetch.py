@@ -8,19 +8,14 @@ carries it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from odradek.broker.coordinator_runtime import group_coordinator
+from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from odradek.broker.kafka_server import KafkaServer
 
-
-def _fetch(server: "KafkaServer", group_id: str, topics: list | None, require_stable: bool) -> tuple[ErrorCode, list[dict]]:
+def _fetch(group_coordinator: CoordinatorRuntime, group_id: str, topics: list | None, require_stable: bool) -> tuple[ErrorCode, list[dict]]:
     partitions = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    error, offsets = group_coordinator(server).coordinator.fetch_offsets(group_id, require_stable, partitions)
+    error, offsets = group_coordinator.coordinator.fetch_offsets(group_id, require_stable, partitions)
     if error != ErrorCode.NONE:
         return error, []
     by_topic: dict[str, list[dict]] = {}
@@ -31,10 +26,10 @@ def _fetch(server: "KafkaServer", group_id: str, topics: list | None, require_st
     return ErrorCode.NONE, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
 
 
-def handle(server: "KafkaServer", request: Request) -> dict:
+def handle(group_coordinator: CoordinatorRuntime, request: Request) -> dict:
     body = request.body
     if request.header.api_version < 8:
-        error, topics = _fetch(server, body.group_id, body.topics, body.require_stable)
+        error, topics = _fetch(group_coordinator, body.group_id, body.topics, body.require_stable)
         if error != ErrorCode.NONE and request.header.api_version < 2 and body.topics:
             # v0-v1 have no group-level error field: Kafka puts the error on every partition asked for.
             topics = [
@@ -44,6 +39,6 @@ def handle(server: "KafkaServer", request: Request) -> dict:
         return {"error_code": error, "topics": topics}
     groups = []
     for group in body.groups:
-        error, topics = _fetch(server, group.group_id, group.topics, body.require_stable)
+        error, topics = _fetch(group_coordinator, group.group_id, group.topics, body.require_stable)
         groups.append({"group_id": group.group_id, "error_code": error, "topics": topics})
     return {"groups": groups}

@@ -6,26 +6,23 @@ nothing. v5+ requests must name the protocol type and name, which must match the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from odradek.broker.coordinator_runtime import group_coordinator
+from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.broker.group import SyncResult
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from odradek.broker.kafka_server import KafkaServer
 
 
 def _response(result: SyncResult) -> dict:
     return {"error_code": result.error, "protocol_type": result.protocol_type, "protocol_name": result.protocol_name, "assignment": result.assignment}
 
 
-def handle(server: "KafkaServer", request: Request) -> Any:
+def handle(group_coordinator: CoordinatorRuntime, request: Request) -> Any:
     body = request.body
     if request.header.api_version >= 5 and (body.protocol_type is None or body.protocol_name is None):
         return _response(SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
-    runtime = group_coordinator(server)
+    runtime = group_coordinator
     assignments = {a.member_id: bytes(a.assignment) for a in body.assignments}
     deferred = runtime.coordinator.sync_group(body.group_id, body.generation_id, body.member_id, body.protocol_type, body.protocol_name, body.group_instance_id, assignments)
     return runtime.respond(deferred, _response)
