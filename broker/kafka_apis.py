@@ -17,13 +17,18 @@ from typing import Any, Callable
 
 from odradek.broker.handlers import CLOSE_CONNECTION  # noqa: F401  (re-exported for the socket server)
 from odradek.broker.handlers import (
+    alter_client_quotas,
     alter_configs,
     api_versions,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_records,
     delete_topics,
+    describe_acls,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -139,6 +144,11 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.OffsetDelete: _all(ApiKey.OffsetDelete, offset_delete, "group_coordinator", "metadata"),
     ApiKey.SaslHandshake: Handler(sasl_handshake.handle, 0, 1),
     ApiKey.SaslAuthenticate: Handler(sasl_authenticate.handle, 0, 2),
+    ApiKey.DescribeAcls: _all(ApiKey.DescribeAcls, describe_acls, "authorization"),
+    ApiKey.CreateAcls: _all(ApiKey.CreateAcls, create_acls, "authorization"),
+    ApiKey.DeleteAcls: _all(ApiKey.DeleteAcls, delete_acls, "authorization"),
+    ApiKey.DescribeClientQuotas: _all(ApiKey.DescribeClientQuotas, describe_client_quotas, "authorization", "client_quotas"),
+    ApiKey.AlterClientQuotas: _all(ApiKey.AlterClientQuotas, alter_client_quotas, "authorization", "client_quotas"),
 }
 
 

@@ -82,6 +82,7 @@ class EmbeddedController:
             self.next_producer_id = state.get("next_producer_id", 0)
             self.image.broker_configs = state.get("broker_configs", {})
             self.image.acl_znodes = state.get("acl_znodes", {})
+            self.image.entity_configs = state.get("entity_configs", {})
             for name, t in state["topics"].items():
                 partitions = {int(p): PartitionState(**ps) for p, ps in t["partitions"].items()}
                 self.image.topics[name] = TopicInfo(name, uuid.UUID(t["topic_id"]), partitions, t.get("configs", {}))
@@ -126,6 +127,7 @@ class EmbeddedController:
             "next_producer_id": self.next_producer_id,
             "broker_configs": self.image.broker_configs,
             "acl_znodes": self.image.acl_znodes,
+            "entity_configs": self.image.entity_configs,
             "topics": {
                 t.name: {
                     "topic_id": str(t.topic_id),
@@ -318,6 +320,23 @@ class EmbeddedController:
             self.image.acl_znodes.pop(path, None)
         else:
             self.image.acl_znodes[path] = data
+
+    # -- client quota configs (the quotas' EntityConfigStore) -------------------------------------------
+
+    def entity_configs(self) -> dict[str, dict[str, str]]:
+        return dict(self.image.entity_configs)
+
+    def set_entity_config(self, path: str, props: dict[str, str]) -> None:
+        """Replace one entity's configs; an entity left without any has no entry (as ZooKeeper's empty znode)."""
+        old = self.image.entity_configs.get(path, {})
+        self._put_entity_config(path, props)
+        self._commit(lambda: self._put_entity_config(path, old))
+
+    def _put_entity_config(self, path: str, props: dict[str, str]) -> None:
+        if props:
+            self.image.entity_configs[path] = dict(props)
+        else:
+            self.image.entity_configs.pop(path, None)
 
     # -- producer ids -----------------------------------------------------------------------------------
 

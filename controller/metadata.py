@@ -94,6 +94,9 @@ class MetadataImage:
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     """Dynamic broker configs by entity: a broker id, or ``<default>`` for the cluster-wide defaults (ZooKeeper's
     ``/config/brokers/<entity>``)."""
+    entity_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Client quota configs by ZooKeeper's path below ``/config``: ``users/<u>``, ``users/<u>/clients/<c>``,
+    ``clients/<c>``, ``ips/<ip>`` (names sanitized, ``<default>`` for the default entity)."""
     acl_znodes: dict[str, dict] = field(default_factory=dict)
     """The authorizer's ACLs by znode path, with the JSON ZooKeeper would hold there (``/kafka-acl/Topic/t`` ->
     ``{"version": 1, "acls": [...]}``)."""

@@ -1,0 +1,272 @@
+"""Client quotas: their configuration (Kafka's ``/config/users``, ``/config/clients`` and ``/config/ips``
+entity configs, managed with AlterClientQuotas/DescribeClientQuotas and ``kafka-configs.sh``) and the
+rate measurement that turns a client's traffic into a throttle time (Kafka's ``ClientQuotaManager`` over
+a ``Sensor`` with a sampled ``Rate``).
+
+Sans-IO: time is passed in (milliseconds). The quota that applies to a (user, client id) is the first of
+Kafka's eight levels that has one: user+client, user+default client, user, default user+client, default
+user+default client, default user, client, default client.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Iterable, Protocol
+
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+USER, CLIENT_ID, IP = "user", "client-id", "ip"
+DEFAULT = "<default>"
+_UNRESERVED = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_")
+"""What Java's URLEncoder leaves as is, less ``*`` (Kafka's Sanitizer encodes it, and space as %20)."""
+"""ZooKeeper's name for a default entity (a null name on the wire)."""
+
+PRODUCE, FETCH, REQUEST, CONTROLLER_MUTATION = "producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate"
+USER_CLIENT_KEYS: dict[str, str] = {PRODUCE: "LONG", FETCH: "LONG", REQUEST: "DOUBLE", CONTROLLER_MUTATION: "DOUBLE"}
+IP_KEYS: dict[str, str] = {"connection_creation_rate": "INT"}
+"""Each entity's quota keys and their ConfigDef types (Kafka's ``QuotaConfigs``)."""
+INT_MAX, LONG_MAX = 2**31 - 1, 2**63 - 1
+
+
+def sanitize(name: str | None) -> str:
+    """Kafka's ``sanitizeEntityName``: ``<default>`` for None, else ``Sanitizer.sanitize`` (URL-encoding, with
+    ``*`` as %2A and space as %20) — the znode name of the entity."""
+    if name is None:
+        return DEFAULT
+    return "".join(chr(b) if chr(b) in _UNRESERVED else f"%{b:02X}" for b in name.encode())
+
+
+def desanitize(name: str) -> str | None:
+    return None if name == DEFAULT else urllib.parse.unquote(name)
+
+
+class EntityConfigStore(Protocol):
+    """Entity config znodes below ``/config``: ``users/<u>``, ``users/<u>/clients/<c>``, ``clients/<c>``,
+    ``ips/<ip>``, each a dict of config keys to strings."""
+
+    def entity_configs(self) -> dict[str, dict[str, str]]: ...
+
+    def set_entity_config(self, path: str, props: dict[str, str]) -> None: ...
+
+
+Entity = dict[str, "str | None"]
+"""A client quota entity: entity type -> name (None for the default entity)."""
+
+
+def entity_path(entity: Entity) -> tuple[str, dict[str, str]]:
+    """The config path of an entity and the quota keys it takes (Kafka's ``parseAndSanitizeQuotaEntity``)."""
+    if not entity:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Invalid empty client quota entity")
+    for entity_type, name in entity.items():
+        if entity_type not in (USER, CLIENT_ID, IP):
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unhandled client quota entity type: {entity_type}")
+        if name == "":
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Empty {entity_type} not supported")
+    user, client, ip = (sanitize(entity[t]) if t in entity else None for t in (USER, CLIENT_ID, IP))
+    if ip is not None:
+        if user is not None or client is not None:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Invalid quota entity combination, IP entity should not be used with user/client ID entity.")
+        if entity[IP] is not None and not is_ip(entity[IP]):
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"{ip} is not a valid IP or resolvable host.")
+        return f"ips/{ip}", IP_KEYS
+    if user is not None and client is not None:
+        return f"users/{user}/clients/{client}", USER_CLIENT_KEYS
+    if user is not None:
+        return f"users/{user}", USER_CLIENT_KEYS
+    return f"clients/{client}", USER_CLIENT_KEYS
+
+
+def is_ip(name: str) -> bool:
+    """A literal address. (Kafka also accepts a host name it can resolve; resolving would block the loop.)"""
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        return False
+
+
+def entity_of(path: str) -> Entity:
+    parts = path.split("/")
+    if parts[0] == "ips":
+        return {IP: desanitize(parts[1])}
+    if parts[0] == "clients":
+        return {CLIENT_ID: desanitize(parts[1])}
+    if len(parts) == 4:
+        return {USER: desanitize(parts[1]), CLIENT_ID: desanitize(parts[3])}
+    return {USER: desanitize(parts[1])}
+
+
+def typed_value(key: str, value: float, key_type: str) -> str:
+    """The property string Kafka stores for a quota value: a LONG/INT must be whole (within 1e-6)."""
+    if key_type == "DOUBLE":
+        return repr(float(value))
+    whole = int(value + 1e-6)
+    if abs(whole - value) > 1e-6:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Configuration {key} must be a {key_type} value")
+    return str(whole)
+
+
+@dataclass(frozen=True)
+class FilterComponent:
+    """One DescribeClientQuotas component: ``exact`` name, the default entity (``match_default``) or any
+    specified entity of the type (``match_any``)."""
+
+    entity_type: str
+    name: str | None
+    match_any: bool
+
+    def selects(self, name: str | None, present: bool) -> bool:
+        return present and (self.match_any or name == self.name)
+
+
+@dataclass
+class ClientQuotaConfigs:
+    """The quota configs, kept in the controller's entity configs."""
+
+    store: EntityConfigStore
+
+    def alter(self, entity: Entity, ops: Iterable[tuple[str, float | None]], validate_only: bool) -> None:
+        """Set (or with None remove) quota keys of one entity, as Kafka's ``ZkAdminManager.alterClientQuotas``."""
+        path, keys = entity_path(entity)
+        props = dict(self.store.entity_configs().get(path, {}))
+        for key, value in ops:
+            if value is None:
+                props.pop(key, None)
+            elif key not in keys:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, f"Invalid configuration key {key}")
+            else:
+                props[key] = typed_value(key, value, keys[key])
+        if not validate_only:
+            self.store.set_entity_config(path, props)
+
+    def describe(self, components: list[FilterComponent], strict: bool) -> list[tuple[Entity, dict[str, float]]]:
+        """The entities a filter selects with their quota values (Kafka's ``describeClientQuotas``)."""
+        by_type: dict[str, FilterComponent] = {}
+        for c in components:
+            if c.entity_type in by_type:
+                what = {USER: "user", CLIENT_ID: "client", IP: "ip"}.get(c.entity_type)
+                raise KafkaError(ErrorCode.INVALID_REQUEST, f"Duplicate {what} filter component entity type")
+            if c.entity_type == "":
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Unexpected empty filter component entity type")
+            if c.entity_type not in (USER, CLIENT_ID, IP):
+                raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, f"Custom entity type '{c.entity_type}' not supported")
+            by_type[c.entity_type] = c
+        if IP in by_type and (USER in by_type or CLIENT_ID in by_type):
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Invalid entity filter component combination, IP filter component should not be used with user or clientId filter component.")
+        found = []
+        for path, props in sorted(self.store.entity_configs().items()):
+            entity = entity_of(path)
+            keys = IP_KEYS if IP in entity else USER_CLIENT_KEYS
+            values = {k: float(v) for k, v in props.items() if k in keys}
+            if values and self._selects(by_type, entity, strict):
+                found.append((entity, values))
+        return found
+
+    @staticmethod
+    def _selects(by_type: dict[str, FilterComponent], entity: Entity, strict: bool) -> bool:
+        """IP entities are described only by filters without user/client components, and the reverse; a
+        type the filter does not name is allowed unless the filter is strict."""
+        if IP in entity:
+            if USER in by_type or CLIENT_ID in by_type:
+                return False
+            return by_type[IP].selects(entity[IP], True) if IP in by_type else not strict
+        if IP in by_type:
+            return False
+        for t in (USER, CLIENT_ID):
+            c = by_type.get(t)
+            if not (c.selects(entity.get(t), t in entity) if c else t not in entity or not strict):
+                return False
+        return True
+
+    def quota(self, key: str, user: str, client_id: str) -> tuple[tuple[str, str], float | None]:
+        """(sensor tags, bound) for a client: the tags name the sensor its traffic is measured in (clients
+        under one user quota share it), the bound is the first of Kafka's eight levels with ``key`` set."""
+        configs = self.store.entity_configs()
+        u, c = sanitize(user), sanitize(client_id)
+        levels = (
+            (f"users/{u}/clients/{c}", (user, client_id)),
+            (f"users/{u}/clients/{DEFAULT}", (user, client_id)),
+            (f"users/{u}", (user, "")),
+            (f"users/{DEFAULT}/clients/{c}", (user, client_id)),
+            (f"users/{DEFAULT}/clients/{DEFAULT}", (user, client_id)),
+            (f"users/{DEFAULT}", (user, "")),
+            (f"clients/{c}", ("", client_id)),
+            (f"clients/{DEFAULT}", ("", client_id)),
+        )
+        for path, tags in levels:
+            value = configs.get(path, {}).get(key)
+            if value is not None:
+                return tags, float(value)
+        return ("", client_id), None
+
+
+@dataclass
+class Rate:
+    """Kafka's ``Rate`` over a ``SampledStat`` of ``samples`` windows of ``window_ms``: the sum of the
+    retained samples divided by the elapsed time, counted as at least ``samples - 1`` full windows."""
+
+    samples: int
+    window_ms: int
+    _values: list[float] = field(default_factory=list)
+    _starts: list[int] = field(default_factory=list)
+    _current: int = 0
+
+    def record(self, value: float, now_ms: int) -> None:
+        if not self._starts:
+            self._values.append(0.0)
+            self._starts.append(now_ms)
+        if now_ms - self._starts[self._current] >= self.window_ms:
+            self._current = (self._current + 1) % self.samples
+            if self._current >= len(self._starts):
+                self._values.append(0.0)
+                self._starts.append(now_ms)
+            else:
+                self._values[self._current], self._starts[self._current] = 0.0, now_ms
+        self._values[self._current] += value
+
+    def _purge(self, now_ms: int) -> None:
+        for i, start in enumerate(self._starts):
+            if now_ms - start >= self.samples * self.window_ms:
+                self._values[i], self._starts[i] = 0.0, now_ms
+
+    def window_size_ms(self, now_ms: int) -> int:
+        self._purge(now_ms)
+        if not self._starts:
+            self._values.append(0.0)
+            self._starts.append(now_ms)
+        elapsed = now_ms - min(self._starts)
+        full = elapsed // self.window_ms
+        if full < self.samples - 1:
+            elapsed += (self.samples - 1 - full) * self.window_ms
+        return max(elapsed, 1)
+
+    def measure(self, now_ms: int) -> float:
+        """Per second."""
+        self._purge(now_ms)
+        return sum(self._values) / (self.window_size_ms(now_ms) / 1000)
+
+
+@dataclass
+class ClientQuotaManager:
+    """One quota type (``producer_byte_rate``, ``consumer_byte_rate``, ...): a rate per sensor, measured
+    against the client's bound; a client over it is told to wait Kafka's throttle time,
+    ``(rate - bound) / bound * window``."""
+
+    key: str
+    configs: ClientQuotaConfigs
+    samples: int = 11
+    window_ms: int = 1000
+    sensors: dict[tuple[str, str], Rate] = field(default_factory=dict)
+
+    def record_and_get_throttle_ms(self, user: str, client_id: str, value: float, now_ms: int) -> int:
+        tags, bound = self.configs.quota(self.key, user, client_id)
+        if bound is None:
+            return 0
+        rate = self.sensors.setdefault(tags, Rate(self.samples, self.window_ms))
+        rate.record(value, now_ms)
+        measured = rate.measure(now_ms)
+        if measured <= bound:
+            return 0
+        return round((measured - bound) / bound * rate.window_size_ms(now_ms))
