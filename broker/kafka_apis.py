@@ -19,6 +19,7 @@ from odradek.broker.handlers import CLOSE_CONNECTION  # noqa: F401  (re-exported
 from odradek.broker.handlers import (
     alter_client_quotas,
     alter_configs,
+    alter_user_scram_credentials,
     api_versions,
     create_acls,
     create_partitions,
@@ -34,6 +35,7 @@ from odradek.broker.handlers import (
     describe_groups,
     describe_log_dirs,
     describe_producers,
+    describe_user_scram_credentials,
     fetch,
     find_coordinator,
     heartbeat,
@@ -149,6 +151,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DeleteAcls: _all(ApiKey.DeleteAcls, delete_acls, "authorization"),
     ApiKey.DescribeClientQuotas: _all(ApiKey.DescribeClientQuotas, describe_client_quotas, "authorization", "client_quotas"),
     ApiKey.AlterClientQuotas: _all(ApiKey.AlterClientQuotas, alter_client_quotas, "authorization", "client_quotas"),
+    ApiKey.AlterUserScramCredentials: _all(ApiKey.AlterUserScramCredentials, alter_user_scram_credentials, "credentials"),
+    ApiKey.DescribeUserScramCredentials: _all(ApiKey.DescribeUserScramCredentials, describe_user_scram_credentials, "credentials"),
 }
 
 

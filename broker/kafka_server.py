@@ -21,6 +21,7 @@ from odradek.broker.fetch_session import FetchSessionCache
 from odradek.broker.group_coordinator import GROUP_METADATA_TOPIC, group_coordinator_runtime
 from odradek.broker.new_logs import make_logs
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.security.scram import SCRAM_CREDENTIALS_FILE, CredentialStore, FileCredentialStore
 from odradek.broker.transaction_coordinator import TRANSACTION_STATE_TOPIC, transaction_coordinator_runtime
 from odradek.broker.transaction_markers import MarkerChannel, MarkerWriter
 from odradek.controller.embedded import EmbeddedController
@@ -36,12 +37,15 @@ log = logging.getLogger("odradek.server")
 
 
 class KafkaServer:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, credentials: CredentialStore | None = None) -> None:
+        """``credentials``: the SCRAM credential store, shared with the listeners' authenticators (the
+        runner's); by default the one beside the metadata in the first log directory."""
         self.config = config
         self.broker_id = config.broker_id
         self.log_dirs = config.log_dirs
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
+        self.credentials: CredentialStore = credentials if credentials is not None else FileCredentialStore(self.log_dirs[0] / SCRAM_CREDENTIALS_FILE)
         self.dynamic_config = DynamicBrokerConfig(config)
         self.broker_defaults = config.broker_defaults_for_topics()
         """What topic configs fall back to: the static configuration, then with the dynamic levels over it."""

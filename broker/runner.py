@@ -94,7 +94,7 @@ def _start(config: BrokerConfig) -> tuple[list[BoundListener], KafkaServer, tupl
         raise _bind_failure(config.listeners, exc) from exc
     socks = [l.sock for l in listeners]
     try:
-        server = KafkaServer(config)
+        server = KafkaServer(config, credentials)
         endpoints = advertised_endpoints(config, listeners)
         _, host, port = endpoints[0]
         server.startup(host, port, endpoints)

@@ -1,0 +1,15 @@
+"""DescribeUserScramCredentials: which SCRAM mechanisms each user has, with their iterations (never salts or
+keys); all users when the request names none."""
+
+from __future__ import annotations
+
+from odradek.broker.security.scram import CredentialStore
+from odradek.broker.security.scram_admin import describe_user_scram_credentials
+from odradek.protocol.api import Request
+from odradek.protocol.errors import ErrorCode
+
+
+def handle(credentials: CredentialStore, request: Request) -> dict:
+    users = request.body.users
+    names = None if users is None else [u.name for u in users]
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "results": describe_user_scram_credentials(credentials, names)}

@@ -1,0 +1,261 @@
+"""Real clients over TLS and SASL (issue 15): confluent-kafka, kafka-python, aiokafka, kcat and Kafka's own
+tools against one odradek broker with a listener per security protocol. Certificates are made by the tests
+(tests/certificates.py); SCRAM users are created with Kafka's ``kafka-configs.sh``, as an operator would.
+The SASL exchange itself is unit-tested without sockets in tests/broker/test_sasl_connection.py."""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import kafka_jvm
+import pytest
+
+from odradek import Broker
+from odradek.protocol.api import ApiKey, decode_response, encode_request
+from odradek.protocol.errors import ErrorCode
+from tests.certificates import Pki, make_pki
+
+PLAIN_USERS = {"alice": "alice-secret", "admin": "admin-secret"}
+SCRAM_USERS = {"SCRAM-SHA-256": ("sam", "sam-secret"), "SCRAM-SHA-512": ("sue", "sue-secret")}
+LISTENERS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL", "REAUTH")
+REAUTH_MS = 2000
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    pki = make_pki(tmp_path_factory.mktemp("pki"))
+    pki.issue("client", "/O=Acme/OU=eng/CN=client-app")
+    return pki
+
+
+@pytest.fixture(scope="module")
+def ports() -> dict[str, int]:
+    return {name: free_port() for name in LISTENERS}
+
+
+@pytest.fixture(scope="module")
+def secured(pki: Pki, ports: dict[str, int], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    plain_jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required " + " ".join(f'user_{u}="{p}"' for u, p in PLAIN_USERS.items()) + ";"
+    oauth_jaas = 'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="admin";'
+    config = {
+        "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()),
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,REAUTH:SASL_PLAINTEXT",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(pki.keystore("broker")),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(pki.ca),
+        "listener.name.ssl.ssl.client.auth": "requested",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
+        "listener.name.reauth.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        "listener.name.reauth.plain.connections.max.reauth.ms": str(REAUTH_MS),
+        "listener.name.reauth.scram-sha-256.connections.max.reauth.ms": str(REAUTH_MS),
+        "log.retention.ms": "-1",
+    }
+    for listener in ("sasl_plaintext", "sasl_ssl", "reauth"):
+        config[f"listener.name.{listener}.plain.sasl.jaas.config"] = plain_jaas
+        config[f"listener.name.{listener}.oauthbearer.sasl.jaas.config"] = oauth_jaas
+    with Broker(log_dir=tmp_path_factory.mktemp("secured"), subprocess=True, config=config) as broker:
+        for mechanism, (user, password) in SCRAM_USERS.items():
+            done = kafka_jvm.run_tool(
+                "kafka-configs", "--bootstrap-server", f"127.0.0.1:{ports['PLAINTEXT']}",
+                "--alter", "--add-config", f"{mechanism}=[iterations=8192,password={password}]", "--entity-type", "users", "--entity-name", user,
+            )
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert f"Completed updating config for user {user}." in done.stdout
+        yield broker
+
+
+def security(client: str, protocol: str, pki: Pki, mechanism: str | None = None, user: str | None = None, password: str | None = None) -> dict[str, Any]:
+    """The client library's settings for a security protocol (and SASL mechanism), in its own words."""
+    tls = protocol in ("SSL", "SASL_SSL")
+    if client == "confluent":
+        conf: dict[str, Any] = {"security.protocol": protocol}
+        if tls:
+            conf["ssl.ca.location"] = str(pki.ca)
+            if protocol == "SSL":
+                conf.update({"ssl.certificate.location": str(pki.cert("client")), "ssl.key.location": str(pki.key("client"))})
+        if mechanism == "OAUTHBEARER":
+            conf.update({"sasl.mechanism": mechanism, "enable.sasl.oauthbearer.unsecure.jwt": True, "sasl.oauthbearer.config": f"principal={user}"})
+        elif mechanism:
+            conf.update({"sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password})
+        return conf
+    conf = {"security_protocol": protocol}
+    if tls:
+        if client == "kafka-python":
+            conf.update({"ssl_cafile": str(pki.ca)})
+            if protocol == "SSL":
+                conf.update({"ssl_certfile": str(pki.cert("client")), "ssl_keyfile": str(pki.key("client"))})
+        else:
+            from aiokafka.helpers import create_ssl_context
+
+            extra = {"certfile": str(pki.cert("client")), "keyfile": str(pki.key("client"))} if protocol == "SSL" else {}
+            conf["ssl_context"] = create_ssl_context(cafile=str(pki.ca), **extra)
+    if mechanism == "OAUTHBEARER":
+        conf.update({"sasl_mechanism": mechanism, "sasl_oauth_token_provider": _token_provider(client, user)})
+    elif mechanism:
+        conf.update({"sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": password})
+    return conf
+
+
+def unsecured_jwt(subject: str, lifetime_s: float = 3600) -> str:
+    """An unsigned token as Kafka's OAuthBearerUnsecuredLoginCallbackHandler makes them."""
+    enc = lambda d: base64.urlsafe_b64encode(json.dumps(d).encode()).rstrip(b"=").decode()  # noqa: E731
+    now = time.time()
+    return f"{enc({'alg': 'none'})}.{enc({'sub': subject, 'iat': now, 'exp': now + lifetime_s})}."
+
+
+def _token_provider(client: str, subject: str) -> Any:
+    if client == "kafka-python":
+        from kafka.net.sasl.oauth import AbstractTokenProvider
+
+        class Provider(AbstractTokenProvider):
+            def token(self) -> str:
+                return unsecured_jwt(subject)
+
+        return Provider()
+    from aiokafka.abc import AbstractTokenProvider as AsyncTokenProvider
+
+    class AsyncProvider(AsyncTokenProvider):
+        async def token(self) -> str:
+            return unsecured_jwt(subject)
+
+    return AsyncProvider()
+
+
+SCENARIOS = [
+    ("SSL", None),
+    ("SASL_PLAINTEXT", "PLAIN"),
+    ("SASL_PLAINTEXT", "SCRAM-SHA-256"),
+    ("SASL_PLAINTEXT", "SCRAM-SHA-512"),
+    ("SASL_PLAINTEXT", "OAUTHBEARER"),
+    ("SASL_SSL", "PLAIN"),
+    ("SASL_SSL", "SCRAM-SHA-512"),
+]
+
+
+def credentials_for(mechanism: str | None) -> tuple[str | None, str | None]:
+    if mechanism is None:
+        return None, None
+    if mechanism in SCRAM_USERS:
+        return SCRAM_USERS[mechanism]
+    return "alice", PLAIN_USERS["alice"]
+
+
+@pytest.mark.parametrize("client", ["confluent", "kafka-python", "aiokafka"])
+@pytest.mark.parametrize("protocol, mechanism", SCENARIOS, ids=[f"{p}-{m or 'cert'}" for p, m in SCENARIOS])
+def test_records_round_trip_over_every_security_protocol(secured, pki, ports, clients, client, protocol, mechanism) -> None:
+    """Produce and consume through the listener of the protocol: the client is told that listener's
+    address in Metadata (not the first listener's), so every connection it makes is secured."""
+    user, password = credentials_for(mechanism)
+    conf = security(client, protocol, pki, mechanism, user, password)
+    topic = f"sec-{client}-{protocol}-{mechanism or 'cert'}".lower().replace("_", "-")
+    bootstrap = f"127.0.0.1:{ports[protocol]}"
+    records = [(f"k{i}".encode(), f"v{i}".encode() * 50) for i in range(50)]
+    acked = clients[client].produce(bootstrap, topic, records, **conf)
+    assert [a.offset for a in acked] == list(range(50))
+    received = clients[client].consume(bootstrap, topic, 50, **conf)
+    assert [(r.key, r.value) for r in received] == records
+
+
+def confluent_errors(conf: dict[str, Any], seconds: float = 3.0) -> list[Any]:
+    """The errors a confluent-kafka producer reports (error_cb, served by poll) while it tries to connect."""
+    from confluent_kafka import Producer
+
+    errors: list[Any] = []
+    producer = Producer({**conf, "error_cb": errors.append, "log_level": 0})
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not errors:
+        producer.poll(0.2)
+    producer.flush(0)
+    return errors
+
+
+def test_a_wrong_password_fails_with_kafkas_message_in_the_client(secured, pki, ports) -> None:
+    conf = security("confluent", "SASL_PLAINTEXT", pki, "PLAIN", "alice", "not-her-password")
+    errors = confluent_errors({"bootstrap.servers": f"127.0.0.1:{ports['SASL_PLAINTEXT']}", **conf})
+    assert any("Authentication failed: Invalid username or password" in e.str() for e in errors), errors
+
+
+def test_a_wrong_scram_password_fails_with_kafkas_generic_message(secured, pki, ports) -> None:
+    """Kafka does not tell a SCRAM client whether the user exists: one message for every failure."""
+    for user in ("sam", "nobody"):
+        conf = security("confluent", "SASL_PLAINTEXT", pki, "SCRAM-SHA-256", user, "wrong")
+        errors = confluent_errors({"bootstrap.servers": f"127.0.0.1:{ports['SASL_PLAINTEXT']}", **conf})
+        message = "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256"
+        assert any(message in e.str() for e in errors), errors
+
+
+def test_kcat_over_ssl_and_sasl_ssl(secured, pki, ports, tmp_path: Path) -> None:
+    topic = "sec-kcat"
+    ssl = ["-X", "security.protocol=SSL", "-X", f"ssl.ca.location={pki.ca}", "-X", f"ssl.certificate.location={pki.cert('client')}", "-X", f"ssl.key.location={pki.key('client')}"]
+    produced = subprocess.run(["kcat", "-b", f"127.0.0.1:{ports['SSL']}", *ssl, "-P", "-t", topic], input="one\ntwo\n", capture_output=True, text=True, timeout=60)
+    assert produced.returncode == 0, produced.stderr
+    sasl_ssl = ["-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={pki.ca}", "-X", "sasl.mechanism=SCRAM-SHA-256", "-X", "sasl.username=sam", "-X", "sasl.password=sam-secret"]
+    consumed = subprocess.run(["kcat", "-b", f"127.0.0.1:{ports['SASL_SSL']}", *sasl_ssl, "-C", "-t", topic, "-o", "beginning", "-c", "2", "-e"], capture_output=True, text=True, timeout=60)
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout.split() == ["one", "two"]
+
+
+def test_kafka_configs_describes_the_scram_users_it_created(secured, ports) -> None:
+    done = kafka_jvm.run_tool("kafka-configs", "--bootstrap-server", f"127.0.0.1:{ports['PLAINTEXT']}", "--describe", "--entity-type", "users", "--entity-name", "sam")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SCRAM-SHA-256=iterations=8192" in done.stdout
+
+
+def test_an_ssl_client_without_the_ca_cannot_connect(secured, ports) -> None:
+    errors = confluent_errors({"bootstrap.servers": f"127.0.0.1:{ports['SSL']}", "security.protocol": "SSL"})
+    assert any("certificate verify failed" in e.str() for e in errors), errors
+
+
+def call(sock: socket.socket, api: ApiKey, version: int, body: dict, correlation_id: int) -> Any:
+    sock.sendall(encode_request(api, version, correlation_id, body))
+    size = int.from_bytes(_read(sock, 4), "big")
+    return decode_response(api, version, _read(sock, size))[1]
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError(f"closed after {len(data)} of {n} bytes")
+        data += chunk
+    return data
+
+
+def test_a_client_that_does_not_re_authenticate_is_disconnected_when_its_session_expires(secured, ports) -> None:
+    """KIP-368 on the REAUTH listener (connections.max.reauth.ms=2000): the SaslAuthenticate answer gives the
+    session's lifetime; a request after it, without re-authenticating, closes the connection."""
+    with socket.create_connection(("127.0.0.1", ports["REAUTH"]), timeout=10) as sock:
+        assert call(sock, ApiKey.SaslHandshake, 1, {"mechanism": "PLAIN"}, 1).error_code == ErrorCode.NONE
+        answer = call(sock, ApiKey.SaslAuthenticate, 2, {"auth_bytes": b"\x00alice\x00alice-secret"}, 2)
+        assert answer.error_code == ErrorCode.NONE and answer.session_lifetime_ms == REAUTH_MS
+        metadata = {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+        assert call(sock, ApiKey.Metadata, 12, metadata, 3).brokers[0].port == ports["REAUTH"]
+        time.sleep(REAUTH_MS / 1000 + 0.5)
+        with pytest.raises(ConnectionError):
+            call(sock, ApiKey.Metadata, 12, metadata, 4)
+
+
+def test_requests_before_authentication_close_the_connection(secured, ports) -> None:
+    with socket.create_connection(("127.0.0.1", ports["SASL_PLAINTEXT"]), timeout=10) as sock:
+        metadata = {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+        with pytest.raises(ConnectionError):
+            call(sock, ApiKey.Metadata, 12, metadata, 1)
+
+
+def test_sasl_handshake_on_a_plaintext_listener_is_an_illegal_sasl_state(secured, ports) -> None:
+    with socket.create_connection(("127.0.0.1", ports["PLAINTEXT"]), timeout=10) as sock:
+        assert call(sock, ApiKey.SaslHandshake, 1, {"mechanism": "PLAIN"}, 1).error_code == ErrorCode.ILLEGAL_SASL_STATE
