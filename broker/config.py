@@ -178,6 +178,7 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     _k("transaction.max.timeout.ms", I, 900000, "The maximum allowed timeout for transactions; a client asking for more gets INVALID_TRANSACTION_TIMEOUT from InitProducerId.", at_least=1),
     _k("transaction.abort.timed.out.transaction.cleanup.interval.ms", I, 10000, "The interval at which to rollback transactions that have timed out.", at_least=1),
     _k("transaction.remove.expired.transaction.cleanup.interval.ms", I, 3600000, "The interval at which to remove transactions that have expired due to transactional.id.expiration.ms passing.", at_least=1),
+    _k("transaction.partition.verification.enable", B, True, "Enable verification that checks that the partition has been added to the transaction before writing transactional records to the partition."),
     _k("producer.id.expiration.ms", I, 86400000, "Time a producer id may be idle before the broker forgets its state.", at_least=1),
     _k("max.incremental.fetch.session.cache.slots", I, 1000, "The maximum number of incremental fetch sessions that we will maintain.", at_least=0),
     _k("fetch.max.bytes", I, 57671680, "The maximum number of bytes returned for a fetch request.", at_least=1024),

@@ -39,6 +39,8 @@ from odradek.storage.transaction_index import AbortedTxn, CorruptTransactionInde
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
+    from odradek.broker.transaction_verification import TransactionVerifier
+
 log = logging.getLogger("odradek.replica_manager")
 
 TopicPartition = tuple[str, int]
@@ -141,6 +143,8 @@ class ReplicaManager:
         arrived in (a pipelining idempotent producer's sequence numbers depend on it)."""
         self.background: TaskGroup | None = None
         """The network's task group, for appends that finish after their request's synchronous part."""
+        self.transaction_verifier: TransactionVerifier | None = None
+        """Checks a transactional produce with the transaction coordinator (``transaction.partition.verification.enable``)."""
 
     # -- metadata from the controller ---------------------------------------------------------------------
 
@@ -440,7 +444,11 @@ class AppendOutcome:
         partition = self.replicas.leader_partition(append.topic, append.index)
         if append.topic in INTERNAL_TOPICS and self.origin is AppendOrigin.CLIENT and not self.internal_topics_allowed:
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {append.topic}")
-        return partition, check_batches(append.records, partition.config, self.origin, self.now_ms, f"{partition.topic}-{partition.index}", self.produce_version)
+        checked = check_batches(append.records, partition.config, self.origin, self.now_ms, f"{partition.topic}-{partition.index}", self.produce_version)
+        verifier = self.replicas.transaction_verifier
+        if self.transactional_id is not None and verifier is not None:
+            verifier.verify(self.transactional_id, partition, checked.validated.batches, self.produce_version)
+        return partition, checked
 
     def _append(self, partition: Partition, records: Any, validated: Any, result: AppendResult) -> None:
         info = partition.append_records_to_leader(records, validated.batches, self.required_acks, self.origin, self.now_ms)

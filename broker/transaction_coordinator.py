@@ -516,7 +516,13 @@ class TransactionCoordinator:
             log.info("Appending %s's transition to %s failed: %s", transactional_id, target.state.state_name, error.name)
             return error
 
-        return shard.context.write(CoordinatorResult([(key_bytes(transactional_id), value_bytes(target))], written))
+        try:
+            return shard.context.write(CoordinatorResult([(key_bytes(transactional_id), value_bytes(target))], written))
+        except Exception:
+            # Never leave the transition pending: every later request would be CONCURRENT_TRANSACTIONS.
+            log.exception("Appending %s's transition to %s failed", transactional_id, target.state.state_name)
+            metadata.pending_state = None
+            return Deferred.completed(ErrorCode.UNKNOWN_SERVER_ERROR)
 
     # -- DescribeTransactions / ListTransactions ----------------------------------------------------------
 

@@ -1,22 +1,40 @@
-"""InitProducerId: producer ids for idempotent producers (on by default in Java 3.x and librdkafka).
+"""InitProducerId: producer ids for idempotent producers, and a transactional producer's id and epoch.
 
 Without a transactional id Kafka always hands out a fresh producer id with epoch 0, even when the client
-passes its old id and epoch (KIP-360 bumps apply to transactional producers). Transactions are not
-implemented yet, so a transactional id is refused with a non-retriable error instead of a hang.
+passes its old id and epoch (KIP-360 bumps apply to transactional producers). With one, the transaction
+coordinator answers: it fences the previous epoch, aborts an open transaction first (the client is told
+CONCURRENT_TRANSACTIONS and asks again), and checks the timeout against ``transaction.max.timeout.ms``.
+A producer id without an epoch (or the reverse) is INVALID_REQUEST. Clients before v4 do not know
+PRODUCER_FENCED: they get INVALID_PRODUCER_EPOCH instead, as Kafka answers them.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Callable
 
+from odradek.broker.coordinator.runtime import CoordinatorRuntime
+from odradek.broker.transaction_coordinator import InitProducerIdResult, TransactionCoordinator
+from odradek.broker.transaction_metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from odradek.broker.kafka_server import KafkaServer
+FENCED_AS_INVALID_EPOCH_BELOW = 4
 
 
-def handle(server: "KafkaServer", request: Request) -> dict:
-    if request.body.transactional_id is not None:
-        return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "producer_id": -1, "producer_epoch": -1}
-    return {"error_code": ErrorCode.NONE, "producer_id": server.next_producer_id(), "producer_epoch": 0}
+def handle(transaction_coordinator: TransactionCoordinator, next_producer_id: Callable[[], int], request: Request) -> Any:
+    body = request.body
+    producer_id, producer_epoch = body.producer_id, body.producer_epoch  # -1 before v3
+    if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
+        return _response(request, InitProducerIdResult(ErrorCode.INVALID_REQUEST))
+    if body.transactional_id is None:
+        return _response(request, InitProducerIdResult(ErrorCode.NONE, next_producer_id(), 0))
+    expected = None if producer_id == NO_PRODUCER_ID else (producer_id, producer_epoch)
+    result = transaction_coordinator.init_producer_id(body.transactional_id, body.transaction_timeout_ms, expected)
+    return CoordinatorRuntime.respond(result, lambda r: _response(request, r))
+
+
+def _response(request: Request, result: InitProducerIdResult) -> dict:
+    error = result.error
+    if error == ErrorCode.PRODUCER_FENCED and request.header.api_version < FENCED_AS_INVALID_EPOCH_BELOW:
+        error = ErrorCode.INVALID_PRODUCER_EPOCH
+    return {"error_code": error, "producer_id": result.producer_id, "producer_epoch": result.producer_epoch}

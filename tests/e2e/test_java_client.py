@@ -215,3 +215,24 @@ def test_admin_client_observes_what_it_observes_on_kafka(broker, probe, real_kaf
     assert after["offsets"]["earliest"] == [3, -1, 0] and after["offsets"]["forTimestamp base"] == [3, 3000, 0]
 
     assert on_odradek == on_kafka
+
+
+def test_transactional_producer_observes_what_it_observes_on_kafka(broker, probe, real_kafka) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = f"java-txn-{uuid.uuid4().hex[:8]}"
+    for bootstrap in (broker.bootstrap, real_kafka.bootstrap):
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    with ThreadPoolExecutor(2) as pool:  # the two JVMs at once
+        on_odradek, on_kafka = pool.map(lambda bootstrap: probe("transactions", bootstrap, topic), [broker.bootstrap, real_kafka.bootstrap])
+
+    assert step(on_odradek, "zombie") == [{"step": "zombie", "fenced": True}]
+    committed, uncommitted = step(on_odradek, "read")
+    assert committed["isolation"] == "read_committed"
+    assert committed["values"] == ["c1", "c2", "c3", "c4", "c5"]
+    # read_uncommitted sees the aborted records and the zombie's too; neither sees a control batch.
+    assert uncommitted["values"] == ["c1", "c2", "c3", "a1", "a2", "c4", "zombie", "c5"]
+    # Offsets count the markers: 8 records and 5 markers (3 commits, 2 aborts); every transaction is decided.
+    assert committed["end"] == uncommitted["end"] == 13
+    assert on_odradek == on_kafka

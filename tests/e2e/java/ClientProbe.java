@@ -38,6 +38,7 @@ import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.errors.RebalanceInProgressException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -52,6 +53,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *                                          compression codec, then a read-back
  *   group   BOOTSTRAP TOPIC GROUP COUNT ASSIGNOR  two group members in one thread, then one leaves
  *   admin   BOOTSTRAP TOPIC              the AdminClient over a topic's life and a group's offsets
+ *   transactions BOOTSTRAP TOPIC         a transactional producer's commits and abort, a zombie fenced by its
+ *                                          successor, then read_committed and read_uncommitted read-backs
  * </pre>
  */
 public final class ClientProbe {
@@ -65,6 +68,7 @@ public final class ClientProbe {
             case "produce" -> produce(bootstrap, args[2], Integer.parseInt(args[3]), List.of(args).subList(4, args.length));
             case "group" -> group(bootstrap, args[2], args[3], Integer.parseInt(args[4]), args[5]);
             case "admin" -> admin(bootstrap, args[2]);
+            case "transactions" -> transactions(bootstrap, args[2]);
             default -> throw new IllegalArgumentException("unknown sub-command " + args[0]);
         }
     }
@@ -149,6 +153,57 @@ public final class ClientProbe {
             }
             consumer.poll(Duration.ofMillis(500)).forEach(r -> consumed.add(describe(r)));  // anything beyond total
             emit("consumed", "records", consumed);
+        }
+    }
+
+    /** Values sent to partition 0 of topic in one transaction, committed or aborted. */
+    private static void transaction(KafkaProducer<String, String> producer, String topic, boolean commit, String... values) throws Exception {
+        producer.beginTransaction();
+        for (String value : values) {
+            producer.send(new ProducerRecord<>(topic, 0, null, value)).get();
+        }
+        if (commit) {
+            producer.commitTransaction();
+        } else {
+            producer.abortTransaction();
+        }
+    }
+
+    /** Two commits around an abort; then a second producer with the same transactional.id fences the first,
+     * whose next send fails; then what each isolation level reads of partition 0 up to its end. */
+    private static void transactions(String bootstrap, String topic) throws Exception {
+        Map<String, String> transactional = Map.of(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "txn-" + topic);
+        try (KafkaProducer<String, String> producer = producer(bootstrap, transactional)) {
+            producer.initTransactions();
+            transaction(producer, topic, true, "c1", "c2", "c3");
+            transaction(producer, topic, false, "a1", "a2");
+            transaction(producer, topic, true, "c4");
+            producer.beginTransaction();
+            producer.send(new ProducerRecord<>(topic, 0, null, "zombie")).get();
+            try (KafkaProducer<String, String> successor = producer(bootstrap, transactional)) {
+                successor.initTransactions();  // aborts the zombie's open transaction and bumps the epoch
+                try {
+                    producer.commitTransaction();
+                    emit("zombie", "fenced", false);
+                } catch (ProducerFencedException e) {
+                    emit("zombie", "fenced", true);
+                }
+                transaction(successor, topic, true, "c5");
+            }
+        }
+        TopicPartition partition = new TopicPartition(topic, 0);
+        for (String isolation : List.of("read_committed", "read_uncommitted")) {
+            try (KafkaConsumer<String, String> consumer = consumer(bootstrap, null, isolation, Map.of(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation))) {
+                consumer.assign(List.of(partition));
+                consumer.seekToBeginning(List.of(partition));
+                long end = consumer.endOffsets(List.of(partition)).get(partition);
+                List<String> values = new ArrayList<>();
+                long deadline = System.currentTimeMillis() + TIMEOUT_MS;
+                while (consumer.position(partition) < end && System.currentTimeMillis() < deadline) {
+                    consumer.poll(POLL).forEach(r -> values.add(r.value()));
+                }
+                emit("read", "isolation", isolation, "end", end, "values", values);
+            }
         }
     }
 

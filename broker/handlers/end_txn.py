@@ -1,0 +1,27 @@
+"""EndTxn: a transactional producer commits or aborts. The coordinator answers once PrepareCommit or
+PrepareAbort is written; the markers and the completion follow without the client. Before v2
+PRODUCER_FENCED is INVALID_PRODUCER_EPOCH."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.coordinator.runtime import CoordinatorRuntime
+from odradek.broker.transaction_coordinator import TransactionCoordinator
+from odradek.protocol.api import Request
+from odradek.protocol.errors import ErrorCode
+
+FENCED_AS_INVALID_EPOCH_BELOW = 2
+
+
+def handle(transaction_coordinator: TransactionCoordinator, request: Request) -> Any:
+    body = request.body
+    version = request.header.api_version
+
+    def response(error: ErrorCode) -> dict:
+        if error == ErrorCode.PRODUCER_FENCED and version < FENCED_AS_INVALID_EPOCH_BELOW:
+            error = ErrorCode.INVALID_PRODUCER_EPOCH
+        return {"error_code": error}
+
+    ended = transaction_coordinator.end_transaction(body.transactional_id, body.producer_id, body.producer_epoch, body.committed)
+    return CoordinatorRuntime.respond(ended, response)

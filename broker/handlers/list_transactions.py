@@ -1,0 +1,14 @@
+"""ListTransactions (``kafka-transactions.sh list``): the transactions this broker coordinates, filtered by
+state names (unknown names are echoed in ``unknown_state_filters``), producer ids and, from v1, how long
+they have been running (``duration_filter`` ms; -1: any)."""
+
+from __future__ import annotations
+
+from odradek.broker.transaction_coordinator import TransactionCoordinator
+from odradek.protocol.api import Request
+
+
+def handle(transaction_coordinator: TransactionCoordinator, request: Request) -> dict:
+    body = request.body
+    duration = body.duration_filter if request.header.api_version >= 1 else -1
+    return transaction_coordinator.list_transactions(set(body.producer_id_filters), set(body.state_filters), duration)

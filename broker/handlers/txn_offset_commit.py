@@ -1,0 +1,83 @@
+"""TxnOffsetCommit: a transactional producer commits a consumer group's offsets inside its transaction
+(``sendOffsetsToTransaction``, after AddOffsetsToTxn). The group coordinator writes them as the
+producer's transactional batch and keeps them pending until the COMMIT marker reaches
+``__consumer_offsets`` (dropped on ABORT).
+
+First, as Kafka 3.9's leaders do (KIP-890 part 1, ``transaction.partition.verification.enable``), the
+transaction coordinator verifies that the group's offsets partition is in the producer's transaction; a
+failure answers every partition with the error (translated as an offset commit's store error). Partitions of unknown topics are
+UNKNOWN_TOPIC_OR_PARTITION and not stored. Before v2 COORDINATOR_LOAD_IN_PROGRESS is answered as
+COORDINATOR_NOT_AVAILABLE, which 0.11-2.0 clients expect.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.coordinator.runtime import CoordinatorRuntime
+from odradek.broker.group_coordinator import GROUP_METADATA_TOPIC
+from odradek.broker.group_metadata_manager import STORE_OFFSETS_ERRORS
+from odradek.broker.group_metadata_records import OffsetAndMetadata
+from odradek.broker.replica_manager import ReplicaManager
+from odradek.controller.metadata import MetadataImage
+from odradek.protocol.api import Request
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+LOAD_IN_PROGRESS_KNOWN_SINCE = 2
+ABORTABLE_KNOWN_SINCE = 4
+
+TopicPartition = tuple[str, int]
+
+
+def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, replica_manager: ReplicaManager, request: Request) -> Any:
+    body = request.body
+    version = request.header.api_version
+    runtime = group_coordinator
+    group = runtime.coordinator
+    order: list[TopicPartition] = []
+    errors: dict[TopicPartition, ErrorCode] = {}
+    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    now = group.clock()
+    for topic in body.topics:
+        known = metadata.topics.get(topic.name)
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            order.append(tp)
+            if known is None or p.partition_index not in known.partitions:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            metadata_text = p.committed_metadata if p.committed_metadata is not None else ""
+            offsets[tp] = OffsetAndMetadata(offset=p.committed_offset, leader_epoch=p.committed_leader_epoch, metadata=metadata_text, commit_timestamp=now)
+
+    def response(results: dict[TopicPartition, ErrorCode]) -> dict:
+        merged = {**errors, **results}
+        topics: dict[str, list[dict]] = {}
+        for name, index in dict.fromkeys(order):
+            error = merged[(name, index)]
+            if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and version < LOAD_IN_PROGRESS_KNOWN_SINCE:
+                error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            topics.setdefault(name, []).append({"partition_index": index, "error_code": error})
+        return {"topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]}
+
+    if not offsets:
+        return response({})
+    verified = _verify(replica_manager, runtime.partition_for(body.group_id), body, abortable_known=version >= ABORTABLE_KNOWN_SINCE)
+    if verified != ErrorCode.NONE:
+        return response(dict.fromkeys(offsets, STORE_OFFSETS_ERRORS.get(verified, verified)))
+    committed = group.commit_transactional_offsets(
+        body.group_id, body.producer_id, body.producer_epoch, body.member_id, body.group_instance_id, body.generation_id, offsets
+    )
+    return runtime.respond(committed, response)
+
+
+def _verify(replica_manager: ReplicaManager, offsets_partition: int, body: Any, *, abortable_known: bool) -> ErrorCode:
+    """The transaction coordinator's verdict on the group's offsets partition being in the transaction
+    (NONE when ``transaction.partition.verification.enable`` is off)."""
+    verifier = replica_manager.transaction_verifier
+    if verifier is None:
+        return ErrorCode.NONE
+    try:
+        partition = replica_manager.get_partition(GROUP_METADATA_TOPIC, offsets_partition)
+    except KafkaError as exc:
+        return exc.code
+    return verifier.error_for(body.transactional_id, partition, body.producer_id, body.producer_epoch, abortable_known=abortable_known)

@@ -1,0 +1,31 @@
+"""WriteTxnMarkers: a transaction coordinator asks this broker, as the partitions' leader, to write the
+COMMIT or ABORT markers of a producer's transaction (``broker/transaction_markers.py`` writes them; the
+local coordinator uses the same writer directly). One error per partition, grouped by producer id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.transaction_coordinator import TxnMarkerEntry
+from odradek.broker.transaction_markers import MarkerWriter
+from odradek.protocol.api import Request
+
+
+def handle(marker_writer: MarkerWriter, request: Request) -> Any:
+    markers = request.body.markers  # transaction_result: True for COMMIT, False for ABORT
+    entries = [
+        TxnMarkerEntry(m.producer_id, m.producer_epoch, m.coordinator_epoch, m.transaction_result, frozenset((t.name, i) for t in m.topics for i in t.partition_indexes))
+        for m in markers
+    ]
+
+    async def answer() -> dict:
+        results = await marker_writer.write(entries)
+        out = []
+        for marker, errors in zip(markers, results):
+            by_topic: dict[str, list[dict]] = {}
+            for (topic, index), error in sorted(errors.items()):
+                by_topic.setdefault(topic, []).append({"partition_index": index, "error_code": error})
+            out.append({"producer_id": marker.producer_id, "topics": [{"name": t, "partitions": p} for t, p in by_topic.items()]})
+        return {"markers": out}
+
+    return answer()

@@ -1,0 +1,250 @@
+"""Transactions with real clients against the session broker: confluent-kafka's transactional producer
+commits and aborts; a read_committed consumer sees only committed records, a read_uncommitted one all of
+them; a producer killed mid-transaction (SIGKILL) is fenced when its transactional id starts again, and its
+open transaction is aborted; consume-transform-produce commits the input offsets with the output.
+
+Across a broker crash (kill -9) and a clean restart, on a broker of the module's own: the coordinator
+reloads ``__transaction_state`` and aborts a transaction left open once its timeout passes, with no client
+involved; a committed one stays committed; a producer resuming a transactional id fences the epoch that was
+open before the crash.
+
+Each scenario ends with a committed sentinel record, so a consumer knows it has read everything before it
+(the last stable offset is past the sentinel only once every earlier transaction is decided).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from typing import Any, Callable, Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from odradek import Broker
+
+SENTINEL = b"sentinel"
+
+
+def transactional_producer(bootstrap: str, transactional_id: str, **config: Any) -> Producer:
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "linger.ms": 5, "log_level": 3, **config})
+    producer.init_transactions(30)
+    return producer
+
+
+def in_transaction(producer: Producer, topic: str, values: list[bytes], *, commit: bool, partition: int = 0) -> None:
+    producer.begin_transaction()
+    for value in values:
+        producer.produce(topic, value=value, partition=partition)
+    producer.flush(30)
+    if commit:
+        producer.commit_transaction(30)
+    else:
+        producer.abort_transaction(30)
+
+
+def read_until_sentinel(bootstrap: str, topic: str, isolation: str, partition: int = 0, timeout: float = 30.0) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}", "isolation.level": isolation, "enable.auto.commit": False, "fetch.wait.max.ms": 100, "log_level": 3})
+    try:
+        consumer.assign([TopicPartition(topic, partition, 0)])
+        values: list[bytes] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for msg in consumer.consume(100, 0.5):
+                assert msg.error() is None, msg.error()
+                if msg.value() == SENTINEL:
+                    return values
+                values.append(msg.value())
+        raise AssertionError(f"no sentinel within {timeout} s; read {values}")
+    finally:
+        consumer.close()
+
+
+def test_commit_and_abort_as_read_committed_and_read_uncommitted_consumers_see_them(bootstrap: str, new_topic: Callable[..., str]) -> None:
+    topic = new_topic()
+    producer = transactional_producer(bootstrap, f"txn-{topic}")
+    in_transaction(producer, topic, [b"c1", b"c2", b"c3"], commit=True)
+    in_transaction(producer, topic, [b"a1", b"a2"], commit=False)
+    in_transaction(producer, topic, [b"c4"], commit=True)
+    in_transaction(producer, topic, [SENTINEL], commit=True)
+    assert read_until_sentinel(bootstrap, topic, "read_committed") == [b"c1", b"c2", b"c3", b"c4"]
+    assert read_until_sentinel(bootstrap, topic, "read_uncommitted") == [b"c1", b"c2", b"c3", b"a1", b"a2", b"c4"]
+
+
+def test_an_open_transaction_holds_back_read_committed_consumers(bootstrap: str, new_topic: Callable[..., str]) -> None:
+    topic = new_topic()
+    producer = transactional_producer(bootstrap, f"txn-{topic}")
+    producer.begin_transaction()
+    producer.produce(topic, value=b"pending", partition=0)
+    producer.flush(30)
+    low, high = Consumer({"bootstrap.servers": bootstrap, "group.id": f"w-{topic}", "isolation.level": "read_committed", "log_level": 3}).get_watermark_offsets(TopicPartition(topic, 0), 10)
+    # The high watermark a read_committed consumer is told is the last stable offset: the open transaction's start.
+    assert (low, high) == (0, 0)
+    producer.commit_transaction(30)
+    producer.begin_transaction()
+    producer.produce(topic, value=SENTINEL, partition=0)
+    producer.commit_transaction(30)
+    assert read_until_sentinel(bootstrap, topic, "read_committed") == [b"pending"]
+
+
+KILLED_PRODUCER = textwrap.dedent(
+    """
+    import sys, time
+    from confluent_kafka import Producer
+    bootstrap, topic, transactional_id = sys.argv[1:]
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "log_level": 3})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"zombie", partition=0)
+    producer.flush(30)
+    print("in transaction", flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def test_a_killed_producer_is_fenced_and_its_open_transaction_aborted_when_its_id_returns(bootstrap: str, new_topic: Callable[..., str]) -> None:
+    topic = new_topic()
+    transactional_id = f"txn-{topic}"
+    child = subprocess.Popen([sys.executable, "-c", KILLED_PRODUCER, bootstrap, topic, transactional_id], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "in transaction"
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    restarted = transactional_producer(bootstrap, transactional_id)
+    in_transaction(restarted, topic, [b"after restart", SENTINEL], commit=True)
+    assert read_until_sentinel(bootstrap, topic, "read_committed") == [b"after restart"]
+    assert read_until_sentinel(bootstrap, topic, "read_uncommitted") == [b"zombie", b"after restart"]
+
+
+def test_a_zombie_producer_cannot_commit_after_its_id_is_taken_over(bootstrap: str, new_topic: Callable[..., str]) -> None:
+    topic = new_topic()
+    transactional_id = f"txn-{topic}"
+    zombie = transactional_producer(bootstrap, transactional_id)
+    zombie.begin_transaction()
+    zombie.produce(topic, value=b"zombie", partition=0)
+    zombie.flush(30)
+    successor = transactional_producer(bootstrap, transactional_id)
+    with pytest.raises(KafkaException) as raised:
+        zombie.commit_transaction(30)
+    assert raised.value.args[0].fatal()
+    in_transaction(successor, topic, [b"successor", SENTINEL], commit=True)
+    assert read_until_sentinel(bootstrap, topic, "read_committed") == [b"successor"]
+
+
+def test_consume_transform_produce_commits_input_offsets_with_its_output_exactly_once(bootstrap: str, new_topic: Callable[..., str]) -> None:
+    source, sink = new_topic(), new_topic()
+    group = f"ctp-{source}"
+    feeder = Producer({"bootstrap.servers": bootstrap, "log_level": 3})
+    for i in range(6):
+        feeder.produce(source, value=b"in-%d" % i, partition=0)
+    feeder.flush(30)
+
+    def transform(values_per_transaction: int, commit: bool) -> int:
+        """Read from the group's committed position, write the transformed records and the consumed
+        offsets in one transaction; returns how many records it consumed."""
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest", "isolation.level": "read_committed", "log_level": 3})
+        producer = transactional_producer(bootstrap, f"ctp-{sink}")
+        try:
+            consumer.subscribe([source])
+            taken: list[Any] = []
+            deadline = time.monotonic() + 30
+            while len(taken) < values_per_transaction and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is not None:
+                    assert msg.error() is None, msg.error()
+                    taken.append(msg)
+            producer.begin_transaction()
+            for msg in taken:
+                producer.produce(sink, value=msg.value().replace(b"in", b"out"), partition=0)
+            position = [TopicPartition(source, 0, taken[-1].offset() + 1)]
+            producer.send_offsets_to_transaction(position, consumer.consumer_group_metadata(), 30)
+            if commit:
+                producer.commit_transaction(30)
+            else:
+                producer.abort_transaction(30)
+            return len(taken)
+        finally:
+            consumer.close()
+
+    assert transform(3, commit=True) == 3
+    assert transform(3, commit=False) == 3  # aborted: neither its output nor its offsets count
+    assert transform(3, commit=True) == 3  # so the same three are read again
+    closing = transactional_producer(bootstrap, f"ctp-close-{sink}")
+    in_transaction(closing, sink, [SENTINEL], commit=True)
+    assert read_until_sentinel(bootstrap, sink, "read_committed") == [b"out-%d" % i for i in range(6)]
+    checker = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 3})
+    try:
+        [committed] = checker.committed([TopicPartition(source, 0)], 10)
+        assert committed.offset == 6
+    finally:
+        checker.close()
+
+
+# -- across restarts ------------------------------------------------------------------------------------
+
+TXN_TIMEOUT_MS = 3000
+
+
+@pytest.fixture(scope="module")
+def restartable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """A broker of this module's own, to kill and restart; it checks for timed-out transactions every 200 ms."""
+    config = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200", "log.retention.ms": "-1"}
+    with Broker(log_dir=tmp_path_factory.mktemp("txn-restart"), subprocess=True, config=config) as b:
+        yield b
+
+
+def topic_on(broker: Broker, name: str) -> str:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 3})
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+    return name
+
+
+@pytest.mark.parametrize("crash", [True, False], ids=["kill-9", "clean-restart"])
+def test_open_transaction_is_aborted_after_restart_and_committed_one_kept(restartable: Broker, crash: bool) -> None:
+    broker = restartable
+    topic = topic_on(broker, f"restart-{'kill' if crash else 'clean'}")
+    committed = transactional_producer(broker.bootstrap, f"committed-{topic}")
+    in_transaction(committed, topic, [b"before"], commit=True)
+    hanging = transactional_producer(broker.bootstrap, f"hanging-{topic}", **{"transaction.timeout.ms": TXN_TIMEOUT_MS})
+    hanging.begin_transaction()
+    hanging.produce(topic, value=b"lost", partition=0)
+    hanging.flush(30)
+
+    if crash:
+        broker.kill()
+        broker.start()
+    else:
+        broker.restart()
+
+    # No client ends the open transaction: the reloaded coordinator aborts it when it times out.
+    in_transaction(transactional_producer(broker.bootstrap, f"after-{topic}"), topic, [b"after", SENTINEL], commit=True)
+    assert read_until_sentinel(broker.bootstrap, topic, "read_committed", timeout=TXN_TIMEOUT_MS / 1000 + 30) == [b"before", b"after"]
+    # The hanging producer's epoch was fenced by the abort: it cannot commit what it wrote before.
+    with pytest.raises(KafkaException):
+        hanging.commit_transaction(10)
+
+
+def test_a_transactional_id_resumed_after_a_crash_fences_the_epoch_open_before_it(restartable: Broker) -> None:
+    broker = restartable
+    topic = topic_on(broker, "restart-resume")
+    transactional_id = f"resume-{topic}"
+    before = transactional_producer(broker.bootstrap, transactional_id)
+    before.begin_transaction()
+    before.produce(topic, value=b"zombie", partition=0)
+    before.flush(30)
+    broker.kill()
+    broker.start()
+    resumed = transactional_producer(broker.bootstrap, transactional_id)
+    in_transaction(resumed, topic, [b"resumed", SENTINEL], commit=True)
+    assert read_until_sentinel(broker.bootstrap, topic, "read_committed") == [b"resumed"]
+    with pytest.raises(KafkaException) as raised:
+        before.commit_transaction(10)
+    assert raised.value.args[0].fatal()

@@ -1,0 +1,89 @@
+"""Kafka's ``kafka-transactions.sh`` (the 3.9.1 jars) against odradek and the real Kafka, side by side.
+
+The same scenario runs on both brokers: one transactional producer left with a transaction open, another
+that committed; then the tool lists and describes them, shows the partition's producers, aborts the
+hanging transaction by its start offset (WriteTxnMarkers from the tool, with the coordinator epoch
+DescribeProducers reports) and shows the producers again. Both must print the same once what must differ
+is set aside: producer ids (allocated in blocks by each cluster), timestamps and durations.
+
+Needs a Java runtime and ``make jvm-deps``; a missing one fails the tests.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import kafka_jvm
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from odradek import Broker
+
+
+@pytest.fixture(scope="module")
+def broker(odradek_as_kafka: Broker) -> Broker:
+    """odradek set up as the real Kafka (e2e's conftest); named ``broker`` so that a failing test shows its log."""
+    return odradek_as_kafka
+
+
+VARYING_COLUMNS = {
+    "list": {2},  # ProducerId
+    "describe": {2, 6, 7},  # ProducerId, CurrentTransactionStartTimeMs, TransactionDurationMs
+    "describe-producers": {0, 4},  # ProducerId, LastTimestamp
+}
+
+
+def table(command: str, stdout: str, ids: tuple[str, ...]) -> list[list[str]]:
+    """The tool's table as rows of fields, the varying columns blanked; ``list`` keeps only this test's ids
+    (the brokers are shared) and is sorted (its order follows the coordinator's cache)."""
+    rows = [line.split() for line in stdout.splitlines() if line.strip()]
+    varying = VARYING_COLUMNS.get(command, set())
+    rows = [rows[0]] + [["<v>" if i in varying else f for i, f in enumerate(row)] for row in rows[1:]]
+    if command == "list":
+        rows = [rows[0]] + sorted(row for row in rows[1:] if row[0] in ids)
+    return rows
+
+
+def scenario(bootstrap: str, names: dict[str, str]) -> list[tuple[str, int, list[list[str]], str]]:
+    topic, open_id, done_id = names["topic"], names["open"], names["done"]
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    hanging = Producer({"bootstrap.servers": bootstrap, "transactional.id": open_id, "log_level": 3})
+    hanging.init_transactions(30)
+    hanging.begin_transaction()
+    hanging.produce(topic, value=b"hanging", partition=0)
+    hanging.flush(30)
+    done = Producer({"bootstrap.servers": bootstrap, "transactional.id": done_id, "log_level": 3})
+    done.init_transactions(30)
+    done.begin_transaction()
+    done.produce(topic, value=b"done", partition=0)
+    done.commit_transaction(30)
+    runs = [
+        ("list",),
+        ("describe", "--transactional-id", open_id),
+        ("describe", "--transactional-id", done_id),
+        ("describe", "--transactional-id", names["missing"]),
+        ("describe-producers", "--topic", topic, "--partition", "0"),
+        ("abort", "--topic", topic, "--partition", "0", "--start-offset", "0"),
+        ("describe-producers", "--topic", topic, "--partition", "0"),
+    ]
+    printed = []
+    for args in runs:
+        result = kafka_jvm.run_tool("kafka-transactions", "--bootstrap-server", bootstrap, *args)
+        stderr = re.sub(r"^\[[^\]]+\] ", "", result.stderr, flags=re.M)
+        printed.append((" ".join(args), result.returncode, table(args[0], result.stdout, (open_id, done_id)) if result.stdout else [], stderr))
+    hanging.abort_transaction(30)
+    return printed
+
+
+def test_kafka_transactions_prints_what_kafka_prints(broker: Broker, real_kafka) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    names = {"topic": f"txn-tool-{suffix}", "open": f"open-{suffix}", "done": f"done-{suffix}", "missing": f"missing-{suffix}"}
+    with ThreadPoolExecutor(2) as pool:
+        ours, theirs = pool.submit(scenario, broker.bootstrap, names), pool.submit(scenario, real_kafka.bootstrap, names)
+        ours, theirs = ours.result(), theirs.result()
+    for mine, kafka in zip(ours, theirs, strict=True):
+        assert mine == kafka, f"`kafka-transactions {mine[0]}` printed differently on odradek (left) and Kafka (right)"
