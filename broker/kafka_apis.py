@@ -17,6 +17,8 @@ from typing import Any, Callable
 
 from odradek.broker.handlers import CLOSE_CONNECTION  # noqa: F401  (re-exported for the socket server)
 from odradek.broker.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_client_quotas,
     alter_configs,
     alter_user_scram_credentials,
@@ -35,6 +37,8 @@ from odradek.broker.handlers import (
     describe_groups,
     describe_log_dirs,
     describe_producers,
+    describe_transactions,
+    end_txn,
     describe_user_scram_credentials,
     fetch,
     find_coordinator,
@@ -45,6 +49,7 @@ from odradek.broker.handlers import (
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -54,6 +59,8 @@ from odradek.broker.handlers import (
     sasl_authenticate,
     sasl_handshake,
     sync_group,
+    txn_offset_commit,
+    write_txn_markers,
 )
 from odradek.protocol.api import APIS, ApiKey, Request, encode_response
 from odradek.protocol.errors import ErrorCode
@@ -122,7 +129,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.Metadata: _all(ApiKey.Metadata, metadata, "metadata", "config", "auto_create_topic"),
     ApiKey.ApiVersions: Handler(lambda request: api_versions.handle(API_RANGES, request), APIS[ApiKey.ApiVersions].min_version, APIS[ApiKey.ApiVersions].max_version),
     ApiKey.CreateTopics: _whole_server(ApiKey.CreateTopics, create_topics),
-    ApiKey.InitProducerId: _whole_server(ApiKey.InitProducerId, init_producer_id),
+    ApiKey.InitProducerId: _all(ApiKey.InitProducerId, init_producer_id, "transaction_coordinator", "next_producer_id"),
     ApiKey.OffsetForLeaderEpoch: _all(ApiKey.OffsetForLeaderEpoch, offset_for_leader_epoch, "replica_manager"),
     ApiKey.DeleteTopics: _all(ApiKey.DeleteTopics, delete_topics, "metadata", "config", "controller"),
     ApiKey.DeleteRecords: _all(ApiKey.DeleteRecords, delete_records, "metadata", "replica_manager"),
@@ -153,6 +160,13 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.AlterClientQuotas: _all(ApiKey.AlterClientQuotas, alter_client_quotas, "authorization", "client_quotas"),
     ApiKey.AlterUserScramCredentials: _all(ApiKey.AlterUserScramCredentials, alter_user_scram_credentials, "credentials"),
     ApiKey.DescribeUserScramCredentials: _all(ApiKey.DescribeUserScramCredentials, describe_user_scram_credentials, "credentials"),
+    ApiKey.AddPartitionsToTxn: _all(ApiKey.AddPartitionsToTxn, add_partitions_to_txn, "metadata", "transaction_coordinator"),
+    ApiKey.AddOffsetsToTxn: _all(ApiKey.AddOffsetsToTxn, add_offsets_to_txn, "metadata", "config", "transaction_coordinator"),
+    ApiKey.EndTxn: _all(ApiKey.EndTxn, end_txn, "transaction_coordinator"),
+    ApiKey.WriteTxnMarkers: _all(ApiKey.WriteTxnMarkers, write_txn_markers, "marker_writer"),
+    ApiKey.TxnOffsetCommit: _all(ApiKey.TxnOffsetCommit, txn_offset_commit, "group_coordinator", "metadata", "replica_manager"),
+    ApiKey.DescribeTransactions: _all(ApiKey.DescribeTransactions, describe_transactions, "transaction_coordinator"),
+    ApiKey.ListTransactions: _all(ApiKey.ListTransactions, list_transactions, "transaction_coordinator"),
 }
 
 

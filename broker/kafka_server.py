@@ -24,6 +24,7 @@ from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.security.scram import SCRAM_CREDENTIALS_FILE, CredentialStore, FileCredentialStore
 from odradek.broker.transaction_coordinator import TRANSACTION_STATE_TOPIC, transaction_coordinator_runtime
 from odradek.broker.transaction_markers import MarkerChannel, MarkerWriter
+from odradek.broker.transaction_verification import TransactionVerifier
 from odradek.controller.embedded import EmbeddedController
 from odradek.controller.metadata import BrokerInfo, TopicInfo
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -75,6 +76,8 @@ class KafkaServer:
             create_topic=lambda t: self.create_topic_in_background(t.name, t.num_partitions, t.replication_factor, t.configs),
         )
         self.transaction_coordinator = self.coordinators["transaction"].coordinator
+        if config["transaction.partition.verification.enable"]:
+            self.replica_manager.transaction_verifier = TransactionVerifier(self.transaction_coordinator)
         self.metrics: Any = None
         """The runner's ``BrokerMetrics`` (broker/metrics.py, which reads this server), when prometheus.port is set."""
         self._producer_ids: range = range(0)
