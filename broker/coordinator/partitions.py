@@ -9,7 +9,7 @@ the partition ``load_buffer_size`` bytes at a time (``offsets.load.buffer.size``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Awaitable, Callable, Iterable, Iterator
 
 from odradek.broker.coordinator.runtime import AppendResult, LoadedBatch
 from odradek.broker.deferred import Deferred
@@ -20,6 +20,7 @@ from odradek.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
     from odradek.broker.replica_manager import ReplicaManager
+    from odradek.storage.log import Log
 
 Spawn = Callable[[Callable[[], Awaitable[None]]], None]
 
@@ -48,9 +49,15 @@ class ReplicaManagerPartitions:
         self.spawn(await_replicas)
         return out
 
-    def load(self, partition: int) -> Iterator[LoadedBatch]:
-        """Every batch of the partition, from its log start to its end."""
+    def load(self, partition: int) -> Iterable[LoadedBatch]:
+        """Every batch of the partition, from its log start to its end, read as the runtime replays them
+        (on a worker thread); an empty partition is an empty list: nothing to read, it serves at once."""
         partition_log = self.replica_manager.get_partition(self.topic, partition).log
+        if partition_log.log_end_offset <= partition_log.log_start_offset:
+            return []
+        return self._read(partition_log)
+
+    def _read(self, partition_log: "Log") -> Iterator[LoadedBatch]:
         offset = partition_log.log_start_offset
         end = partition_log.log_end_offset
         while offset < end:

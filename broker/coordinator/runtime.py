@@ -8,9 +8,10 @@ everything that is the same for every coordinator:
 
 - maps a key to its partition (Kafka's ``Utils.abs(key.hashCode()) % partitions``) and FindCoordinator
   to that partition's leader, creating the topic on the first lookup;
-- loads a shard when this broker becomes the partition's leader (replaying its records: ``replay`` per
-  record, ``replay_end_transaction_marker`` per commit/abort marker) and unloads it on resignation;
-  callers meanwhile get COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR from :meth:`CoordinatorRuntime.status`;
+- loads a shard when this broker becomes the partition's leader (replaying its records on a worker
+  thread: ``replay`` per record, ``replay_end_transaction_marker`` per commit/abort marker) and unloads it
+  on resignation; callers meanwhile get COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR from
+  :meth:`CoordinatorRuntime.status`;
 - runs a write operation: the shard decides, returning a :class:`CoordinatorResult` (records and how to
   answer); the runtime appends the records to the shard's partition as one batch and answers once the
   append is committed (acks=all: the high watermark passed it) or failed, so that the shard can revert;
@@ -25,7 +26,8 @@ How to add a coordinator:
 1. Describe its topic with a :class:`CoordinatorTopic`.
 2. Write its shard, a :class:`CoordinatorShard` built from the :class:`ShardContext` the runtime gives it
    (its partition, clock, timers, and ``write`` for appends that no request waits for, e.g. expiry
-   tombstones from a timer). ``replay`` rebuilds the state from each record of the partition.
+   tombstones from a timer). ``replay`` rebuilds the state from each record of the partition; it runs
+   on a worker thread, so it touches nothing but the shard (``on_loaded`` runs on the event loop).
 3. Its service (the methods handlers call) checks ``runtime.status(runtime.partition_for(key))`` and maps
    it to its API's errors, then calls ``runtime.write(partition, op)`` (``op(shard)`` returns a
    ``CoordinatorResult``; the Deferred completes with the response) or ``runtime.read(partition, op)``.
@@ -42,6 +44,7 @@ import logging
 import math
 import struct
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generic, Iterable, Iterator, Protocol, Sequence, TypeVar
 
@@ -54,6 +57,8 @@ from odradek.protocol.records import Record as LogRecord
 from odradek.protocol.records import build_batch
 
 if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
     from odradek.controller.metadata import BrokerInfo, TopicInfo
 
 log = logging.getLogger("odradek.coordinator")
@@ -235,6 +240,7 @@ class CoordinatorRuntime(Generic[S]):
         self.coordinator: Any = None
         """The service built on this runtime, which handlers call (it sets itself here)."""
         self._slots: dict[int, _Slot[S]] = {}
+        self._pending_loads: deque[tuple[_Slot[S], Iterable[LoadedBatch]]] = deque()
         self._wake: anyio.Event | None = None
         self._sleeping_until: int | None = None
 
@@ -309,28 +315,57 @@ class CoordinatorRuntime(Generic[S]):
     # -- loading ----------------------------------------------------------------------------------------
 
     def load(self, partition: int, batches: Iterable[LoadedBatch]) -> None:
-        """Become the partition's coordinator: build its shard from ``batches``, then serve."""
+        """Become the partition's coordinator: build its shard from ``batches``, then serve.
+
+        Batches already in memory (a list) replay at once. Any other iterable reads the log: it replays on
+        a worker thread once :meth:`run` runs, the partition answering COORDINATOR_LOAD_IN_PROGRESS
+        meanwhile -- so a shard's ``replay`` touches nothing but the shard.
+        """
         if partition in self._slots:
             return
         context = ShardContext(partition, self.clock, Timers(self.clock, self._on_timer), lambda result: self._append(slot, result))
         slot = _Slot(context, self.build_shard(context))
         self._slots[partition] = slot
-        started = time.monotonic()
-        try:
-            for batch in batches:
-                if batch.commit is not None:
-                    slot.shard.replay_end_transaction_marker(batch.producer_id, batch.producer_epoch, batch.commit)
-                    continue
-                producer = Producer(batch.producer_id, batch.producer_epoch) if batch.is_transactional else None
-                for key, value in batch.records:
-                    if key is not None:
-                        slot.shard.replay(batch.base_offset, producer, key, value)
-        except BaseException:
-            del self._slots[partition]
-            raise
+        if isinstance(batches, list):
+            try:
+                self._replay(slot.shard, batches)
+            except BaseException:
+                del self._slots[partition]
+                raise
+            self._activate(slot)
+        else:
+            self._pending_loads.append((slot, batches))
+            self._wake_up()
+
+    @staticmethod
+    def _replay(shard: S, batches: Iterable[LoadedBatch]) -> None:
+        for batch in batches:
+            if batch.commit is not None:
+                shard.replay_end_transaction_marker(batch.producer_id, batch.producer_epoch, batch.commit)
+                continue
+            producer = Producer(batch.producer_id, batch.producer_epoch) if batch.is_transactional else None
+            for key, value in batch.records:
+                if key is not None:
+                    shard.replay(batch.base_offset, producer, key, value)
+
+    def _activate(self, slot: _Slot[S]) -> None:
         slot.state = ShardState.ACTIVE
         slot.shard.on_loaded()
-        log.debug("Loaded %s-%d in %.0f ms", self.topic.name, partition, (time.monotonic() - started) * 1000)
+
+    async def _load_in_background(self, slot: _Slot[S], batches: Iterable[LoadedBatch]) -> None:
+        partition = slot.context.partition
+        started = time.monotonic()
+        try:
+            # Abandoned at shutdown: the broker need not finish reading a partition it stops serving.
+            await anyio.to_thread.run_sync(self._replay, slot.shard, batches, abandon_on_cancel=True)
+        except Exception:
+            log.exception("Failed to load %s-%d: this broker does not coordinate it", self.topic.name, partition)
+            if self._slots.get(partition) is slot:
+                del self._slots[partition]
+            return
+        if self._slots.get(partition) is slot:  # else resigned meanwhile
+            self._activate(slot)
+            log.info("Finished loading %s-%d in %.0f ms", self.topic.name, partition, (time.monotonic() - started) * 1000)
 
     def unload(self, partition: int) -> None:
         """Another broker leads the partition: the shard and its timers go."""
@@ -395,15 +430,25 @@ class CoordinatorRuntime(Generic[S]):
         return ran
 
     def _on_timer(self, deadline_ms: int) -> None:
-        if self._wake is not None and (self._sleeping_until is None or deadline_ms < self._sleeping_until):
+        if self._sleeping_until is None or deadline_ms < self._sleeping_until:
+            self._wake_up()
+
+    def _wake_up(self) -> None:
+        if self._wake is not None:
             self._wake.set()
 
     async def run(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-        """Run the shards' timers until cancelled, sleeping until the next one is due (woken early when a
-        sooner one is scheduled)."""
-        task_status.started()
+        """Load the partitions that became ours and run the shards' timers until cancelled, sleeping until
+        the next timer is due (woken early when a sooner one is scheduled or a load is asked for)."""
+        async with anyio.create_task_group() as loads:
+            task_status.started()
+            await self._run(loads)
+
+    async def _run(self, loads: TaskGroup) -> None:
         try:
             while True:
+                while self._pending_loads:
+                    loads.start_soon(self._load_in_background, *self._pending_loads.popleft())
                 self.run_due_timers()
                 deadline = self.next_deadline()
                 self._sleeping_until = deadline

@@ -7,6 +7,7 @@ appends when told, as a partition whose followers have not caught up yet.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from dataclasses import dataclass, field
 
@@ -23,6 +24,7 @@ from odradek.broker.coordinator.runtime import (
     Producer,
     ShardContext,
     java_string_hash,
+    now_ms,
     partition_for,
 )
 from odradek.broker.deferred import Deferred
@@ -136,15 +138,7 @@ def test_keys_map_to_partitions_as_kafkas_utils_abs_of_string_hash_code():
 def test_a_partition_serves_only_once_loaded_and_until_unloaded():
     rt = runtime()
     assert rt.status(0) == E.NOT_COORDINATOR
-    seen = []
-
-    def batches():
-        seen.append(rt.status(0))
-        yield LoadedBatch(0, -1, -1, False, [(b"k", b"v")])
-        seen.append(rt.status(0))
-
-    rt.load(0, batches())
-    assert seen == [E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_LOAD_IN_PROGRESS]
+    rt.load(0, [LoadedBatch(0, -1, -1, False, [(b"k", b"v")])])
     assert rt.status(0) is None and rt.owned_partitions == {0}
     shard = rt.shard(0)
     assert shard.loaded and shard.values == {b"k": b"v"}
@@ -158,13 +152,66 @@ def test_a_partition_serves_only_once_loaded_and_until_unloaded():
 def test_a_failed_load_leaves_the_partition_unserved():
     rt = runtime()
 
-    def broken():
-        yield LoadedBatch(0, -1, -1, False, [(b"k", b"v")])
-        raise OSError("disk")
+    class Broken(list):
+        def __iter__(self):
+            yield LoadedBatch(0, -1, -1, False, [(b"k", b"v")])
+            raise OSError("disk")
 
     with pytest.raises(OSError):
-        rt.load(0, broken())
+        rt.load(0, Broken())
     assert rt.status(0) == E.NOT_COORDINATOR
+
+
+class LogReader:
+    """Batches read from a log: the runtime replays them on a worker thread, here held at a gate."""
+
+    def __init__(self, batches: list[LoadedBatch], fail: bool = False) -> None:
+        self.batches = batches
+        self.fail = fail
+        self.gate = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def __iter__(self):
+        self.thread = threading.current_thread()
+        assert self.gate.wait(5)
+        yield from self.batches
+        if self.fail:
+            raise OSError("disk")
+
+
+async def until(condition, timeout: float = 5) -> None:
+    with anyio.fail_after(timeout):
+        while not condition():
+            await anyio.sleep(0.005)
+
+
+def test_a_partition_read_from_its_log_loads_off_the_event_loop():
+    rt = runtime(clock=now_ms)
+    loaded = LogReader([LoadedBatch(0, -1, -1, False, [(b"k", b"v")])])
+    failing = LogReader([], fail=True)
+    abandoned = LogReader([LoadedBatch(0, -1, -1, False, [(b"old", b"x")])])
+    statuses = []
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            rt.load(0, loaded)  # asked for before the runtime runs, as at start-up
+            await tg.start(rt.run)
+            rt.load(1, failing)
+            rt.load(2, abandoned)
+            await anyio.sleep(0.05)
+            statuses.extend(rt.status(p) for p in (0, 1, 2))
+            rt.unload(2)  # leadership lost while loading
+            for reader in (loaded, failing, abandoned):
+                reader.gate.set()
+            await until(lambda: rt.status(0) is None and rt.status(1) == E.NOT_COORDINATOR)
+            await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    assert statuses == [E.COORDINATOR_LOAD_IN_PROGRESS] * 3
+    assert loaded.thread is not threading.main_thread()
+    assert rt.shard(0).values == {b"k": b"v"} and rt.shard(0).loaded
+    assert rt.status(2) == E.NOT_COORDINATOR, "a shard resigned while loading does not serve"
 
 
 def test_a_write_is_answered_once_committed_and_reverted_when_the_append_fails():
