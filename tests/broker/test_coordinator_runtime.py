@@ -7,6 +7,8 @@ appends when told, as a partition whose followers have not caught up yet.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -398,3 +400,15 @@ def test_on_the_event_loop_timers_fire_when_due_and_answers_are_awaited():
 
     assert anyio.run(main) == "DONE"
     assert rt.respond(Deferred.completed("now"), str.upper) == "NOW"
+
+
+def test_the_runtime_and_the_group_coordinator_import_no_server():
+    """They receive what they need: importing them loads neither the server nor the handlers (no cycle)."""
+    code = (
+        "import sys\n"
+        "import odradek.broker.coordinator.runtime, odradek.broker.coordinator.partitions, odradek.broker.group_coordinator\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+    )
+    loaded = set(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.split())
+    assert "odradek.broker.group_coordinator" in loaded
+    assert not {m for m in loaded if m in ("odradek.broker.kafka_server", "odradek.broker.kafka_apis") or m.startswith("odradek.broker.handlers")}
