@@ -45,10 +45,10 @@ class Authorization:
             return True
         return self.authorizer.authorize(session_of(request), operation, ResourcePattern(resource_type, name), log_denied=log_denied)
 
-    def filter_authorized(self, request: Request, operation: AclOperation, resource_type: ResourceType, names: Iterable[str]) -> set[str]:
-        """The names the sender may ``operation`` (refusals not logged: this selects, as Kafka's
-        ``filterByAuthorized``)."""
-        return {n for n in names if self.authorize(request, operation, resource_type, n, log_denied=False)}
+    def filter_authorized(self, request: Request, operation: AclOperation, resource_type: ResourceType, names: Iterable[str], *, log_denied: bool = True) -> set[str]:
+        """The names the sender may ``operation`` (Kafka's ``filterByAuthorized``; a listing that only
+        selects what to show passes ``log_denied=False``)."""
+        return {n for n in names if self.authorize(request, operation, resource_type, n, log_denied=log_denied)}
 
     def authorize_by_resource_type(self, request: Request, operation: AclOperation, resource_type: ResourceType) -> bool:
         if self.authorizer is None:

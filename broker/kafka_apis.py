@@ -123,10 +123,10 @@ def _whole_server(key: ApiKey, module: Any) -> Handler:
 
 
 HANDLERS: dict[int, Handler] = {
-    ApiKey.Produce: Handler(produce.handle, 0, 11, ("replica_manager",)),
-    ApiKey.Fetch: _all(ApiKey.Fetch, fetch, "replica_manager", "fetch_sessions", "config"),
+    ApiKey.Produce: Handler(produce.handle, 0, 11, ("replica_manager", "authorization")),
+    ApiKey.Fetch: _all(ApiKey.Fetch, fetch, "replica_manager", "fetch_sessions", "config", "authorization"),
     ApiKey.ListOffsets: _all(ApiKey.ListOffsets, list_offsets, "replica_manager"),
-    ApiKey.Metadata: _all(ApiKey.Metadata, metadata, "metadata", "config", "auto_create_topic"),
+    ApiKey.Metadata: _all(ApiKey.Metadata, metadata, "metadata", "config", "auto_create_topic", "authorization"),
     ApiKey.ApiVersions: Handler(lambda request: api_versions.handle(API_RANGES, request), APIS[ApiKey.ApiVersions].min_version, APIS[ApiKey.ApiVersions].max_version),
     ApiKey.CreateTopics: _whole_server(ApiKey.CreateTopics, create_topics),
     ApiKey.InitProducerId: _all(ApiKey.InitProducerId, init_producer_id, "transaction_coordinator", "next_producer_id"),

@@ -7,6 +7,9 @@ per partition, but the first partition with data returns at least one whole batc
 offset); long polling until ``min_bytes`` arrive or ``max_wait_ms`` passes, woken by appends. Followers
 (replica id ≥ 0) read up to the log end offset and tell the leader their position. Records are slices of
 segment files, sent with sendfile.
+
+Authorization is Kafka's: a consumer needs READ on each topic, a follower CLUSTER_ACTION on the cluster;
+a partition refused is answered TOPIC_AUTHORIZATION_FAILED (after the others) and not read.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.broker.config import BrokerConfig
 from odradek.broker.fetch_session import FetchContext, FetchPartition, FetchSessionCache, PartitionOutcome
 from odradek.broker.replica_manager import FetchParams, PartitionRead, ReplicaManager
@@ -21,14 +26,14 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 READ_COMMITTED = 1
-_LOOKUP_ERRORS = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
-"""A consumer's partitions Kafka's KafkaApis sets aside before reading (the topic or partition is not in
-its metadata): answered after the partitions it read, whatever the request's order."""
+_LOOKUP_ERRORS = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.TOPIC_AUTHORIZATION_FAILED})
+"""A consumer's partitions Kafka's KafkaApis sets aside before reading (not authorized, or the topic or
+partition is not in its metadata): answered after the partitions it read, whatever the request's order."""
 _MAGIC_FOR_VERSION = {0: 0, 1: 0, 2: 1, 3: 1}
 """Fetch v0-v3 read message sets of magic 0 (v0-v1) or 1 (v2-v3): the only versions that copy records."""
 
 
-def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, config: BrokerConfig, request: Request) -> Any:
+def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, config: BrokerConfig, authorization: Authorization, request: Request) -> Any:
     body = request.body
     version = request.header.api_version
     uses_ids = version >= 13
@@ -66,16 +71,30 @@ def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, c
         hard_limit=version <= 2,
         magic=_MAGIC_FOR_VERSION.get(version),
     )
-    reads = replica_manager.fetch_messages(params, context.partitions())
+    to_read, denied = _authorized(authorization, request, context.partitions(), is_follower)
+    reads = replica_manager.fetch_messages(params, to_read) if to_read else []
     read_committed = isolation == READ_COMMITTED
     if isinstance(reads, list):
-        return _respond(fetch_sessions, context, reads, version, is_follower, read_committed, now_ms)
+        return _respond(fetch_sessions, context, reads + denied, version, is_follower, read_committed, now_ms)
 
     async def after_wait() -> dict:
         done = await reads
-        return _respond(fetch_sessions, context, done, version, is_follower, read_committed, int(time.time() * 1000))
+        return _respond(fetch_sessions, context, done + denied, version, is_follower, read_committed, int(time.time() * 1000))
 
     return after_wait()
+
+
+def _authorized(authorization: Authorization, request: Request, partitions: list[FetchPartition], is_follower: bool) -> tuple[list[FetchPartition], list[PartitionRead]]:
+    """The partitions to read, and the refused ones answered TOPIC_AUTHORIZATION_FAILED."""
+    if is_follower:
+        if authorization.authorize(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+            return partitions, []
+        return [], [PartitionRead(fp, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for fp in partitions]
+    readable = authorization.filter_authorized(request, AclOperation.READ, ResourceType.TOPIC, {fp.topic for fp in partitions if fp.topic is not None})
+    denied = [fp for fp in partitions if fp.topic is not None and fp.topic not in readable]
+    if not denied:
+        return partitions, []
+    return [fp for fp in partitions if fp.topic is None or fp.topic in readable], [PartitionRead(fp, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for fp in denied]
 
 
 def _respond(fetch_sessions: FetchSessionCache, context: FetchContext, reads: list[PartitionRead], version: int, is_follower: bool, read_committed: bool, now_ms: int) -> dict:

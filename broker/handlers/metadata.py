@@ -3,13 +3,20 @@
 An unknown topic is created when both the broker (``auto.create.topics.enable``) and the request
 (``allow_auto_topic_creation``, always true before v4) allow it; as in Kafka, the answer for a topic
 created by this request is LEADER_NOT_AVAILABLE, and clients ask again.
+
+Authorization is Kafka's: a topic the client may not DESCRIBE is left out of an all-topics listing and,
+when named, answered TOPIC_AUTHORIZATION_FAILED without saying whether it exists (after the others);
+auto-creation needs CREATE on the cluster or on the topic; authorized operations come from the ACLs.
 """
 
 from __future__ import annotations
 
 from typing import Awaitable, Callable
 
-from odradek.broker.authorization import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized_operations
+import uuid
+
+from odradek.broker.authorization import AUTHORIZED_OPERATIONS_OMITTED, Authorization
+from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.broker.config import BrokerConfig
 from odradek.broker.request_context import listener_name
 from odradek.controller.metadata import MetadataImage, TopicInfo, topic_name_error
@@ -20,7 +27,7 @@ TopicCreator = Callable[[str], Awaitable[TopicInfo]]
 """Creates a topic with the broker's defaults, its logs made off the event loop (``KafkaServer.auto_create_topic``)."""
 
 
-def topic_entry(topic: TopicInfo, include_authorized_operations: bool = False) -> dict:
+def topic_entry(topic: TopicInfo, authorized_operations: int = AUTHORIZED_OPERATIONS_OMITTED) -> dict:
     partitions = []
     for index, state in sorted(topic.partitions.items()):
         partitions.append(
@@ -40,7 +47,7 @@ def topic_entry(topic: TopicInfo, include_authorized_operations: bool = False) -
         "topic_id": topic.topic_id,
         "is_internal": topic.is_internal,
         "partitions": partitions,
-        "topic_authorized_operations": authorized_operations(TOPIC_OPERATIONS, include_authorized_operations),
+        "topic_authorized_operations": authorized_operations,
     }
 
 
@@ -69,7 +76,7 @@ def _refused_before_topic_ids(body, version: int) -> dict | None:
     }
 
 
-def handle(metadata: MetadataImage, config: BrokerConfig, create_topic: TopicCreator, request: Request) -> dict | Awaitable[dict]:
+def handle(metadata: MetadataImage, config: BrokerConfig, create_topic: TopicCreator, authorization: Authorization, request: Request) -> dict | Awaitable[dict]:
     body = request.body
     version = request.header.api_version
     refused = _refused_before_topic_ids(body, version)
@@ -77,28 +84,52 @@ def handle(metadata: MetadataImage, config: BrokerConfig, create_topic: TopicCre
         return refused
     image = metadata
     allow_auto_create = config["auto.create.topics.enable"] and (version < 4 or body.allow_auto_topic_creation)
-    topic_ops = body.include_topic_authorized_operations
-    topics = []
+
+    def entry(topic: TopicInfo) -> dict:
+        if not body.include_topic_authorized_operations:
+            return topic_entry(topic)
+        return topic_entry(topic, authorization.authorized_operations(request, ResourceType.TOPIC, topic.name))
+
+    def may(operation: AclOperation, name: str) -> bool:
+        return authorization.authorize(request, operation, ResourceType.TOPIC, name)
+
+    topics: list = []
+    refused_topics: list[dict] = []
     to_create: list[tuple[int, str]] = []
     if body.topics is None or (version == 0 and not body.topics):
-        topics = [topic_entry(t, topic_ops) for t in image.topics.values()]
+        visible = authorization.filter_authorized(request, AclOperation.DESCRIBE, ResourceType.TOPIC, image.topics, log_denied=False)
+        topics = [entry(t) for t in image.topics.values() if t.name in visible]
     else:
         for requested in body.topics:
             name = requested.name
             if name is None:
                 topic = image.topic_by_id(requested.topic_id)
-                topics.append(topic_entry(topic, topic_ops) if topic else _error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, requested.topic_id))
+                if topic is None:
+                    topics.append(_error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, requested.topic_id))
+                elif may(AclOperation.DESCRIBE, topic.name):
+                    topics.append(entry(topic))
+                else:  # topic ids are not sensitive, Kafka says: refused with the id
+                    refused_topics.append(_error_entry(None, ErrorCode.TOPIC_AUTHORIZATION_FAILED, topic.topic_id))
+                continue
+            if not may(AclOperation.DESCRIBE, name):
+                refused_topics.append(_error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, uuid.UUID(int=0)))
                 continue
             topic = image.topics.get(name)
             if topic is not None:
-                topics.append(topic_entry(topic, topic_ops))
+                topics.append(entry(topic))
             elif topic_name_error(name):
                 topics.append(_error_entry(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
             elif allow_auto_create:
-                to_create.append((len(topics), name))
-                topics.append(None)
+                if authorization.authorize(request, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False) or may(AclOperation.CREATE, name):
+                    to_create.append((len(topics), name))
+                    topics.append(None)
+                else:
+                    refused_topics.append(_error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, uuid.UUID(int=0)))
             else:
                 topics.append(_error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+    cluster_operations = AUTHORIZED_OPERATIONS_OMITTED
+    if body.include_cluster_authorized_operations:
+        cluster_operations = authorization.authorized_operations(request, ResourceType.CLUSTER, CLUSTER_NAME) if authorization.authorize(request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME) else 0
     response = {
         "brokers": [
             {"node_id": b.node_id, "host": endpoint[0], "port": endpoint[1], "rack": b.rack}
@@ -107,8 +138,8 @@ def handle(metadata: MetadataImage, config: BrokerConfig, create_topic: TopicCre
         ],
         "cluster_id": image.cluster_id,
         "controller_id": image.controller_id,
-        "topics": topics,
-        "cluster_authorized_operations": authorized_operations(CLUSTER_OPERATIONS, body.include_cluster_authorized_operations),
+        "topics": topics + refused_topics,
+        "cluster_authorized_operations": cluster_operations,
     }
     return _with_auto_created(metadata, create_topic, response, to_create) if to_create else response
 

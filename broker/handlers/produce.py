@@ -3,21 +3,34 @@
 The checks and conversions (Kafka's LogValidator) are ``storage.log_validator``'s, the append order and the
 waits the replica manager's. acks=0 gets no answer, and any error closes the connection instead (so the
 client notices); acks=all is answered once the high watermark passes the appended batches.
+
+Authorization is Kafka's: transactional records need WRITE on the transactional id (else every partition
+is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and each topic needs WRITE (else its partitions
+get TOPIC_AUTHORIZATION_FAILED and are not appended).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.handlers import CLOSE_CONNECTION, internal_topics_allowed
-from odradek.broker.replica_manager import AppendOutcome, PartitionAppend, ReplicaManager
+from odradek.broker.replica_manager import AppendOutcome, AppendResult, PartitionAppend, ReplicaManager
 from odradek.protocol.api import Request
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.record_batch import HEADER_SIZE, MAGIC_OFFSET, parse_header
 from odradek.storage.producer_state import AppendOrigin
 
 
-def handle(replica_manager: ReplicaManager, request: Request) -> Any:
+def handle(replica_manager: ReplicaManager, authorization: Authorization, request: Request) -> Any:
     body = request.body
-    appends = [PartitionAppend(t.name, pd.index, pd.records) for t in body.topic_data for pd in t.partition_data]
+    if has_transactional_records(body) and (
+        body.transactional_id is None or not authorization.authorize(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id)
+    ):
+        return CLOSE_CONNECTION if body.acks == 0 else _refused(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    writable = authorization.filter_authorized(request, AclOperation.WRITE, ResourceType.TOPIC, {t.name for t in body.topic_data})
+    appends = [PartitionAppend(t.name, pd.index, pd.records) for t in body.topic_data if t.name in writable for pd in t.partition_data]
     outcome = replica_manager.append_records(
         appends,
         body.acks,
@@ -28,25 +41,47 @@ def handle(replica_manager: ReplicaManager, request: Request) -> Any:
         produce_version=request.header.api_version,
     )
     if body.acks == 0:
-        return CLOSE_CONNECTION if outcome.failed else None
+        return CLOSE_CONNECTION if outcome.failed or len(appends) < sum(len(t.partition_data) for t in body.topic_data) else None
     if not outcome.pending:
-        return _response(body, outcome)
+        return _response(body, outcome, writable)
 
     async def answer() -> dict:
         await outcome.completion()
-        return _response(body, outcome)
+        return _response(body, outcome, writable)
 
     return answer()
 
 
-def _response(body: Any, outcome: AppendOutcome) -> dict:
-    """One entry per topic of the request, in its order (not merged by name)."""
+def has_transactional_records(body: Any) -> bool:
+    """Kafka's ``RequestUtils.hasTransactionalRecords``: the first batch of some partition is transactional
+    (its header read as is: a malformed one is refused by validation, partition by partition)."""
+    for topic_data in body.topic_data:
+        for pd in topic_data.partition_data:
+            records = pd.records
+            if records is not None and len(records) >= HEADER_SIZE and records[MAGIC_OFFSET] >= 2 and parse_header(records).is_transactional:
+                return True
+    return False
+
+
+def _refused(body: Any, error: ErrorCode) -> dict:
+    results = iter(AppendResult(error) for t in body.topic_data for _ in t.partition_data)
+    return _entries(body, lambda topic: next(results))
+
+
+def _response(body: Any, outcome: AppendOutcome, writable: set[str]) -> dict:
     results = iter(outcome.results)
+    refused = AppendResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    return _entries(body, lambda topic: next(results) if topic in writable else refused)
+
+
+def _entries(body: Any, result_of: Any) -> dict:
+    """One entry per topic of the request, in its order (not merged by name); ``result_of(topic)`` gives
+    each partition's result in turn."""
     responses = []
     for topic_data in body.topic_data:
         entries = []
         for pd in topic_data.partition_data:
-            result = next(results)
+            result = result_of(topic_data.name)
             entry = {
                 "index": pd.index,
                 "error_code": result.error,

@@ -1,0 +1,113 @@
+"""The ACL matrix (issue 15): principals authenticated with SASL/PLAIN against a broker running Kafka's
+AclAuthorizer. For each API a principal without the permission is refused with Kafka's error and sees
+nothing it must not; with it, it succeeds. ``User:admin`` is the super user that sets things up."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any, Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic, ResourcePatternType, ResourceType
+
+from odradek import Broker
+
+USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+GRANTED, HIDDEN, DESCRIBED = "matrix-granted", "matrix-hidden", "matrix-described"
+"""alice may read and write GRANTED, only describe DESCRIBED, and nothing on HIDDEN; bob nothing at all."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    port = free_port()
+    jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required " + " ".join(f'user_{u}="{p}"' for u, p in USERS.items()) + ";"
+    config = {
+        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
+        "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:admin",
+        "offsets.topic.replication.factor": "1",
+    }
+    with Broker(log_dir=tmp_path_factory.mktemp("acl-matrix"), subprocess=True, config=config) as b:
+        admin = AdminClient(client("admin", b))
+        for f in admin.create_topics([NewTopic(t, 1, 1) for t in (GRANTED, HIDDEN, DESCRIBED)]).values():
+            f.result(10)
+        grants = [
+            AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice", "*", op, AclPermissionType.ALLOW)
+            for topic, op in ((GRANTED, AclOperation.READ), (GRANTED, AclOperation.WRITE), (DESCRIBED, AclOperation.DESCRIBE))
+        ]
+        for f in admin.create_acls(grants).values():
+            f.result(10)
+        yield b
+
+
+def client(user: str, broker: Broker, **extra: Any) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": broker.bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": user,
+        "sasl.password": USERS[user],
+        **extra,
+    }
+
+
+@pytest.mark.parametrize("user,visible", [("admin", {GRANTED, HIDDEN, DESCRIBED}), ("alice", {GRANTED, DESCRIBED}), ("bob", set())])
+def test_metadata_lists_only_the_topics_a_principal_may_describe(broker, user, visible) -> None:
+    topics = AdminClient(client(user, broker)).list_topics(timeout=10).topics
+    assert {t for t in topics if t.startswith("matrix-")} == visible
+
+
+def test_metadata_for_a_named_topic_without_describe_is_refused_without_telling_whether_it_exists(broker) -> None:
+    admin = AdminClient(client("bob", broker))
+    for name in (HIDDEN, "matrix-does-not-exist"):
+        metadata = admin.list_topics(name, timeout=10)
+        assert metadata.topics[name].error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def produce(user: str, broker: Broker, topic: str) -> KafkaError | None:
+    producer = Producer(client(user, broker, **{"message.timeout.ms": 5000, "enable.idempotence": False}))
+    outcome: list = []
+    producer.produce(topic, b"value", on_delivery=lambda err, msg: outcome.append(err))
+    producer.flush(10)
+    assert len(outcome) == 1
+    return outcome[0]
+
+
+@pytest.mark.parametrize(
+    "user,topic,allowed", [("alice", GRANTED, True), ("alice", DESCRIBED, False), ("alice", HIDDEN, False), ("bob", GRANTED, False), ("admin", HIDDEN, True)]
+)
+def test_produce_needs_write_on_the_topic(broker, user, topic, allowed) -> None:
+    error = produce(user, broker, topic)
+    if allowed:
+        assert error is None
+    else:
+        assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+@pytest.mark.parametrize("user,topic,outcome", [("alice", GRANTED, "read"), ("alice", DESCRIBED, "refused"), ("alice", HIDDEN, "nothing"), ("bob", GRANTED, "nothing")])
+def test_fetch_needs_read_on_the_topic(broker, user, topic, outcome) -> None:
+    """With DESCRIBE but not READ the fetch is refused with TOPIC_AUTHORIZATION_FAILED; without DESCRIBE the
+    client does not even learn where the partition is, and reads nothing."""
+    assert produce("admin", broker, topic) is None
+    consumer = Consumer(client(user, broker, **{"group.id": f"matrix-{user}", "enable.auto.commit": False, "auto.offset.reset": "earliest"}))
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        message = consumer.poll(10 if outcome != "nothing" else 3)
+        if outcome == "read":
+            assert message is not None and message.error() is None and message.value() == b"value"
+        elif outcome == "refused":
+            assert message is not None and message.error() is not None and message.error().code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        else:
+            assert message is None or message.error() is not None
+    finally:
+        consumer.close()
