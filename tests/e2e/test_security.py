@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 import socket
 import subprocess
 import time
@@ -259,3 +260,42 @@ def test_requests_before_authentication_close_the_connection(secured, ports) -> 
 def test_sasl_handshake_on_a_plaintext_listener_is_an_illegal_sasl_state(secured, ports) -> None:
     with socket.create_connection(("127.0.0.1", ports["PLAINTEXT"]), timeout=10) as sock:
         assert call(sock, ApiKey.SaslHandshake, 1, {"mechanism": "PLAIN"}, 1).error_code == ErrorCode.ILLEGAL_SASL_STATE
+
+
+@pytest.fixture(scope="module")
+def java_probe(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., dict[str, Any]]:
+    """``java_probe(bootstrap, protocol, mechanism, jaas, seconds, topic)``: Kafka's own producer
+    (tests/e2e/java_security/SecurityProbe.java) and what it observed."""
+    javac = shutil.which("javac")
+    assert javac is not None, "no `javac` on PATH: install a Java 17 JDK (make test does)"
+    classes = tmp_path_factory.mktemp("security-probe")
+    sources = Path(__file__).parent / "java_security"
+    compiled = subprocess.run([javac, "-Xlint:all", "-Werror", "-d", str(classes), "-cp", kafka_jvm.classpath("kafka"), *map(str, sources.glob("*.java"))], capture_output=True, text=True, timeout=120)
+    assert compiled.returncode == 0, compiled.stderr
+    log4j = classes / "log4j.properties"
+    log4j.write_text(kafka_jvm.TOOLS_LOG4J)
+
+    def run(*args: str) -> dict[str, Any]:
+        cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", f"-Dlog4j.configuration={log4j.as_uri()}", "-cp", kafka_jvm.classpath("kafka", classes), "SecurityProbe", *args]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-4000:]
+        return json.loads(done.stdout.splitlines()[-1])
+
+    return run
+
+
+def test_the_java_client_re_authenticates_and_keeps_its_connection(secured, ports, java_probe) -> None:
+    """connections.max.reauth.ms=2000 on the REAUTH listener: for 6 s Kafka's producer re-authenticates its
+    connections (KIP-368) instead of being disconnected, and every record is acknowledged."""
+    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="sam" password="sam-secret";'
+    seen = java_probe(f"127.0.0.1:{ports['REAUTH']}", "SASL_PLAINTEXT", "SCRAM-SHA-256", jaas, "6", "sec-java-reauth")
+    assert seen["acked"] > 30
+    assert seen["successful-reauthentication-total"] >= 2
+    assert seen["failed-reauthentication-total"] == 0
+    assert seen["connection-creation-total"] <= 2  # the bootstrap connection and the leader's: never re-made
+
+
+def test_the_java_client_with_oauthbearer(secured, ports, java_probe) -> None:
+    jaas = 'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="alice";'
+    seen = java_probe(f"127.0.0.1:{ports['SASL_PLAINTEXT']}", "SASL_PLAINTEXT", "OAUTHBEARER", jaas, "1", "sec-java-oauth")
+    assert seen["acked"] >= 5 and seen["failed-authentication-total"] == 0
