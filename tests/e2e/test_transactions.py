@@ -1,5 +1,5 @@
 """Transactions with real clients against the session broker: confluent-kafka's transactional producer
-commits and aborts; a read_committed consumer sees only committed records, a read_uncommitted one all of
+commits and aborts, in every codec; a read_committed consumer sees only committed records, a read_uncommitted one all of
 them; a producer killed mid-transaction (SIGKILL) is fenced when its transactional id starts again, and its
 open transaction is aborted; consume-transform-produce commits the input offsets with the output.
 
@@ -66,9 +66,10 @@ def read_until_sentinel(bootstrap: str, topic: str, isolation: str, partition: i
         consumer.close()
 
 
-def test_commit_and_abort_as_read_committed_and_read_uncommitted_consumers_see_them(bootstrap: str, new_topic: Callable[..., str]) -> None:
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_commit_and_abort_as_read_committed_and_read_uncommitted_consumers_see_them(bootstrap: str, new_topic: Callable[..., str], codec: str) -> None:
     topic = new_topic()
-    producer = transactional_producer(bootstrap, f"txn-{topic}")
+    producer = transactional_producer(bootstrap, f"txn-{topic}", **{"compression.type": codec})
     in_transaction(producer, topic, [b"c1", b"c2", b"c3"], commit=True)
     in_transaction(producer, topic, [b"a1", b"a2"], commit=False)
     in_transaction(producer, topic, [b"c4"], commit=True)
