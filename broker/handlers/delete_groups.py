@@ -5,10 +5,17 @@ Groups with members answer NON_EMPTY_GROUP, unknown ones GROUP_ID_NOT_FOUND.
 
 from __future__ import annotations
 
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.protocol.api import Request
+from odradek.protocol.errors import ErrorCode
 
 
-def handle(group_coordinator: CoordinatorRuntime, request: Request) -> dict:
-    errors = group_coordinator.coordinator.delete_groups(request.body.groups_names)
-    return {"results": [{"group_id": group_id, "error_code": error} for group_id, error in errors.items()]}
+def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request) -> dict:
+    """Groups the client may not DELETE are answered GROUP_AUTHORIZATION_FAILED and kept."""
+    names = list(dict.fromkeys(request.body.groups_names))
+    deletable = authorization.filter_authorized(request, AclOperation.DELETE, ResourceType.GROUP, names)
+    errors = group_coordinator.coordinator.delete_groups([g for g in names if g in deletable])
+    refused = [{"group_id": g, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED} for g in names if g not in deletable]
+    return {"results": [{"group_id": group_id, "error_code": error} for group_id, error in errors.items()] + refused}

@@ -7,15 +7,22 @@ every operation on a group is allowed, so the requested authorized operations ar
 
 from __future__ import annotations
 
-from odradek.broker.authorization import GROUP_OPERATIONS, authorized_operations
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.protocol.api import Request
+from odradek.protocol.errors import ErrorCode
 
-def handle(group_coordinator: CoordinatorRuntime, request: Request) -> dict:
+def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request) -> dict:
+    """Groups the client may not DESCRIBE are answered GROUP_AUTHORIZATION_FAILED, before the others (as Kafka)."""
     body = request.body
     coordinator = group_coordinator.coordinator
+    refused = []
     groups = []
     for group_id in body.groups:
+        if not authorization.authorize(request, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            refused.append({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": group_id, "group_state": "", "protocol_type": "", "protocol_data": "", "members": []})
+            continue
         error, summary = coordinator.describe_group(group_id)
         groups.append(
             {
@@ -35,7 +42,7 @@ def handle(group_coordinator: CoordinatorRuntime, request: Request) -> dict:
                     }
                     for m in summary.members
                 ],
-                "authorized_operations": authorized_operations(GROUP_OPERATIONS, body.include_authorized_operations),
+                "authorized_operations": authorization.authorized_operations(request, ResourceType.GROUP, group_id, body.include_authorized_operations),
             }
         )
-    return {"groups": groups}
+    return {"groups": refused + groups}

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.request_context import listener_name
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
@@ -38,13 +40,24 @@ def _locate(coordinators: dict[str, Any], key_type: int, key: str, listener: str
     return error, message, (broker.node_id, *endpoint)
 
 
-def handle(coordinators: dict[str, Any], request: Request) -> dict:
+_DESCRIBED_AS = {0: (ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED), 1: (ResourceType.TRANSACTIONAL_ID, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
+"""Finding a group's (transactional id's) coordinator needs DESCRIBE on the group (transactional id)."""
+
+
+def _locate_authorized(coordinators: dict[str, Any], authorization: Authorization, request: Request, key_type: int, key: str) -> tuple[ErrorCode, str | None, tuple[int, str, int]]:
+    resource = _DESCRIBED_AS.get(key_type)
+    if resource is not None and not authorization.authorize(request, AclOperation.DESCRIBE, resource[0], key):
+        return resource[1], resource[1].message, NO_NODE
+    return _locate(coordinators, key_type, key, listener_name(request))
+
+
+def handle(coordinators: dict[str, Any], authorization: Authorization, request: Request) -> dict:
     body = request.body
     if request.header.api_version < 4:
-        error, message, (node_id, host, port) = _locate(coordinators, body.key_type, body.key, listener_name(request))
+        error, message, (node_id, host, port) = _locate_authorized(coordinators, authorization, request, body.key_type, body.key)
         return {"error_code": error, "error_message": message, "node_id": node_id, "host": host, "port": port}
     answers = []
     for key in body.coordinator_keys:
-        error, message, (node_id, host, port) = _locate(coordinators, body.key_type, key, listener_name(request))
+        error, message, (node_id, host, port) = _locate_authorized(coordinators, authorization, request, body.key_type, key)
         answers.append({"key": key, "node_id": node_id, "host": host, "port": port, "error_code": error, "error_message": message})
     return {"coordinators": answers}

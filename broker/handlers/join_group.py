@@ -9,17 +9,35 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.broker.group import JoinResult
 from odradek.broker.group_coordinator import JoinRequest
 from odradek.broker.group_requests import client_host
 from odradek.protocol.api import Request
+from odradek.protocol.errors import ErrorCode
 
 
-def handle(group_coordinator: CoordinatorRuntime, request: Request) -> Any:
+def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request) -> Any:
     body = request.body
     version = request.header.api_version
     runtime = group_coordinator
+
+    def response(result: JoinResult) -> dict:
+        return {
+            "error_code": result.error,
+            "generation_id": result.generation_id,
+            "protocol_type": result.protocol_type,
+            "protocol_name": result.protocol_name if version >= 7 else (result.protocol_name or ""),
+            "leader": result.leader_id,
+            "skip_assignment": result.skip_assignment,
+            "member_id": result.member_id,
+            "members": [{"member_id": m, "group_instance_id": i, "metadata": md} for m, i, md in result.members],
+        }
+
+    if not authorization.authorize(request, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return response(JoinResult("", ErrorCode.GROUP_AUTHORIZATION_FAILED))
     join = JoinRequest(
         group_id=body.group_id,
         member_id=body.member_id,
@@ -34,17 +52,5 @@ def handle(group_coordinator: CoordinatorRuntime, request: Request) -> Any:
         support_skipping_assignment=version >= 9,
         reason=body.reason,
     )
-
-    def response(result: JoinResult) -> dict:
-        return {
-            "error_code": result.error,
-            "generation_id": result.generation_id,
-            "protocol_type": result.protocol_type,
-            "protocol_name": result.protocol_name if version >= 7 else (result.protocol_name or ""),
-            "leader": result.leader_id,
-            "skip_assignment": result.skip_assignment,
-            "member_id": result.member_id,
-            "members": [{"member_id": m, "group_instance_id": i, "metadata": md} for m, i, md in result.members],
-        }
 
     return runtime.respond(runtime.coordinator.join_group(join), response)

@@ -6,15 +6,19 @@ group-level one.
 
 from __future__ import annotations
 
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.broker.group_coordinator import LeavingMember
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 
-def handle(group_coordinator: CoordinatorRuntime, request: Request) -> dict:
+def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request) -> dict:
     body = request.body
     version = request.header.api_version
+    if not authorization.authorize(request, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []}
     if version < 3:
         leaving = [LeavingMember(body.member_id)]
     else:

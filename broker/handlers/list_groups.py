@@ -3,14 +3,20 @@
 
 from __future__ import annotations
 
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.broker.group_coordinator import CLASSIC_GROUP_TYPE
 from odradek.protocol.api import Request
 
 
-def handle(group_coordinator: CoordinatorRuntime, request: Request) -> dict:
+def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request) -> dict:
+    """All groups with DESCRIBE on the cluster; otherwise only those the client may DESCRIBE (as Kafka)."""
     body = request.body
     error, groups = group_coordinator.coordinator.list_groups(list(body.states_filter), list(body.types_filter))
+    if not authorization.authorize(request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False):
+        visible = authorization.filter_authorized(request, AclOperation.DESCRIBE, ResourceType.GROUP, {g.group_id for g in groups}, log_denied=False)
+        groups = [g for g in groups if g.group_id in visible]
     return {
         "error_code": error,
         "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state, "group_type": CLASSIC_GROUP_TYPE} for g in groups],

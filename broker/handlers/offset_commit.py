@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.broker.group_metadata_records import OffsetAndMetadata
 from odradek.broker.group_requests import partition_exists
@@ -20,8 +22,12 @@ DEFAULT_TIMESTAMP = -1
 DEFAULT_RETENTION_TIME = -1
 
 
-def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, request: Request) -> Any:
+def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, authorization: Authorization, request: Request) -> Any:
     body = request.body
+    if not authorization.authorize(request, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        return {"topics": [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": error} for p in t.partitions]} for t in body.topics]}
+    readable = authorization.filter_authorized(request, AclOperation.READ, ResourceType.TOPIC, {t.name for t in body.topics})
     runtime = group_coordinator
     now = runtime.coordinator.clock()  # the clock offset expiry compares these timestamps with
     expire = None if body.retention_time_ms == DEFAULT_RETENTION_TIME else now + body.retention_time_ms
@@ -32,6 +38,9 @@ def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, reque
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
             order.append(tp)
+            if topic.name not in readable:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if not partition_exists(metadata, *tp):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue

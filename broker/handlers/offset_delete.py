@@ -6,6 +6,8 @@ to (the others answer GROUP_SUBSCRIBED_TO_TOPIC); other groups with members refu
 
 from __future__ import annotations
 
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.broker.group_requests import partition_exists
 from odradek.controller.metadata import MetadataImage
@@ -13,14 +15,21 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 
-def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, request: Request) -> dict:
+def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, authorization: Authorization, request: Request) -> dict:
+    """Needs DELETE on the group (else GROUP_AUTHORIZATION_FAILED) and READ on each topic (else its
+    partitions get TOPIC_AUTHORIZATION_FAILED), as Kafka."""
     body = request.body
+    if not authorization.authorize(request, AclOperation.DELETE, ResourceType.GROUP, body.group_id):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "topics": []}
+    readable = authorization.filter_authorized(request, AclOperation.READ, ResourceType.TOPIC, {t.name for t in body.topics})
     errors: dict[tuple[str, int], ErrorCode] = {}
     known = []
     for topic in body.topics:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if partition_exists(metadata, *tp):
+            if topic.name not in readable:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif partition_exists(metadata, *tp):
                 known.append(tp)
             else:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

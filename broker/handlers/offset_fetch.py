@@ -8,28 +8,46 @@ carries it.
 
 from __future__ import annotations
 
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 
-def _fetch(group_coordinator: CoordinatorRuntime, group_id: str, topics: list | None, require_stable: bool) -> tuple[ErrorCode, list[dict]]:
+def _fetch(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request, group_id: str, topics: list | None, require_stable: bool) -> tuple[ErrorCode, list[dict]]:
+    """Kafka's authorization: DESCRIBE on the group, and offsets only of topics the client may DESCRIBE
+    (others asked for by name answered TOPIC_AUTHORIZATION_FAILED, after the rest; left out of "all")."""
+    if not authorization.authorize(request, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
+    refused = []
+    if topics is not None:
+        describable = authorization.filter_authorized(request, AclOperation.DESCRIBE, ResourceType.TOPIC, {t.name for t in topics})
+        refused = [t for t in topics if t.name not in describable]
+        topics = [t for t in topics if t.name in describable]
     partitions = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     error, offsets = group_coordinator.coordinator.fetch_offsets(group_id, require_stable, partitions)
     if error != ErrorCode.NONE:
         return error, []
+    if topics is None:
+        describable = authorization.filter_authorized(request, AclOperation.DESCRIBE, ResourceType.TOPIC, {topic for topic, _ in offsets})
+        offsets = {tp: r for tp, r in offsets.items() if tp[0] in describable}
     by_topic: dict[str, list[dict]] = {}
     for (topic, index), r in offsets.items():
         by_topic.setdefault(topic, []).append(
             {"partition_index": index, "committed_offset": r.offset, "committed_leader_epoch": r.leader_epoch, "metadata": r.metadata, "error_code": r.error}
         )
-    return ErrorCode.NONE, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+    denied = [
+        {"name": t.name, "partitions": [{"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "", "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED} for p in t.partition_indexes]}
+        for t in refused
+    ]
+    return ErrorCode.NONE, [{"name": name, "partitions": parts} for name, parts in by_topic.items()] + denied
 
 
-def handle(group_coordinator: CoordinatorRuntime, request: Request) -> dict:
+def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request) -> dict:
     body = request.body
     if request.header.api_version < 8:
-        error, topics = _fetch(group_coordinator, body.group_id, body.topics, body.require_stable)
+        error, topics = _fetch(group_coordinator, authorization, request, body.group_id, body.topics, body.require_stable)
         if error != ErrorCode.NONE and request.header.api_version < 2 and body.topics:
             # v0-v1 have no group-level error field: Kafka puts the error on every partition asked for.
             topics = [
@@ -39,6 +57,6 @@ def handle(group_coordinator: CoordinatorRuntime, request: Request) -> dict:
         return {"error_code": error, "topics": topics}
     groups = []
     for group in body.groups:
-        error, topics = _fetch(group_coordinator, group.group_id, group.topics, body.require_stable)
+        error, topics = _fetch(group_coordinator, authorization, request, group.group_id, group.topics, body.require_stable)
         groups.append({"group_id": group.group_id, "error_code": error, "topics": topics})
     return {"groups": groups}

@@ -15,7 +15,8 @@ from odradek import Broker
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 GRANTED, HIDDEN, DESCRIBED = "matrix-granted", "matrix-hidden", "matrix-described"
-"""alice may read and write GRANTED, only describe DESCRIBED, and nothing on HIDDEN; bob nothing at all."""
+"""alice may read and write GRANTED, only describe DESCRIBED, and nothing on HIDDEN, and use the group
+matrix-alice; bob may do nothing at all."""
 
 
 def free_port() -> int:
@@ -44,7 +45,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
         grants = [
             AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice", "*", op, AclPermissionType.ALLOW)
             for topic, op in ((GRANTED, AclOperation.READ), (GRANTED, AclOperation.WRITE), (DESCRIBED, AclOperation.DESCRIBE))
-        ]
+        ] + [AclBinding(ResourceType.GROUP, "matrix-alice", ResourcePatternType.LITERAL, "User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)]
         for f in admin.create_acls(grants).values():
             f.result(10)
         yield b
@@ -109,5 +110,60 @@ def test_fetch_needs_read_on_the_topic(broker, user, topic, outcome) -> None:
             assert message is not None and message.error() is not None and message.error().code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
         else:
             assert message is None or message.error() is not None
+    finally:
+        consumer.close()
+
+
+def grant(broker: Broker, *bindings: AclBinding) -> None:
+    admin = AdminClient(client("admin", broker))
+    for f in admin.create_acls(list(bindings)).values():
+        f.result(10)
+
+
+def group_acl(group: str, op: AclOperation) -> AclBinding:
+    return AclBinding(ResourceType.GROUP, group, ResourcePatternType.LITERAL, "User:alice", "*", op, AclPermissionType.ALLOW)
+
+
+def test_a_consumer_group_needs_read_on_the_group(broker) -> None:
+    """Without READ on the group, joining is refused (GROUP_AUTHORIZATION_FAILED); with it alice consumes
+    and commits, and with DESCRIBE on the group sees its offsets."""
+    assert produce("admin", broker, GRANTED) is None
+    settings = {"enable.auto.commit": False, "auto.offset.reset": "earliest", "session.timeout.ms": 6000}
+
+    refused = Consumer(client("alice", broker, **{"group.id": "matrix-closed", **settings}))
+    try:
+        refused.subscribe([GRANTED])
+        message = refused.poll(10)
+        assert message is not None and message.error() is not None and message.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    finally:
+        refused.close()
+
+    grant(broker, group_acl("matrix-open", AclOperation.READ))
+    consumer = Consumer(client("alice", broker, **{"group.id": "matrix-open", **settings}))
+    try:
+        consumer.subscribe([GRANTED])
+        message = consumer.poll(15)
+        assert message is not None and message.error() is None
+        consumer.commit(message, asynchronous=False)
+        committed = consumer.committed([TopicPartition(GRANTED, 0)], timeout=10)
+        assert committed[0].offset == message.offset() + 1
+    finally:
+        consumer.close()
+
+
+def test_groups_are_listed_and_described_only_with_describe(broker) -> None:
+    admin = AdminClient(client("admin", broker))
+    settings = {"enable.auto.commit": False, "auto.offset.reset": "earliest"}
+    consumer = Consumer(client("admin", broker, **{"group.id": "matrix-secret-group", **settings}))
+    try:
+        consumer.subscribe([GRANTED])
+        consumer.poll(10)
+        assert "matrix-secret-group" in {g.group_id for g in admin.list_consumer_groups().result(10).valid}
+        bob = AdminClient(client("bob", broker))
+        assert "matrix-secret-group" not in {g.group_id for g in bob.list_consumer_groups().result(10).valid}
+        [future] = bob.describe_consumer_groups(["matrix-secret-group"]).values()
+        with pytest.raises(Exception) as refused:
+            future.result(10)
+        assert refused.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
     finally:
         consumer.close()
