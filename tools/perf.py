@@ -191,9 +191,10 @@ def produce(bootstrap: str, topic: str, num_records: int, record_size: int, *, a
     return PerfResult(num_records, num_records * record_size, seconds, latencies, cpu)
 
 
-def consume(bootstrap: str, topic: str, num_records: int, *, fetch_max_bytes: int = 52_428_800, broker_pid: int | None = None, timeout_ms: int = 10_000) -> PerfResult:
+def consume(bootstrap: str, topic: str, num_records: int, *, fetch_max_bytes: int = 52_428_800, broker_pid: int | None = None, timeout_ms: int = 10_000, extra: dict[str, Any] | None = None) -> PerfResult:
     """Read ``num_records`` from the start of every partition; fails after ``timeout_ms`` without a record,
-    as kafka-consumer-perf-test's ``--timeout`` (the longest wait between returned records)."""
+    as kafka-consumer-perf-test's ``--timeout`` (the longest wait between returned records). ``extra``: more
+    consumer settings (security, for instance)."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     consumer = Consumer(
@@ -206,6 +207,7 @@ def consume(bootstrap: str, topic: str, num_records: int, *, fetch_max_bytes: in
             "max.partition.fetch.bytes": fetch_max_bytes,
             "fetch.wait.max.ms": 100,
             "queued.max.messages.kbytes": 1_000_000,
+            **(extra or {}),
         }
     )
     try:
