@@ -4,7 +4,9 @@ The same scenario runs on both brokers: one transactional producer left with a t
 that committed; then the tool lists and describes them, shows the partition's producers, aborts the
 hanging transaction by its start offset (WriteTxnMarkers from the tool, with the coordinator epoch
 DescribeProducers reports) and shows the producers again. Both must print the same once what must differ
-is set aside: producer ids (allocated in blocks by each cluster), timestamps and durations.
+is set aside: producer ids (allocated in blocks by each cluster), timestamps and durations. Kafka's
+``kafka-dump-log --transaction-log-decoder`` then reads both brokers' ``__transaction_state`` segments and
+must find the same transitions, record sizes included: odradek writes Kafka's records byte for byte.
 
 Needs a Java runtime and ``make jvm-deps``; a missing one fails the tests.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import re
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import kafka_jvm
 import pytest
@@ -21,6 +24,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek import Broker
+from odradek.broker.coordinator.runtime import partition_for
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +83,28 @@ def scenario(bootstrap: str, names: dict[str, str]) -> list[tuple[str, int, list
     return printed
 
 
-def test_kafka_transactions_prints_what_kafka_prints(broker: Broker, real_kafka) -> None:
+TRANSACTION_STATE_PARTITIONS = 50
+
+
+def transaction_log(log_dir: Path, transactional_ids: tuple[str, ...]) -> list[str]:
+    """The records of ``transactional_ids`` in their ``__transaction_state`` partitions, as Kafka's dump tool
+    decodes them, with what differs between clusters (offsets, times, producer ids) set aside."""
+    partitions = sorted({partition_for(t, TRANSACTION_STATE_PARTITIONS) for t in transactional_ids})
+    segments = ",".join(str(log_dir / f"__transaction_state-{p}" / "00000000000000000000.log") for p in partitions)
+    done = kafka_jvm.run_tool("kafka-dump-log", "--transaction-log-decoder", "--files", segments)
+    assert done.returncode == 0, done.stderr
+    lines = []
+    for transactional_id in transactional_ids:
+        for line in done.stdout.splitlines():
+            if f"transactionalId={transactional_id} " in line:
+                line = re.sub(r"(offset|CreateTime|producerId):\s?-?\d+", r"\1:<v>", line)
+                lines.append(re.sub(r"txnLastUpdateTimestamp=\d+", "txnLastUpdateTimestamp=<v>", line))
+    return lines
+
+
+def test_kafka_transactions_and_dump_log_print_what_they_print_on_kafka(broker: Broker, real_kafka) -> None:
+    if real_kafka.broker is None:
+        pytest.fail("the real Kafka's log directory is needed (ODRADEK_COMPAT_KAFKA points at a Kafka this run did not start)", pytrace=False)
     suffix = uuid.uuid4().hex[:8]
     names = {"topic": f"txn-tool-{suffix}", "open": f"open-{suffix}", "done": f"done-{suffix}", "missing": f"missing-{suffix}"}
     with ThreadPoolExecutor(2) as pool:
@@ -87,3 +112,9 @@ def test_kafka_transactions_prints_what_kafka_prints(broker: Broker, real_kafka)
         ours, theirs = ours.result(), theirs.result()
     for mine, kafka in zip(ours, theirs, strict=True):
         assert mine == kafka, f"`kafka-transactions {mine[0]}` printed differently on odradek (left) and Kafka (right)"
+
+    ids = (names["open"], names["done"])
+    with ThreadPoolExecutor(2) as pool:
+        ours_log, theirs_log = pool.map(lambda log_dir: transaction_log(log_dir, ids), [broker.log_dir, real_kafka.broker.log_dir])
+    assert any("state=CompleteCommit" in line for line in ours_log)
+    assert ours_log == theirs_log
