@@ -9,6 +9,8 @@ As with DeleteTopics, ``timeout_ms <= 0`` answers REQUEST_TIMED_OUT for partitio
 from __future__ import annotations
 
 from collections import Counter
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.new_logs import make_logs
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.controller.embedded import EmbeddedController
@@ -16,15 +18,19 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 
-async def handle(controller: EmbeddedController, replica_manager: ReplicaManager, request: Request) -> dict:
+async def handle(controller: EmbeddedController, replica_manager: ReplicaManager, authorization: Authorization, request: Request) -> dict:
+    """Needs ALTER on each topic, else TOPIC_AUTHORIZATION_FAILED with Kafka's message."""
     body = request.body
     counts = Counter(t.name for t in body.topics)
+    alterable = authorization.filter_authorized(request, AclOperation.ALTER, ResourceType.TOPIC, {t.name for t in body.topics if counts[t.name] == 1})
     results = []
     for t in body.topics:
         result = {"name": t.name, "error_code": ErrorCode.NONE, "error_message": None}
         try:
             if counts[t.name] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+            if t.name not in alterable:
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "The topic authorization is failed.")
             assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
             planned = controller.plan_partitions(t.name, t.count, assignments)
             if not body.validate_only:

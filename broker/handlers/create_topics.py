@@ -1,6 +1,8 @@
 """CreateTopics: names, partitions, replication factors or explicit assignments, configs, validate-only.
 
 A topic's logs are made off the event loop before the controller publishes it (:mod:`odradek.broker.new_logs`).
+Creating needs CREATE on the cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED), and seeing the new
+topic's configs and layout DESCRIBE_CONFIGS on it (else its topic config error is TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.broker.handlers.describe_configs import topic_config_entries
 from odradek.broker.new_logs import make_logs
 from odradek.controller.embedded import check_batch_size
@@ -26,12 +29,21 @@ async def handle(server: "KafkaServer", request: Request) -> dict:
         check_batch_size(sum(1 + _partition_count(server, t) + len(t.configs) for t in body.topics))
     except KafkaError as exc:
         return {"topics": [_result(t.name, exc) for t in body.topics]}
+    authorization = server.authorization
+    names = set(counts)
+    if authorization.authorize(request, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False):
+        creatable = names
+    else:
+        creatable = authorization.filter_authorized(request, AclOperation.CREATE, ResourceType.TOPIC, names)
+    describable = authorization.filter_authorized(request, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names, log_denied=False)
     results = []
     for t in body.topics:
         result = _result(t.name)
         try:
             if counts[t.name] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Create topics request from client contains duplicate topic names.")
+            if t.name not in creatable:
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             nulls = [c.name for c in t.configs if c.value is None]
             if nulls and t.name not in server.metadata.topics:
                 # Kafka checks this right after "already exists", before anything else about the topic.
@@ -43,6 +55,10 @@ async def handle(server: "KafkaServer", request: Request) -> dict:
                 await _make_logs_reserving_name(server, topic)
                 topic = server.create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments, topic_id=topic.topic_id)
             state = next(iter(topic.partitions.values()))
+            if t.name not in describable:
+                result.update(topic_id=topic.topic_id, topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                results.append(result)
+                continue
             result.update(
                 topic_id=topic.topic_id,
                 num_partitions=len(topic.partitions),

@@ -9,6 +9,8 @@ offset is the low watermark every replica has reached.
 
 from __future__ import annotations
 
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.controller.metadata import MetadataImage
 from odradek.protocol.api import Request
@@ -25,12 +27,18 @@ def delete_records(metadata: MetadataImage, replica_manager: ReplicaManager, top
     return replica_manager.delete_records(topic_name, index, offset)
 
 
-def handle(metadata: MetadataImage, replica_manager: ReplicaManager, request: Request) -> dict:
+def handle(metadata: MetadataImage, replica_manager: ReplicaManager, authorization: Authorization, request: Request) -> dict:
+    """Needs DELETE on each topic, else its partitions are answered TOPIC_AUTHORIZATION_FAILED (Kafka)."""
+    deletable = authorization.filter_authorized(request, AclOperation.DELETE, ResourceType.TOPIC, {t.name for t in request.body.topics})
     topics = []
     for t in request.body.topics:
         partitions = []
         for p in t.partitions:
             entry = {"partition_index": p.partition_index, "low_watermark": INVALID_LOW_WATERMARK, "error_code": ErrorCode.NONE}
+            if t.name not in deletable:
+                entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                partitions.append(entry)
+                continue
             try:
                 entry["low_watermark"] = delete_records(metadata, replica_manager, t.name, p.partition_index, p.offset)
             except KafkaError as exc:

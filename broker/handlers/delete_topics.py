@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import uuid
 
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.config import BrokerConfig
 from odradek.controller.embedded import EmbeddedController
 from odradek.controller.metadata import MetadataImage
@@ -32,7 +34,7 @@ def _result(name: str | None, topic_id: uuid.UUID, code: ErrorCode, message: str
     return {"name": name, "topic_id": topic_id, "error_code": code, "error_message": message}
 
 
-def handle(metadata: MetadataImage, config: BrokerConfig, controller: EmbeddedController, request: Request) -> dict:
+def handle(metadata: MetadataImage, config: BrokerConfig, controller: EmbeddedController, authorization: Authorization, request: Request) -> dict:
     requested = _requested(request)
     if not config["delete.topic.enable"]:
         code = ErrorCode.INVALID_REQUEST if request.header.api_version < 3 else ErrorCode.TOPIC_DELETION_DISABLED
@@ -44,6 +46,8 @@ def handle(metadata: MetadataImage, config: BrokerConfig, controller: EmbeddedCo
     image = metadata
     results = []
     to_delete: dict[str, list[dict]] = {}
+    names = {n for n, _ in requested if n is not None} | {t.name for _, i in requested if i != ZERO_UUID and (t := image.topic_by_id(i)) is not None}
+    deletable = authorization.filter_authorized(request, AclOperation.DELETE, ResourceType.TOPIC, names)
     for name, topic_id in requested:
         if topic_id != ZERO_UUID:
             topic = image.topic_by_id(topic_id)
@@ -51,6 +55,13 @@ def handle(metadata: MetadataImage, config: BrokerConfig, controller: EmbeddedCo
                 results.append(_result(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID))
                 continue
             name = topic.name
+            if not authorization.authorize(request, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                # Kafka does not tell a client that may not describe the topic its name.
+                results.append(_result(None, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
+        if name not in deletable:
+            results.append(_result(name, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            continue
         if name not in image.topics:
             results.append(_result(name, topic_id, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             continue

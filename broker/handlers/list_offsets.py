@@ -7,16 +7,25 @@ it). ``latest`` is the high watermark, or the last stable offset for READ_COMMIT
 
 from __future__ import annotations
 
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 
-def handle(replica_manager: ReplicaManager, request: Request) -> dict:
+def handle(replica_manager: ReplicaManager, authorization: Authorization, request: Request) -> dict:
+    """Topics the client may not DESCRIBE are answered TOPIC_AUTHORIZATION_FAILED, after the others (Kafka)."""
     body = request.body
     version = request.header.api_version
+    describable = authorization.filter_authorized(request, AclOperation.DESCRIBE, ResourceType.TOPIC, {t.name for t in body.topics})
     topics = []
+    refused = []
     for t in body.topics:
+        if t.name not in describable:
+            error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            refused.append({"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": error, "timestamp": -1, "offset": -1, "leader_epoch": -1} for p in t.partitions]})
+            continue
         partitions = []
         for p in t.partitions:
             entry = {"partition_index": p.partition_index, "error_code": ErrorCode.NONE, "timestamp": -1, "offset": -1, "leader_epoch": -1}
@@ -29,4 +38,4 @@ def handle(replica_manager: ReplicaManager, request: Request) -> dict:
                 entry["error_code"] = exc.code
             partitions.append(entry)
         topics.append({"name": t.name, "partitions": partitions})
-    return {"topics": topics}
+    return {"topics": topics + refused}

@@ -3,18 +3,32 @@
 Consumers (Java client) validate their position with it after metadata changes, and followers truncate
 with it; the answer must be the true end offset of the requested epoch (the start offset of the next
 higher epoch, or the log end offset for the current one), or clients report truncation.
+
+Followers need CLUSTER_ACTION; consumers (KIP-320) DESCRIBE on the topic, else its partitions are answered
+TOPIC_AUTHORIZATION_FAILED after the others.
 """
 
 from __future__ import annotations
 
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 
-def handle(replica_manager: ReplicaManager, request: Request) -> dict:
+def handle(replica_manager: ReplicaManager, authorization: Authorization, request: Request) -> dict:
+    names = {t.topic for t in request.body.topics}
+    if authorization.authorize(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False):
+        describable = names
+    else:
+        describable = authorization.filter_authorized(request, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     topics = []
+    refused = []
     for t in request.body.topics:
+        if t.topic not in describable:
+            refused.append({"topic": t.topic, "partitions": [{"partition": p.partition, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "leader_epoch": -1, "end_offset": -1} for p in t.partitions]})
+            continue
         partitions = []
         for p in t.partitions:
             entry = {"partition": p.partition, "error_code": ErrorCode.NONE, "leader_epoch": -1, "end_offset": -1}
@@ -25,4 +39,4 @@ def handle(replica_manager: ReplicaManager, request: Request) -> dict:
                 entry["error_code"] = exc.code
             partitions.append(entry)
         topics.append({"topic": t.topic, "partitions": partitions})
-    return {"topics": topics}
+    return {"topics": topics + refused}

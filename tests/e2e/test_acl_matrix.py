@@ -167,3 +167,41 @@ def test_groups_are_listed_and_described_only_with_describe(broker) -> None:
         assert refused.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
     finally:
         consumer.close()
+
+
+def test_creating_and_deleting_topics_needs_create_and_delete(broker) -> None:
+    bob = AdminClient(client("bob", broker))
+    [created] = bob.create_topics([NewTopic("matrix-bobs", 1, 1)]).values()
+    with pytest.raises(Exception) as refused:
+        created.result(10)
+    assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    [deleted] = bob.delete_topics([GRANTED]).values()
+    with pytest.raises(Exception) as refused:
+        deleted.result(10)
+    assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert GRANTED in AdminClient(client("admin", broker)).list_topics(timeout=10).topics
+
+    grant(broker, AclBinding(ResourceType.TOPIC, "matrix-alices-", ResourcePatternType.PREFIXED, "User:alice", "*", AclOperation.CREATE, AclPermissionType.ALLOW))
+    alice = AdminClient(client("alice", broker))
+    [created] = alice.create_topics([NewTopic("matrix-alices-own", 1, 1)]).values()
+    created.result(10)
+    [refused_elsewhere] = alice.create_topics([NewTopic("matrix-elsewhere", 1, 1)]).values()
+    with pytest.raises(Exception) as refused:
+        refused_elsewhere.result(10)
+    assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_list_offsets_needs_describe(broker) -> None:
+    """alice may describe DESCRIBED, so a consumer may look up its offsets; bob may not."""
+    assert produce("admin", broker, DESCRIBED) is None
+    for user, allowed in (("alice", True), ("bob", False)):
+        consumer = Consumer(client(user, broker, **{"group.id": "matrix-alice"}))
+        try:
+            if allowed:
+                low, high = consumer.get_watermark_offsets(TopicPartition(DESCRIBED, 0), timeout=10)
+                assert high >= 1
+            else:
+                with pytest.raises(Exception):
+                    consumer.get_watermark_offsets(TopicPartition(DESCRIBED, 0), timeout=5)
+        finally:
+            consumer.close()
