@@ -783,63 +783,62 @@ class GroupCoordinator:
         """Every group this broker coordinates (a snapshot)."""
         return {group_id: group for shard in self.runtime.shards() for group_id, group in shard.groups.items()}
 
-    def _validate_group_status(self, group_id: str | None, api: ApiKey) -> ErrorCode | None:
+    def _route(self, group_id: str | None, api: ApiKey) -> tuple[ErrorCode | None, int]:
+        """The group's partition, and why its shard cannot serve ``api`` (None when it can)."""
         if group_id is None or (not group_id and api not in GROUP_ID_MAY_BE_EMPTY):
-            return ErrorCode.INVALID_GROUP_ID
-        return self.runtime.status(self.partition_for(group_id))
-
-    def _shard(self, group_id: str) -> GroupCoordinatorShard:
-        return self.runtime.shard(self.partition_for(group_id))
+            return ErrorCode.INVALID_GROUP_ID, -1
+        partition = self.partition_for(group_id)
+        return self.runtime.status(partition), partition
 
     # -- membership -----------------------------------------------------------------------------------------
 
     def join_group(self, req: JoinRequest) -> Deferred[JoinResult]:
-        error = self._validate_group_status(req.group_id, ApiKey.JoinGroup)
+        error, partition = self._route(req.group_id, ApiKey.JoinGroup)
         if error is not None:
             return Deferred.completed(JoinResult(req.member_id, error))
-        return self._shard(req.group_id).join_group(req)
+        return self.runtime.shard(partition).join_group(req)
 
     def sync_group(self, group_id: str, generation_id: int, member_id: str, protocol_type: str | None, protocol_name: str | None, group_instance_id: str | None, assignments: dict[str, bytes]) -> Deferred[SyncResult]:
-        error = self._validate_group_status(group_id, ApiKey.SyncGroup)
+        error, partition = self._route(group_id, ApiKey.SyncGroup)
         if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             # The rebalance in flight was lost with the old coordinator: have the member rejoin.
             error = ErrorCode.REBALANCE_IN_PROGRESS
         if error is not None:
             return Deferred.completed(SyncResult(error))
-        return self._shard(group_id).sync_group(group_id, generation_id, member_id, protocol_type, protocol_name, group_instance_id, assignments)
+        return self.runtime.shard(partition).sync_group(group_id, generation_id, member_id, protocol_type, protocol_name, group_instance_id, assignments)
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> ErrorCode:
-        error = self._validate_group_status(group_id, ApiKey.Heartbeat)
+        error, partition = self._route(group_id, ApiKey.Heartbeat)
         if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             return ErrorCode.NONE  # the group is still loading: answer blindly
         if error is not None:
             return error
-        return self._shard(group_id).heartbeat(group_id, member_id, group_instance_id, generation_id)
+        return self.runtime.shard(partition).heartbeat(group_id, member_id, group_instance_id, generation_id)
 
     def leave_group(self, group_id: str, leaving: list[LeavingMember]) -> tuple[ErrorCode, list[tuple[LeavingMember, ErrorCode]]]:
-        error = self._validate_group_status(group_id, ApiKey.LeaveGroup)
+        error, partition = self._route(group_id, ApiKey.LeaveGroup)
         if error is not None:
             return error, []
-        return self._shard(group_id).leave_group(group_id, leaving)
+        return self.runtime.shard(partition).leave_group(group_id, leaving)
 
     # -- offsets --------------------------------------------------------------------------------------------
 
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata]) -> Deferred[dict[TopicPartition, ErrorCode]]:
-        error = self._validate_group_status(group_id, ApiKey.OffsetCommit)
+        error, partition = self._route(group_id, ApiKey.OffsetCommit)
         if error is not None:
             return Deferred.completed({tp: error for tp in offsets})
-        return self.runtime.write(self.partition_for(group_id), lambda shard: shard.commit_offsets(group_id, member_id, group_instance_id, generation_id, offsets))
+        return self.runtime.write(partition, lambda shard: shard.commit_offsets(group_id, member_id, group_instance_id, generation_id, offsets))
 
     def commit_transactional_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str, group_instance_id: str | None, generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata]) -> Deferred[dict[TopicPartition, ErrorCode]]:
         """TxnOffsetCommit (Kafka's ``handleTxnCommitOffsets``): written as the producer's transactional
         batch; the offsets stay pending (OffsetFetch with require_stable: UNSTABLE_OFFSET_COMMIT) until
         :meth:`complete_transaction` brings the producer's marker. The caller checks the producer and its
         transaction first (the transaction coordinator's verification)."""
-        error = self._validate_group_status(group_id, ApiKey.TxnOffsetCommit)
+        error, partition = self._route(group_id, ApiKey.TxnOffsetCommit)
         if error is not None:
             return Deferred.completed({tp: error for tp in offsets})
         producer = Producer(producer_id, producer_epoch)
-        return self.runtime.write(self.partition_for(group_id), lambda shard: shard.commit_offsets(group_id, member_id, group_instance_id, generation_id, offsets, producer))
+        return self.runtime.write(partition, lambda shard: shard.commit_offsets(group_id, member_id, group_instance_id, generation_id, offsets, producer))
 
     def complete_transaction(self, producer_id: int, producer_epoch: int, offsets_partitions: Iterable[int], committed: bool) -> None:
         """The producer's COMMIT or ABORT marker is written to these ``__consumer_offsets`` partitions
@@ -850,16 +849,16 @@ class GroupCoordinator:
     def fetch_offsets(self, group_id: str, require_stable: bool, partitions: list[TopicPartition] | None) -> tuple[ErrorCode, dict[TopicPartition, OffsetFetchResult]]:
         """Committed offsets regardless of the group's state: a group may use Kafka for offsets only.
         ``partitions`` None means every partition the group has an offset for."""
-        error = self._validate_group_status(group_id, ApiKey.OffsetFetch)
+        error, partition = self._route(group_id, ApiKey.OffsetFetch)
         if error is not None:
             return error, {}
-        return ErrorCode.NONE, self._shard(group_id).fetch_offsets(group_id, require_stable, partitions)
+        return ErrorCode.NONE, self.runtime.shard(partition).fetch_offsets(group_id, require_stable, partitions)
 
     def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
-        error = self._validate_group_status(group_id, ApiKey.OffsetDelete)
+        error, partition = self._route(group_id, ApiKey.OffsetDelete)
         if error is not None:
             return error, {}
-        return self._shard(group_id).delete_offsets(group_id, partitions)
+        return self.runtime.shard(partition).delete_offsets(group_id, partitions)
 
     # -- groups as a whole ----------------------------------------------------------------------------------
 
@@ -867,11 +866,11 @@ class GroupCoordinator:
         errors: dict[str, ErrorCode] = {}
         by_partition: dict[int, list[str]] = {}
         for group_id in dict.fromkeys(group_ids):
-            error = self._validate_group_status(group_id, ApiKey.DeleteGroups)
+            error, partition = self._route(group_id, ApiKey.DeleteGroups)
             if error is not None:
                 errors[group_id] = error
             else:
-                by_partition.setdefault(self.partition_for(group_id), []).append(group_id)
+                by_partition.setdefault(partition, []).append(group_id)
         for partition, ids in by_partition.items():
             errors.update(self.runtime.shard(partition).delete_groups(ids))
         return {group_id: errors[group_id] for group_id in dict.fromkeys(group_ids)}
@@ -886,10 +885,10 @@ class GroupCoordinator:
         return error, [g.overview() for shard in self.runtime.shards() for g in shard.groups.values() if not wanted_states or g.state.value.lower() in wanted_states]
 
     def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:
-        error = self._validate_group_status(group_id, ApiKey.DescribeGroups)
+        error, partition = self._route(group_id, ApiKey.DescribeGroups)
         if error is not None:
             return error, EMPTY_GROUP
-        return ErrorCode.NONE, self._shard(group_id).describe_group(group_id)
+        return ErrorCode.NONE, self.runtime.shard(partition).describe_group(group_id)
 
 
 def offsets_topic(config: "BrokerConfig") -> CoordinatorTopic:

@@ -265,10 +265,10 @@ class CoordinatorRuntime(Generic[S]):
         return self._serving(partition).shard
 
     def _serving(self, partition: int) -> _Slot[S]:
-        error = self.status(partition)
-        if error is not None:
-            raise KafkaError(error)
-        return self._slots[partition]
+        slot = self._slots.get(partition)
+        if slot is not None and slot.state is ShardState.ACTIVE:
+            return slot
+        raise KafkaError(self.status(partition) or ErrorCode.NOT_COORDINATOR)
 
     def shards(self) -> Iterator[S]:
         """Every serving shard (ListGroups, a deleted topic's offsets, metrics)."""
