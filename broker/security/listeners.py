@@ -108,7 +108,11 @@ def listener_securities(config: BrokerConfig, credentials: CredentialStore) -> d
     for listener in config.listeners + config.advertised_listeners:
         if listener.name not in mapping:
             raise ConfigError(f"No security protocol defined for listener {listener.name}")
-    inter_broker_listener(config, mapping)
+    inter_broker = inter_broker_listener(config, mapping)
+    if mapping[inter_broker] in SASL_PROTOCOLS:
+        mechanism = config["sasl.mechanism.inter.broker.protocol"]
+        if mechanism not in config.for_listener(inter_broker, "sasl.enabled.mechanisms"):
+            raise ConfigError("sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms when SASL is used for inter-broker communication")
     for listener in config.listeners:
         protocol = mapping[listener.name]
         tls = None

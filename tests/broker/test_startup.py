@@ -41,10 +41,17 @@ def one_line_failure(result: subprocess.CompletedProcess) -> str:
     [
         (["listeners=SASL_PLAINTEXT://127.0.0.1:0", "security.inter.broker.protocol=SASL_PLAINTEXT"], "Listener SASL_PLAINTEXT: SASL mechanism GSSAPI is not implemented by odradek"),
         (
-            ["listeners=SASL_SSL://127.0.0.1:0", "security.inter.broker.protocol=SASL_SSL", "sasl.enabled.mechanisms=PLAIN", "ssl.keystore.type=PEM", "ssl.keystore.location=/nonexistent.pem"],
+            ["listeners=SASL_SSL://127.0.0.1:0", "security.inter.broker.protocol=SASL_SSL", "sasl.enabled.mechanisms=PLAIN", "sasl.mechanism.inter.broker.protocol=PLAIN", "ssl.keystore.type=PEM", "ssl.keystore.location=/nonexistent.pem"],
             "Listener SASL_SSL: failed to load the SSL keystore",
         ),
-        (["listeners=SASL_PLAINTEXT://127.0.0.1:0", "security.inter.broker.protocol=SASL_PLAINTEXT", "sasl.enabled.mechanisms=PLAIN"], "Listener SASL_PLAINTEXT: no JAAS configuration for SASL mechanism PLAIN"),
+        (
+            ["listeners=SASL_PLAINTEXT://127.0.0.1:0", "security.inter.broker.protocol=SASL_PLAINTEXT", "sasl.enabled.mechanisms=PLAIN", "sasl.mechanism.inter.broker.protocol=PLAIN"],
+            "Listener SASL_PLAINTEXT: no JAAS configuration for SASL mechanism PLAIN",
+        ),
+        (
+            ["listeners=SASL_PLAINTEXT://127.0.0.1:0", "security.inter.broker.protocol=SASL_PLAINTEXT", "sasl.enabled.mechanisms=PLAIN"],
+            "sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms when SASL is used for inter-broker communication",
+        ),
         (["listeners=SSL://127.0.0.1:0", "security.inter.broker.protocol=SSL"], "Listener SSL: ssl.keystore.type=JKS is not supported (Python's ssl reads PEM only)"),
         (["listeners=SSL://127.0.0.1:0", "security.inter.broker.protocol=SSL", "ssl.keystore.type=PEM"], "Listener SSL: an SSL listener needs ssl.keystore.location"),
         (
