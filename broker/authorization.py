@@ -11,16 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from odradek.broker.authorizer.acl import ANONYMOUS, SUPPORTED_OPERATIONS, AclOperation, ResourcePattern, ResourceType
+from odradek.broker.authorizer.acl import ANONYMOUS, CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourcePattern, ResourceType
 from odradek.broker.authorizer.acl_authorizer import AclAuthorizer, Session
 from odradek.protocol.api import Request
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-
-CLUSTER_OPERATIONS = SUPPORTED_OPERATIONS[ResourceType.CLUSTER]
-TOPIC_OPERATIONS = SUPPORTED_OPERATIONS[ResourceType.TOPIC]
-GROUP_OPERATIONS = SUPPORTED_OPERATIONS[ResourceType.GROUP]
-
 
 def authorized_operations(operations: frozenset[AclOperation], requested: bool = True) -> int:
     """The bitfield for ``operations``, or the omitted marker when the request did not ask for it."""
@@ -60,3 +55,11 @@ class Authorization:
         if self.authorizer is None or not requested:
             return authorized_operations(SUPPORTED_OPERATIONS[resource_type], requested)
         return authorized_operations(self.authorizer.authorized_operations(session_of(request), ResourcePattern(resource_type, name)))
+
+    def cluster_authorized_operations(self, request: Request, requested: bool) -> int:
+        """Metadata's and DescribeCluster's field: 0 for a client that may not DESCRIBE the cluster (Kafka)."""
+        if not requested:
+            return AUTHORIZED_OPERATIONS_OMITTED
+        if not self.authorize(request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+            return 0
+        return self.authorized_operations(request, ResourceType.CLUSTER, CLUSTER_NAME)

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from odradek.broker.config import BROKER_KEYS
 from odradek.broker.dynamic_config import DEFAULT_ENTITY
-from odradek.broker.handlers.describe_configs import ResourceType, resource_type_name
+from odradek.broker.authorizer.acl import AclOperation
+from odradek.broker.handlers.describe_configs import ResourceType, config_refusal, resource_type_name
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.config_types import ConfigError, ConfigKey, InvalidValueError
@@ -90,6 +91,9 @@ def alter_resources(server: "KafkaServer", request: Request, new_overrides: NewO
         try:
             if seen[resource.resource_type, resource.resource_name] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            refusal = config_refusal(server, request, resource.resource_type, resource.resource_name, AclOperation.ALTER_CONFIGS)
+            if refusal is not None:
+                raise KafkaError(refusal)
             _check_configs(resource.configs, null_allowed)
             if resource.resource_type == ResourceType.BROKER:
                 _alter_broker(server, resource.resource_name, resource.configs, new_overrides, body.validate_only)

@@ -2,15 +2,14 @@
 
 A broker serves the BROKER endpoint type (v1+); asking it for the CONTROLLER type is MISMATCHED_ENDPOINT_TYPE
 and an unknown type UNSUPPORTED_ENDPOINT_TYPE, as Kafka's ``AuthHelper.computeDescribeClusterResponse``.
-With no authorizer every cluster operation is allowed, so the authorized operations asked for are all of
-those a cluster resource supports.
+The cluster's authorized operations, when asked for, come from the authorizer (all of them without one).
 """
 
 from __future__ import annotations
 
 import enum
 
-from odradek.broker.authorization import CLUSTER_OPERATIONS, authorized_operations
+from odradek.broker.authorization import Authorization
 from odradek.broker.request_context import listener_name
 from odradek.controller.metadata import MetadataImage
 from odradek.protocol.api import Request
@@ -23,7 +22,7 @@ class EndpointType(enum.IntEnum):
     CONTROLLER = 2
 
 
-def handle(metadata: MetadataImage, request: Request) -> dict:
+def handle(metadata: MetadataImage, authorization: Authorization, request: Request) -> dict:
     body = request.body
     if body.endpoint_type != EndpointType.BROKER:
         if body.endpoint_type == EndpointType.CONTROLLER:
@@ -44,7 +43,5 @@ def handle(metadata: MetadataImage, request: Request) -> dict:
             for b in sorted(image.brokers.values(), key=lambda b: b.node_id)
             if (endpoint := b.endpoint(listener_name(request))) is not None
         ],
-        "cluster_authorized_operations": (
-            authorized_operations(CLUSTER_OPERATIONS, body.include_cluster_authorized_operations)
-        ),
+        "cluster_authorized_operations": authorization.cluster_authorized_operations(request, body.include_cluster_authorized_operations),
     }

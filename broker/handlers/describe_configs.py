@@ -21,6 +21,8 @@ import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable
 
+from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation
+from odradek.broker.authorizer.acl import ResourceType as AclResourceType
 from odradek.broker.config import BROKER_CONFIG, BROKER_KEYS
 from odradek.broker.dynamic_config import DYNAMIC_KEYS, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER, broker_config_synonyms
 from odradek.controller.metadata import topic_name_error
@@ -211,6 +213,17 @@ def resource_config_entries(server: "KafkaServer", resource_type: int, name: str
     raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {resource_type_name(resource_type)}")
 
 
+def config_refusal(server: "KafkaServer", request: Request, resource_type: int, name: str, operation: AclOperation) -> ErrorCode | None:
+    """Kafka's authorization of a config resource: broker (and logger) configs need ``operation`` on the
+    cluster, topic configs on the topic; None if allowed (or not a type these checks cover), else the error."""
+    if resource_type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER):
+        allowed = server.authorization.authorize(request, operation, AclResourceType.CLUSTER, CLUSTER_NAME)
+        return None if allowed else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    if resource_type == ResourceType.TOPIC:
+        return None if server.authorization.authorize(request, operation, AclResourceType.TOPIC, name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return None
+
+
 def _selected(entries: Iterable[DescribedConfig], keys: list[str] | None) -> list[DescribedConfig]:
     if not keys:
         return list(entries)
@@ -219,8 +232,10 @@ def _selected(entries: Iterable[DescribedConfig], keys: list[str] | None) -> lis
 
 
 def handle(server: "KafkaServer", request: Request) -> dict:
+    """Resources the client may not DESCRIBE_CONFIGS are answered after the others, as Kafka does."""
     body = request.body
     results = []
+    refused = []
     for resource in body.resources:
         result = {
             "error_code": ErrorCode.NONE,
@@ -229,10 +244,15 @@ def handle(server: "KafkaServer", request: Request) -> dict:
             "resource_name": resource.resource_name,
             "configs": [],
         }
+        refusal = config_refusal(server, request, resource.resource_type, resource.resource_name, AclOperation.DESCRIBE_CONFIGS)
+        if refusal is not None:
+            result.update(error_code=refusal, error_message=refusal.message)
+            refused.append(result)
+            continue
         try:
             entries = _selected(resource_config_entries(server, resource.resource_type, resource.resource_name), resource.configuration_keys)
             result["configs"] = [e.response(body.include_synonyms, body.include_documentation) for e in entries]
         except KafkaError as exc:
             result.update(error_code=exc.code, error_message=exc.message)
         results.append(result)
-    return {"results": results}
+    return {"results": results + refused}

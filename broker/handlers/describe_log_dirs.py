@@ -9,12 +9,16 @@ file system holding the directory.
 
 from __future__ import annotations
 
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 
-def handle(replica_manager: ReplicaManager, request: Request) -> dict:
+def handle(replica_manager: ReplicaManager, authorization: Authorization, request: Request) -> dict:
+    if not authorization.authorize(request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []}
     topics = request.body.topics
     wanted = None if topics is None else {(t.topic, p) for t in topics for p in t.partitions}
     results = []

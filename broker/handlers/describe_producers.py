@@ -3,11 +3,14 @@
 Each entry is the log's producer state: id, epoch, last sequence, last timestamp, coordinator epoch and
 the first offset of its open transaction (-1 when none). Errors as Kafka's ``handleDescribeProducersRequest``:
 an illegal topic name is INVALID_TOPIC_EXCEPTION, an unknown topic or partition UNKNOWN_TOPIC_OR_PARTITION
-(with Kafka's default messages), and a partition led elsewhere NOT_LEADER_OR_FOLLOWER.
+(with Kafka's default messages), a topic the client may not READ TOPIC_AUTHORIZATION_FAILED, and a partition
+led elsewhere NOT_LEADER_OR_FOLLOWER.
 """
 
 from __future__ import annotations
 
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.controller.metadata import MetadataImage, topic_name_error
 from odradek.protocol.api import Request
@@ -28,19 +31,21 @@ def active_producers(replica_manager: ReplicaManager, topic: str, index: int) ->
     ]
 
 
-def _topic_error(metadata: MetadataImage, name: str) -> KafkaError | None:
+def _topic_error(metadata: MetadataImage, authorization: Authorization, request: Request, name: str) -> KafkaError | None:
     reason = topic_name_error(name)
     if reason:
         return KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+    if not authorization.authorize(request, AclOperation.READ, ResourceType.TOPIC, name):
+        return KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.TOPIC_AUTHORIZATION_FAILED.message)
     if name not in metadata.topics:
         return KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.message)
     return None
 
 
-def handle(metadata: MetadataImage, replica_manager: ReplicaManager, request: Request) -> dict:
+def handle(metadata: MetadataImage, replica_manager: ReplicaManager, authorization: Authorization, request: Request) -> dict:
     topics = []
     for t in request.body.topics:
-        topic_error = _topic_error(metadata, t.name)
+        topic_error = _topic_error(metadata, authorization, request, t.name)
         partitions = []
         for index in t.partition_indexes:
             entry = {"partition_index": index, "error_code": ErrorCode.NONE, "error_message": None, "active_producers": []}

@@ -127,9 +127,6 @@ def handle(metadata: MetadataImage, config: BrokerConfig, create_topic: TopicCre
                     refused_topics.append(_error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, uuid.UUID(int=0)))
             else:
                 topics.append(_error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-    cluster_operations = AUTHORIZED_OPERATIONS_OMITTED
-    if body.include_cluster_authorized_operations:
-        cluster_operations = authorization.authorized_operations(request, ResourceType.CLUSTER, CLUSTER_NAME) if authorization.authorize(request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME) else 0
     response = {
         "brokers": [
             {"node_id": b.node_id, "host": endpoint[0], "port": endpoint[1], "rack": b.rack}
@@ -139,7 +136,7 @@ def handle(metadata: MetadataImage, config: BrokerConfig, create_topic: TopicCre
         "cluster_id": image.cluster_id,
         "controller_id": image.controller_id,
         "topics": topics + refused_topics,
-        "cluster_authorized_operations": cluster_operations,
+        "cluster_authorized_operations": authorization.cluster_authorized_operations(request, body.include_cluster_authorized_operations),
     }
     return _with_auto_created(metadata, create_topic, response, to_create) if to_create else response
 

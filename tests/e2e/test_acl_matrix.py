@@ -33,6 +33,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
         "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
         "inter.broker.listener.name": "SASL_PLAINTEXT",
         "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": "User:admin",
@@ -205,3 +206,31 @@ def test_list_offsets_needs_describe(broker) -> None:
                     consumer.get_watermark_offsets(TopicPartition(DESCRIBED, 0), timeout=5)
         finally:
             consumer.close()
+
+
+def test_configs_need_describe_configs_and_alter_configs(broker) -> None:
+    from confluent_kafka.admin import ConfigResource
+
+    admin, bob = AdminClient(client("admin", broker)), AdminClient(client("bob", broker))
+    [described] = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, GRANTED)]).values()
+    assert "retention.ms" in described.result(10)
+    for resource, error in (
+        (ConfigResource(ConfigResource.Type.TOPIC, GRANTED), KafkaError.TOPIC_AUTHORIZATION_FAILED),
+        (ConfigResource(ConfigResource.Type.BROKER, "0"), KafkaError.CLUSTER_AUTHORIZATION_FAILED),
+    ):
+        [refused] = bob.describe_configs([resource]).values()
+        with pytest.raises(Exception) as raised:
+            refused.result(10)
+        assert raised.value.args[0].code() == error
+    resource = ConfigResource(ConfigResource.Type.TOPIC, GRANTED, set_config={"retention.ms": "1000"})
+    [refused] = bob.alter_configs([resource]).values()
+    with pytest.raises(Exception) as raised:
+        refused.result(10)
+    assert raised.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_authorized_operations_come_from_the_acls(broker) -> None:
+    admin, alice = AdminClient(client("admin", broker)), AdminClient(client("alice", broker))
+    everything = admin.describe_cluster(include_authorized_operations=True).result(10)
+    assert AclOperation.ALTER in everything.authorized_operations and AclOperation.CLUSTER_ACTION in everything.authorized_operations
+    assert not alice.describe_cluster(include_authorized_operations=True).result(10).authorized_operations
