@@ -9,6 +9,11 @@ into the producer's batches in place (header fields only) and writes them as the
 ``FileSlice``s of segment files for sendfile. Nothing here owns a thread or timer: the broker calls
 ``flush_due`` / ``delete_old_segments`` from its own. Mutations hold a lock, so a flush may run on a worker
 thread while appends continue; reads take no lock (they work on an immutable snapshot of the segment list).
+
+Transactions: the producer state knows each producer's open transaction; a transaction marker (a control
+batch the leader appends for WriteTxnMarkers with the COORDINATOR origin, or a follower copies) ends it,
+and an aborted one is recorded in the ``.txnindex`` of the segment holding its marker. The last stable
+offset bounds READ_COMMITTED reads; ``aborted_transactions`` answers what such a read must skip.
 """
 
 from __future__ import annotations

@@ -5,9 +5,16 @@ and whether it has a transaction open. Produce requests are checked against it *
 written: a fenced epoch is INVALID_PRODUCER_EPOCH, a gap in sequences OUT_OF_ORDER_SEQUENCE_NUMBER, and a
 retry of one of the last 5 batches is recognised as a duplicate and answered with the original offsets.
 
-The state is rebuilt from batch headers alone (producer id, epoch and sequences live in the header) and
-saved as ``<offset>.snapshot`` files in Kafka's binary format, so a restart replays at most the data after
-the latest snapshot.
+Transactions: a producer's first transactional batch opens its transaction (its first offset is kept
+until a COMMIT or ABORT marker ends it); markers of an older coordinator epoch are fenced
+(TRANSACTION_COORDINATOR_FENCED). An ended transaction holds the last stable offset until its marker is
+below the high watermark, and an aborted one is written to the transaction index with the last stable
+offset it leaves (Kafka's ``lastStableOffset(completedTxn)``).
+
+The state is rebuilt from batch headers (producer id, epoch and sequences live in the header; a marker's
+one record is read for its type and coordinator epoch) and saved as ``<offset>.snapshot`` files in Kafka's
+binary format (version 1, which keeps each open transaction's first offset), so a restart replays at most
+the data after the latest snapshot.
 """
 
 from __future__ import annotations
