@@ -36,7 +36,7 @@ class FollowerState:
     log_end_offset: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class LogReadInfo:
     """A read from the leader's log with the offsets the fetch response reports (Kafka's LogReadInfo)."""
 
@@ -139,23 +139,24 @@ class Partition:
         if replica_id >= 0:
             return self.log.log_end_offset
         if isolation == READ_COMMITTED:
-            return self.last_stable_offset
-        return self.high_watermark
+            return self.log.last_stable_offset
+        return self.log.high_watermark
 
     def read_records(self, fetch_offset: int, max_bytes: int, replica_id: int, isolation: int, min_one_message: bool) -> LogReadInfo:
         """A fetch's read (Kafka's ``Partition.fetchRecords``): a follower first reports its position."""
+        log = self.log
         if replica_id >= 0:
             self.update_follower(replica_id, fetch_offset)
         upper = self.fetch_upper_bound(replica_id, isolation)
-        high_watermark, last_stable, log_start = self.high_watermark, self.last_stable_offset, self.log.log_start_offset
+        high_watermark, last_stable, log_start = log.high_watermark, log.last_stable_offset, log.log_start_offset
         if max_bytes < 0:
             # Kafka's segment read refuses a negative size (IllegalArgumentException): this partition
             # alone answers UNKNOWN_SERVER_ERROR, the others are served.
             raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Invalid max size {max_bytes} for log read")
-        data = self.log.read(fetch_offset, max_bytes, upper, min_one_message)
+        data = log.read(fetch_offset, max_bytes, upper, min_one_message)
         aborted = []
         if data.size > 0 and isolation == READ_COMMITTED and replica_id < 0:
-            aborted = self.log.aborted_transactions(fetch_offset, data)
+            aborted = log.aborted_transactions(fetch_offset, data)
         return LogReadInfo(data, high_watermark, last_stable, log_start, aborted)
 
     def fetch_offset_for_timestamp(self, timestamp: int, isolation: int, replica_id: int) -> tuple[int, int, int]:

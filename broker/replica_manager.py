@@ -48,7 +48,7 @@ VALID_ACKS = (-1, 0, 1)
 LONG_MAX = 2**63 - 1
 
 
-@dataclass
+@dataclass(slots=True)
 class FetchRecords:
     """A records placeholder for a response: the file slices to send with sendfile, and their total length."""
 
@@ -59,7 +59,7 @@ class FetchRecords:
 # -- what the replica manager answers -----------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class AppendResult:
     """One partition's outcome of an append (Kafka's ProduceResponse.PartitionResponse)."""
 
@@ -72,7 +72,7 @@ class AppendResult:
     """Set only for records the validator refused one by one: Kafka fills the message for those alone."""
 
 
-@dataclass
+@dataclass(slots=True)
 class PartitionAppend:
     """One partition's records in an append."""
 
@@ -81,7 +81,7 @@ class PartitionAppend:
     records: Any
 
 
-@dataclass
+@dataclass(slots=True)
 class FetchParams:
     """A fetch's limits (Kafka's FetchParams), decided by the handler from the request and its version."""
 
@@ -96,7 +96,7 @@ class FetchParams:
     """The message format old fetch versions read (down-conversion), or None: batches as stored."""
 
 
-@dataclass
+@dataclass(slots=True)
 class PartitionRead:
     """One partition's part of a fetch (Kafka's FetchPartitionData)."""
 
@@ -110,7 +110,7 @@ class PartitionRead:
     aborted_transactions: list[AbortedTxn] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(slots=True)
 class PartitionSize:
     topic: str
     index: int
@@ -118,7 +118,7 @@ class PartitionSize:
     offset_lag: int
 
 
-@dataclass
+@dataclass(slots=True)
 class LogDirDescription:
     """One log directory as DescribeLogDirs reports it (Kafka's ``ReplicaManager.describeLogDirs``)."""
 

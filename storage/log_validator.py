@@ -70,7 +70,7 @@ class RecordValidationError(KafkaError):
         self.record_errors = record_errors
 
 
-@dataclass
+@dataclass(slots=True)
 class CheckedBatches:
     """An append's batches past the checks that read no record; a client's still await the record walk."""
 
