@@ -21,8 +21,10 @@ import sys
 import textwrap
 import time
 import uuid
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import kafka_jvm
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -202,40 +204,75 @@ def restartable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
         yield b
 
 
-def topic_on(broker: Broker, name: str) -> str:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 3})
+def topic_on(bootstrap: str, name: str) -> str:
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
     admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
     return name
+
+
+def open_transaction_across_restart(bootstrap: str, restart: Callable[[], None], topic: str) -> dict[str, Any]:
+    """A committed transaction and one left open when the broker restarts: what read_committed reads once a
+    later transaction commits, and how the open one's producer fails when it tries to commit after."""
+    committed = transactional_producer(bootstrap, f"committed-{topic}")
+    in_transaction(committed, topic, [b"before"], commit=True)
+    hanging = transactional_producer(bootstrap, f"hanging-{topic}", **{"transaction.timeout.ms": TXN_TIMEOUT_MS})
+    hanging.begin_transaction()
+    hanging.produce(topic, value=b"lost", partition=0)
+    hanging.flush(30)
+    restart()
+    # No client ends the open transaction: the reloaded coordinator aborts it when it times out.
+    in_transaction(transactional_producer(bootstrap, f"after-{topic}"), topic, [b"after", SENTINEL], commit=True)
+    read = read_until_sentinel(bootstrap, topic, "read_committed", timeout=TXN_TIMEOUT_MS / 1000 + 30)
+    try:
+        hanging.commit_transaction(10)
+        late_commit = "committed"
+    except KafkaException as exc:
+        late_commit = exc.args[0].name()
+    return {"read_committed": read, "late_commit": late_commit}
+
+
+AFTER_RESTART = {"read_committed": [b"before", b"after"], "late_commit": "_FENCED"}
+"""The open transaction was aborted with its producer's epoch bumped: its records are never read, and its
+producer is fenced (librdkafka reports its own _FENCED)."""
 
 
 @pytest.mark.parametrize("crash", [True, False], ids=["kill-9", "clean-restart"])
 def test_open_transaction_is_aborted_after_restart_and_committed_one_kept(restartable: Broker, crash: bool) -> None:
     broker = restartable
-    topic = topic_on(broker, f"restart-{'kill' if crash else 'clean'}")
-    committed = transactional_producer(broker.bootstrap, f"committed-{topic}")
-    in_transaction(committed, topic, [b"before"], commit=True)
-    hanging = transactional_producer(broker.bootstrap, f"hanging-{topic}", **{"transaction.timeout.ms": TXN_TIMEOUT_MS})
-    hanging.begin_transaction()
-    hanging.produce(topic, value=b"lost", partition=0)
-    hanging.flush(30)
 
-    if crash:
-        broker.kill()
-        broker.start()
-    else:
-        broker.restart()
+    def restart() -> None:
+        if crash:
+            broker.kill()
+            broker.start()
+        else:
+            broker.restart()
 
-    # No client ends the open transaction: the reloaded coordinator aborts it when it times out.
-    in_transaction(transactional_producer(broker.bootstrap, f"after-{topic}"), topic, [b"after", SENTINEL], commit=True)
-    assert read_until_sentinel(broker.bootstrap, topic, "read_committed", timeout=TXN_TIMEOUT_MS / 1000 + 30) == [b"before", b"after"]
-    # The hanging producer's epoch was fenced by the abort: it cannot commit what it wrote before.
-    with pytest.raises(KafkaException):
-        hanging.commit_transaction(10)
+    topic = topic_on(broker.bootstrap, f"restart-{'kill' if crash else 'clean'}")
+    assert open_transaction_across_restart(broker.bootstrap, restart, topic) == AFTER_RESTART
+
+
+def test_open_transaction_after_kill_9_on_kafka_too(real_kafka, tmp_path: Path) -> None:
+    """The same crash on the real Kafka (a broker of its own, under a ZooKeeper chroot, with a short ZooKeeper
+    session so that its restart need not wait out the dead one's registration)."""
+    if real_kafka.zookeeper is None:
+        pytest.fail("a ZooKeeper of this run is needed (ODRADEK_COMPAT_KAFKA points at a Kafka this run did not start)", pytrace=False)
+    settings = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200", "zookeeper.session.timeout.ms": "6000"}
+    kafka = kafka_jvm.KafkaBroker(tmp_path / "kafka", real_kafka.zookeeper.connect + f"/txn-restart-{uuid.uuid4().hex[:8]}", settings=settings).start()
+    try:
+
+        def restart() -> None:
+            kafka.kill()
+            kafka.start()
+
+        topic = topic_on(kafka.bootstrap, "restart-kill-kafka")
+        assert open_transaction_across_restart(kafka.bootstrap, restart, topic) == AFTER_RESTART
+    finally:
+        kafka.stop()
 
 
 def test_a_transactional_id_resumed_after_a_crash_fences_the_epoch_open_before_it(restartable: Broker) -> None:
     broker = restartable
-    topic = topic_on(broker, "restart-resume")
+    topic = topic_on(broker.bootstrap, "restart-resume")
     transactional_id = f"resume-{topic}"
     before = transactional_producer(broker.bootstrap, transactional_id)
     before.begin_transaction()
