@@ -174,6 +174,8 @@ class ZooKeeper:
     process: JavaProcess | None = None
     host: str = "127.0.0.1"
     netns: str | None = None
+    tick_time_ms: int | None = None
+    """ZooKeeper's tick (its default 3000 ms); sessions last 2 to 20 ticks."""
 
     @property
     def connect(self) -> str:
@@ -183,7 +185,7 @@ class ZooKeeper:
         self.port = self.port or free_port()
         (self.root / "data").mkdir(parents=True, exist_ok=True)
         cfg = self.root / "zoo.cfg"
-        cfg.write_text(f"dataDir={self.root / 'data'}\nclientPort={self.port}\nclientPortAddress={self.host}\nadmin.enableServer=false\nmaxClientCnxns=0\n")
+        cfg.write_text(f"dataDir={self.root / 'data'}\nclientPort={self.port}\nclientPortAddress={self.host}\nadmin.enableServer=false\nmaxClientCnxns=0\n" + (f"tickTime={self.tick_time_ms}\n" if self.tick_time_ms else ""))
         log4j = self.root / "log4j.properties"
         log4j.write_text(TOOLS_LOG4J)
         self.process = start_java(
