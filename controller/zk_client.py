@@ -13,8 +13,9 @@ import logging
 from typing import Callable
 
 from kazoo.client import KazooClient, KazooState, TransactionRequest
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.exceptions import BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError, RolledBackError, SessionExpiredError
 from kazoo.protocol.states import ZnodeStat
+from kazoo.retry import KazooRetry
 
 from odradek.controller import zk_data as zd
 
@@ -26,6 +27,8 @@ UNKNOWN_VERSION = -2
 """``ZkVersion.UnknownVersion``: the version of a znode that does not exist."""
 DEFAULT_SESSION_TIMEOUT_S = 18.0
 """``zookeeper.session.timeout.ms`` default."""
+RECONNECT_MAX_DELAY_S = 1.0
+"""The longest pause between two connection attempts (Kafka's ZooKeeper client retries about every second)."""
 
 
 class ControllerMovedError(Exception):
@@ -51,7 +54,8 @@ class ZkClient:
         hosts, chroot = split_connect(connect)
         if chroot:
             self._create_chroot(hosts, chroot, connect_timeout_s)
-        self.kazoo = KazooClient(hosts=hosts + chroot, timeout=session_timeout_s)
+        # Reconnect for ever, a new session after an expired one (kazoo's default gives up after an expiry).
+        self.kazoo = KazooClient(hosts=hosts + chroot, timeout=session_timeout_s, connection_retry=KazooRetry(max_tries=-1, max_delay=RECONNECT_MAX_DELAY_S))
         self._new_session_handlers: list[Callable[[], None]] = []
         self._lost = False
         self.kazoo.add_listener(self._on_state)
@@ -225,16 +229,14 @@ class ZkClient:
             return found
 
     def resign_controller(self, broker_id: int) -> None:
-        """Delete ``/controller`` if it is still this broker's (a resigning or stopping controller)."""
+        """Delete ``/controller`` if it is still this broker's (a resigning or stopping controller). A session
+        already lost took the ephemeral znode with it: nothing to do then."""
         try:
             data, stat = self.kazoo.get(zd.CONTROLLER)
-        except NoNodeError:
-            return
-        if zd.ControllerRegistration.decode(data).broker_id == broker_id:
-            try:
+            if zd.ControllerRegistration.decode(data).broker_id == broker_id and stat.ephemeralOwner == self.session_id:
                 self.kazoo.delete(zd.CONTROLLER, version=stat.version)
-            except (NoNodeError, BadVersionError):
-                pass
+        except (NoNodeError, BadVersionError, SessionExpiredError, ConnectionLoss):
+            pass
 
     # -- topics -------------------------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ import kafka_jvm
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from kazoo.client import KazooClient
 
 from odradek.broker.controller_channel import ControllerChannelManager
 from odradek.controller import zk_data as zd
@@ -142,3 +143,75 @@ def test_odradek_registers_in_a_cluster_kafka_controls(zk_kafka: kafka_jvm.Kafka
         controller.shutdown()
         controller.channel.close()  # type: ignore[attr-defined]
         zk.close()
+
+
+def expire_session(client: ZkClient, hosts: str) -> None:
+    """End ``client``'s ZooKeeper session as an expiry would: another connection with its id closes it."""
+    session_id, password = client.kazoo.client_id
+    thief = KazooClient(hosts=hosts, client_id=(session_id, password))
+    thief.start(timeout=15)
+    thief.stop()
+    thief.close()
+
+
+def test_a_failed_broker_loses_its_leaderships_to_the_kafka_broker(odradek_led: tuple[ZkController, kafka_jvm.KafkaBroker], zookeeper: kafka_jvm.ZooKeeper) -> None:
+    controller, kafka = odradek_led
+    connect = zookeeper.connect + controller.zk.kazoo.chroot
+    broker2 = ZkClient(connect)
+    try:
+        broker2.keep_registered(zd.BrokerRegistration(2, (zd.EndPoint("PLAINTEXT", "127.0.0.1", kafka_jvm.free_port(), "PLAINTEXT"),)))
+        wait_for(lambda: 2 in controller.context.live_brokers, what="broker 2 live")
+        assignment = zd.TopicAssignment(uuid.uuid4(), {0: zd.ReplicaAssignment((2, 0)), 1: zd.ReplicaAssignment((0, 2))})
+        controller.zk.create_topic("failover-topic", assignment, {})
+        wait_for(lambda: ("failover-topic", 1) in controller.context.leadership, what="the topic's partitions online")
+        before = {p: controller.zk.partition_state("failover-topic", p)[0] for p in (0, 1)}
+        assert {p: (s.leader, s.leader_epoch, s.isr) for p, s in before.items()} == {0: (2, 0, (2, 0)), 1: (0, 0, (0, 2))}
+    finally:
+        broker2.close()  # broker 2 fails: its session and registration end
+
+    def states() -> dict[int, tuple[int, int, tuple[int, ...]]]:
+        return {p: (s.leader, s.leader_epoch, s.isr) for p in (0, 1) for s in [controller.zk.partition_state("failover-topic", p)[0]]}
+
+    # partition 0: the first live ISR member in assignment order leads; partition 1: broker 2 leaves the ISR
+    wait_for(lambda: states() == {0: (0, 1, (0,)), 1: (0, 1, (0,))}, what="leadership moved off broker 2")
+
+    def kafkas_view() -> dict[int, tuple[int, list[int]]]:
+        topic = AdminClient({"bootstrap.servers": kafka.bootstrap}).list_topics("failover-topic", timeout=10).topics["failover-topic"]
+        return {p.id: (p.leader, p.isrs) for p in topic.partitions.values()}
+
+    wait_for(lambda: kafkas_view() == {0: (0, [0]), 1: (0, [0])}, what="Kafka's metadata agrees")
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "acks": "all"})
+    producer.produce("failover-topic", value=b"after", partition=0)
+    assert producer.flush(30) == 0
+
+
+def test_the_controllers_session_expires_and_a_new_election_bumps_the_epoch(odradek_led: tuple[ZkController, kafka_jvm.KafkaBroker], zookeeper: kafka_jvm.ZooKeeper) -> None:
+    controller, kafka = odradek_led
+    connect = zookeeper.connect + controller.zk.kazoo.chroot
+    standby_zk = ZkClient(connect)
+    standby_channel = ControllerChannelManager(3)
+    standby = ZkController(standby_zk, 3, standby_channel)
+    try:
+        standby_zk.keep_registered(zd.BrokerRegistration(3, (zd.EndPoint("PLAINTEXT", "127.0.0.1", kafka_jvm.free_port(), "PLAINTEXT"),)))
+        standby.startup()
+        wait_for(lambda: standby.active_controller_id == 1, what="the standby sees controller 1")
+        epoch, leadership = controller.context.epoch, dict(controller.context.leadership)
+        expire_session(controller.zk, connect)
+        # Every broker runs for /controller -- broker 1 again from its new session, broker 3, and the Kafka
+        # broker 0 too: one wins, with the next epoch, and every other one follows it.
+        wait_for(lambda: standby_zk.controller_id() is not None and standby_zk.controller_epoch()[0] == epoch + 1, what="a new election")
+        winner = standby_zk.controller_id()
+        odradeks = {1: controller, 3: standby}
+        if winner in odradeks:
+            wait_for(lambda: odradeks[winner].active, what=f"broker {winner} active")
+            assert odradeks[winner].context.epoch == epoch + 1
+            assert odradeks[winner].context.leadership == leadership  # read back from ZooKeeper as it was
+        for broker_id, other in odradeks.items():
+            if broker_id != winner:
+                wait_for(lambda other=other: not other.active and other.active_controller_id == winner, what=f"broker {broker_id} follows {winner}")
+        named = lambda: AdminClient({"bootstrap.servers": kafka.bootstrap}).list_topics(timeout=10).controller_id  # noqa: E731
+        wait_for(lambda: named() == winner, what="Kafka's metadata names the new controller")
+    finally:
+        standby.shutdown()
+        standby_channel.close()
+        standby_zk.close()
