@@ -54,7 +54,7 @@ class ZkClient:
         hosts, chroot = split_connect(connect)
         if chroot:
             self._create_chroot(hosts, chroot, connect_timeout_s)
-        # Reconnect for ever, a new session after an expired one (kazoo's default gives up after an expiry).
+        # Reconnect for ever, at most a second apart (kazoo's default backs off to an hour between attempts).
         self.kazoo = KazooClient(hosts=hosts + chroot, timeout=session_timeout_s, connection_retry=KazooRetry(max_tries=-1, max_delay=RECONNECT_MAX_DELAY_S))
         self._new_session_handlers: list[Callable[[], None]] = []
         self._lost = False
