@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.config import BrokerConfig
 from odradek.broker.coordinator.runtime import CoordinatorRuntime, partition_for
 from odradek.broker.group_coordinator import GROUP_METADATA_TOPIC
@@ -25,8 +27,12 @@ def offsets_partition(metadata: MetadataImage, config: BrokerConfig, group_id: s
     return partition_for(group_id, count)
 
 
-def handle(metadata: MetadataImage, config: BrokerConfig, transaction_coordinator: TransactionCoordinator, request: Request) -> Any:
+def handle(metadata: MetadataImage, config: BrokerConfig, transaction_coordinator: TransactionCoordinator, authorization: Authorization, request: Request) -> Any:
     body = request.body
+    if not authorization.authorize(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+        return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+    if not authorization.authorize(request, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     version = request.header.api_version
     partition = (GROUP_METADATA_TOPIC, offsets_partition(metadata, config, body.group_id))
 

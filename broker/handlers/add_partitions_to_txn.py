@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.broker.deferred import Deferred
 from odradek.broker.transaction_coordinator import TransactionCoordinator
 from odradek.broker.transaction_metadata import TopicPartition
-from odradek.controller.metadata import MetadataImage
+from odradek.controller.metadata import INTERNAL_TOPICS, MetadataImage
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
@@ -25,9 +27,11 @@ BATCHED_SINCE = 4
 Results = dict[TopicPartition, ErrorCode]
 
 
-def handle(metadata: MetadataImage, transaction_coordinator: TransactionCoordinator, request: Request) -> Any:
+def handle(metadata: MetadataImage, transaction_coordinator: TransactionCoordinator, authorization: Authorization, request: Request) -> Any:
     body = request.body
     version = request.header.api_version
+    if version >= BATCHED_SINCE and not authorization.authorize(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results_by_transaction": []}  # batches come from brokers only
     if version < BATCHED_SINCE:
         transactions = [(body.v3_and_below_transactional_id, body.v3_and_below_producer_id, body.v3_and_below_producer_epoch, False, body.v3_and_below_topics)]
     else:
@@ -35,8 +39,31 @@ def handle(metadata: MetadataImage, transaction_coordinator: TransactionCoordina
     answers: list[tuple[str, Deferred[Results]]] = []
     for transactional_id, producer_id, producer_epoch, verify_only, topics in transactions:
         partitions = [(t.name, index) for t in topics for index in t.partitions]
+        refused = _client_refusals(metadata, authorization, request, transactional_id, partitions) if version < BATCHED_SINCE else None
+        if refused is not None:
+            answers.append((transactional_id, Deferred.completed(refused)))
+            continue
         answers.append((transactional_id, _one(metadata, transaction_coordinator, version, transactional_id, producer_id, producer_epoch, verify_only, partitions)))
     return CoordinatorRuntime.respond(_all_of([d for _, d in answers]), lambda results: _response(version, [t for t, _ in answers], results))
+
+
+def _client_refusals(metadata: MetadataImage, authorization: Authorization, request: Request, transactional_id: str, partitions: list[TopicPartition]) -> Results | None:
+    """Kafka's checks of a client's (v0-v3) request: WRITE on the transactional id, then on every topic (an
+    internal topic never passes); any refusal fails the whole transaction's request, the partitions that
+    passed answered OPERATION_NOT_ATTEMPTED (or UNKNOWN_TOPIC_OR_PARTITION)."""
+    if not authorization.authorize(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        return dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    writable = authorization.filter_authorized(request, AclOperation.WRITE, ResourceType.TOPIC, {t for t, _ in partitions if t not in INTERNAL_TOPICS})
+    if all(t in writable for t, _ in partitions):
+        return None
+
+    def error(tp: TopicPartition) -> ErrorCode:
+        if tp[0] not in writable:
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        known = tp[0] in metadata.topics and tp[1] in metadata.topics[tp[0]].partitions
+        return ErrorCode.OPERATION_NOT_ATTEMPTED if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    return {tp: error(tp) for tp in partitions}
 
 
 def _one(metadata: MetadataImage, coordinator: TransactionCoordinator, version: int, transactional_id: str, producer_id: int, producer_epoch: int, verify_only: bool, partitions: list[TopicPartition]) -> Deferred[Results]:

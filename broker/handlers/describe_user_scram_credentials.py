@@ -3,13 +3,17 @@ keys); all users when the request names none."""
 
 from __future__ import annotations
 
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.broker.security.scram import CredentialStore
 from odradek.broker.security.scram_admin import describe_user_scram_credentials
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 
-def handle(credentials: CredentialStore, request: Request) -> dict:
+def handle(credentials: CredentialStore, authorization: Authorization, request: Request) -> dict:
+    if not authorization.authorize(request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "results": []}
     users = request.body.users
     names = None if users is None else [u.name for u in users]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "results": describe_user_scram_credentials(credentials, names)}

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.broker.transaction_coordinator import TransactionCoordinator
 from odradek.protocol.api import Request
@@ -14,8 +16,10 @@ from odradek.protocol.errors import ErrorCode
 FENCED_AS_INVALID_EPOCH_BELOW = 2
 
 
-def handle(transaction_coordinator: TransactionCoordinator, request: Request) -> Any:
+def handle(transaction_coordinator: TransactionCoordinator, authorization: Authorization, request: Request) -> Any:
     body = request.body
+    if not authorization.authorize(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+        return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
     version = request.header.api_version
 
     def response(error: ErrorCode) -> dict:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.broker.transaction_coordinator import InitProducerIdResult, TransactionCoordinator
 from odradek.broker.transaction_metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
@@ -21,8 +23,17 @@ from odradek.protocol.errors import ErrorCode
 FENCED_AS_INVALID_EPOCH_BELOW = 4
 
 
-def handle(transaction_coordinator: TransactionCoordinator, next_producer_id: Callable[[], int], request: Request) -> Any:
+def handle(transaction_coordinator: TransactionCoordinator, next_producer_id: Callable[[], int], authorization: Authorization, request: Request) -> Any:
+    """A transactional producer needs WRITE on its transactional id; an idempotent one IDEMPOTENT_WRITE on the
+    cluster or WRITE on some topic (KIP-679), as Kafka."""
     body = request.body
+    if body.transactional_id is not None:
+        if not authorization.authorize(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+            return _response(request, InitProducerIdResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+    elif not authorization.authorize(request, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False) and not authorization.authorize_by_resource_type(
+        request, AclOperation.WRITE, ResourceType.TOPIC
+    ):
+        return _response(request, InitProducerIdResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
     producer_id, producer_epoch = body.producer_id, body.producer_epoch  # -1 before v3
     if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
         return _response(request, InitProducerIdResult(ErrorCode.INVALID_REQUEST))

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.broker.group_coordinator import GROUP_METADATA_TOPIC
 from odradek.broker.group_metadata_manager import STORE_OFFSETS_ERRORS
@@ -29,9 +31,18 @@ ABORTABLE_KNOWN_SINCE = 4
 TopicPartition = tuple[str, int]
 
 
-def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, replica_manager: ReplicaManager, request: Request) -> Any:
+def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, replica_manager: ReplicaManager, authorization: Authorization, request: Request) -> Any:
+    """Needs WRITE on the transactional id, READ on the group and READ on each topic, as Kafka."""
     body = request.body
     version = request.header.api_version
+    refusal = None
+    if not authorization.authorize(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+        refusal = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not authorization.authorize(request, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        refusal = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if refusal is not None:
+        return {"topics": [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": refusal} for p in t.partitions]} for t in body.topics]}
+    readable = authorization.filter_authorized(request, AclOperation.READ, ResourceType.TOPIC, {t.name for t in body.topics})
     runtime = group_coordinator
     group = runtime.coordinator
     order: list[TopicPartition] = []
@@ -43,6 +54,9 @@ def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, repli
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
             order.append(tp)
+            if topic.name not in readable:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if known is None or p.partition_index not in known.partitions:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue

@@ -6,13 +6,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.broker.transaction_coordinator import TxnMarkerEntry
 from odradek.broker.transaction_markers import MarkerWriter
 from odradek.protocol.api import Request
+from odradek.protocol.errors import ErrorCode
 
 
-def handle(marker_writer: MarkerWriter, request: Request) -> Any:
+def handle(marker_writer: MarkerWriter, authorization: Authorization, request: Request) -> Any:
     markers = request.body.markers  # transaction_result: True for COMMIT, False for ABORT
+    if not authorization.authorize(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):  # only brokers send markers
+        refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return {"markers": [{"producer_id": m.producer_id, "topics": [{"name": t.name, "partitions": [{"partition_index": i, "error_code": refused} for i in t.partition_indexes]} for t in m.topics]} for m in markers]}
     entries = [
         TxnMarkerEntry(m.producer_id, m.producer_epoch, m.coordinator_epoch, m.transaction_result, frozenset((t.name, i) for t in m.topics for i in t.partition_indexes))
         for m in markers

@@ -234,3 +234,28 @@ def test_authorized_operations_come_from_the_acls(broker) -> None:
     everything = admin.describe_cluster(include_authorized_operations=True).result(10)
     assert AclOperation.ALTER in everything.authorized_operations and AclOperation.CLUSTER_ACTION in everything.authorized_operations
     assert not alice.describe_cluster(include_authorized_operations=True).result(10).authorized_operations
+
+
+def test_a_transactional_producer_needs_write_on_its_transactional_id(broker) -> None:
+    settings = {"transactional.id": "matrix-tx", "message.timeout.ms": 5000}
+    refused = Producer(client("alice", broker, **settings))
+    with pytest.raises(Exception) as raised:
+        refused.init_transactions(10)
+    assert raised.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+    grant(broker, AclBinding(ResourceType.TRANSACTIONAL_ID, "matrix-tx", ResourcePatternType.LITERAL, "User:alice", "*", AclOperation.WRITE, AclPermissionType.ALLOW))
+    producer = Producer(client("alice", broker, **settings))
+    producer.init_transactions(10)
+    producer.begin_transaction()
+    producer.produce(GRANTED, b"in a transaction")
+    producer.commit_transaction(10)
+
+
+def test_an_idempotent_producer_needs_write_on_some_topic(broker) -> None:
+    """KIP-679: IDEMPOTENT_WRITE on the cluster, or WRITE on any topic, allows InitProducerId."""
+    assert produce("alice", broker, GRANTED) is None  # enable.idempotence=False there
+    producer = Producer(client("alice", broker, **{"enable.idempotence": True, "message.timeout.ms": 5000}))
+    outcome: list = []
+    producer.produce(GRANTED, b"idempotent", on_delivery=lambda err, msg: outcome.append(err))
+    producer.flush(10)
+    assert outcome == [None]
