@@ -106,13 +106,6 @@ def offline_election(
     return None
 
 
-def preferred_election(assignment: tuple[int, ...], current: zd.LeaderIsrAndControllerEpoch, live: set[int], controller_epoch: int) -> zd.LeaderIsrAndControllerEpoch | None:
-    """``preferredReplicaPartitionLeaderElection``: the first assigned replica, if live and in the ISR."""
-    if assignment and assignment[0] in live and assignment[0] in current.isr and assignment[0] != current.leader:
-        return replace(current, leader=assignment[0], leader_epoch=current.leader_epoch + 1, controller_epoch=controller_epoch)
-    return None
-
-
 def without_replica(current: zd.LeaderIsrAndControllerEpoch, replica: int, controller_epoch: int) -> zd.LeaderIsrAndControllerEpoch | None:
     """``ReplicaStateMachine``'s OfflineReplica: the replica leaves the ISR (not the last member, which stays
     to tell who had the data) and, if it led, the partition has no leader. None when it was not in the ISR."""
