@@ -165,8 +165,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.EndTxn: _all(ApiKey.EndTxn, end_txn, "transaction_coordinator", "authorization"),
     ApiKey.WriteTxnMarkers: _all(ApiKey.WriteTxnMarkers, write_txn_markers, "marker_writer", "authorization"),
     ApiKey.TxnOffsetCommit: _all(ApiKey.TxnOffsetCommit, txn_offset_commit, "group_coordinator", "metadata", "replica_manager", "authorization"),
-    ApiKey.DescribeTransactions: _all(ApiKey.DescribeTransactions, describe_transactions, "transaction_coordinator"),
-    ApiKey.ListTransactions: _all(ApiKey.ListTransactions, list_transactions, "transaction_coordinator"),
+    ApiKey.DescribeTransactions: _all(ApiKey.DescribeTransactions, describe_transactions, "transaction_coordinator", "authorization"),
+    ApiKey.ListTransactions: _all(ApiKey.ListTransactions, list_transactions, "transaction_coordinator", "authorization"),
 }
 
 

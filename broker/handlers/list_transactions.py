@@ -4,11 +4,18 @@ they have been running (``duration_filter`` ms; -1: any)."""
 
 from __future__ import annotations
 
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.transaction_coordinator import TransactionCoordinator
 from odradek.protocol.api import Request
 
 
-def handle(transaction_coordinator: TransactionCoordinator, request: Request) -> dict:
+def handle(transaction_coordinator: TransactionCoordinator, authorization: Authorization, request: Request) -> dict:
+    """Only the transactional ids the client may DESCRIBE are listed (Kafka)."""
     body = request.body
     duration = body.duration_filter if request.header.api_version >= 1 else -1
-    return transaction_coordinator.list_transactions(set(body.producer_id_filters), set(body.state_filters), duration)
+    listed = transaction_coordinator.list_transactions(set(body.producer_id_filters), set(body.state_filters), duration)
+    listed["transaction_states"] = [
+        s for s in listed["transaction_states"] if authorization.authorize(request, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, s["transactional_id"], log_denied=False)
+    ]
+    return listed
