@@ -185,7 +185,10 @@ class Connection:
         if handshaking and self.tls.handshake_done:
             self.protocol.principal = self.tls.principal()
         await self._flush_tls()
-        return self.protocol.feed(plain) if plain else []
+        events = self.protocol.feed(plain) if plain else []
+        if self.tls.peer_closed and not events:
+            raise ConnectionClosed
+        return events
 
     async def _handle(self, event: Event) -> bool:
         """Act on one event of the connection; False closes it."""

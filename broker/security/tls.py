@@ -126,13 +126,15 @@ class TlsSession:
     """One connection's TLS, over memory BIOs: the socket's bytes go in with ``receive``, plaintext comes
     out; plaintext goes in with ``send``, and ``outgoing()`` is what to write to the socket."""
 
-    __slots__ = ("_in", "_out", "_tls", "_settings", "handshake_done")
+    __slots__ = ("_in", "_out", "_tls", "_settings", "handshake_done", "peer_closed")
 
     def __init__(self, settings: TlsSettings) -> None:
         self._in, self._out = ssl.MemoryBIO(), ssl.MemoryBIO()
         self._tls = settings.context.wrap_bio(self._in, self._out, server_side=True)
         self._settings = settings
         self.handshake_done = False
+        self.peer_closed = False
+        """The client sent its close_notify: ours is in ``outgoing()``, and the connection ends."""
 
     def receive(self, data: bytes | memoryview) -> bytes:
         """Raises ``ssl.SSLError`` on a failed handshake or a damaged record (the connection is closed)."""
@@ -150,8 +152,15 @@ class TlsSession:
             except ssl.SSLWantReadError:
                 break
             except ssl.SSLZeroReturnError:
-                break
+                chunk = b""
             if not chunk:
+                # The client's close_notify (read gives b"" or raises, by Python version): answer with ours,
+                # as a client may wait for it (asyncio's SSL transport, 30 s by default).
+                self.peer_closed = True
+                try:
+                    self._tls.unwrap()
+                except ssl.SSLError:
+                    pass
                 break
             chunks.append(chunk)
         return b"".join(chunks)

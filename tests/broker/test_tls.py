@@ -107,3 +107,16 @@ def test_an_inline_pem_keystore_is_accepted(pki) -> None:
     session = TlsSession(TlsSettings(server_context(lambda key: BrokerConfig(props)[key], "SSL"), SslPrincipalMapper("DEFAULT")))
     handshake(session, *client(pki, None))
     assert session.handshake_done
+
+
+def test_a_client_close_notify_is_answered_with_ours(pki) -> None:
+    """asyncio's TLS transport waits up to 30 s for the server's close_notify when it closes (aiokafka's
+    producer.stop() took 30 s until the broker answered it)."""
+    session = TlsSession(settings(pki))
+    tls, incoming, outgoing = client(pki, None)
+    handshake(session, tls, incoming, outgoing)
+    with pytest.raises(ssl.SSLWantReadError):
+        tls.unwrap()  # sends the client's close_notify, then waits for the server's
+    assert session.receive(outgoing.read()) == b"" and session.peer_closed
+    incoming.write(session.outgoing())
+    tls.unwrap()  # completes: the server's close_notify arrived

@@ -299,3 +299,45 @@ def test_the_java_client_with_oauthbearer(secured, ports, java_probe) -> None:
     jaas = 'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="alice";'
     seen = java_probe(f"127.0.0.1:{ports['SASL_PLAINTEXT']}", "SASL_PLAINTEXT", "OAUTHBEARER", jaas, "1", "sec-java-oauth")
     assert seen["acked"] >= 5 and seen["failed-authentication-total"] == 0
+
+
+@pytest.fixture(scope="module")
+def kafka_with_sasl(real_kafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Kafka 3.9 with the same SASL_PLAINTEXT listener as ``secured`` (PLAIN users, SCRAM enabled), on
+    the shared ZooKeeper under a chroot of its own; yields its SASL listener's address."""
+    assert real_kafka.zookeeper is not None, "needs the ZooKeeper this test run started"
+    plain, sasl = free_port(), free_port()
+    plain_jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required " + " ".join(f'user_{u}="{p}"' for u, p in PLAIN_USERS.items()) + ";"
+    settings = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas,
+        "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+    }
+    kafka = kafka_jvm.KafkaBroker(tmp_path_factory.mktemp("kafka-sasl"), real_kafka.zookeeper.connect + "/sasl-compare", settings=settings, port=plain).start()
+    try:
+        yield f"127.0.0.1:{sasl}"
+    finally:
+        kafka.stop()
+
+
+@pytest.mark.parametrize("mechanism, user", [("PLAIN", "alice"), ("PLAIN", "nobody"), ("SCRAM-SHA-256", "nobody")])
+def test_authentication_failures_read_as_the_real_kafkas(secured, ports, pki, kafka_with_sasl, mechanism, user) -> None:
+    def failure(bootstrap: str) -> list[str]:
+        conf = security("confluent", "SASL_PLAINTEXT", pki, mechanism, user, "wrong-password")
+        errors = confluent_errors({"bootstrap.servers": bootstrap, **conf})
+        # librdkafka's text after the broker's message names the address and timing: compare the message
+        return sorted({e.str().split("SASL authentication error: ", 1)[-1].split(" (after ")[0] for e in errors if "SASL authentication error" in e.str()})
+
+    kafka = failure(kafka_with_sasl)
+    assert kafka, "the real Kafka refused nothing"
+    assert failure(f"127.0.0.1:{ports['SASL_PLAINTEXT']}") == kafka
+
+
+def test_a_request_before_authentication_is_refused_as_by_the_real_kafka(secured, ports, kafka_with_sasl) -> None:
+    metadata = {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+    for address in (kafka_with_sasl, f"127.0.0.1:{ports['SASL_PLAINTEXT']}"):
+        host, port = address.split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            with pytest.raises(ConnectionError):
+                call(sock, ApiKey.Metadata, 12, metadata, 1)
