@@ -341,3 +341,47 @@ def test_a_request_before_authentication_is_refused_as_by_the_real_kafka(secured
         with socket.create_connection((host, int(port)), timeout=10) as sock:
             with pytest.raises(ConnectionError):
                 call(sock, ApiKey.Metadata, 12, metadata, 1)
+
+
+@pytest.fixture(scope="module")
+def authorizing(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, int]]:
+    """A broker with Kafka's ACL authorizer whose super users are a client certificate's principal and a
+    SASL user: what the principal on the request context decides. Yields its listeners' ports."""
+    ports = {name: free_port() for name in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT")}
+    config = {
+        "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()),
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(pki.keystore("broker")),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(pki.ca),
+        "ssl.client.auth": "requested",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required " + " ".join(f'user_{u}="{p}"' for u, p in PLAIN_USERS.items()) + ";",
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:CN=client-app,OU=eng,O=Acme;User:admin",
+    }
+    with Broker(log_dir=tmp_path_factory.mktemp("authorizing"), subprocess=True, config=config):
+        yield ports
+
+
+@pytest.mark.parametrize(
+    "protocol, identity, allowed",
+    [("SSL", "certificate", True), ("SSL", None, False), ("SASL_PLAINTEXT", "admin", True), ("SASL_PLAINTEXT", "alice", False)],
+    ids=["ssl-super-user-certificate", "ssl-anonymous", "sasl-super-user", "sasl-other-user"],
+)
+def test_the_authenticated_principal_is_what_the_authorizer_sees(authorizing, pki, clients, protocol, identity, allowed) -> None:
+    """super.users names the certificate's subject as Kafka writes it (User:CN=client-app,OU=eng,O=Acme)
+    and the SASL user admin: they produce; a client without a certificate (User:ANONYMOUS) or another SASL
+    user is refused, as no ACL allows them."""
+    if protocol == "SSL":
+        conf = security("confluent", "SSL", pki)
+        if identity is None:
+            conf = {k: v for k, v in conf.items() if k not in ("ssl.certificate.location", "ssl.key.location")}
+    else:
+        conf = security("confluent", "SASL_PLAINTEXT", pki, "PLAIN", identity, PLAIN_USERS[identity])
+    bootstrap = f"127.0.0.1:{authorizing[protocol]}"
+    if allowed:
+        assert [a.offset for a in clients["confluent"].produce(bootstrap, f"authz-{identity}", [(b"k", b"v")], **conf)] == [0]
+    else:
+        with pytest.raises(AssertionError, match="TOPIC_AUTHORIZATION_FAILED|Topic authorization failed"):
+            clients["confluent"].produce(bootstrap, f"authz-{identity}", [(b"k", b"v")], **{**conf, "message.timeout.ms": 5000})
