@@ -3,8 +3,8 @@ connection's TLS session over memory buffers (sans-IO, as the connection is).
 
 Keystores and truststores are PEM (``ssl.keystore.type=PEM``, as Kafka 3.x accepts: a file with the key and
 its chain at ``ssl.keystore.location``, or the PEM text inline in ``ssl.keystore.certificate.chain`` and
-``ssl.keystore.key``). JKS and PKCS12 are refused at start-up with a message saying so: Python's ``ssl``
-reads neither. ``ssl.client.auth`` is none/requested/required; a client certificate gives the principal
+``ssl.keystore.key``) or PKCS12 (read with the ``cryptography`` package, the ``tls`` extra, and handed to
+``ssl`` as PEM). JKS is refused at start-up with a message saying so: no Python library reads it well. ``ssl.client.auth`` is none/requested/required; a client certificate gives the principal
 (``ssl_principal.py``), no certificate ``User:ANONYMOUS``.
 """
 
@@ -53,16 +53,21 @@ def server_context(setting: Callable[[str], object], listener: str) -> ssl.SSLCo
         return [p.strip() for p in (value.split(",") if isinstance(value, str) else value) if p.strip()]
 
     keystore_type = (text("ssl.keystore.type") or "JKS").upper()
-    if keystore_type != "PEM":
+    if keystore_type not in _STORE_TYPES:
         raise ConfigError(
-            f"Listener {listener}: ssl.keystore.type={keystore_type} is not supported (Python's ssl reads PEM only): "
-            "convert the keystore to PEM (key and certificate chain) and set ssl.keystore.type=PEM"
+            f"Listener {listener}: ssl.keystore.type={keystore_type} is not supported (odradek reads PEM and PKCS12): "
+            "convert the keystore (keytool -importkeystore -deststoretype PKCS12) and set ssl.keystore.type"
         )
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     password = text("ssl.key.password")
     location, chain, key = text("ssl.keystore.location"), text("ssl.keystore.certificate.chain"), text("ssl.keystore.key")
     try:
-        if location is not None:
+        if keystore_type == "PKCS12":
+            if location is None:
+                raise ConfigError(f"Listener {listener}: a PKCS12 keystore needs ssl.keystore.location")
+            chain, key = _pkcs12_key_and_chain(listener, location, text("ssl.keystore.password"))
+            _load_inline_chain(context, chain, key, None)
+        elif location is not None:
             context.load_cert_chain(location, password=password)
         elif chain is not None and key is not None:
             _load_inline_chain(context, chain, key, password)
@@ -73,10 +78,12 @@ def server_context(setting: Callable[[str], object], listener: str) -> ssl.SSLCo
     truststore_type = (text("ssl.truststore.type") or "JKS").upper()
     trust_location, trust_inline = text("ssl.truststore.location"), text("ssl.truststore.certificates")
     if trust_location is not None or trust_inline is not None:
-        if truststore_type != "PEM":
-            raise ConfigError(f"Listener {listener}: ssl.truststore.type={truststore_type} is not supported (Python's ssl reads PEM only): set ssl.truststore.type=PEM")
+        if truststore_type not in _STORE_TYPES:
+            raise ConfigError(f"Listener {listener}: ssl.truststore.type={truststore_type} is not supported (odradek reads PEM and PKCS12): convert it and set ssl.truststore.type")
         try:
-            if trust_location is not None:
+            if truststore_type == "PKCS12" and trust_location is not None:
+                context.load_verify_locations(cadata=_pkcs12_certificates(listener, trust_location, text("ssl.truststore.password")))
+            elif trust_location is not None:
                 context.load_verify_locations(cafile=trust_location)
             else:
                 context.load_verify_locations(cadata=trust_inline)
@@ -101,6 +108,45 @@ def server_context(setting: Callable[[str], object], listener: str) -> ssl.SSLCo
             raise ConfigError(f"Listener {listener}: no usable cipher in ssl.cipher.suites={','.join(suites)}") from exc
     context.options |= ssl.OP_NO_COMPRESSION
     return context
+
+
+_STORE_TYPES = ("PEM", "PKCS12")
+
+
+def _pkcs12(listener: str, location: str, password: str | None) -> object:
+    try:
+        from cryptography.hazmat.primitives.serialization import pkcs12
+    except ImportError:
+        raise ConfigError(f"Listener {listener}: PKCS12 stores need the cryptography package (pip install 'odradek[tls]')") from None
+    try:
+        with open(location, "rb") as f:
+            return pkcs12.load_pkcs12(f.read(), password.encode() if password else None)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"Listener {listener}: failed to read the PKCS12 store {location}: {exc}") from None
+
+
+def _pkcs12_key_and_chain(listener: str, location: str, password: str | None) -> tuple[str, str]:
+    """The PEM chain and unencrypted PEM key of a PKCS12 keystore (its key entry's certificate first)."""
+    from cryptography.hazmat.primitives import serialization
+
+    store = _pkcs12(listener, location, password)
+    if store.key is None or store.cert is None:  # type: ignore[attr-defined]
+        raise ConfigError(f"Listener {listener}: the PKCS12 keystore {location} holds no private key with its certificate")
+    certificates = [store.cert, *store.additional_certs]  # type: ignore[attr-defined]
+    chain = "".join(c.certificate.public_bytes(serialization.Encoding.PEM).decode() for c in certificates)
+    key = store.key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()  # type: ignore[attr-defined]
+    return chain, key
+
+
+def _pkcs12_certificates(listener: str, location: str, password: str | None) -> str:
+    """A PKCS12 truststore's certificates, as PEM."""
+    from cryptography.hazmat.primitives import serialization
+
+    store = _pkcs12(listener, location, password)
+    certificates = ([store.cert] if store.cert is not None else []) + list(store.additional_certs)  # type: ignore[attr-defined]
+    if not certificates:
+        raise ConfigError(f"Listener {listener}: the PKCS12 truststore {location} holds no certificate")
+    return "".join(c.certificate.public_bytes(serialization.Encoding.PEM).decode() for c in certificates)
 
 
 def _load_inline_chain(context: ssl.SSLContext, chain: str, key: str, password: str | None) -> None:

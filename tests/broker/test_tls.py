@@ -4,6 +4,7 @@ over memory buffers, and the principal Kafka's rules give a client certificate."
 from __future__ import annotations
 
 import ssl
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,22 @@ def test_a_client_close_notify_is_answered_with_ours(pki) -> None:
     assert session.receive(outgoing.read()) == b"" and session.peer_closed
     incoming.write(session.outgoing())
     tls.unwrap()  # completes: the server's close_notify arrived
+
+
+def test_pkcs12_keystore_and_truststore(pki, tmp_path: Path) -> None:
+    """Kafka's ssl.keystore.type=PKCS12 and ssl.truststore.type=PKCS12 (as keytool and openssl write them)."""
+    keystore, truststore = tmp_path / "broker.p12", tmp_path / "trust.p12"
+    subprocess.run(["openssl", "pkcs12", "-export", "-in", str(pki.cert("broker")), "-inkey", str(pki.key("broker")), "-certfile", str(pki.ca), "-out", str(keystore), "-passout", "pass:changeit"], check=True, capture_output=True)
+    subprocess.run(["openssl", "pkcs12", "-export", "-nokeys", "-in", str(pki.ca), "-out", str(truststore), "-passout", "pass:changeit"], check=True, capture_output=True)
+    props = {
+        "ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(keystore), "ssl.keystore.password": "changeit",
+        "ssl.truststore.type": "PKCS12", "ssl.truststore.location": str(truststore), "ssl.truststore.password": "changeit",
+        "ssl.client.auth": "required",
+    }
+    config = BrokerConfig(props)
+    session = TlsSession(TlsSettings(server_context(lambda key: config.for_listener("SSL", key), "SSL"), SslPrincipalMapper("DEFAULT")))
+    handshake(session, *client(pki, "alice"))  # the client certificate verified against the PKCS12 truststore
+    assert session.principal().name.startswith("CN=alice")
+    wrong = BrokerConfig({**props, "ssl.keystore.password": "wrong"})
+    with pytest.raises(ConfigError, match="failed to read the PKCS12 store"):
+        server_context(lambda key: wrong.for_listener("SSL", key), "SSL")
