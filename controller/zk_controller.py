@@ -195,15 +195,20 @@ class ZkController:
                 ctx.leadership[(topic, p)] = Leadership(*state)
         if topic not in self._topic_watches:
             self._topic_watches.add(topic)
-            DataWatch(self.zk.kazoo, zd.topic_path(topic), lambda data, stat, t=topic: self._topic_watch(t, data))
+            DataWatch(self.zk.kazoo, zd.topic_path(topic), self._topic_watcher(topic))
         return added
 
-    def _topic_watch(self, topic: str, data: bytes | None) -> bool | None:
-        if data is None:
-            self._topic_watches.discard(topic)
-            return False  # the topic is gone: stop watching it
-        self._enqueue(Event(TOPIC_CHANGED, topic))
-        return None
+    def _topic_watcher(self, topic: str) -> Callable[[bytes | None, object], bool | None]:
+        """A topic's data watch (two parameters: kazoo passes a third, the event, to a callback that takes one)."""
+
+        def watch(data: bytes | None, stat: object) -> bool | None:
+            if data is None:
+                self._topic_watches.discard(topic)
+                return False  # the topic is gone: stop watching it
+            self._enqueue(Event(TOPIC_CHANGED, topic))
+            return None
+
+        return watch
 
     # -- partitions --------------------------------------------------------------------------------------------
 

@@ -51,7 +51,8 @@ def odradek_led(zookeeper: kafka_jvm.ZooKeeper, tmp_path_factory: pytest.TempPat
     zk = ZkClient(connect)
     channel = ControllerChannelManager(1)
     controller = ZkController(zk, 1, channel)
-    kafka = kafka_jvm.KafkaBroker(tmp_path_factory.mktemp("kafka-peer"), connect, broker_id=0)
+    # a short ZooKeeper session, so that a killed Kafka broker's registration goes within seconds
+    kafka = kafka_jvm.KafkaBroker(tmp_path_factory.mktemp("kafka-peer"), connect, broker_id=0, settings={"zookeeper.session.timeout.ms": "6000"})
     try:
         zk.create_top_level_paths()
         zk.cluster_id_for(None, new_cluster_id())
@@ -182,6 +183,52 @@ def test_a_failed_broker_loses_its_leaderships_to_the_kafka_broker(odradek_led: 
     wait_for(lambda: kafkas_view() == {0: (0, [0]), 1: (0, [0])}, what="Kafka's metadata agrees")
     producer = Producer({"bootstrap.servers": kafka.bootstrap, "acks": "all"})
     producer.produce("failover-topic", value=b"after", partition=0)
+    assert producer.flush(30) == 0
+
+
+def leaders_in_kafka(kafka: kafka_jvm.KafkaBroker, topic: str) -> dict[int, tuple[int, list[int]]]:
+    """Partition -> (leader, ISR) as the Kafka broker's Metadata answers (what the controller told it)."""
+    metadata = AdminClient({"bootstrap.servers": kafka.bootstrap}).list_topics(topic, timeout=10).topics[topic]
+    return {p.id: (p.leader, p.isrs) for p in metadata.partitions.values()} if metadata.error is None else {}
+
+
+def test_partitions_added_to_a_topic_come_online(odradek_led: tuple[ZkController, kafka_jvm.KafkaBroker]) -> None:
+    controller, kafka = odradek_led
+    controller.zk.create_topic("growing", zd.TopicAssignment(uuid.uuid4(), {0: zd.ReplicaAssignment((0,))}), {})
+    wait_for(lambda: leaders_in_kafka(kafka, "growing") == {0: (0, [0])}, what="partition 0 online")
+    assignment, version = controller.zk.topic_assignment("growing")
+    grown = zd.TopicAssignment(assignment.topic_id, {**assignment.partitions, 1: zd.ReplicaAssignment((0,)), 2: zd.ReplicaAssignment((0,))})
+    assert controller.zk.set_topic_assignment("growing", grown, version)[0]  # as CreatePartitions writes it
+    wait_for(lambda: leaders_in_kafka(kafka, "growing") == {p: (0, [0]) for p in range(3)}, what="the new partitions online")
+    assert (kafka.log_dir / "growing-2").is_dir()
+
+
+def test_a_deleted_topic_is_stopped_and_deleted_on_the_kafka_broker(odradek_led: tuple[ZkController, kafka_jvm.KafkaBroker]) -> None:
+    controller, kafka = odradek_led
+    controller.zk.create_topic("doomed", zd.TopicAssignment(uuid.uuid4(), {0: zd.ReplicaAssignment((0,)), 1: zd.ReplicaAssignment((0,))}), {"retention.ms": "1000"})
+    wait_for(lambda: (kafka.log_dir / "doomed-1").is_dir(), what="Kafka made the topic's logs")
+    controller.zk.mark_topic_for_deletion("doomed")  # what DeleteTopics writes
+    # StopReplica (delete) reached Kafka: it renames the logs for deletion; UpdateMetadata dropped the topic
+    wait_for(lambda: not (kafka.log_dir / "doomed-0").exists() and not (kafka.log_dir / "doomed-1").exists(), what="Kafka deleted the logs")
+    wait_for(lambda: "doomed" not in AdminClient({"bootstrap.servers": kafka.bootstrap}).list_topics(timeout=10).topics, what="Kafka forgot the topic")
+    wait_for(lambda: controller.zk.topic_assignment("doomed") is None, what="the topic's znodes deleted")
+    assert not controller.zk.kazoo.exists(zd.delete_topic_path("doomed"))
+    assert not controller.zk.kazoo.exists(zd.config_entity_path(zd.ConfigType.TOPIC, "doomed"))
+    assert ("doomed", 0) not in controller.context.assignments
+
+
+def test_a_killed_kafka_broker_goes_offline_and_leads_again_when_it_returns(odradek_led: tuple[ZkController, kafka_jvm.KafkaBroker]) -> None:
+    controller, kafka = odradek_led
+    controller.zk.create_topic("phoenix", zd.TopicAssignment(uuid.uuid4(), {0: zd.ReplicaAssignment((0,))}), {})
+    wait_for(lambda: leaders_in_kafka(kafka, "phoenix") == {0: (0, [0])}, what="phoenix online")
+    kafka.kill()
+    # its only replica is gone: no leader, the ISR keeps the last member, the epoch moves on
+    wait_for(lambda: controller.zk.partition_state("phoenix", 0)[0] == zd.LeaderIsrAndControllerEpoch(-1, 1, (0,), controller.context.epoch), what="phoenix offline")
+    kafka.start()
+    wait_for(lambda: controller.zk.partition_state("phoenix", 0)[0] == zd.LeaderIsrAndControllerEpoch(0, 2, (0,), controller.context.epoch), what="phoenix led again")
+    wait_for(lambda: leaders_in_kafka(kafka, "phoenix") == {0: (0, [0])}, what="Kafka leads phoenix again")
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "acks": "all"})
+    producer.produce("phoenix", value=b"back", partition=0)
     assert producer.flush(30) == 0
 
 
