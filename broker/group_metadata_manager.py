@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import Callable, Protocol
 
 from odradek.broker.coordinator.runtime import AppendResult, CoordinatorResult, Producer, Record, ShardContext
 from odradek.broker.deferred import Deferred
 from odradek.broker.group import CommitRecord, Group, GroupState, TopicPartition
+from odradek.broker.group_config import GroupConfig
 from odradek.broker.group_metadata_records import (
     GroupMetadataKey,
     GroupRecord,
@@ -31,9 +32,6 @@ from odradek.broker.group_metadata_records import (
     read_offset_value,
 )
 from odradek.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from odradek.broker.group_coordinator import GroupConfig
 
 log = logging.getLogger("odradek.group_coordinator")
 
@@ -84,7 +82,7 @@ class _Loading:
 
 
 class GroupMetadataManager:
-    def __init__(self, context: ShardContext, config: "GroupConfig", listener: GroupListener) -> None:
+    def __init__(self, context: ShardContext, config: GroupConfig, listener: GroupListener) -> None:
         self.context = context
         self.config = config
         self.clock = context.clock
