@@ -4,8 +4,8 @@ The cache of groups and their offsets, kept in step with the partition's records
 (offset commits, group metadata, tombstones; transactional offset commits stay pending until their
 producer's COMMIT marker, and an ABORT drops them), writes turn state into records (offset commits, a
 group's metadata, tombstones), and a timer expires offsets past their retention. Membership and
-rebalances are the protocol's (:mod:`odradek.broker.group_coordinator`), which this tells when a group
-is loaded or removed.
+rebalances are the protocol's (:mod:`odradek.broker.group_coordinator`), which resumes the groups loaded
+and is told when one is removed.
 """
 
 from __future__ import annotations
@@ -64,9 +64,7 @@ STORE_OFFSETS_ERRORS: dict[ErrorCode, ErrorCode] = {
 
 
 class GroupListener(Protocol):
-    """What the protocol does when the cache gains or loses a group."""
-
-    def on_group_loaded(self, group: Group) -> None: ...
+    """What the protocol does when the cache loses a group (its timers go)."""
 
     def on_group_removed(self, group: Group) -> None: ...
 
