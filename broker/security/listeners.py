@@ -3,6 +3,7 @@ and its SASL mechanisms, checked at start-up as Kafka's ``KafkaConfig`` checks t
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Callable
 
@@ -15,6 +16,8 @@ from odradek.broker.security.scram import SCRAM_MECHANISMS, CredentialStore, Scr
 from odradek.broker.security.ssl_principal import SslPrincipalMapper
 from odradek.broker.security.tls import TlsSettings, server_context
 from odradek.storage.config_types import ConfigError
+
+log = logging.getLogger("odradek.config")
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
@@ -101,6 +104,19 @@ def sasl_settings(config: BrokerConfig, listener: str, credentials: CredentialSt
     )
 
 
+def _tls_setting(config: BrokerConfig, listener: str, key: str, sasl: bool) -> object:
+    """A listener's TLS key; on SASL_SSL, ``ssl.client.auth`` only listener-prefixed, as in Kafka (clients
+    authenticate with SASL there; the broker-wide value is for SSL listeners)."""
+    if sasl and key == "ssl.client.auth" and f"listener.name.{listener.lower()}.{key}" not in config.originals:
+        if config["ssl.client.auth"] != "none":
+            log.warning(
+                "Broker configuration 'ssl.client.auth' is applied only to SSL listeners. Listener-prefixed configuration can be used "
+                "to enable SSL client authentication for SASL_SSL listeners."
+            )
+        return "none"
+    return config.for_listener(listener, key)
+
+
 def listener_securities(config: BrokerConfig, credentials: CredentialStore) -> dict[str, ListenerSecurity]:
     """Every listener's security, or ConfigError naming what is wrong (the broker refuses to start)."""
     mapping = security_protocol_map(config)
@@ -117,7 +133,7 @@ def listener_securities(config: BrokerConfig, credentials: CredentialStore) -> d
         protocol = mapping[listener.name]
         tls = None
         if protocol in TLS_PROTOCOLS:
-            setting = lambda key, name=listener.name: config.for_listener(name, key)  # noqa: E731
+            setting = lambda key, name=listener.name, sasl=protocol == "SASL_SSL": _tls_setting(config, name, key, sasl)  # noqa: E731
             tls = TlsSettings(server_context(setting, listener.name), SslPrincipalMapper(setting("ssl.principal.mapping.rules")))
         sasl = sasl_settings(config, listener.name, credentials) if protocol in SASL_PROTOCOLS else None
         securities[listener.name] = ListenerSecurity(listener.name, protocol, tls, sasl)

@@ -57,7 +57,8 @@ def secured(pki: Pki, ports: dict[str, int], tmp_path_factory: pytest.TempPathFa
         "ssl.keystore.location": str(pki.keystore("broker")),
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": str(pki.ca),
-        "listener.name.ssl.ssl.client.auth": "requested",
+        # broker-wide, it applies to the SSL listener only: SASL_SSL clients send no certificate (Kafka's rule)
+        "ssl.client.auth": "required",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
         "listener.name.reauth.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
         "listener.name.reauth.plain.connections.max.reauth.ms": str(REAUTH_MS),
@@ -196,6 +197,17 @@ def test_a_wrong_scram_password_fails_with_kafkas_generic_message(secured, pki, 
         errors = confluent_errors({"bootstrap.servers": f"127.0.0.1:{ports['SASL_PLAINTEXT']}", **conf})
         message = "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256"
         assert any(message in e.str() for e in errors), errors
+
+
+def test_a_plaintext_client_on_the_ssl_listener_is_closed(secured, ports) -> None:
+    with socket.create_connection(("127.0.0.1", ports["SSL"]), timeout=10) as sock:
+        with pytest.raises((ConnectionError, OSError)):
+            call(sock, ApiKey.ApiVersions, 3, {"client_software_name": "x", "client_software_version": "1"}, 1)
+
+
+def test_a_client_without_a_certificate_is_refused_where_ssl_client_auth_is_required(secured, pki, ports) -> None:
+    errors = confluent_errors({"bootstrap.servers": f"127.0.0.1:{ports['SSL']}", "security.protocol": "SSL", "ssl.ca.location": str(pki.ca)})
+    assert errors, "the broker accepted a client without a certificate"
 
 
 def test_kcat_over_ssl_and_sasl_ssl(secured, pki, ports, tmp_path: Path) -> None:
