@@ -74,6 +74,9 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     _k("authorizer.class.name", S, "", "The authorizer: empty for none (everything allowed, the ACL APIs answer SECURITY_DISABLED), or kafka.security.authorizer.AclAuthorizer (ACLs kept with the cluster metadata)."),
     _k("super.users", S, None, "AclAuthorizer: semicolon-separated principals (User:admin;User:ops) allowed everything from every host."),
     _k("allow.everyone.if.no.acl.found", B, False, "AclAuthorizer: a resource no ACL matches is open to everyone (else to super users only)."),
+    # client quotas
+    _k("quota.window.num", I, 11, "The number of samples to retain in memory for client quotas.", at_least=1),
+    _k("quota.window.size.seconds", I, 1, "The time span of each sample for client quotas.", at_least=1),
     # metrics
     _k("prometheus.port", I, None, "odradek: port of the Prometheus endpoint, http://host:port/metrics, with Kafka's MBeans under the names the Prometheus JMX exporter gives them (docs/operations.md). Unset: off; 0 picks a free port. Strimzi's JMX exporter uses 9404.", at_least=0),
     _k("prometheus.host", S, None, "odradek: interface the Prometheus endpoint binds; unset: the first listener's host (all interfaces if that is empty)."),

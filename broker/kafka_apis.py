@@ -123,7 +123,7 @@ def _whole_server(key: ApiKey, module: Any) -> Handler:
 
 
 HANDLERS: dict[int, Handler] = {
-    ApiKey.Produce: Handler(produce.handle, 0, 11, ("replica_manager", "authorization")),
+    ApiKey.Produce: Handler(produce.handle, 0, 11, ("replica_manager", "authorization", "quotas")),
     ApiKey.Fetch: _all(ApiKey.Fetch, fetch, "replica_manager", "fetch_sessions", "config", "authorization"),
     ApiKey.ListOffsets: _all(ApiKey.ListOffsets, list_offsets, "replica_manager", "authorization"),
     ApiKey.Metadata: _all(ApiKey.Metadata, metadata, "metadata", "config", "auto_create_topic", "authorization"),

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer import create_authorizer
-from odradek.broker.quotas import ClientQuotaConfigs
+from odradek.broker.quotas import ClientQuotaConfigs, ClientQuotas
 from odradek.broker.config import BrokerConfig
 from odradek.broker.coordinator.partitions import ReplicaManagerPartitions
 from odradek.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
@@ -115,6 +115,7 @@ class KafkaServer:
             self.config["authorizer.class.name"], self.controller, self.config["super.users"], self.config["allow.everyone.if.no.acl.found"]
         )
         self.client_quotas = ClientQuotaConfigs(self.controller)
+        self.quotas = ClientQuotas.from_config(self.client_quotas, self.config["quota.window.num"], self.config["quota.window.size.seconds"])
         for entity in (DEFAULT_ENTITY, str(self.broker_id)):
             self._load_broker_configs(entity)
         self._apply_broker_defaults()

@@ -270,3 +270,44 @@ class ClientQuotaManager:
         if measured <= bound:
             return 0
         return round((measured - bound) / bound * rate.window_size_ms(now_ms))
+
+
+@dataclass
+class ChannelThrottles:
+    """Connections muted until a time (Kafka's ``ThrottledChannel``, KIP-219): the socket server reads nothing
+    more from a throttled client's connection until its throttle time has passed."""
+
+    until: dict[str, float] = field(default_factory=dict)
+
+    def throttle(self, connection_id: str, throttle_ms: int, now_s: float) -> None:
+        self.until[connection_id] = max(self.until.get(connection_id, 0.0), now_s + throttle_ms / 1000)
+
+    def remaining_s(self, connection_id: str, now_s: float) -> float:
+        end = self.until.get(connection_id)
+        if end is None:
+            return 0.0
+        if end <= now_s:
+            del self.until[connection_id]
+            return 0.0
+        return end - now_s
+
+
+@dataclass
+class ClientQuotas:
+    """The broker's quota managers and throttled channels (Kafka's ``QuotaManagers``)."""
+
+    produce: ClientQuotaManager
+    throttles: ChannelThrottles = field(default_factory=ChannelThrottles)
+
+    @classmethod
+    def from_config(cls, configs: ClientQuotaConfigs, samples: int, window_s: int) -> "ClientQuotas":
+        """``quota.window.num`` samples of ``quota.window.size.seconds`` each."""
+        return cls(ClientQuotaManager(PRODUCE, configs, samples, window_s * 1000))
+
+    def record_produce(self, user: str, client_id: str, connection_id: str | None, size: int, now_s: float) -> int:
+        """Charge a produce of ``size`` bytes to the client's ``producer_byte_rate``; the throttle time, for
+        which its connection is then muted."""
+        throttle_ms = self.produce.record_and_get_throttle_ms(user, client_id, size, int(now_s * 1000))
+        if throttle_ms > 0 and connection_id is not None:
+            self.throttles.throttle(connection_id, throttle_ms, now_s)
+        return throttle_ms

@@ -152,6 +152,10 @@ class Connection:
         while True:
             if pool.exhausted and not protocol.reading_frame:
                 await pool.wait_available()  # Kafka mutes the channel until the pool has memory again
+            throttled_s = self.server.quotas.throttles.remaining_s(protocol.connection_id, time.monotonic())
+            if throttled_s > 0:
+                await anyio.sleep(throttled_s)  # a client over its quota is not read until its throttle time passed (KIP-219)
+                continue
             target = protocol.buffer() if tls is None else self.network.tls_buffer
             try:
                 n = sock.recv_into(target)

@@ -7,15 +7,23 @@ client notices); acks=all is answered once the high watermark passes the appende
 Authorization is Kafka's: transactional records need WRITE on the transactional id (else every partition
 is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and each topic needs WRITE (else its partitions
 get TOPIC_AUTHORIZATION_FAILED and are not appended).
+
+The records' bytes count against the client's ``producer_byte_rate``: a client over it gets the throttle time
+in the answer and its connection is not read for that long (KIP-219); before v6, whose clients do not
+throttle themselves, the answer itself waits that long, as Kafka's.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from odradek.broker.authorization import Authorization
+import anyio
+
+from odradek.broker.authorization import Authorization, session_of
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.handlers import CLOSE_CONNECTION, internal_topics_allowed
+from odradek.broker.quotas import ClientQuotas
 from odradek.broker.replica_manager import AppendOutcome, AppendResult, PartitionAppend, ReplicaManager
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
@@ -23,8 +31,13 @@ from odradek.protocol.record_batch import HEADER_SIZE, MAGIC_OFFSET, parse_heade
 from odradek.storage.producer_state import AppendOrigin
 
 
-def handle(replica_manager: ReplicaManager, authorization: Authorization, request: Request) -> Any:
+CLIENT_THROTTLES_SINCE = 6
+"""Produce versions whose clients honour throttle_time_ms themselves (Kafka's ``shouldClientThrottle``)."""
+
+
+def handle(replica_manager: ReplicaManager, authorization: Authorization, quotas: ClientQuotas, request: Request) -> Any:
     body = request.body
+    throttle_ms = _record_bytes(quotas, request)
     if has_transactional_records(body) and (
         body.transactional_id is None or not authorization.authorize(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id)
     ):
@@ -42,14 +55,26 @@ def handle(replica_manager: ReplicaManager, authorization: Authorization, reques
     )
     if body.acks == 0:
         return CLOSE_CONNECTION if outcome.failed or len(appends) < sum(len(t.partition_data) for t in body.topic_data) else None
-    if not outcome.pending:
-        return _response(body, outcome, writable)
+    delayed = throttle_ms > 0 and request.header.api_version < CLIENT_THROTTLES_SINCE
+    if not outcome.pending and not delayed:
+        return _response(body, outcome, writable, throttle_ms)
 
     async def answer() -> dict:
         await outcome.completion()
-        return _response(body, outcome, writable)
+        if delayed:
+            await anyio.sleep(throttle_ms / 1000)
+        return _response(body, outcome, writable, throttle_ms)
 
     return answer()
+
+
+def _record_bytes(quotas: ClientQuotas, request: Request) -> int:
+    """Charge the request's record bytes to the client's producer quota (Kafka charges the whole request's
+    size; the header and field overhead left out here are a few dozen bytes)."""
+    size = sum(len(pd.records) for t in request.body.topic_data for pd in t.partition_data if pd.records is not None)
+    user = session_of(request).principal.partition(":")[2]
+    context = request.context
+    return quotas.record_produce(user, request.header.client_id or "", context.connection_id if context is not None else None, size, time.monotonic())
 
 
 def has_transactional_records(body: Any) -> bool:
@@ -68,10 +93,10 @@ def _refused(body: Any, error: ErrorCode) -> dict:
     return _entries(body, lambda topic: next(results))
 
 
-def _response(body: Any, outcome: AppendOutcome, writable: set[str]) -> dict:
+def _response(body: Any, outcome: AppendOutcome, writable: set[str], throttle_ms: int) -> dict:
     results = iter(outcome.results)
     refused = AppendResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    return _entries(body, lambda topic: next(results) if topic in writable else refused)
+    return _entries(body, lambda topic: next(results) if topic in writable else refused) | {"throttle_time_ms": throttle_ms}
 
 
 def _entries(body: Any, result_of: Any) -> dict:

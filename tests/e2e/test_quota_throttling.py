@@ -1,0 +1,60 @@
+"""A producer over its ``producer_byte_rate`` is throttled to about that rate (measured over a few seconds)
+and told so: confluent-kafka's statistics show the broker's throttle times (KIP-219)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from confluent_kafka import Producer
+
+from odradek import Broker
+from odradek.protocol.api import ApiKey
+from odradek.protocol.errors import ErrorCode
+
+RATE = 200_000
+"""producer_byte_rate of the throttled client id, bytes per second."""
+WINDOWS = {"quota.window.num": "3", "quota.window.size.seconds": "1"}
+"""Three one-second samples: a fresh client's first two seconds of quota are spent at once."""
+
+
+def test_a_producer_over_its_byte_rate_is_throttled_to_it(tmp_path: Path, connect) -> None:
+    with Broker(log_dir=tmp_path, config=WINDOWS) as broker:
+        wire = connect(broker.bootstrap)
+        entry = {"entity": [{"entity_type": "client-id", "entity_name": "throttled"}], "ops": [{"key": "producer_byte_rate", "value": float(RATE), "remove": False}]}
+        assert wire.call(ApiKey.AlterClientQuotas, 1, {"entries": [entry], "validate_only": False}).entries[0].error_code == ErrorCode.NONE
+
+        throttles: list[int] = []
+
+        def stats(text: str) -> None:
+            for b in json.loads(text)["brokers"].values():
+                if b["nodeid"] >= 0 and b["throttle"]["cnt"]:
+                    throttles.append(b["throttle"]["max"])
+
+        producer = Producer({
+            "bootstrap.servers": broker.bootstrap, "client.id": "throttled", "linger.ms": 5, "batch.size": 65536,
+            "compression.type": "none", "statistics.interval.ms": 500, "stats_cb": stats,
+            "queue.buffering.max.kbytes": 512,  # what is queued is still sent at the rate by flush()
+        })
+        payload = b"x" * 10_000
+        delivered = [0]
+
+        def on_delivery(err, msg) -> None:
+            if err is None:
+                delivered[0] += len(msg.value())
+
+        start = time.monotonic()
+        while time.monotonic() - start < 6:
+            try:
+                producer.produce("quota-topic", payload, on_delivery=on_delivery)
+            except BufferError:
+                producer.poll(0.05)
+            producer.poll(0)
+        producer.flush(30)
+        elapsed = time.monotonic() - start
+        print(f"delivered {delivered[0]} bytes in {elapsed:.1f} s: {delivered[0] / elapsed:.0f} B/s against {RATE}; throttle times {throttles}")
+        # Unthrottled this loop writes tens of MB/s here; the burst allowance is two seconds of quota.
+        assert delivered[0] <= RATE * (elapsed + 2) * 1.3, (delivered[0], elapsed)
+        assert delivered[0] >= RATE * elapsed * 0.6, (delivered[0], elapsed)
+        assert throttles and max(throttles) > 0
