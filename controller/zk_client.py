@@ -264,7 +264,8 @@ class ZkClient:
     def partition_state(self, topic: str, partition: int) -> tuple[zd.LeaderIsrAndControllerEpoch, int] | None:
         """The partition's leader and ISR and its znode version (the partition epoch)."""
         data, version = self.get_data_and_version(zd.partition_state_path(topic, partition))
-        return None if data is None else (zd.LeaderIsrAndControllerEpoch.decode(data), version)
+        state = zd.LeaderIsrAndControllerEpoch.decode(data)
+        return None if state is None else (state, version)
 
     def create_partition_state(self, topic: str, partition: int, state: zd.LeaderIsrAndControllerEpoch) -> bool:
         """False when a state is already there (a controller before this one got to it)."""

@@ -191,8 +191,11 @@ def to_json(value: Any) -> bytes:
 
 
 def from_json(data: bytes | None) -> Any:
-    """Kafka's ``Json.parseBytes``; data null (or empty) reads as None."""
-    return json.loads(data) if data else None
+    """Kafka's ``Json.parseBytes``: data null, empty or not JSON reads as None."""
+    try:
+        return json.loads(data) if data else None
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError
+        return None
 
 
 def now_ms() -> str:
@@ -341,6 +344,7 @@ class TopicAssignment:
 
     @classmethod
     def decode(cls, data: bytes | None) -> "TopicAssignment":
+        """Data that is not JSON reads as no partitions, as Kafka reads it."""
         js = from_json(data) or {}
         adding = js.get("adding_replicas") or {}
         removing = js.get("removing_replicas") or {}
@@ -385,8 +389,11 @@ class LeaderIsrAndControllerEpoch:
         return to_json(ordered(body, Container.SCALA_IMMUTABLE))
 
     @classmethod
-    def decode(cls, data: bytes) -> "LeaderIsrAndControllerEpoch":
+    def decode(cls, data: bytes | None) -> "LeaderIsrAndControllerEpoch | None":
+        """None for data that is not JSON (Kafka reads it as no state)."""
         js = from_json(data)
+        if js is None:
+            return None
         return cls(js["leader"], js["leader_epoch"], tuple(js["isr"]), js["controller_epoch"], js.get("leader_recovery_state", 0))
 
 

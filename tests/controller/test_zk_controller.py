@@ -1,0 +1,88 @@
+"""odradek's ZooKeeper controller on a real ZooKeeper, for what needs no broker to answer it: what it writes
+when a topic's replicas are not all there, and what it does with znodes holding something that is not
+Kafka's JSON (it reads them as Kafka does, as no partitions or no state, and goes on)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Callable, Iterator
+
+import kafka_jvm
+import pytest
+
+from odradek.broker.controller_channel import ControllerChannelManager
+from odradek.controller import zk_data as zd
+from odradek.controller.zk_client import ZkClient
+from odradek.controller.zk_controller import ZkController
+
+
+def wait_for(condition: Callable[[], object], timeout_s: float = 20.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{what} not reached within {timeout_s}s")
+
+
+def registration(broker_id: int) -> zd.BrokerRegistration:
+    """A broker registered at an address nothing serves: the controller's requests to it wait, unanswered."""
+    return zd.BrokerRegistration(broker_id, (zd.EndPoint("PLAINTEXT", "127.0.0.1", kafka_jvm.free_port(), "PLAINTEXT"),))
+
+
+@pytest.fixture
+def cluster(zookeeper: kafka_jvm.ZooKeeper) -> Iterator[tuple[ZkController, Callable[[int], ZkClient]]]:
+    """An active controller (broker 1) under a chroot of its own, and ``join(id)`` registering more brokers."""
+    connect = f"{zookeeper.connect}/controller-{uuid.uuid4().hex[:6]}"
+    zk = ZkClient(connect)
+    channel = ControllerChannelManager(1)
+    controller = ZkController(zk, 1, channel)
+    others: list[ZkClient] = []
+
+    def join(broker_id: int) -> ZkClient:
+        client = ZkClient(connect)
+        client.keep_registered(registration(broker_id))
+        others.append(client)
+        return client
+
+    try:
+        zk.create_top_level_paths()
+        zk.keep_registered(registration(1))
+        controller.startup()
+        wait_for(lambda: controller.active, what="controller elected")
+        yield controller, join
+    finally:
+        controller.shutdown()
+        channel.close()
+        for client in others:
+            client.close()
+        zk.close()
+
+
+def test_a_partition_with_no_live_replica_waits_for_one(cluster: tuple[ZkController, Callable[[int], ZkClient]]) -> None:
+    controller, join = cluster
+    assignment = zd.TopicAssignment(uuid.uuid4(), {0: zd.ReplicaAssignment((2, 1)), 1: zd.ReplicaAssignment((3,))})
+    controller.zk.create_topic("waiting", assignment, {})
+    epoch = controller.context.epoch
+    # partition 0: broker 2 is not there, so broker 1 leads alone; partition 1 has no live replica: no state
+    wait_for(lambda: controller.zk.partition_state("waiting", 0) is not None, what="partition 0 online")
+    assert controller.zk.partition_state("waiting", 0) == (zd.LeaderIsrAndControllerEpoch(1, 0, (1,), epoch), 0)
+    assert controller.zk.partition_state("waiting", 1) is None
+    join(3)
+    wait_for(lambda: controller.zk.partition_state("waiting", 1) is not None, what="partition 1 online once broker 3 registered")
+    assert controller.zk.partition_state("waiting", 1) == (zd.LeaderIsrAndControllerEpoch(3, 0, (3,), epoch), 0)
+
+
+def test_znodes_that_are_not_json_read_as_kafka_reads_them(cluster: tuple[ZkController, Callable[[int], ZkClient]]) -> None:
+    controller, _ = cluster
+    controller.zk.kazoo.create(zd.topic_path("garbled"), b"{not json")
+    controller.zk.create_topic("fine", zd.TopicAssignment(uuid.uuid4(), {0: zd.ReplicaAssignment((1,))}), {})
+    wait_for(lambda: controller.zk.partition_state("fine", 0) is not None, what="the good topic online")
+    assert not any(t == "garbled" for t, _ in controller.context.assignments)
+    controller.zk.kazoo.set(zd.partition_state_path("fine", 0), b"\xff\xfe")
+    assert controller.zk.partition_state("fine", 0) is None
+    # a controller elected now reads everything again, the garbled znodes included, and still comes up
+    controller.zk.resign_controller(1)
+    wait_for(lambda: controller.active and controller.context.epoch == 2, what="re-elected")
+    assert ("fine", 0) in controller.context.assignments and ("fine", 0) not in controller.context.leadership
