@@ -4,8 +4,8 @@ The same data -- topics with several partitions, a compacted one, one compacted 
 LogAppendTime one; records in every codec with keys, headers and timestamps from idempotent producers; two
 consumer groups' committed offsets, one of them a subscribed group so that group metadata is written too --
 goes once into an odradek broker and once into a real Kafka (ZooKeeper mode), both with small segments and
-index intervals so that every partition rolls several segments. Kafka also gets transactions, one of them
-aborted (odradek has no transaction coordinator). Both are stopped cleanly. Then:
+index intervals so that every partition rolls several segments. Both also get transactions, one of them
+aborted. Both are stopped cleanly. Then:
 
 * Kafka's ``kafka-dump-log`` (DumpLogSegments) and ``odradek dump-log`` print the same thing for every
   segment, index, time index, transaction index and producer snapshot of odradek's directory, of Kafka's,
@@ -58,7 +58,7 @@ TOPICS: dict[str, tuple[int, dict[str, str]]] = {
 CLEANED = ("interop-cleaned", 0)
 """Compacted while the broker runs: its cleaned segments, tombstones with a delete horizon, are compared too."""
 TRANSACTIONS = "interop-transactions"
-"""Written into Kafka only (odradek has no transaction coordinator): committed and aborted transactions."""
+"""Committed and aborted transactions, written into either broker."""
 ASSIGNED_GROUP = "interop-assigned"
 SUBSCRIBED_GROUP = "interop-subscribed"
 CLIENT_QUIET = {"log_level": 0}
@@ -277,8 +277,8 @@ def read_everything(bootstrap: str, partitions: list[tuple[str, int]], isolation
 
 
 def produce_transactions(bootstrap: str) -> None:
-    """Into Kafka: a committed transaction, an aborted one, a committed one (control batches, a transaction
-    index entry, ``__transaction_state``)."""
+    """A committed transaction, an aborted one, a committed one (control batches, a transaction index entry,
+    ``__transaction_state``)."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -327,6 +327,7 @@ def odradek_written(tmp_path_factory: pytest.TempPathFactory) -> WrittenDir:
     broker = Broker(log_dir=tmp_path_factory.mktemp("odradek-written"), subprocess=True, config={**kafka_jvm.BROKER_SETTINGS, **SETTINGS})
     with broker:
         populate(broker.bootstrap)
+        produce_transactions(broker.bootstrap)
         wait_until_cleaned(broker.log_dir)
         observed = observe(broker.bootstrap)
     return WrittenDir(broker.log_dir, observed)
@@ -486,6 +487,17 @@ def test_odradek_hides_the_aborted_transaction_from_read_committed_consumers_as_
     fetches = kafka_written.observed.read_committed_fetches
     assert any(aborted for _, _, _, aborted in fetches.values()) and any(not aborted for _, _, _, aborted in fetches.values())
     assert kafka_dir_served.observed.read_committed_fetches == fetches
+
+
+def test_odradek_keeps_the_same_transactions_as_kafka(odradek_written: WrittenDir, kafka_written: WrittenDir) -> None:
+    """The same transactions written into odradek: its markers, transaction index and last stable offset make
+    READ_COMMITTED consumers read what Kafka's did, and READ_UNCOMMITTED ones every record."""
+    def seen(observed: dict[tuple[str, int], list[tuple]]) -> list[tuple]:
+        return [(offset, key, value) for offset, key, value, _, _ in observed[(TRANSACTIONS, 0)]]  # timestamps differ
+
+    assert seen(odradek_written.observed.records) == seen(kafka_written.observed.records)
+    assert seen(odradek_written.observed.uncommitted_records) == seen(kafka_written.observed.uncommitted_records)
+    assert (odradek_written.log_dir / f"{TRANSACTIONS}-0" / "00000000000000000000.txnindex").exists()
 
 
 def test_odradek_answers_list_offsets_as_kafka_did(kafka_written: WrittenDir, kafka_dir_served: WrittenDir) -> None:
