@@ -68,6 +68,7 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     _k("sasl.jaas.config", PW, None, "JAAS login context parameters for SASL connections, in JAAS configuration file format."),
     _k("connections.max.reauth.ms", L, 0, "When positive, the most time an authenticated SASL session lasts: the client must re-authenticate (KIP-368) or be disconnected."),
     _k("connection.failed.authentication.delay.ms", I, 100, "Connection close delay on failed authentication.", at_least=0),
+    _k("sasl.server.max.receive.size", I, 524288, "The maximum receive size allowed before and during initial SASL authentication.", at_least=1),
     _k("inter.broker.protocol.version", S, "3.9-IV0", "Inter-broker protocol version.", acted_on=False),
     _k("cluster.id", S, None, "odradek: cluster id to use when the log directories carry none (Kafka takes it from ZooKeeper or meta.properties)."),
     # authorization

@@ -88,7 +88,7 @@ class KafkaConnection:
 
     __slots__ = (
         "endpoint", "connection_id", "served", "reader", "pool", "outbox", "max_queued", "state", "principal", "client_information",
-        "sasl", "authenticator", "session_expires_at", "clock", "_fallback",
+        "sasl", "authenticator", "session_expires_at", "clock", "max_request_size", "_fallback",
     )
 
     def __init__(
@@ -112,6 +112,7 @@ class KafkaConnection:
         self.served = served
         self._fallback = fallback
         self.pool = pool
+        self.max_request_size = max_request_size
         self.reader = FrameReader(max_request_size, receive_buffer, pool)
         self.outbox: collections.deque[tuple[Any, Any]] = collections.deque()
         """(request, its result) in request order; an answer made here is (its frame, None)."""
@@ -122,8 +123,10 @@ class KafkaConnection:
         self.clock = clock
         self.session_expires_at: float | None = None
         """When a SASL session with a lifetime ends (``clock`` time): then only re-authentication is served."""
-        self.authenticator = SaslServerAuthenticator(sasl) if sasl is not None else None
-        self.state = ConnectionState.AUTHENTICATING if sasl is not None else ConnectionState.READY
+        self.authenticator: SaslServerAuthenticator | None = None
+        self.state = ConnectionState.READY
+        if sasl is not None:
+            self._authenticate(SaslServerAuthenticator(sasl))
 
     # -- bytes in --------------------------------------------------------------------------------------------
 
@@ -142,7 +145,7 @@ class KafkaConnection:
         try:
             frames = self.reader.received(n)
         except FrameTooLarge as exc:
-            return [self._end(str(exc))]
+            return [self._too_large(exc)]
         return self._events(frames)
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[Event]:
@@ -152,8 +155,13 @@ class KafkaConnection:
         try:
             frames = self.reader.feed(data)
         except FrameTooLarge as exc:
-            return [self._end(str(exc))]
+            return [self._too_large(exc)]
         return self._events(frames)
+
+    def _too_large(self, exc: FrameTooLarge) -> ConnectionEnded:
+        if self.state is ConnectionState.AUTHENTICATING:
+            return self._authentication_failed("Failing SASL authentication due to invalid receive size", None)
+        return self._end(str(exc))
 
     def release(self, size: int) -> None:
         """A request's bytes are no longer needed (its handler returned)."""
@@ -216,8 +224,8 @@ class KafkaConnection:
         if self.sasl is not None and not authenticating:
             if header.api_key == ApiKey.SaslHandshake and self.authenticator is not None and self.authenticator.mechanism is not None:
                 # KIP-368: a SaslHandshake on an authenticated connection begins its re-authentication
-                self.authenticator = authenticator = SaslServerAuthenticator(self.sasl, reauthenticating=(self.authenticator.mechanism, self.principal))
-                self.state = ConnectionState.AUTHENTICATING
+                authenticator = SaslServerAuthenticator(self.sasl, reauthenticating=(self.authenticator.mechanism, self.principal))
+                self._authenticate(authenticator)
                 authenticating = True
             elif self.session_expires_at is not None and self.clock() >= self.session_expires_at:
                 return self._end(f"SASL session expired (connections.max.reauth.ms) and the client did not re-authenticate before {request.api.name}")
@@ -251,19 +259,31 @@ class KafkaConnection:
             assert request is not None
             return self._received(request, size)
         if isinstance(step, Failed):
-            self.state = ConnectionState.CLOSED
-            return ConnectionEnded(
-                f"Failed {'re-' if authenticator.reauthenticating else ''}authentication with /{self.endpoint.peer_host} (channelId={self.connection_id}) ({step.reason})",
-                step.answer,
-                self.sasl.failed_delay_ms / 1000,
-                authentication_failed=True,
-            )
+            return self._authentication_failed(step.reason, step.answer)
         if authenticator.complete:
             self.principal = authenticator.principal
             lifetime = authenticator.session_lifetime_ms
             self.session_expires_at = None if lifetime is None else self.clock() + lifetime / 1000
             self.state = ConnectionState.READY
+            self.reader.max_size = self.max_request_size
         return AnswerReady(step.data, size)
+
+    def _authenticate(self, authenticator: SaslServerAuthenticator) -> None:
+        """Begin an exchange: until it completes, frames are bounded by sasl.server.max.receive.size."""
+        self.authenticator = authenticator
+        self.state = ConnectionState.AUTHENTICATING
+        self.reader.max_size = min(self.max_request_size, authenticator.settings.max_receive_size)
+
+    def _authentication_failed(self, reason: str, answer: bytes | None) -> ConnectionEnded:
+        assert self.authenticator is not None and self.sasl is not None
+        self.state = ConnectionState.CLOSED
+        again = "re-" if self.authenticator.reauthenticating else ""
+        return ConnectionEnded(
+            f"Failed {again}authentication with /{self.endpoint.peer_host} (channelId={self.connection_id}) ({reason})",
+            answer,
+            self.sasl.failed_delay_ms / 1000,
+            authentication_failed=True,
+        )
 
     def _end(self, reason: str) -> ConnectionEnded:
         self.state = ConnectionState.CLOSED

@@ -101,6 +101,7 @@ def sasl_settings(config: BrokerConfig, listener: str, credentials: CredentialSt
         {m: _mechanism_server(config, listener, m, credentials) for m in enabled},
         {m: config.for_listener(listener, "connections.max.reauth.ms", prefix=f"{m.lower()}.") for m in enabled},
         config["connection.failed.authentication.delay.ms"],
+        config.for_listener(listener, "sasl.server.max.receive.size"),
     )
 
 

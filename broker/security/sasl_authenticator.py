@@ -32,6 +32,8 @@ class SaslSettings:
     servers: dict[str, Callable[[], SaslServer]]
     max_reauth_ms: dict[str, int] = field(default_factory=dict)
     failed_delay_ms: int = 100
+    max_receive_size: int = 524288
+    """``sasl.server.max.receive.size``: the largest frame an unauthenticated client may send."""
 
 
 class SaslState(enum.Enum):

@@ -224,3 +224,16 @@ def test_jaas_config_parsing() -> None:
     assert jaas.options == {"username": "admin", "password": "admin-secret", "user_admin": "admin-secret", "user_alice": 'alice "secret"'}
     with pytest.raises(ValueError, match="semi-colon"):
         parse_jaas('org.apache.kafka.common.security.plain.PlainLoginModule required user_a="b"')
+
+
+def test_before_authentication_frames_are_bounded_by_sasl_server_max_receive_size(store) -> None:
+    """Kafka's sasl.server.max.receive.size (512 KiB): an unauthenticated client cannot make the broker hold a
+    large request; once authenticated, socket.request.max.bytes applies again."""
+    conn = connection(store)
+    [event] = conn.feed(struct.pack(">i", 600_000) + b"x" * 100)
+    assert isinstance(event, ConnectionEnded) and event.authentication_failed
+    assert "Failing SASL authentication due to invalid receive size" in event.reason
+    conn = connection(store)
+    handshake(conn, "PLAIN")
+    authenticate(conn, b"\x00alice\x00alice \"secret\"")
+    assert conn.feed(struct.pack(">i", 600_000) + b"x" * 100) == []  # waits for the rest: within socket.request.max.bytes
