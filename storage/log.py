@@ -259,10 +259,11 @@ class Log:
     @property
     def last_stable_offset(self) -> int:
         """The high watermark, or the first offset of an open transaction below it, or of one whose marker is
-        not yet below the high watermark (Kafka's lastStableOffset): READ_COMMITTED reads stop there."""
+        not yet below the high watermark (Kafka's lastStableOffset): READ_COMMITTED reads stop there. Never
+        below the log start offset (DeleteRecords may remove an open transaction's first records)."""
         first_unstable = self.producer_state.first_unstable_offset
         high_watermark = self._high_watermark
-        return high_watermark if first_unstable is None else min(first_unstable, high_watermark)
+        return high_watermark if first_unstable is None else min(max(first_unstable, self._log_start_offset), high_watermark)
 
     @property
     def log_end_offset(self) -> int:

@@ -93,6 +93,15 @@ def test_a_marker_not_yet_below_the_high_watermark_still_holds_the_last_stable_o
     assert log.last_stable_offset == 3
 
 
+def test_the_last_stable_offset_is_never_below_the_log_start_offset(log, make_batch, producer):
+    producer(log, 10).send(2)  # 0-1, open
+    log.append_as_leader(make_batch(3), leader_epoch=0)
+    log.high_watermark = log.log_end_offset
+    assert log.last_stable_offset == 0
+    log.delete_records_before(1)
+    assert log.last_stable_offset == 1
+
+
 def test_an_aborted_transaction_is_indexed_with_the_last_stable_offset_it_leaves(log, producer):
     a, b = producer(log, 10), producer(log, 20)
     a.send(2)  # 0-1
