@@ -6,7 +6,9 @@ and a consumer (``read_committed`` or ``read_uncommitted``) that reads the parti
 every record it was given. After the faults, :meth:`Workload.finish` reads what survived (each partition
 from its start to its high watermark) and :func:`check` compares the three:
 
-- **lost**: an acknowledged write that is not at its acknowledged offset in the surviving log;
+- **lost**: an acknowledged write that is not at its acknowledged offset in the surviving log (or, when
+  the acknowledgement carried no offset, nowhere in it: librdkafka reports a retried write the broker
+  already had, DUPLICATE_SEQUENCE_NUMBER, as delivered without an offset);
 - **duplicate**: a number written twice in a partition;
 - **reordered**: numbers out of order in a partition (an idempotent producer keeps them in order);
 - **phantom read**: a consumer read a record that is not in the surviving log at that offset (it was read
@@ -26,6 +28,12 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+
+REQUEST_TIMEOUT_MS = 5_000
+"""The clients' request timeouts (librdkafka's ``request.timeout.ms`` 30 s and ``socket.timeout.ms`` 60 s
+by default). A request in flight to a frozen or cut-off leader is only given up after them, and the
+idempotent producer sends nothing to the new leader until then (to keep order), so they bound how long a
+fail-over takes as the client sees it."""
 
 IN_FLIGHT_LIMIT = 2000
 """Writes produced but not yet answered beyond which the producer waits: during a fail-over the backlog
@@ -85,20 +93,26 @@ class Report:
 
 
 def check(
-    acknowledged: dict[int, dict[int, int]],
+    acknowledged: dict[int, dict[int, int | None]],
     reads: dict[int, list[tuple[int, int]]],
     surviving: dict[int, list[tuple[int, int]]],
     *,
     failed: int = 0,
     delivery_errors: Counter[str] | None = None,
 ) -> Report:
-    """Judge a run. Per partition: ``acknowledged`` maps each acknowledged number to its offset, ``reads``
-    and ``surviving`` are (offset, number) in the order the consumer got them / in log order."""
+    """Judge a run. Per partition: ``acknowledged`` maps each acknowledged number to its offset (None when
+    not reported), ``reads`` and ``surviving`` are (offset, number) in the order the consumer got them / in
+    log order."""
     violations: list[Violation] = []
     for partition in sorted(set(acknowledged) | set(reads) | set(surviving)):
         log = surviving.get(partition, [])
         at_offset = dict(log)
-        for number, offset in sorted(acknowledged.get(partition, {}).items(), key=lambda item: item[1]):
+        numbers = {number for _, number in log}
+        for number, offset in acknowledged.get(partition, {}).items():
+            if offset is None:
+                if number not in numbers:
+                    violations.append(Violation(ViolationKind.LOST, partition, -1, number, "acknowledged without an offset, and not in the surviving log"))
+                continue
             found = at_offset.get(offset)
             if found != number:
                 where = "nothing" if found is None else f"number {found}"
@@ -130,7 +144,10 @@ def check(
 
 
 class Workload:
-    """An idempotent producer and a consumer running in threads against ``topic`` until :meth:`finish`."""
+    """An idempotent producer and a consumer running in threads against ``topic`` until :meth:`finish`.
+
+    A context manager: leaving it stops both threads even when the test failed before :meth:`finish`.
+    """
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, *, isolation_level: str = "read_committed", rate_per_partition: float = 200.0) -> None:
         self.bootstrap = bootstrap
@@ -139,8 +156,10 @@ class Workload:
         self.isolation_level = isolation_level
         self.interval = 1.0 / rate_per_partition
         self.lock = threading.Lock()
-        self.acknowledged: dict[int, dict[int, int]] = {p: {} for p in range(partitions)}
+        self.acknowledged: dict[int, dict[int, int | None]] = {p: {} for p in range(partitions)}
         self.reads: dict[int, list[tuple[int, int]]] = {p: [] for p in range(partitions)}
+        self.produced_at: list[float] = []
+        """When number n was handed to the producer (for every partition at once)."""
         self.failed = 0
         self.delivery_errors: Counter[str] = Counter()
         self.in_flight = 0
@@ -150,12 +169,26 @@ class Workload:
             "enable.idempotence": True,
             "acks": "all",
             "linger.ms": 5,
+            "request.timeout.ms": REQUEST_TIMEOUT_MS,
+            "socket.timeout.ms": REQUEST_TIMEOUT_MS,
             "message.timeout.ms": 120_000,
             "log_level": 0,
         })
         self.threads = [threading.Thread(target=self._produce, daemon=True), threading.Thread(target=self._consume, daemon=True)]
         for thread in self.threads:
             thread.start()
+
+    def __enter__(self) -> "Workload":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop writing and reading (outstanding writes are left unanswered)."""
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join()
 
     def _delivered(self, err: KafkaError | None, msg: object) -> None:
         with self.lock:
@@ -164,17 +197,19 @@ class Workload:
                 self.failed += 1
                 self.delivery_errors[err.name()] += 1
                 return
-            self.acknowledged[msg.partition()][int(msg.value())] = msg.offset()  # type: ignore[attr-defined]
+            offset = msg.offset()  # type: ignore[attr-defined]
+            self.acknowledged[msg.partition()][int(msg.value())] = offset if offset is not None and offset >= 0 else None  # type: ignore[attr-defined]
 
     def _produce(self) -> None:
         number = 0
         next_at = time.monotonic()
         while not self.stopping.is_set():
             if self.in_flight < IN_FLIGHT_LIMIT and time.monotonic() >= next_at:
+                with self.lock:
+                    self.produced_at.append(time.monotonic())
+                    self.in_flight += self.partitions
                 for partition in range(self.partitions):
                     self.producer.produce(self.topic, str(number).encode(), partition=partition, on_delivery=self._delivered)
-                with self.lock:
-                    self.in_flight += self.partitions
                 number += 1
                 next_at += self.interval
             self.producer.poll(min(0.01, max(0.0, next_at - time.monotonic())))
@@ -196,6 +231,7 @@ class Workload:
             "group.id": f"checker-{uuid.uuid4()}",
             "enable.auto.commit": False,
             "isolation.level": self.isolation_level,
+            "socket.timeout.ms": REQUEST_TIMEOUT_MS,
             "log_level": 0,
         })
         consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(self.partitions)])
@@ -204,6 +240,11 @@ class Workload:
     def acknowledged_count(self) -> dict[int, int]:
         with self.lock:
             return {p: len(a) for p, a in self.acknowledged.items()}
+
+    def acknowledged_since(self, partition: int, since: float) -> int:
+        """How many writes to ``partition`` produced at ``since`` (``time.monotonic()``) or later were acknowledged."""
+        with self.lock:
+            return sum(1 for number in self.acknowledged[partition] if self.produced_at[number] >= since)
 
     def wait_for_progress(self, timeout_s: float = 60.0) -> float:
         """Until every partition has more acknowledged writes than when called; the seconds it took."""
@@ -218,10 +259,8 @@ class Workload:
 
     def finish(self, timeout_s: float = 60.0) -> Report:
         """Stop writing, wait for every outstanding write's answer, stop reading, read what survived, check."""
-        self.stopping.set()
-        self.threads[0].join()
+        self.stop()
         remaining = self.producer.flush(timeout_s)
-        self.threads[1].join()
         if remaining:
             raise TimeoutError(f"{remaining} writes still unanswered after {timeout_s}s")
         return check(self.acknowledged, self.reads, self.read_surviving(timeout_s), failed=self.failed, delivery_errors=self.delivery_errors)

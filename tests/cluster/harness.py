@@ -25,6 +25,7 @@ are removed by :meth:`Cluster.close`, whatever happened.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import signal
@@ -35,7 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Callable, Mapping, Protocol
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "jvm"))
 
@@ -49,6 +52,7 @@ BROKER_PORT = 9092
 ZOOKEEPER_PORT = 2181
 NFT_TABLE = "harness"
 START_TIMEOUT_S = 90.0
+ZOOKEEPER_TICK_MS = 1000
 
 CLUSTER_SETTINGS: dict[str, str] = {
     "default.replication.factor": "3",
@@ -64,8 +68,10 @@ CLUSTER_SETTINGS: dict[str, str] = {
     "group.initial.rebalance.delay.ms": "0",
 }
 """What every broker of a test cluster runs with: Kafka's durable settings (rf 3, min ISR 2, no unclean
-election), and failure detection shortened so that a round of faults takes seconds: the shortest ZooKeeper
-session a default ZooKeeper grants (2 ticks of 3 s), a follower out of the ISR after 4 s without catching up."""
+election), and failure detection shortened so that a round of faults takes seconds: a ZooKeeper session of
+6 s (Kafka's default 18 s; a shorter one expires while a restarted JVM starts on a busy machine,
+which Kafka cannot survive; ZooKeeper ticks every :data:`ZOOKEEPER_TICK_MS`, so it expires on time), a
+follower out of the ISR after 4 s without catching up."""
 
 
 class HarnessUnavailable(RuntimeError):
@@ -181,15 +187,18 @@ class Network:
             run("ip", "link", "set", node.host_veth, "up")
 
     def remove_leftovers(self) -> None:
-        """What a run of this slot left: the processes in its namespaces (SIGKILL), the namespaces (and
-        with them the veths), the bridge."""
+        """What a run of this slot left: the processes in its namespaces (SIGKILL), the namespaces, the
+        veths and the bridge. The veths are deleted by name: a namespace outlives its name while the
+        kernel still holds sockets of it (connections to a cut peer), and its veth with it."""
         listed = run("ip", "netns", "list", check=False).stdout.split("\n")
         for netns in (line.split()[0] for line in listed if line.startswith(f"{self.prefix}-")):
             for pid in run("ip", "netns", "pids", netns, check=False).stdout.split():
                 kill_quietly(int(pid), signal.SIGKILL)
             run("ip", "netns", "del", netns, check=False)
-        if run("ip", "link", "show", self.bridge, check=False).returncode == 0:
-            run("ip", "link", "del", self.bridge, check=False)
+        links = run("ip", "-o", "link", "show", check=False).stdout.splitlines()
+        for name in (line.split(":")[1].strip().split("@")[0] for line in links if ":" in line):
+            if name.startswith(self.prefix):
+                run("ip", "link", "del", name, check=False)
 
     def close(self) -> None:
         self.remove_leftovers()
@@ -326,8 +335,20 @@ BROKER_KINDS: dict[str, Callable[..., BrokerProcess]] = {"kafka": KafkaBrokerPro
 
 @dataclass(frozen=True)
 class PartitionState:
+    """A partition as the brokers' Metadata answers describe it."""
+
     leader: int
     replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class LeaderAndIsr:
+    """A partition's ``/brokers/topics/<t>/partitions/<p>/state`` znode: what the controller decided, which
+    no broker's stale view can hide."""
+
+    leader: int
+    leader_epoch: int
     isr: tuple[int, ...]
 
 
@@ -347,10 +368,11 @@ class Cluster:
                 raise HarnessUnavailable(str(exc)) from exc
         self.root = root
         self._admin: AdminClient | None = None
+        self._zk: KazooClient | None = None
         self.network = Network.create()
         try:
             zk_node = self.network.add_node("zk", 2)
-            self.zookeeper = kafka_jvm.ZooKeeper(root / "zookeeper", port=ZOOKEEPER_PORT, host=zk_node.address, netns=zk_node.netns)
+            self.zookeeper = kafka_jvm.ZooKeeper(root / "zookeeper", port=ZOOKEEPER_PORT, host=zk_node.address, netns=zk_node.netns, tick_time_ms=ZOOKEEPER_TICK_MS)
             self.zk_node = zk_node
             self.brokers: dict[int, BrokerProcess] = {}
             for broker_id in range(1, size + 1):
@@ -462,6 +484,20 @@ class Cluster:
     def leader(self, topic: str, partition: int) -> int:
         return self.partitions(topic)[partition].leader
 
+    def leader_and_isr(self, topic: str, partition: int) -> LeaderAndIsr:
+        """The partition's state in ZooKeeper."""
+        if self._zk is None:
+            self._zk = KazooClient(hosts=self.zookeeper_connect)
+            self._zk.start(timeout=15)
+        data, _ = self._zk.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
+        state = json.loads(data)
+        return LeaderAndIsr(state["leader"], state["leader_epoch"], tuple(state["isr"]))
+
+    def wait_for_leader_change(self, topic: str, partition: int, old: LeaderAndIsr, timeout_s: float = 60.0) -> LeaderAndIsr:
+        """Until the controller has elected another leader than ``old``'s (in ZooKeeper); the new state."""
+        self.wait_until(lambda: self.leader_and_isr(topic, partition).leader not in (old.leader, -1), f"a new leader of {topic}-{partition}", timeout_s)
+        return self.leader_and_isr(topic, partition)
+
     def wait_until(self, condition: Callable[[], bool], what: str, timeout_s: float) -> float:
         """Poll ``condition`` until true; the seconds it took. Errors of a cluster in flux count as false."""
         start = time.monotonic()
@@ -481,9 +517,27 @@ class Cluster:
             f"every replica of {topic} in the ISR", timeout_s,
         )
 
-    def create_topic(self, topic: str, partitions: int, replication_factor: int = 3, config: Mapping[str, str] | None = None) -> None:
-        futures = self.admin().create_topics([NewTopic(topic, partitions, replication_factor, config=dict(config or {}))], operation_timeout=30)
-        futures[topic].result(60)
+    def create_topic(self, topic: str, partitions: int, replication_factor: int = 3, config: Mapping[str, str] | None = None, timeout_s: float = 60.0) -> None:
+        """Create ``topic`` and wait until it is fully replicated. Tried again, by a new client each time
+        (librdkafka keeps the controller it knew), while the cluster settles after a fault (a controller
+        that was frozen answers UNKNOWN_SERVER_ERROR or NOT_CONTROLLER until it learns it lost its
+        session), an earlier try's topic then counting as created."""
+        deadline = time.monotonic() + timeout_s
+        tried = False
+        while True:
+            admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+            futures = admin.create_topics([NewTopic(topic, partitions, replication_factor, config=dict(config or {}))], operation_timeout=30)
+            try:
+                futures[topic].result(timeout_s)
+                break
+            except KafkaException as exc:
+                error = exc.args[0]
+                if tried and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    break
+                if time.monotonic() > deadline:
+                    raise
+                tried = True
+                time.sleep(0.5)
         self.wait_fully_replicated(topic)
 
     def close(self) -> None:
@@ -492,6 +546,9 @@ class Cluster:
             if broker.running() and broker.pid is not None:
                 kill_quietly(broker.pid, signal.SIGCONT)
             broker.kill()
+        if self._zk is not None:
+            self._zk.stop()
+            self._zk.close()
         if getattr(self, "zookeeper", None) is not None and self.zookeeper.process is not None:
             self.zookeeper.process.kill()
         self.network.close()
