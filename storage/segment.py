@@ -1,4 +1,4 @@
-"""One log segment: ``<base>.log`` plus its ``.index`` and ``.timeindex`` (Kafka's LogSegment).
+"""One log segment: ``<base>.log`` plus its ``.index``, ``.timeindex`` and ``.txnindex`` (Kafka's LogSegment).
 
 Segments are opened lazily: a segment loaded from disk touches no file until it is read, appended to or
 asked for its timestamps, so a broker with thousands of segments starts in time proportional to the number
