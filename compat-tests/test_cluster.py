@@ -39,6 +39,13 @@ KAFKA_39_API_VERSIONS = {
     "OffsetDelete": [0, 0],
     "DescribeCluster": [0, 1],
     "DescribeProducers": [0, 0],
+    "AddPartitionsToTxn": [0, 5],
+    "AddOffsetsToTxn": [0, 4],
+    "EndTxn": [0, 4],
+    "WriteTxnMarkers": [0, 1],
+    "TxnOffsetCommit": [0, 4],
+    "DescribeTransactions": [0, 0],
+    "ListTransactions": [0, 1],
 }
 
 
