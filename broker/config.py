@@ -75,6 +75,10 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     _k("authorizer.class.name", S, "", "The authorizer: empty for none (everything allowed, the ACL APIs answer SECURITY_DISABLED), or kafka.security.authorizer.AclAuthorizer (ACLs kept with the cluster metadata)."),
     _k("super.users", S, None, "AclAuthorizer: semicolon-separated principals (User:admin;User:ops) allowed everything from every host."),
     _k("allow.everyone.if.no.acl.found", B, False, "AclAuthorizer: a resource no ACL matches is open to everyone (else to super users only)."),
+    # connection limits
+    _k("max.connections", I, INT_MAX, "The maximum number of connections the broker allows at any time; at the limit it stops accepting until one closes (the inter-broker listener is exempt).", at_least=0),
+    _k("max.connections.per.ip", I, INT_MAX, "The maximum number of connections from each IP address; more are closed at once.", at_least=0),
+    _k("max.connections.per.ip.overrides", S, "", "A comma-separated list of per-ip or hostname overrides to the default maximum number of connections, e.g. hostName:100,127.0.0.1:200."),
     # client quotas
     _k("quota.window.num", I, 11, "The number of samples to retain in memory for client quotas.", at_least=1),
     _k("quota.window.size.seconds", I, 1, "The time span of each sample for client quotas.", at_least=1),

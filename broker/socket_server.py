@@ -29,6 +29,7 @@ from anyio.abc import TaskGroup
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.connection import AnswerReady, Endpoint, Event, KafkaConnection, RequestReceived
+from odradek.broker.connection_quotas import ConnectionQuotas
 from odradek.broker.framing import RECEIVE_BUFFER_SIZE
 from odradek.broker.kafka_apis import CLOSE_CONNECTION, HANDLERS, error_response, unsupported_api_versions_response
 from odradek.broker.kafka_server import KafkaServer
@@ -54,15 +55,23 @@ class ConnectionClosed(Exception):
 @dataclass
 class Network:
     """What the connections of one event loop share: the receive buffer, the request memory pool, the task
-    group their tasks run in, and the set of open connections (for idle expiry)."""
+    group their tasks run in, the connection limits, and the set of open connections (for idle expiry)."""
 
     config: BrokerConfig
     tg: TaskGroup
     receive_buffer: bytearray
     pool: MemoryPool | Unbounded
+    connection_quotas: ConnectionQuotas
     connections: set["Connection"] = field(default_factory=set)
     tls_buffer: memoryview = field(default_factory=lambda: memoryview(bytearray(_TLS_READ_SIZE)))
     """Where TLS connections receive their encrypted bytes (handed to their TLS session at once)."""
+    slot_freed: anyio.Event = field(default_factory=anyio.Event)
+    """Set when a connection closes: a listener at max.connections waits for it."""
+
+    def connection_closed(self, ip: str) -> None:
+        self.connection_quotas.close(ip)
+        self.slot_freed.set()
+        self.slot_freed = anyio.Event()
 
     async def expire_idle_connections(self) -> None:
         """Close connections idle for connections.max.idle.ms, as Kafka's Selector does, from one task for all
@@ -128,6 +137,7 @@ class Connection:
         finally:
             self.reading = False
             self.network.connections.discard(self)
+            self.network.connection_closed(self.protocol.endpoint.peer_host)
             self.protocol.close()
             if not self.writing:  # else the writer sends what is queued, then closes
                 self.sock.close()
@@ -398,9 +408,12 @@ async def serve(server: KafkaServer, listeners: list[BoundListener], task_status
         accept per readiness wait lets a burst of connects overflow the queue (the kernel drops the SYN and
         the client retries a second later)."""
         lsock = listener.sock
+        quotas = network.connection_quotas
         while True:
             await anyio.wait_readable(lsock)
             while True:
+                while not quotas.slot_available(listener.name):
+                    await network.slot_freed.wait()  # max.connections: accept again once one closes
                 try:
                     sock, addr = lsock.accept()
                 except BlockingIOError:
@@ -419,11 +432,18 @@ async def serve(server: KafkaServer, listeners: list[BoundListener], task_status
                 except OSError:  # reset before we got to it
                     sock.close()
                     continue
+                if (limit := quotas.open(addr[0])) is not None:
+                    log.info("Rejected connection from %s, address already has the configured maximum of %d connections.", addr[0], limit)
+                    sock.close()
+                    continue
                 endpoint = Endpoint(listener.name, listener.security_protocol, local[0], local[1], addr[0], addr[1])
                 network.tg.start_soon(Connection(server, network, sock, endpoint, next(indexes), listener.tls, listener.sasl).run)
 
     async with anyio.create_task_group() as tg:
-        network = Network(server.config, tg, bytearray(RECEIVE_BUFFER_SIZE), memory_pool(server.config["queued.max.request.bytes"]))
+        network = Network(
+            server.config, tg, bytearray(RECEIVE_BUFFER_SIZE), memory_pool(server.config["queued.max.request.bytes"]),
+            ConnectionQuotas.from_config(server.config, [listener.name for listener in listeners]),
+        )
         server.background = tg
         tg.start_soon(network.expire_idle_connections)
         for listener in listeners:
