@@ -34,7 +34,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Callable, Mapping, Protocol
+from typing import IO, Callable, Iterable, Mapping, Protocol
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -129,10 +129,10 @@ class Network:
         return f"10.77.{self.slot}.1"
 
     @classmethod
-    def create(cls) -> "Network":
-        """Take the first free slot, remove what a crashed run left in it, and bring its bridge up."""
+    def create(cls, slots: Iterable[int] = range(SLOTS)) -> "Network":
+        """Take the first free slot of ``slots``, remove what a crashed run left in it, and bring its bridge up."""
         require_tools()
-        for slot in range(SLOTS):
+        for slot in slots:
             lock = open(LOCK_DIR / f"odradek-cluster-harness-{slot}.lock", "w")
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -145,7 +145,7 @@ class Network:
             run("ip", "addr", "add", f"{network.client_address}/24", "dev", network.bridge)
             run("ip", "link", "set", network.bridge, "up")
             return network
-        raise HarnessUnavailable(f"all {SLOTS} harness slots are in use ({LOCK_DIR}/odradek-cluster-harness-*.lock)")
+        raise HarnessUnavailable(f"the harness slots are all in use ({LOCK_DIR}/odradek-cluster-harness-*.lock)")
 
     def add_node(self, name: str, host_number: int) -> Node:
         """A namespace with loopback up and a veth to the bridge, and an empty nftables table for cuts."""
