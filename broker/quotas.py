@@ -282,6 +282,10 @@ class ChannelThrottles:
     def throttle(self, connection_id: str, throttle_ms: int, now_s: float) -> None:
         self.until[connection_id] = max(self.until.get(connection_id, 0.0), now_s + throttle_ms / 1000)
 
+    def forget(self, connection_id: str) -> None:
+        """A closed connection's throttle goes with it."""
+        self.until.pop(connection_id, None)
+
     def remaining_s(self, connection_id: str, now_s: float) -> float:
         end = self.until.get(connection_id)
         if end is None:

@@ -138,6 +138,7 @@ class Connection:
             self.reading = False
             self.network.connections.discard(self)
             self.network.connection_closed(self.protocol.endpoint.peer_host)
+            self.server.quotas.throttles.forget(self.protocol.connection_id)
             self.protocol.close()
             if not self.writing:  # else the writer sends what is queued, then closes
                 self.sock.close()

@@ -160,3 +160,10 @@ def test_without_an_authorizer_the_tool_is_told_security_is_disabled(real_kafka,
     expected = listing(real_kafka.bootstrap)
     assert "SecurityDisabledException: No Authorizer is configured on the broker" in expected
     assert listing(odradek_as_kafka.bootstrap) == expected
+
+
+@pytest.mark.parametrize("name", ["org.apache.kafka.metadata.authorizer.StandardAuthorizer", "com.example.NoSuchAuthorizer"])
+def test_an_authorizer_odradek_lacks_stops_the_start(tmp_path: Path, name: str) -> None:
+    """Running without the authorization the operator configured would open the broker to everyone."""
+    with pytest.raises(RuntimeError, match=f"authorizer.class.name={name}"):
+        Broker(log_dir=tmp_path, subprocess=True, config={"authorizer.class.name": name}).start()
