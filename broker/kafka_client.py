@@ -25,6 +25,8 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from odradek.broker.security.client import PLAINTEXT, ClientSecurity
+from odradek.broker.security.sasl_client import SaslClient
 from odradek.protocol.api import APIS, ApiKey, decode_response, encode_request
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.schema import Container, DecodeError
@@ -93,18 +95,23 @@ class BrokerConnection:
         self._closed: BaseException | None = None
 
     @classmethod
-    async def connect(cls, host: str, port: int, task_group: anyio.abc.TaskGroup, *, client_id: str = CLIENT_SOFTWARE_NAME, request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> "BrokerConnection":
-        """Open the connection, start reading answers, and learn the broker's API versions."""
+    async def connect(cls, host: str, port: int, task_group: anyio.abc.TaskGroup, *, client_id: str = CLIENT_SOFTWARE_NAME, request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S, security: ClientSecurity = PLAINTEXT) -> "BrokerConnection":
+        """Open the connection (over TLS and authenticated with SASL as ``security`` says), start reading
+        answers, and learn the broker's API versions."""
         address = f"{host}:{port}"
         try:
             with anyio.fail_after(request_timeout_s):
-                stream = await anyio.connect_tcp(host, port)
+                # no TLS closing handshake: closing must not read while the answer reader does (as Kafka's clients)
+                stream = await anyio.connect_tcp(host, port, ssl_context=security.ssl_context, tls_hostname=host if security.ssl_context else None, tls_standard_compatible=False)
         except (OSError, TimeoutError) as exc:
             raise DisconnectedError(f"Connection to {address} failed: {exc}") from None
         connection = cls(stream, address, client_id, request_timeout_s)
         task_group.start_soon(connection._read_answers)
         try:
             await connection._negotiate_versions()
+            sasl = security.sasl_client()
+            if sasl is not None:
+                await connection._authenticate(sasl)
         except BaseException:
             await connection.close()
             raise
@@ -130,6 +137,20 @@ class BrokerConnection:
         if response.error_code != ErrorCode.NONE:
             raise ResponseError(response.error_code, "ApiVersions")
         self.api_versions = {k.api_key: range(k.min_version, k.max_version + 1) for k in response.api_keys}
+
+    async def _authenticate(self, client: SaslClient) -> None:
+        """Kafka's SaslClientAuthenticator: SaslHandshake v1 naming the mechanism, then its tokens in
+        SaslAuthenticate requests until it is done; a refusal is a ResponseError with the broker's message."""
+        handshake = await self.send(ApiKey.SaslHandshake, 1, {"mechanism": client.mechanism})
+        if handshake.error_code != ErrorCode.NONE:
+            raise ResponseError(handshake.error_code, f"SASL mechanism {client.mechanism}; the broker enables {', '.join(handshake.mechanisms)}")
+        version = self.version_for(ApiKey.SaslAuthenticate)
+        token: bytes | None = client.first()
+        while token is not None:
+            answer = await self.send(ApiKey.SaslAuthenticate, version, {"auth_bytes": token})
+            if answer.error_code != ErrorCode.NONE:
+                raise ResponseError(answer.error_code, answer.error_message)
+            token = client.respond(bytes(answer.auth_bytes))
 
     def version_for(self, api_key: int) -> int:
         """The highest version of the API both the broker and odradek know."""
@@ -231,9 +252,10 @@ def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
 class KafkaClient:
     """Connections to a cluster's brokers, found from the bootstrap servers; use as ``async with``."""
 
-    def __init__(self, bootstrap_servers: str | Iterable[str], *, client_id: str = CLIENT_SOFTWARE_NAME, request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> None:
+    def __init__(self, bootstrap_servers: str | Iterable[str], *, client_id: str = CLIENT_SOFTWARE_NAME, request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S, security: ClientSecurity = PLAINTEXT) -> None:
         self.bootstrap_servers = parse_bootstrap(bootstrap_servers)
         self.client_id = client_id
+        self.security = security
         self.request_timeout_s = request_timeout_s
         self.nodes: dict[int, Node] = {}
         self.cluster_id: str | None = None
@@ -268,7 +290,7 @@ class KafkaClient:
         connection = self._connections.get(key)
         if connection is None or connection.closed:
             assert self._task_group is not None
-            connection = await BrokerConnection.connect(host, port, self._task_group, client_id=self.client_id, request_timeout_s=self.request_timeout_s)
+            connection = await BrokerConnection.connect(host, port, self._task_group, client_id=self.client_id, request_timeout_s=self.request_timeout_s, security=self.security)
             self._connections[key] = connection
         return connection
 

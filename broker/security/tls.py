@@ -113,6 +113,31 @@ def server_context(setting: Callable[[str], object], listener: str) -> ssl.SSLCo
 _STORE_TYPES = ("PEM", "PKCS12")
 
 
+def client_context(setting: Callable[[str], object], listener: str) -> ssl.SSLContext:
+    """The TLS context of the broker's own connections to a listener (inter-broker): the server verified
+    against the truststore, its name checked when ssl.endpoint.identification.algorithm is https (Kafka's
+    default), the keystore's certificate offered if one is configured."""
+    value = lambda key: None if setting(key) in (None, "") else str(setting(key))  # noqa: E731
+    context = ssl.create_default_context()
+    trust_type = (value("ssl.truststore.type") or "JKS").upper()
+    location, inline = value("ssl.truststore.location"), value("ssl.truststore.certificates")
+    if trust_type == "PKCS12" and location is not None:
+        context.load_verify_locations(cadata=_pkcs12_certificates(listener, location, value("ssl.truststore.password")))
+    elif location is not None:
+        context.load_verify_locations(cafile=location)
+    elif inline is not None:
+        context.load_verify_locations(cadata=inline)
+    context.check_hostname = (value("ssl.endpoint.identification.algorithm") or "").lower() == "https"
+    keystore = value("ssl.keystore.location")
+    if keystore is not None:
+        if (value("ssl.keystore.type") or "JKS").upper() == "PKCS12":
+            chain, key = _pkcs12_key_and_chain(listener, keystore, value("ssl.keystore.password"))
+            _load_inline_chain(context, chain, key, None)
+        else:
+            context.load_cert_chain(keystore, password=value("ssl.key.password"))
+    return context
+
+
 def _pkcs12(listener: str, location: str, password: str | None) -> object:
     try:
         from cryptography.hazmat.primitives.serialization import pkcs12

@@ -397,3 +397,38 @@ def test_the_authenticated_principal_is_what_the_authorizer_sees(authorizing, pk
     else:
         with pytest.raises(AssertionError, match="TOPIC_AUTHORIZATION_FAILED|Topic authorization failed"):
             clients["confluent"].produce(bootstrap, f"authz-{identity}", [(b"k", b"v")], **{**conf, "message.timeout.ms": 5000})
+
+
+def inter_broker_config(pki: Pki, port: int, protocol: str, mechanism: str, user: str, password: str) -> Any:
+    """A broker configuration whose inter-broker listener is the secured broker's ``protocol`` listener."""
+    from odradek.broker.config import BrokerConfig
+
+    module = "scram.ScramLoginModule" if mechanism.startswith("SCRAM") else "plain.PlainLoginModule"
+    return BrokerConfig({
+        "listeners": f"{protocol}://127.0.0.1:{port}",
+        "security.inter.broker.protocol": protocol,
+        "sasl.enabled.mechanisms": mechanism,
+        "sasl.mechanism.inter.broker.protocol": mechanism,
+        f"listener.name.{protocol.lower()}.{mechanism.lower()}.sasl.jaas.config": f'org.apache.kafka.common.security.{module} required username="{user}" password="{password}";',
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(pki.ca),
+    })
+
+
+@pytest.mark.parametrize("protocol, mechanism, user, password", [("SASL_SSL", "SCRAM-SHA-512", "sue", "sue-secret"), ("SASL_PLAINTEXT", "PLAIN", "admin", "admin-secret")])
+def test_the_brokers_own_client_authenticates_as_the_inter_broker_listener_says(secured, pki, ports, protocol, mechanism, user, password) -> None:
+    """Inter-broker traffic authenticates too: odradek's client (broker/kafka_client.py, which brokers use to
+    reach each other) connects with TLS and SASL from the inter-broker settings of a broker's configuration."""
+    import anyio
+
+    from odradek.broker.kafka_client import KafkaClient, ResponseError
+    from odradek.broker.security.client import inter_broker_security
+
+    async def brokers(password: str) -> list[tuple[str, int]]:
+        security = inter_broker_security(inter_broker_config(pki, ports[protocol], protocol, mechanism, user, password))
+        async with KafkaClient(f"127.0.0.1:{ports[protocol]}", security=security) as client:
+            return [(n.host, n.port) for n in client.nodes.values()]
+
+    assert anyio.run(brokers, password) == [("127.0.0.1", ports[protocol])]
+    with pytest.raises(ResponseError, match="SASL_AUTHENTICATION_FAILED"):
+        anyio.run(brokers, "wrong")
