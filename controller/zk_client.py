@@ -319,6 +319,17 @@ class ZkClient:
             except NoNodeError:
                 pass
 
+    def preferred_replica_election(self) -> list[tuple[str, int]] | None:
+        """The partitions ``/admin/preferred_replica_election`` asks to hand back to their preferred replica
+        (None when nothing asks)."""
+        data, version = self.get_data_and_version(zd.PREFERRED_REPLICA_ELECTION)
+        return None if version == UNKNOWN_VERSION else zd.decode_preferred_replica_election(data)
+
+    def delete_preferred_replica_election(self, epoch_zk_version: int) -> None:
+        tx = self._fenced(epoch_zk_version)
+        tx.delete(zd.PREFERRED_REPLICA_ELECTION)
+        self._commit_fenced(tx)
+
     def topics_marked_for_deletion(self) -> list[str]:
         return self.kazoo.get_children(zd.DELETE_TOPICS)
 

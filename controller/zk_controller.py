@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
@@ -29,8 +30,10 @@ from odradek.controller.zk_controller_state import (
     Leadership,
     RequestBatch,
     TopicPartition,
+    imbalanced_partitions,
     initial_leadership,
     offline_election,
+    preferred_election,
     without_replica,
 )
 
@@ -58,7 +61,19 @@ BROKERS_CHANGED = "brokers"
 TOPICS_CHANGED = "topics"
 TOPIC_CHANGED = "topic"
 TOPIC_DELETION = "delete-topics"
+PREFERRED_ELECTION = "preferred-replica-election"
+AUTO_LEADER_REBALANCE = "auto-leader-rebalance"
 _STOP = "stop"
+
+
+@dataclass(frozen=True)
+class LeaderBalance:
+    """``auto.leader.rebalance.enable``, ``leader.imbalance.per.broker.percentage`` and
+    ``leader.imbalance.check.interval.seconds`` (Kafka's defaults)."""
+
+    enable: bool = True
+    percentage: int = 10
+    check_interval_s: float = 300.0
 
 
 class ZkController:
@@ -71,6 +86,7 @@ class ZkController:
         inter_broker_listener: str = "PLAINTEXT",
         unclean_leader_election: bool = False,
         delete_topic_enable: bool = True,
+        leader_balance: LeaderBalance = LeaderBalance(),
     ) -> None:
         self.zk = zk
         self.broker_id = broker_id
@@ -78,6 +94,9 @@ class ZkController:
         self.inter_broker_listener = inter_broker_listener
         self.unclean_leader_election = unclean_leader_election
         self.delete_topic_enable = delete_topic_enable
+        self.leader_balance = leader_balance
+        self._next_balance_check = 0.0
+        """When (monotonic) the active controller next checks the leader balance."""
         self.context = ControllerContext(broker_id)
         self.active = False
         self.active_controller_id = -1
@@ -95,6 +114,7 @@ class ZkController:
         ChildrenWatch(self.zk.kazoo, zd.BROKER_IDS, lambda _: self._enqueue(Event(BROKERS_CHANGED)))
         ChildrenWatch(self.zk.kazoo, zd.BROKER_TOPICS, lambda _: self._enqueue(Event(TOPICS_CHANGED)))
         ChildrenWatch(self.zk.kazoo, zd.DELETE_TOPICS, lambda _: self._enqueue(Event(TOPIC_DELETION)))
+        DataWatch(self.zk.kazoo, zd.PREFERRED_REPLICA_ELECTION, lambda data, stat: self._enqueue(Event(PREFERRED_ELECTION)) if data is not None else None)
         self.zk.on_new_session(lambda: self._enqueue(Event(ELECT)))
 
     def shutdown(self) -> None:
@@ -119,9 +139,15 @@ class ZkController:
             TOPICS_CHANGED: self._topics_changed,
             TOPIC_CHANGED: self._topic_changed,
             TOPIC_DELETION: self._topic_deletion,
+            PREFERRED_ELECTION: self._preferred_replica_election,
+            AUTO_LEADER_REBALANCE: self._auto_leader_rebalance,
         }
         while True:
-            event = self._queue.get()
+            balancing = self.active and self.leader_balance.enable
+            try:
+                event = self._queue.get(timeout=max(0.0, self._next_balance_check - time.monotonic()) if balancing else None)
+            except queue.Empty:
+                event = Event(AUTO_LEADER_REBALANCE)
             if event.kind == _STOP:
                 return
             try:
@@ -161,6 +187,7 @@ class ZkController:
         """``onControllerFailover``: read everything, tell every broker, then elect what has no live leader."""
         ctx = self.context = ControllerContext(self.broker_id, epoch, epoch_zk_version)
         self.active = True
+        self._next_balance_check = time.monotonic() + self.leader_balance.check_interval_s
         for broker_id, (registration, broker_epoch) in self.zk.broker_registrations().items():
             ctx.live_brokers[broker_id] = registration
             ctx.broker_epochs[broker_id] = broker_epoch
@@ -175,6 +202,7 @@ class ZkController:
         self._send(batch)
         log.info("broker %d is the controller, epoch %d", self.broker_id, epoch)
         self._topic_deletion(Event(TOPIC_DELETION))
+        self._preferred_replica_election(Event(PREFERRED_ELECTION))
 
     def _load_topic(self, topic: str) -> list[TopicPartition]:
         """Read a topic's assignment and partition states into the context; answers its partitions new to it."""
@@ -202,7 +230,7 @@ class ZkController:
         """A topic's data watch (two parameters: kazoo passes a third, the event, to a callback that takes one)."""
 
         def watch(data: bytes | None, stat: object) -> bool | None:
-            if data is None:
+            if stat is None:  # gone (a znode holding null has a stat)
                 self._topic_watches.discard(topic)
                 return False  # the topic is gone: stop watching it
             self._enqueue(Event(TOPIC_CHANGED, topic))
@@ -337,3 +365,33 @@ class ZkController:
             self._send(batch)
             self.zk.delete_topic_znodes(topic)
             ctx.remove_topic(topic)
+
+    # -- preferred leaders ------------------------------------------------------------------------------------
+
+    def _preferred_replica_election(self, _: Event) -> None:
+        """``/admin/preferred_replica_election``: hand the named partitions back to their preferred replica
+        where it can lead, then delete the request."""
+        partitions = self.zk.preferred_replica_election()
+        if partitions is None:
+            return
+        known = [p for p in partitions if p in self.context.assignments and p[0] not in self.context.topics_being_deleted]
+        self._elect_preferred(known)
+        self.zk.delete_preferred_replica_election(self.context.epoch_zk_version)
+
+    def _auto_leader_rebalance(self, _: Event) -> None:
+        """``checkAndTriggerAutoLeaderRebalance``, every ``leader.imbalance.check.interval.seconds``."""
+        self._next_balance_check = time.monotonic() + self.leader_balance.check_interval_s
+        self._elect_preferred(imbalanced_partitions(self.context, self.leader_balance.percentage))
+
+    def _elect_preferred(self, partitions: list[TopicPartition]) -> None:
+        ctx = self.context
+        batch = RequestBatch(ctx)
+        for partition in partitions:
+            fresh = self.zk.partition_state(*partition)  # as Kafka, elect from the state ZooKeeper holds now
+            if fresh is None:
+                continue
+            ctx.leadership[partition] = Leadership(*fresh)
+            elected = preferred_election(ctx.assignments[partition].replicas, fresh[0], set(ctx.live_brokers), ctx.epoch)
+            if elected is not None and self._write(partition, elected):
+                batch.add_leader_and_isr(ctx.live_replicas(partition), partition)
+        self._send(batch)

@@ -106,6 +106,34 @@ def offline_election(
     return None
 
 
+def preferred_replica_can_lead(assignment: tuple[int, ...], isr: tuple[int, ...], live: set[int]) -> bool:
+    """``preferredReplicaPartitionLeaderElection`` finds a leader: the first assigned replica is live and in sync."""
+    return bool(assignment) and assignment[0] in live and assignment[0] in isr
+
+
+def preferred_election(assignment: tuple[int, ...], current: zd.LeaderIsrAndControllerEpoch, live: set[int], controller_epoch: int) -> zd.LeaderIsrAndControllerEpoch | None:
+    """The first assigned replica leads, if it can and does not already; the ISR stays, the epoch moves on."""
+    if assignment and assignment[0] != current.leader and preferred_replica_can_lead(assignment, current.isr, live):
+        return replace(current, leader=assignment[0], leader_epoch=current.leader_epoch + 1, controller_epoch=controller_epoch)
+    return None
+
+
+def imbalanced_partitions(ctx: ControllerContext, imbalance_percentage: int) -> list[TopicPartition]:
+    """``checkAndTriggerAutoLeaderRebalance``: per preferred broker, the partitions it does not lead, when
+    they are more than ``leader.imbalance.per.broker.percentage`` of those it should (and it can lead them)."""
+    by_preferred: dict[int, list[TopicPartition]] = {}
+    for partition, assignment in ctx.assignments.items():
+        if partition[0] not in ctx.topics_being_deleted and assignment.replicas:
+            by_preferred.setdefault(assignment.replicas[0], []).append(partition)
+    live = set(ctx.live_brokers)
+    candidates: list[TopicPartition] = []
+    for preferred, partitions in sorted(by_preferred.items()):
+        led_elsewhere = [p for p in partitions if p in ctx.leadership and ctx.leadership[p].state.leader != preferred]
+        if len(led_elsewhere) / len(partitions) > imbalance_percentage / 100:
+            candidates += [p for p in led_elsewhere if preferred_replica_can_lead(ctx.assignments[p].replicas, ctx.leadership[p].state.isr, live)]
+    return sorted(candidates)
+
+
 def without_replica(current: zd.LeaderIsrAndControllerEpoch, replica: int, controller_epoch: int) -> zd.LeaderIsrAndControllerEpoch | None:
     """``ReplicaStateMachine``'s OfflineReplica: the replica leaves the ISR (not the last member, which stays
     to tell who had the data) and, if it led, the partition has no leader. None when it was not in the ISR."""

@@ -232,6 +232,26 @@ def test_a_killed_kafka_broker_goes_offline_and_leads_again_when_it_returns(odra
     assert producer.flush(30) == 0
 
 
+def test_a_preferred_replica_election_request_makes_the_kafka_broker_leader(odradek_led: tuple[ZkController, kafka_jvm.KafkaBroker], zookeeper: kafka_jvm.ZooKeeper) -> None:
+    controller, kafka = odradek_led
+    broker4 = ZkClient(zookeeper.connect + controller.zk.kazoo.chroot)
+    try:
+        broker4.keep_registered(zd.BrokerRegistration(4, (zd.EndPoint("PLAINTEXT", "127.0.0.1", kafka_jvm.free_port(), "PLAINTEXT"),)))
+        wait_for(lambda: 4 in controller.context.live_brokers, what="broker 4 live")
+        epoch = controller.context.epoch
+        # Kafka (broker 0) is the preferred replica and in sync, but broker 4 leads: the state is there first,
+        # then the assignment, as after leadership moved away
+        controller.zk.create_recursive(zd.partition_state_path("preferred", 0), zd.LeaderIsrAndControllerEpoch(4, 2, (4, 0), epoch).encode())
+        controller.zk.kazoo.set(zd.topic_path("preferred"), zd.TopicAssignment(uuid.uuid4(), {0: zd.ReplicaAssignment((0, 4))}).encode())
+        wait_for(lambda: ("preferred", 0) in controller.context.assignments, what="the controller read the topic")
+        controller.zk.kazoo.create(zd.PREFERRED_REPLICA_ELECTION, zd.encode_preferred_replica_election([("preferred", 0)]))
+        wait_for(lambda: controller.zk.partition_state("preferred", 0) == (zd.LeaderIsrAndControllerEpoch(0, 3, (4, 0), epoch), 1), what="broker 0 elected")
+        wait_for(lambda: not controller.zk.kazoo.exists(zd.PREFERRED_REPLICA_ELECTION), what="the request deleted")
+        wait_for(lambda: leaders_in_kafka(kafka, "preferred") == {0: (0, [4, 0])}, what="Kafka leads as the controller said")
+    finally:
+        broker4.close()
+
+
 def test_the_controllers_session_expires_and_a_new_election_bumps_the_epoch(odradek_led: tuple[ZkController, kafka_jvm.KafkaBroker], zookeeper: kafka_jvm.ZooKeeper) -> None:
     controller, kafka = odradek_led
     connect = zookeeper.connect + controller.zk.kazoo.chroot

@@ -14,7 +14,7 @@ import pytest
 from odradek.broker.controller_channel import ControllerChannelManager
 from odradek.controller import zk_data as zd
 from odradek.controller.zk_client import ZkClient
-from odradek.controller.zk_controller import ZkController
+from odradek.controller.zk_controller import LeaderBalance, ZkController
 
 
 def wait_for(condition: Callable[[], object], timeout_s: float = 20.0, what: str = "condition") -> None:
@@ -33,11 +33,12 @@ def registration(broker_id: int) -> zd.BrokerRegistration:
 
 @pytest.fixture
 def cluster(zookeeper: kafka_jvm.ZooKeeper) -> Iterator[tuple[ZkController, Callable[[int], ZkClient]]]:
-    """An active controller (broker 1) under a chroot of its own, and ``join(id)`` registering more brokers."""
+    """An active controller (broker 1) under a chroot of its own, and ``join(id)`` registering more brokers.
+    It checks the leader balance every half second (Kafka: every 300 s)."""
     connect = f"{zookeeper.connect}/controller-{uuid.uuid4().hex[:6]}"
     zk = ZkClient(connect)
     channel = ControllerChannelManager(1)
-    controller = ZkController(zk, 1, channel)
+    controller = ZkController(zk, 1, channel, leader_balance=LeaderBalance(check_interval_s=0.5))
     others: list[ZkClient] = []
 
     def join(broker_id: int) -> ZkClient:
@@ -86,3 +87,20 @@ def test_znodes_that_are_not_json_read_as_kafka_reads_them(cluster: tuple[ZkCont
     controller.zk.resign_controller(1)
     wait_for(lambda: controller.active and controller.context.epoch == 2, what="re-elected")
     assert ("fine", 0) in controller.context.assignments and ("fine", 0) not in controller.context.leadership
+
+
+def place_partition(controller: ZkController, topic: str, replicas: tuple[int, ...], state: zd.LeaderIsrAndControllerEpoch) -> None:
+    """A partition whose state ZooKeeper already holds when the controller learns of its topic (as after
+    leadership moved away from the preferred replica): the state first, then the assignment."""
+    controller.zk.create_recursive(zd.partition_state_path(topic, 0), state.encode())
+    controller.zk.kazoo.set(zd.topic_path(topic), zd.TopicAssignment(uuid.uuid4(), {0: zd.ReplicaAssignment(replicas)}).encode())
+
+
+def test_leadership_goes_back_to_the_preferred_replica_when_the_balance_is_off(cluster: tuple[ZkController, Callable[[int], ZkClient]]) -> None:
+    controller, join = cluster
+    join(3)
+    wait_for(lambda: 3 in controller.context.live_brokers, what="broker 3 live")
+    epoch = controller.context.epoch
+    place_partition(controller, "unbalanced", (1, 3), zd.LeaderIsrAndControllerEpoch(3, 4, (3, 1), epoch))
+    # broker 1 leads none of the partitions it prefers (100% > 10%): the next check hands it back
+    wait_for(lambda: controller.zk.partition_state("unbalanced", 0) == (zd.LeaderIsrAndControllerEpoch(1, 5, (3, 1), epoch), 1), what="broker 1 leads again")

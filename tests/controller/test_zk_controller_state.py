@@ -12,8 +12,10 @@ from odradek.controller.zk_controller_state import (
     ControllerContext,
     Leadership,
     RequestBatch,
+    imbalanced_partitions,
     initial_leadership,
     offline_election,
+    preferred_election,
     without_replica,
 )
 from odradek.protocol.api import ApiKey, decode_request, encode_request
@@ -102,3 +104,22 @@ def test_stop_replica_for_a_topic_being_deleted_carries_the_deletion_sentinel() 
     stop = roundtrip(ApiKey.StopReplica, 4, next(r for r in requests if r.api_key == ApiKey.StopReplica).body)
     [p] = stop.topic_states[0].partition_states
     assert (stop.topic_states[0].topic_name, p.partition_index, p.leader_epoch, p.delete_partition) == ("t", 0, -2, True)
+
+
+def test_preferred_election_only_moves_to_a_live_in_sync_first_replica() -> None:
+    current = State(2, 3, (1, 2), 4)
+    assert preferred_election((1, 2), current, {1, 2}, 5) == State(1, 4, (1, 2), 5)
+    assert preferred_election((1, 2), current, {2}, 5) is None  # not live
+    assert preferred_election((1, 2), State(2, 3, (2,), 4), {1, 2}, 5) is None  # not in sync
+    assert preferred_election((2, 1), current, {1, 2}, 5) is None  # already leads
+
+
+def test_imbalance_beyond_the_percentage_names_the_partitions_their_preferred_replica_can_take_back() -> None:
+    ctx = context()  # t-0 preferred 1, led by 1; t-1 preferred 2, led by 2
+    assert imbalanced_partitions(ctx, 10) == []
+    ctx.assignments[("t", 2)] = zd.ReplicaAssignment((1, 2))
+    ctx.leadership[("t", 2)] = Leadership(State(2, 1, (1, 2), 6), 3)  # broker 1 leads 1 of its 2: 50%
+    assert imbalanced_partitions(ctx, 10) == [("t", 2)]
+    assert imbalanced_partitions(ctx, 50) == []  # not beyond 50%
+    ctx.leadership[("t", 2)] = Leadership(State(2, 1, (2,), 6), 3)  # broker 1 out of sync: it cannot lead
+    assert imbalanced_partitions(ctx, 10) == []
