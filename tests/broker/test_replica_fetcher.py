@@ -1,0 +1,220 @@
+"""odradek's replica fetcher following a real Apache Kafka 3.9.1 leader.
+
+odradek registers as broker 2 in the ZooKeeper of a Kafka broker 1 (nothing of odradek serves there: only its
+fetcher runs), so Kafka's controller puts broker 2 in the topics' replica sets and Kafka's leader treats the
+fetcher as its follower. What Kafka observes and what lands on disk say whether the fetcher replicates as a
+Kafka follower does:
+
+- acks=all with ``min.insync.replicas=2`` completes only once the follower's fetches moved Kafka's high
+  watermark, and the follower's segment and leader-epoch checkpoint are Kafka's, byte for byte;
+- a follower holding records of an old epoch the leader never had (KIP-101) is answered ``diverging_epoch``
+  and cuts its log where the histories part -- not at its high watermark -- then replicates the new epoch;
+  Kafka takes it back into the ISR once it has caught up;
+- a fetch in a stale leader epoch is fenced: the partition waits for LeaderAndIsr (failed).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Callable, Iterator
+
+import anyio
+import kafka_jvm
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from odradek.broker.kafka_client import KafkaClient, Node
+from odradek.broker.replica_fetcher import FetcherConfig, InitialFetchState, ReplicaFetcherManager, initial_fetch_offset
+from odradek.controller import zk_data as zd
+from odradek.controller.zk_client import ZkClient
+from odradek.protocol.records import Record, build_batch
+from odradek.storage.log import Log
+from odradek.storage.log_config import LogConfig
+
+FOLLOWER = 2
+LEADER = 1
+
+
+class KafkaLeader:
+    """ZooKeeper, a Kafka broker 1, and odradek's broker 2 registered beside it."""
+
+    def __init__(self, root: Path) -> None:
+        self.zookeeper = kafka_jvm.ZooKeeper(root / "zookeeper").start()
+        self.kafka = kafka_jvm.KafkaBroker(root / "kafka", self.zookeeper.connect, broker_id=LEADER, settings={"replica.lag.time.max.ms": "3000"})
+        self.registration: ZkClient | None = None
+        self.kafka.start()
+        self.observer = ZkClient(self.zookeeper.connect)
+        self.register_follower()
+
+    def register_follower(self) -> None:
+        self.registration = ZkClient(self.zookeeper.connect)
+        self.registration.register_broker(zd.BrokerRegistration(FOLLOWER, (zd.EndPoint("PLAINTEXT", "127.0.0.1", kafka_jvm.free_port(), "PLAINTEXT"),)))
+
+    def deregister_follower(self) -> None:
+        """The follower's ZooKeeper session ends: Kafka's controller takes it out of the ISR."""
+        assert self.registration is not None
+        self.registration.close()
+        self.registration = None
+
+    def state(self, topic: str) -> dict:
+        """The partition's leader, epoch and ISR in ZooKeeper."""
+        data, _ = self.observer.kazoo.get(f"/brokers/topics/{topic}/partitions/0/state")
+        return json.loads(data)
+
+    def create_topic(self, topic: str, config: dict[str, str] | None = None) -> None:
+        admin = AdminClient({"bootstrap.servers": self.kafka.bootstrap})
+        admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[LEADER, FOLLOWER]], config=config or {"min.insync.replicas": "2"})])[topic].result(30)
+        wait_for(lambda: self.state(topic)["isr"] == [LEADER, FOLLOWER], what=f"{topic} in ZooKeeper")
+
+    def produce(self, topic: str, count: int, **settings: str) -> None:
+        """acks=all, idempotent: raises unless every record is acknowledged."""
+        producer = Producer({"bootstrap.servers": self.kafka.bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5, "message.timeout.ms": 20000, **settings})
+        failures = []
+        for i in range(count):
+            producer.produce(topic, f"value-{i}".encode() * 20, key=str(i).encode(), on_delivery=lambda err, msg: failures.append(err) if err else None)
+        assert producer.flush(30) == 0
+        assert failures == []
+
+    def segment(self, topic: str) -> bytes:
+        return (self.kafka.log_dir / f"{topic}-0" / "00000000000000000000.log").read_bytes()
+
+    def epoch_checkpoint(self, topic: str) -> str:
+        return (self.kafka.log_dir / f"{topic}-0" / "leader-epoch-checkpoint").read_text()
+
+    def close(self) -> None:
+        if self.registration is not None:
+            self.registration.close()
+        self.observer.close()
+        self.kafka.stop()
+        self.zookeeper.stop()
+
+
+def wait_for(condition: Callable[[], object], timeout_s: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{what} not reached within {timeout_s}s")
+
+
+@pytest.fixture(scope="module")
+def kafka_leader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaLeader]:
+    leader = KafkaLeader(tmp_path_factory.mktemp("kafka-leader"))
+    try:
+        yield leader
+    finally:
+        leader.close()
+
+
+async def topic_id(bootstrap: str, topic: str) -> uuid.UUID:
+    async with KafkaClient(bootstrap) as client:
+        return (await client.refresh_metadata([topic])).topics[0].topic_id
+
+
+def open_log(root: Path, topic: str) -> Log:
+    return Log.open(root / f"{topic}-0", LogConfig())
+
+
+class Following:
+    """odradek's fetcher manager following partition 0 of ``topic`` on Kafka, in a task group."""
+
+    def __init__(self, leader: KafkaLeader, topic: str, local: Log, tg: anyio.abc.TaskGroup, leader_epoch: int, topic_id: uuid.UUID) -> None:
+        host, port = leader.kafka.bootstrap.split(":")
+        self.tp = (topic, 0)
+        self.local = local
+        self.log_end_offsets: list[int] = []
+        """The follower's log end offset after each append or truncation."""
+        self.manager = ReplicaFetcherManager(
+            FetcherConfig(broker_id=FOLLOWER, max_wait_ms=100, backoff_ms=200), 1, {self.tp: local}.__getitem__, tg, lambda tp: self.log_end_offsets.append(local.log_end_offset)
+        )
+        self.manager.add_fetcher_for_partitions({self.tp: InitialFetchState(topic_id, Node(LEADER, host, int(port)), leader_epoch, initial_fetch_offset(local))})
+
+    @property
+    def failed(self) -> bool:
+        return any(self.tp in f.failed for f in self.manager.fetchers.values())
+
+    def stop(self) -> None:
+        self.manager.remove_fetcher_for_partitions({self.tp})
+
+
+async def until(condition: Callable[[], object], timeout_s: float = 30.0, what: str = "condition") -> None:
+    with anyio.fail_after(timeout_s):
+        while not condition():
+            await anyio.sleep(0.05)
+
+
+def test_kafka_leader_waits_for_the_follower_and_gets_its_bytes(kafka_leader: KafkaLeader, tmp_path: Path) -> None:
+    topic = "followed"
+    kafka_leader.create_topic(topic)
+    local = open_log(tmp_path, topic)
+
+    async def scenario() -> None:
+        async with anyio.create_task_group() as tg:
+            following = Following(kafka_leader, topic, local, tg, kafka_leader.state(topic)["leader_epoch"], await topic_id(kafka_leader.kafka.bootstrap, topic))
+            # acks=all with min.insync.replicas=2: acknowledged only once our fetches carried Kafka's HW past them
+            await anyio.to_thread.run_sync(lambda: kafka_leader.produce(topic, 300, **{"compression.type": "lz4"}))
+            await anyio.to_thread.run_sync(lambda: kafka_leader.produce(topic, 200))
+            expected = kafka_leader.segment(topic)
+            await until(lambda: local.size_in_bytes == len(expected) and local.high_watermark == local.log_end_offset, what="caught up with the high watermark")
+            following.stop()
+            tg.cancel_scope.cancel()
+
+    anyio.run(scenario)
+    assert local.log_end_offset == 500
+    assert (tmp_path / f"{topic}-0" / "00000000000000000000.log").read_bytes() == kafka_leader.segment(topic)
+    assert (tmp_path / f"{topic}-0" / "leader-epoch-checkpoint").read_text() == kafka_leader.epoch_checkpoint(topic)
+    assert kafka_leader.state(topic)["isr"] == [LEADER, FOLLOWER]
+    local.close()
+
+
+def test_a_follower_with_records_of_an_old_epoch_truncates_where_the_leaders_history_parts(kafka_leader: KafkaLeader, tmp_path: Path) -> None:
+    topic = "diverged"
+    kafka_leader.create_topic(topic, {"min.insync.replicas": "1"})
+    local = open_log(tmp_path, topic)
+    bootstrap = kafka_leader.kafka.bootstrap
+
+    async def follow(leader_epoch: int, caught_up: Callable[[Following], bool], produce: Callable[[], None] = lambda: None) -> list[int]:
+        async with anyio.create_task_group() as tg:
+            following = Following(kafka_leader, topic, local, tg, leader_epoch, await topic_id(bootstrap, topic))
+            await anyio.to_thread.run_sync(produce)
+            await until(lambda: caught_up(following), what="the follower's state")
+            following.stop()
+            tg.cancel_scope.cancel()
+        return following.log_end_offsets
+
+    anyio.run(follow, 0, lambda f: local.log_end_offset == 5 and local.high_watermark == 5, lambda: kafka_leader.produce(topic, 5))
+    # Records of epoch 0 the leader never had (written by the follower while it led epoch 0's last moments,
+    # as far as its log can tell).
+    records = [Record(timestamp=int(time.time() * 1000), key=b"lost-%d" % i, value=b"never replicated") for i in range(3)]
+    local.append_as_leader(bytearray(build_batch(records)), leader_epoch=0)
+    # The follower restarts with its high watermark checkpoint behind (Kafka writes it every 5 s).
+    local.close()
+    local = Log.open(tmp_path / f"{topic}-0", LogConfig(), high_watermark=0)
+    assert (local.log_end_offset, local.latest_epoch, local.high_watermark) == (8, 0, 0)
+
+    kafka_leader.deregister_follower()
+    wait_for(lambda: kafka_leader.state(topic)["isr"] == [LEADER], what="the follower out of the ISR")
+    epoch = kafka_leader.state(topic)["leader_epoch"]
+    assert epoch > 0  # the controller's ISR change starts a new leader epoch, at offset 5
+    kafka_leader.produce(topic, 4)  # offsets 5-8 in the new epoch
+    kafka_leader.register_follower()
+    wait_for(lambda: FOLLOWER in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).brokers, what="the follower registered again")
+
+    # A fetch in the old leader epoch is fenced: the partition waits for the next LeaderAndIsr.
+    anyio.run(follow, 0, lambda f: f.failed)
+    assert local.log_end_offset == 8
+
+    # In the current epoch: Kafka answers diverging_epoch (0, 5); the log is cut at 5 -- not at its high
+    # watermark (0), not at its end -- and the new epoch's records follow.
+    # Kafka takes the follower back into the ISR once it has caught up.
+    ends = anyio.run(follow, epoch, lambda f: local.log_end_offset == 9 and local.high_watermark == 9 and kafka_leader.state(topic)["isr"] == [LEADER, FOLLOWER])
+    assert ends[0] == 5 and min(ends) == 5  # cut once, at 5: offsets 0-4, below no high watermark it knew, were kept
+    assert (tmp_path / f"{topic}-0" / "00000000000000000000.log").read_bytes() == kafka_leader.segment(topic)
+    assert (tmp_path / f"{topic}-0" / "leader-epoch-checkpoint").read_text() == kafka_leader.epoch_checkpoint(topic)
+    assert kafka_leader.epoch_checkpoint(topic).split("\n")[2:4] == ["0 0", f"{epoch} 5"]
+    local.close()
