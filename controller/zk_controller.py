@@ -64,6 +64,7 @@ TOPIC_DELETION = "delete-topics"
 PREFERRED_ELECTION = "preferred-replica-election"
 AUTO_LEADER_REBALANCE = "auto-leader-rebalance"
 _STOP = "stop"
+UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 
 
 @dataclass(frozen=True)
@@ -255,9 +256,17 @@ class ZkController:
                 ctx.leadership[partition] = Leadership(state, 0)
                 batch.add_leader_and_isr(state.isr, partition, is_new=True)
                 continue
-            elected = offline_election(ctx.assignments[partition].replicas, current.state, live, self.unclean_leader_election, ctx.epoch)
+            elected = offline_election(ctx.assignments[partition].replicas, current.state, live, self._unclean_allowed(partition, current.state, live), ctx.epoch)
             if elected is not None and self._write(partition, elected):
                 batch.add_leader_and_isr(ctx.live_replicas(partition), partition)
+
+    def _unclean_allowed(self, partition: TopicPartition, state: zd.LeaderIsrAndControllerEpoch, live: set[int]) -> bool:
+        """``collectUncleanLeaderElectionState``: with no live ISR member, the topic's
+        ``unclean.leader.election.enable`` (read from ZooKeeper then), else the broker's, decides."""
+        if any(r in live for r in state.isr):
+            return False
+        override = self.zk.entity_config(zd.ConfigType.TOPIC, partition[0]).get(UNCLEAN_LEADER_ELECTION_ENABLE)
+        return self.unclean_leader_election if override is None else override.strip().lower() == "true"
 
     def _write(self, partition: TopicPartition, state: zd.LeaderIsrAndControllerEpoch) -> bool:
         """Write a partition's new state at the version last read; on a conflict, re-read it and skip."""

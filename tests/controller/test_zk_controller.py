@@ -104,3 +104,21 @@ def test_leadership_goes_back_to_the_preferred_replica_when_the_balance_is_off(c
     place_partition(controller, "unbalanced", (1, 3), zd.LeaderIsrAndControllerEpoch(3, 4, (3, 1), epoch))
     # broker 1 leads none of the partitions it prefers (100% > 10%): the next check hands it back
     wait_for(lambda: controller.zk.partition_state("unbalanced", 0) == (zd.LeaderIsrAndControllerEpoch(1, 5, (3, 1), epoch), 1), what="broker 1 leads again")
+
+
+def test_a_topic_allowing_unclean_election_gets_a_leader_from_outside_the_isr(cluster: tuple[ZkController, Callable[[int], ZkClient]]) -> None:
+    controller, join = cluster
+    broker2, _ = join(2), join(3)
+    wait_for(lambda: {2, 3} <= set(controller.context.live_brokers), what="brokers 2 and 3 live")
+    epoch = controller.context.epoch
+    for topic, unclean in (("careful", None), ("reckless", "true")):
+        controller.zk.create_topic(topic, zd.TopicAssignment(uuid.uuid4(), {0: zd.ReplicaAssignment((2, 3))}), {} if unclean is None else {"unclean.leader.election.enable": unclean})
+        place = zd.LeaderIsrAndControllerEpoch(2, 0, (2, 3), epoch)
+        wait_for(lambda topic=topic: controller.zk.partition_state(topic, 0) == (place, 0), what=f"{topic} online")
+        # broker 3 falls out of the ISR (as its leader would tell the controller)
+        controller.zk.update_partition_state_fenced(topic, 0, zd.LeaderIsrAndControllerEpoch(2, 0, (2,), epoch), 0, controller.context.epoch_zk_version)
+    controller.zk.resign_controller(1)  # re-read the states written behind the controller's back
+    wait_for(lambda: controller.active and controller.context.epoch == epoch + 1, what="re-elected")
+    broker2.close()  # the only in-sync replica fails
+    wait_for(lambda: controller.zk.partition_state("reckless", 0)[0] == zd.LeaderIsrAndControllerEpoch(3, 1, (3,), epoch + 1, leader_recovery_state=1), what="reckless led by broker 3, recovering")
+    wait_for(lambda: controller.zk.partition_state("careful", 0)[0] == zd.LeaderIsrAndControllerEpoch(-1, 1, (2,), epoch + 1), what="careful offline")
