@@ -55,7 +55,8 @@ class Partition:
     log: Log
     state: PartitionState
     local_broker_id: int
-    on_high_watermark: Callable[["Partition"], None] = lambda p: None
+    on_offsets_moved: Callable[["Partition"], None] = lambda p: None
+    """Called when the log end offset or the high watermark moves: what waits on the partition checks again."""
     followers: dict[int, FollowerState] = field(default_factory=dict)
 
     @property
@@ -128,7 +129,8 @@ class Partition:
         except OSError as exc:
             # Kafka answers an I/O failure on the log (a full or failed disk) with KAFKA_STORAGE_ERROR.
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"Failed to append to {self.topic}-{self.index}: {exc}") from exc
-        self.maybe_increment_high_watermark()
+        if not self.maybe_increment_high_watermark() and not info.duplicate:
+            self.on_offsets_moved(self)  # the LEO moved alone (followers to catch up): followers' fetches may complete
         return info
 
     # -- reads ----------------------------------------------------------------------------------------------
@@ -215,7 +217,7 @@ class Partition:
         new_hw = min([leo] + [self.followers[r].log_end_offset for r in self.isr if r != self.local_broker_id and r in self.followers])
         if new_hw > self.log.high_watermark:
             self.log.high_watermark = new_hw
-            self.on_high_watermark(self)
+            self.on_offsets_moved(self)
             return True
         return False
 

@@ -160,7 +160,7 @@ class ReplicaManager:
             partition = self.partitions.get(key)
             if partition is None:
                 log_ = self.log_manager.get_or_create_log(topic.name, index, config, topic.topic_id)
-                partition = Partition(topic.name, index, topic.topic_id, log_, state, self.broker_id, self._on_high_watermark)
+                partition = Partition(topic.name, index, topic.topic_id, log_, state, self.broker_id, self._on_offsets_moved)
                 self.partitions[key] = partition
             if state.leader == self.broker_id:
                 partition.become_leader(PartitionState(**vars(state)))
@@ -312,7 +312,7 @@ class ReplicaManager:
 
     # -- waits --------------------------------------------------------------------------------------------
 
-    def _on_high_watermark(self, partition: Partition) -> None:
+    def _on_offsets_moved(self, partition: Partition) -> None:
         self.purgatory.check_and_complete((partition.topic, partition.index))
 
     async def wait_for_high_watermark(self, partition: Partition, offset: int, timeout_s: float) -> bool:
