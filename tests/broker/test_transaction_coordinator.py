@@ -258,3 +258,16 @@ def test_verification_before_an_append_translates_errors_as_kafkas_leaders_do(en
     assert coordinator.verify_for_append("t", 1000, 1, [("a", 0)], abortable_known=True) == {("a", 0): ErrorCode.INVALID_PRODUCER_EPOCH}
     assert coordinator.verify_for_append("t", 1000, 0, [("a", 1)], abortable_known=True) == {("a", 1): ErrorCode.TRANSACTION_ABORTABLE}
     assert coordinator.verify_for_append("t", 1000, 0, [("a", 1)], abortable_known=False) == {("a", 1): ErrorCode.INVALID_TXN_STATE}
+
+
+def test_an_exhausted_epoch_rotates_the_producer_id(env):
+    coordinator, _, _, _ = env
+    init(coordinator)
+    shard = coordinator.runtime.shard(0)
+    shard.transactions["t"].producer_epoch = 32766  # Short.MAX_VALUE - 1: no epoch left to hand out
+    rotated = init(coordinator, expected=(1000, 32766))
+    assert (rotated.error, rotated.producer_id, rotated.producer_epoch) == (ErrorCode.NONE, 1001, 0)
+    # A retry of that call, whose answer the client lost, is recognised by the previous id's exhausted epoch
+    # and gets the same answer again.
+    retried = init(coordinator, expected=(1000, 32766))
+    assert (retried.error, retried.producer_id, retried.producer_epoch) == (ErrorCode.NONE, 1001, 0)
