@@ -124,7 +124,7 @@ def _whole_server(key: ApiKey, module: Any) -> Handler:
 
 HANDLERS: dict[int, Handler] = {
     ApiKey.Produce: Handler(produce.handle, 0, 11, ("replica_manager", "authorization", "quotas")),
-    ApiKey.Fetch: _all(ApiKey.Fetch, fetch, "replica_manager", "fetch_sessions", "config", "authorization"),
+    ApiKey.Fetch: _all(ApiKey.Fetch, fetch, "replica_manager", "fetch_sessions", "config", "authorization", "quotas"),
     ApiKey.ListOffsets: _all(ApiKey.ListOffsets, list_offsets, "replica_manager", "authorization"),
     ApiKey.Metadata: _all(ApiKey.Metadata, metadata, "metadata", "config", "auto_create_topic", "authorization"),
     ApiKey.ApiVersions: Handler(lambda request: api_versions.handle(API_RANGES, request), APIS[ApiKey.ApiVersions].min_version, APIS[ApiKey.ApiVersions].max_version),

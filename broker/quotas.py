@@ -15,6 +15,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Iterable, Protocol
 
+from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
@@ -28,6 +29,16 @@ USER_CLIENT_KEYS: dict[str, str] = {PRODUCE: "LONG", FETCH: "LONG", REQUEST: "DO
 IP_KEYS: dict[str, str] = {"connection_creation_rate": "INT"}
 """Each entity's quota keys and their ConfigDef types (Kafka's ``QuotaConfigs``)."""
 INT_MAX, LONG_MAX = 2**31 - 1, 2**63 - 1
+
+
+def quota_client(request: Request) -> tuple[str, str, str | None]:
+    """(user, client id, connection id) a request's traffic is charged to; the user is the principal's name
+    (``ANONYMOUS`` where nothing authenticated), as Kafka's session user."""
+    context = request.context
+    client_id = request.header.client_id or ""
+    if context is None:
+        return "ANONYMOUS", client_id, None
+    return context.principal.name, client_id, context.connection_id
 
 
 def sanitize(name: str | None) -> str:
@@ -271,6 +282,17 @@ class ClientQuotaManager:
             return 0
         return round((measured - bound) / bound * rate.window_size_ms(now_ms))
 
+    def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
+        """Take back what was recorded for an answer not sent after all (a throttled fetch is answered empty)."""
+        tags, _ = self.configs.quota(self.key, user, client_id)
+        if tags in self.sensors:
+            self.sensors[tags].record(-value, now_ms)
+
+    def max_value_in_window(self, user: str, client_id: str) -> int | None:
+        """Kafka's ``getMaxValueInQuotaWindow``: the most one answer may carry, bound x (samples - 1) windows."""
+        _, bound = self.configs.quota(self.key, user, client_id)
+        return None if bound is None else int(bound * (self.samples - 1) * self.window_ms / 1000)
+
 
 @dataclass
 class ChannelThrottles:
@@ -301,17 +323,36 @@ class ClientQuotas:
     """The broker's quota managers and throttled channels (Kafka's ``QuotaManagers``)."""
 
     produce: ClientQuotaManager
+    fetch: ClientQuotaManager
     throttles: ChannelThrottles = field(default_factory=ChannelThrottles)
 
     @classmethod
     def from_config(cls, configs: ClientQuotaConfigs, samples: int, window_s: int) -> "ClientQuotas":
         """``quota.window.num`` samples of ``quota.window.size.seconds`` each."""
-        return cls(ClientQuotaManager(PRODUCE, configs, samples, window_s * 1000))
+        return cls(ClientQuotaManager(PRODUCE, configs, samples, window_s * 1000), ClientQuotaManager(FETCH, configs, samples, window_s * 1000))
 
-    def record_produce(self, user: str, client_id: str, connection_id: str | None, size: int, now_s: float) -> int:
+    def record_produce(self, request: Request, size: int, now_s: float) -> int:
         """Charge a produce of ``size`` bytes to the client's ``producer_byte_rate``; the throttle time, for
         which its connection is then muted."""
+        user, client_id, connection_id = quota_client(request)
         throttle_ms = self.produce.record_and_get_throttle_ms(user, client_id, size, int(now_s * 1000))
         if throttle_ms > 0 and connection_id is not None:
             self.throttles.throttle(connection_id, throttle_ms, now_s)
+        return throttle_ms
+
+    def fetch_max_bytes(self, request: Request) -> int | None:
+        """The most a consumer's fetch answer may carry under its ``consumer_byte_rate``, if it has one."""
+        user, client_id, _ = quota_client(request)
+        return self.fetch.max_value_in_window(user, client_id)
+
+    def record_fetch(self, request: Request, size: int, now_s: float) -> int:
+        """Charge a consumer fetch answer of ``size`` bytes to its ``consumer_byte_rate``; when over, the
+        throttle time (the answer is then sent empty, so its bytes are taken back) and the connection muted."""
+        user, client_id, connection_id = quota_client(request)
+        now_ms = int(now_s * 1000)
+        throttle_ms = self.fetch.record_and_get_throttle_ms(user, client_id, size, now_ms)
+        if throttle_ms > 0:
+            self.fetch.unrecord(user, client_id, size, now_ms)
+            if connection_id is not None:
+                self.throttles.throttle(connection_id, throttle_ms, now_s)
         return throttle_ms

@@ -10,6 +10,10 @@ segment files, sent with sendfile.
 
 Authorization is Kafka's: a consumer needs READ on each topic, a follower CLUSTER_ACTION on the cluster;
 a partition refused is answered TOPIC_AUTHORIZATION_FAILED (after the others) and not read.
+
+A consumer's ``consumer_byte_rate`` bounds an answer to what the quota window allows, and an answer that
+takes it over the rate is sent empty with the throttle time, its connection then not read for that long
+(KIP-219; before v8 the empty answer itself waits), as Kafka's.
 """
 
 from __future__ import annotations
@@ -17,10 +21,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import anyio
+
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.broker.config import BrokerConfig
 from odradek.broker.fetch_session import FetchContext, FetchPartition, FetchSessionCache, PartitionOutcome
+from odradek.broker.quotas import ClientQuotas
 from odradek.broker.replica_manager import FetchParams, PartitionRead, ReplicaManager
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
@@ -33,7 +40,11 @@ _MAGIC_FOR_VERSION = {0: 0, 1: 0, 2: 1, 3: 1}
 """Fetch v0-v3 read message sets of magic 0 (v0-v1) or 1 (v2-v3): the only versions that copy records."""
 
 
-def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, config: BrokerConfig, authorization: Authorization, request: Request) -> Any:
+CLIENT_THROTTLES_SINCE = 8
+"""Fetch versions whose clients honour throttle_time_ms themselves (Kafka's ``shouldClientThrottle``)."""
+
+
+def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, config: BrokerConfig, authorization: Authorization, quotas: ClientQuotas, request: Request) -> Any:
     body = request.body
     version = request.header.api_version
     uses_ids = version >= 13
@@ -66,7 +77,7 @@ def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, c
         replica_id=replica_id,
         max_wait_ms=body.max_wait_ms,
         min_bytes=body.min_bytes,
-        max_bytes=min(body.max_bytes if version >= 3 else 2**31 - 1, config["fetch.max.bytes"]),
+        max_bytes=min(body.max_bytes if version >= 3 else 2**31 - 1, config["fetch.max.bytes"], _quota_max_bytes(quotas, request, is_follower)),
         isolation=isolation,
         hard_limit=version <= 2,
         magic=_MAGIC_FOR_VERSION.get(version),
@@ -75,13 +86,45 @@ def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, c
     reads = replica_manager.fetch_messages(params, to_read) if to_read else []
     read_committed = isolation == READ_COMMITTED
     if isinstance(reads, list):
-        return _respond(fetch_sessions, context, reads + denied, version, is_follower, read_committed, now_ms)
+        throttle_ms = 0 if is_follower else _charge(quotas, request, reads)
+        if throttle_ms == 0:
+            return _respond(fetch_sessions, context, reads + denied, version, is_follower, read_committed, now_ms)
+        return _throttled(context, throttle_ms, version)
 
     async def after_wait() -> dict:
         done = await reads
-        return _respond(fetch_sessions, context, done + denied, version, is_follower, read_committed, int(time.time() * 1000))
+        throttle_ms = 0 if is_follower else _charge(quotas, request, done)
+        if throttle_ms == 0:
+            return _respond(fetch_sessions, context, done + denied, version, is_follower, read_committed, int(time.time() * 1000))
+        throttled = _throttled(context, throttle_ms, version)
+        return throttled if isinstance(throttled, dict) else await throttled
 
     return after_wait()
+
+
+def _quota_max_bytes(quotas: ClientQuotas, request: Request, is_follower: bool) -> int:
+    bound = None if is_follower else quotas.fetch_max_bytes(request)
+    return 2**31 - 1 if bound is None else bound
+
+
+def _charge(quotas: ClientQuotas, request: Request, reads: list[PartitionRead]) -> int:
+    """The answer's record bytes against the consumer's quota (Kafka counts the whole answer's size)."""
+    return quotas.record_fetch(request, sum(r.length for r in reads), time.monotonic())
+
+
+def _throttled(context: FetchContext, throttle_ms: int, version: int) -> Any:
+    """Kafka's ``getThrottledResponse``: no partitions, the session left as it was (a new one not created);
+    sent at once to clients that throttle themselves, after the throttle time to older ones."""
+    session_id = context.session.session_id if context.incremental and context.session is not None else 0
+    response = {"error_code": ErrorCode.NONE, "session_id": session_id, "responses": [], "throttle_time_ms": throttle_ms}
+    if version >= CLIENT_THROTTLES_SINCE:
+        return response
+
+    async def later() -> dict:
+        await anyio.sleep(throttle_ms / 1000)
+        return response
+
+    return later()
 
 
 def _authorized(authorization: Authorization, request: Request, partitions: list[FetchPartition], is_follower: bool) -> tuple[list[FetchPartition], list[PartitionRead]]:

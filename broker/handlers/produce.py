@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio
 
-from odradek.broker.authorization import Authorization, session_of
+from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.handlers import CLOSE_CONNECTION, internal_topics_allowed
 from odradek.broker.quotas import ClientQuotas
@@ -72,9 +72,7 @@ def _record_bytes(quotas: ClientQuotas, request: Request) -> int:
     """Charge the request's record bytes to the client's producer quota (Kafka charges the whole request's
     size; the header and field overhead left out here are a few dozen bytes)."""
     size = sum(len(pd.records) for t in request.body.topic_data for pd in t.partition_data if pd.records is not None)
-    user = session_of(request).principal.partition(":")[2]
-    context = request.context
-    return quotas.record_produce(user, request.header.client_id or "", context.connection_id if context is not None else None, size, time.monotonic())
+    return quotas.record_produce(request, size, time.monotonic())
 
 
 def has_transactional_records(body: Any) -> bool:

@@ -1,5 +1,6 @@
-"""A producer over its ``producer_byte_rate`` is throttled to about that rate (measured over a few seconds)
-and told so: confluent-kafka's statistics show the broker's throttle times (KIP-219)."""
+"""A producer over its ``producer_byte_rate``, and a consumer over its ``consumer_byte_rate``, are throttled
+to about that rate (measured over a few seconds) and told so: confluent-kafka's statistics show the broker's
+throttle times (KIP-219)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 import time
 from pathlib import Path
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 
 from odradek import Broker
 from odradek.protocol.api import ApiKey
@@ -15,7 +16,7 @@ from odradek.protocol.errors import ErrorCode
 
 RATE = 200_000
 """producer_byte_rate of the throttled client id, bytes per second."""
-WINDOWS = {"quota.window.num": "3", "quota.window.size.seconds": "1"}
+WINDOWS = {"quota.window.num": "3", "quota.window.size.seconds": "1", "group.initial.rebalance.delay.ms": "0"}
 """Three one-second samples: a fresh client's first two seconds of quota are spent at once."""
 
 
@@ -57,4 +58,42 @@ def test_a_producer_over_its_byte_rate_is_throttled_to_it(tmp_path: Path, connec
         # Unthrottled this loop writes tens of MB/s here; the burst allowance is two seconds of quota.
         assert delivered[0] <= RATE * (elapsed + 2) * 1.3, (delivered[0], elapsed)
         assert delivered[0] >= RATE * elapsed * 0.6, (delivered[0], elapsed)
+        assert throttles and max(throttles) > 0
+
+
+def test_a_consumer_over_its_byte_rate_is_throttled_to_it(tmp_path: Path, connect) -> None:
+    with Broker(log_dir=tmp_path, config=WINDOWS) as broker:
+        # Batches of one record: a batch larger than the quota window's bytes would be throttled forever (as on Kafka).
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "batch.size": 16384, "compression.type": "none"})
+        for _ in range(500):  # 5 MB: unthrottled, read in well under a second
+            producer.produce("quota-reads", b"y" * 10_000)
+        producer.flush(30)
+        wire = connect(broker.bootstrap)
+        entry = {"entity": [{"entity_type": "client-id", "entity_name": "slow-reader"}], "ops": [{"key": "consumer_byte_rate", "value": float(RATE), "remove": False}]}
+        assert wire.call(ApiKey.AlterClientQuotas, 1, {"entries": [entry], "validate_only": False}).entries[0].error_code == ErrorCode.NONE
+
+        throttles: list[int] = []
+
+        def stats(text: str) -> None:
+            for b in json.loads(text)["brokers"].values():
+                if b["nodeid"] >= 0 and b["throttle"]["cnt"]:
+                    throttles.append(b["throttle"]["max"])
+
+        consumer = Consumer({
+            "bootstrap.servers": broker.bootstrap, "client.id": "slow-reader", "group.id": "slow-readers", "auto.offset.reset": "earliest",
+            "enable.auto.commit": False, "statistics.interval.ms": 500, "stats_cb": stats,
+            "fetch.max.bytes": 100_000, "max.partition.fetch.bytes": 100_000, "message.max.bytes": 100_000,  # half a second of quota per fetch
+        })
+        consumer.subscribe(["quota-reads"])
+        received = 0
+        start = time.monotonic()
+        while time.monotonic() - start < 6:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                received += len(message.value())
+        elapsed = time.monotonic() - start
+        consumer.close()
+        print(f"received {received} bytes in {elapsed:.1f} s: {received / elapsed:.0f} B/s against {RATE}; throttle times {throttles}")
+        assert received <= RATE * (elapsed + 2) * 1.3, (received, elapsed)
+        assert received >= RATE * elapsed * 0.4, (received, elapsed)
         assert throttles and max(throttles) > 0
