@@ -39,6 +39,14 @@ class InconsistentClusterIdError(Exception):
     """``/cluster/id`` and a log directory's ``meta.properties`` name different clusters (Kafka refuses to start)."""
 
 
+def verify_meta_cluster_id(meta_properties: str, stored: str | None, cluster_id: str) -> None:
+    """Kafka 3.9's ``MetaPropertiesEnsemble.verify``: a log directory written for another cluster (its
+    ``meta.properties`` at path ``meta_properties``) stops the broker. Kafka takes the cluster id from
+    ZooKeeper (creating a new one there if absent) before it looks at the log directories."""
+    if stored is not None and stored != cluster_id:
+        raise InconsistentClusterIdError(f"Invalid cluster.id in: {meta_properties}. Expected {cluster_id}, but read {stored}")
+
+
 def split_connect(connect: str) -> tuple[str, str]:
     """``host:port,host:port/chroot`` into the hosts and the chroot ("" for none), as ``zookeeper.connect``."""
     slash = connect.find("/")
@@ -128,17 +136,6 @@ class ZkClient:
         except NodeExistsError:
             data, _ = self.kazoo.get(zd.CLUSTER_ID)
             return zd.decode_cluster_id(data)
-
-    def cluster_id_for(self, meta_properties_cluster_id: str | None, proposed: str) -> str:
-        """The cluster id this broker runs with: ``/cluster/id`` (made from ``proposed`` if absent), which a
-        log directory's ``meta.properties`` must agree with."""
-        cluster_id = self.create_or_get_cluster_id(meta_properties_cluster_id or proposed)
-        if meta_properties_cluster_id is not None and meta_properties_cluster_id != cluster_id:
-            raise InconsistentClusterIdError(
-                f"The Cluster ID {cluster_id} doesn't match stored clusterId Some({meta_properties_cluster_id}) in meta.properties. "
-                "The broker is trying to join the wrong cluster. Configured zookeeper.connect may be wrong."
-            )
-        return cluster_id
 
     # -- broker registration ------------------------------------------------------------------------------
 

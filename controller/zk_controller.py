@@ -197,8 +197,8 @@ class ZkController:
         ctx.topics_being_deleted.update(t for t in self.zk.topics_marked_for_deletion() if t in ctx.topic_ids)
         batch = RequestBatch(ctx)
         batch.add_update_metadata(ctx.live_brokers)
-        for partition, lead in sorted(ctx.leadership.items()):
-            batch.add_leader_and_isr([r for r in ctx.live_replicas(partition)], partition)
+        for partition in sorted(ctx.leadership):
+            batch.add_leader_and_isr(ctx.live_replicas(partition), partition)
         self._elect_offline_partitions(batch)
         self._send(batch)
         log.info("broker %d is the controller, epoch %d", self.broker_id, epoch)
@@ -370,7 +370,7 @@ class ZkController:
             batch = RequestBatch(ctx)
             batch.add_update_metadata(ctx.live_brokers, ctx.partitions_of(topic))
             for partition in ctx.partitions_of(topic):
-                batch.add_stop_replica([r for r in ctx.live_replicas(partition)], partition, delete=True)
+                batch.add_stop_replica(ctx.live_replicas(partition), partition, delete=True)
             self._send(batch)
             self.zk.delete_topic_znodes(topic)
             ctx.remove_topic(topic)

@@ -15,7 +15,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
 
 from odradek.controller import zk_data as zd
-from odradek.controller.zk_client import ControllerMovedError, InconsistentClusterIdError, ZkClient
+from odradek.controller.zk_client import ControllerMovedError, InconsistentClusterIdError, ZkClient, verify_meta_cluster_id
 
 
 @pytest.fixture
@@ -43,11 +43,14 @@ def test_startup_makes_the_chroot_kafkas_paths_and_the_cluster_id(open_client: C
     client = open_client()
     client.create_top_level_paths()
     assert all(client.kazoo.get(p)[0] is None for p in zd.PERSISTENT_PATHS)
-    assert client.cluster_id_for(None, "aaaaaaaaaaaaaaaaaaaaaa") == "aaaaaaaaaaaaaaaaaaaaaa"
+    assert client.create_or_get_cluster_id("aaaaaaaaaaaaaaaaaaaaaa") == "aaaaaaaaaaaaaaaaaaaaaa"
     # a second broker takes the id there, whatever it proposed
-    assert open_client().cluster_id_for(None, "bbbbbbbbbbbbbbbbbbbbbb") == "aaaaaaaaaaaaaaaaaaaaaa"
-    with pytest.raises(InconsistentClusterIdError, match="doesn't match stored clusterId Some\\(cccccccccccccccccccccc\\)"):
-        open_client().cluster_id_for("cccccccccccccccccccccc", "cccccccccccccccccccccc")
+    assert open_client().create_or_get_cluster_id("bbbbbbbbbbbbbbbbbbbbbb") == "aaaaaaaaaaaaaaaaaaaaaa"
+    verify_meta_cluster_id("/data/meta.properties", "aaaaaaaaaaaaaaaaaaaaaa", "aaaaaaaaaaaaaaaaaaaaaa")
+    verify_meta_cluster_id("/data/meta.properties", None, "aaaaaaaaaaaaaaaaaaaaaa")  # a new log directory
+    with pytest.raises(InconsistentClusterIdError) as refused:
+        verify_meta_cluster_id("/data/meta.properties", "cccccccccccccccccccccc", "aaaaaaaaaaaaaaaaaaaaaa")
+    assert str(refused.value) == "Invalid cluster.id in: /data/meta.properties. Expected aaaaaaaaaaaaaaaaaaaaaa, but read cccccccccccccccccccccc"
     root = KazooClient(hosts=zookeeper.connect)
     root.start(timeout=15)
     try:

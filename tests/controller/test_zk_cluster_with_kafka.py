@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from pathlib import Path
 from typing import Callable, Iterator
 
 import kafka_jvm
@@ -55,7 +54,7 @@ def odradek_led(zookeeper: kafka_jvm.ZooKeeper, tmp_path_factory: pytest.TempPat
     kafka = kafka_jvm.KafkaBroker(tmp_path_factory.mktemp("kafka-peer"), connect, broker_id=0, settings={"zookeeper.session.timeout.ms": "6000"})
     try:
         zk.create_top_level_paths()
-        zk.cluster_id_for(None, new_cluster_id())
+        zk.create_or_get_cluster_id(new_cluster_id())
         # broker 1's registration: the controller's own address (nothing serves it in this test)
         zk.keep_registered(zd.BrokerRegistration(1, (zd.EndPoint("PLAINTEXT", "127.0.0.1", kafka_jvm.free_port(), "PLAINTEXT"),)))
         controller.startup()
@@ -122,7 +121,7 @@ def test_odradek_registers_in_a_cluster_kafka_controls(zk_kafka: kafka_jvm.Kafka
     controller = ZkController(zk, 7, ControllerChannelManager(7))
     try:
         kafka_cluster_id = zd.decode_cluster_id(zk.kazoo.get(zd.CLUSTER_ID)[0])
-        assert zk.cluster_id_for(kafka_cluster_id, new_cluster_id()) == kafka_cluster_id
+        assert zk.create_or_get_cluster_id(new_cluster_id()) == kafka_cluster_id
         zk.keep_registered(zd.BrokerRegistration(7, (zd.EndPoint("PLAINTEXT", "127.0.0.1", kafka_jvm.free_port(), "PLAINTEXT"),), rack="rack-b"))
         controller.startup()
         admin = AdminClient({"bootstrap.servers": zk_kafka.bootstrap})
