@@ -5,8 +5,8 @@ Each ``__transaction_state`` partition this broker leads is a :class:`Transactio
 :class:`~odradek.broker.transaction_metadata.TransactionMetadata` of the transactional ids that hash to
 it, its pending markers and its timers. :class:`TransactionCoordinator` answers InitProducerId,
 AddPartitionsToTxn (also verify-only, KIP-890), AddOffsetsToTxn, EndTxn, DescribeTransactions and
-ListTransactions as Kafka 3.9 does. Every state change is written to the transaction log first
-(``runtime.write``) and becomes current once the write is committed; EndTxn then writes
+ListTransactions as Kafka 3.9 does. Every state change is written to the transaction log first (the
+shard's ``write`` on the runtime) and becomes current once the write is committed; EndTxn then writes
 PrepareCommit/PrepareAbort, hands the COMMIT/ABORT markers to the :class:`MarkerSender` (WriteTxnMarkers
 to the partitions' leaders) and, once every partition has its marker, writes CompleteCommit/CompleteAbort.
 

@@ -21,6 +21,7 @@ import sys
 import textwrap
 import time
 import uuid
+from contextlib import closing
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -86,7 +87,8 @@ def test_an_open_transaction_holds_back_read_committed_consumers(bootstrap: str,
     producer.begin_transaction()
     producer.produce(topic, value=b"pending", partition=0)
     producer.flush(30)
-    low, high = Consumer({"bootstrap.servers": bootstrap, "group.id": f"w-{topic}", "isolation.level": "read_committed", "log_level": 3}).get_watermark_offsets(TopicPartition(topic, 0), 10)
+    with closing(Consumer({"bootstrap.servers": bootstrap, "group.id": f"w-{topic}", "isolation.level": "read_committed", "log_level": 3})) as consumer:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), 10)
     # The high watermark a read_committed consumer is told is the last stable offset: the open transaction's start.
     assert (low, high) == (0, 0)
     producer.commit_transaction(30)
