@@ -235,12 +235,14 @@ class BrokerProcess(Protocol):
 
 
 def broker_properties(broker_id: int, node: Node, zookeeper_connect: str, log_dir: Path, settings: Mapping[str, str]) -> dict[str, str]:
-    """The ``server.properties`` keys of one broker of the cluster, the same for Kafka and odradek."""
+    """The ``server.properties`` keys of one broker of the cluster, the same as ``kafka_jvm.KafkaBroker``
+    writes for Kafka: the tests' :data:`kafka_jvm.BROKER_SETTINGS`, then the cluster's."""
     return {
         "broker.id": str(broker_id),
         "listeners": f"PLAINTEXT://{node.address}:{BROKER_PORT}",
         "log.dirs": str(log_dir),
         "zookeeper.connect": zookeeper_connect,
+        **kafka_jvm.BROKER_SETTINGS,
         **CLUSTER_SETTINGS,
         **settings,
     }
