@@ -102,6 +102,17 @@ class Partition:
         self.log.assign_epoch_start_offset(state.leader_epoch, self.log.log_end_offset)
         self.maybe_increment_high_watermark()
 
+    def become_follower(self, state: PartitionState, is_new: bool) -> bool:
+        """LeaderAndIsr made us a follower (Kafka's ``makeFollower``): the leader's view of the followers goes;
+        True when the fetcher must start afresh (a new partition or leader epoch). A state older than the
+        partition's (a lower partition epoch) is ignored."""
+        if not is_new and state.partition_epoch < self.state.partition_epoch:
+            return False
+        new_epoch = is_new or state.leader_epoch > self.state.leader_epoch
+        self.state = state
+        self.followers = {}
+        return new_epoch
+
     def check_leader(self, current_leader_epoch: int = -1) -> None:
         """Kafka's leader checks: the requester's view of the epoch must not be stale or from the future."""
         if not self.is_leader:
@@ -211,6 +222,18 @@ class Partition:
         follower = self.followers.setdefault(replica_id, FollowerState())
         follower.log_end_offset = fetch_offset
         self.maybe_increment_high_watermark()
+
+    def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
+        """Whether an acks=all append ending before ``required_offset`` is done, and its outcome (Kafka's
+        ``checkEnoughReplicasReachOffset``): once the high watermark passes it, NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        if the ISR shrank below ``min.insync.replicas`` meanwhile; NOT_LEADER_OR_FOLLOWER once no longer leader."""
+        if not self.is_leader:
+            return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if self.log.high_watermark < required_offset:
+            return False, ErrorCode.NONE
+        if len(self.isr) < self.log.config.min_insync_replicas:
+            return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return True, ErrorCode.NONE
 
     def maybe_increment_high_watermark(self) -> bool:
         leo = self.log.log_end_offset

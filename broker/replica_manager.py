@@ -19,13 +19,15 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import anyio
 
 from odradek.broker.fetch_session import FetchPartition
+from odradek.broker.kafka_client import Node
 from odradek.broker.partition import LogReadInfo, Partition
 from odradek.broker.purgatory import Purgatory
+from odradek.broker.replica_fetcher import FetcherConfig, InitialFetchState, ReplicaFetcherManager, initial_fetch_offset
 from odradek.controller.metadata import INTERNAL_TOPICS, PartitionState, TopicInfo
 from odradek.protocol import legacy_records
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -130,7 +132,7 @@ class LogDirDescription:
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, log_manager: LogManager, broker_defaults: dict[str, str]) -> None:
+    def __init__(self, broker_id: int, log_manager: LogManager, broker_defaults: dict[str, str], *, fetcher_config: FetcherConfig | None = None, num_replica_fetchers: int = 1) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.broker_defaults = broker_defaults
@@ -145,6 +147,11 @@ class ReplicaManager:
         """The network's task group, for appends that finish after their request's synchronous part."""
         self.transaction_verifier: TransactionVerifier | None = None
         """Checks a transactional produce with the transaction coordinator (``transaction.partition.verification.enable``)."""
+        self.leader_node: Callable[[int], Node | None] = lambda broker_id: None
+        """A live broker's inter-broker endpoint (the metadata's), or None: where a follower fetches from."""
+        self.fetcher_config = fetcher_config or FetcherConfig(broker_id)
+        self.num_replica_fetchers = num_replica_fetchers
+        self._fetchers: ReplicaFetcherManager | None = None
 
     # -- metadata from the controller ---------------------------------------------------------------------
 
@@ -152,20 +159,47 @@ class ReplicaManager:
         return LogConfig.from_props(topic.configs, self.broker_defaults)
 
     def become_leader_or_follower(self, topic: TopicInfo, partitions: list[int]) -> None:
+        """LeaderAndIsr: a new leader stops fetching and starts its epoch; a follower of a new leader epoch
+        fetches afresh from its leader (Kafka's ``makeLeaders``/``makeFollowers``). A follower whose leader
+        is not a live broker keeps its log and its old state, as Kafka's."""
         config = self.log_config(topic)
         self.by_topic_id[topic.topic_id] = topic.name
+        followers: dict[TopicPartition, Node] = {}
         for index in partitions:
-            state = topic.partitions[index]
+            state = PartitionState(**vars(topic.partitions[index]))
             key = (topic.name, index)
             partition = self.partitions.get(key)
+            is_new = partition is None
             if partition is None:
                 log_ = self.log_manager.get_or_create_log(topic.name, index, config, topic.topic_id)
                 partition = Partition(topic.name, index, topic.topic_id, log_, state, self.broker_id, self._on_offsets_moved)
                 self.partitions[key] = partition
             if state.leader == self.broker_id:
-                partition.become_leader(PartitionState(**vars(state)))
-            else:
-                partition.state = PartitionState(**vars(state))
+                self._stop_fetching({key})
+                partition.become_leader(state)
+            elif (leader := self.leader_node(state.leader)) is None:
+                log.error("Cannot follow %s-%d: its leader %d is not a live broker", topic.name, index, state.leader)
+            elif partition.become_follower(state, is_new):
+                followers[key] = leader
+        if followers:
+            self._make_followers(followers)
+
+    def _make_followers(self, leaders: dict[TopicPartition, Node]) -> None:
+        """Stop the partitions' fetchers first (their position is taken afresh), answer what waits on them,
+        then fetch each from its leader."""
+        self._stop_fetching(set(leaders))
+        for key in leaders:
+            self.purgatory.check_and_complete(key)
+        if self._fetchers is None:
+            assert self.background is not None, "followers need the network's task group"
+            self._fetchers = ReplicaFetcherManager(self.fetcher_config, self.num_replica_fetchers, lambda key: self.partitions[key].log, self.background, self.purgatory.check_and_complete)
+        self._fetchers.add_fetcher_for_partitions(
+            {key: InitialFetchState(self.partitions[key].topic_id, leader, self.partitions[key].leader_epoch, initial_fetch_offset(self.partitions[key].log)) for key, leader in leaders.items()}
+        )
+
+    def _stop_fetching(self, keys: set[TopicPartition]) -> None:
+        if self._fetchers is not None:
+            self._fetchers.remove_fetcher_for_partitions(keys)
 
     def update_configs(self, topic: TopicInfo) -> None:
         """New topic configs reach the open logs and those opened later."""
@@ -173,6 +207,7 @@ class ReplicaManager:
 
     def stop_replicas(self, topic: TopicInfo, delete: bool) -> None:
         self.by_topic_id.pop(topic.topic_id, None)
+        self._stop_fetching({(topic.name, index) for index in topic.partitions})
         for index in list(topic.partitions):
             partition = self.partitions.pop((topic.name, index), None)
             if partition is not None:
@@ -315,13 +350,16 @@ class ReplicaManager:
     def _on_offsets_moved(self, partition: Partition) -> None:
         self.purgatory.check_and_complete((partition.topic, partition.index))
 
-    async def wait_for_high_watermark(self, partition: Partition, offset: int, timeout_s: float) -> bool:
-        """acks=all: wait until the high watermark passes ``offset``; False on timeout or once the partition
-        is gone."""
+    async def wait_for_replicas(self, partition: Partition, offset: int, timeout_s: float) -> ErrorCode:
+        """acks=all (Kafka's DelayedProduce): wait until the high watermark passes ``offset``, or the partition
+        is no longer led here; the append's outcome (:meth:`Partition.check_enough_replicas_reach_offset`),
+        REQUEST_TIMED_OUT on timeout or once the partition is gone."""
         key = (partition.topic, partition.index)
-        return await self.purgatory.wait_until(
-            key, lambda: partition.high_watermark >= offset, lambda: self.partitions.get(key) is not partition, timeout_s
-        )
+        if await self.purgatory.wait_until(
+            key, lambda: partition.check_enough_replicas_reach_offset(offset)[0], lambda: self.partitions.get(key) is not partition, timeout_s
+        ):
+            return partition.check_enough_replicas_reach_offset(offset)[1]
+        return ErrorCode.REQUEST_TIMED_OUT
 
 
 def _down_convert(partition: Partition, info: LogReadInfo, magic: int, fetch_offset: int) -> bytes:
@@ -365,8 +403,7 @@ class AppendOutcome:
         deadline = time.monotonic() + max(self.timeout_ms, 0) / 1000
         for partition, last_offset, result in self._waits:
             remaining = deadline - time.monotonic()
-            if not await self.replicas.wait_for_high_watermark(partition, last_offset + 1, max(remaining, 0)):
-                result.error = ErrorCode.REQUEST_TIMED_OUT
+            result.error = await self.replicas.wait_for_replicas(partition, last_offset + 1, max(remaining, 0))
 
     @property
     def pending(self) -> bool:
@@ -456,8 +493,11 @@ class AppendOutcome:
         # The log's answer: for a duplicate of one of the producer's last batches, its original time.
         result.log_append_time_ms = info.log_append_time
         result.log_start_offset = partition.log_start_offset
-        if self.required_acks == -1 and partition.high_watermark <= info.last_offset:
-            self._waits.append((partition, info.last_offset, result))
+        if self.required_acks == -1:
+            done, error = partition.check_enough_replicas_reach_offset(info.last_offset + 1)
+            if not done:
+                self._waits.append((partition, info.last_offset, result))
+            result.error = error
 
     def _refuse(self, append: PartitionAppend, result: AppendResult, exc: KafkaError) -> None:
         self.failed = True

@@ -10,7 +10,9 @@ Kafka follower does:
 - a follower holding records of an old epoch the leader never had (KIP-101) is answered ``diverging_epoch``
   and cuts its log where the histories part -- not at its high watermark -- then replicates the new epoch;
   Kafka takes it back into the ISR once it has caught up;
-- a fetch in a stale leader epoch is fenced: the partition waits for LeaderAndIsr (failed).
+- a fetch in a stale leader epoch is fenced: the partition waits for LeaderAndIsr (failed);
+- the replica manager follows on LeaderAndIsr naming Kafka the leader (clients are refused) and stops
+  fetching and leads, in a new epoch at its log end, on the next one naming itself.
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.broker.kafka_client import KafkaClient, Node
 from odradek.broker.replica_fetcher import FetcherConfig, InitialFetchState, ReplicaFetcherManager, initial_fetch_offset
+from odradek.broker.replica_manager import PartitionAppend, ReplicaManager
+from odradek.controller.metadata import PartitionState, TopicInfo
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.storage.log_manager import LogManager
+from odradek.storage.producer_state import AppendOrigin
 from odradek.controller import zk_data as zd
 from odradek.controller.zk_client import ZkClient
 from odradek.protocol.records import Record, build_batch
@@ -218,3 +225,45 @@ def test_a_follower_with_records_of_an_old_epoch_truncates_where_the_leaders_his
     assert (tmp_path / f"{topic}-0" / "leader-epoch-checkpoint").read_text() == kafka_leader.epoch_checkpoint(topic)
     assert kafka_leader.epoch_checkpoint(topic).split("\n")[2:4] == ["0 0", f"{epoch} 5"]
     local.close()
+
+
+def test_the_replica_manager_follows_then_leads_as_leader_and_isr_says(kafka_leader: KafkaLeader, tmp_path: Path) -> None:
+    topic = "handed-over"
+    kafka_leader.create_topic(topic)
+    host, port = kafka_leader.kafka.bootstrap.split(":")
+    log_manager = LogManager([tmp_path / "logs"], {})
+    log_manager.startup(None, FOLLOWER)
+    replicas = ReplicaManager(FOLLOWER, log_manager, {}, fetcher_config=FetcherConfig(FOLLOWER, max_wait_ms=100, backoff_ms=200))
+    replicas.leader_node = {LEADER: Node(LEADER, host, int(port))}.get
+    epoch = kafka_leader.state(topic)["leader_epoch"]
+    replicated: list[int] = []
+
+    async def scenario() -> None:
+        tid = await topic_id(kafka_leader.kafka.bootstrap, topic)
+        async with anyio.create_task_group() as tg:
+            replicas.background = tg
+            replicas.become_leader_or_follower(TopicInfo(topic, tid, {0: PartitionState(LEADER, epoch, [LEADER, FOLLOWER], [LEADER, FOLLOWER])}), [0])
+            with pytest.raises(KafkaError) as refused:
+                replicas.leader_partition(topic, 0)
+            assert refused.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            await anyio.to_thread.run_sync(lambda: kafka_leader.produce(topic, 50))  # min.insync.replicas=2: through our fetches
+            partition = replicas.get_partition(topic, 0)
+            await until(lambda: partition.high_watermark == partition.log_end_offset == 50, what="the follower caught up")
+            replicated.append(partition.size_in_bytes)
+
+            # The next LeaderAndIsr makes this broker the leader of a new epoch, with an ISR of itself.
+            replicas.become_leader_or_follower(TopicInfo(topic, tid, {0: PartitionState(FOLLOWER, epoch + 1, [FOLLOWER], [LEADER, FOLLOWER], 1)}), [0])
+            await anyio.to_thread.run_sync(lambda: kafka_leader.produce(topic, 5, **{"acks": "1", "enable.idempotence": False}))  # Kafka still thinks it leads
+            await anyio.sleep(1)  # a fetcher still running would have fetched them by now
+            assert partition.log_end_offset == 50
+            records = bytearray(build_batch([Record(timestamp=int(time.time() * 1000), key=b"k", value=b"led here")]))
+            outcome = replicas.append_records([PartitionAppend(topic, 0, records)], -1, 5000, AppendOrigin.CLIENT, produce_version=9)
+            await outcome.completion()
+            assert (outcome.results[0].error, outcome.results[0].base_offset) == (ErrorCode.NONE, 50)
+            assert (partition.log.epoch_for_offset(49), partition.log.epoch_for_offset(50)) == (epoch, epoch + 1)
+            tg.cancel_scope.cancel()
+
+    anyio.run(scenario)
+    (size,) = replicated
+    assert (tmp_path / "logs" / f"{topic}-0" / "00000000000000000000.log").read_bytes()[:size] == kafka_leader.segment(topic)[:size]
+    log_manager.shutdown()
