@@ -107,3 +107,13 @@ def test_a_config_change_odradek_writes_reaches_the_kafka_broker(zk: ZkClient, z
             break
         time.sleep(0.5)
     assert "log.cleaner.backoff.ms=2500 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.cleaner.backoff.ms=2500" in done.stdout, done.stdout + done.stderr
+
+
+def test_odradek_takes_the_producer_id_block_after_kafkas(zk: ZkClient, zk_kafka: kafka_jvm.KafkaBroker) -> None:
+    producer = Producer({"bootstrap.servers": zk_kafka.bootstrap, "enable.idempotence": True})
+    producer.produce("odradek.made", value=b"idempotent", partition=0)  # Kafka's controller hands out a block
+    assert producer.flush(30) == 0
+    kafkas = zd.ProducerIdBlock.decode(zk.kazoo.get(zd.LATEST_PRODUCER_ID_BLOCK)[0])
+    ours = zk.new_producer_id_block(7)
+    assert (ours.broker_id, ours.first, ours.last) == (7, kafkas.last + 1, kafkas.last + 1000)
+    assert zk.kazoo.get(zd.LATEST_PRODUCER_ID_BLOCK)[0] == ours.encode()
