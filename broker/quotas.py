@@ -13,7 +13,7 @@ from __future__ import annotations
 import ipaddress
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Iterable, Protocol
+from typing import Iterable, Mapping, Protocol
 
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -57,7 +57,7 @@ class EntityConfigStore(Protocol):
     """Entity config znodes below ``/config``: ``users/<u>``, ``users/<u>/clients/<c>``, ``clients/<c>``,
     ``ips/<ip>``, each a dict of config keys to strings."""
 
-    def entity_configs(self) -> dict[str, dict[str, str]]: ...
+    def entity_configs(self) -> Mapping[str, dict[str, str]]: ...
 
     def set_entity_config(self, path: str, props: dict[str, str]) -> None: ...
 
@@ -195,6 +195,8 @@ class ClientQuotaConfigs:
         """(sensor tags, bound) for a client: the tags name the sensor its traffic is measured in (clients
         under one user quota share it), the bound is the first of Kafka's eight levels with ``key`` set."""
         configs = self.store.entity_configs()
+        if not configs:  # no quotas at all: the common case, kept cheap
+            return ("", client_id), None
         u, c = sanitize(user), sanitize(client_id)
         levels = (
             (f"users/{u}/clients/{c}", (user, client_id)),

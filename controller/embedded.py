@@ -323,8 +323,9 @@ class EmbeddedController:
 
     # -- client quota configs (the quotas' EntityConfigStore) -------------------------------------------
 
-    def entity_configs(self) -> dict[str, dict[str, str]]:
-        return dict(self.image.entity_configs)
+    def entity_configs(self) -> Mapping[str, dict[str, str]]:
+        """The image's own map (read on every produce and fetch for their quotas): not to be changed."""
+        return self.image.entity_configs
 
     def set_entity_config(self, path: str, props: dict[str, str]) -> None:
         """Replace one entity's configs; an entity left without any has no entry (as ZooKeeper's empty znode)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import NamedTuple
 
 WILDCARD_RESOURCE = "*"
 WILDCARD_HOST = "*"
@@ -120,8 +121,9 @@ ANONYMOUS = "User:ANONYMOUS"
 WILDCARD_PRINCIPAL = "User:*"
 
 
-@dataclass(frozen=True, order=True)
-class ResourcePattern:
+class ResourcePattern(NamedTuple):
+    """A tuple: the authorizer builds several per decision, and a tuple is cheap to make and hash."""
+
     resource_type: ResourceType
     name: str
     pattern_type: PatternType = PatternType.LITERAL
@@ -140,8 +142,7 @@ class ResourcePattern:
         return cls(ResourceType.from_name(parts[3]), path.split("/", 4)[4], PatternType[parts[2].upper()])
 
 
-@dataclass(frozen=True, order=True)
-class AccessControlEntry:
+class AccessControlEntry(NamedTuple):
     principal: str
     host: str
     operation: AclOperation

@@ -63,6 +63,9 @@ class AclAuthorizer:
     super_users: frozenset[str] = frozenset()
     allow_everyone_if_no_acl_found: bool = False
     cache: dict[ResourcePattern, frozenset[AccessControlEntry]] = field(default_factory=dict)
+    prefixes: dict[ResourceType, list[str]] = field(default_factory=dict)
+    """The names of the prefixed patterns per resource type: a decision looks at these few, not every prefix
+    of the resource's name."""
 
     @classmethod
     def from_config(cls, store: AclStore, super_users: str | None, allow_everyone: bool) -> "AclAuthorizer":
@@ -80,6 +83,13 @@ class AclAuthorizer:
                 self.cache[ResourcePattern.from_zk_path(path)] = acls_from_json(data)
             except (ValueError, KeyError, IndexError) as exc:
                 log.warning("Ignoring ACLs at %s: %s", path, exc)
+        self._index_prefixes()
+
+    def _index_prefixes(self) -> None:
+        self.prefixes = {}
+        for pattern in self.cache:
+            if pattern.pattern_type == PatternType.PREFIXED:
+                self.prefixes.setdefault(pattern.resource_type, []).append(pattern.name)
 
     # -- decisions --------------------------------------------------------------------------------------
 
@@ -140,8 +150,9 @@ class AclAuthorizer:
         found: list[AccessControlEntry] = []
         for key in (ResourcePattern(resource_type, name), ResourcePattern(resource_type, WILDCARD_RESOURCE)):
             found.extend(self.cache.get(key, ()))
-        for i in range(1, len(name) + 1):
-            found.extend(self.cache.get(ResourcePattern(resource_type, name[:i], PatternType.PREFIXED), ()))
+        for prefix in self.prefixes.get(resource_type, ()):
+            if name.startswith(prefix):
+                found.extend(self.cache[ResourcePattern(resource_type, prefix, PatternType.PREFIXED)])
         return found
 
     @staticmethod
@@ -225,4 +236,5 @@ class AclAuthorizer:
             self.cache[pattern] = entries
         else:
             self.cache.pop(pattern, None)
+        self._index_prefixes()
         log.info("Updated ACLs for %s:%s:%s", pattern.resource_type.pascal, pattern.pattern_type.name, pattern.name)
