@@ -222,9 +222,11 @@ class KafkaConnection:
                 return AnswerReady(self._fallback(header.correlation_id), size)
             return self._end(f"unsupported {request.api.name} v{header.api_version}")
         if self.sasl is not None and not authenticating:
-            if header.api_key == ApiKey.SaslHandshake and self.authenticator is not None and self.authenticator.mechanism is not None:
-                # KIP-368: a SaslHandshake on an authenticated connection begins its re-authentication
-                authenticator = SaslServerAuthenticator(self.sasl, reauthenticating=(self.authenticator.mechanism, self.principal))
+            previous = self.authenticator
+            if header.api_key == ApiKey.SaslHandshake and previous is not None and previous.mechanism is not None and previous.client_supports_reauthentication:
+                # KIP-368: a SaslHandshake on an authenticated connection begins its re-authentication (else
+                # its handler answers ILLEGAL_SASL_STATE, as Kafka's KafkaApis does)
+                authenticator = SaslServerAuthenticator(self.sasl, reauthenticating=(previous.mechanism, self.principal))
                 self._authenticate(authenticator)
                 authenticating = True
             elif self.session_expires_at is not None and self.clock() >= self.session_expires_at:

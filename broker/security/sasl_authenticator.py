@@ -92,6 +92,8 @@ class SaslServerAuthenticator:
         """Set when complete: the session's lifetime if it has one (connections.max.reauth.ms, token expiry)."""
         self._wall_clock_ms = wall_clock_ms
         self._bad_mechanism = ""
+        self.client_supports_reauthentication = False
+        """Kafka's test: the client sent SaslAuthenticate v1+ (v0 clients know no session lifetime)."""
 
     @property
     def complete(self) -> bool:
@@ -152,6 +154,7 @@ class SaslServerAuthenticator:
 
     def _authenticate(self, request: Request) -> Step:
         assert self.server is not None
+        self.client_supports_reauthentication |= request.header.api_version > 0
         try:
             token = self.server.evaluate(bytes(request.body.auth_bytes))
             if self.server.complete:

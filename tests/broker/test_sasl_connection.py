@@ -237,3 +237,13 @@ def test_before_authentication_frames_are_bounded_by_sasl_server_max_receive_siz
     handshake(conn, "PLAIN")
     authenticate(conn, b"\x00alice\x00alice \"secret\"")
     assert conn.feed(struct.pack(">i", 600_000) + b"x" * 100) == []  # waits for the rest: within socket.request.max.bytes
+
+
+def test_a_client_that_authenticated_with_sasl_authenticate_v0_cannot_re_authenticate(store) -> None:
+    """Kafka begins a re-authentication only for clients that sent SaslAuthenticate v1+ (KIP-368); a later
+    SaslHandshake goes to its handler, which answers ILLEGAL_SASL_STATE."""
+    conn = connection(store, reauth_ms=10_000)
+    handshake(conn, "PLAIN")
+    authenticate(conn, b"\x00alice\x00alice \"secret\"", version=0)
+    [event] = conn.feed(encode_request(ApiKey.SaslHandshake, 1, 5, {"mechanism": "PLAIN"}))
+    assert isinstance(event, RequestReceived) and conn.state is ConnectionState.READY
