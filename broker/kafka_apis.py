@@ -80,12 +80,10 @@ def metered(handle: Callable[[Any, Request], Any]) -> Callable[[Any, Request], A
     return handle_metered
 
 
-def bind(serve: Callable[..., Any], needs: tuple[str, ...] | None) -> Callable[[Any, Request], Any]:
+def bind(serve: Callable[..., Any], needs: tuple[str, ...]) -> Callable[[Any, Request], Any]:
     """``serve`` called with the named services of the broker, then the request. They are looked up on the
     broker at each request (one ``attrgetter`` call): some, such as the metadata image, are replaced while
     it runs."""
-    if needs is None:
-        return serve
     if not needs:
         return lambda server, request: serve(request)
     if len(needs) == 1:
@@ -101,8 +99,8 @@ class Handler:
     """The handler: its declared services, in order, then the request."""
     min_version: int
     max_version: int
-    needs: tuple[str, ...] | None = ()
-    """The services' names; None: the whole broker (``KafkaServer``), for handlers not narrowed yet."""
+    needs: tuple[str, ...] = ()
+    """The names of the broker's services the handler is handed, in order."""
     handle: Callable[[Any, Request], Any] = field(init=False, repr=False, compare=False)
     """What the socket server calls with the broker and the request: the services bound, metrics kept."""
 
@@ -116,10 +114,8 @@ def _all(key: ApiKey, module: Any, *needs: str) -> Handler:
     return Handler(module.handle, api.min_version, api.max_version, needs)
 
 
-def _whole_server(key: ApiKey, module: Any) -> Handler:
-    """A handler not narrowed yet: it gets the whole broker."""
-    api = APIS[key]
-    return Handler(module.handle, api.min_version, api.max_version, None)
+ALTER_CONFIGS = ("metadata", "dynamic_config", "broker_defaults", "controller", "authorization")
+"""What AlterConfigs and IncrementalAlterConfigs need (``alter_configs.ConfigServices``)."""
 
 
 HANDLERS: dict[int, Handler] = {
@@ -128,16 +124,16 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ListOffsets: _all(ApiKey.ListOffsets, list_offsets, "replica_manager", "authorization"),
     ApiKey.Metadata: _all(ApiKey.Metadata, metadata, "metadata", "config", "auto_create_topic", "authorization"),
     ApiKey.ApiVersions: Handler(lambda request: api_versions.handle(API_RANGES, request), APIS[ApiKey.ApiVersions].min_version, APIS[ApiKey.ApiVersions].max_version),
-    ApiKey.CreateTopics: _whole_server(ApiKey.CreateTopics, create_topics),
+    ApiKey.CreateTopics: _all(ApiKey.CreateTopics, create_topics, "metadata", "config", "controller", "create_topic", "replica_manager", "dynamic_config", "broker_defaults", "authorization"),
     ApiKey.InitProducerId: _all(ApiKey.InitProducerId, init_producer_id, "transaction_coordinator", "next_producer_id", "authorization"),
     ApiKey.OffsetForLeaderEpoch: _all(ApiKey.OffsetForLeaderEpoch, offset_for_leader_epoch, "replica_manager", "authorization"),
     ApiKey.DeleteTopics: _all(ApiKey.DeleteTopics, delete_topics, "metadata", "config", "controller", "authorization"),
     ApiKey.DeleteRecords: _all(ApiKey.DeleteRecords, delete_records, "metadata", "replica_manager", "authorization"),
-    ApiKey.DescribeConfigs: _whole_server(ApiKey.DescribeConfigs, describe_configs),
-    ApiKey.AlterConfigs: _whole_server(ApiKey.AlterConfigs, alter_configs),
+    ApiKey.DescribeConfigs: _all(ApiKey.DescribeConfigs, describe_configs, "metadata", "dynamic_config", "broker_defaults", "authorization"),
+    ApiKey.AlterConfigs: _all(ApiKey.AlterConfigs, alter_configs, *ALTER_CONFIGS),
     ApiKey.DescribeLogDirs: _all(ApiKey.DescribeLogDirs, describe_log_dirs, "replica_manager", "authorization"),
     ApiKey.CreatePartitions: _all(ApiKey.CreatePartitions, create_partitions, "controller", "replica_manager", "authorization"),
-    ApiKey.IncrementalAlterConfigs: _whole_server(ApiKey.IncrementalAlterConfigs, incremental_alter_configs),
+    ApiKey.IncrementalAlterConfigs: _all(ApiKey.IncrementalAlterConfigs, incremental_alter_configs, *ALTER_CONFIGS),
     ApiKey.DescribeCluster: _all(ApiKey.DescribeCluster, describe_cluster, "metadata", "authorization"),
     ApiKey.DescribeProducers: _all(ApiKey.DescribeProducers, describe_producers, "metadata", "replica_manager", "authorization"),
     ApiKey.OffsetCommit: _all(ApiKey.OffsetCommit, offset_commit, "group_coordinator", "metadata", "authorization"),

@@ -13,22 +13,34 @@ to the broker (``set_broker_configs`` -> ``on_broker_configs_changed``).
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
-from odradek.broker.config import BROKER_KEYS
-from odradek.broker.dynamic_config import DEFAULT_ENTITY
+from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation
+from odradek.broker.config import BROKER_KEYS
+from odradek.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from odradek.broker.handlers.describe_configs import ResourceType, config_refusal, resource_type_name
+from odradek.controller.embedded import EmbeddedController
+from odradek.controller.metadata import MetadataImage
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.config_types import ConfigError, ConfigKey, InvalidValueError
 from odradek.storage.log_config import TOPIC_CONFIG_BY_NAME, LogConfig
 
-if TYPE_CHECKING:
-    from odradek.broker.kafka_server import KafkaServer
-
 NewOverrides = Callable[[dict[str, str], list[Any], Mapping[str, ConfigKey]], dict[str, str]]
 """(current overrides, the resource's requested configs, the resource's config table) -> the new overrides."""
+
+
+@dataclass(frozen=True)
+class ConfigServices:
+    """What AlterConfigs and IncrementalAlterConfigs are handed (kafka_apis ``ALTER_CONFIGS``)."""
+
+    metadata: MetadataImage
+    dynamic_config: DynamicBrokerConfig
+    broker_defaults: dict[str, str]
+    controller: EmbeddedController
+    authorization: Authorization
 
 
 def _check_configs(configs: list[Any], null_allowed: Callable[[Any], bool]) -> None:
@@ -40,49 +52,47 @@ def _check_configs(configs: list[Any], null_allowed: Callable[[Any], bool]) -> N
         raise KafkaError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
 
 
-def _check_node_id(server: "KafkaServer", name: str) -> None:
+def _check_node_id(own_id: int, name: str) -> None:
     """ConfigAdminManager.validateResourceNameIsCurrentNodeId (DescribeConfigs words its refusal differently)."""
     try:
         node_id = int(name)
     except ValueError:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}") from None
-    if node_id != server.broker_id:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {server.broker_id}, but received {name}")
+    if node_id != own_id:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {own_id}, but received {name}")
 
 
-def _alter_broker(server: "KafkaServer", name: str, configs: list[Any], new_overrides: NewOverrides, validate_only: bool) -> None:
+def _alter_broker(services: ConfigServices, name: str, configs: list[Any], new_overrides: NewOverrides, validate_only: bool) -> None:
     per_broker = bool(name)
     if per_broker:
-        _check_node_id(server, name)
-    props = new_overrides(dict(server.dynamic_config.level(per_broker)), configs, BROKER_KEYS)
+        _check_node_id(services.dynamic_config.static.broker_id, name)
+    props = new_overrides(dict(services.dynamic_config.level(per_broker)), configs, BROKER_KEYS)
     try:
-        server.dynamic_config.validate(props, per_broker)
+        services.dynamic_config.validate(props, per_broker)
     except ConfigError as exc:  # DynamicConfigError or a value's InvalidValueError: both INVALID_REQUEST
         raise KafkaError(ErrorCode.INVALID_REQUEST, str(exc)) from None
     if not validate_only:
-        assert server.controller is not None
-        server.controller.set_broker_configs(name or DEFAULT_ENTITY, props)
+        services.controller.set_broker_configs(name or DEFAULT_ENTITY, props)
 
 
-def _alter_topic(server: "KafkaServer", name: str, configs: list[Any], new_overrides: NewOverrides, validate_only: bool) -> None:
+def _alter_topic(services: ConfigServices, name: str, configs: list[Any], new_overrides: NewOverrides, validate_only: bool) -> None:
     if not name:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
-    topic = server.metadata.topics.get(name)
+    topic = services.metadata.topics.get(name)
     overrides = new_overrides(dict(topic.configs) if topic else {}, configs, TOPIC_CONFIG_BY_NAME)
     if topic is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
     try:
-        LogConfig.from_props(overrides, server.broker_defaults)
+        LogConfig.from_props(overrides, services.broker_defaults)
     except InvalidValueError as exc:
         raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid config value for resource ConfigResource(type=TOPIC, name='{name}'): {exc}") from None
     except ConfigError as exc:
         raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
     if not validate_only:
-        assert server.controller is not None
-        server.controller.set_topic_configs(name, overrides)
+        services.controller.set_topic_configs(name, overrides)
 
 
-def alter_resources(server: "KafkaServer", request: Request, new_overrides: NewOverrides, null_allowed: Callable[[Any], bool]) -> dict:
+def alter_resources(services: ConfigServices, request: Request, new_overrides: NewOverrides, null_allowed: Callable[[Any], bool]) -> dict:
     body = request.body
     seen = Counter((r.resource_type, r.resource_name) for r in body.resources)
     responses = []
@@ -91,14 +101,14 @@ def alter_resources(server: "KafkaServer", request: Request, new_overrides: NewO
         try:
             if seen[resource.resource_type, resource.resource_name] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
-            refusal = config_refusal(server, request, resource.resource_type, resource.resource_name, AclOperation.ALTER_CONFIGS)
+            refusal = config_refusal(services.authorization, request, resource.resource_type, resource.resource_name, AclOperation.ALTER_CONFIGS)
             if refusal is not None:
                 raise KafkaError(refusal)
             _check_configs(resource.configs, null_allowed)
             if resource.resource_type == ResourceType.BROKER:
-                _alter_broker(server, resource.resource_name, resource.configs, new_overrides, body.validate_only)
+                _alter_broker(services, resource.resource_name, resource.configs, new_overrides, body.validate_only)
             elif resource.resource_type == ResourceType.TOPIC:
-                _alter_topic(server, resource.resource_name, resource.configs, new_overrides, body.validate_only)
+                _alter_topic(services, resource.resource_name, resource.configs, new_overrides, body.validate_only)
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {resource_type_name(resource.resource_type)}")
         except KafkaError as exc:
@@ -111,5 +121,6 @@ def _replace(current: dict[str, str], configs: list[Any], keys: Mapping[str, Con
     return {c.name: c.value for c in configs}
 
 
-def handle(server: "KafkaServer", request: Request) -> dict:
-    return alter_resources(server, request, _replace, lambda config: False)
+def handle(metadata: MetadataImage, dynamic_config: DynamicBrokerConfig, broker_defaults: dict[str, str], controller: EmbeddedController, authorization: Authorization, request: Request) -> dict:
+    services = ConfigServices(metadata, dynamic_config, broker_defaults, controller, authorization)
+    return alter_resources(services, request, _replace, lambda config: False)

@@ -8,28 +8,49 @@ topic's configs and layout DESCRIBE_CONFIGS on it (else its topic config error i
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
+from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
+from odradek.broker.config import BrokerConfig
+from odradek.broker.dynamic_config import DynamicBrokerConfig
 from odradek.broker.handlers.describe_configs import topic_config_entries
 from odradek.broker.new_logs import make_logs
-from odradek.controller.embedded import check_batch_size
-from odradek.controller.metadata import TopicInfo
+from odradek.broker.replica_manager import ReplicaManager
+from odradek.controller.embedded import EmbeddedController, check_batch_size
+from odradek.controller.metadata import MetadataImage, TopicInfo
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
-if TYPE_CHECKING:
-    from odradek.broker.kafka_server import KafkaServer
+
+@dataclass(frozen=True)
+class TopicServices:
+    """What CreateTopics is handed: the controller's view and the broker's topic creation, the logs, the
+    configs it describes back (KIP-525) and the authorizer."""
+
+    metadata: MetadataImage
+    config: BrokerConfig
+    controller: EmbeddedController
+    create_topic: Callable[..., TopicInfo]
+    """``KafkaServer.create_topic``: validates the configs, then the controller creates (or plans) the topic."""
+    replica_manager: ReplicaManager
+    dynamic_config: DynamicBrokerConfig
+    broker_defaults: dict[str, str]
+    authorization: Authorization
 
 
-async def handle(server: "KafkaServer", request: Request) -> dict:
+async def handle(
+    metadata: MetadataImage, config: BrokerConfig, controller: EmbeddedController, create_topic: Callable[..., TopicInfo], replica_manager: ReplicaManager,
+    dynamic_config: DynamicBrokerConfig, broker_defaults: dict[str, str], authorization: Authorization, request: Request,
+) -> dict:
+    services = TopicServices(metadata, config, controller, create_topic, replica_manager, dynamic_config, broker_defaults, authorization)
     body = request.body
     counts = Counter(t.name for t in body.topics)
     try:
-        check_batch_size(sum(1 + _partition_count(server, t) + len(t.configs) for t in body.topics))
+        check_batch_size(sum(1 + _partition_count(services, t) + len(t.configs) for t in body.topics))
     except KafkaError as exc:
         return {"topics": [_result(t.name, exc) for t in body.topics]}
-    authorization = server.authorization
     names = set(counts)
     if authorization.authorize(request, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False):
         creatable = names
@@ -45,15 +66,15 @@ async def handle(server: "KafkaServer", request: Request) -> dict:
             if t.name not in creatable:
                 raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             nulls = [c.name for c in t.configs if c.value is None]
-            if nulls and t.name not in server.metadata.topics:
+            if nulls and t.name not in services.metadata.topics:
                 # Kafka checks this right after "already exists", before anything else about the topic.
                 raise KafkaError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {','.join(nulls)}")
             configs = {c.name: c.value for c in t.configs}
             assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
-            topic = server.create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments, validate_only=True)
+            topic = services.create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments, validate_only=True)
             if not body.validate_only:
-                await _make_logs_reserving_name(server, topic)
-                topic = server.create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments, topic_id=topic.topic_id)
+                await _make_logs_reserving_name(services, topic)
+                topic = services.create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments, topic_id=topic.topic_id)
             state = next(iter(topic.partitions.values()))
             if t.name not in describable:
                 result.update(topic_id=topic.topic_id, topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
@@ -63,7 +84,7 @@ async def handle(server: "KafkaServer", request: Request) -> dict:
                 topic_id=topic.topic_id,
                 num_partitions=len(topic.partitions),
                 replication_factor=len(state.replicas),
-                configs=_describe(server, configs),
+                configs=_describe(services, configs),
             )
         except KafkaError as exc:
             result = _result(t.name, exc)
@@ -82,26 +103,25 @@ def _result(name: str, error: KafkaError | None = None) -> dict[str, Any]:
     }
 
 
-def _partition_count(server: "KafkaServer", t: Any) -> int:
+def _partition_count(services: TopicServices, t: Any) -> int:
     if t.assignments:
         return len(t.assignments)
-    return server.config["num.partitions"] if t.num_partitions == -1 else max(t.num_partitions, 0)
+    return services.config["num.partitions"] if t.num_partitions == -1 else max(t.num_partitions, 0)
 
 
-async def _make_logs_reserving_name(server: "KafkaServer", topic: TopicInfo) -> None:
+async def _make_logs_reserving_name(services: TopicServices, topic: TopicInfo) -> None:
     """The new topic's logs, its name taken meanwhile so that no other request creates it."""
-    controller = server.controller
-    assert controller is not None
+    controller = services.controller
     controller.creating.add(topic.name)
     try:
-        await make_logs(server.replica_manager, topic)
+        await make_logs(services.replica_manager, topic)
     finally:
         controller.creating.discard(topic.name)
 
 
-def _describe(server: "KafkaServer", configs: dict[str, str]) -> list[dict]:
+def _describe(services: TopicServices, configs: dict[str, str]) -> list[dict]:
     """The topic's effective configs, which CreateTopics v5+ returns (KIP-525), as DescribeConfigs reports them."""
     return [
         {"name": e.name, "value": e.value, "read_only": e.read_only, "config_source": e.source, "is_sensitive": e.is_sensitive}
-        for e in topic_config_entries(server, configs)
+        for e in topic_config_entries(services.dynamic_config, services.broker_defaults, configs)
     ]

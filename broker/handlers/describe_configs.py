@@ -19,20 +19,18 @@ from __future__ import annotations
 import enum
 import itertools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 
+from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation
 from odradek.broker.authorizer.acl import ResourceType as AclResourceType
 from odradek.broker.config import BROKER_CONFIG, BROKER_KEYS
-from odradek.broker.dynamic_config import DYNAMIC_KEYS, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER, broker_config_synonyms
-from odradek.controller.metadata import topic_name_error
+from odradek.broker.dynamic_config import DYNAMIC_KEYS, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER, DynamicBrokerConfig, broker_config_synonyms
+from odradek.controller.metadata import MetadataImage, topic_name_error
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.config_types import ConfigKey, ConfigType
 from odradek.storage.log_config import SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC, TOPIC_CONFIG, LogConfig
-
-if TYPE_CHECKING:
-    from odradek.broker.kafka_server import KafkaServer
 
 
 class ResourceType(enum.IntEnum):
@@ -111,17 +109,16 @@ def _is_sensitive(key: ConfigKey | None) -> bool:
     return key is None or key.type is ConfigType.PASSWORD
 
 
-def config_synonyms(server: "KafkaServer", name: str, sensitive: bool) -> list[Synonym]:
+def config_synonyms(dynamic: DynamicBrokerConfig, name: str, sensitive: bool) -> list[Synonym]:
     """The broker-level synonyms of broker key ``name`` (Kafka's ``ConfigHelper.configSynonyms``): the chain
     of broker keys (DynamicBrokerConfig.brokerConfigSynonyms) looked up in each level, level by level. The
     list starts at the key asked about, so a later member of a chain (log.flush.scheduler.interval.ms)
     answers only itself, as in Kafka."""
     chain = broker_config_synonyms(name)
-    dynamic = server.dynamic_config
     levels = (
         (dynamic.per_broker, SOURCE_DYNAMIC_BROKER),
         (dynamic.cluster_default, SOURCE_DYNAMIC_DEFAULT_BROKER),
-        (server.config.originals, SOURCE_STATIC_BROKER),
+        (dynamic.static.originals, SOURCE_STATIC_BROKER),
         (BROKER_DEFAULTS, SOURCE_DEFAULT),
     )
     found = [Synonym(n, str(level[n]).strip(), source) for level, source in levels for n in chain if n in level]
@@ -131,13 +128,13 @@ def config_synonyms(server: "KafkaServer", name: str, sensitive: bool) -> list[S
     return found
 
 
-def topic_config_entries(server: "KafkaServer", overrides: dict[str, str]) -> list[DescribedConfig]:
+def topic_config_entries(dynamic: DynamicBrokerConfig, broker_defaults: dict[str, str], overrides: dict[str, str]) -> list[DescribedConfig]:
     """Every topic config key with its effective value for these topic overrides."""
-    config = LogConfig.from_props(overrides, server.broker_defaults)
+    config = LogConfig.from_props(overrides, broker_defaults)
     entries = []
     for key in TOPIC_CONFIG:
         value = key.render(getattr(config, key.attribute))
-        synonyms = config_synonyms(server, key.synonyms[0].name, False) if key.synonyms else []
+        synonyms = config_synonyms(dynamic, key.synonyms[0].name, False) if key.synonyms else []
         if key.name in overrides:
             synonyms.insert(0, Synonym(key.name, value, SOURCE_TOPIC))
         source = synonyms[0].source if synonyms else SOURCE_DEFAULT
@@ -145,32 +142,32 @@ def topic_config_entries(server: "KafkaServer", overrides: dict[str, str]) -> li
     return entries
 
 
-def broker_config_entries(server: "KafkaServer") -> list[DescribedConfig]:
+def broker_config_entries(dynamic: DynamicBrokerConfig) -> list[DescribedConfig]:
     """Every broker key with the value it runs with, then any other ``server.properties`` key (unknown type:
     sensitive)."""
     entries = []
-    current = server.dynamic_config.current
+    current = dynamic.current
     for key in BROKER_CONFIG:
         sensitive = _is_sensitive(key)
         value = None if sensitive else key.render(current[key.name])
-        entries.append(_broker_entry(server, key.name, value, key, sensitive))
-    for name in server.config.originals:
+        entries.append(_broker_entry(dynamic, key.name, value, key, sensitive))
+    for name in dynamic.static.originals:
         if name not in BROKER_KEYS:
-            entries.append(_broker_entry(server, name, None, None, True))
+            entries.append(_broker_entry(dynamic, name, None, None, True))
     return entries
 
 
-def default_broker_config_entries(server: "KafkaServer") -> list[DescribedConfig]:
+def default_broker_config_entries(dynamic: DynamicBrokerConfig) -> list[DescribedConfig]:
     """The cluster-wide dynamic defaults: the keys set at that level, each with only that level's synonyms."""
     return [
-        _broker_entry(server, name, value, DYNAMIC_KEYS[name], False, only_source=SOURCE_DYNAMIC_DEFAULT_BROKER)
-        for name, value in server.dynamic_config.cluster_default.items()
+        _broker_entry(dynamic, name, value, DYNAMIC_KEYS[name], False, only_source=SOURCE_DYNAMIC_DEFAULT_BROKER)
+        for name, value in dynamic.cluster_default.items()
         if name in DYNAMIC_KEYS
     ]
 
 
-def _broker_entry(server: "KafkaServer", name: str, value: str | None, key: ConfigKey | None, sensitive: bool, only_source: int | None = None) -> DescribedConfig:
-    synonyms = config_synonyms(server, name, sensitive)
+def _broker_entry(dynamic: DynamicBrokerConfig, name: str, value: str | None, key: ConfigKey | None, sensitive: bool, only_source: int | None = None) -> DescribedConfig:
+    synonyms = config_synonyms(dynamic, name, sensitive)
     if only_source is not None:
         synonyms = [s for s in synonyms if s.source == only_source]
     source = synonyms[0].source if synonyms else SOURCE_DEFAULT
@@ -186,7 +183,7 @@ def _broker_entry(server: "KafkaServer", name: str, value: str | None, key: Conf
     )
 
 
-def check_broker_resource(server: "KafkaServer", name: str) -> bool:
+def check_broker_resource(own_id: int, name: str) -> bool:
     """True for this broker's own resource, False for the cluster default (empty name); else Kafka's error."""
     if not name:
         return False
@@ -194,33 +191,33 @@ def check_broker_resource(server: "KafkaServer", name: str) -> bool:
         broker_id = int(name)
     except ValueError:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
-    if broker_id != server.broker_id:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {server.broker_id} or empty string, but received {name}")
+    if broker_id != own_id:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {own_id} or empty string, but received {name}")
     return True
 
 
-def resource_config_entries(server: "KafkaServer", resource_type: int, name: str) -> list[DescribedConfig]:
+def resource_config_entries(metadata: MetadataImage, dynamic: DynamicBrokerConfig, broker_defaults: dict[str, str], resource_type: int, name: str) -> list[DescribedConfig]:
     if resource_type == ResourceType.TOPIC:
         reason = topic_name_error(name)
         if reason:
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
-        topic = server.metadata.topics.get(name)
+        topic = metadata.topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        return topic_config_entries(server, topic.configs)
+        return topic_config_entries(dynamic, broker_defaults, topic.configs)
     if resource_type == ResourceType.BROKER:
-        return broker_config_entries(server) if check_broker_resource(server, name) else default_broker_config_entries(server)
+        return broker_config_entries(dynamic) if check_broker_resource(dynamic.static.broker_id, name) else default_broker_config_entries(dynamic)
     raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {resource_type_name(resource_type)}")
 
 
-def config_refusal(server: "KafkaServer", request: Request, resource_type: int, name: str, operation: AclOperation) -> ErrorCode | None:
+def config_refusal(authorization: Authorization, request: Request, resource_type: int, name: str, operation: AclOperation) -> ErrorCode | None:
     """Kafka's authorization of a config resource: broker (and logger) configs need ``operation`` on the
     cluster, topic configs on the topic; None if allowed (or not a type these checks cover), else the error."""
     if resource_type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER):
-        allowed = server.authorization.authorize(request, operation, AclResourceType.CLUSTER, CLUSTER_NAME)
+        allowed = authorization.authorize(request, operation, AclResourceType.CLUSTER, CLUSTER_NAME)
         return None if allowed else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     if resource_type == ResourceType.TOPIC:
-        return None if server.authorization.authorize(request, operation, AclResourceType.TOPIC, name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return None if authorization.authorize(request, operation, AclResourceType.TOPIC, name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
     return None
 
 
@@ -231,7 +228,7 @@ def _selected(entries: Iterable[DescribedConfig], keys: list[str] | None) -> lis
     return [e for e in entries if e.name in wanted]
 
 
-def handle(server: "KafkaServer", request: Request) -> dict:
+def handle(metadata: MetadataImage, dynamic_config: DynamicBrokerConfig, broker_defaults: dict[str, str], authorization: Authorization, request: Request) -> dict:
     """Resources the client may not DESCRIBE_CONFIGS are answered after the others, as Kafka does."""
     body = request.body
     results = []
@@ -244,13 +241,13 @@ def handle(server: "KafkaServer", request: Request) -> dict:
             "resource_name": resource.resource_name,
             "configs": [],
         }
-        refusal = config_refusal(server, request, resource.resource_type, resource.resource_name, AclOperation.DESCRIBE_CONFIGS)
+        refusal = config_refusal(authorization, request, resource.resource_type, resource.resource_name, AclOperation.DESCRIBE_CONFIGS)
         if refusal is not None:
             result.update(error_code=refusal, error_message=refusal.message)
             refused.append(result)
             continue
         try:
-            entries = _selected(resource_config_entries(server, resource.resource_type, resource.resource_name), resource.configuration_keys)
+            entries = _selected(resource_config_entries(metadata, dynamic_config, broker_defaults, resource.resource_type, resource.resource_name), resource.configuration_keys)
             result["configs"] = [e.response(body.include_synonyms, body.include_documentation) for e in entries]
         except KafkaError as exc:
             result.update(error_code=exc.code, error_message=exc.message)

@@ -9,15 +9,16 @@ validate-only, dynamic broker configs).
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
-from odradek.broker.handlers.alter_configs import alter_resources
+from odradek.broker.authorization import Authorization
+from odradek.broker.dynamic_config import DynamicBrokerConfig
+from odradek.broker.handlers.alter_configs import ConfigServices, alter_resources
+from odradek.controller.embedded import EmbeddedController
+from odradek.controller.metadata import MetadataImage
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.config_types import ConfigKey, ConfigType
-
-if TYPE_CHECKING:
-    from odradek.broker.kafka_server import KafkaServer
 
 
 class OpType(enum.IntEnum):
@@ -65,5 +66,6 @@ def apply_ops(current: dict[str, str], configs: list[Any], keys: Mapping[str, Co
     return overrides
 
 
-def handle(server: "KafkaServer", request: Request) -> dict:
-    return alter_resources(server, request, apply_ops, lambda config: config.config_operation == OpType.DELETE)
+def handle(metadata: MetadataImage, dynamic_config: DynamicBrokerConfig, broker_defaults: dict[str, str], controller: EmbeddedController, authorization: Authorization, request: Request) -> dict:
+    services = ConfigServices(metadata, dynamic_config, broker_defaults, controller, authorization)
+    return alter_resources(services, request, apply_ops, lambda config: config.config_operation == OpType.DELETE)
