@@ -432,3 +432,20 @@ def test_the_brokers_own_client_authenticates_as_the_inter_broker_listener_says(
     assert anyio.run(brokers, password) == [("127.0.0.1", ports[protocol])]
     with pytest.raises(ResponseError, match="SASL_AUTHENTICATION_FAILED"):
         anyio.run(brokers, "wrong")
+
+
+@pytest.mark.parametrize("protocol, mechanism, jaas", [
+    ("SSL", "", ""),
+    ("SASL_SSL", "SCRAM-SHA-512", 'org.apache.kafka.common.security.scram.ScramLoginModule required username="sue" password="sue-secret";'),
+    ("SASL_PLAINTEXT", "PLAIN", 'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-secret";'),
+])
+def test_the_java_client_over_tls_and_sasl(secured, ports, pki, java_probe, protocol, mechanism, jaas) -> None:
+    """Kafka's producer with PEM stores (ssl.keystore.type=PEM for its certificate on the SSL listener, which
+    requires one)."""
+    tls = ["ssl.truststore.type=PEM", f"ssl.truststore.location={pki.ca}"] if "SSL" in protocol else []
+    if protocol == "SSL":
+        keystore = pki.root / "client.java.pem"
+        keystore.write_text(pki.key("client").read_text() + pki.cert("client").read_text())
+        tls += ["ssl.keystore.type=PEM", f"ssl.keystore.location={keystore}"]
+    seen = java_probe(f"127.0.0.1:{ports[protocol]}", protocol, mechanism, jaas, "1", f"sec-java-{protocol.lower()}", *tls)
+    assert seen["acked"] >= 5 and seen["failed-authentication-total"] == 0

@@ -15,16 +15,23 @@ import org.apache.kafka.common.serialization.StringSerializer;
 /**
  * Kafka's Java producer over SASL for a while, one record every 100 ms, then what it observed as one JSON
  * line: records acknowledged, and its network metrics (connections made, authentications and
- * re-authentications). Arguments: bootstrap, security protocol, mechanism, JAAS config, seconds (counted
- * from the first acknowledgement), topic.
+ * re-authentications). Arguments: bootstrap, security protocol, mechanism and JAAS config (both empty
+ * without SASL), seconds (counted from the first acknowledgement), topic, then more client settings as
+ * key=value (TLS stores).
  */
 public final class SecurityProbe {
     public static void main(String[] args) throws Exception {
         Properties props = new Properties();
         props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
         props.put("security.protocol", args[1]);
-        props.put("sasl.mechanism", args[2]);
-        props.put("sasl.jaas.config", args[3]);
+        if (!args[2].isEmpty()) {
+            props.put("sasl.mechanism", args[2]);
+            props.put("sasl.jaas.config", args[3]);
+        }
+        for (int a = 6; a < args.length; a++) {
+            String[] kv = args[a].split("=", 2);
+            props.put(kv[0], kv[1]);
+        }
         props.put(ProducerConfig.ACKS_CONFIG, "all");
         props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
