@@ -126,6 +126,13 @@ def listener_securities(config: BrokerConfig, credentials: CredentialStore) -> d
         if listener.name not in mapping:
             raise ConfigError(f"No security protocol defined for listener {listener.name}")
     inter_broker = inter_broker_listener(config, mapping)
+    names = [l.name for l in config.listeners]
+    advertised = [l.name for l in config.advertised_listeners]
+    if not set(advertised) <= set(names):
+        raise ConfigError(
+            "advertised.listeners listener names must be equal to or a subset of the ones defined in listeners. "
+            f"Found {','.join(advertised)}. The valid options based on the current configuration are {','.join(names)}"
+        )
     if mapping[inter_broker] in SASL_PROTOCOLS:
         mechanism = config["sasl.mechanism.inter.broker.protocol"]
         if mechanism not in config.for_listener(inter_broker, "sasl.enabled.mechanisms"):

@@ -66,6 +66,14 @@ def test_a_listener_that_cannot_be_secured_as_configured_refuses_to_start(tmp_pa
     assert not (tmp_path / "meta.properties").exists()  # refused before touching storage
 
 
+def test_advertised_listeners_must_be_among_the_listeners_as_kafka_requires(tmp_path) -> None:
+    line = one_line_failure(serve("listeners=PLAINTEXT://127.0.0.1:0", "advertised.listeners=PLAINTEXT://127.0.0.1:9092,OTHER://127.0.0.1:9093", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,OTHER:SSL", f"log.dirs={tmp_path}"))
+    assert line.endswith(
+        "advertised.listeners listener names must be equal to or a subset of the ones defined in listeners. "
+        "Found PLAINTEXT,OTHER. The valid options based on the current configuration are PLAINTEXT (odradek)"
+    )
+
+
 def test_without_a_plaintext_listener_the_inter_broker_listener_must_be_named_as_kafka_requires(tmp_path) -> None:
     line = one_line_failure(serve("listeners=SSL://127.0.0.1:0", f"log.dirs={tmp_path}"))
     assert line.endswith(
