@@ -38,6 +38,8 @@ class FetchPartition:
     max_bytes: int
     current_leader_epoch: int = -1
     log_start_offset: int = -1
+    last_fetched_epoch: int = -1
+    """The epoch of the fetcher's last batch (v12+): the leader answers a diverging epoch if its log parts there."""
 
 
 @dataclass

@@ -9,6 +9,7 @@ when it passes the batch, and produce with acks=all fails when the ISR is smalle
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Callable
@@ -16,7 +17,7 @@ from typing import Callable
 from odradek.controller.metadata import PartitionState
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import BatchHeader
-from odradek.storage.log import AppendInfo, FetchDataInfo, Log
+from odradek.storage.log import AppendInfo, FetchDataInfo, Log, LogOffsetMetadata
 from odradek.storage.log_config import LogConfig
 from odradek.storage.producer_state import AppendOrigin, ProducerStateEntry
 from odradek.storage.transaction_index import AbortedTxn
@@ -33,7 +34,41 @@ LATEST_TIERED_TIMESTAMP = -5
 
 @dataclass
 class FollowerState:
-    log_end_offset: int = 0
+    """The leader's view of one follower (Kafka's ``ReplicaState``), from the follower's fetches."""
+
+    log_start_offset: int = -1
+    log_end_offset: int = -1
+    last_fetch_leader_log_end_offset: int = 0
+    last_fetch_time_ms: int = 0
+    last_caught_up_time_ms: int = 0
+    """When the follower last had everything the leader had (the ISR's lag is measured from it)."""
+
+    def is_caught_up(self, leader_end_offset: int, now_ms: int, max_lag_ms: int) -> bool:
+        return leader_end_offset == self.log_end_offset or now_ms - self.last_caught_up_time_ms <= max_lag_ms
+
+    def update_fetch_state(self, fetch_offset: int, start_offset: int, fetch_time_ms: int, leader_end_offset: int) -> None:
+        """A fetch at ``fetch_offset`` while the leader's log ended at ``leader_end_offset`` (Kafka's
+        ``updateFetchStateOrThrow``): reaching the leader's end, or the end of the follower's previous fetch,
+        counts as caught up at that time."""
+        if fetch_offset >= leader_end_offset:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, fetch_time_ms)
+        elif fetch_offset >= self.last_fetch_leader_log_end_offset:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, self.last_fetch_time_ms)
+        self.log_start_offset = start_offset
+        self.log_end_offset = fetch_offset
+        self.last_fetch_leader_log_end_offset = max(leader_end_offset, self.last_fetch_leader_log_end_offset)
+        self.last_fetch_time_ms = fetch_time_ms
+
+    def reset(self, now_ms: int, leader_end_offset: int, is_new_leader: bool, in_sync: bool) -> None:
+        """A new leader epoch (Kafka's ``resetReplicaState``): an ISR member counts as caught up now, others
+        not at all, so that none holds the high watermark back or joins the ISR before fetching."""
+        self.last_caught_up_time_ms = now_ms if in_sync else 0
+        if is_new_leader:
+            self.log_start_offset = self.log_end_offset = self.last_fetch_leader_log_end_offset = -1
+            self.last_fetch_time_ms = 0
+        else:
+            self.last_fetch_leader_log_end_offset = leader_end_offset
+            self.last_fetch_time_ms = now_ms if in_sync else 0
 
 
 @dataclass(slots=True)
@@ -45,6 +80,9 @@ class LogReadInfo:
     last_stable_offset: int
     log_start_offset: int
     aborted_transactions: list[AbortedTxn]
+    diverging_epoch: tuple[int, int] | None = None
+    """(epoch, end offset) where the follower's last fetched epoch parts from the leader's log (KIP-595):
+    the follower truncates there before reading on."""
 
 
 @dataclass(eq=False)
@@ -58,6 +96,11 @@ class Partition:
     on_offsets_moved: Callable[["Partition"], None] = lambda p: None
     """Called when the log end offset or the high watermark moves: what waits on the partition checks again."""
     followers: dict[int, FollowerState] = field(default_factory=dict)
+    """Every other replica's state as its fetches report it (Kafka's ``remoteReplicasMap``)."""
+    replica_lag_time_max_ms: int = 30000
+    is_alive: Callable[[int], bool] = lambda broker_id: True
+    """Whether a broker is live in the metadata (ZooKeeper mode's ISR eligibility)."""
+    leader_epoch_start_offset: int | None = None
 
     @property
     def is_leader(self) -> bool:
@@ -95,12 +138,23 @@ class Partition:
     def size_in_bytes(self) -> int:
         return self.log.size_in_bytes
 
-    def become_leader(self, state: PartitionState) -> None:
-        """LeaderAndIsr made us leader: start a new epoch in the log's epoch cache at the LEO."""
+    def become_leader(self, state: PartitionState, is_new: bool, now_ms: int) -> None:
+        """LeaderAndIsr made us leader (Kafka's ``makeLeader``): a new leader epoch starts at the LEO in the
+        log's epoch cache, and every follower's state starts afresh. A state older than the partition's (a
+        lower partition epoch) is ignored."""
+        if not is_new and state.partition_epoch < self.state.partition_epoch:
+            return
+        is_new_leader = is_new or not self.is_leader
+        is_new_epoch = is_new or state.leader_epoch > self.state.leader_epoch
         self.state = state
-        self.followers = {r: FollowerState(0) for r in state.replicas if r != self.local_broker_id}
-        self.log.assign_epoch_start_offset(state.leader_epoch, self.log.log_end_offset)
-        self.maybe_increment_high_watermark()
+        self.followers = {r: self.followers.get(r, FollowerState()) for r in state.replicas if r != self.local_broker_id}
+        if is_new_epoch:
+            start = self.log.log_end_offset
+            self.log.assign_epoch_start_offset(state.leader_epoch, start)
+            for replica, follower in self.followers.items():
+                follower.reset(now_ms, start, is_new_leader, replica in state.isr)
+            self.leader_epoch_start_offset = start
+        self.maybe_increment_high_watermark(now_ms)
 
     def become_follower(self, state: PartitionState, is_new: bool) -> bool:
         """LeaderAndIsr made us a follower (Kafka's ``makeFollower``): the leader's view of the followers goes;
@@ -110,7 +164,8 @@ class Partition:
             return False
         new_epoch = is_new or state.leader_epoch > self.state.leader_epoch
         self.state = state
-        self.followers = {}
+        self.followers = {r: self.followers.get(r, FollowerState()) for r in state.replicas if r != self.local_broker_id}
+        self.leader_epoch_start_offset = None
         return new_epoch
 
     def check_leader(self, current_leader_epoch: int = -1) -> None:
@@ -130,10 +185,10 @@ class Partition:
         ``min.insync.replicas``. A LogAppendTime topic stamps them with ``now_ms``."""
         self.check_leader()
         config = self.log.config
-        if required_acks == -1 and len(self.isr) < config.min_insync_replicas:
+        if required_acks == -1 and len(self.isr) < self.effective_min_isr:
             raise KafkaError(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
-                f"The size of the current ISR {set(self.isr)} is insufficient to satisfy the min.isr requirement of {config.min_insync_replicas} for partition {self.topic}-{self.index}",
+                f"The size of the current ISR {set(self.isr)} is insufficient to satisfy the min.isr requirement of {self.effective_min_isr} for partition {self.topic}-{self.index}",
             )
         try:
             info = self.log.append_as_leader(records, self.leader_epoch, now_ms if config.log_append_time else None, origin=origin, headers=headers)
@@ -155,18 +210,29 @@ class Partition:
             return self.log.last_stable_offset
         return self.log.high_watermark
 
-    def read_records(self, fetch_offset: int, max_bytes: int, replica_id: int, isolation: int, min_one_message: bool) -> LogReadInfo:
-        """A fetch's read (Kafka's ``Partition.fetchRecords``): a follower first reports its position."""
+    def read_records(self, fetch_offset: int, max_bytes: int, replica_id: int, isolation: int, min_one_message: bool, last_fetched_epoch: int = -1, follower_log_start_offset: int = -1, now_ms: int = 0) -> LogReadInfo:
+        """A fetch's read (Kafka's ``Partition.fetchRecords``). A fetch whose last fetched epoch parts from
+        this log gets no records but the diverging epoch; a follower's fetch then reports its position, as
+        of the log end before the read (appends after it do not keep the follower from catching up)."""
         log = self.log
-        if replica_id >= 0:
-            self.update_follower(replica_id, fetch_offset)
+        follower = self._follower_or_raise(replica_id) if replica_id >= 0 else None
         upper = self.fetch_upper_bound(replica_id, isolation)
-        high_watermark, last_stable, log_start = log.high_watermark, log.last_stable_offset, log.log_start_offset
+        high_watermark, last_stable, log_start, log_end = log.high_watermark, log.last_stable_offset, log.log_start_offset, log.log_end_offset
+        if last_fetched_epoch >= 0:
+            epoch, end_offset = log.end_offset_for_epoch(last_fetched_epoch)
+            if epoch < 0 or end_offset < 0:
+                raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"Could not determine the end offset of the last fetched epoch {last_fetched_epoch} from the request")
+            if fetch_offset < log_start:
+                raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"Received request for offset {fetch_offset} for partition {self.topic}-{self.index}, but we only have log segments starting from offset: {log_start}.")
+            if epoch < last_fetched_epoch or end_offset < fetch_offset:
+                return LogReadInfo(FetchDataInfo(LogOffsetMetadata(fetch_offset)), high_watermark, last_stable, log_start, [], (epoch, end_offset))
         if max_bytes < 0:
             # Kafka's segment read refuses a negative size (IllegalArgumentException): this partition
             # alone answers UNKNOWN_SERVER_ERROR, the others are served.
             raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Invalid max size {max_bytes} for log read")
         data = log.read(fetch_offset, max_bytes, upper, min_one_message)
+        if follower is not None:
+            self.update_follower_fetch_state(follower, fetch_offset, follower_log_start_offset, now_ms, log_end)
         aborted = []
         if data.size > 0 and isolation == READ_COMMITTED and replica_id < 0:
             aborted = log.aborted_transactions(fetch_offset, data)
@@ -217,11 +283,28 @@ class Partition:
 
     # -- replication ----------------------------------------------------------------------------------------
 
-    def update_follower(self, replica_id: int, fetch_offset: int) -> None:
-        """A follower's fetch tells us its LEO; it may move the high watermark."""
-        follower = self.followers.setdefault(replica_id, FollowerState())
-        follower.log_end_offset = fetch_offset
-        self.maybe_increment_high_watermark()
+    @property
+    def effective_min_isr(self) -> int:
+        """``min.insync.replicas``, but never more than the replicas there are (Kafka's ``effectiveMinIsr``)."""
+        return min(self.log.config.min_insync_replicas, len(self.followers) + 1)
+
+    @property
+    def is_under_min_isr(self) -> bool:
+        return self.is_leader and len(self.isr) < self.effective_min_isr
+
+    def _follower_or_raise(self, replica_id: int) -> FollowerState:
+        follower = self.followers.get(replica_id)
+        if follower is None:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"Received fetch request from unknown replica {replica_id} for partition {self.topic}-{self.index}")
+        return follower
+
+    def update_follower_fetch_state(self, follower: FollowerState, fetch_offset: int, start_offset: int, now_ms: int, leader_end_offset: int) -> None:
+        """A follower's fetch tells us its position (Kafka's ``updateFollowerFetchState``); a new LEO may move
+        the high watermark."""
+        previous_end = follower.log_end_offset
+        follower.update_fetch_state(fetch_offset, start_offset, now_ms, leader_end_offset)
+        if follower.log_end_offset != previous_end:
+            self.maybe_increment_high_watermark(now_ms)
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
         """Whether an acks=all append ending before ``required_offset`` is done, and its outcome (Kafka's
@@ -231,13 +314,24 @@ class Partition:
             return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
         if self.log.high_watermark < required_offset:
             return False, ErrorCode.NONE
-        if len(self.isr) < self.log.config.min_insync_replicas:
+        if len(self.isr) < self.effective_min_isr:
             return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return True, ErrorCode.NONE
 
-    def maybe_increment_high_watermark(self) -> bool:
+    def maybe_increment_high_watermark(self, now_ms: int | None = None) -> bool:
+        """HW = the lowest LEO over the ISR and the followers caught up enough to join it soon (Kafka's
+        ``maybeIncrementLeaderHW``); it only moves forward, and not at all while the ISR is below
+        ``min.insync.replicas`` (KIP-966's rule, in Kafka 3.9)."""
+        if self.is_under_min_isr:
+            return False
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         leo = self.log.log_end_offset
-        new_hw = min([leo] + [self.followers[r].log_end_offset for r in self.isr if r != self.local_broker_id and r in self.followers])
+        new_hw = leo
+        for replica, follower in self.followers.items():
+            if follower.log_end_offset < new_hw and (
+                replica in self.isr or (follower.is_caught_up(leo, now_ms, self.replica_lag_time_max_ms) and self.is_alive(replica))
+            ):
+                new_hw = follower.log_end_offset
         if new_hw > self.log.high_watermark:
             self.log.high_watermark = new_hw
             self.on_offsets_moved(self)

@@ -110,6 +110,8 @@ class PartitionRead:
     records: Any = None
     length: int = 0
     aborted_transactions: list[AbortedTxn] = field(default_factory=list)
+    diverging_epoch: tuple[int, int] | None = None
+    """(epoch, end offset) where the fetcher's log parts from this one (KIP-595): it truncates there first."""
 
 
 @dataclass(slots=True)
@@ -132,7 +134,7 @@ class LogDirDescription:
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, log_manager: LogManager, broker_defaults: dict[str, str], *, fetcher_config: FetcherConfig | None = None, num_replica_fetchers: int = 1) -> None:
+    def __init__(self, broker_id: int, log_manager: LogManager, broker_defaults: dict[str, str], *, fetcher_config: FetcherConfig | None = None, num_replica_fetchers: int = 1, replica_lag_time_max_ms: int = 30000) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.broker_defaults = broker_defaults
@@ -151,6 +153,7 @@ class ReplicaManager:
         """A live broker's inter-broker endpoint (the metadata's), or None: where a follower fetches from."""
         self.fetcher_config = fetcher_config or FetcherConfig(broker_id)
         self.num_replica_fetchers = num_replica_fetchers
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._fetchers: ReplicaFetcherManager | None = None
 
     # -- metadata from the controller ---------------------------------------------------------------------
@@ -172,11 +175,14 @@ class ReplicaManager:
             is_new = partition is None
             if partition is None:
                 log_ = self.log_manager.get_or_create_log(topic.name, index, config, topic.topic_id)
-                partition = Partition(topic.name, index, topic.topic_id, log_, state, self.broker_id, self._on_offsets_moved)
+                partition = Partition(
+                    topic.name, index, topic.topic_id, log_, state, self.broker_id, self._on_offsets_moved,
+                    replica_lag_time_max_ms=self.replica_lag_time_max_ms, is_alive=lambda broker_id: self.leader_node(broker_id) is not None,
+                )
                 self.partitions[key] = partition
             if state.leader == self.broker_id:
                 self._stop_fetching({key})
-                partition.become_leader(state)
+                partition.become_leader(state, is_new, int(time.time() * 1000))
             elif (leader := self.leader_node(state.leader)) is None:
                 log.error("Cannot follow %s-%d: its leader %d is not a live broker", topic.name, index, state.leader)
             elif partition.become_follower(state, is_new):
@@ -279,6 +285,7 @@ class ReplicaManager:
         least one whole batch, however large (KIP-74), unless the fetch version has a hard limit."""
         budget = params.max_bytes
         min_one = not params.hard_limit
+        now_ms = int(time.time() * 1000)
         reads = []
         for fp in partitions:
             read = PartitionRead(fp)
@@ -287,8 +294,11 @@ class ReplicaManager:
                 if fp.topic is None:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
                 partition = self.leader_partition(fp.topic, fp.partition, fp.current_leader_epoch)
-                info = partition.read_records(fp.fetch_offset, min(fp.max_bytes, budget), params.replica_id, params.isolation, min_one)
+                info = partition.read_records(
+                    fp.fetch_offset, min(fp.max_bytes, budget), params.replica_id, params.isolation, min_one, fp.last_fetched_epoch, fp.log_start_offset, now_ms
+                )
                 read.high_watermark, read.last_stable_offset, read.log_start_offset = info.high_watermark, info.last_stable_offset, info.log_start_offset
+                read.diverging_epoch = info.diverging_epoch
                 if info.data.size > 0:
                     read.aborted_transactions = info.aborted_transactions
                     if params.magic is None:

@@ -58,7 +58,7 @@ def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, c
         key_topic = topic.topic_id if uses_ids else topic.topic
         for p in topic.partitions:
             requested.append(
-                FetchPartition((key_topic, p.partition), name, topic.topic_id, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch, p.log_start_offset)
+                FetchPartition((key_topic, p.partition), name, topic.topic_id, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch, p.log_start_offset, p.last_fetched_epoch)
             )
     forgotten = []
     for topic in body.forgotten_topics_data:
@@ -158,8 +158,11 @@ def _respond(fetch_sessions: FetchSessionCache, context: FetchContext, reads: li
         if fp.key[0] != last_topic:
             topics.append({"topic": fp.topic or "", "topic_id": fp.topic_id, "partitions": []})
             last_topic = fp.key[0]
+        partition: dict[str, Any] = {}
+        if r.diverging_epoch is not None:
+            partition["diverging_epoch"] = {"epoch": r.diverging_epoch[0], "end_offset": r.diverging_epoch[1]}
         topics[-1]["partitions"].append(
-            {
+            partition | {
                 "partition_index": fp.partition,
                 "error_code": r.error,
                 "high_watermark": r.high_watermark,

@@ -40,10 +40,15 @@ def add_lagging_follower(broker: Broker) -> object:
     def add() -> None:
         state = partition.state
         partition.state = PartitionState(state.leader, state.leader_epoch, [state.leader, 1], [state.leader, 1])
-        partition.followers[1] = FollowerState(partition.log_end_offset)
+        partition.followers[1] = FollowerState(log_end_offset=partition.log_end_offset)
 
     on_broker_loop(broker, add)
     return partition
+
+
+def follower_fetch(partition, offset: int) -> None:
+    """Follower 1's fetch at ``offset``, as the leader records it."""
+    partition.update_follower_fetch_state(partition.followers[1], offset, 0, int(time.time() * 1000), partition.log_end_offset)
 
 
 def test_acks_all_waits_for_the_isr_and_times_out_when_a_follower_lags(broker, connect):
@@ -72,10 +77,10 @@ def test_acks_all_completes_when_the_follower_catches_up(broker, connect):
             time.sleep(0.01)
         time.sleep(0.1)
         assert partition.log_end_offset == 4 and not results  # appended, and waiting: the follower has none
-        on_broker_loop(broker, partition.update_follower, 1, 2)  # a follower fetch at offset 2: it has offset 1 only
+        on_broker_loop(broker, follower_fetch, partition, 2)  # a follower fetch at offset 2: it has offset 1 only
         time.sleep(0.3)
         assert not results and partition.high_watermark == 2  # the batch is not all committed yet
-        on_broker_loop(broker, partition.update_follower, 1, partition.log_end_offset)  # caught up to the LEO
+        on_broker_loop(broker, follower_fetch, partition, partition.log_end_offset)  # caught up to the LEO
         future.result(10)
     assert results[0].error_code == ErrorCode.NONE and results[0].base_offset == 1
     assert partition.high_watermark == 4

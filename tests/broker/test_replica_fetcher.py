@@ -13,6 +13,9 @@ Kafka follower does:
 - a fetch in a stale leader epoch is fenced: the partition waits for LeaderAndIsr (failed);
 - the replica manager follows on LeaderAndIsr naming Kafka the leader (clients are refused) and stops
   fetching and leads, in a new epoch at its log end, on the next one naming itself.
+
+And odradek as the leader, followed by the same fetcher: acks=all waits for the follower's fetches, and a
+follower with records of an epoch the leader never had is answered the diverging epoch and cut there.
 """
 
 from __future__ import annotations
@@ -24,15 +27,19 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import anyio
+import anyio.from_thread
 import kafka_jvm
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek import Broker
 from odradek.broker.kafka_client import KafkaClient, Node
+from odradek.broker.partition import Partition
 from odradek.broker.replica_fetcher import FetcherConfig, InitialFetchState, ReplicaFetcherManager, initial_fetch_offset
 from odradek.broker.replica_manager import PartitionAppend, ReplicaManager
 from odradek.controller.metadata import PartitionState, TopicInfo
+from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.log_manager import LogManager
 from odradek.storage.producer_state import AppendOrigin
@@ -267,3 +274,68 @@ def test_the_replica_manager_follows_then_leads_as_leader_and_isr_says(kafka_lea
     (size,) = replicated
     assert (tmp_path / "logs" / f"{topic}-0" / "00000000000000000000.log").read_bytes()[:size] == kafka_leader.segment(topic)[:size]
     log_manager.shutdown()
+
+
+# -- odradek's leader side, followed by odradek's fetcher ----------------------------------------------------
+
+
+@pytest.fixture
+def odradek_leader(tmp_path: Path, connect: Callable) -> Iterator[Broker]:
+    with Broker(log_dir=tmp_path / "leader", config={"broker.id": "0"}) as broker:
+        topic = {"name": "led", "num_partitions": 1, "replication_factor": 1}
+        assert connect(broker.bootstrap).call(ApiKey.CreateTopics, 7, {"topics": [topic], "timeout_ms": 5000}).topics[0].error_code == 0
+        yield broker
+
+
+def lead_with_follower(broker: Broker, epoch: int) -> Partition:
+    """A LeaderAndIsr giving partition led-0 a follower, broker 2, in its ISR, in leader epoch ``epoch``."""
+    partition = broker.server.replica_manager.partitions[("led", 0)]
+    state = PartitionState(0, epoch, [0, FOLLOWER], [0, FOLLOWER], epoch)
+    anyio.from_thread.run_sync(lambda: partition.become_leader(state, False, int(time.time() * 1000)), token=broker._token)
+    return partition
+
+
+def test_odradek_leads_its_follower_and_answers_where_their_logs_part(odradek_leader: Broker, tmp_path: Path) -> None:
+    leader = lead_with_follower(odradek_leader, 1)
+    local = open_log(tmp_path / "follower", "led")
+    host, port = odradek_leader.bootstrap.split(":")
+    node = Node(0, host, int(port))
+    config = FetcherConfig(broker_id=FOLLOWER, max_wait_ms=100, backoff_ms=200)
+
+    def produce(count: int) -> None:
+        producer = Producer({"bootstrap.servers": odradek_leader.bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5, "message.timeout.ms": 20000})
+        failures: list = []
+        for i in range(count):
+            producer.produce("led", b"led-%d" % i * 30, on_delivery=lambda err, msg: failures.append(err) if err else None)
+        assert producer.flush(30) == 0 and failures == []
+
+    async def follow(epoch: int, caught_up: Callable[[], bool], work: Callable[[], None] = lambda: None) -> list[int]:
+
+        ends: list[int] = []
+        async with anyio.create_task_group() as tg:
+            manager = ReplicaFetcherManager(config, 1, {("led", 0): local}.__getitem__, tg, lambda tp: ends.append(local.log_end_offset))
+            manager.add_fetcher_for_partitions({("led", 0): InitialFetchState(leader.topic_id, node, epoch, initial_fetch_offset(local))})
+            await anyio.to_thread.run_sync(work)
+            await until(caught_up, what="the follower's state")
+            manager.remove_fetcher_for_partitions({("led", 0)})
+            tg.cancel_scope.cancel()
+        return ends
+
+    def run_on_the_broker(*args: object) -> list[int]:
+        """The fetcher runs on the in-process broker's event loop, as it would in the broker."""
+        return anyio.from_thread.run(follow, *args, token=odradek_leader._token)
+
+    # acks=all waits for the follower in the ISR: acknowledged only through its fetches.
+    run_on_the_broker(1, lambda: local.log_end_offset == leader.log_end_offset == leader.high_watermark == local.high_watermark == 100, lambda: produce(100))
+    leader_dir = Path(odradek_leader.log_dir) / "led-0"
+    assert (tmp_path / "follower" / "led-0" / "00000000000000000000.log").read_bytes() == (leader_dir / "00000000000000000000.log").read_bytes()
+
+    # The follower writes in an epoch the leader never had (2); the leader moves on to epoch 3 at its end.
+    records = [Record(timestamp=int(time.time() * 1000), key=b"lost-%d" % i, value=b"never replicated") for i in range(3)]
+    local.append_as_leader(bytearray(build_batch(records)), leader_epoch=2)
+    lead_with_follower(odradek_leader, 3)
+    ends = run_on_the_broker(3, lambda: local.log_end_offset == leader.log_end_offset == 105, lambda: produce(5))
+    assert ends[0] == 100  # told epoch 1 ends at 100: cut there, and only there
+    assert (tmp_path / "follower" / "led-0" / "00000000000000000000.log").read_bytes() == (leader_dir / "00000000000000000000.log").read_bytes()
+    assert (tmp_path / "follower" / "led-0" / "leader-epoch-checkpoint").read_text() == (leader_dir / "leader-epoch-checkpoint").read_text()
+    local.close()
