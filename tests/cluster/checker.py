@@ -27,7 +27,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 REQUEST_TIMEOUT_MS = 5_000
 """The clients' request timeouts (librdkafka's ``request.timeout.ms`` 30 s and ``socket.timeout.ms`` 60 s
@@ -69,10 +69,13 @@ class Report:
     surviving: int
     violations: list[Violation]
     delivery_errors: Counter[str] = field(default_factory=Counter)
+    producer_fatal: str | None = None
+    """The idempotent producer's fatal error, if it stopped on one (e.g. OUT_OF_ORDER_SEQUENCE_NUMBER when
+    the partition's log lost writes it had acknowledged)."""
 
     @property
     def ok(self) -> bool:
-        return not self.violations
+        return not self.violations and self.producer_fatal is None
 
     def count(self, kind: ViolationKind) -> int:
         return sum(1 for v in self.violations if v.kind is kind)
@@ -83,6 +86,8 @@ class Report:
             f"{self.acknowledged} writes acknowledged, {self.failed} failed, {self.read} records read, "
             f"{self.surviving} in the surviving log: {counts}",
         ]
+        if self.producer_fatal:
+            lines.append(f"the producer stopped on a fatal error: {self.producer_fatal}")
         if self.delivery_errors:
             lines.append("delivery errors: " + ", ".join(f"{name} x{n}" for name, n in self.delivery_errors.most_common()))
         for kind in ViolationKind:
@@ -99,6 +104,7 @@ def check(
     *,
     failed: int = 0,
     delivery_errors: Counter[str] | None = None,
+    producer_fatal: str | None = None,
 ) -> Report:
     """Judge a run. Per partition: ``acknowledged`` maps each acknowledged number to its offset (None when
     not reported), ``reads`` and ``surviving`` are (offset, number) in the order the consumer got them / in
@@ -140,6 +146,7 @@ def check(
         surviving=sum(len(s) for s in surviving.values()),
         violations=violations,
         delivery_errors=delivery_errors or Counter(),
+        producer_fatal=producer_fatal,
     )
 
 
@@ -163,6 +170,7 @@ class Workload:
         self.failed = 0
         self.delivery_errors: Counter[str] = Counter()
         self.in_flight = 0
+        self.producer_fatal: str | None = None
         self.stopping = threading.Event()
         self.producer = Producer({
             "bootstrap.servers": bootstrap,
@@ -201,6 +209,14 @@ class Workload:
             self.acknowledged[msg.partition()][int(msg.value())] = offset if offset is not None and offset >= 0 else None  # type: ignore[attr-defined]
 
     def _produce(self) -> None:
+        """Until stopped, or until the producer fails fatally (kept for the report: it is what a client of
+        a log that lost acknowledged writes sees)."""
+        try:
+            self._produce_numbers()
+        except KafkaException as exc:
+            self.producer_fatal = str(exc.args[0])
+
+    def _produce_numbers(self) -> None:
         number = 0
         next_at = time.monotonic()
         while not self.stopping.is_set():
@@ -251,6 +267,8 @@ class Workload:
         start = time.monotonic()
         before = self.acknowledged_count()
         while time.monotonic() - start < timeout_s:
+            if self.producer_fatal is not None:
+                raise RuntimeError(f"the producer stopped on a fatal error: {self.producer_fatal}")
             now = self.acknowledged_count()
             if all(now[p] > before[p] for p in before):
                 return time.monotonic() - start
@@ -260,10 +278,12 @@ class Workload:
     def finish(self, timeout_s: float = 60.0) -> Report:
         """Stop writing, wait for every outstanding write's answer, stop reading, read what survived, check."""
         self.stop()
+        if self.producer_fatal is not None:  # nothing more will be answered: count what is left as failed
+            self.producer.purge()
         remaining = self.producer.flush(timeout_s)
         if remaining:
             raise TimeoutError(f"{remaining} writes still unanswered after {timeout_s}s")
-        return check(self.acknowledged, self.reads, self.read_surviving(timeout_s), failed=self.failed, delivery_errors=self.delivery_errors)
+        return check(self.acknowledged, self.reads, self.read_surviving(timeout_s), failed=self.failed, delivery_errors=self.delivery_errors, producer_fatal=self.producer_fatal)
 
     def read_surviving(self, timeout_s: float) -> dict[int, list[tuple[int, int]]]:
         """Every partition from its start to its high watermark, as a fresh consumer sees it now."""

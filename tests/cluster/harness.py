@@ -486,14 +486,22 @@ class Cluster:
     def leader(self, topic: str, partition: int) -> int:
         return self.partitions(topic)[partition].leader
 
-    def leader_and_isr(self, topic: str, partition: int) -> LeaderAndIsr:
-        """The partition's state in ZooKeeper."""
+    def znode(self, path: str) -> dict:
+        """A znode's JSON, read by the harness's own ZooKeeper session."""
         if self._zk is None:
             self._zk = KazooClient(hosts=self.zookeeper_connect)
             self._zk.start(timeout=15)
-        data, _ = self._zk.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
-        state = json.loads(data)
+        data, _ = self._zk.get(path)
+        return json.loads(data)
+
+    def leader_and_isr(self, topic: str, partition: int) -> LeaderAndIsr:
+        """The partition's state in ZooKeeper."""
+        state = self.znode(f"/brokers/topics/{topic}/partitions/{partition}/state")
         return LeaderAndIsr(state["leader"], state["leader_epoch"], tuple(state["isr"]))
+
+    def controller(self) -> int:
+        """The controller's broker id, from ``/controller``."""
+        return int(self.znode("/controller")["brokerid"])
 
     def wait_for_leader_change(self, topic: str, partition: int, old: LeaderAndIsr, timeout_s: float = 60.0) -> LeaderAndIsr:
         """Until the controller has elected another leader than ``old``'s (in ZooKeeper); the new state."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import pytest
-from checker import Workload
+from checker import ViolationKind, Workload
 from harness import CLUSTER_SETTINGS, Cluster, LeaderAndIsr
 
 PARTITIONS = 3
@@ -94,3 +94,33 @@ def test_nothing_acknowledged_is_lost(cluster: Cluster, fault_name: str) -> None
     print(f"\n{fault_name}: {'; '.join(timings)}\n{report}")
     assert report.ok, str(report)
     assert report.acknowledged > 0 and report.read > 0
+
+
+def test_an_unclean_election_loses_acknowledged_writes_and_the_checker_reports_it(cluster: Cluster) -> None:
+    """The loss Kafka documents for ``unclean.leader.election.enable=true``, made to happen: a follower cut
+    from the other brokers drops out of the ISR while writes go on; the leader and the follower still in
+    the ISR are killed; the stale follower, the only broker left, becomes leader although it is not in the
+    ISR, and the others truncate to its log when they come back. The checker must see what was lost (the
+    idempotent producer may also stop on a fatal OUT_OF_ORDER_SEQUENCE_NUMBER: its writes are gone)."""
+    topic = "unclean-election"
+    cluster.create_topic(topic, 1, config={"unclean.leader.election.enable": "true"})
+    with Workload(cluster.bootstrap, topic, 1) as workload:
+        workload.wait_for_progress()
+        state = cluster.leader_and_isr(topic, 0)
+        controller = cluster.controller()
+        stale = next(b for b in state.isr if b not in (state.leader, controller))  # the shrink must reach the controller
+        in_sync = next(b for b in state.isr if b not in (state.leader, stale))
+        cluster.partition_from_brokers(stale)
+        cluster.wait_until(lambda: cluster.leader_and_isr(topic, 0).isr == (state.leader, in_sync), f"broker {stale} out of the ISR", 60)
+        workload.wait_for_progress()  # writes acknowledged by the leader and the follower in sync only
+        cluster.kill(state.leader)
+        cluster.kill(in_sync)
+        cluster.heal()
+        cluster.wait_until(lambda: cluster.leader_and_isr(topic, 0).leader == stale, f"unclean election of broker {stale}", 60)
+        cluster.restart(state.leader)
+        cluster.restart(in_sync)
+        cluster.wait_fully_replicated(topic)
+        report = workload.finish()
+    print(f"\nunclean election of broker {stale}:\n{report}")
+    assert report.count(ViolationKind.LOST) > 0, str(report)
+    assert report.count(ViolationKind.DUPLICATE) == report.count(ViolationKind.REORDERED) == 0, str(report)
