@@ -9,6 +9,7 @@ network namespace, with their settings: a 6 s ZooKeeper session). A topic of 1 p
 (librdkafka's defaults otherwise). Each round kills the partition's leader and measures, from the kill:
 when ZooKeeper shows the new leader (the controller's election), and when the first write produced after
 the kill is acknowledged (what a client sees); then restarts the killed broker and waits for the full ISR.
+``benchmarks/run.py`` calls :func:`run`: three rounds on a real Kafka cluster, the medians.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "cluster"))
 
 import harness  # noqa: E402
+from run import Result  # noqa: E402
 
 TOPIC = "bench-failover"
 
@@ -76,33 +78,47 @@ class SteadyProducer:
         self.thread.join()
 
 
+def failover(kind: str, rounds: int, rate: int) -> tuple[list[float], list[float]]:
+    """Per round: seconds from the kill to the new leader in ZooKeeper, and to the first acknowledged write."""
+    elections: list[float] = []
+    failovers: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="bench-failover-") as root, harness.Cluster(Path(root), kind) as cluster:
+        cluster.create_topic(TOPIC, 1, config={"min.insync.replicas": "2"})
+        producer = SteadyProducer(cluster.bootstrap, rate)
+        try:
+            for round_ in range(1, rounds + 1):
+                time.sleep(2)  # steady state
+                before = cluster.leader_and_isr(TOPIC, 0)
+                killed_at = time.monotonic()
+                cluster.kill(before.leader)
+                after = cluster.wait_for_leader_change(TOPIC, 0, before)
+                elections.append(time.monotonic() - killed_at)
+                failovers.append(producer.first_acknowledged_after(killed_at) - killed_at)
+                print(f"round {round_}: killed leader {before.leader}; broker {after.leader} leader in ZooKeeper after {elections[-1]:.2f} s, "
+                      f"first write acknowledged after {failovers[-1]:.2f} s", flush=True)
+                cluster.restart(before.leader)
+                cluster.wait_fully_replicated(TOPIC)
+        finally:
+            producer.stop()
+    return elections, failovers
+
+
+def run() -> list[Result]:
+    """For benchmarks/run.py: three rounds on a real Kafka cluster, the medians."""
+    elections, failovers = failover("kafka", 3, 500)
+    return [
+        Result("leader kill to new leader in ZooKeeper, median", statistics.median(elections), "s"),
+        Result("leader kill to first acknowledged write, median", statistics.median(failovers), "s"),
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kind", default="kafka", choices=sorted(harness.BROKER_KINDS))
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--rate", type=int, default=500, help="writes/s")
     args = parser.parse_args()
-    elections: list[float] = []
-    failovers: list[float] = []
-    with tempfile.TemporaryDirectory(prefix="bench-failover-") as root, harness.Cluster(Path(root), args.kind) as cluster:
-        cluster.create_topic(TOPIC, 1, config={"min.insync.replicas": "2"})
-        producer = SteadyProducer(cluster.bootstrap, args.rate)
-        try:
-            for round_ in range(1, args.rounds + 1):
-                time.sleep(2)  # steady state
-                before = cluster.leader_and_isr(TOPIC, 0)
-                killed_at = time.monotonic()
-                cluster.kill(before.leader)
-                after = cluster.wait_for_leader_change(TOPIC, 0, before)
-                elected = time.monotonic() - killed_at
-                failover = producer.first_acknowledged_after(killed_at) - killed_at
-                elections.append(elected)
-                failovers.append(failover)
-                print(f"round {round_}: killed leader {before.leader}; broker {after.leader} leader in ZooKeeper after {elected:.2f} s, first write acknowledged after {failover:.2f} s", flush=True)
-                cluster.restart(before.leader)
-                cluster.wait_fully_replicated(TOPIC)
-        finally:
-            producer.stop()
+    elections, failovers = failover(args.kind, args.rounds, args.rate)
     print(f"{args.kind}, {args.rounds} rounds at {args.rate} writes/s: election median {statistics.median(elections):.2f} s "
           f"(min {min(elections):.2f}, max {max(elections):.2f}); first acknowledged write median {statistics.median(failovers):.2f} s "
           f"(min {min(failovers):.2f}, max {max(failovers):.2f})")

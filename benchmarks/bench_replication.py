@@ -10,6 +10,7 @@ rf 3 with acks=1, rf 1 with acks=all (``min.insync.replicas`` 2 at rf 3, 1 at rf
 batches) and reports records/s and MB/s from the first send to the last acknowledgement. Then
 end-to-end latency at rf 3 and at rf 1, acks=all: ``--rate`` records/s for ``--seconds``, each carrying
 its send time, read back by a consumer in this process; p50 and p99 of receive time minus send time.
+``benchmarks/run.py`` calls :func:`run`: the defaults, on a real Kafka cluster it starts.
 
 Without ``--bootstrap`` the cluster is the one the fault tests use (tests/cluster/harness.py): ZooKeeper
 and three brokers, each in its own network namespace, all on this machine.
@@ -31,6 +32,7 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from run import Result
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -123,8 +125,15 @@ def end_to_end_latency(bootstrap: str, setup: Setup, rate: int, seconds: float) 
 
     reader = threading.Thread(target=consume)
     reader.start()
-    time.sleep(1)  # the consumer's connections and first fetch before the clock starts
     producer = Producer({"bootstrap.servers": bootstrap, "acks": setup.acks, "linger.ms": 1})
+    producer.produce(topic, struct.pack(">d", time.perf_counter()))  # both clients connected and reading
+    producer.flush(30)
+    deadline = time.monotonic() + 30
+    while not latencies and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if not latencies:
+        raise TimeoutError("the first record was not read back within 30 s")
+    latencies.clear()
     start = time.perf_counter()
     for i in range(expected):
         time.sleep(max(0.0, start + i / rate - time.perf_counter()))
@@ -141,25 +150,38 @@ def end_to_end_latency(bootstrap: str, setup: Setup, rate: int, seconds: float) 
     return quantiles[49] * 1000, quantiles[98] * 1000
 
 
+def measure_cluster(bootstrap: str, records: int = 300_000, size: int = 1000, rate: int = 2000, seconds: float = 10.0) -> list[Result]:
+    """Throughput of every set-up, then latency at rf 3 and rf 1 (acks=all)."""
+    results = []
+    for setup in SETUPS:
+        _, mb_per_s = throughput(bootstrap, setup, records, size)
+        results.append(Result(f"produce {size} B records, {setup.name}", mb_per_s, "MB/s"))
+    for setup in (SETUPS[0], SETUPS[2]):
+        p50, p99 = end_to_end_latency(bootstrap, setup, rate, seconds)
+        results.append(Result(f"end-to-end p50 at {rate} records/s, {setup.name}", p50, "ms"))
+        results.append(Result(f"end-to-end p99 at {rate} records/s, {setup.name}", p99, "ms"))
+    return results
+
+
+def run() -> list[Result]:
+    """For benchmarks/run.py: the defaults, on a 3-broker real Kafka started here."""
+    with ExitStack() as stack:
+        return measure_cluster(start_cluster(stack, "kafka"))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap", help="the cluster's bootstrap servers; without it a 3-broker cluster is started")
     parser.add_argument("--kind", default="kafka", choices=("kafka", "odradek"), help="brokers of the started cluster")
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--size", type=int, default=1000, help="record value size in bytes")
-    parser.add_argument("--rate", type=int, default=2000, help="records/s for the latency run")
-    parser.add_argument("--seconds", type=float, default=10.0, help="length of the latency run")
+    parser.add_argument("--rate", type=int, default=2000, help="records/s for the latency runs")
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of each latency run")
     args = parser.parse_args()
     with ExitStack() as stack:
         bootstrap = args.bootstrap or start_cluster(stack, args.kind)
-        print(f"{args.records} records of {args.size} bytes, one producer, linger 5 ms, 1 MB batches, 1 partition")
-        for setup in SETUPS:
-            records_per_s, mb_per_s = throughput(bootstrap, setup, args.records, args.size)
-            print(f"  {setup.name:<16} {records_per_s:>10,.0f} records/s {mb_per_s:>8.1f} MB/s")
-        print(f"end-to-end latency, {args.rate} records/s for {args.seconds:.0f} s, linger 1 ms")
-        for setup in (SETUPS[0], SETUPS[2]):
-            p50, p99 = end_to_end_latency(bootstrap, setup, args.rate, args.seconds)
-            print(f"  {setup.name:<16} p50 {p50:>8.1f} ms, p99 {p99:>8.1f} ms")
+        for result in measure_cluster(bootstrap, args.records, args.size, args.rate, args.seconds):
+            print(f"{result.name:<52} {result.value:>10,.1f} {result.unit}", flush=True)
     return 0
 
 
