@@ -327,6 +327,23 @@ class ZkClient:
         tx.delete(zd.PREFERRED_REPLICA_ELECTION)
         self._commit_fenced(tx)
 
+    def isr_change_notifications(self) -> list[str]:
+        """The sequence znodes under ``/isr_change_notification`` (written by brokers before AlterPartition)."""
+        return sorted(self.kazoo.get_children(zd.ISR_CHANGE_NOTIFICATION))
+
+    def isr_change_partitions(self, names: list[str]) -> list[tuple[str, int]]:
+        partitions: list[tuple[str, int]] = []
+        for name in names:
+            data, _ = self.get_data_and_version(f"{zd.ISR_CHANGE_NOTIFICATION}/{name}")
+            partitions += [p for p in zd.decode_isr_change(data) if p not in partitions]
+        return partitions
+
+    def delete_isr_change_notifications(self, names: list[str], epoch_zk_version: int) -> None:
+        for name in names:
+            tx = self._fenced(epoch_zk_version)
+            tx.delete(f"{zd.ISR_CHANGE_NOTIFICATION}/{name}")
+            self._commit_fenced(tx)  # one already gone fails alone; nothing to do about it
+
     def topics_marked_for_deletion(self) -> list[str]:
         return self.kazoo.get_children(zd.DELETE_TOPICS)
 

@@ -63,6 +63,7 @@ TOPIC_CHANGED = "topic"
 TOPIC_DELETION = "delete-topics"
 PREFERRED_ELECTION = "preferred-replica-election"
 AUTO_LEADER_REBALANCE = "auto-leader-rebalance"
+ISR_CHANGED = "isr-change-notification"
 _STOP = "stop"
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 
@@ -115,6 +116,7 @@ class ZkController:
         ChildrenWatch(self.zk.kazoo, zd.BROKER_IDS, lambda _: self._enqueue(Event(BROKERS_CHANGED)))
         ChildrenWatch(self.zk.kazoo, zd.BROKER_TOPICS, lambda _: self._enqueue(Event(TOPICS_CHANGED)))
         ChildrenWatch(self.zk.kazoo, zd.DELETE_TOPICS, lambda _: self._enqueue(Event(TOPIC_DELETION)))
+        ChildrenWatch(self.zk.kazoo, zd.ISR_CHANGE_NOTIFICATION, lambda children: self._enqueue(Event(ISR_CHANGED)) if children else None)
         DataWatch(self.zk.kazoo, zd.PREFERRED_REPLICA_ELECTION, lambda data, stat: self._enqueue(Event(PREFERRED_ELECTION)) if data is not None else None)
         self.zk.on_new_session(lambda: self._enqueue(Event(ELECT)))
 
@@ -142,6 +144,7 @@ class ZkController:
             TOPIC_DELETION: self._topic_deletion,
             PREFERRED_ELECTION: self._preferred_replica_election,
             AUTO_LEADER_REBALANCE: self._auto_leader_rebalance,
+            ISR_CHANGED: self._isr_changed,
         }
         while True:
             balancing = self.active and self.leader_balance.enable
@@ -182,12 +185,20 @@ class ZkController:
             self.active_controller_id = self.zk.controller_id() or -1
             return
         self.active_controller_id = self.broker_id
-        self._on_failover(epoch, version)
+        try:
+            self._on_failover(epoch, version)
+        except ControllerMovedError:
+            raise
+        except Exception:
+            # Kafka's triggerControllerMove: give the election up so that it runs again, here or elsewhere.
+            log.exception("controller %d: failover at epoch %d failed; resigning", self.broker_id, epoch)
+            self.active = False
+            self.zk.resign_controller(self.broker_id)
 
     def _on_failover(self, epoch: int, epoch_zk_version: int) -> None:
-        """``onControllerFailover``: read everything, tell every broker, then elect what has no live leader."""
+        """``onControllerFailover``: read everything, tell every broker, then elect what has no live leader.
+        ``active`` turns true once that is done (what other threads read of the controller is then whole)."""
         ctx = self.context = ControllerContext(self.broker_id, epoch, epoch_zk_version)
-        self.active = True
         self._next_balance_check = time.monotonic() + self.leader_balance.check_interval_s
         for broker_id, (registration, broker_epoch) in self.zk.broker_registrations().items():
             ctx.live_brokers[broker_id] = registration
@@ -204,6 +215,8 @@ class ZkController:
         log.info("broker %d is the controller, epoch %d", self.broker_id, epoch)
         self._topic_deletion(Event(TOPIC_DELETION))
         self._preferred_replica_election(Event(PREFERRED_ELECTION))
+        self._isr_changed(Event(ISR_CHANGED))
+        self.active = True
 
     def _load_topic(self, topic: str) -> list[TopicPartition]:
         """Read a topic's assignment and partition states into the context; answers its partitions new to it."""
@@ -404,3 +417,25 @@ class ZkController:
             if elected is not None and self._write(partition, elected):
                 batch.add_leader_and_isr(ctx.live_replicas(partition), partition)
         self._send(batch)
+
+    # -- ISR changes ------------------------------------------------------------------------------------------
+
+    def _isr_changed(self, _: Event) -> None:
+        """``IsrChangeNotification`` (brokers before AlterPartition): re-read the named partitions' states,
+        tell every live broker, and delete the notifications."""
+        names = self.zk.isr_change_notifications()
+        if not names:
+            return
+        ctx = self.context
+        try:
+            changed = []
+            for partition in self.zk.isr_change_partitions(names):
+                fresh = self.zk.partition_state(*partition) if partition in ctx.assignments else None
+                if fresh is not None:
+                    ctx.leadership[partition] = Leadership(*fresh)
+                    changed.append(partition)
+            batch = RequestBatch(ctx)
+            batch.add_update_metadata(ctx.live_brokers, changed)
+            self._send(batch)
+        finally:
+            self.zk.delete_isr_change_notifications(names, ctx.epoch_zk_version)

@@ -122,3 +122,18 @@ def test_a_topic_allowing_unclean_election_gets_a_leader_from_outside_the_isr(cl
     broker2.close()  # the only in-sync replica fails
     wait_for(lambda: controller.zk.partition_state("reckless", 0)[0] == zd.LeaderIsrAndControllerEpoch(3, 1, (3,), epoch + 1, leader_recovery_state=1), what="reckless led by broker 3, recovering")
     wait_for(lambda: controller.zk.partition_state("careful", 0)[0] == zd.LeaderIsrAndControllerEpoch(-1, 1, (2,), epoch + 1), what="careful offline")
+
+
+def test_an_isr_change_notification_is_read_and_deleted(cluster: tuple[ZkController, Callable[[int], ZkClient]]) -> None:
+    """What a broker before AlterPartition writes when it shrinks an ISR: the state, then a notification."""
+    controller, join = cluster
+    join(3)
+    wait_for(lambda: 3 in controller.context.live_brokers, what="broker 3 live")
+    controller.zk.create_topic("shrinking", zd.TopicAssignment(uuid.uuid4(), {0: zd.ReplicaAssignment((1, 3))}), {})
+    wait_for(lambda: ("shrinking", 0) in controller.context.leadership, what="online")
+    epoch = controller.context.epoch
+    controller.zk.kazoo.set(zd.partition_state_path("shrinking", 0), zd.LeaderIsrAndControllerEpoch(1, 0, (1,), epoch).encode(), version=0)
+    controller.zk.kazoo.create(f"{zd.ISR_CHANGE_NOTIFICATION}/{zd.ISR_CHANGE_PREFIX}", zd.encode_isr_change([("shrinking", 0), ("unknown", 5)]), sequence=True)
+    wait_for(lambda: controller.context.leadership[("shrinking", 0)].state.isr == (1,), what="the controller read the new ISR")
+    assert controller.context.leadership[("shrinking", 0)].zk_version == 1
+    wait_for(lambda: controller.zk.kazoo.get_children(zd.ISR_CHANGE_NOTIFICATION) == [], what="the notification deleted")
