@@ -9,6 +9,7 @@ when it passes the batch, and produce with acks=all fails when the ISR is smalle
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ from odradek.storage.log import AppendInfo, FetchDataInfo, Log, LogOffsetMetadat
 from odradek.storage.log_config import LogConfig
 from odradek.storage.producer_state import AppendOrigin, ProducerStateEntry
 from odradek.storage.transaction_index import AbortedTxn
+
+log = logging.getLogger("odradek.partition")
 
 READ_COMMITTED = 1
 
@@ -71,6 +74,34 @@ class FollowerState:
             self.last_fetch_time_ms = now_ms if in_sync else 0
 
 
+@dataclass(frozen=True)
+class PendingIsrChange:
+    """An ISR change the leader asked the controller for and awaits (Kafka's PendingExpandIsr /
+    PendingShrinkIsr): the ISR it sent, and the maximal ISR meanwhile -- the committed ISR plus a replica
+    being added -- over which the high watermark is computed, so no answer can make it go back."""
+
+    isr: tuple[int, ...]
+    maximal_isr: frozenset[int]
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass(frozen=True)
+class AlterPartitionResult:
+    """The controller's answer for one partition: an error, or the ISR and partition epoch it committed."""
+
+    error: ErrorCode
+    leader_epoch: int = -1
+    isr: tuple[int, ...] = ()
+    partition_epoch: int = -1
+
+
+RESET_ON = frozenset({ErrorCode.OPERATION_NOT_ATTEMPTED, ErrorCode.INELIGIBLE_REPLICA})
+"""Answers that say the change was not applied: the committed ISR holds again (Kafka's handleAlterPartitionError)."""
+GIVE_UP_ON = RESET_ON | {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION, ErrorCode.INVALID_REQUEST, ErrorCode.NEW_LEADER_ELECTED}
+"""Answers after which the leader waits for LeaderAndIsr instead of asking again."""
+
+
 @dataclass(slots=True)
 class LogReadInfo:
     """A read from the leader's log with the offsets the fetch response reports (Kafka's LogReadInfo)."""
@@ -101,6 +132,10 @@ class Partition:
     is_alive: Callable[[int], bool] = lambda broker_id: True
     """Whether a broker is live in the metadata (ZooKeeper mode's ISR eligibility)."""
     leader_epoch_start_offset: int | None = None
+    alter_partition: Callable[["Partition", PendingIsrChange], None] | None = None
+    """Sends an ISR change to the controller (AlterPartition); None where no controller takes one (the
+    embedded single-node controller: no followers, no ISR changes)."""
+    pending_isr: PendingIsrChange | None = None
 
     @property
     def is_leader(self) -> bool:
@@ -147,6 +182,7 @@ class Partition:
         is_new_leader = is_new or not self.is_leader
         is_new_epoch = is_new or state.leader_epoch > self.state.leader_epoch
         self.state = state
+        self.pending_isr = None
         self.followers = {r: self.followers.get(r, FollowerState()) for r in state.replicas if r != self.local_broker_id}
         if is_new_epoch:
             start = self.log.log_end_offset
@@ -164,6 +200,7 @@ class Partition:
             return False
         new_epoch = is_new or state.leader_epoch > self.state.leader_epoch
         self.state = state
+        self.pending_isr = None
         self.followers = {r: self.followers.get(r, FollowerState()) for r in state.replicas if r != self.local_broker_id}
         self.leader_epoch_start_offset = None
         return new_epoch
@@ -232,7 +269,7 @@ class Partition:
             raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Invalid max size {max_bytes} for log read")
         data = log.read(fetch_offset, max_bytes, upper, min_one_message)
         if follower is not None:
-            self.update_follower_fetch_state(follower, fetch_offset, follower_log_start_offset, now_ms, log_end)
+            self.update_follower_fetch_state(replica_id, follower, fetch_offset, follower_log_start_offset, now_ms, log_end)
         aborted = []
         if data.size > 0 and isolation == READ_COMMITTED and replica_id < 0:
             aborted = log.aborted_transactions(fetch_offset, data)
@@ -298,13 +335,76 @@ class Partition:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"Received fetch request from unknown replica {replica_id} for partition {self.topic}-{self.index}")
         return follower
 
-    def update_follower_fetch_state(self, follower: FollowerState, fetch_offset: int, start_offset: int, now_ms: int, leader_end_offset: int) -> None:
+    def update_follower_fetch_state(self, replica_id: int, follower: FollowerState, fetch_offset: int, start_offset: int, now_ms: int, leader_end_offset: int) -> None:
         """A follower's fetch tells us its position (Kafka's ``updateFollowerFetchState``); a new LEO may move
         the high watermark."""
         previous_end = follower.log_end_offset
         follower.update_fetch_state(fetch_offset, start_offset, now_ms, leader_end_offset)
+        self.maybe_expand_isr(replica_id, follower)
         if follower.log_end_offset != previous_end:
             self.maybe_increment_high_watermark(now_ms)
+
+    @property
+    def maximal_isr(self) -> frozenset[int]:
+        return self.pending_isr.maximal_isr if self.pending_isr is not None else frozenset(self.isr)
+
+    def maybe_expand_isr(self, replica_id: int, follower: FollowerState) -> None:
+        """A live follower out of the ISR that has reached the high watermark, in this leader epoch, is asked
+        into it (Kafka's ``maybeExpandIsr``); one change at a time."""
+        if self.alter_partition is None or self.pending_isr is not None or replica_id in self.isr or not self.is_alive(replica_id):
+            return
+        if self.leader_epoch_start_offset is None or follower.log_end_offset < max(self.log.high_watermark, self.leader_epoch_start_offset):
+            return
+        isr = (*self.isr, replica_id)
+        self._submit(PendingIsrChange(isr, frozenset(isr), self.leader_epoch, self.state.partition_epoch))
+
+    def out_of_sync_replicas(self, now_ms: int) -> set[int]:
+        """ISR followers not caught up within ``replica.lag.time.max.ms`` (Kafka's ``getOutOfSyncReplicas``):
+        stuck or too slow; none while a change is pending."""
+        if self.pending_isr is not None:
+            return set()
+        leo = self.log.log_end_offset
+        return {
+            r for r in self.isr
+            if r != self.local_broker_id and (r not in self.followers or not self.followers[r].is_caught_up(leo, now_ms, self.replica_lag_time_max_ms))
+        }
+
+    def maybe_shrink_isr(self, now_ms: int) -> None:
+        """Ask the controller to drop the out-of-sync followers from the ISR (Kafka's ``maybeShrinkIsr``,
+        run every ``replica.lag.time.max.ms`` / 2); the high watermark keeps counting them until it answers."""
+        if self.alter_partition is None or not self.is_leader:
+            return
+        out = self.out_of_sync_replicas(now_ms)
+        if out:
+            log.info("Shrinking ISR of %s-%d from %s to %s", self.topic, self.index, self.isr, [r for r in self.isr if r not in out])
+            self._submit(PendingIsrChange(tuple(r for r in self.isr if r not in out), frozenset(self.isr), self.leader_epoch, self.state.partition_epoch))
+
+    def _submit(self, change: PendingIsrChange) -> None:
+        assert self.alter_partition is not None
+        self.pending_isr = change
+        self.alter_partition(self, change)
+
+    def on_alter_partition(self, change: PendingIsrChange, result: AlterPartitionResult) -> bool:
+        """The controller's answer to ``change`` (Kafka's ``handleAlterPartitionUpdate``/``Error``): True to send
+        it again. An answer to a change no longer pending, or for an older leader or partition epoch, is
+        ignored."""
+        if self.pending_isr is not change:
+            return False
+        if result.error != ErrorCode.NONE:
+            if result.error in RESET_ON:
+                self.pending_isr = None
+            if result.error in GIVE_UP_ON:
+                log.info("ISR change of %s-%d to %s failed: %s", self.topic, self.index, change.isr, result.error.name)
+                return False
+            log.warning("ISR change of %s-%d to %s failed with %s; retrying", self.topic, self.index, change.isr, result.error.name)
+            return True
+        if result.leader_epoch != self.leader_epoch or result.partition_epoch < self.state.partition_epoch:
+            return False
+        self.state = PartitionState(self.state.leader, self.state.leader_epoch, list(result.isr), self.state.replicas, result.partition_epoch, self.state.adding_replicas, self.state.removing_replicas)
+        self.pending_isr = None
+        log.info("ISR of %s-%d updated to %s and version updated to %d", self.topic, self.index, list(result.isr), result.partition_epoch)
+        self.maybe_increment_high_watermark()
+        return False
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
         """Whether an acks=all append ending before ``required_offset`` is done, and its outcome (Kafka's
@@ -314,7 +414,7 @@ class Partition:
             return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
         if self.log.high_watermark < required_offset:
             return False, ErrorCode.NONE
-        if len(self.isr) < self.effective_min_isr:
+        if len(self.maximal_isr) < self.effective_min_isr:
             return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return True, ErrorCode.NONE
 
@@ -329,7 +429,7 @@ class Partition:
         new_hw = leo
         for replica, follower in self.followers.items():
             if follower.log_end_offset < new_hw and (
-                replica in self.isr or (follower.is_caught_up(leo, now_ms, self.replica_lag_time_max_ms) and self.is_alive(replica))
+                replica in self.maximal_isr or (follower.is_caught_up(leo, now_ms, self.replica_lag_time_max_ms) and self.is_alive(replica))
             ):
                 new_hw = follower.log_end_offset
         if new_hw > self.log.high_watermark:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import anyio
 
+from odradek.broker.alter_partition import AlterPartitionManager
 from odradek.broker.fetch_session import FetchPartition
 from odradek.broker.kafka_client import Node
 from odradek.broker.partition import LogReadInfo, Partition
@@ -155,6 +156,8 @@ class ReplicaManager:
         self.num_replica_fetchers = num_replica_fetchers
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._fetchers: ReplicaFetcherManager | None = None
+        self.alter_partition_manager: AlterPartitionManager | None = None
+        """Where leaders send ISR changes (cluster mode); None under the embedded single-node controller."""
 
     # -- metadata from the controller ---------------------------------------------------------------------
 
@@ -178,6 +181,7 @@ class ReplicaManager:
                 partition = Partition(
                     topic.name, index, topic.topic_id, log_, state, self.broker_id, self._on_offsets_moved,
                     replica_lag_time_max_ms=self.replica_lag_time_max_ms, is_alive=lambda broker_id: self.leader_node(broker_id) is not None,
+                    alter_partition=self.alter_partition_manager.submit if self.alter_partition_manager is not None else None,
                 )
                 self.partitions[key] = partition
             if state.leader == self.broker_id:
@@ -189,6 +193,23 @@ class ReplicaManager:
                 followers[key] = leader
         if followers:
             self._make_followers(followers)
+
+    def start_isr_changes(self, manager: AlterPartitionManager) -> None:
+        """Cluster mode: leaders send their ISR changes through ``manager``, and every
+        ``replica.lag.time.max.ms`` / 2 each leader checks for followers fallen out of sync (Kafka's
+        isr-expiration task)."""
+        self.alter_partition_manager = manager
+        for partition in self.partitions.values():
+            partition.alter_partition = manager.submit
+        assert self.background is not None, "the ISR checks run in the network's task group"
+        self.background.start_soon(self._isr_expiration)
+
+    async def _isr_expiration(self) -> None:
+        while True:
+            await anyio.sleep(self.replica_lag_time_max_ms / 2000)
+            now_ms = int(time.time() * 1000)
+            for partition in list(self.partitions.values()):
+                partition.maybe_shrink_isr(now_ms)
 
     def _make_followers(self, leaders: dict[TopicPartition, Node]) -> None:
         """Stop the partitions' fetchers first (their position is taken afresh), answer what waits on them,

@@ -48,7 +48,7 @@ def add_lagging_follower(broker: Broker) -> object:
 
 def follower_fetch(partition, offset: int) -> None:
     """Follower 1's fetch at ``offset``, as the leader records it."""
-    partition.update_follower_fetch_state(partition.followers[1], offset, 0, int(time.time() * 1000), partition.log_end_offset)
+    partition.update_follower_fetch_state(1, partition.followers[1], offset, 0, int(time.time() * 1000), partition.log_end_offset)
 
 
 def test_acks_all_waits_for_the_isr_and_times_out_when_a_follower_lags(broker, connect):

@@ -34,6 +34,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek import Broker
+from odradek.broker.alter_partition import AlterPartitionManager
 from odradek.broker.kafka_client import KafkaClient, Node
 from odradek.broker.partition import Partition
 from odradek.broker.replica_fetcher import FetcherConfig, InitialFetchState, ReplicaFetcherManager, initial_fetch_offset
@@ -66,7 +67,7 @@ class KafkaLeader:
 
     def register_follower(self) -> None:
         self.registration = ZkClient(self.zookeeper.connect)
-        self.registration.register_broker(zd.BrokerRegistration(FOLLOWER, (zd.EndPoint("PLAINTEXT", "127.0.0.1", kafka_jvm.free_port(), "PLAINTEXT"),)))
+        self.broker_epoch = self.registration.register_broker(zd.BrokerRegistration(FOLLOWER, (zd.EndPoint("PLAINTEXT", "127.0.0.1", kafka_jvm.free_port(), "PLAINTEXT"),)))
 
     def deregister_follower(self) -> None:
         """The follower's ZooKeeper session ends: Kafka's controller takes it out of the ISR."""
@@ -79,10 +80,10 @@ class KafkaLeader:
         data, _ = self.observer.kazoo.get(f"/brokers/topics/{topic}/partitions/0/state")
         return json.loads(data)
 
-    def create_topic(self, topic: str, config: dict[str, str] | None = None) -> None:
+    def create_topic(self, topic: str, config: dict[str, str] | None = None, replicas: list[int] = [LEADER, FOLLOWER]) -> None:
         admin = AdminClient({"bootstrap.servers": self.kafka.bootstrap})
-        admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[LEADER, FOLLOWER]], config=config or {"min.insync.replicas": "2"})])[topic].result(30)
-        wait_for(lambda: self.state(topic)["isr"] == [LEADER, FOLLOWER], what=f"{topic} in ZooKeeper")
+        admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[replicas], config=config or {"min.insync.replicas": "2"})])[topic].result(30)
+        wait_for(lambda: self.state(topic)["isr"] == replicas, what=f"{topic} in ZooKeeper")
 
     def produce(self, topic: str, count: int, **settings: str) -> None:
         """acks=all, idempotent: raises unless every record is acknowledged."""
@@ -273,6 +274,50 @@ def test_the_replica_manager_follows_then_leads_as_leader_and_isr_says(kafka_lea
     anyio.run(scenario)
     (size,) = replicated
     assert (tmp_path / "logs" / f"{topic}-0" / "00000000000000000000.log").read_bytes()[:size] == kafka_leader.segment(topic)[:size]
+    log_manager.shutdown()
+
+
+def test_odradek_leading_in_kafkas_cluster_drops_a_follower_that_never_fetches_through_kafkas_controller(kafka_leader: KafkaLeader, tmp_path: Path) -> None:
+    """odradek (broker 2) leads; Kafka's broker 1, its follower, cannot reach it. After replica.lag.time.max.ms
+    odradek asks Kafka's controller (AlterPartition) to shrink the ISR, Kafka writes it to ZooKeeper, and the
+    acks=all append that waited for the ISR completes. Once broker 1 fetches up to the high watermark, odradek
+    asks it back in."""
+    topic = "shrinking"
+    kafka_leader.create_topic(topic, {"min.insync.replicas": "1"}, replicas=[FOLLOWER, LEADER])
+    znode, version = kafka_leader.observer.partition_state(topic, 0)
+    assert znode.leader == FOLLOWER
+    host, port = kafka_leader.kafka.bootstrap.split(":")
+    kafka = Node(LEADER, host, int(port))
+    log_manager = LogManager([tmp_path / "logs"], {})
+    log_manager.startup(None, FOLLOWER)
+    replicas = ReplicaManager(FOLLOWER, log_manager, {}, replica_lag_time_max_ms=2000)
+    replicas.leader_node = {LEADER: kafka, FOLLOWER: Node(FOLLOWER, "127.0.0.1", 1)}.get
+    outcome_and_time: list = []
+
+    async def scenario() -> None:
+        tid = await topic_id(kafka_leader.kafka.bootstrap, topic)
+        async with anyio.create_task_group() as tg:
+            replicas.background = tg
+            replicas.start_isr_changes(AlterPartitionManager(FOLLOWER, lambda: kafka_leader.broker_epoch, lambda: kafka, tg))
+            replicas.become_leader_or_follower(TopicInfo(topic, tid, {0: PartitionState(FOLLOWER, znode.leader_epoch, list(znode.isr), [FOLLOWER, LEADER], version)}), [0])
+            partition = replicas.get_partition(topic, 0)
+            records = bytearray(build_batch([Record(timestamp=int(time.time() * 1000), key=b"k", value=b"waits for the ISR")]))
+            started = time.monotonic()
+            outcome = replicas.append_records([PartitionAppend(topic, 0, records)], -1, 15000, AppendOrigin.CLIENT, produce_version=9)
+            assert partition.high_watermark == 0  # Kafka's broker 1 is in the ISR and has fetched nothing
+            await outcome.completion()
+            outcome_and_time.append((outcome.results[0].error, time.monotonic() - started, list(partition.isr), partition.state.partition_epoch, partition.high_watermark, kafka_leader.state(topic)["isr"]))
+            # Broker 1's fetch (as the Fetch handler reads for it) reaches the high watermark: asked back in.
+            partition.read_records(partition.log_end_offset, 1 << 20, LEADER, 0, True, partition.log.latest_epoch, 0, int(time.time() * 1000))
+            await until(lambda: partition.isr == [FOLLOWER, LEADER], what="broker 1 back in the ISR")
+            tg.cancel_scope.cancel()
+
+    anyio.run(scenario)
+    error, waited, isr, partition_epoch, high_watermark, isr_in_zookeeper = outcome_and_time[0]
+    assert error == ErrorCode.NONE and waited >= 2.0 and high_watermark == 1
+    assert isr == isr_in_zookeeper == [FOLLOWER]
+    assert partition_epoch > version
+    assert kafka_leader.state(topic)["isr"] == [FOLLOWER, LEADER] and kafka_leader.observer.partition_state(topic, 0)[1] == partition_epoch + 1
     log_manager.shutdown()
 
 
