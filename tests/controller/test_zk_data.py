@@ -9,7 +9,9 @@ grows once), entity configs of every type, and an idempotent producer (a produce
 from __future__ import annotations
 
 import re
+import subprocess
 import uuid
+from pathlib import Path
 from typing import Callable
 
 import kafka_jvm
@@ -129,3 +131,40 @@ def test_decoders_read_what_kafka_means(kafka_layout: dict[str, bytes | None], z
 def test_kafka_creates_the_persistent_paths_odradek_names(kafka_layout: dict[str, bytes | None]) -> None:
     assert set(zd.PERSISTENT_PATHS) <= set(kafka_layout)
     assert all(kafka_layout[p] is None for p in zd.PERSISTENT_PATHS if p != zd.LATEST_PRODUCER_ID_BLOCK)
+
+
+KAFKA_ENCODERS = """
+import java.util.*;
+import org.apache.kafka.common.TopicPartition;
+import scala.jdk.javaapi.CollectionConverters;
+
+public class Encoders {
+    public static void main(String[] args) {
+        Set<TopicPartition> partitions = new LinkedHashSet<>(List.of(new TopicPartition("t", 0)));
+        System.out.println(new String(kafka.zk.PreferredReplicaElectionZNode.encode(CollectionConverters.asScala(partitions).toSet())));
+        System.out.println(new String(kafka.zk.IsrChangeNotificationSequenceZNode.encode(CollectionConverters.asScala(partitions))));
+        System.out.println(new String(kafka.zk.LogDirEventNotificationSequenceZNode.encode(3)));
+        Map<TopicPartition, scala.collection.Seq<Object>> reassignment = new LinkedHashMap<>();
+        reassignment.put(new TopicPartition("t", 1), CollectionConverters.asScala(List.<Object>of(1, 2)).toSeq());
+        System.out.println(new String(kafka.zk.ReassignPartitionsZNode.encode(CollectionConverters.asScala(reassignment))));
+    }
+}
+"""
+
+
+def test_the_notification_znodes_no_tool_of_kafka_39_writes_are_encoded_as_kafkas_own_code_does(tmp_path: Path) -> None:
+    """Preferred election, ISR change, log-dir event and legacy reassignment: Kafka's encoders, run from its jar."""
+    source = tmp_path / "Encoders.java"
+    source.write_text(KAFKA_ENCODERS)
+    try:
+        cp = kafka_jvm.classpath()
+    except kafka_jvm.JvmUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    done = subprocess.run(["java", "-cp", cp, str(source)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        zd.encode_preferred_replica_election([("t", 0)]).decode(),
+        zd.encode_isr_change([("t", 0)]).decode(),
+        zd.encode_log_dir_event(3).decode(),
+        zd.encode_reassignment({("t", 1): [1, 2]}).decode(),
+    ]
