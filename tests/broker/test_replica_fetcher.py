@@ -12,7 +12,9 @@ Kafka follower does:
   Kafka takes it back into the ISR once it has caught up;
 - a fetch in a stale leader epoch is fenced: the partition waits for LeaderAndIsr (failed);
 - the replica manager follows on LeaderAndIsr naming Kafka the leader (clients are refused) and stops
-  fetching and leads, in a new epoch at its log end, on the next one naming itself.
+  fetching and leads, in a new epoch at its log end, on the next one naming itself; an idempotent
+  producer's retry of a batch Kafka had acknowledged is deduplicated by the new leader;
+- odradek leading in Kafka's cluster shrinks and expands the ISR through Kafka's controller (AlterPartition).
 
 And odradek as the leader, followed by the same fetcher: acks=all waits for the follower's fetches, and a
 follower with records of an epoch the leader never had is answered the diverging epoch and cut there.
@@ -21,6 +23,7 @@ follower with records of an epoch the leader never had is answered the diverging
 from __future__ import annotations
 
 import json
+import struct
 import time
 import uuid
 from pathlib import Path
@@ -46,6 +49,7 @@ from odradek.storage.log_manager import LogManager
 from odradek.storage.producer_state import AppendOrigin
 from odradek.controller import zk_data as zd
 from odradek.controller.zk_client import ZkClient
+from odradek.protocol.record_batch import iter_batch_positions
 from odradek.protocol.records import Record, build_batch
 from odradek.storage.log import Log
 from odradek.storage.log_config import LogConfig
@@ -264,6 +268,16 @@ def test_the_replica_manager_follows_then_leads_as_leader_and_isr_says(kafka_lea
             await anyio.to_thread.run_sync(lambda: kafka_leader.produce(topic, 5, **{"acks": "1", "enable.idempotence": False}))  # Kafka still thinks it leads
             await anyio.sleep(1)  # a fetcher still running would have fetched them by now
             assert partition.log_end_offset == 50
+            # The idempotent producer's state came with the replicated batches: its retry of its last batch,
+            # sent to the new leader, is recognised and answered with the original offsets.
+            data = (tmp_path / "logs" / f"{topic}-0" / "00000000000000000000.log").read_bytes()
+            position, base_offset, size = list(iter_batch_positions(data))[-1]
+            retry = bytearray(data[position : position + size])
+            struct.pack_into(">q", retry, 0, 0)  # as the client sent it: base offset 0,
+            struct.pack_into(">i", retry, 12, -1)  # no partition leader epoch
+            duplicate = replicas.append_records([PartitionAppend(topic, 0, retry)], -1, 5000, AppendOrigin.CLIENT, produce_version=9)
+            await duplicate.completion()
+            assert (duplicate.results[0].error, duplicate.results[0].base_offset, partition.log_end_offset) == (ErrorCode.NONE, base_offset, 50)
             records = bytearray(build_batch([Record(timestamp=int(time.time() * 1000), key=b"k", value=b"led here")]))
             outcome = replicas.append_records([PartitionAppend(topic, 0, records)], -1, 5000, AppendOrigin.CLIENT, produce_version=9)
             await outcome.completion()
