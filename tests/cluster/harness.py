@@ -483,9 +483,6 @@ class Cluster:
             raise RuntimeError(f"metadata of {topic}: {metadata.error}")
         return {p: PartitionState(m.leader, tuple(m.replicas), tuple(m.isrs)) for p, m in metadata.partitions.items()}
 
-    def leader(self, topic: str, partition: int) -> int:
-        return self.partitions(topic)[partition].leader
-
     def znode(self, path: str) -> dict:
         """A znode's JSON, read by the harness's own ZooKeeper session."""
         if self._zk is None:
