@@ -20,6 +20,8 @@ from odradek.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from odradek.broker.fetch_session import FetchSessionCache
 from odradek.broker.group_coordinator import GROUP_METADATA_TOPIC, group_coordinator_runtime
 from odradek.broker.new_logs import make_logs
+from odradek.broker.kafka_client import Node
+from odradek.broker.replica_fetcher import FetcherConfig
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.security.scram import SCRAM_CREDENTIALS_FILE, CredentialStore, FileCredentialStore
 from odradek.broker.transaction_coordinator import TRANSACTION_STATE_TOPIC, transaction_coordinator_runtime
@@ -51,7 +53,12 @@ class KafkaServer:
         self.broker_defaults = config.broker_defaults_for_topics()
         """What topic configs fall back to: the static configuration, then with the dynamic levels over it."""
         self.log_manager = LogManager(self.log_dirs, self.broker_defaults)
-        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.broker_defaults)
+        self.replica_manager = ReplicaManager(
+            self.broker_id, self.log_manager, self.broker_defaults,
+            fetcher_config=FetcherConfig(self.broker_id, max_wait_ms=config["replica.fetch.wait.max.ms"], partition_max_bytes=config["replica.fetch.max.bytes"]),
+            num_replica_fetchers=config["num.replica.fetchers"], replica_lag_time_max_ms=config["replica.lag.time.max.ms"],
+        )
+        self.replica_manager.leader_node = self._inter_broker_node
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self.controller: EmbeddedController | None = None
         self.authorization = Authorization()
@@ -124,6 +131,13 @@ class KafkaServer:
 
     def shutdown(self) -> None:
         self.log_manager.shutdown()
+
+    def _inter_broker_node(self, broker_id: int) -> Node | None:
+        """A live broker's endpoint on the inter-broker listener (named, or that of
+        ``security.inter.broker.protocol``): where a follower fetches from."""
+        broker = self.image.brokers.get(broker_id) if self.controller is not None else None
+        endpoint = broker.endpoint(self.config["inter.broker.listener.name"] or self.config["security.inter.broker.protocol"]) if broker is not None else None
+        return Node(broker_id, *endpoint) if endpoint is not None else None
 
     # -- MetadataListener ---------------------------------------------------------------------------------
 
