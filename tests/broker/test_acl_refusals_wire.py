@@ -1,7 +1,7 @@
 """What a principal without permission is answered, compared on the wire with a real Kafka 3.9 running the
 same AclAuthorizer: ``allow.everyone.if.no.acl.found=true`` (so the brokers' own requests and the
-unrestricted resources work) and ACLs that refuse ``User:ANONYMOUS`` (every PLAINTEXT client) a topic and a
-group, and allow only reading another topic."""
+unrestricted resources work) and ACLs that refuse ``User:ANONYMOUS`` (every PLAINTEXT client) a topic, a group,
+and ALTER and DESCRIBE on the cluster, and allow only reading another topic."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import kafka_jvm  # noqa: E402
 
 AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "allow.everyone.if.no.acl.found": "true"}
 DENIED, READ_ONLY, GROUP = "refused-topic", "read-only-topic", "refused-group"
-TOPIC_TYPE, GROUP_TYPE, LITERAL, ALL, READ, DESCRIBE, DENY, ALLOW = 2, 3, 3, 2, 3, 8, 2, 3
+TOPIC_TYPE, GROUP_TYPE, CLUSTER_TYPE, LITERAL, ALL, READ, ALTER, DESCRIBE, DENY, ALLOW = 2, 3, 4, 3, 2, 3, 7, 8, 2, 3
 
 
 def acl(resource_type: int, name: str, operation: int, permission: int, principal: str) -> dict:
@@ -41,6 +41,9 @@ def prepare(bootstrap: str, connect) -> None:
         acl(TOPIC_TYPE, READ_ONLY, DESCRIBE, ALLOW, "User:*"),
     ]
     assert {r.error_code for r in wire.call(ApiKey.CreateAcls, 3, {"creations": acls}).results} == {ErrorCode.NONE}
+    # Last, as it takes away ALTER on the cluster that creating ACLs needs:
+    cluster = [acl(CLUSTER_TYPE, "kafka-cluster", op, DENY, "User:ANONYMOUS") for op in (ALTER, DESCRIBE)]
+    assert {r.error_code for r in wire.call(ApiKey.CreateAcls, 3, {"creations": cluster}).results} == {ErrorCode.NONE}
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +112,23 @@ REQUESTS: list[tuple[str, ApiKey, int, dict, Any]] = [
     ("DeleteTopics of the refused topic", ApiKey.DeleteTopics, 6, {"topics": [{"name": DENIED, "topic_id": uuid.UUID(int=0)}], "timeout_ms": 5000}, lambda r: [(t.name, t.error_code) for t in r.responses]),
     ("DescribeConfigs of the refused topic", ApiKey.DescribeConfigs, 4, {"resources": [{"resource_type": 2, "resource_name": DENIED, "configuration_keys": None}], "include_synonyms": False, "include_documentation": False},
      lambda r: [(x.error_code, x.error_message) for x in r.results]),
+    ("OffsetFetch of the refused group", ApiKey.OffsetFetch, 8, {"groups": [{"group_id": GROUP, "topics": None}], "require_stable": False}, lambda r: [(g.group_id, g.error_code) for g in r.groups]),
+    ("OffsetFetch of the refused topic", ApiKey.OffsetFetch, 8, {"groups": [{"group_id": "allowed-group", "topics": [{"name": DENIED, "partition_indexes": [0]}]}], "require_stable": False},
+     lambda r: [(g.error_code, [(t.name, p.error_code) for t in g.topics for p in t.partitions]) for g in r.groups]),
+    ("DeleteGroups of the refused group", ApiKey.DeleteGroups, 2, {"groups_names": [GROUP]}, lambda r: [(x.group_id, x.error_code) for x in r.results]),
+    ("OffsetDelete of the refused group", ApiKey.OffsetDelete, 0, {"group_id": GROUP, "topics": [{"name": READ_ONLY, "partitions": [{"partition_index": 0}]}]}, lambda r: (r.error_code, len(r.topics))),
+    ("CreatePartitions of the refused topic", ApiKey.CreatePartitions, 3, {"topics": [{"name": DENIED, "count": 2, "assignments": None}], "timeout_ms": 5000, "validate_only": True},
+     lambda r: [(x.name, x.error_code, x.error_message) for x in r.results]),
+    ("DeleteRecords of the refused topic", ApiKey.DeleteRecords, 2, {"topics": [{"name": DENIED, "partitions": [{"partition_index": 0, "offset": 0}]}], "timeout_ms": 5000},
+     lambda r: [(p.error_code, p.low_watermark) for t in r.topics for p in t.partitions]),
+    ("DescribeProducers of the refused topic", ApiKey.DescribeProducers, 0, {"topics": [{"name": DENIED, "partition_indexes": [0]}]}, lambda r: [(p.error_code, p.error_message) for t in r.topics for p in t.partitions]),
+    ("IncrementalAlterConfigs of the refused topic", ApiKey.IncrementalAlterConfigs, 1, {"resources": [{"resource_type": 2, "resource_name": DENIED, "configs": [{"name": "retention.ms", "config_operation": 0, "value": "1000"}]}], "validate_only": True},
+     lambda r: [(x.error_code, x.error_message) for x in r.responses]),
+    ("DescribeAcls without DESCRIBE on the cluster", ApiKey.DescribeAcls, 3, {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1, "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1},
+     lambda r: (r.error_code, len(r.resources))),
+    ("CreateAcls without ALTER on the cluster", ApiKey.CreateAcls, 3, {"creations": [acl(TOPIC_TYPE, "x", READ, ALLOW, "User:x")]}, lambda r: [x.error_code for x in r.results]),
+    ("DescribeCluster's authorized operations", ApiKey.DescribeCluster, 1, {"include_cluster_authorized_operations": True, "endpoint_type": 1}, lambda r: (r.error_code, r.cluster_authorized_operations)),
+    ("ListGroups hides the refused group", ApiKey.ListGroups, 4, {"states_filter": []}, lambda r: (r.error_code, GROUP in [g.group_id for g in r.groups])),
 ]
 
 
