@@ -71,6 +71,8 @@ class PartitionState:
     partition_epoch: int = 0
     adding_replicas: list[int] = field(default_factory=list)
     removing_replicas: list[int] = field(default_factory=list)
+    offline_replicas: list[int] = field(default_factory=list)
+    """Replicas on brokers the ZooKeeper controller knows to be down (UpdateMetadata's OfflineReplicas)."""
 
 
 @dataclass

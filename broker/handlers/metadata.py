@@ -38,7 +38,7 @@ def topic_entry(topic: TopicInfo, authorized_operations: int = AUTHORIZED_OPERAT
                 "leader_epoch": state.leader_epoch,
                 "replica_nodes": state.replicas,
                 "isr_nodes": state.isr,
-                "offline_replicas": [],
+                "offline_replicas": state.offline_replicas,
             }
         )
     return {
