@@ -1,12 +1,13 @@
 """Transactions with real clients against the session broker: confluent-kafka's transactional producer
-commits and aborts, in every codec; a read_committed consumer sees only committed records, a read_uncommitted one all of
-them; a producer killed mid-transaction (SIGKILL) is fenced when its transactional id starts again, and its
+commits and aborts, in every codec; a read_committed consumer sees only committed records, a
+read_uncommitted one all of them; a producer killed mid-transaction (SIGKILL) is fenced when its transactional id starts again, and its
 open transaction is aborted; consume-transform-produce commits the input offsets with the output.
 
 Across a broker crash (kill -9) and a clean restart, on a broker of the module's own: the coordinator
 reloads ``__transaction_state`` and aborts a transaction left open once its timeout passes, with no client
 involved; a committed one stays committed; a producer resuming a transactional id fences the epoch that was
-open before the crash.
+open before the crash. The same crash on the real Kafka gives the same outcome, and odradek started on the
+log directory of a Kafka stopped with a transaction open aborts it at its timeout.
 
 Each scenario ends with a committed sentinel record, so a consumer knows it has read everything before it
 (the last stable offset is past the sentinel only once every earlier transaction is decided).
@@ -15,6 +16,7 @@ Each scenario ends with a committed sentinel record, so a consumer knows it has 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -253,25 +255,6 @@ def test_open_transaction_is_aborted_after_restart_and_committed_one_kept(restar
     assert open_transaction_across_restart(broker.bootstrap, restart, topic) == AFTER_RESTART
 
 
-def test_open_transaction_after_kill_9_on_kafka_too(real_kafka, tmp_path: Path) -> None:
-    """The same crash on the real Kafka (a broker of its own, under a ZooKeeper chroot, with a short ZooKeeper
-    session so that its restart need not wait out the dead one's registration)."""
-    if real_kafka.zookeeper is None:
-        pytest.fail("a ZooKeeper of this run is needed (ODRADEK_COMPAT_KAFKA points at a Kafka this run did not start)", pytrace=False)
-    settings = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200", "zookeeper.session.timeout.ms": "6000"}
-    kafka = kafka_jvm.KafkaBroker(tmp_path / "kafka", real_kafka.zookeeper.connect + f"/txn-restart-{uuid.uuid4().hex[:8]}", settings=settings).start()
-    try:
-
-        def restart() -> None:
-            kafka.kill()
-            kafka.start()
-
-        topic = topic_on(kafka.bootstrap, "restart-kill-kafka")
-        assert open_transaction_across_restart(kafka.bootstrap, restart, topic) == AFTER_RESTART
-    finally:
-        kafka.stop()
-
-
 def test_a_transactional_id_resumed_after_a_crash_fences_the_epoch_open_before_it(restartable: Broker) -> None:
     broker = restartable
     topic = topic_on(broker.bootstrap, "restart-resume")
@@ -288,3 +271,52 @@ def test_a_transactional_id_resumed_after_a_crash_fences_the_epoch_open_before_i
     with pytest.raises(KafkaException) as raised:
         before.commit_transaction(10)
     assert raised.value.args[0].fatal()
+
+
+def test_on_kafka_too_and_odradek_on_its_directory(real_kafka, tmp_path: Path) -> None:
+    """The same crash on the real Kafka (a broker of its own, under a ZooKeeper chroot, with a short ZooKeeper
+    session so that its restart need not wait out the dead one's registration) gives the same outcome.
+
+    Then a transaction is left open when that Kafka stops: odradek, started on (a copy of) Kafka's log
+    directory, loads Kafka's ``__transaction_state`` and aborts it at its timeout, so read_committed readers
+    get past it; the committed one stays, and the transactional id carries on."""
+    if real_kafka.zookeeper is None:
+        pytest.fail("a ZooKeeper of this run is needed (ODRADEK_COMPAT_KAFKA points at a Kafka this run did not start)", pytrace=False)
+    settings = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200", "zookeeper.session.timeout.ms": "6000"}
+    kafka = kafka_jvm.KafkaBroker(tmp_path / "kafka", real_kafka.zookeeper.connect + f"/txn-restart-{uuid.uuid4().hex[:8]}", settings=settings).start()
+    try:
+
+        def restart() -> None:
+            kafka.kill()
+            # Until ZooKeeper expires the killed broker's session, its registration stands and a new start
+            # exits at once ("node already exists"): start again, as a supervisor would.
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    kafka.start()
+                    return
+                except RuntimeError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(1)
+
+        crashed = topic_on(kafka.bootstrap, "restart-kill-kafka")
+        assert open_transaction_across_restart(kafka.bootstrap, restart, crashed) == AFTER_RESTART
+
+        moved = topic_on(kafka.bootstrap, "moved")
+        in_transaction(transactional_producer(kafka.bootstrap, "moved-committed"), moved, [b"before"], commit=True)
+        hanging = transactional_producer(kafka.bootstrap, "moved-hanging", **{"transaction.timeout.ms": TXN_TIMEOUT_MS})
+        hanging.begin_transaction()
+        hanging.produce(moved, value=b"lost", partition=0)
+        hanging.flush(30)
+    finally:
+        kafka.stop()
+    copy = tmp_path / "odradek-logs"
+    shutil.copytree(kafka.log_dir, copy)
+    meta = dict(line.split("=", 1) for line in (copy / "meta.properties").read_text().splitlines() if "=" in line)
+    config = {**kafka_jvm.BROKER_SETTINGS, "broker.id": meta["broker.id"], "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
+    with Broker(log_dir=copy, subprocess=True, config=config) as broker:
+        in_transaction(transactional_producer(broker.bootstrap, "moved-after"), moved, [b"after", SENTINEL], commit=True)
+        assert read_until_sentinel(broker.bootstrap, moved, "read_committed", timeout=TXN_TIMEOUT_MS / 1000 + 30) == [b"before", b"after"]
+        # The id Kafka gave out carries on: its next producer initializes and commits.
+        in_transaction(transactional_producer(broker.bootstrap, "moved-hanging"), moved, [b"resumed"], commit=True)
