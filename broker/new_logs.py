@@ -19,7 +19,8 @@ CHUNK = 100
 
 
 async def make_logs(replica_manager: ReplicaManager, planned: TopicInfo) -> None:
-    """Make the logs of ``planned.partitions`` (as the controller planned them) off the event loop."""
+    """Make the logs of ``planned.partitions`` (as the controller planned them) off the event loop: those with
+    a replica on this broker (in a cluster, the others' brokers make theirs)."""
     logs = replica_manager.log_manager
     config = replica_manager.log_config(planned)
     made: list[int] = []
@@ -32,7 +33,7 @@ async def make_logs(replica_manager: ReplicaManager, planned: TopicInfo) -> None
         for index in made:
             logs.delete_log(planned.name, index)
 
-    indexes = sorted(planned.partitions)
+    indexes = sorted(i for i, state in planned.partitions.items() if replica_manager.broker_id in state.replicas)
     try:
         for start in range(0, len(indexes), CHUNK):
             await anyio.to_thread.run_sync(make, indexes[start : start + CHUNK])
