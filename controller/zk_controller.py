@@ -17,13 +17,16 @@ import logging
 import queue
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
+from odradek.controller import alter_partition
 from odradek.controller import zk_data as zd
 from odradek.controller.zk_client import ControllerMovedError, ZkClient
+from odradek.protocol.errors import ErrorCode
 from odradek.controller.zk_controller_state import (
     ControllerContext,
     ControlRequest,
@@ -54,6 +57,8 @@ class Event:
 
     kind: str
     topic: str = ""
+    request: Any = None
+    """What a request event carries: (body, version, future of the answer)."""
 
 
 ELECT = "elect"
@@ -64,6 +69,7 @@ TOPIC_DELETION = "delete-topics"
 PREFERRED_ELECTION = "preferred-replica-election"
 AUTO_LEADER_REBALANCE = "auto-leader-rebalance"
 ISR_CHANGED = "isr-change-notification"
+ALTER_PARTITION = "alter-partition"
 _STOP = "stop"
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 
@@ -145,6 +151,7 @@ class ZkController:
             PREFERRED_ELECTION: self._preferred_replica_election,
             AUTO_LEADER_REBALANCE: self._auto_leader_rebalance,
             ISR_CHANGED: self._isr_changed,
+            ALTER_PARTITION: self._alter_partition,
         }
         while True:
             balancing = self.active and self.leader_balance.enable
@@ -155,7 +162,7 @@ class ZkController:
             if event.kind == _STOP:
                 return
             try:
-                if event.kind == ELECT or self.active:
+                if event.kind in (ELECT, ALTER_PARTITION) or self.active:
                     handlers[event.kind](event)
             except ControllerMovedError:
                 log.info("controller %d: the controller moved; resigning", self.broker_id)
@@ -419,6 +426,28 @@ class ZkController:
         self._send(batch)
 
     # -- ISR changes ------------------------------------------------------------------------------------------
+
+    def alter_partition(self, body: Any, version: int) -> "Future[dict]":
+        """A leader's AlterPartition request, answered from the event thread (Kafka's AlterPartitionReceived)."""
+        answer: Future[dict] = Future()
+        self._enqueue(Event(ALTER_PARTITION, request=(body, version, answer)))
+        return answer
+
+    def _alter_partition(self, event: Event) -> None:
+        body, version, answer = event.request
+        if not self.active:
+            answer.set_result({"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "topics": []})
+            return
+        try:
+            answer.set_result(alter_partition.process(self.context, body, version, self._write, self._update_metadata))
+        except BaseException:
+            answer.set_result({"throttle_time_ms": 0, "error_code": ErrorCode.UNKNOWN_SERVER_ERROR, "topics": []})
+            raise
+
+    def _update_metadata(self, partitions: list[TopicPartition]) -> None:
+        batch = RequestBatch(self.context)
+        batch.add_update_metadata(self.context.live_brokers, partitions)
+        self._send(batch)
 
     def _isr_changed(self, _: Event) -> None:
         """``IsrChangeNotification`` (brokers before AlterPartition): re-read the named partitions' states,
