@@ -87,7 +87,7 @@ class KafkaConnection:
     """The protocol side of one connection (Kafka's ``KafkaChannel`` without its transport)."""
 
     __slots__ = (
-        "endpoint", "connection_id", "served", "reader", "pool", "outbox", "max_queued", "state", "principal", "client_information",
+        "endpoint", "connection_id", "served", "reader", "pool", "outbox", "max_queued", "state", "_principal", "_client_information", "context",
         "sasl", "authenticator", "session_expires_at", "clock", "max_request_size", "_fallback",
     )
 
@@ -117,8 +117,10 @@ class KafkaConnection:
         self.outbox: collections.deque[tuple[Any, Any]] = collections.deque()
         """(request, its result) in request order; an answer made here is (its frame, None)."""
         self.max_queued = max_queued
-        self.principal: KafkaPrincipal = ANONYMOUS
-        self.client_information: ClientInformation = UNKNOWN_CLIENT
+        self._principal: KafkaPrincipal = ANONYMOUS
+        self._client_information: ClientInformation = UNKNOWN_CLIENT
+        self.context = self._new_context()
+        """Set on every request: one object until the principal or the client information changes."""
         self.sasl = sasl
         self.clock = clock
         self.session_expires_at: float | None = None
@@ -240,19 +242,40 @@ class KafkaConnection:
         return self._received(request, size)
 
     def _received(self, request: Request, size: int) -> RequestReceived:
+        request.client_address = self.endpoint.peer_host
+        request.context = self.context
+        return RequestReceived(request, size)
+
+    @property
+    def principal(self) -> KafkaPrincipal:
+        return self._principal
+
+    @principal.setter
+    def principal(self, principal: KafkaPrincipal) -> None:
+        """Authenticated (a TLS certificate, a SASL exchange): the requests from now on carry it."""
+        self._principal = principal
+        self.context = self._new_context()
+
+    @property
+    def client_information(self) -> ClientInformation:
+        return self._client_information
+
+    @client_information.setter
+    def client_information(self, client: ClientInformation) -> None:
+        self._client_information = client
+        self.context = self._new_context()
+
+    def _new_context(self) -> RequestContext:
         endpoint = self.endpoint
-        request.client_address = endpoint.peer_host
-        request.context = RequestContext(
-            request.header,
+        return RequestContext(
             self.connection_id,
             endpoint.peer_host,
             endpoint.peer_port,
             endpoint.listener_name,
             endpoint.security_protocol,
-            self.principal,
-            self.client_information,
+            self._principal,
+            self._client_information,
         )
-        return RequestReceived(request, size)
 
     def _authentication_step(self, step: Step, size: int, request: Request | None) -> Event:
         authenticator = self.authenticator

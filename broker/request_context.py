@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
-from odradek.protocol.api import RequestHeader
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,11 +58,12 @@ def listener_name(request: Any) -> str | None:
     return context.listener_name if context is not None else None
 
 
-class RequestContext(NamedTuple):
-    """Immutable, and made for every request: a NamedTuple is built in 0.4 µs where a frozen dataclass takes
-    1.6 µs (5% of the smallest request's whole cost)."""
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """Kafka's RequestContext less the header, which is the request's own (``request.header``): the
+    requests of a connection share one context until its principal or client information changes, so none
+    is built per request (that cost 1.5-2.5 µs, 5% of a small request's broker CPU)."""
 
-    header: RequestHeader
     connection_id: str
     """Kafka's ``local-address:port-remote-address:port-index``, unique among the open connections."""
     client_address: str

@@ -7,7 +7,7 @@ import struct
 from odradek.broker.connection import AnswerReady, ConnectionEnded, ConnectionState, Endpoint, KafkaConnection, RequestReceived
 from odradek.broker.kafka_apis import HANDLERS, unsupported_api_versions_response
 from odradek.broker.memory_pool import MemoryPool
-from odradek.broker.request_context import ANONYMOUS, ClientInformation
+from odradek.broker.request_context import ANONYMOUS, ClientInformation, KafkaPrincipal
 from odradek.protocol.api import ApiKey, decode_response, encode_request
 
 ENDPOINT = Endpoint("CLIENTS", "PLAINTEXT", "127.0.0.1", 9092, "10.0.0.7", 51234)
@@ -36,7 +36,7 @@ def test_pipelined_requests_come_out_in_order_with_their_context_even_byte_by_by
     assert (context.client_address, context.client_port) == ("10.0.0.7", 51234)
     assert context.connection_id == "127.0.0.1:9092-10.0.0.7:51234-3"
     assert context.principal == ANONYMOUS and str(context.principal) == "User:ANONYMOUS"
-    assert context.header.client_id == "probe-client"
+    assert second.header.client_id == "probe-client"
     # ApiVersions v3 named the client's software: the requests after it carry it (Kafka's ClientInformation)
     assert context.client_information == ClientInformation("probe", "1.0")
     assert second.client_address == "10.0.0.7"
@@ -94,3 +94,12 @@ def test_the_outbox_keeps_request_order_and_reports_full_at_queued_max_requests(
     conn.queue("b", 2)
     assert conn.outbox_full
     assert conn.take_answers() == [("a", 1), ("b", 2)] and not conn.outbox
+
+
+def test_requests_share_their_connections_context_until_the_principal_changes() -> None:
+    conn = connection()
+    first, second = (e.request for e in conn.feed(api_versions(0, 1) + api_versions(0, 2)))
+    assert first.context is second.context  # nothing is built per request
+    conn.principal = KafkaPrincipal("User", "CN=app")
+    [third] = conn.feed(api_versions(0, 3))
+    assert third.request.context.principal == KafkaPrincipal("User", "CN=app") and first.context.principal == ANONYMOUS
