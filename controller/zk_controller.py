@@ -218,6 +218,8 @@ class ZkController:
         for partition in sorted(ctx.leadership):
             batch.add_leader_and_isr(ctx.live_replicas(partition), partition)
         self._elect_offline_partitions(batch)
+        # Kafka's replica state machine starts up with the replicas on brokers that are not live offline.
+        self._replicas_offline(batch, {r for a in ctx.assignments.values() for r in a.replicas} - set(ctx.live_brokers))
         self._send(batch)
         log.info("broker %d is the controller, epoch %d", self.broker_id, epoch)
         self._topic_deletion(Event(TOPIC_DELETION))
@@ -324,6 +326,14 @@ class ZkController:
             self.channel.remove_broker(b)
         batch = RequestBatch(ctx)
         self._elect_offline_partitions(batch)
+        self._replicas_offline(batch, dead)
+        batch.add_update_metadata(ctx.live_brokers)
+        self._send(batch)
+
+    def _replicas_offline(self, batch: RequestBatch, dead: set[int]) -> None:
+        """Kafka's OfflineReplica transition: the dead brokers leave the ISRs (a partition they led gets
+        no leader; the last ISR member stays, to say who had the data)."""
+        ctx = self.context
         for broker in sorted(dead):
             for partition in ctx.partitions_on(broker):
                 lead = ctx.leadership.get(partition)
@@ -332,8 +342,6 @@ class ZkController:
                 changed = without_replica(lead.state, broker, ctx.epoch)
                 if changed is not None and self._write(partition, changed):
                     batch.add_leader_and_isr(ctx.live_replicas(partition), partition)
-        batch.add_update_metadata(ctx.live_brokers)
-        self._send(batch)
 
     def _on_broker_startup(self, new: set[int]) -> None:
         ctx = self.context
