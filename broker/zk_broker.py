@@ -1,0 +1,314 @@
+"""A broker in a ZooKeeper-mode cluster (``zookeeper.connect`` set): Kafka 3.9's ``KafkaServer`` parts that
+talk to ZooKeeper and to the controller.
+
+It opens the broker's ZooKeeper session (the cluster id comes from ``/cluster/id``), registers
+``/brokers/ids/<id>`` with the advertised endpoints, runs a :class:`ZkController` candidate with the
+inter-broker :class:`ControllerChannelManager`, and acts on what the active controller sends: LeaderAndIsr
+(become leader or follower), UpdateMetadata (the :class:`ZkMetadataCache` the handlers read) and StopReplica.
+
+Toward the handlers it offers what the embedded controller offers (``image``, ``create_topic``,
+``delete_topic``, ``create_partitions``, configs, producer-id blocks), but, as a Kafka ZooKeeper-mode broker
+does, it only writes ZooKeeper: the controller notices and tells every broker, this one included. A topic
+created here is therefore in this broker's metadata only once the controller's UpdateMetadata arrived.
+ZooKeeper calls are kazoo's blocking calls, made by the request's handler as Kafka's request threads make
+them (a few milliseconds on the network ZooKeeper is on).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any, Mapping
+
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from odradek.broker.config import BrokerConfig
+from odradek.broker.controller_channel import ControllerChannelManager
+from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.zk_metadata_cache import LEADER_DURING_DELETE, ZkMetadataCache
+from odradek.controller import zk_admin
+from odradek.controller import zk_data as zd
+from odradek.controller.embedded import new_cluster_id
+from odradek.controller.metadata import BrokerInfo, MetadataImage, MetadataListener, PartitionState, TopicInfo
+from odradek.controller.replica_assignment import assign_replicas_to_brokers
+from odradek.controller.zk_client import ZkClient
+from odradek.controller.zk_controller import LeaderBalance, ZkController
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+NO_EPOCH = -1
+"""StopReplica's leader epoch when the controller names none: the replica is stopped whatever its epoch."""
+
+
+def security_protocols(config: BrokerConfig) -> dict[str, str]:
+    """``listener.security.protocol.map``: listener name -> security protocol."""
+    pairs = (item.split(":", 1) for item in config["listener.security.protocol.map"].split(",") if item.strip())
+    return {name.strip(): protocol.strip() for name, protocol in pairs}
+
+
+class ZkBroker:
+    def __init__(self, config: BrokerConfig, me: BrokerInfo, listener: MetadataListener, replica_manager: ReplicaManager) -> None:
+        """Connects to ZooKeeper and reads (or makes) the cluster id; :meth:`startup` joins the cluster, once
+        the logs are loaded."""
+        self.config = config
+        self.broker_id = me.node_id
+        self.listener = listener
+        self.replica_manager = replica_manager
+        session_ms = config["zookeeper.session.timeout.ms"]
+        self.zk = ZkClient(config["zookeeper.connect"], session_timeout_s=session_ms / 1000, connect_timeout_s=(config["zookeeper.connection.timeout.ms"] or session_ms) / 1000)
+        self.zk.create_top_level_paths()
+        cluster_id = self.zk.create_or_get_cluster_id(new_cluster_id())
+        self.cache = ZkMetadataCache(MetadataImage(cluster_id, -1, {}), self._topic_configs)
+        protocols = security_protocols(config)
+        self.registration = zd.BrokerRegistration(
+            me.node_id, tuple(zd.EndPoint(name, host, port, protocols.get(name, name)) for name, host, port in me.endpoints), me.rack
+        )
+        self.inter_broker_listener = config["inter.broker.listener.name"] or config["security.inter.broker.protocol"]
+        self.creating: set[str] = set()
+        """Topics whose logs a CreateTopics is making before it writes them to ZooKeeper."""
+        self.controller_epoch = -1
+        """The highest controller epoch a request came with: an older one is a deposed controller's."""
+        self.broker_epoch = -1
+        self.channel: ControllerChannelManager | None = None
+        self.controller: ZkController | None = None
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.cache.image
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+
+    def startup(self) -> None:
+        """Register (again in every new session) and stand for election."""
+        self.zk.keep_registered(self.registration, lambda epoch: setattr(self, "broker_epoch", epoch))
+        log.info("Registered broker %d at path %s with epoch %d", self.broker_id, zd.broker_path(self.broker_id), self.broker_epoch)
+        self.channel = ControllerChannelManager(self.broker_id, self.inter_broker_listener)
+        self.controller = ZkController(
+            self.zk, self.broker_id, self.channel,
+            inter_broker_listener=self.inter_broker_listener,
+            unclean_leader_election=self.config["unclean.leader.election.enable"],
+            delete_topic_enable=self.config["delete.topic.enable"],
+            leader_balance=LeaderBalance(
+                self.config["auto.leader.rebalance.enable"], self.config["leader.imbalance.per.broker.percentage"],
+                float(self.config["leader.imbalance.check.interval.seconds"]),
+            ),
+        )
+        self.controller.startup()
+
+    def shutdown(self) -> None:
+        """Resign (if active), close the controller's connections, and end the session: the registration
+        goes with it, which tells the controller this broker is gone."""
+        if self.controller is not None:
+            self.controller.shutdown()
+        if self.channel is not None:
+            self.channel.close()
+        self.zk.close()
+
+    # -- what the controller sends ----------------------------------------------------------------------------
+
+    def _stale(self, body: Any) -> ErrorCode | None:
+        """Kafka's checks of every controller request: the broker epoch it was meant for, then the controller's."""
+        if body.broker_epoch != -1 and body.broker_epoch < self.broker_epoch:
+            return ErrorCode.STALE_BROKER_EPOCH
+        if body.controller_epoch < self.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        self.controller_epoch = body.controller_epoch
+        return None
+
+    def update_metadata(self, body: Any) -> ErrorCode:
+        if (error := self._stale(body)) is not None:
+            log.warning("Ignoring UpdateMetadata from controller %d with epoch %d: %s", body.controller_id, body.controller_epoch, error.name)
+            return error
+        for topic in self.cache.update(body):
+            log.info("Topic %s is being deleted: removed from the metadata cache", topic.name)
+        return ErrorCode.NONE
+
+    def leader_and_isr(self, body: Any) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
+        """Become leader or follower of each partition whose leader epoch is not older than the one served;
+        answers the request's error and each partition's."""
+        states = leader_and_isr_states(body)
+        if (error := self._stale(body)) is not None:
+            log.warning("Ignoring LeaderAndIsr from controller %d with epoch %d: %s", body.controller_id, body.controller_epoch, error.name)
+            return error, {key: error for key in states}
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        changed: dict[str, TopicInfo] = {}
+        for (name, index), (topic_id, state) in states.items():
+            current = self.replica_manager.partitions.get((name, index))
+            if current is not None and state.leader_epoch < current.state.leader_epoch:
+                errors[(name, index)] = ErrorCode.STALE_CONTROLLER_EPOCH
+            elif self.broker_id not in state.replicas:
+                errors[(name, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                errors[(name, index)] = ErrorCode.NONE
+                topic = changed.get(name)
+                if topic is None:
+                    configs = self.image.topics[name].configs if name in self.image.topics else self._topic_configs(name)
+                    topic = changed[name] = TopicInfo(name, topic_id, {}, configs)
+                topic.partitions[index] = state
+        for topic in changed.values():
+            try:
+                self.listener.on_partitions_changed(topic, sorted(topic.partitions))
+            except KafkaError as exc:
+                log.error("Cannot serve %s as LeaderAndIsr says: %s", topic.name, exc.message)
+                errors.update({(topic.name, index): exc.code for index in topic.partitions})
+        return ErrorCode.NONE, errors
+
+    def stop_replica(self, body: Any) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
+        """Stop serving the named replicas and, where the controller says so, delete them."""
+        wanted = stop_replica_states(body)
+        if (error := self._stale(body)) is not None:
+            log.warning("Ignoring StopReplica from controller %d with epoch %d: %s", body.controller_id, body.controller_epoch, error.name)
+            return error, {key: error for key in wanted}
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        stopped: dict[tuple[str, bool], TopicInfo] = {}
+        for (name, index), (leader_epoch, delete) in wanted.items():
+            current = self.replica_manager.partitions.get((name, index))
+            if current is not None and leader_epoch not in (NO_EPOCH, LEADER_DURING_DELETE) and leader_epoch < current.state.leader_epoch:
+                errors[(name, index)] = ErrorCode.FENCED_LEADER_EPOCH
+                continue
+            errors[(name, index)] = ErrorCode.NONE
+            topic_id = current.topic_id if current is not None else uuid.UUID(int=0)
+            stopped.setdefault((name, delete), TopicInfo(name, topic_id, {})).partitions[index] = current.state if current is not None else PartitionState(-1, -1, [], [])
+        for (_, delete), topic in stopped.items():
+            if delete:
+                self.listener.on_topic_deleted(topic)
+            else:
+                self.replica_manager.stop_replicas(topic, delete=False)
+        return ErrorCode.NONE, errors
+
+    # -- what the handlers ask (the embedded controller's API), written to ZooKeeper -------------------------
+
+    def _topic_configs(self, name: str) -> dict[str, str]:
+        return self.zk.entity_config(zd.ConfigType.TOPIC, name)
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str] | None = None,
+        assignments: dict[int, list[int]] | None = None,
+        *,
+        validate_only: bool = False,
+        default_partitions: int = 1,
+        default_replication_factor: int = 1,
+        topic_id: uuid.UUID | None = None,
+    ) -> TopicInfo:
+        """Kafka's ``ZkAdminManager.createTopics``: validated and assigned over the registered brokers; unless
+        ``validate_only``, the config and assignment written (the controller brings the partitions online)."""
+        if name in self.creating:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if assignments:
+            if num_partitions != -1 or replication_factor != -1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.")
+        else:
+            partitions = default_partitions if num_partitions == -1 else num_partitions
+            rf = default_replication_factor if replication_factor == -1 else replication_factor
+            assignments = assign_replicas_to_brokers(zk_admin.broker_metadatas(self.zk), partitions, rf)
+        zk_admin.validate_topic_create(self.zk, name, assignments)
+        topic = TopicInfo(
+            name, topic_id or uuid.uuid4(), {p: PartitionState(r[0], 0, list(r), list(r)) for p, r in assignments.items()}, dict(configs or {})
+        )
+        if validate_only:
+            return topic
+        assignment = zd.TopicAssignment(topic.topic_id, {p: zd.ReplicaAssignment(tuple(r)) for p, r in assignments.items()})
+        try:
+            self.zk.create_topic(name, assignment, topic.configs)
+        except NodeExistsError:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.") from None
+        return topic
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        """Mark the topic for deletion (``/admin/delete_topics/<t>``): the controller deletes it."""
+        topic = self.image.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        self.zk.mark_topic_for_deletion(name)
+        return topic
+
+    def plan_partitions(self, name: str, count: int, assignments: list[list[int]] | None) -> TopicInfo:
+        """The topic, with no partitions: in ZooKeeper mode no log is made in advance (each replica's broker
+        makes its log on LeaderAndIsr), and the request is validated when it is written
+        (:meth:`create_partitions`)."""
+        found = self.zk.topic_assignment(name)
+        if found is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        return TopicInfo(name, found[0].topic_id or uuid.UUID(int=0), {})
+
+    def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None) -> None:
+        """``AdminZkClient.addPartitions``: the grown assignment written; the controller brings them online."""
+        found = self.zk.topic_assignment(name)
+        if found is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        first = len(found[0].partitions)
+        zk_admin.add_partitions(self.zk, name, count, None if assignments is None else {first + i: list(r) for i, r in enumerate(assignments)})
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self.zk.change_entity_config(zd.ConfigType.TOPIC, name, configs)
+
+    def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        self.zk.change_entity_config(zd.ConfigType.BROKER, entity, configs)
+        self.image.broker_configs[entity] = dict(configs)
+
+    def acl_znodes(self) -> dict[str, dict]:
+        return dict(self.image.acl_znodes)
+
+    def set_acl_znode(self, path: str, data: dict | None) -> None:
+        """One ACL znode's JSON written to ZooKeeper (deleted with None)."""
+        if data is None:
+            try:
+                self.zk.kazoo.delete(path)
+            except NoNodeError:
+                pass
+            self.image.acl_znodes.pop(path, None)
+        else:
+            encoded = zd.to_json(data)
+            try:
+                self.zk.kazoo.set(path, encoded)
+            except NoNodeError:
+                self.zk.create_recursive(path, encoded)
+            self.image.acl_znodes[path] = data
+
+    def entity_configs(self) -> Mapping[str, dict[str, str]]:
+        return self.image.entity_configs
+
+    def set_entity_config(self, path: str, props: dict[str, str]) -> None:
+        """A client quota entity's configs (``users/u``, ``clients/c``, ``users/u/clients/c``, ``ips/i``)."""
+        entity_type, name = path.split("/", 1)
+        self.zk.change_entity_config(zd.ConfigType(entity_type), name, props)
+        if props:
+            self.image.entity_configs[path] = dict(props)
+        else:
+            self.image.entity_configs.pop(path, None)
+
+    def allocate_producer_ids(self) -> range:
+        """A block from ``/latest_producer_id_block``, unique across the cluster."""
+        block = self.zk.new_producer_id_block(self.broker_id)
+        return range(block.first, block.last + 1)
+
+
+def leader_and_isr_states(body: Any) -> dict[tuple[str, int], tuple[uuid.UUID, PartitionState]]:
+    """Each partition's state: ungrouped before v2, by topic from v2 (with the topic id from v5)."""
+    found: dict[tuple[str, int], tuple[uuid.UUID, PartitionState]] = {}
+    grouped = [(t.topic_name, t.topic_id or uuid.UUID(int=0), s) for t in body.topic_states or () for s in t.partition_states]
+    for name, topic_id, s in [(s.topic_name, uuid.UUID(int=0), s) for s in body.ungrouped_partition_states or ()] + grouped:
+        found[(name, s.partition_index)] = (topic_id, PartitionState(
+            s.leader, s.leader_epoch, list(s.isr), list(s.replicas), s.partition_epoch,
+            list(s.adding_replicas or ()), list(s.removing_replicas or ()),
+        ))
+    return found
+
+
+def stop_replica_states(body: Any) -> dict[tuple[str, int], tuple[int, bool]]:
+    """(leader epoch, delete) of each partition, in every version's layout."""
+    found: dict[tuple[str, int], tuple[int, bool]] = {}
+    for p in body.ungrouped_partitions or ():
+        found[(p.topic_name, p.partition_index)] = (NO_EPOCH, body.delete_partitions)
+    for t in body.topics or ():
+        for index in t.partition_indexes:
+            found[(t.name, index)] = (NO_EPOCH, body.delete_partitions)
+    for t in body.topic_states or ():
+        for s in t.partition_states:
+            found[(t.topic_name, s.partition_index)] = (s.leader_epoch, s.delete_partition)
+    return found
