@@ -46,6 +46,7 @@ from odradek.broker.handlers import (
     incremental_alter_configs,
     init_producer_id,
     join_group,
+    leader_and_isr,
     leave_group,
     list_groups,
     list_offsets,
@@ -58,8 +59,10 @@ from odradek.broker.handlers import (
     produce,
     sasl_authenticate,
     sasl_handshake,
+    stop_replica,
     sync_group,
     txn_offset_commit,
+    update_metadata,
     write_txn_markers,
 )
 from odradek.protocol.api import APIS, ApiKey, Request, encode_response
@@ -163,6 +166,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.TxnOffsetCommit: _all(ApiKey.TxnOffsetCommit, txn_offset_commit, "group_coordinator", "metadata", "replica_manager", "authorization"),
     ApiKey.DescribeTransactions: _all(ApiKey.DescribeTransactions, describe_transactions, "transaction_coordinator", "authorization"),
     ApiKey.ListTransactions: _all(ApiKey.ListTransactions, list_transactions, "transaction_coordinator", "authorization"),
+    ApiKey.LeaderAndIsr: _all(ApiKey.LeaderAndIsr, leader_and_isr, "zk_broker", "authorization"),
+    ApiKey.StopReplica: _all(ApiKey.StopReplica, stop_replica, "zk_broker", "authorization"),
+    ApiKey.UpdateMetadata: _all(ApiKey.UpdateMetadata, update_metadata, "zk_broker", "authorization"),
 }
 
 

@@ -27,6 +27,7 @@ from odradek.broker.security.scram import SCRAM_CREDENTIALS_FILE, CredentialStor
 from odradek.broker.transaction_coordinator import TRANSACTION_STATE_TOPIC, transaction_coordinator_runtime
 from odradek.broker.transaction_markers import MarkerChannel, MarkerWriter
 from odradek.broker.transaction_verification import TransactionVerifier
+from odradek.broker.zk_broker import ZkBroker
 from odradek.controller.embedded import EmbeddedController
 from odradek.controller.metadata import BrokerInfo, TopicInfo
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -60,7 +61,9 @@ class KafkaServer:
         )
         self.replica_manager.leader_node = self._inter_broker_node
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
-        self.controller: EmbeddedController | None = None
+        self.controller: EmbeddedController | ZkBroker | None = None
+        self.zk_broker: ZkBroker | None = None
+        """In ZooKeeper mode (``zookeeper.connect``), the broker's cluster side, also its ``controller``."""
         self.authorization = Authorization()
         self.coordinators: dict[str, Any] = {}
         offsets = ReplicaManagerPartitions(
@@ -107,17 +110,14 @@ class KafkaServer:
     def startup(self, advertised_host: str, advertised_port: int, endpoints: tuple[tuple[str, str, int], ...] = ()) -> None:
         """Bring up storage, then the controller, which hands this broker its partitions. ``endpoints``: the
         (listener, host, port) of every advertised listener."""
-        if self.config["zookeeper.connect"]:
-            log.warning(
-                "zookeeper.connect=%s is set, but ZooKeeper (cluster) mode is not implemented yet: this broker "
-                "runs as a single node with its embedded controller",
-                self.config["zookeeper.connect"],
-            )
         me = BrokerInfo(self.broker_id, advertised_host, advertised_port, self.config["broker.rack"], endpoints)
-        self.controller = EmbeddedController(
-            me, self.log_dirs[0], self, self.config["cluster.id"],
-            log_dirs=self.log_dirs, internal_topic_configs={runtime.topic.name: runtime.topic.configs for runtime in self.coordinators.values()},
-        )
+        if self.config["zookeeper.connect"]:
+            self.controller = self.zk_broker = ZkBroker(self.config, me, self, self.replica_manager)
+        else:
+            self.controller = EmbeddedController(
+                me, self.log_dirs[0], self, self.config["cluster.id"],
+                log_dirs=self.log_dirs, internal_topic_configs={runtime.topic.name: runtime.topic.configs for runtime in self.coordinators.values()},
+            )
         self.authorization.authorizer = create_authorizer(
             self.config["authorizer.class.name"], self.controller, self.config["super.users"], self.config["allow.everyone.if.no.acl.found"]
         )
@@ -130,12 +130,14 @@ class KafkaServer:
         self.controller.startup()
 
     def shutdown(self) -> None:
+        if self.zk_broker is not None:
+            self.zk_broker.shutdown()
         self.log_manager.shutdown()
 
     def _inter_broker_node(self, broker_id: int) -> Node | None:
         """A live broker's endpoint on the inter-broker listener (named, or that of
         ``security.inter.broker.protocol``): where a follower fetches from."""
-        broker = self.image.brokers.get(broker_id) if self.controller is not None else None
+        broker = self.metadata.brokers.get(broker_id) if self.controller is not None else None
         endpoint = broker.endpoint(self.config["inter.broker.listener.name"] or self.config["security.inter.broker.protocol"]) if broker is not None else None
         return Node(broker_id, *endpoint) if endpoint is not None else None
 

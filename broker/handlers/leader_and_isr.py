@@ -1,0 +1,39 @@
+"""LeaderAndIsr (API key 4, v0-7): the controller makes this broker leader or follower of partitions
+(:meth:`odradek.broker.zk_broker.ZkBroker.leader_and_isr`). Only brokers send it (CLUSTER_ACTION).
+
+The answer names each partition's error: by topic name before v5, by topic id from v5. A single-node broker
+follows only its embedded controller and answers any other STALE_CONTROLLER_EPOCH.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
+from odradek.broker.zk_broker import ZkBroker, leader_and_isr_states
+from odradek.protocol.api import Request
+from odradek.protocol.errors import ErrorCode
+
+TOPIC_IDS_VERSION = 5
+"""From v5 the answer groups partitions by topic id."""
+
+
+def handle(zk_broker: ZkBroker | None, authorization: Authorization, request: Request) -> dict:
+    body = request.body
+    states = leader_and_isr_states(body)
+    if not authorization.authorize(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+        error, errors = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, {key: ErrorCode.CLUSTER_AUTHORIZATION_FAILED for key in states}
+    elif zk_broker is None:
+        error, errors = ErrorCode.STALE_CONTROLLER_EPOCH, {key: ErrorCode.STALE_CONTROLLER_EPOCH for key in states}
+    else:
+        error, errors = zk_broker.leader_and_isr(body)
+    if request.header.api_version < TOPIC_IDS_VERSION:
+        return {
+            "error_code": error,
+            "partition_errors": [{"topic_name": t, "partition_index": p, "error_code": code} for (t, p), code in errors.items()],
+        }
+    by_topic: dict[uuid.UUID, list[dict]] = {}
+    for (topic, index), code in errors.items():
+        by_topic.setdefault(states[(topic, index)][0], []).append({"partition_index": index, "error_code": code})
+    return {"error_code": error, "topics": [{"topic_id": topic_id, "partition_errors": errors} for topic_id, errors in by_topic.items()]}
