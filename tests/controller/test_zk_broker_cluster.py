@@ -1,0 +1,172 @@
+"""Three odradek brokers started with ``odradek serve --override zookeeper.connect=...`` form one cluster
+on a real ZooKeeper: they register, elect a controller among themselves, and every broker answers
+Metadata from what that controller told it (UpdateMetadata), which is what ZooKeeper holds.
+
+The brokers are processes (``Broker(subprocess=True)``), talked to over real sockets with real clients
+(confluent-kafka, Kafka's own ``kafka-topics``) and bare Metadata requests (each broker's own view).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import kafka_jvm
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
+
+from odradek import Broker
+from odradek.controller import zk_data as zd
+from odradek.protocol.api import ApiKey
+
+CHROOT = "/odradek-cluster"
+TOPIC = "spread"
+PARTITIONS = 6
+
+
+def wait_for(condition: Callable[[], Any], timeout_s: float = 30.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if result := condition():
+            return result
+        time.sleep(0.1)
+    raise AssertionError(f"{what} not reached within {timeout_s}s")
+
+
+@pytest.fixture(scope="module")
+def brokers(zookeeper: kafka_jvm.ZooKeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, Broker]]:
+    """Brokers 0, 1 and 2 under :data:`CHROOT`; those still in the dict killed after the module."""
+    started: dict[int, Broker] = {}
+    try:
+        for broker_id in range(3):
+            started[broker_id] = Broker(
+                Path(tmp_path_factory.mktemp(f"zk-odradek-{broker_id}")),
+                config={"zookeeper.connect": zookeeper.connect + CHROOT, "broker.id": broker_id, "zookeeper.session.timeout.ms": 6000},
+                subprocess=True,
+            ).start()
+        yield started
+    finally:
+        for broker in started.values():
+            broker.kill()
+
+
+@pytest.fixture(scope="module")
+def zk(zookeeper: kafka_jvm.ZooKeeper, brokers: dict[int, Broker]) -> Iterator[KazooClient]:
+    client = KazooClient(hosts=zookeeper.connect + CHROOT)
+    client.start(timeout=15)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+def view(connect: Callable[..., Any], broker: Broker, topic: str = TOPIC) -> tuple[int, tuple[int, ...], dict[int, tuple[int, int, list[int], list[int], list[int]]]]:
+    """One broker's own Metadata answer: controller id, broker ids, and each partition's leader, leader epoch,
+    replicas, ISR and offline replicas."""
+    response = connect(broker.bootstrap).call(ApiKey.Metadata, 12, {"topics": [{"topic_id": uuid.UUID(int=0), "name": topic}], "allow_auto_topic_creation": False})
+    (answer,) = response.topics
+    partitions = {p.partition_index: (p.leader_id, p.leader_epoch, list(p.replica_nodes), list(p.isr_nodes), list(p.offline_replicas)) for p in answer.partitions}
+    return response.controller_id, tuple(sorted(b.node_id for b in response.brokers)), partitions
+
+
+def zk_view(zk: KazooClient, live: set[int], topic: str = TOPIC) -> tuple[int, tuple[int, ...], dict[int, tuple[int, int, list[int], list[int], list[int]]]]:
+    """The same as ZooKeeper holds it: ``/controller``, ``/brokers/ids``, the assignment and partition states."""
+    controller = zd.ControllerRegistration.decode(zk.get(zd.CONTROLLER)[0]).broker_id
+    assignment = zd.TopicAssignment.decode(zk.get(zd.topic_path(topic))[0])
+    partitions = {}
+    for index, replicas in assignment.partitions.items():
+        state = zd.LeaderIsrAndControllerEpoch.decode(zk.get(zd.partition_state_path(topic, index))[0])
+        assert state is not None
+        partitions[index] = (state.leader, state.leader_epoch, list(replicas.replicas), list(state.isr), [r for r in replicas.replicas if r not in live])
+    return controller, tuple(sorted(int(b) for b in zk.get_children(zd.BROKER_IDS))), partitions
+
+
+def converged(connect: Callable[..., Any], zk: KazooClient, brokers: dict[int, Broker]) -> Any:
+    """Every broker's view equal to ZooKeeper's, every partition led, or None."""
+    try:
+        expected = zk_view(zk, set(brokers))
+        views = [view(connect, b) for b in brokers.values()]
+    except Exception:  # the topic or a state not written yet, a broker not answering yet
+        return None
+    if expected[1] != tuple(sorted(brokers)) or len(expected[2]) != PARTITIONS:
+        return None
+    return expected if all(v == expected for v in views) else None
+
+
+def test_a_topic_created_on_one_broker_is_seen_alike_by_every_broker_and_in_zookeeper(brokers: dict[int, Broker], zk: KazooClient, connect: Callable[..., Any]) -> None:
+    admin = AdminClient({"bootstrap.servers": brokers[1].bootstrap})
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
+    controller, broker_ids, partitions = wait_for(lambda: converged(connect, zk, brokers), what="every broker's metadata equal to ZooKeeper's")
+    assert controller in brokers
+    assert broker_ids == (0, 1, 2)
+    assert {state[2][0] for state in partitions.values()} == {0, 1, 2}  # spread over the brokers
+    assert all(state[0] == state[2][0] and state[3] == state[2] and state[4] == [] for state in partitions.values())
+
+
+def test_records_produced_to_each_partitions_leader_are_consumed(brokers: dict[int, Broker]) -> None:
+    bootstrap = ",".join(b.bootstrap for b in brokers.values())
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for index in range(PARTITIONS):
+        for n in range(5):
+            producer.produce(TOPIC, f"{index}-{n}".encode(), partition=index)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "zk-cluster", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(TOPIC, index, 0) for index in range(PARTITIONS)])
+        got: dict[int, list[str]] = {}
+        deadline = time.monotonic() + 30
+        while sum(map(len, got.values())) < PARTITIONS * 5 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                got.setdefault(message.partition(), []).append(message.value().decode())
+    finally:
+        consumer.close()
+    assert got == {index: [f"{index}-{n}" for n in range(5)] for index in range(PARTITIONS)}
+
+
+def test_kafka_topics_describe_shows_the_clusters_leaders(brokers: dict[int, Broker], zk: KazooClient, connect: Callable[..., Any]) -> None:
+    done = kafka_jvm.run_tool("kafka-topics", "--bootstrap-server", brokers[2].bootstrap, "--describe", "--topic", TOPIC)
+    assert done.returncode == 0, done.stdout + done.stderr
+    _, _, partitions = view(connect, brokers[2])
+    described = {}
+    for line in done.stdout.splitlines():
+        fields = dict(part.split(": ", 1) for part in line.strip().split("\t") if ": " in part)
+        if "Partition" in fields:
+            described[int(fields["Partition"])] = (int(fields["Leader"]), [int(r) for r in fields["Replicas"].split(",")], [int(r) for r in fields["Isr"].split(",")])
+    assert described == {index: (state[0], state[2], state[3]) for index, state in partitions.items()}
+
+
+def test_the_controller_killed_another_takes_over_and_metadata_converges(brokers: dict[int, Broker], zk: KazooClient, connect: Callable[..., Any]) -> None:
+    old_controller = zd.ControllerRegistration.decode(zk.get(zd.CONTROLLER)[0]).broker_id
+    brokers.pop(old_controller).kill()
+    survivors = dict(brokers)
+    started = time.monotonic()
+
+    def new_controller() -> int | None:
+        data = zk.exists(zd.CONTROLLER) and zk.get(zd.CONTROLLER)[0]
+        broker_id = zd.ControllerRegistration.decode(data).broker_id if data else None
+        return broker_id if broker_id in survivors else None
+
+    wait_for(new_controller, timeout_s=20, what="a surviving broker elected controller")
+    assert time.monotonic() - started < 15  # the dead broker's session (6 s) expires, then an election
+
+    def survivors_agree() -> Any:
+        try:
+            expected = zk_view(zk, set(survivors))
+            views = [view(connect, b) for b in survivors.values()]
+        except Exception:
+            return None
+        return expected if expected[1] == tuple(sorted(survivors)) and all(v == expected for v in views) else None
+
+    controller, _, partitions = wait_for(survivors_agree, timeout_s=20, what="the survivors' metadata equal to ZooKeeper's")
+    assert controller in survivors
+    for leader, _, replicas, isr, offline in partitions.values():
+        if replicas == [old_controller]:  # its only replica is gone: offline, the last ISR member kept
+            assert (leader, isr, offline) == (-1, [old_controller], [old_controller])
+        else:
+            assert leader == replicas[0] and offline == []
