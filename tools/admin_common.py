@@ -1,5 +1,6 @@
-"""What the admin commands (``odradek topics | configs | offsets``) share: the bootstrap option, running a
-command on odradek's own client (broker/kafka_client.py), Kafka's topic filters, and the look-ups they all do.
+"""What the admin commands (``odradek topics | configs | offsets | groups``) share: the bootstrap and
+``--command-config`` options (Kafka's client properties, to reach a secured broker), running a command on
+odradek's own client (broker/kafka_client.py), Kafka's topic filters, and the look-ups they all do.
 
 Each command prints what the matching Kafka tool prints (kafka-topics.sh, kafka-configs.sh,
 kafka-get-offsets.sh), so that scripts written for Kafka's tools read odradek's the same way.
@@ -13,11 +14,14 @@ import re
 import sys
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Awaitable, Callable
 
 import anyio
 
+from odradek.broker.config import read_properties
 from odradek.broker.kafka_client import DisconnectedError, KafkaClient, ResponseError, UnsupportedVersionError
+from odradek.broker.security.client import client_security
 from odradek.controller.metadata import INTERNAL_TOPICS
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -42,6 +46,12 @@ def broker_error(code: int, message: str | None) -> BrokerError:
 
 def add_bootstrap_server(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="The Kafka server to connect to (host:port[,host:port...])")
+    parser.add_argument(
+        "--command-config",
+        type=Path,
+        metavar="FILE",
+        help="Kafka client properties for the connection: security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.*, ssl.keystore.*",
+    )
 
 
 def run_command(args: argparse.Namespace, command: Callable[[KafkaClient, argparse.Namespace], Awaitable[None]], report: Callable[[Exception], None]) -> int:
@@ -49,8 +59,10 @@ def run_command(args: argparse.Namespace, command: Callable[[KafkaClient, argpar
     tool's words, with exit code 1."""
 
     try:
-        client = KafkaClient(args.bootstrap_server, client_id=CLIENT_ID, request_timeout_s=REQUEST_TIMEOUT_S)
-    except ValueError as exc:  # a malformed --bootstrap-server
+        properties = read_properties(args.command_config) if args.command_config else {}
+        security = client_security(properties)
+        client = KafkaClient(args.bootstrap_server, client_id=CLIENT_ID, request_timeout_s=REQUEST_TIMEOUT_S, security=security)
+    except (ValueError, OSError) as exc:  # a malformed --bootstrap-server, an unreadable or wrong --command-config
         report(exc)
         return 1
 

@@ -1,16 +1,21 @@
 """How the broker's own connections authenticate: the security of the inter-broker listener (Kafka's
 ``inter.broker.listener.name`` / ``security.inter.broker.protocol``), with TLS verified against the
 truststore and SASL with ``sasl.mechanism.inter.broker.protocol`` and the ``username``/``password``
-options of that listener's JAAS configuration, as Kafka's brokers log in to each other."""
+options of that listener's JAAS configuration, as Kafka's brokers log in to each other; and the security
+of odradek's admin tools, from Kafka's client properties."""
 
 from __future__ import annotations
 
 import ssl
 from dataclasses import dataclass
+from typing import Mapping
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.security.listeners import SASL_PROTOCOLS, TLS_PROTOCOLS, inter_broker_listener, jaas_config, security_protocol_map
+from odradek.broker.security.plain import PLAIN
 from odradek.broker.security.sasl_client import SaslClient, sasl_client
+from odradek.broker.security.sasl_mechanism import parse_jaas
+from odradek.broker.security.scram import SCRAM_MECHANISMS
 from odradek.broker.security.tls import client_context
 from odradek.storage.config_types import ConfigError
 
@@ -45,4 +50,32 @@ def inter_broker_security(config: BrokerConfig) -> ClientSecurity:
             f"Listener {listener}: inter-broker SASL/{mechanism} needs the broker's own username and password in "
             f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
         )
+    return ClientSecurity(protocol, context, mechanism, options["username"], options["password"])
+
+
+CLIENT_DEFAULTS = {"security.protocol": "PLAINTEXT", "sasl.mechanism": "GSSAPI", "ssl.endpoint.identification.algorithm": "https"}
+"""Kafka's client defaults for the keys that choose how a client connects."""
+
+
+def client_security(properties: Mapping[str, str]) -> ClientSecurity:
+    """A client's security from Kafka's client properties (an admin tool's ``--command-config`` file):
+    ``security.protocol``, ``ssl.truststore.*``/``ssl.keystore.*`` and ``ssl.endpoint.identification.algorithm``
+    for TLS, ``sasl.mechanism`` with the ``username``/``password`` of ``sasl.jaas.config`` (PLAIN and SCRAM:
+    the mechanisms odradek's client speaks)."""
+    setting = lambda key: properties.get(key, CLIENT_DEFAULTS.get(key))  # noqa: E731
+    protocol = str(setting("security.protocol")).upper()
+    if protocol not in ("PLAINTEXT", *TLS_PROTOCOLS, *SASL_PROTOCOLS):
+        raise ConfigError(f"Invalid value {protocol} for configuration security.protocol")
+    context = client_context(setting, "client") if protocol in TLS_PROTOCOLS else None
+    if protocol not in SASL_PROTOCOLS:
+        return ClientSecurity(protocol, context)
+    mechanism = str(setting("sasl.mechanism"))
+    if mechanism != PLAIN and mechanism not in SCRAM_MECHANISMS:
+        raise ConfigError(f"sasl.mechanism {mechanism}: odradek's client implements PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512")
+    try:
+        options = parse_jaas(properties.get("sasl.jaas.config", "")).options
+    except ValueError as exc:
+        raise ConfigError(f"Invalid sasl.jaas.config: {exc}") from None
+    if "username" not in options or "password" not in options:
+        raise ConfigError(f"sasl.jaas.config for {mechanism} needs username and password")
     return ClientSecurity(protocol, context, mechanism, options["username"], options["password"])

@@ -10,6 +10,7 @@ import json
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -449,3 +450,54 @@ def test_the_java_client_over_tls_and_sasl(secured, ports, pki, java_probe, prot
         tls += ["ssl.keystore.type=PEM", f"ssl.keystore.location={keystore}"]
     seen = java_probe(f"127.0.0.1:{ports[protocol]}", protocol, mechanism, jaas, "1", f"sec-java-{protocol.lower()}", *tls)
     assert seen["acked"] >= 5 and seen["failed-authentication-total"] == 0
+
+
+def command_config(path: Path, pki: Pki, mechanism: str, user: str, password: str) -> Path:
+    """A Kafka client properties file for SASL_SSL, as an operator writes one for Kafka's tools."""
+    module = "scram.ScramLoginModule" if mechanism in SCRAM_USERS else "plain.PlainLoginModule"
+    path.write_text(
+        "security.protocol=SASL_SSL\n"
+        f"sasl.mechanism={mechanism}\n"
+        f'sasl.jaas.config=org.apache.kafka.common.security.{module} required username="{user}" password="{password}";\n'
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={pki.ca}\n"
+    )
+    return path
+
+
+ODRADEK_CLI = str(Path(sys.executable).with_name("odradek"))
+
+
+def test_admin_commands_reach_a_sasl_ssl_broker_with_the_command_config_kafkas_tools_read(secured, pki, ports, tmp_path: Path) -> None:
+    """One properties file serves Kafka's kafka-topics.sh and odradek's commands over SASL_SSL with SCRAM."""
+    bootstrap = f"127.0.0.1:{ports['SASL_SSL']}"
+    config = str(command_config(tmp_path / "client.properties", pki, "SCRAM-SHA-512", *SCRAM_USERS["SCRAM-SHA-512"]))
+
+    def odradek(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([ODRADEK_CLI, *args, "--bootstrap-server", bootstrap, "--command-config", config], capture_output=True, text=True, timeout=60)
+
+    created = odradek("topics", "--create", "--topic", "sec-admin", "--partitions", "2")
+    assert (created.returncode, created.stdout) == (0, "Created topic sec-admin.\n"), created.stderr
+    listed = kafka_jvm.run_tool("kafka-topics", "--bootstrap-server", bootstrap, "--command-config", config, "--list", "--topic", "sec-admin")
+    assert (listed.returncode, listed.stdout) == (0, "sec-admin\n"), listed.stderr
+    described = odradek("configs", "--describe", "--entity-type", "topics", "--entity-name", "sec-admin")
+    assert described.returncode == 0 and "Dynamic configs for topic sec-admin are:" in described.stdout, described.stdout + described.stderr
+    offsets = odradek("offsets", "--topic", "sec-admin")
+    assert (offsets.returncode, offsets.stdout) == (0, "sec-admin:0:0\nsec-admin:1:0\n"), offsets.stderr
+    groups = odradek("groups", "--list")
+    assert groups.returncode == 0, groups.stdout + groups.stderr
+
+
+def test_admin_commands_with_a_wrong_password_in_the_command_config_fail(secured, pki, ports, tmp_path: Path) -> None:
+    config = command_config(tmp_path / "client.properties", pki, "PLAIN", "alice", "wrong")
+    done = subprocess.run(
+        [ODRADEK_CLI, "topics", "--list", "--bootstrap-server", f"127.0.0.1:{ports['SASL_SSL']}", "--command-config", str(config)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 1
+    assert "Authentication failed: Invalid username or password" in done.stdout, done.stdout + done.stderr
+
+
+def test_admin_commands_without_the_command_config_do_not_reach_a_sasl_ssl_broker(secured, ports) -> None:
+    done = subprocess.run([ODRADEK_CLI, "topics", "--list", "--bootstrap-server", f"127.0.0.1:{ports['SASL_SSL']}"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and done.stdout.startswith("Error while executing topic command"), done.stdout + done.stderr
