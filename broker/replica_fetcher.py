@@ -9,9 +9,10 @@ leader's high watermark and log start offset.
 
 A follower never truncates to its high watermark alone when its log has leader epochs (KIP-101/KIP-279): the
 leader answers a fetch whose last epoch diverges from its own history with ``diverging_epoch``, and the
-follower cuts its log where the two histories part (:func:`offset_truncation_state`). Where the leader names
-an epoch the follower does not know, the follower cuts to its own earlier epoch's end and asks again with
-OffsetForLeaderEpoch. Only a log without epochs (old message format) truncates to its high watermark.
+follower cuts its log where the two histories part (:func:`truncation_offset`); where the leader names
+an epoch the follower does not know, the follower cuts to its own earlier epoch's end and the next fetch
+asks again. Only a log without epochs (old message format) truncates to its high watermark. Kafka 3.9 sends
+no OffsetForLeaderEpoch from followers: that was the way before inter-broker protocol 2.7.
 
 Partitions that fail (an error the leader answers, a dropped connection) are delayed by
 ``replica.fetch.backoff.ms`` and tried again; a fenced epoch or a local storage failure marks them failed
@@ -32,7 +33,7 @@ import anyio
 from odradek.broker.kafka_client import BrokerConnection, Node
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+from odradek.storage.leader_epoch import UNDEFINED_EPOCH_OFFSET
 from odradek.storage.log import Log
 
 log = logging.getLogger("odradek.replica_fetcher")
@@ -106,27 +107,18 @@ class PartitionFetchState:
         return self.state is FetchState.TRUNCATING and not self.delayed(now)
 
 
-@dataclass(frozen=True)
-class OffsetTruncationState:
-    offset: int
-    truncation_completed: bool
-
-
-def offset_truncation_state(local: Log, fetch_offset: int, leader_epoch: int, leader_end_offset: int) -> OffsetTruncationState:
-    """Where the follower's log must be cut, given the leader's (epoch, end offset) for the follower's last
-    epoch (Kafka's ``getOffsetTruncationState``): both logs agree up to the end of the largest epoch they
-    share. A leader epoch the follower does not know cuts only to the follower's earlier epoch and asks again."""
+def truncation_offset(local: Log, leader_epoch: int, leader_end_offset: int) -> int:
+    """Where the follower's log must be cut, given the leader's diverging (epoch, end offset) (Kafka's
+    ``getOffsetTruncationState``): both logs agree up to the end of the largest epoch they share. A leader
+    epoch the follower does not know cuts only to the follower's earlier epoch, and the next fetch asks again;
+    a follower with no epoch that old cuts at the leader's offset."""
     replica_end = local.log_end_offset
-    if leader_end_offset == UNDEFINED_EPOCH_OFFSET:
-        return OffsetTruncationState(fetch_offset, True)  # the leader knows no such epoch: the high watermark
-    if leader_epoch == UNDEFINED_EPOCH:
-        return OffsetTruncationState(min(leader_end_offset, replica_end), True)
     follower_epoch, follower_end = local.end_offset_for_epoch(leader_epoch)
     if follower_end == UNDEFINED_EPOCH_OFFSET:
-        return OffsetTruncationState(min(leader_end_offset, replica_end), True)
+        return min(leader_end_offset, replica_end)
     if follower_epoch != leader_epoch:
-        return OffsetTruncationState(min(follower_end, replica_end), False)
-    return OffsetTruncationState(min(follower_end, leader_end_offset, replica_end), True)
+        return min(follower_end, replica_end)
+    return min(follower_end, leader_end_offset, replica_end)
 
 
 def initial_fetch_offset(local: Log) -> int:
@@ -231,85 +223,55 @@ class ReplicaFetcher:
             self._cancel.cancel()
 
     async def do_work(self, connection: BrokerConnection) -> None:
-        await self._maybe_truncate(connection)
+        self._maybe_truncate()
         await self._maybe_fetch(connection)
 
     # -- truncation -------------------------------------------------------------------------------------
 
-    async def _maybe_truncate(self, connection: BrokerConnection) -> None:
+    def _maybe_truncate(self) -> None:
+        """Partitions whose log has no leader epochs (old message format) truncate to their fetch offset,
+        the high watermark; with epochs a follower fetches at once and the leader says where to cut (Kafka
+        3.9 truncates on fetch: OffsetForLeaderEpoch is for inter-broker protocols before 2.7)."""
         now = time.monotonic()
-        with_epochs: dict[TopicPartition, tuple[int, int]] = {}
         for tp, state in list(self.partitions.items()):
-            if not state.truncating(now):
-                continue
-            epoch = self.local_log(tp).latest_epoch
-            if epoch is not None:
-                with_epochs[tp] = (state.current_leader_epoch, epoch)
-            else:
-                # No epochs in the log (old message format): the fetch offset is the high watermark.
-                self._after_truncation({tp: self._truncate(tp, OffsetTruncationState(state.fetch_offset, True))})
-        if with_epochs:
-            await self._truncate_to_epoch_end_offsets(connection, with_epochs)
+            if state.truncating(now):
+                self._after_truncation({tp: self._truncate(tp, state.fetch_offset)})
 
-    async def _truncate_to_epoch_end_offsets(self, connection: BrokerConnection, epochs: dict[TopicPartition, tuple[int, int]]) -> None:
-        """OffsetForLeaderEpoch for the truncating partitions' last epochs, then cut each log where it parts
-        from the leader's (unless its leader epoch changed meanwhile)."""
-        topics: dict[str, list[dict]] = {}
-        for (topic, index), (current, epoch) in epochs.items():
-            topics.setdefault(topic, []).append({"partition": index, "current_leader_epoch": current, "leader_epoch": epoch})
-        body = {"replica_id": self.config.broker_id, "topics": [{"topic": t, "partitions": p} for t, p in topics.items()]}
-        try:
-            response = await connection.request(ApiKey.OffsetForLeaderEpoch, body)
-            answers = {(t.topic, p.partition): (p.error_code, p.leader_epoch, p.end_offset) for t in response.topics for p in t.partitions}
-        except (OSError, TimeoutError, KafkaError) as exc:
-            log.warning("OffsetForLeaderEpoch to leader %d failed: %s", self.leader.node_id, exc)
-            answers = {tp: (ErrorCode.UNKNOWN_SERVER_ERROR, -1, -1) for tp in epochs}
-        current = {tp: a for tp, a in answers.items() if tp in epochs and tp in self.partitions and self.partitions[tp].current_leader_epoch == epochs[tp][0]}
-        self._truncate_to_leader_answers(current, {tp: epochs[tp][0] for tp in current})
-
-    def _truncate_to_leader_answers(self, answers: dict[TopicPartition, tuple[int, int, int]], request_epochs: dict[TopicPartition, int]) -> None:
-        """Kafka's ``maybeTruncateToEpochEndOffsets``: answers are (error, leader epoch, end offset)."""
-        done: dict[TopicPartition, OffsetTruncationState | None] = {}
-        errors: set[TopicPartition] = set()
-        for tp, (error, epoch, end_offset) in answers.items():
+    def _truncate_on_fetch_response(self, diverging: dict[TopicPartition, tuple[int, int]]) -> None:
+        """Cut each log where the leader's ``diverging_epoch`` (epoch, end offset) says it parts (Kafka's
+        ``truncateOnFetchResponse``)."""
+        done: dict[TopicPartition, int | None] = {}
+        for tp, (epoch, end_offset) in diverging.items():
             state = self.partitions.get(tp)
             if state is None:
                 continue
-            if error == ErrorCode.NONE:
-                truncation = offset_truncation_state(self.local_log(tp), state.fetch_offset, epoch, end_offset)
-                log.info("Truncating partition %s-%d with %s due to leader epoch and offset (%d, %d)", *tp, truncation, epoch, end_offset)
-                done[tp] = self._truncate(tp, truncation)
-            elif error == ErrorCode.FENCED_LEADER_EPOCH:
-                if self._on_fenced(tp, request_epochs.get(tp)):
-                    errors.add(tp)
-            else:
-                log.info("Retrying leaderEpoch request for partition %s-%d as the leader reported an error: %s", *tp, ErrorCode(error).name)
-                errors.add(tp)
-        self._delay(errors)
+            offset = truncation_offset(self.local_log(tp), epoch, end_offset)
+            log.info("Truncating partition %s-%d to %d due to leader epoch and offset (%d, %d)", *tp, offset, epoch, end_offset)
+            done[tp] = self._truncate(tp, offset)
         self._after_truncation(done)
 
-    def _truncate(self, tp: TopicPartition, truncation: OffsetTruncationState) -> OffsetTruncationState | None:
+    def _truncate(self, tp: TopicPartition, offset: int) -> int | None:
         local = self.local_log(tp)
         try:
-            local.truncate_to(truncation.offset)
+            local.truncate_to(offset)
         except OSError:
-            log.exception("Failed to truncate %s-%d at offset %d", *tp, truncation.offset)
+            log.exception("Failed to truncate %s-%d at offset %d", *tp, offset)
             self._mark_failed(tp)
             return None
-        if truncation.offset < local.high_watermark:
-            log.warning("Truncating %s-%d to offset %d below high watermark %d", *tp, truncation.offset, local.high_watermark)
+        if offset < local.high_watermark:
+            log.warning("Truncating %s-%d to offset %d below high watermark %d", *tp, offset, local.high_watermark)
         self.on_appended(tp)
-        return truncation
+        return offset
 
-    def _after_truncation(self, truncations: dict[TopicPartition, OffsetTruncationState | None]) -> None:
+    def _after_truncation(self, truncations: dict[TopicPartition, int | None]) -> None:
         """Kafka's ``updateFetchOffsetAndMaybeMarkTruncationComplete`` (truncation on fetch: always fetching next)."""
-        for tp, truncation in truncations.items():
+        for tp, offset in truncations.items():
             state = self.partitions.get(tp)
-            if truncation is None or state is None:
+            if offset is None or state is None:
                 continue
-            self.partitions[tp] = replace(state, fetch_offset=truncation.offset, state=FetchState.FETCHING, last_fetched_epoch=self.local_log(tp).latest_epoch)
+            self.partitions[tp] = replace(state, fetch_offset=offset, state=FetchState.FETCHING, last_fetched_epoch=self.local_log(tp).latest_epoch)
 
-    def _on_fenced(self, tp: TopicPartition, request_epoch: int | None) -> bool:
+    def _on_fenced(self, tp: TopicPartition, request_epoch: int) -> bool:
         """The leader has a newer epoch: if ours is still the one we asked with, wait for LeaderAndIsr
         (failed); otherwise retry later (True)."""
         state = self.partitions.get(tp)
@@ -385,7 +347,7 @@ class ReplicaFetcher:
             self._delay(set(sent))
             return
         errors: set[TopicPartition] = set()
-        diverging: dict[TopicPartition, tuple[int, int, int]] = {}
+        diverging: dict[TopicPartition, tuple[int, int]] = {}
         out_of_range: dict[TopicPartition, int] = {}
         for topic in response.responses:
             name = topic.topic if version < 13 else names.get(topic.topic_id)
@@ -397,19 +359,19 @@ class ReplicaFetcher:
                     continue  # removed, truncated or re-added while the fetch was out
                 self._process(tp, state, asked[1], p, errors, diverging, out_of_range)
         if diverging:
-            self._truncate_to_leader_answers(diverging, {})
+            self._truncate_on_fetch_response(diverging)
         for tp, asked_epoch in out_of_range.items():
             if not await self._handle_out_of_range(connection, tp, asked_epoch):
                 errors.add(tp)
         self._delay(errors)
 
-    def _process(self, tp: TopicPartition, state: PartitionFetchState, asked_epoch: int, data: Any, errors: set[TopicPartition], diverging: dict[TopicPartition, tuple[int, int, int]], out_of_range: dict[TopicPartition, int]) -> None:
+    def _process(self, tp: TopicPartition, state: PartitionFetchState, asked_epoch: int, data: Any, errors: set[TopicPartition], diverging: dict[TopicPartition, tuple[int, int]], out_of_range: dict[TopicPartition, int]) -> None:
         error = data.error_code
         if error == ErrorCode.NONE:
             epoch_end = getattr(data, "diverging_epoch", None)
             if epoch_end is not None and epoch_end.epoch >= 0 and epoch_end.end_offset >= 0:
                 # Truncate first; the watermarks are taken from the next fetch, after the cut.
-                diverging[tp] = (ErrorCode.NONE, epoch_end.epoch, epoch_end.end_offset)
+                diverging[tp] = (epoch_end.epoch, epoch_end.end_offset)
                 return
             try:
                 self._append(tp, state, data)
