@@ -129,6 +129,26 @@ def test_records_produced_to_each_partitions_leader_are_consumed(brokers: dict[i
     assert got == {index: [f"{index}-{n}" for n in range(5)] for index in range(PARTITIONS)}
 
 
+def test_a_replicated_topic_acknowledges_acks_all_and_every_replica_holds_the_records(brokers: dict[int, Broker], zk: KazooClient, connect: Callable[..., Any]) -> None:
+    topic = "replicated"
+    bootstrap = ",".join(b.bootstrap for b in brokers.values())
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(30)
+    wait_for(lambda: all(len(view(connect, b, topic)[2]) == 3 for b in brokers.values()), what="the topic in every broker's metadata")
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    for index in range(3):
+        for n in range(10):
+            producer.produce(topic, f"{index}-{n}".encode(), partition=index)
+    assert producer.flush(30) == 0
+
+    def segments(index: int) -> list[bytes]:
+        return [(b.log_dir / f"{topic}-{index}" / "00000000000000000000.log").read_bytes() for b in brokers.values()]
+
+    for index in range(3):  # the followers fetched the leader's batches as they are
+        wait_for(lambda: len(set(segments(index))) == 1 and segments(index)[0].count(b"-9") == 1, what=f"every replica of partition {index} equal to the leader's")
+        assert f"{index}-9".encode() in segments(index)[0]
+
+
 def test_kafka_topics_describe_shows_the_clusters_leaders(brokers: dict[int, Broker], zk: KazooClient, connect: Callable[..., Any]) -> None:
     done = kafka_jvm.run_tool("kafka-topics", "--bootstrap-server", brokers[2].bootstrap, "--describe", "--topic", TOPIC)
     assert done.returncode == 0, done.stdout + done.stderr
