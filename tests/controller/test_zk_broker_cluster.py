@@ -184,6 +184,12 @@ def test_the_controller_killed_another_takes_over_and_metadata_converges(brokers
         return expected if expected[1] == tuple(sorted(survivors)) and all(v == expected for v in views) else None
 
     controller, _, partitions = wait_for(survivors_agree, timeout_s=20, what="the survivors' metadata equal to ZooKeeper's")
+    replicated = wait_for(
+        lambda: (found := zk_view(zk, set(survivors), "replicated")) == view(connect, next(iter(survivors.values())), "replicated") and found,
+        timeout_s=20, what="the replicated topic's metadata equal to ZooKeeper's",
+    )
+    for leader, _, replicas, isr, offline in replicated[2].values():  # led by the first live ISR member, the dead one out
+        assert (leader, isr, offline) == ([r for r in replicas if r != old_controller][0], [r for r in replicas if r != old_controller], [old_controller])
     assert controller in survivors
     for leader, _, replicas, isr, offline in partitions.values():
         if replicas == [old_controller]:  # its only replica is gone: offline, the last ISR member kept
