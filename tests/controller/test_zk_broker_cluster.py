@@ -22,6 +22,7 @@ from kazoo.client import KazooClient
 from odradek import Broker
 from odradek.controller import zk_data as zd
 from odradek.protocol.api import ApiKey
+from odradek.protocol.errors import ErrorCode
 
 CHROOT = "/odradek-cluster"
 TOPIC = "spread"
@@ -159,6 +160,34 @@ def test_kafka_topics_describe_shows_the_clusters_leaders(brokers: dict[int, Bro
         if "Partition" in fields:
             described[int(fields["Partition"])] = (int(fields["Leader"]), [int(r) for r in fields["Replicas"].split(",")], [int(r) for r in fields["Isr"].split(",")])
     assert described == {index: (state[0], state[2], state[3]) for index, state in partitions.items()}
+
+
+def test_requests_from_a_deposed_controller_or_for_an_old_broker_epoch_are_refused(brokers: dict[int, Broker], zk: KazooClient, connect: Callable[..., Any]) -> None:
+    """A controller whose epoch is older than the one a broker has followed is refused STALE_CONTROLLER_EPOCH,
+    a request for an earlier registration of the broker STALE_BROKER_EPOCH; neither changes its metadata."""
+    epoch = int(zk.get(zd.CONTROLLER_EPOCH)[0])
+    broker_epoch = zk.get(zd.broker_path(2))[1].czxid
+    before = view(connect, brokers[2])
+    header = {"controller_id": 1, "is_k_raft_controller": False, "broker_epoch": broker_epoch}
+    wire = connect(brokers[2].bootstrap, "broker-1-controller")
+    update = {**header, "controller_epoch": epoch - 1, "type": 0, "topic_states": [], "live_brokers": []}
+    assert wire.call(ApiKey.UpdateMetadata, 8, update).error_code == ErrorCode.STALE_CONTROLLER_EPOCH
+    assert wire.call(ApiKey.UpdateMetadata, 8, {**update, "controller_epoch": epoch, "broker_epoch": broker_epoch - 1}).error_code == ErrorCode.STALE_BROKER_EPOCH
+    state = {
+        "partition_index": 0, "controller_epoch": epoch - 1, "leader": 2, "leader_epoch": 99, "isr": [2], "partition_epoch": 99,
+        "replicas": [2], "adding_replicas": [], "removing_replicas": [], "is_new": False, "leader_recovery_state": 0,
+    }
+    leader_and_isr = {**header, "controller_epoch": epoch - 1, "type": 0, "live_leaders": [],
+                      "topic_states": [{"topic_name": TOPIC, "topic_id": uuid.UUID(int=1), "partition_states": [state]}]}
+    answer = wire.call(ApiKey.LeaderAndIsr, 7, leader_and_isr)
+    assert answer.error_code == ErrorCode.STALE_CONTROLLER_EPOCH
+    assert [(t.topic_id, [(p.partition_index, p.error_code) for p in t.partition_errors]) for t in answer.topics] == [(uuid.UUID(int=1), [(0, ErrorCode.STALE_CONTROLLER_EPOCH)])]
+    stop = {**header, "controller_epoch": epoch - 1,
+            "topic_states": [{"topic_name": TOPIC, "partition_states": [{"partition_index": 0, "leader_epoch": -2, "delete_partition": True}]}]}
+    answer = wire.call(ApiKey.StopReplica, 4, stop)
+    assert (answer.error_code, [(p.topic_name, p.partition_index, p.error_code) for p in answer.partition_errors]) == (
+        ErrorCode.STALE_CONTROLLER_EPOCH, [(TOPIC, 0, ErrorCode.STALE_CONTROLLER_EPOCH)])
+    assert view(connect, brokers[2]) == before
 
 
 def test_the_controller_killed_another_takes_over_and_metadata_converges(brokers: dict[int, Broker], zk: KazooClient, connect: Callable[..., Any]) -> None:
