@@ -297,6 +297,80 @@ class ClientQuotaManager:
 
 
 @dataclass
+class TokenBucket:
+    """Kafka's ``TokenBucket`` stat (KIP-599): it holds at most a burst of ``bound`` x samples x window
+    tokens, refilled at ``bound`` per second; a mutation takes its partitions' worth and may drive it below
+    zero, and it then takes ``-tokens / bound`` seconds to be back at zero."""
+
+    bound: float
+    burst: float
+    tokens: float
+    updated_ms: int
+
+    def refill(self, now_ms: int) -> float:
+        self.tokens = min(self.burst, self.tokens + self.bound * (now_ms - self.updated_ms) / 1000)
+        self.updated_ms = now_ms
+        return self.tokens
+
+    def throttle_ms(self, now_ms: int) -> int:
+        """How long until the bucket is back at zero: 0 unless it is below."""
+        tokens = self.refill(now_ms)
+        return round(-tokens / self.bound * 1000) if tokens < 0 else 0
+
+
+class ControllerMutationQuota:
+    """One CreateTopics/CreatePartitions/DeleteTopics request's share of its client's
+    ``controller_mutation_rate`` (Kafka's Strict/PermissiveControllerMutationQuota). A strict quota (the
+    versions whose clients know THROTTLING_QUOTA_EXCEEDED) refuses a mutation while the bucket is below
+    zero; a permissive one (older versions) lets it through and only throttles the answer."""
+
+    def __init__(self, bucket: TokenBucket | None, strict: bool) -> None:
+        self.bucket, self.strict = bucket, strict
+        self._throttle_ms, self._recorded_s = 0, 0.0
+
+    def record(self, partitions: int, now_s: float) -> None:
+        """Charge a mutation of ``partitions`` partitions; raises THROTTLING_QUOTA_EXCEEDED when strict and
+        the client is over its rate (nothing is charged then)."""
+        if self.bucket is None:
+            return
+        now_ms = int(now_s * 1000)
+        if self.strict:
+            throttle_ms = self.bucket.throttle_ms(now_ms)
+            if throttle_ms > 0:
+                self._throttle_ms, self._recorded_s = throttle_ms, now_s
+                raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED)  # the code's own text: Kafka's answer leaves it null
+        self.bucket.refill(now_ms)
+        self.bucket.tokens = min(self.bucket.burst, self.bucket.tokens - partitions)
+        if not self.strict and (throttle_ms := self.bucket.throttle_ms(now_ms)) > 0:
+            self._throttle_ms, self._recorded_s = throttle_ms, now_s
+
+    def throttle_ms(self, now_s: float) -> int:
+        """The throttle time last met, less the time since (the mutations may have taken a while)."""
+        return max(0, self._throttle_ms - int((now_s - self._recorded_s) * 1000))
+
+
+@dataclass
+class ControllerMutationQuotaManager:
+    """``controller_mutation_rate``: a token bucket per sensor (Kafka's ``ControllerMutationQuotaManager``)."""
+
+    configs: ClientQuotaConfigs
+    samples: int = 11
+    window_ms: int = 1000
+    buckets: dict[tuple[str, str], TokenBucket] = field(default_factory=dict)
+
+    def quota_for(self, user: str, client_id: str, strict: bool, now_s: float) -> ControllerMutationQuota:
+        tags, bound = self.configs.quota(CONTROLLER_MUTATION, user, client_id)
+        if bound is None:
+            return ControllerMutationQuota(None, strict)
+        burst = bound * self.samples * self.window_ms / 1000
+        bucket = self.buckets.get(tags)
+        if bucket is None:
+            bucket = self.buckets[tags] = TokenBucket(bound, burst, burst, int(now_s * 1000))
+        bucket.bound, bucket.burst = bound, burst  # a changed quota applies to the tokens the client has
+        return ControllerMutationQuota(bucket, strict)
+
+
+@dataclass
 class ChannelThrottles:
     """Connections muted until a time (Kafka's ``ThrottledChannel``, KIP-219): the socket server reads nothing
     more from a throttled client's connection until its throttle time has passed."""
@@ -326,12 +400,29 @@ class ClientQuotas:
 
     produce: ClientQuotaManager
     fetch: ClientQuotaManager
+    controller_mutation: ControllerMutationQuotaManager
     throttles: ChannelThrottles = field(default_factory=ChannelThrottles)
 
     @classmethod
     def from_config(cls, configs: ClientQuotaConfigs, samples: int, window_s: int) -> "ClientQuotas":
         """``quota.window.num`` samples of ``quota.window.size.seconds`` each."""
-        return cls(ClientQuotaManager(PRODUCE, configs, samples, window_s * 1000), ClientQuotaManager(FETCH, configs, samples, window_s * 1000))
+        window_ms = window_s * 1000
+        return cls(
+            ClientQuotaManager(PRODUCE, configs, samples, window_ms),
+            ClientQuotaManager(FETCH, configs, samples, window_ms),
+            ControllerMutationQuotaManager(configs, samples, window_ms),
+        )
+
+    def controller_mutation_quota(self, request: Request, strict_since: int, now_s: float) -> ControllerMutationQuota:
+        """The request's ``controller_mutation_rate`` quota: strict from version ``strict_since`` on."""
+        user, client_id, _ = quota_client(request)
+        return self.controller_mutation.quota_for(user, client_id, request.header.api_version >= strict_since, now_s)
+
+    def throttle(self, request: Request, throttle_ms: int, now_s: float) -> None:
+        """Mute the request's connection for ``throttle_ms`` (KIP-219)."""
+        _, _, connection_id = quota_client(request)
+        if throttle_ms > 0 and connection_id is not None:
+            self.throttles.throttle(connection_id, throttle_ms, now_s)
 
     def record_produce(self, request: Request, size: int, now_s: float) -> int:
         """Charge a produce of ``size`` bytes to the client's ``producer_byte_rate``; the throttle time, for

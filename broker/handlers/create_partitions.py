@@ -8,21 +8,30 @@ As with DeleteTopics, ``timeout_ms <= 0`` answers REQUEST_TIMED_OUT for partitio
 
 from __future__ import annotations
 
+import time
 from collections import Counter
+
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
+from odradek.broker.handlers import mutation_quota
 from odradek.broker.new_logs import make_logs
+from odradek.broker.quotas import ClientQuotas
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.controller.embedded import EmbeddedController
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 
-async def handle(controller: EmbeddedController, replica_manager: ReplicaManager, authorization: Authorization, request: Request) -> dict:
+STRICT_QUOTA_SINCE, CLIENT_THROTTLES_SINCE = 3, 1
+"""The versions from which ``controller_mutation_rate`` refuses (KIP-599) and clients throttle themselves (KIP-219)."""
+
+
+async def handle(controller: EmbeddedController, replica_manager: ReplicaManager, authorization: Authorization, quotas: ClientQuotas, request: Request) -> dict:
     """Needs ALTER on each topic, else TOPIC_AUTHORIZATION_FAILED with Kafka's message."""
     body = request.body
     counts = Counter(t.name for t in body.topics)
     alterable = authorization.filter_authorized(request, AclOperation.ALTER, ResourceType.TOPIC, {t.name for t in body.topics if counts[t.name] == 1})
+    quota = quotas.controller_mutation_quota(request, STRICT_QUOTA_SINCE, time.monotonic())
     results = []
     for t in body.topics:
         result = {"name": t.name, "error_code": ErrorCode.NONE, "error_message": None}
@@ -34,6 +43,7 @@ async def handle(controller: EmbeddedController, replica_manager: ReplicaManager
             assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
             planned = controller.plan_partitions(t.name, t.count, assignments)
             if not body.validate_only:
+                quota.record(len(planned.partitions), time.monotonic())
                 await make_logs(replica_manager, planned)
                 controller.create_partitions(t.name, t.count, assignments)
             if body.timeout_ms <= 0 and not body.validate_only:
@@ -41,4 +51,4 @@ async def handle(controller: EmbeddedController, replica_manager: ReplicaManager
         except KafkaError as exc:
             result.update(error_code=exc.code, error_message=exc.message)
         results.append(result)
-    return {"results": results}
+    return await mutation_quota.answer(quotas, request, quota, {"results": results}, CLIENT_THROTTLES_SINCE)

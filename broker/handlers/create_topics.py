@@ -7,6 +7,7 @@ topic's configs and layout DESCRIBE_CONFIGS on it (else its topic config error i
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -15,13 +16,19 @@ from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.broker.config import BrokerConfig
 from odradek.broker.dynamic_config import DynamicBrokerConfig
+from odradek.broker.handlers import mutation_quota
 from odradek.broker.handlers.describe_configs import topic_config_entries
 from odradek.broker.new_logs import make_logs
+from odradek.broker.quotas import ClientQuotas
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.controller.embedded import EmbeddedController, check_batch_size
 from odradek.controller.metadata import MetadataImage, TopicInfo
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
+
+
+STRICT_QUOTA_SINCE, CLIENT_THROTTLES_SINCE = 6, 3
+"""The versions from which ``controller_mutation_rate`` refuses (KIP-599) and clients throttle themselves (KIP-219)."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +49,7 @@ class TopicServices:
 
 async def handle(
     metadata: MetadataImage, config: BrokerConfig, controller: EmbeddedController, create_topic: Callable[..., TopicInfo], replica_manager: ReplicaManager,
-    dynamic_config: DynamicBrokerConfig, broker_defaults: dict[str, str], authorization: Authorization, request: Request,
+    dynamic_config: DynamicBrokerConfig, broker_defaults: dict[str, str], authorization: Authorization, quotas: ClientQuotas, request: Request,
 ) -> dict:
     services = TopicServices(metadata, config, controller, create_topic, replica_manager, dynamic_config, broker_defaults, authorization)
     body = request.body
@@ -57,6 +64,7 @@ async def handle(
     else:
         creatable = authorization.filter_authorized(request, AclOperation.CREATE, ResourceType.TOPIC, names)
     describable = authorization.filter_authorized(request, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names, log_denied=False)
+    quota = quotas.controller_mutation_quota(request, STRICT_QUOTA_SINCE, time.monotonic())
     results = []
     for t in body.topics:
         result = _result(t.name)
@@ -73,6 +81,7 @@ async def handle(
             assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
             topic = services.create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments, validate_only=True)
             if not body.validate_only:
+                quota.record(len(topic.partitions), time.monotonic())
                 await _make_logs_reserving_name(services, topic)
                 topic = services.create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments, topic_id=topic.topic_id)
             state = next(iter(topic.partitions.values()))
@@ -89,7 +98,7 @@ async def handle(
         except KafkaError as exc:
             result = _result(t.name, exc)
         results.append(result)
-    return {"topics": results}
+    return await mutation_quota.answer(quotas, request, quota, {"topics": results}, CLIENT_THROTTLES_SINCE)
 
 
 def _result(name: str, error: KafkaError | None = None) -> dict[str, Any]:

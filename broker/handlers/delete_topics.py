@@ -10,17 +10,23 @@ REQUEST_TIMED_OUT for the topics it deleted, as Kafka answers requests that do n
 
 from __future__ import annotations
 
+import time
 import uuid
+from typing import Awaitable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.config import BrokerConfig
+from odradek.broker.handlers import mutation_quota
+from odradek.broker.quotas import ClientQuotas
 from odradek.controller.embedded import EmbeddedController
 from odradek.controller.metadata import MetadataImage
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 ZERO_UUID = uuid.UUID(int=0)
+STRICT_QUOTA_SINCE, CLIENT_THROTTLES_SINCE = 5, 2
+"""The versions from which ``controller_mutation_rate`` refuses (KIP-599) and clients throttle themselves (KIP-219)."""
 
 
 def _requested(request: Request) -> list[tuple[str | None, uuid.UUID]]:
@@ -34,7 +40,7 @@ def _result(name: str | None, topic_id: uuid.UUID, code: ErrorCode, message: str
     return {"name": name, "topic_id": topic_id, "error_code": code, "error_message": message}
 
 
-def handle(metadata: MetadataImage, config: BrokerConfig, controller: EmbeddedController, authorization: Authorization, request: Request) -> dict:
+def handle(metadata: MetadataImage, config: BrokerConfig, controller: EmbeddedController, authorization: Authorization, quotas: ClientQuotas, request: Request) -> dict | Awaitable[dict]:
     requested = _requested(request)
     if not config["delete.topic.enable"]:
         code = ErrorCode.INVALID_REQUEST if request.header.api_version < 3 else ErrorCode.TOPIC_DELETION_DISABLED
@@ -68,15 +74,18 @@ def handle(metadata: MetadataImage, config: BrokerConfig, controller: EmbeddedCo
         results.append(_result(name, topic_id, ErrorCode.NONE))
         to_delete.setdefault(name, []).append(results[-1])
 
+    quota = quotas.controller_mutation_quota(request, STRICT_QUOTA_SINCE, time.monotonic())
     for name, answers in to_delete.items():
         try:
+            quota.record(len(image.topics[name].partitions), time.monotonic())
             controller.delete_topic(name)
         except KafkaError as exc:
-            # The deletion could not be persisted (a full disk): the topic stays, and the client may retry.
+            # Over the mutation quota, or the deletion could not be persisted (a full disk): the topic stays,
+            # and the client may retry.
             for answer in answers:
                 answer.update(error_code=exc.code, error_message=exc.message)
     if request.body.timeout_ms <= 0:
         for result in results:
             if result["error_code"] == ErrorCode.NONE:
                 result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
-    return {"responses": results}
+    return mutation_quota.answer(quotas, request, quota, {"responses": results}, CLIENT_THROTTLES_SINCE)
