@@ -21,6 +21,7 @@ import uuid
 from typing import Any, Mapping
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.controller_channel import ControllerChannelManager
@@ -41,6 +42,11 @@ NO_EPOCH = -1
 """StopReplica's leader epoch when the controller names none: the replica is stopped whatever its epoch."""
 
 
+class ZooKeeperClientTimeoutError(Exception):
+    """Kafka's ``ZooKeeperClientTimeoutException``: no ZooKeeper session within ``zookeeper.connection.timeout.ms``
+    (by default the session timeout); the broker does not start."""
+
+
 def security_protocols(config: BrokerConfig) -> dict[str, str]:
     """``listener.security.protocol.map``: listener name -> security protocol."""
     pairs = (item.split(":", 1) for item in config["listener.security.protocol.map"].split(",") if item.strip())
@@ -56,7 +62,10 @@ class ZkBroker:
         self.listener = listener
         self.replica_manager = replica_manager
         session_ms = config["zookeeper.session.timeout.ms"]
-        self.zk = ZkClient(config["zookeeper.connect"], session_timeout_s=session_ms / 1000, connect_timeout_s=(config["zookeeper.connection.timeout.ms"] or session_ms) / 1000)
+        try:
+            self.zk = ZkClient(config["zookeeper.connect"], session_timeout_s=session_ms / 1000, connect_timeout_s=(config["zookeeper.connection.timeout.ms"] or session_ms) / 1000)
+        except KazooTimeoutError:
+            raise ZooKeeperClientTimeoutError("Timed out waiting for connection while in state: CONNECTING") from None
         self.zk.create_top_level_paths()
         cluster_id = self.zk.create_or_get_cluster_id(new_cluster_id())
         self.cache = ZkMetadataCache(MetadataImage(cluster_id, -1, {}), self._topic_configs)

@@ -78,12 +78,20 @@ def test_serve_refuses_to_start_with_a_bad_value(tmp_path: Path) -> None:
     assert "num.partitions" in result.stderr and "at least 1" in result.stderr
 
 
-def test_kafkas_zookeeper_setting_is_reported_not_silently_ignored(tmp_path, caplog) -> None:
-    """Kafka's shipped server.properties names a ZooKeeper; until cluster mode exists the broker starts
-    on its embedded controller and says so."""
-    from odradek import Broker
+def test_a_broker_whose_zookeeper_cannot_be_reached_does_not_start(tmp_path: Path) -> None:
+    """With ``zookeeper.connect`` the broker joins a cluster: no ZooKeeper session within
+    zookeeper.connection.timeout.ms stops it with Kafka's message, as Kafka's ZooKeeperClientTimeoutException."""
+    import socket
 
-    with caplog.at_level(logging.WARNING, logger="odradek.server"):
-        with Broker(log_dir=tmp_path, config={"zookeeper.connect": "localhost:2181"}) as broker:
-            assert broker.bootstrap.startswith("127.0.0.1:")
-    assert any("ZooKeeper (cluster) mode is not implemented" in r.getMessage() for r in caplog.records)
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    result = subprocess.run(
+        [sys.executable, "-m", "odradek", "serve", "--override", f"log.dirs={tmp_path}", "--override", f"zookeeper.connect=127.0.0.1:{port}",
+         "--override", "zookeeper.connection.timeout.ms=1000"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "Timed out waiting for connection while in state: CONNECTING" in result.stdout + result.stderr
