@@ -19,6 +19,7 @@ from odradek.broker.handlers import CLOSE_CONNECTION  # noqa: F401  (re-exported
 from odradek.broker.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    alter_partition,
     alter_client_quotas,
     alter_configs,
     alter_user_scram_credentials,
@@ -166,6 +167,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.TxnOffsetCommit: _all(ApiKey.TxnOffsetCommit, txn_offset_commit, "group_coordinator", "metadata", "replica_manager", "authorization"),
     ApiKey.DescribeTransactions: _all(ApiKey.DescribeTransactions, describe_transactions, "transaction_coordinator", "authorization"),
     ApiKey.ListTransactions: _all(ApiKey.ListTransactions, list_transactions, "transaction_coordinator", "authorization"),
+    ApiKey.AlterPartition: _all(ApiKey.AlterPartition, alter_partition, "zk_broker", "authorization"),
     ApiKey.LeaderAndIsr: _all(ApiKey.LeaderAndIsr, leader_and_isr, "zk_broker", "authorization"),
     ApiKey.StopReplica: _all(ApiKey.StopReplica, stop_replica, "zk_broker", "authorization"),
     ApiKey.UpdateMetadata: _all(ApiKey.UpdateMetadata, update_metadata, "zk_broker", "authorization"),

@@ -23,8 +23,10 @@ from typing import Any, Mapping
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
+from odradek.broker.alter_partition import AlterPartitionManager
 from odradek.broker.config import BrokerConfig
 from odradek.broker.controller_channel import ControllerChannelManager
+from odradek.broker.kafka_client import Node
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.zk_metadata_cache import LEADER_DURING_DELETE, ZkMetadataCache
 from odradek.controller import zk_admin
@@ -140,6 +142,7 @@ class ZkBroker:
         if (error := self._stale(body)) is not None:
             log.warning("Ignoring LeaderAndIsr from controller %d with epoch %d: %s", body.controller_id, body.controller_epoch, error.name)
             return error, {key: error for key in states}
+        self._start_isr_changes()
         errors: dict[tuple[str, int], ErrorCode] = {}
         changed: dict[str, TopicInfo] = {}
         for (name, index), (topic_id, state) in states.items():
@@ -162,6 +165,20 @@ class ZkBroker:
                 log.error("Cannot serve %s as LeaderAndIsr says: %s", topic.name, exc.message)
                 errors.update({(topic.name, index): exc.code for index in topic.partitions})
         return ErrorCode.NONE, errors
+
+    def _start_isr_changes(self) -> None:
+        """Leaders send their ISR changes to the active controller (AlterPartition). Started at the first
+        LeaderAndIsr, on the event loop: before it this broker leads nothing, and the network's task group the
+        sender runs in exists only once the broker serves."""
+        if self.replica_manager.alter_partition_manager is None:
+            manager = AlterPartitionManager(self.broker_id, lambda: self.broker_epoch, self._controller_node, self.replica_manager.background)
+            self.replica_manager.start_isr_changes(manager)
+
+    def _controller_node(self) -> Node | None:
+        """The active controller's endpoint on the inter-broker listener, as UpdateMetadata last said."""
+        broker = self.image.brokers.get(self.image.controller_id)
+        endpoint = broker.endpoint(self.inter_broker_listener) if broker is not None else None
+        return Node(broker.node_id, *endpoint) if broker is not None and endpoint is not None else None
 
     def stop_replica(self, body: Any) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
         """Stop serving the named replicas and, where the controller says so, delete them."""

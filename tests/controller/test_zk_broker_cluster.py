@@ -8,6 +8,8 @@ The brokers are processes (``Broker(subprocess=True)``), talked to over real soc
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 import uuid
 from pathlib import Path
@@ -27,6 +29,9 @@ from odradek.protocol.errors import ErrorCode
 CHROOT = "/odradek-cluster"
 TOPIC = "spread"
 PARTITIONS = 6
+SESSION_TIMEOUT_MS = 10000
+LAG_TIME_MAX_MS = 1500
+"""A follower stopped for longer leaves the ISR; one stopped for less than the session stays registered."""
 
 
 def wait_for(condition: Callable[[], Any], timeout_s: float = 30.0, what: str = "condition") -> Any:
@@ -46,7 +51,8 @@ def brokers(zookeeper: kafka_jvm.ZooKeeper, tmp_path_factory: pytest.TempPathFac
         for broker_id in range(3):
             started[broker_id] = Broker(
                 Path(tmp_path_factory.mktemp(f"zk-odradek-{broker_id}")),
-                config={"zookeeper.connect": zookeeper.connect + CHROOT, "broker.id": broker_id, "zookeeper.session.timeout.ms": 6000},
+                config={"zookeeper.connect": zookeeper.connect + CHROOT, "broker.id": broker_id, "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
+                        "replica.lag.time.max.ms": LAG_TIME_MAX_MS},
                 subprocess=True,
             ).start()
         yield started
@@ -150,6 +156,31 @@ def test_a_replicated_topic_acknowledges_acks_all_and_every_replica_holds_the_re
         assert f"{index}-9".encode() in segments(index)[0]
 
 
+def test_a_stopped_follower_leaves_the_isr_through_alter_partition_and_comes_back(brokers: dict[int, Broker], zk: KazooClient, connect: Callable[..., Any]) -> None:
+    """The leader asks the active controller (AlterPartition) to shrink the ISR of a follower that stopped
+    fetching for replica.lag.time.max.ms, and to expand it once the follower caught up again."""
+    topic = "isr"
+    admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in brokers.values())})
+    admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
+
+    def isr() -> list[int]:
+        state = zk.exists(zd.partition_state_path(topic, 0)) and zd.LeaderIsrAndControllerEpoch.decode(zk.get(zd.partition_state_path(topic, 0))[0])
+        return list(state.isr) if state else []
+
+    wait_for(lambda: len(isr()) == 3, what="the partition online with every replica in sync")
+    controller = zd.ControllerRegistration.decode(zk.get(zd.CONTROLLER)[0]).broker_id
+    leader = zd.LeaderIsrAndControllerEpoch.decode(zk.get(zd.partition_state_path(topic, 0))[0]).leader
+    follower = next(b for b in brokers if b not in (controller, leader))
+    os.kill(brokers[follower].pid, signal.SIGSTOP)
+    try:
+        wait_for(lambda: follower not in isr() and len(isr()) == 2, timeout_s=SESSION_TIMEOUT_MS / 1000 - 2, what="the stopped follower out of the ISR")
+    finally:
+        os.kill(brokers[follower].pid, signal.SIGCONT)
+    assert zk.exists(zd.broker_path(follower))  # still registered: an ISR change, not a broker failure
+    wait_for(lambda: sorted(isr()) == sorted(brokers), what="the follower back in the ISR")
+    wait_for(lambda: all(sorted(view(connect, b, topic)[2][0][3]) == sorted(brokers) for b in brokers.values()), what="every broker's metadata with the ISR whole again")
+
+
 def test_kafka_topics_describe_shows_the_clusters_leaders(brokers: dict[int, Broker], zk: KazooClient, connect: Callable[..., Any]) -> None:
     done = kafka_jvm.run_tool("kafka-topics", "--bootstrap-server", brokers[2].bootstrap, "--describe", "--topic", TOPIC)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -202,7 +233,7 @@ def test_the_controller_killed_another_takes_over_and_metadata_converges(brokers
         return broker_id if broker_id in survivors else None
 
     wait_for(new_controller, timeout_s=20, what="a surviving broker elected controller")
-    assert time.monotonic() - started < 15  # the dead broker's session (6 s) expires, then an election
+    assert time.monotonic() - started < 15  # the dead broker's session (10 s) expires, then an election
 
     def survivors_agree() -> Any:
         try:
