@@ -191,6 +191,18 @@ class ClientQuotaConfigs:
                 return False
         return True
 
+    def ip_connection_rate(self, ip: str) -> int | None:
+        """An address's ``connection_creation_rate``: its own, else the default ips entity's; None (Kafka's
+        default of Int.MaxValue) for no limit."""
+        configs = self.store.entity_configs()
+        if not configs:
+            return None
+        for path in (f"ips/{sanitize(ip)}", f"ips/{DEFAULT}"):
+            value = configs.get(path, {}).get("connection_creation_rate")
+            if value is not None:
+                return None if int(value) == INT_MAX else int(value)
+        return None
+
     def quota(self, key: str, user: str, client_id: str) -> tuple[tuple[str, str], float | None]:
         """(sensor tags, bound) for a client: the tags name the sensor its traffic is measured in (clients
         under one user quota share it), the bound is the first of Kafka's eight levels with ``key`` set."""

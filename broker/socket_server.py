@@ -433,6 +433,8 @@ async def serve(server: KafkaServer, listeners: list[BoundListener], task_status
                 except OSError:  # reset before we got to it
                     sock.close()
                     continue
+                if not await _within_creation_rates(network, listener.name, sock, addr[0]):
+                    continue
                 if (limit := quotas.open(addr[0])) is not None:
                     log.info("Rejected connection from %s, address already has the configured maximum of %d connections.", addr[0], limit)
                     sock.close()
@@ -443,13 +445,44 @@ async def serve(server: KafkaServer, listeners: list[BoundListener], task_status
     async with anyio.create_task_group() as tg:
         network = Network(
             server.config, tg, bytearray(RECEIVE_BUFFER_SIZE), memory_pool(server.config["queued.max.request.bytes"]),
-            ConnectionQuotas.from_config(server.config, [listener.name for listener in listeners]),
+            ConnectionQuotas.from_config(server.config, [listener.name for listener in listeners], server.client_quotas.ip_connection_rate),
         )
         server.background = tg
         tg.start_soon(network.expire_idle_connections)
         for listener in listeners:
             tg.start_soon(accept_loop, listener, network)
         task_status.started()
+
+
+async def _within_creation_rates(network: Network, listener: str, sock: socket.socket, ip: str) -> bool:
+    """Kafka's connection creation rates, for a connection just accepted: over the broker's or the
+    listener's, the listener waits the throttle time before going on; over its address's, the connection is
+    left unserved and closed once the throttle time has passed (False)."""
+    quotas = network.connection_quotas
+    try:
+        throttle_ms = quotas.accept_throttle_ms(listener, _now_ms())
+        if throttle_ms > 0:
+            await anyio.sleep(throttle_ms / 1000)
+    except BaseException:
+        sock.close()
+        raise
+    throttle_ms = quotas.ip_throttle_ms(listener, ip, _now_ms())
+    if throttle_ms == 0:
+        return True
+    log.debug("Delaying closing of connection from %s for %d ms", ip, throttle_ms)
+    network.tg.start_soon(_close_after, sock, throttle_ms / 1000)
+    return False
+
+
+async def _close_after(sock: socket.socket, delay_s: float) -> None:
+    try:
+        await anyio.sleep(delay_s)
+    finally:
+        sock.close()
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
 
 
 def _set_buffers(server: KafkaServer, sock: socket.socket) -> None:
