@@ -32,6 +32,7 @@ from odradek.controller.zk_controller_state import (
     ControlRequest,
     Leadership,
     RequestBatch,
+    controlled_shutdown_election,
     TopicPartition,
     imbalanced_partitions,
     initial_leadership,
@@ -70,6 +71,7 @@ PREFERRED_ELECTION = "preferred-replica-election"
 AUTO_LEADER_REBALANCE = "auto-leader-rebalance"
 ISR_CHANGED = "isr-change-notification"
 ALTER_PARTITION = "alter-partition"
+CONTROLLED_SHUTDOWN = "controlled-shutdown"
 _STOP = "stop"
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 
@@ -152,6 +154,7 @@ class ZkController:
             AUTO_LEADER_REBALANCE: self._auto_leader_rebalance,
             ISR_CHANGED: self._isr_changed,
             ALTER_PARTITION: self._alter_partition,
+            CONTROLLED_SHUTDOWN: self._controlled_shutdown,
         }
         while True:
             balancing = self.active and self.leader_balance.enable
@@ -162,7 +165,7 @@ class ZkController:
             if event.kind == _STOP:
                 return
             try:
-                if event.kind in (ELECT, ALTER_PARTITION) or self.active:
+                if event.kind in (ELECT, ALTER_PARTITION, CONTROLLED_SHUTDOWN) or self.active:
                     handlers[event.kind](event)
             except ControllerMovedError:
                 log.info("controller %d: the controller moved; resigning", self.broker_id)
@@ -322,6 +325,7 @@ class ZkController:
         ctx = self.context
         for b in dead:
             ctx.live_brokers.pop(b, None)
+            ctx.shutting_down.discard(b)
             ctx.broker_epochs.pop(b, None)
             self.channel.remove_broker(b)
         batch = RequestBatch(ctx)
@@ -450,6 +454,54 @@ class ZkController:
             answer.set_result(alter_partition.process(self.context, body, version, self._write, self._update_metadata))
         except BaseException:
             answer.set_result({"throttle_time_ms": 0, "error_code": ErrorCode.UNKNOWN_SERVER_ERROR, "topics": []})
+            raise
+
+    # -- controlled shutdown ------------------------------------------------------------------------------------
+
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> "Future[dict]":
+        """A stopping broker's ControlledShutdown, answered from the event thread."""
+        answer: Future[dict] = Future()
+        self._enqueue(Event(CONTROLLED_SHUTDOWN, request=(broker_id, broker_epoch, answer)))
+        return answer
+
+    def _controlled_shutdown(self, event: Event) -> None:
+        """Kafka's ``doControlledShutdown``: the replicated partitions the broker leads get a new leader among
+        the other live ISR members, it leaves the ISR of those it follows (and stops fetching them); the
+        answer lists the replicated partitions it still leads."""
+        broker_id, broker_epoch, answer = event.request
+        ctx = self.context
+        if not self.active:
+            answer.set_result({"error_code": ErrorCode.NOT_CONTROLLER, "remaining_partitions": []})
+            return
+        if broker_id not in ctx.live_brokers:
+            answer.set_result({"error_code": ErrorCode.BROKER_NOT_AVAILABLE, "remaining_partitions": []})
+            return
+        if broker_epoch != -1 and ctx.broker_epochs.get(broker_id, -1) > broker_epoch:
+            answer.set_result({"error_code": ErrorCode.STALE_BROKER_EPOCH, "remaining_partitions": []})
+            return
+        try:
+            ctx.shutting_down.add(broker_id)
+            live = set(ctx.live_brokers)
+            batch = RequestBatch(ctx)
+            for partition in ctx.partitions_on(broker_id):
+                lead = ctx.leadership.get(partition)
+                replicas = ctx.assignments[partition].replicas
+                if lead is None or len(replicas) <= 1 or partition[0] in ctx.topics_being_deleted:
+                    continue
+                if lead.state.leader == broker_id:  # every live replica hears, the stopping one becomes a follower
+                    changed = controlled_shutdown_election(replicas, lead.state, live, ctx.shutting_down, ctx.epoch)
+                    recipients = ctx.live_replicas(partition)
+                else:  # Kafka's OfflineReplica: it stops fetching, the others hear of the smaller ISR
+                    batch.add_stop_replica([broker_id], partition, delete=False)
+                    changed = without_replica(lead.state, broker_id, ctx.epoch)
+                    recipients = [r for r in ctx.live_replicas(partition) if r != broker_id]
+                if changed is not None and self._write(partition, changed):
+                    batch.add_leader_and_isr(recipients, partition)
+            self._send(batch)
+            remaining = [tp for tp in ctx.partitions_led_by({broker_id}) if len(ctx.assignments[tp].replicas) > 1]
+            answer.set_result({"error_code": ErrorCode.NONE, "remaining_partitions": [{"topic_name": t, "partition_index": p} for t, p in remaining]})
+        except BaseException:
+            answer.set_result({"error_code": ErrorCode.UNKNOWN_SERVER_ERROR, "remaining_partitions": []})
             raise
 
     def _update_metadata(self, partitions: list[TopicPartition]) -> None:

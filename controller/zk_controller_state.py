@@ -51,6 +51,8 @@ class ControllerContext:
     assignments: dict[TopicPartition, zd.ReplicaAssignment] = field(default_factory=dict)
     leadership: dict[TopicPartition, Leadership] = field(default_factory=dict)
     topics_being_deleted: set[str] = field(default_factory=set)
+    shutting_down: set[int] = field(default_factory=set)
+    """Brokers that asked for a controlled shutdown, until their registration goes: its elections pass them over."""
 
     def is_online(self, replica: int) -> bool:
         return replica in self.live_brokers
@@ -104,6 +106,18 @@ def offline_election(
     if unclean and (leader := next((r for r in assignment if r in live), None)) is not None:
         return replace(current, leader=leader, leader_epoch=current.leader_epoch + 1, isr=(leader,), controller_epoch=controller_epoch, leader_recovery_state=RECOVERING)
     return None
+
+
+def controlled_shutdown_election(
+    assignment: tuple[int, ...], current: zd.LeaderIsrAndControllerEpoch, live: set[int], shutting_down: set[int], controller_epoch: int
+) -> zd.LeaderIsrAndControllerEpoch | None:
+    """``controlledShutdownPartitionLeaderElection``: the first assigned replica that is live, in the ISR and
+    not shutting down leads; the ISR loses the brokers shutting down. Bumps the epoch; None when no one can."""
+    leader = next((r for r in assignment if r in live and r in current.isr and r not in shutting_down), None)
+    if leader is None:
+        return None
+    isr = tuple(r for r in current.isr if r not in shutting_down)
+    return replace(current, leader=leader, leader_epoch=current.leader_epoch + 1, isr=isr, controller_epoch=controller_epoch)
 
 
 def preferred_replica_can_lead(assignment: tuple[int, ...], isr: tuple[int, ...], live: set[int]) -> bool:
