@@ -78,7 +78,6 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     # connection limits
     _k("max.connections", I, INT_MAX, "The maximum number of connections the broker allows at any time; at the limit it stops accepting until one closes (the inter-broker listener is exempt).", at_least=0),
     _k("max.connections.per.ip", I, INT_MAX, "The maximum number of connections from each IP address; more are closed at once.", at_least=0),
-    _k("max.connection.creation.rate", I, INT_MAX, "The most connections the broker (or, as listener.name.<listener>.max.connection.creation.rate, a listener) accepts per second, averaged over the quota window; faster connections wait to be accepted (the inter-broker listener counts only against its own).", at_least=0),
     _k("max.connections.per.ip.overrides", S, "", "A comma-separated list of per-ip or hostname overrides to the default maximum number of connections, e.g. hostName:100,127.0.0.1:200."),
     # client quotas
     _k("quota.window.num", I, 11, "The number of samples to retain in memory for client quotas.", at_least=1),
@@ -88,8 +87,11 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     _k("prometheus.host", S, None, "odradek: interface the Prometheus endpoint binds; unset: the first listener's host (all interfaces if that is empty)."),
     # ZooKeeper (cluster mode)
     _k("zookeeper.connect", S, None, "ZooKeeper connection string (host:port[,host:port][/chroot]). Unset: the embedded single-node controller."),
-    _k("zookeeper.session.timeout.ms", I, 18000, "ZooKeeper session timeout.", acted_on=False),
-    _k("zookeeper.connection.timeout.ms", I, None, "Maximum time to wait to establish a ZooKeeper connection; defaults to the session timeout.", acted_on=False),
+    _k("zookeeper.session.timeout.ms", I, 18000, "ZooKeeper session timeout."),
+    _k("zookeeper.connection.timeout.ms", I, None, "Maximum time to wait to establish a ZooKeeper connection; defaults to the session timeout."),
+    _k("controlled.shutdown.enable", B, True, "Enable controlled shutdown of the server: in ZooKeeper mode a stopping broker first asks the controller to move its leaderships."),
+    _k("controlled.shutdown.max.retries", I, 3, "Controlled shutdown can fail for multiple reasons. This determines the number of retries when such failure happens.", at_least=0),
+    _k("controlled.shutdown.retry.backoff.ms", L, 5000, "Before each retry, the system needs time to recover from the state that caused the previous failure (Controller fail over, replica lag etc). This config determines the amount of time to wait before retrying.", at_least=0),
     _k("controller.socket.timeout.ms", I, 30000, "Socket timeout for controller-to-broker channels.", acted_on=False),
     # sockets and requests
     _k("socket.request.max.bytes", I, 104857600, "The maximum number of bytes in a socket request.", at_least=1),
@@ -117,9 +119,9 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     _k("replica.lag.time.max.ms", L, 30000, "A follower that has not caught up with the leader for this long leaves the ISR.", acted_on=False),
     _k("replica.fetch.max.bytes", I, 1048576, "Bytes of messages a follower fetches per partition.", at_least=0, acted_on=False),
     _k("replica.fetch.wait.max.ms", I, 500, "Max wait time for each fetcher request issued by follower replicas.", acted_on=False),
-    _k("auto.leader.rebalance.enable", B, True, "Enables automatic preferred-leader balancing.", acted_on=False),
-    _k("leader.imbalance.per.broker.percentage", I, 10, "Leader imbalance allowed per broker, in percent.", acted_on=False),
-    _k("leader.imbalance.check.interval.seconds", L, 300, "Frequency of the partition rebalance check by the controller.", acted_on=False),
+    _k("auto.leader.rebalance.enable", B, True, "Enables automatic preferred-leader balancing."),
+    _k("leader.imbalance.per.broker.percentage", I, 10, "Leader imbalance allowed per broker, in percent."),
+    _k("leader.imbalance.check.interval.seconds", L, 300, "Frequency of the partition rebalance check by the controller."),
     # log
     _k("log.dirs", S, None, "A comma-separated list of the directories where the log data is stored. If not set, log.dir is used."),
     _k("log.dir", S, "/tmp/kafka-logs", "The directory in which the log data is kept (supplemental for log.dirs)."),

@@ -129,6 +129,11 @@ class KafkaServer:
         self.log_manager.startup(self.controller.image.cluster_id, self.broker_id)
         self.controller.startup()
 
+    async def controlled_shutdown(self) -> None:
+        """In ZooKeeper mode the controller first moves this broker's leaderships, while it still serves."""
+        if self.zk_broker is not None:
+            await self.zk_broker.controlled_shutdown()
+
     def shutdown(self) -> None:
         if self.zk_broker is not None:
             self.zk_broker.shutdown()

@@ -190,6 +190,7 @@ async def run(config: BrokerConfig, *, handle_signals: bool = True, on_started: 
                 await stop_event.wait()
             else:
                 await anyio.sleep_forever()
+            await server.controlled_shutdown()
             for s in socks:
                 s.close()
             with anyio.move_on_after(SHUTDOWN_GRACE_S):

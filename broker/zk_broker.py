@@ -20,13 +20,14 @@ import logging
 import uuid
 from typing import Any, Mapping
 
+import anyio
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from odradek.broker.alter_partition import AlterPartitionManager
 from odradek.broker.config import BrokerConfig
 from odradek.broker.controller_channel import ControllerChannelManager
-from odradek.broker.kafka_client import Node
+from odradek.broker.kafka_client import BrokerConnection, DisconnectedError, Node
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.zk_metadata_cache import LEADER_DURING_DELETE, ZkMetadataCache
 from odradek.controller import zk_admin
@@ -36,9 +37,13 @@ from odradek.controller.metadata import BrokerInfo, MetadataImage, MetadataListe
 from odradek.controller.replica_assignment import assign_replicas_to_brokers
 from odradek.controller.zk_client import ZkClient
 from odradek.controller.zk_controller import LeaderBalance, ZkController
+from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
+
+CONTROLLED_SHUTDOWN_VERSION = 3
+"""Kafka 3.9's brokers send ControlledShutdown v3 (with the broker epoch)."""
 
 NO_EPOCH = -1
 """StopReplica's leader epoch when the controller names none: the replica is stopped whatever its epoch."""
@@ -106,6 +111,35 @@ class ZkBroker:
             ),
         )
         self.controller.startup()
+
+    async def controlled_shutdown(self) -> None:
+        """Kafka's ``controlledShutdown`` (``controlled.shutdown.enable``): ask the active controller to move
+        this broker's leaderships to the other in-sync replicas before it stops serving, so that clients move
+        on with retriable errors; again after ``controlled.shutdown.retry.backoff.ms`` while partitions remain
+        or the controller cannot be reached, at most ``controlled.shutdown.max.retries`` times."""
+        if not self.config["controlled.shutdown.enable"]:
+            return
+        for attempt in range(self.config["controlled.shutdown.max.retries"]):
+            if attempt:
+                await anyio.sleep(self.config["controlled.shutdown.retry.backoff.ms"] / 1000)
+            node = self._controller_node()
+            if node is None:
+                log.warning("Controlled shutdown: no controller known; trying again")
+                continue
+            try:
+                async with anyio.create_task_group() as tg:
+                    connection = await BrokerConnection.connect(node.host, node.port, tg, client_id=f"broker-{self.broker_id}")
+                    response = await connection.send(ApiKey.ControlledShutdown, CONTROLLED_SHUTDOWN_VERSION, {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch})
+                    tg.cancel_scope.cancel()
+            except (DisconnectedError, TimeoutError, OSError) as exc:
+                log.warning("Controlled shutdown: the controller (broker %d) could not be asked: %s", node.node_id, exc)
+                continue
+            remaining = [f"{p.topic_name}-{p.partition_index}" for p in response.remaining_partitions]
+            if response.error_code == ErrorCode.NONE and not remaining:
+                log.info("Controlled shutdown request returned successfully")
+                return
+            log.info("Controlled shutdown: %s, remaining partitions to move: %s", ErrorCode(response.error_code).name, ",".join(remaining))
+        log.warning("Proceeding to do an unclean shutdown as all the controlled shutdown attempts failed")
 
     def shutdown(self) -> None:
         """Resign (if active), close the controller's connections, and end the session: the registration
