@@ -34,6 +34,7 @@ from odradek.broker.framing import RECEIVE_BUFFER_SIZE
 from odradek.broker.kafka_apis import CLOSE_CONNECTION, HANDLERS, error_response, unsupported_api_versions_response
 from odradek.broker.kafka_server import KafkaServer
 from odradek.broker.memory_pool import MemoryPool, Unbounded, memory_pool
+from odradek.broker.request_quota import charge, charged
 from odradek.broker.security.listeners import ListenerSecurity
 from odradek.broker.security.sasl_authenticator import SaslSettings
 from odradek.broker.security.tls import TlsSession, TlsSettings
@@ -239,6 +240,9 @@ class Connection:
     async def _dispatch(self, request: Request) -> bool:
         """Handle one request; False closes the connection."""
         header = request.header
+        quotas = self.server.quotas
+        timed = quotas.any_quota() and charged(request)  # request_percentage: the handling time, when a quota may apply
+        start_ns = time.perf_counter_ns() if timed else 0
         try:
             result = HANDLERS[header.api_key].handle(self.server, request)
         except Exception:
@@ -248,6 +252,8 @@ class Connection:
                 return False
         if result is CLOSE_CONNECTION:
             return False
+        if timed:
+            result = charge(quotas, request, time.perf_counter_ns() - start_ns, result)
         if result is None:
             return True
         await self._send(request, result)
