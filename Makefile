@@ -30,10 +30,17 @@ install: build-deps $(PYTHON)
 	$(PIP) install -q -e .
 
 # Installs everything the suite needs (Debian packages, Java and Maven, Kafka's and Spark's jars, Python
-# packages, kafkajs), then runs it.
+# packages, kafkajs), then runs it: two workers, a test file each at a time (most tests wait on brokers,
+# JVMs and clients, not on the CPU), then the timing-sensitive tests (marked serial) alone. Each run must
+# collect tests: pytest's exit 5 (none collected) fails too.
+PYTEST = $(PYTHON) -m pytest -q -p no:cacheprovider
 test: system-deps install-test jvm-deps
-	$(PYTHON) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS); status=$$?; \
-	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$status
+	$(PYTEST) -n 2 --dist loadfile -m "not serial" $(PYTEST_ARGS); parallel=$$?; \
+	$(PYTEST) -m serial $(PYTEST_ARGS); serial=$$?; \
+	for status in $$parallel $$serial; do \
+		if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; \
+		if [ $$status -ne 0 ]; then exit $$status; fi; \
+	done
 
 install-test: build-deps $(PYTHON)
 	$(PIP) install -q -e '.[test]'

@@ -25,6 +25,25 @@ sys.path.insert(0, str(Path(__file__).parent / "jvm"))
 import kafka_jvm  # noqa: E402
 
 
+# Tests whose assertions are about time (latency under load, rates, fail-over within a session timeout):
+# `make test` runs them on their own after the parallel run, so the other worker's load cannot fail them.
+SERIAL = (
+    "tests/broker/test_event_loop_stalls.py",
+    "tests/broker/test_request_quota.py",
+    "tests/e2e/test_quota_throttling.py",
+    "tests/cluster/test_leader_faults.py",
+)
+ROOT = Path(__file__).resolve().parent.parent
+assert all((ROOT / path).is_file() for path in SERIAL), "a SERIAL entry names no test file"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.relative_to(ROOT).as_posix() in SERIAL:
+            item.add_marker(pytest.mark.serial)
+
+
 class Wire:
     """A bare Kafka protocol connection to a real broker, for what no client library will send."""
 
