@@ -36,77 +36,86 @@ CLIENT_THROTTLES_SINCE = 6
 
 
 def handle(replica_manager: ReplicaManager, authorization: Authorization, quotas: ClientQuotas, request: Request) -> Any:
+    # The request's fields are read once: each read of a decoded field is a Python call.
     body = request.body
-    throttle_ms = _record_bytes(quotas, request)
-    if has_transactional_records(body) and (
-        body.transactional_id is None or not authorization.authorize(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id)
+    topic_data, acks, transactional_id = body.topic_data, body.acks, body.transactional_id
+    requested = [PartitionAppend(t.name, pd.index, pd.records) for t in topic_data for pd in t.partition_data]
+    throttle_ms = _record_bytes(quotas, request, requested)
+    if has_transactional_records(requested) and (
+        transactional_id is None or not authorization.authorize(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
     ):
-        return CLOSE_CONNECTION if body.acks == 0 else _refused(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    writable = authorization.filter_authorized(request, AclOperation.WRITE, ResourceType.TOPIC, {t.name for t in body.topic_data})
-    appends = [PartitionAppend(t.name, pd.index, pd.records) for t in body.topic_data if t.name in writable for pd in t.partition_data]
+        return CLOSE_CONNECTION if acks == 0 else _refused(topic_data, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    names = {a.topic for a in requested}
+    writable = authorization.filter_authorized(request, AclOperation.WRITE, ResourceType.TOPIC, names)
+    appends = requested if len(writable) == len(names) else [a for a in requested if a.topic in writable]
     outcome = replica_manager.append_records(
         appends,
-        body.acks,
+        acks,
         body.timeout_ms,
         AppendOrigin.CLIENT,
         internal_topics_allowed=internal_topics_allowed(request),
-        transactional_id=body.transactional_id,
+        transactional_id=transactional_id,
         produce_version=request.header.api_version,
     )
-    if body.acks == 0:
-        return CLOSE_CONNECTION if outcome.failed or len(appends) < sum(len(t.partition_data) for t in body.topic_data) else None
+    if acks == 0:
+        return CLOSE_CONNECTION if outcome.failed or len(appends) < len(requested) else None
     delayed = throttle_ms > 0 and request.header.api_version < CLIENT_THROTTLES_SINCE
     if not outcome.pending and not delayed:
-        return _response(body, outcome, writable, throttle_ms)
+        return _response(topic_data, outcome, writable, throttle_ms)
 
     async def answer() -> dict:
         await outcome.completion()
         if delayed:
             await anyio.sleep(throttle_ms / 1000)
-        return _response(body, outcome, writable, throttle_ms)
+        return _response(topic_data, outcome, writable, throttle_ms)
 
     return answer()
 
 
-def _record_bytes(quotas: ClientQuotas, request: Request) -> int:
+def _record_bytes(quotas: ClientQuotas, request: Request, appends: list[PartitionAppend]) -> int:
     """Charge the request's record bytes to the client's producer quota (Kafka charges the whole request's
     size; the header and field overhead left out here are a few dozen bytes)."""
-    size = sum(len(pd.records) for t in request.body.topic_data for pd in t.partition_data if pd.records is not None)
+    size = 0
+    for append in appends:
+        if append.records is not None:
+            size += len(append.records)
     return quotas.record_produce(request, size, time.monotonic())
 
 
-def has_transactional_records(body: Any) -> bool:
+def has_transactional_records(appends: list[PartitionAppend]) -> bool:
     """Kafka's ``RequestUtils.hasTransactionalRecords``: the first batch of some partition is transactional
     (its header read as is: a malformed one is refused by validation, partition by partition)."""
-    for topic_data in body.topic_data:
-        for pd in topic_data.partition_data:
-            records = pd.records
-            # The flag read from the attributes' low byte (big-endian int16): a whole header parse per
-            # partition cost more than the rest of this check.
-            if records is not None and len(records) >= HEADER_SIZE and records[MAGIC_OFFSET] >= 2 and records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG:
-                return True
+    for append in appends:
+        records = append.records
+        # The flag read from the attributes' low byte (big-endian int16): a whole header parse per
+        # partition cost more than the rest of this check.
+        if records is not None and len(records) >= HEADER_SIZE and records[MAGIC_OFFSET] >= 2 and records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG:
+            return True
     return False
 
 
-def _refused(body: Any, error: ErrorCode) -> dict:
-    results = iter(AppendResult(error) for t in body.topic_data for _ in t.partition_data)
-    return _entries(body, lambda topic: next(results))
+def _refused(topic_data: Any, error: ErrorCode) -> dict:
+    result = AppendResult(error)
+    return _entries(topic_data, lambda topic: result)
 
 
-def _response(body: Any, outcome: AppendOutcome, writable: set[str], throttle_ms: int) -> dict:
+def _response(topic_data: Any, outcome: AppendOutcome, writable: set[str], throttle_ms: int) -> dict:
     results = iter(outcome.results)
     refused = AppendResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    return _entries(body, lambda topic: next(results) if topic in writable else refused) | {"throttle_time_ms": throttle_ms}
+    response = _entries(topic_data, lambda topic: next(results) if topic in writable else refused)
+    response["throttle_time_ms"] = throttle_ms
+    return response
 
 
-def _entries(body: Any, result_of: Any) -> dict:
+def _entries(topic_data: Any, result_of: Any) -> dict:
     """One entry per topic of the request, in its order (not merged by name); ``result_of(topic)`` gives
     each partition's result in turn."""
     responses = []
-    for topic_data in body.topic_data:
+    for topic in topic_data:
+        name = topic.name
         entries = []
-        for pd in topic_data.partition_data:
-            result = result_of(topic_data.name)
+        for pd in topic.partition_data:
+            result = result_of(name)
             entry = {
                 "index": pd.index,
                 "error_code": result.error,
@@ -118,5 +127,5 @@ def _entries(body: Any, result_of: Any) -> dict:
                 entry["error_message"] = result.error_message
                 entry["record_errors"] = result.record_errors
             entries.append(entry)
-        responses.append({"name": topic_data.name, "partition_responses": entries})
+        responses.append({"name": name, "partition_responses": entries})
     return {"responses": responses}
