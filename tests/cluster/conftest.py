@@ -1,9 +1,8 @@
 """The cluster tests' shared pieces: the harness and checker modules importable by name, and one cluster of
 each broker kind per test module.
 
-``BROKER_KINDS`` lists the implementations every cluster test runs against. It holds real Kafka only: when
-odradek's cluster mode (ZooKeeper, replication) works, "odradek" is added here and every test of this
-directory runs against it unchanged (the harness already starts odradek brokers, ``harness.BROKER_KINDS``).
+``BROKER_KINDS`` lists the implementations every cluster test runs against: real Kafka, and odradek in
+ZooKeeper mode with replication; every test of this directory runs against both unchanged.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import harness  # noqa: E402
 
-BROKER_KINDS = ("kafka",)
+BROKER_KINDS = ("kafka", "odradek")
 
 
 @pytest.fixture(scope="module", params=BROKER_KINDS)
