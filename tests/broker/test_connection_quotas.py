@@ -86,7 +86,7 @@ def test_a_listener_accepts_connections_at_its_max_connection_creation_rate(tmp_
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SLOW:PLAINTEXT",
         "listener.name.slow.max.connection.creation.rate": "5",
     }
-    with Broker(log_dir=tmp_path, config=config) as broker:
+    with Broker(log_dir=tmp_path, config=config):
         unlimited = served_in(f"127.0.0.1:{fast}", connect, 15)
         limited = served_in(f"127.0.0.1:{slow}", connect, 15)
         print(f"15 connections: {unlimited:.2f} s unlimited, {limited:.2f} s at 5 per second")

@@ -11,8 +11,6 @@ import time
 import uuid
 from dataclasses import dataclass
 
-import pytest
-
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
 
