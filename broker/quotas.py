@@ -455,7 +455,9 @@ class ClientQuotas:
 
     def record_produce(self, request: Request, size: int, now_s: float) -> int:
         """Charge a produce of ``size`` bytes to the client's ``producer_byte_rate``; the throttle time, for
-        which its connection is then muted."""
+        which its connection is then muted (with no quota configured: nothing charged, one test per request)."""
+        if not self.any_quota():
+            return 0
         user, client_id, connection_id = quota_client(request)
         throttle_ms = self.produce.record_and_get_throttle_ms(user, client_id, size, int(now_s * 1000))
         if throttle_ms > 0 and connection_id is not None:
@@ -464,12 +466,16 @@ class ClientQuotas:
 
     def fetch_max_bytes(self, request: Request) -> int | None:
         """The most a consumer's fetch answer may carry under its ``consumer_byte_rate``, if it has one."""
+        if not self.any_quota():
+            return None
         user, client_id, _ = quota_client(request)
         return self.fetch.max_value_in_window(user, client_id)
 
     def record_fetch(self, request: Request, size: int, now_s: float) -> int:
         """Charge a consumer fetch answer of ``size`` bytes to its ``consumer_byte_rate``; when over, the
         throttle time (the answer is then sent empty, so its bytes are taken back) and the connection muted."""
+        if not self.any_quota():
+            return 0
         user, client_id, connection_id = quota_client(request)
         now_ms = int(now_s * 1000)
         throttle_ms = self.fetch.record_and_get_throttle_ms(user, client_id, size, now_ms)
