@@ -39,6 +39,9 @@ IN_FLIGHT_LIMIT = 2000
 """Writes produced but not yet answered beyond which the producer waits: during a fail-over the backlog
 stays bounded, and every write counts (nothing is dropped for a full queue)."""
 
+STABLE_ENDS_S = 3.0
+"""How long the high watermarks must stay put before the read of the surviving log ends."""
+
 
 class ViolationKind(Enum):
     LOST = "lost"
@@ -286,22 +289,31 @@ class Workload:
         return check(self.acknowledged, self.reads, self.read_surviving(timeout_s), failed=self.failed, delivery_errors=self.delivery_errors, producer_fatal=self.producer_fatal)
 
     def read_surviving(self, timeout_s: float) -> dict[int, list[tuple[int, int]]]:
-        """Every partition from its start to its high watermark, as a fresh consumer sees it now."""
+        """Every partition from its start to its high watermark, as a fresh consumer sees it now.
+
+        A leader just resumed from a pause may still answer as leader, with the high watermark it had when it
+        stopped, until the controller's LeaderAndIsr reaches it: the watermarks are asked again once reached,
+        and the read ends only when they stayed put for :data:`STABLE_ENDS_S`."""
         consumer = self._consumer()
         try:
-            ends = {p: consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1] for p in range(self.partitions)}
             log: dict[int, list[tuple[int, int]]] = {p: [] for p in range(self.partitions)}
-            done = {p for p, end in ends.items() if end == 0}
             deadline = time.monotonic() + timeout_s
-            while len(done) < self.partitions:
+            ends: dict[int, int] = {}
+            stable_since = None
+            while True:
+                latest = {p: consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10, cached=False)[1] for p in range(self.partitions)}
+                if latest != ends:
+                    ends, stable_since = {p: max(ends.get(p, 0), end) for p, end in latest.items()}, time.monotonic()
+                reached = all(end == 0 or (log[p] and log[p][-1][0] + 1 >= end) for p, end in ends.items())
+                if reached and time.monotonic() - stable_since >= STABLE_ENDS_S:
+                    return log
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"reading {self.topic} to its high watermarks {ends}: only {({p: len(r) for p, r in log.items()})}")
                 for msg in consumer.consume(1000, timeout=0.5):
-                    if msg.error() is not None or msg.partition() in done:
+                    if msg.error() is not None:
                         continue
-                    log[msg.partition()].append((msg.offset(), int(msg.value())))
-                    if msg.offset() + 1 >= ends[msg.partition()]:
-                        done.add(msg.partition())
-            return log
+                    records = log[msg.partition()]
+                    if not records or msg.offset() > records[-1][0]:
+                        records.append((msg.offset(), int(msg.value())))
         finally:
             consumer.close()
