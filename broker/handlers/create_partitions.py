@@ -22,8 +22,8 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 
-STRICT_QUOTA_SINCE, CLIENT_THROTTLES_SINCE = 3, 1
-"""The versions from which ``controller_mutation_rate`` refuses (KIP-599) and clients throttle themselves (KIP-219)."""
+STRICT_QUOTA_SINCE = 3
+"""The version from which ``controller_mutation_rate`` refuses (KIP-599); older ones are let through."""
 
 
 async def handle(controller: EmbeddedController, replica_manager: ReplicaManager, authorization: Authorization, quotas: ClientQuotas, request: Request) -> dict:
@@ -51,4 +51,4 @@ async def handle(controller: EmbeddedController, replica_manager: ReplicaManager
         except KafkaError as exc:
             result.update(error_code=exc.code, error_message=exc.message)
         results.append(result)
-    return await mutation_quota.answer(quotas, request, quota, {"results": results}, CLIENT_THROTTLES_SINCE)
+    return mutation_quota.answer(quotas, request, quota, {"results": results})

@@ -27,8 +27,8 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 
-STRICT_QUOTA_SINCE, CLIENT_THROTTLES_SINCE = 6, 3
-"""The versions from which ``controller_mutation_rate`` refuses (KIP-599) and clients throttle themselves (KIP-219)."""
+STRICT_QUOTA_SINCE = 6
+"""The version from which ``controller_mutation_rate`` refuses (KIP-599); older ones are let through."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ async def handle(
         except KafkaError as exc:
             result = _result(t.name, exc)
         results.append(result)
-    return await mutation_quota.answer(quotas, request, quota, {"topics": results}, CLIENT_THROTTLES_SINCE)
+    return mutation_quota.answer(quotas, request, quota, {"topics": results})
 
 
 def _result(name: str, error: KafkaError | None = None) -> dict[str, Any]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Awaitable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
@@ -25,8 +24,8 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 ZERO_UUID = uuid.UUID(int=0)
-STRICT_QUOTA_SINCE, CLIENT_THROTTLES_SINCE = 5, 2
-"""The versions from which ``controller_mutation_rate`` refuses (KIP-599) and clients throttle themselves (KIP-219)."""
+STRICT_QUOTA_SINCE = 5
+"""The version from which ``controller_mutation_rate`` refuses (KIP-599); older ones are let through."""
 
 
 def _requested(request: Request) -> list[tuple[str | None, uuid.UUID]]:
@@ -40,7 +39,7 @@ def _result(name: str | None, topic_id: uuid.UUID, code: ErrorCode, message: str
     return {"name": name, "topic_id": topic_id, "error_code": code, "error_message": message}
 
 
-def handle(metadata: MetadataImage, config: BrokerConfig, controller: EmbeddedController, authorization: Authorization, quotas: ClientQuotas, request: Request) -> dict | Awaitable[dict]:
+def handle(metadata: MetadataImage, config: BrokerConfig, controller: EmbeddedController, authorization: Authorization, quotas: ClientQuotas, request: Request) -> dict:
     requested = _requested(request)
     if not config["delete.topic.enable"]:
         code = ErrorCode.INVALID_REQUEST if request.header.api_version < 3 else ErrorCode.TOPIC_DELETION_DISABLED
@@ -88,4 +87,4 @@ def handle(metadata: MetadataImage, config: BrokerConfig, controller: EmbeddedCo
         for result in results:
             if result["error_code"] == ErrorCode.NONE:
                 result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
-    return mutation_quota.answer(quotas, request, quota, {"responses": results}, CLIENT_THROTTLES_SINCE)
+    return mutation_quota.answer(quotas, request, quota, {"responses": results})
