@@ -305,11 +305,21 @@ class ZkBroker:
         zk_admin.add_partitions(self.zk, name, count, None if assignments is None else {first + i: list(r) for i, r in enumerate(assignments)})
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Written to ``/config/topics/<t>`` with a change notification, and applied here at once."""
         self.zk.change_entity_config(zd.ConfigType.TOPIC, name, configs)
+        topic = self.image.topics.get(name)
+        if topic is not None:
+            topic.configs = dict(configs)
+            self.listener.on_topic_configs_changed(topic)
 
     def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        """Written to ``/config/brokers/<entity>`` with a change notification, and applied here at once."""
         self.zk.change_entity_config(zd.ConfigType.BROKER, entity, configs)
-        self.image.broker_configs[entity] = dict(configs)
+        if configs:
+            self.image.broker_configs[entity] = dict(configs)
+        else:
+            self.image.broker_configs.pop(entity, None)
+        self.listener.on_broker_configs_changed(entity)
 
     def acl_znodes(self) -> dict[str, dict]:
         return dict(self.image.acl_znodes)

@@ -193,6 +193,16 @@ def test_kafka_topics_describe_shows_the_clusters_leaders(brokers: dict[int, Bro
     assert described == {index: (state[0], state[2], state[3]) for index, state in partitions.items()}
 
 
+def test_a_topic_config_altered_through_a_broker_is_written_to_zookeeper_and_described(brokers: dict[int, Broker], zk: KazooClient) -> None:
+    bootstrap = brokers[1].bootstrap
+    done = kafka_jvm.run_tool("kafka-configs", "--bootstrap-server", bootstrap, "--alter", "--entity-type", "topics", "--entity-name", TOPIC, "--add-config", "retention.ms=12345")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert zd.decode_entity_config(zk.get(zd.config_entity_path(zd.ConfigType.TOPIC, TOPIC))[0]) == {"retention.ms": "12345"}
+    done = kafka_jvm.run_tool("kafka-configs", "--bootstrap-server", bootstrap, "--describe", "--entity-type", "topics", "--entity-name", TOPIC)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "retention.ms=12345" in done.stdout
+
+
 def test_a_stopping_broker_hands_its_leaderships_over_first_and_rejoins_after_a_restart(brokers: dict[int, Broker], zk: KazooClient) -> None:
     """SIGTERM: the broker asks the controller (ControlledShutdown) to move the replicated partitions it
     leads to the other in-sync replicas before it stops serving; restarted, it catches up into the ISR."""
