@@ -78,6 +78,7 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     # connection limits
     _k("max.connections", I, INT_MAX, "The maximum number of connections the broker allows at any time; at the limit it stops accepting until one closes (the inter-broker listener is exempt).", at_least=0),
     _k("max.connections.per.ip", I, INT_MAX, "The maximum number of connections from each IP address; more are closed at once.", at_least=0),
+    _k("max.connection.creation.rate", I, INT_MAX, "The most connections the broker (or, as listener.name.<listener>.max.connection.creation.rate, a listener) accepts per second, averaged over the quota window; faster connections wait to be accepted (the inter-broker listener counts only against its own).", at_least=0),
     _k("max.connections.per.ip.overrides", S, "", "A comma-separated list of per-ip or hostname overrides to the default maximum number of connections, e.g. hostName:100,127.0.0.1:200."),
     # client quotas
     _k("quota.window.num", I, 11, "The number of samples to retain in memory for client quotas.", at_least=1),
