@@ -428,18 +428,16 @@ class ClientQuotas:
         )
 
     def any_quota(self) -> bool:
-        """Whether any client quota is configured: without, a request's handling time is not even measured."""
+        """Whether any client quota is configured: without, nothing is measured or charged."""
         return bool(self.request.configs.store.entity_configs())
 
     def record_request_time(self, request: Request, handling_ns: int, now_s: float) -> int:
         """Charge the time spent handling a request to the client's ``request_percentage`` (percent of one
         thread: 1 ms is 0.1 percent for a second); over it, the throttle time (at most one quota window,
         as Kafka's ``ClientRequestQuotaManager``), for which the connection is muted."""
-        user, client_id, connection_id = quota_client(request)
-        throttle_ms = self.request.record_and_get_throttle_ms(user, client_id, handling_ns * 100 / 1e9, int(now_s * 1000))
-        throttle_ms = min(throttle_ms, self.request.window_ms)
-        if throttle_ms > 0 and connection_id is not None:
-            self.throttles.throttle(connection_id, throttle_ms, now_s)
+        user, client_id, _ = quota_client(request)
+        throttle_ms = min(self.request.record_and_get_throttle_ms(user, client_id, handling_ns * 100 / 1e9, int(now_s * 1000)), self.request.window_ms)
+        self.throttle(request, throttle_ms, now_s)
         return throttle_ms
 
     def controller_mutation_quota(self, request: Request, strict_since: int, now_s: float) -> ControllerMutationQuota:
