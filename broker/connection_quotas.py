@@ -67,7 +67,8 @@ class ConnectionQuotas:
     listeners: frozenset[str] = frozenset()
     per_ip: Counter[str] = field(default_factory=Counter)
     total: int = 0
-    broker_rate: float = INT_MAX
+    broker_rate: Callable[[], int] = lambda: INT_MAX
+    """``max.connection.creation.rate`` as the broker runs with it now (it is a dynamic broker config)."""
     listener_rates: dict[str, float] = field(default_factory=dict)
     ip_rate: Callable[[str], int | None] = lambda ip: None
     """An address's ``connection_creation_rate`` quota, if it (or the default ips entity) has one."""
@@ -77,7 +78,9 @@ class ConnectionQuotas:
     """The measured rates: ("broker", ""), ("listener", name), ("ip", address)."""
 
     @classmethod
-    def from_config(cls, config, listeners: list[str], ip_rate: Callable[[str], int | None] = lambda ip: None) -> "ConnectionQuotas":
+    def from_config(
+        cls, config, listeners: list[str], ip_rate: Callable[[str], int | None] = lambda ip: None, broker_rate: Callable[[], int] | None = None
+    ) -> "ConnectionQuotas":
         """The overrides' host names are resolved once, at start-up, as Kafka's ``InetAddress.getByName``."""
         overrides = {_address(host): count for host, count in parse_overrides(config["max.connections.per.ip.overrides"]).items()}
         if config["max.connections.per.ip"] == 0 and not overrides:
@@ -85,7 +88,7 @@ class ConnectionQuotas:
         inter_broker = config["inter.broker.listener.name"] or DEFAULT_INTER_BROKER_LISTENER
         return cls(
             config["max.connections"], config["max.connections.per.ip"], overrides, inter_broker, frozenset(listeners),
-            broker_rate=config["max.connection.creation.rate"],
+            broker_rate=broker_rate or (lambda: config["max.connection.creation.rate"]),
             listener_rates={name: config.for_listener(name, "max.connection.creation.rate") for name in listeners},
             ip_rate=ip_rate,
             samples=config["quota.window.num"],
@@ -111,7 +114,7 @@ class ConnectionQuotas:
 
     def _accept_rates(self, listener: str) -> list[CreationRate]:
         limits = [self._rate("listener", listener, self.listener_rates.get(listener, INT_MAX))]
-        return limits if self._protected(listener) else [self._rate("broker", "", self.broker_rate), *limits]
+        return limits if self._protected(listener) else [self._rate("broker", "", self.broker_rate()), *limits]
 
     def accept_throttle_ms(self, listener: str, now_ms: int) -> int:
         """Count a connection the listener accepted against the broker's and the listener's creation rates;

@@ -60,6 +60,8 @@ OTHER_DYNAMIC_CONFIGS = (
     # DynamicListenerConfig's network threads; DynamicProducerStateManagerConfig
     "num.network.threads",
     "producer.id.expiration.ms",
+    # DynamicConnectionQuota's broker-wide creation rate (read at each accept)
+    "max.connection.creation.rate",
 )
 
 DYNAMIC_KEYS: dict[str, ConfigKey] = {

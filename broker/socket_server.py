@@ -451,7 +451,10 @@ async def serve(server: KafkaServer, listeners: list[BoundListener], task_status
     async with anyio.create_task_group() as tg:
         network = Network(
             server.config, tg, bytearray(RECEIVE_BUFFER_SIZE), memory_pool(server.config["queued.max.request.bytes"]),
-            ConnectionQuotas.from_config(server.config, [listener.name for listener in listeners], server.client_quotas.ip_connection_rate),
+            ConnectionQuotas.from_config(
+                server.config, [listener.name for listener in listeners], server.client_quotas.ip_connection_rate,
+                lambda: server.dynamic_config.current["max.connection.creation.rate"],
+            ),
         )
         server.background = tg
         tg.start_soon(network.expire_idle_connections)

@@ -95,8 +95,11 @@ def test_a_listener_accepts_connections_at_its_max_connection_creation_rate(tmp_
         assert 1.4 <= limited <= 4.0, limited
 
 
-def test_the_broker_wide_max_connection_creation_rate(tmp_path, connect) -> None:
-    with Broker(log_dir=tmp_path, config={**CREATION_WINDOWS, "max.connection.creation.rate": "5"}) as broker:
+def test_the_broker_wide_max_connection_creation_rate_set_dynamically(tmp_path, connect) -> None:
+    """As ``kafka-configs --alter --entity-type brokers --entity-default --add-config max.connection.creation.rate=5``."""
+    with Broker(log_dir=tmp_path, config=CREATION_WINDOWS) as broker:
+        body = {"resources": [{"resource_type": 4, "resource_name": "", "configs": [{"name": "max.connection.creation.rate", "value": "5"}]}], "validate_only": False}
+        assert connect(broker.bootstrap).call(ApiKey.AlterConfigs, 2, body).responses[0].error_code == 0
         limited = served_in(broker.bootstrap, connect, 15)
         assert 1.4 <= limited <= 4.0, limited
 
