@@ -256,7 +256,7 @@ def test_compressed_offsets_out_of_sequence(odradek, real_kafka, connect):
     assert answers["odradek"] == answers["kafka"] == (ErrorCode.UNKNOWN_SERVER_ERROR, CompressionType.LZ4, [(0, b"a"), (1, b"b")])
 
 
-@pytest.mark.parametrize(("topic_type", "max_timestamp"), [("LogAppendTime", NOW), ("CreateTime", -1)])
+@pytest.mark.parametrize(("topic_type", "max_timestamp"), [("LogAppendTime", NOW), ("CreateTime", -1)], ids=["LogAppendTime", "CreateTime"])
 def test_a_client_may_not_send_log_append_time(odradek, real_kafka, connect, topic_type, max_timestamp):
     """A batch flagged LogAppendTime is refused record by record (INVALID_TIMESTAMP) unless it is a CreateTime
     topic's and its max timestamp can stand for its records' CreateTime, as Kafka's validateTimestamp rules."""
