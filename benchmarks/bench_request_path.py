@@ -51,6 +51,7 @@ def run() -> list[Result]:
     })
     small = _produce(build_batch([Record(value=b"x" * 100) for _ in range(100)]))
     large = _produce(build_batch([Record(value=b"x" * 10240) for _ in range(90)]))
+    metadata = _decoded(ApiKey.Metadata, 12, {"topics": [], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
     create = _decoded(ApiKey.CreateTopics, 5, {"topics": [{"name": TOPIC, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}], "timeout_ms": 5000})
     with tempfile.TemporaryDirectory() as log_dir, Broker(log_dir=log_dir) as broker:
         server = broker.server
@@ -71,6 +72,7 @@ def run() -> list[Result]:
             Result("produce request, one batch of 100 x 100 B (decode + handler)", on_loop(one(ApiKey.Produce, small), 300), "µs CPU (lower is better)"),
             Result("produce request, one batch of 90 x 10 KiB (decode + handler)", on_loop(one(ApiKey.Produce, large), 100), "µs CPU (lower is better)"),
             Result("fetch request of up to 1 MiB (decode + handler)", on_loop(one(ApiKey.Fetch, fetch), 300), "µs CPU (lower is better)"),
+            Result("metadata request for no topic (decode + handler)", on_loop(one(ApiKey.Metadata, metadata), 1000), "µs CPU (lower is better)"),
         ]
 
 
