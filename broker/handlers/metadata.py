@@ -32,7 +32,8 @@ def topic_entry(topic: TopicInfo, authorized_operations: int = AUTHORIZED_OPERAT
     for index, state in sorted(topic.partitions.items()):
         partitions.append(
             {
-                "error_code": ErrorCode.NONE,
+                # A partition without a live leader (a ZooKeeper cluster's offline partition), as Kafka's metadata cache.
+                "error_code": ErrorCode.NONE if state.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
                 "partition_index": index,
                 "leader_id": state.leader,
                 "leader_epoch": state.leader_epoch,
