@@ -219,7 +219,7 @@ class ZkBroker:
         wanted = stop_replica_states(body)
         if (error := self._stale(body)) is not None:
             log.warning("Ignoring StopReplica from controller %d with epoch %d: %s", body.controller_id, body.controller_epoch, error.name)
-            return error, {key: error for key in wanted}
+            return error, {}  # Kafka names no partition then
         errors: dict[tuple[str, int], ErrorCode] = {}
         stopped: dict[tuple[str, bool], TopicInfo] = {}
         for (name, index), (leader_epoch, delete) in wanted.items():

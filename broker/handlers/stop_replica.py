@@ -16,7 +16,7 @@ def handle(zk_broker: ZkBroker | None, authorization: Authorization, request: Re
     if not authorization.authorize(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
         error, errors = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, dict.fromkeys(stop_replica_states(request.body), ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     elif zk_broker is None:
-        error, errors = ErrorCode.STALE_CONTROLLER_EPOCH, dict.fromkeys(stop_replica_states(request.body), ErrorCode.STALE_CONTROLLER_EPOCH)
+        error, errors = ErrorCode.STALE_CONTROLLER_EPOCH, {}  # as Kafka's stale answer, no partition named
     else:
         error, errors = zk_broker.stop_replica(request.body)
     return {
