@@ -20,9 +20,11 @@ in order so the caller can send the record data itself.
 from __future__ import annotations
 
 import io as _io
+import itertools
 import os
 import re
 import struct
+import threading
 import uuid
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -233,7 +235,7 @@ class _Emitter:
         consts: dict[int, str] = self.code._odradek_consts
         key = id(value)
         if key not in consts:
-            name = f"_c{self.code.allocateId()}"
+            name = f"_c{next(_CONST_IDS)}"
             _CONSTS[name] = value
             self.code.append(f"{name} = _rt.CONSTS[{name!r}]\n")
             consts[key] = name
@@ -241,6 +243,12 @@ class _Emitter:
 
 
 _CONSTS: dict[str, Any] = {}
+_CONST_IDS = itertools.count()
+"""Constant names are unique across compilations: per compilation (construct's ``allocateId``), two threads
+compiling at once overwrote each other's ``_c<n>`` before their modules read it (an encoder once compared a
+``dict_keys`` with an int)."""
+_COMPILE_LOCK = threading.RLock()
+"""One compilation at a time (a coordinator's channel encodes on a thread of its own): a version is compiled once."""
 
 _FIXED = {
     "bool": ("_rt.BOOL", 1),
@@ -264,7 +272,8 @@ class _Field(construct.Construct):
 
     @cached_property
     def _compiled(self) -> Any:
-        return construct.Construct.compile(self)
+        with _COMPILE_LOCK:
+            return construct.Construct.compile(self)
 
     def _sizeof(self, context: Any, path: str) -> int:
         raise construct.SizeofError(path=path)
@@ -493,8 +502,11 @@ class Message:
         if compiled is None:
             if version not in self.valid:
                 raise ValueError(f"{self.name} has no version {version} (valid {self.valid})")
-            compiled = KStruct(self.struct, version, self.is_flexible(version)).compile()
-            self._cache[version] = compiled
+            with _COMPILE_LOCK:
+                compiled = self._cache.get(version)
+                if compiled is None:
+                    compiled = KStruct(self.struct, version, self.is_flexible(version)).compile()
+                    self._cache[version] = compiled
         return compiled
 
 
