@@ -232,7 +232,7 @@ class Partition:
         except OSError as exc:
             # Kafka answers an I/O failure on the log (a full or failed disk) with KAFKA_STORAGE_ERROR.
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"Failed to append to {self.topic}-{self.index}: {exc}") from exc
-        if not self.maybe_increment_high_watermark() and not info.duplicate:
+        if not self.maybe_increment_high_watermark(now_ms) and not info.duplicate:
             self.on_offsets_moved(self)  # the LEO moved alone (followers to catch up): followers' fetches may complete
         return info
 
@@ -422,16 +422,20 @@ class Partition:
         """HW = the lowest LEO over the ISR and the followers caught up enough to join it soon (Kafka's
         ``maybeIncrementLeaderHW``); it only moves forward, and not at all while the ISR is below
         ``min.insync.replicas`` (KIP-966's rule, in Kafka 3.9)."""
-        if self.is_under_min_isr:
-            return False
-        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         leo = self.log.log_end_offset
         new_hw = leo
-        for replica, follower in self.followers.items():
-            if follower.log_end_offset < new_hw and (
-                replica in self.maximal_isr or (follower.is_caught_up(leo, now_ms, self.replica_lag_time_max_ms) and self.is_alive(replica))
-            ):
-                new_hw = follower.log_end_offset
+        if self.followers:
+            if self.is_under_min_isr:
+                return False
+            now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+            maximal_isr = self.maximal_isr
+            for replica, follower in self.followers.items():
+                if follower.log_end_offset < new_hw and (
+                    replica in maximal_isr or (follower.is_caught_up(leo, now_ms, self.replica_lag_time_max_ms) and self.is_alive(replica))
+                ):
+                    new_hw = follower.log_end_offset
+        elif not self.state.isr and self.is_leader:
+            return False  # a sole replica's effective min ISR is one: under it only with an empty ISR
         if new_hw > self.log.high_watermark:
             self.log.high_watermark = new_hw
             self.on_offsets_moved(self)
