@@ -21,12 +21,16 @@ import uuid
 from typing import Any, Mapping
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.recipe.watchers import ChildrenWatch
 
 from odradek.broker.alter_partition import AlterPartitionManager
 from odradek.broker.config import BrokerConfig
 from odradek.broker.controller_channel import ControllerChannelManager
+from odradek.broker.dynamic_config import DEFAULT_ENTITY
 from odradek.broker.kafka_client import BrokerConnection, DisconnectedError, Node
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.zk_metadata_cache import LEADER_DURING_DELETE, ZkMetadataCache
@@ -75,7 +79,10 @@ class ZkBroker:
             raise ZooKeeperClientTimeoutError("Timed out waiting for connection while in state: CONNECTING") from None
         self.zk.create_top_level_paths()
         cluster_id = self.zk.create_or_get_cluster_id(new_cluster_id())
-        self.cache = ZkMetadataCache(MetadataImage(cluster_id, -1, {}), self._topic_configs)
+        broker_configs = {e: c for e in (DEFAULT_ENTITY, str(me.node_id)) if (c := self.zk.entity_config(zd.ConfigType.BROKER, e))}
+        self.cache = ZkMetadataCache(MetadataImage(cluster_id, -1, {}, broker_configs=broker_configs), self._topic_configs)
+        self._last_config_change = ""
+        """The newest ``/config/changes`` notification applied (their names sort in sequence order)."""
         protocols = security_protocols(config)
         self.registration = zd.BrokerRegistration(
             me.node_id, tuple(zd.EndPoint(name, host, port, protocols.get(name, name)) for name, host, port in me.endpoints), me.rack
@@ -96,7 +103,11 @@ class ZkBroker:
     # -- lifecycle -------------------------------------------------------------------------------------------
 
     def startup(self) -> None:
-        """Register (again in every new session) and stand for election."""
+        """Register (again in every new session), stand for election, and follow config changes. Called on
+        the event loop, whose token the ZooKeeper watches use to hand changes over."""
+        self._loop_token = anyio.lowlevel.current_token()
+        self._last_config_change = max(self.zk.kazoo.get_children(zd.CONFIG_CHANGES), default="")
+        ChildrenWatch(self.zk.kazoo, zd.CONFIG_CHANGES, self._config_changes)
         self.zk.keep_registered(self.registration, lambda epoch: setattr(self, "broker_epoch", epoch))
         log.info("Registered broker %d at path %s with epoch %d", self.broker_id, zd.broker_path(self.broker_id), self.broker_epoch)
         self.channel = ControllerChannelManager(self.broker_id, self.inter_broker_listener)
@@ -149,6 +160,43 @@ class ZkBroker:
         if self.channel is not None:
             self.channel.close()
         self.zk.close()
+
+    # -- config changes (Kafka's ZkConfigManager) -----------------------------------------------------------
+
+    def _config_changes(self, children: list[str]) -> None:
+        """On a kazoo thread: each new notification's entity configs, read and applied on the event loop."""
+        for child in sorted(c for c in children if c > self._last_config_change):
+            data, _ = self.zk.get_data_and_version(f"{zd.CONFIG_CHANGES}/{child}")
+            self._last_config_change = child
+            if data is None:
+                continue
+            entity_type, name = zd.decode_config_change(data)
+            config = self.zk.entity_config(entity_type, name)
+            try:
+                anyio.from_thread.run_sync(self._apply_config, entity_type, name, config, token=self._loop_token)
+            except RuntimeError:  # the event loop is gone: the broker is stopping
+                return
+
+    def _apply_config(self, entity_type: zd.ConfigType, name: str, config: dict[str, str]) -> None:
+        if entity_type == zd.ConfigType.TOPIC:
+            topic = self.image.topics.get(name)
+            if topic is not None and topic.configs != config:
+                topic.configs = config
+                self.listener.on_topic_configs_changed(topic)
+        elif entity_type == zd.ConfigType.BROKER:
+            if name in (DEFAULT_ENTITY, str(self.broker_id)) and self.image.broker_configs.get(name, {}) != config:
+                self._put(self.image.broker_configs, name, config)
+                self.listener.on_broker_configs_changed(name)
+        else:
+            self._put(self.image.entity_configs, f"{entity_type.value}/{name}", config)
+
+    @staticmethod
+    def _put(configs: dict[str, dict[str, str]], key: str, config: dict[str, str]) -> None:
+        """An entity without configs has no entry, as ZooKeeper's empty config znode."""
+        if config:
+            configs[key] = dict(config)
+        else:
+            configs.pop(key, None)
 
     # -- what the controller sends ----------------------------------------------------------------------------
 
@@ -315,10 +363,7 @@ class ZkBroker:
     def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
         """Written to ``/config/brokers/<entity>`` with a change notification, and applied here at once."""
         self.zk.change_entity_config(zd.ConfigType.BROKER, entity, configs)
-        if configs:
-            self.image.broker_configs[entity] = dict(configs)
-        else:
-            self.image.broker_configs.pop(entity, None)
+        self._put(self.image.broker_configs, entity, configs)
         self.listener.on_broker_configs_changed(entity)
 
     def acl_znodes(self) -> dict[str, dict]:
@@ -347,10 +392,7 @@ class ZkBroker:
         """A client quota entity's configs (``users/u``, ``clients/c``, ``users/u/clients/c``, ``ips/i``)."""
         entity_type, name = path.split("/", 1)
         self.zk.change_entity_config(zd.ConfigType(entity_type), name, props)
-        if props:
-            self.image.entity_configs[path] = dict(props)
-        else:
-            self.image.entity_configs.pop(path, None)
+        self._put(self.image.entity_configs, path, props)
 
     def allocate_producer_ids(self) -> range:
         """A block from ``/latest_producer_id_block``, unique across the cluster."""
