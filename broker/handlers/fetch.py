@@ -54,11 +54,15 @@ def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, c
 
     requested = []
     for topic in body.topics:
-        name = topic.topic if not uses_ids else replica_manager.by_topic_id.get(topic.topic_id)
-        key_topic = topic.topic_id if uses_ids else topic.topic
+        topic_id = topic.topic_id  # each decoded-field read is a Python call: each read once
+        if uses_ids:
+            name, key_topic = replica_manager.by_topic_id.get(topic_id), topic_id
+        else:
+            name = key_topic = topic.topic
         for p in topic.partitions:
+            index = p.partition
             requested.append(
-                FetchPartition((key_topic, p.partition), name, topic.topic_id, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch, p.log_start_offset, p.last_fetched_epoch)
+                FetchPartition((key_topic, index), name, topic_id, index, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch, p.log_start_offset, p.last_fetched_epoch)
             )
     forgotten = []
     for topic in body.forgotten_topics_data:
