@@ -30,9 +30,12 @@ from odradek.protocol.errors import ErrorCode
 CHROOT = "/odradek-cluster"
 TOPIC = "spread"
 PARTITIONS = 6
-SESSION_TIMEOUT_MS = 15000
+SESSION_TIMEOUT_MS = 10000
 LAG_TIME_MAX_MS = 1500
 """A follower stopped for longer leaves the ISR; one stopped for less than the session stays registered."""
+REGISTERED_AFTER_STOP_S = SESSION_TIMEOUT_MS * 2 / 3 / 1000
+"""How long a stopped broker's registration surely lasts: its ZooKeeper client pings every third of the
+session timeout, so the session expires no sooner than two thirds of it after the stop."""
 
 
 def wait_for(condition: Callable[[], Any], timeout_s: float = 30.0, what: str = "condition") -> Any:
@@ -160,7 +163,12 @@ def test_a_replicated_topic_acknowledges_acks_all_and_every_replica_holds_the_re
 
 def test_a_stopped_follower_leaves_the_isr_through_alter_partition_and_comes_back(brokers: dict[int, Broker], zk: KazooClient, connect: Callable[..., Any]) -> None:
     """The leader asks the active controller (AlterPartition) to shrink the ISR of a follower that stopped
-    fetching for replica.lag.time.max.ms, and to expand it once the follower caught up again."""
+    fetching for replica.lag.time.max.ms, and to expand it once the follower caught up again.
+
+    A record is written after the stop: a follower whose log ends where the leader's does is in sync however
+    long it has not fetched (Kafka's ``isCaughtUp``), so on an idle partition a stopped follower stays in
+    the ISR. With the record, the leader's check (every replica.lag.time.max.ms / 2) finds it out of sync
+    about 1.5 x replica.lag.time.max.ms after the stop, well before its ZooKeeper session could expire."""
     topic = "isr"
     admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in brokers.values())})
     admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
@@ -173,9 +181,13 @@ def test_a_stopped_follower_leaves_the_isr_through_alter_partition_and_comes_bac
     controller = zd.ControllerRegistration.decode(zk.get(zd.CONTROLLER)[0]).broker_id
     leader = zd.LeaderIsrAndControllerEpoch.decode(zk.get(zd.partition_state_path(topic, 0))[0]).leader
     follower = next(b for b in brokers if b not in (controller, leader))
+    producer = Producer({"bootstrap.servers": brokers[leader].bootstrap, "acks": 1})
+    stopped = time.monotonic()
     os.kill(brokers[follower].pid, signal.SIGSTOP)
     try:
-        wait_for(lambda: follower not in isr() and len(isr()) == 2, timeout_s=SESSION_TIMEOUT_MS / 1000 - 3, what="the stopped follower out of the ISR")
+        producer.produce(topic, b"after the stop", partition=0)
+        assert producer.flush(REGISTERED_AFTER_STOP_S) == 0
+        wait_for(lambda: follower not in isr() and len(isr()) == 2, timeout_s=REGISTERED_AFTER_STOP_S - (time.monotonic() - stopped), what="the stopped follower out of the ISR")
     finally:
         os.kill(brokers[follower].pid, signal.SIGCONT)
     assert zk.exists(zd.broker_path(follower))  # still registered: an ISR change, not a broker failure
