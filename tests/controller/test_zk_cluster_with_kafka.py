@@ -277,6 +277,9 @@ def test_the_controllers_session_expires_and_a_new_election_bumps_the_epoch(odra
             in_zookeeper = lambda: {tp: Leadership(*standby_zk.partition_state(*tp)) for tp in leadership}  # noqa: E731
             wait_for(lambda: odradeks[winner].context.leadership == in_zookeeper(), what="the new controller's partition states equal ZooKeeper's")
             assert set(odradeks[winner].context.leadership) == set(leadership)
+            for tp, now in odradeks[winner].context.leadership.items():  # what changed, the new controller wrote
+                before = leadership[tp]
+                assert now == before or (now.state.controller_epoch == epoch + 1 and now.state.leader_epoch >= before.state.leader_epoch), (tp, before, now)
         for broker_id, other in odradeks.items():
             if broker_id != winner:
                 wait_for(lambda other=other: not other.active and other.active_controller_id == winner, what=f"broker {broker_id} follows {winner}")
