@@ -517,12 +517,16 @@ class Cluster:
             time.sleep(0.2)
         raise TimeoutError(f"{what}: not within {timeout_s}s")
 
-    def wait_fully_replicated(self, topic: str, timeout_s: float = 60.0) -> float:
-        """Until every partition of ``topic`` has a leader and all its replicas in the ISR."""
-        return self.wait_until(
-            lambda: all(s.leader >= 0 and set(s.isr) == set(s.replicas) for s in self.partitions(topic).values()),
-            f"every replica of {topic} in the ISR", timeout_s,
-        )
+    def wait_fully_replicated(self, topic: str, timeout_s: float = 60.0, partitions: int | None = None) -> float:
+        """Until ``topic`` has its ``partitions`` (by default, as many as ZooKeeper assigns it) and each has a
+        leader and all its replicas in the ISR. (Without the count, metadata naming none of them yet passed.)"""
+        expected = partitions if partitions is not None else len(self.znode(f"/brokers/topics/{topic}")["partitions"])
+
+        def replicated() -> bool:
+            states = self.partitions(topic)
+            return len(states) == expected and all(s.leader >= 0 and set(s.isr) == set(s.replicas) for s in states.values())
+
+        return self.wait_until(replicated, f"every replica of {topic}'s {expected} partitions in the ISR", timeout_s)
 
     def create_topic(self, topic: str, partitions: int, replication_factor: int = 3, config: Mapping[str, str] | None = None, timeout_s: float = 60.0) -> None:
         """Create ``topic`` and wait until it is fully replicated. Tried again, by a new client each time
@@ -545,7 +549,7 @@ class Cluster:
                     raise
                 tried = True
                 time.sleep(0.5)
-        self.wait_fully_replicated(topic)
+        self.wait_fully_replicated(topic, partitions=partitions)
 
     def close(self) -> None:
         """Kill every process (resumed first, so nothing stays frozen), then remove the network."""
