@@ -22,7 +22,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from odradek.broker.coordinator.runtime import (  # noqa: F401  (java_string_hash, partition_for: the tools' and tests' names)
+from odradek.broker.coordinator.runtime import (
     CoordinatorResult,
     CoordinatorRuntime,
     CoordinatorShard,
@@ -31,8 +31,6 @@ from odradek.broker.coordinator.runtime import (  # noqa: F401  (java_string_has
     PartitionWriter,
     Producer,
     ShardContext,
-    java_string_hash,
-    partition_for,
 )
 from odradek.broker.deferred import Deferred
 from odradek.broker.group import (

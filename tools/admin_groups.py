@@ -15,7 +15,7 @@ import datetime
 import struct
 import sys
 
-from odradek.broker.group_coordinator import java_string_hash
+from odradek.broker.coordinator.runtime import java_string_hash
 from odradek.broker.kafka_client import KafkaClient
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO, TypeVar, Union
 
-from odradek.broker.group_coordinator import java_string_hash
+from odradek.broker.coordinator.runtime import java_string_hash
 from odradek.protocol.compression import CompressionType, compression_type, decompress
 from odradek.protocol.messages import data
 from odradek.protocol.messages.coordinator_records import (

@@ -20,9 +20,8 @@ from odradek.broker.group_coordinator import (
     GroupCoordinatorShard,
     JoinRequest,
     LeavingMember,
-    java_string_hash,
-    partition_for,
 )
+from odradek.broker.coordinator.runtime import java_string_hash, partition_for
 from odradek.broker.group_metadata_records import CONSUMER_PROTOCOL_SUBSCRIPTION, OffsetAndMetadata, read_key
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.record_batch import read_batch_header
