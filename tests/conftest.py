@@ -25,13 +25,17 @@ sys.path.insert(0, str(Path(__file__).parent / "jvm"))
 import kafka_jvm  # noqa: E402
 
 
-# Tests whose assertions are about time (latency under load, rates, fail-over within a session timeout):
-# `make test` runs them on their own after the parallel run, so the other worker's load cannot fail them.
+# Tests `make test` runs on their own after the parallel run, in a process of their own: those whose assertions
+# are about time (latency under load, rates, fail-over within a session timeout), so the other worker's load
+# cannot fail them; and Spark's streaming callbacks (foreachBatch), whose py4j callback server select()s and
+# fails on a descriptor past 1024, which a worker that has run hundreds of test files reaches.
 SERIAL = (
     "tests/broker/test_event_loop_stalls.py",
     "tests/broker/test_request_quota.py",
     "tests/e2e/test_quota_throttling.py",
     "tests/cluster/test_leader_faults.py",
+    "tests/spark/test_kafka_streaming.py",
+    "tests/spark/test_pipeline.py",
 )
 ROOT = Path(__file__).resolve().parent.parent
 assert all((ROOT / path).is_file() for path in SERIAL), "a SERIAL entry names no test file"
