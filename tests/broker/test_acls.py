@@ -4,7 +4,6 @@ ANONYMOUS, so the tools may manage ACLs), and ACLs surviving a restart."""
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -52,12 +51,22 @@ def acls_tool(bootstrap: str, *args: str) -> str:
     return result.stdout
 
 
-def blocks(output: str) -> dict[str, set[str]]:
-    """The tool's listing as resource -> ACL lines: the order of both is Java hash order, not a contract."""
-    listing: dict[str, set[str]] = {}
-    for block in filter(None, re.split(r"\n\s*\n", output.strip())):
-        header, *entries = [line.strip() for line in block.strip().splitlines()]
-        listing[header] = set(entries)
+def blocks(output: str) -> dict[tuple[str, str], set[str]]:
+    """The tool's listing as (principal, resource) -> ACL lines. The order of principals, resources and ACLs
+    is Java hash order (enum hash codes differ from one JVM to the next), not a contract; with
+    ``--principal`` the tool prints an ``ACLs for principal`` line straight above the first resource's block,
+    so that line is a heading of its own here. Every other line that is not an ACL heads a resource's block
+    (``Adding ACLs for resource ...``, ``Current ACLs for resource ...``)."""
+    listing: dict[tuple[str, str], set[str]] = {}
+    principal = resource = ""
+    for line in filter(None, (line.strip() for line in output.splitlines())):
+        if line.startswith("ACLs for principal"):
+            principal = line
+        elif line.startswith("(principal="):
+            listing[(principal, resource)].add(line)
+        else:
+            resource = line
+            listing.setdefault((principal, resource), set())
     return listing
 
 
