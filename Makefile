@@ -33,7 +33,7 @@ install: build-deps $(PYTHON)
 # packages, kafkajs), then runs it: two workers, a test file each at a time (most tests wait on brokers,
 # JVMs and clients, not on the CPU), then the timing-sensitive tests (marked serial) alone. Each run must
 # collect tests: pytest's exit 5 (none collected) fails too.
-PYTEST = $(PYTHON) -m pytest -q -p no:cacheprovider
+PYTEST = $(PYTHON) -m pytest -q -p no:cacheprovider --durations=15
 test: system-deps install-test jvm-deps
 	$(PYTEST) -n 2 --dist loadfile -m "not serial" $(PYTEST_ARGS); parallel=$$?; \
 	$(PYTEST) -m serial $(PYTEST_ARGS); serial=$$?; \
