@@ -103,7 +103,7 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     _k("num.network.threads", I, 3, "Kafka's network thread count; odradek serves from one event loop.", at_least=1, acted_on=False),
     _k("num.io.threads", I, 8, "Kafka's request handler thread count; odradek serves from one event loop.", at_least=1, acted_on=False),
     _k("background.threads", I, 10, "The number of threads to use for various background processing tasks; odradek runs them on its event loop and worker threads.", at_least=1, acted_on=False),
-    _k("num.replica.fetchers", I, 1, "Number of fetcher threads used to replicate records from each source broker.", at_least=1, acted_on=False),
+    _k("num.replica.fetchers", I, 1, "Number of fetcher threads used to replicate records from each source broker.", at_least=1),
     _k("num.recovery.threads.per.data.dir", I, 2, "Threads per data directory for log recovery at startup.", at_least=1, acted_on=False),
     _k("queued.max.requests", I, 500, "Queued requests allowed per connection before reading stops.", at_least=1),
     _k("queued.max.request.bytes", L, -1, "The number of queued bytes allowed before no more requests are read; -1: no bound but socket.request.max.bytes per request."),
@@ -117,9 +117,13 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     _k("compression.type", S, "producer", "Final compression type for a given topic.", valid=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
     _k("min.insync.replicas", I, 1, "Minimum number of in-sync replicas required for acks=all.", at_least=1),
     _k("unclean.leader.election.enable", B, False, "Allow replicas not in the ISR to be elected leader as a last resort."),
-    _k("replica.lag.time.max.ms", L, 30000, "A follower that has not caught up with the leader for this long leaves the ISR.", acted_on=False),
-    _k("replica.fetch.max.bytes", I, 1048576, "Bytes of messages a follower fetches per partition.", at_least=0, acted_on=False),
-    _k("replica.fetch.wait.max.ms", I, 500, "Max wait time for each fetcher request issued by follower replicas.", acted_on=False),
+    _k("replica.lag.time.max.ms", L, 30000, "A follower that has not caught up with the leader for this long leaves the ISR."),
+    _k("replica.fetch.max.bytes", I, 1048576, "Bytes of messages a follower fetches per partition.", at_least=0),
+    _k("replica.fetch.wait.max.ms", I, 500, "Max wait time for each fetcher request issued by follower replicas; at most replica.socket.timeout.ms and replica.lag.time.max.ms."),
+    _k("replica.fetch.min.bytes", I, 1, "Minimum bytes expected for each fetch response. If not enough bytes, wait up to replica.fetch.wait.max.ms."),
+    _k("replica.fetch.response.max.bytes", I, 10485760, "Maximum bytes expected for the entire fetch response; the first record batch of the first non-empty partition comes whatever its size.", at_least=0),
+    _k("replica.fetch.backoff.ms", I, 1000, "The amount of time to sleep when fetch partition error occurs.", at_least=0),
+    _k("replica.socket.timeout.ms", I, 30000, "The socket timeout for network requests of the replica fetchers. Its value should be at least replica.fetch.wait.max.ms."),
     _k("auto.leader.rebalance.enable", B, True, "Enables automatic preferred-leader balancing."),
     _k("leader.imbalance.per.broker.percentage", I, 10, "Leader imbalance allowed per broker, in percent."),
     _k("leader.imbalance.check.interval.seconds", L, 300, "Frequency of the partition rebalance check by the controller."),
@@ -244,6 +248,10 @@ class BrokerConfig:
                 log.warning("Unknown configuration %r was supplied but isn't a known config.", name)
         if 0 < self["queued.max.request.bytes"] < self["socket.request.max.bytes"]:
             raise ConfigError("queued.max.request.bytes must be larger or equal to socket.request.max.bytes")
+        if self["replica.fetch.wait.max.ms"] > self["replica.socket.timeout.ms"]:
+            raise ConfigError("replica.socket.timeout.ms should always be at least replica.fetch.wait.max.ms to prevent unnecessary socket timeouts")
+        if self["replica.fetch.wait.max.ms"] > self["replica.lag.time.max.ms"]:
+            raise ConfigError("replica.fetch.wait.max.ms should always be less than or equal to replica.lag.time.max.ms to prevent frequent changes in ISR")
         self.listeners = parse_listeners(self["listeners"])
         if not self.listeners:
             raise ConfigError("listeners must name at least one listener")

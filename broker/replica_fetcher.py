@@ -26,7 +26,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import anyio
 
@@ -51,7 +51,8 @@ KRaft directory id."""
 
 @dataclass(frozen=True)
 class FetcherConfig:
-    """The broker settings a fetcher sends with (Kafka's defaults)."""
+    """The broker settings a fetcher sends with (Kafka's defaults); :meth:`from_broker_config` takes them
+    from the broker's configuration, by the keys :data:`SETTING_KEYS` names."""
 
     broker_id: int
     broker_epoch: int = -1
@@ -65,8 +66,28 @@ class FetcherConfig:
     """``replica.fetch.max.bytes``"""
     backoff_ms: int = 1000
     """``replica.fetch.backoff.ms``"""
-    request_timeout_s: float = 30.0
-    """``replica.socket.timeout.ms``"""
+    socket_timeout_ms: int = 30000
+    """``replica.socket.timeout.ms``: how long a connection attempt or a request may take (a fetch is given
+    ``replica.fetch.wait.max.ms`` more, the time the leader may hold it)."""
+
+    @classmethod
+    def from_broker_config(cls, broker_id: int, config: Mapping[str, Any]) -> "FetcherConfig":
+        return cls(broker_id, **{name: config[key] for name, key in SETTING_KEYS.items()})
+
+    @property
+    def request_timeout_s(self) -> float:
+        return self.socket_timeout_ms / 1000
+
+
+SETTING_KEYS: dict[str, str] = {
+    "max_wait_ms": "replica.fetch.wait.max.ms",
+    "min_bytes": "replica.fetch.min.bytes",
+    "max_bytes": "replica.fetch.response.max.bytes",
+    "partition_max_bytes": "replica.fetch.max.bytes",
+    "backoff_ms": "replica.fetch.backoff.ms",
+    "socket_timeout_ms": "replica.socket.timeout.ms",
+}
+"""Each :class:`FetcherConfig` field's broker configuration key."""
 
 
 class FetchState(enum.Enum):
