@@ -19,6 +19,7 @@ from odradek.broker.handlers import CLOSE_CONNECTION  # noqa: F401  (re-exported
 from odradek.broker.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    allocate_producer_ids,
     alter_partition,
     alter_client_quotas,
     alter_configs,
@@ -169,6 +170,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DescribeTransactions: _all(ApiKey.DescribeTransactions, describe_transactions, "transaction_coordinator", "authorization"),
     ApiKey.ListTransactions: _all(ApiKey.ListTransactions, list_transactions, "transaction_coordinator", "authorization"),
     ApiKey.AlterPartition: _all(ApiKey.AlterPartition, alter_partition, "zk_broker", "authorization"),
+    ApiKey.AllocateProducerIds: _all(ApiKey.AllocateProducerIds, allocate_producer_ids, "zk_broker", "authorization"),
     ApiKey.ControlledShutdown: _all(ApiKey.ControlledShutdown, controlled_shutdown, "zk_broker", "authorization"),
     ApiKey.LeaderAndIsr: _all(ApiKey.LeaderAndIsr, leader_and_isr, "zk_broker", "authorization"),
     ApiKey.StopReplica: _all(ApiKey.StopReplica, stop_replica, "zk_broker", "authorization"),

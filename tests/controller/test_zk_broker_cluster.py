@@ -273,6 +273,28 @@ def test_requests_from_a_deposed_controller_or_for_an_old_broker_epoch_are_refus
     assert view(connect, brokers[2]) == before
 
 
+def test_the_controller_hands_a_live_broker_at_its_epoch_a_producer_id_block(brokers: dict[int, Broker], zk: KazooClient, connect: Callable[..., Any]) -> None:
+    """AllocateProducerIds, which Kafka 3.9's ZooKeeper-mode brokers send the controller instead of writing
+    ``/latest_producer_id_block`` themselves: a block of 1000 after the latest, recorded in ZooKeeper for the
+    asking broker; refused for an earlier registration (STALE_BROKER_EPOCH), an unregistered broker
+    (BROKER_ID_NOT_REGISTERED), and by a broker that is not the controller (NOT_CONTROLLER), as Kafka's
+    ``processAllocateProducerIds``."""
+    controller = zd.ControllerRegistration.decode(zk.get(zd.CONTROLLER)[0]).broker_id
+    asking = next(b for b in brokers if b != controller)
+    broker_epoch = zk.get(zd.broker_path(asking))[1].czxid
+    wire = connect(brokers[controller].bootstrap, f"broker-{asking}-forwarding")
+    answer = wire.call(ApiKey.AllocateProducerIds, 0, {"broker_id": asking, "broker_epoch": broker_epoch})
+    latest = zd.ProducerIdBlock.decode(zk.get(zd.LATEST_PRODUCER_ID_BLOCK)[0])
+    assert (answer.error_code, answer.producer_id_start, answer.producer_id_len) == (ErrorCode.NONE, latest.first, 1000)
+    assert latest.broker_id == asking
+    again = wire.call(ApiKey.AllocateProducerIds, 0, {"broker_id": asking, "broker_epoch": broker_epoch})
+    assert (again.error_code, again.producer_id_start) == (ErrorCode.NONE, latest.first + 1000)
+    assert wire.call(ApiKey.AllocateProducerIds, 0, {"broker_id": asking, "broker_epoch": broker_epoch - 1}).error_code == ErrorCode.STALE_BROKER_EPOCH
+    assert wire.call(ApiKey.AllocateProducerIds, 0, {"broker_id": 7, "broker_epoch": broker_epoch}).error_code == ErrorCode.BROKER_ID_NOT_REGISTERED
+    not_controller = connect(brokers[asking].bootstrap, f"broker-{asking}-forwarding")
+    assert not_controller.call(ApiKey.AllocateProducerIds, 0, {"broker_id": asking, "broker_epoch": broker_epoch}).error_code == ErrorCode.NOT_CONTROLLER
+
+
 def test_the_controller_killed_another_takes_over_and_metadata_converges(brokers: dict[int, Broker], zk: KazooClient, connect: Callable[..., Any]) -> None:
     old_controller = zd.ControllerRegistration.decode(zk.get(zd.CONTROLLER)[0]).broker_id
     leaders_before = {index: state[0] for index, state in zk_view(zk, set(brokers), "replicated")[2].items()}
