@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Callable
 
 import anyio
 
-from odradek.broker.kafka_client import BrokerConnection, Node
+from odradek.broker.kafka_client import BrokerConnection, Node, ResponseError
 from odradek.broker.partition import AlterPartitionResult, PendingIsrChange
+from odradek.broker.security.client import PLAINTEXT, ClientSecurity
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
 
@@ -35,12 +36,14 @@ LAST_VERSION_WITHOUT_TOPIC_IDS = 1
 
 
 class AlterPartitionManager:
-    def __init__(self, broker_id: int, broker_epoch: Callable[[], int], controller: Callable[[], Node | None], task_group: "TaskGroup", request_timeout_s: float = 30.0) -> None:
+    def __init__(self, broker_id: int, broker_epoch: Callable[[], int], controller: Callable[[], Node | None], task_group: "TaskGroup", request_timeout_s: float = 30.0, security: ClientSecurity = PLAINTEXT) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.controller = controller
         """The active controller's inter-broker endpoint, or None while there is none."""
         self.request_timeout_s = request_timeout_s
+        self.security = security
+        """How the controller's inter-broker listener is connected to."""
         self.queued: dict[tuple[str, int], tuple[Partition, PendingIsrChange]] = {}
         self._wake = anyio.Event()
         self._connection: BrokerConnection | None = None
@@ -61,7 +64,7 @@ class AlterPartitionManager:
             sending, self.queued = self.queued, {}
             try:
                 answers = await self._send(sending, task_group)
-            except (OSError, TimeoutError, KafkaError) as exc:
+            except (OSError, TimeoutError, KafkaError, ResponseError) as exc:
                 log.info("AlterPartition to the controller failed (%s); retrying", exc)
                 self._requeue(sending)
                 await anyio.sleep(RETRY_BACKOFF_S)
@@ -81,7 +84,7 @@ class AlterPartitionManager:
         if self._connection is None or self._connection.closed or self._connected_to != controller:
             if self._connection is not None:
                 await self._connection.close()
-            self._connection = await BrokerConnection.connect(controller.host, controller.port, task_group, client_id=f"broker-{self.broker_id}-alter-partition", request_timeout_s=self.request_timeout_s)
+            self._connection = await BrokerConnection.connect(controller.host, controller.port, task_group, client_id=f"broker-{self.broker_id}-alter-partition", request_timeout_s=self.request_timeout_s, security=self.security)
             self._connected_to = controller
         return self._connection
 

@@ -19,7 +19,8 @@ import anyio
 import anyio.from_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from odradek.broker.kafka_client import BrokerConnection, DisconnectedError
+from odradek.broker.kafka_client import BrokerConnection, DisconnectedError, ResponseError
+from odradek.broker.security.client import PLAINTEXT, ClientSecurity
 from odradek.controller import zk_data as zd
 from odradek.controller.zk_controller_state import ControlRequest
 from odradek.protocol.errors import ErrorCode
@@ -41,9 +42,11 @@ class _Sender:
 class ControllerChannelManager:
     """Implements :class:`odradek.controller.zk_controller.ControllerChannel`."""
 
-    def __init__(self, controller_id: int, inter_broker_listener: str = "PLAINTEXT", *, on_response: Callable[[ControlRequest, Any], None] | None = None) -> None:
+    def __init__(self, controller_id: int, inter_broker_listener: str = "PLAINTEXT", *, security: ClientSecurity = PLAINTEXT, on_response: Callable[[ControlRequest, Any], None] | None = None) -> None:
+        """``security``: how the inter-broker listener is connected to (its TLS and SASL)."""
         self.client_id = f"broker-{controller_id}-controller"
         self.listener = inter_broker_listener
+        self.security = security
         self.on_response = on_response or (lambda request, response: None)
         self._portal_cm = anyio.from_thread.start_blocking_portal()
         self._portal = self._portal_cm.__enter__()
@@ -86,10 +89,10 @@ class ControllerChannelManager:
                     while True:
                         try:
                             if connection is None or connection.closed:
-                                connection = await BrokerConnection.connect(sender.endpoint.host or "", sender.endpoint.port, tg, client_id=self.client_id)
+                                connection = await BrokerConnection.connect(sender.endpoint.host or "", sender.endpoint.port, tg, client_id=self.client_id, security=self.security)
                             response = await connection.send(request.api_key, request.version, request.body)
                             break
-                        except (DisconnectedError, TimeoutError, OSError) as exc:
+                        except (DisconnectedError, TimeoutError, OSError, ResponseError) as exc:
                             log.info("controller request to broker %d failed (%s); retrying", request.broker_id, exc)
                             connection = None
                             await anyio.sleep(RETRY_BACKOFF_S)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import enum
 import itertools
+import logging
 import struct
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -26,10 +27,12 @@ import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from odradek.broker.security.client import PLAINTEXT, ClientSecurity
-from odradek.broker.security.sasl_client import SaslClient
+from odradek.broker.security.sasl_client import SaslClient, SaslClientError
 from odradek.protocol.api import APIS, ApiKey, decode_response, encode_request
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.schema import Container, DecodeError
+
+log = logging.getLogger(__name__)
 
 DEFAULT_REQUEST_TIMEOUT_S = 30.0
 """Kafka's request.timeout.ms default."""
@@ -52,6 +55,11 @@ class ResponseError(Exception):
         self.code = code
         name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
         super().__init__(f"{name}: {message}" if message else name)
+
+
+class AuthenticationError(ResponseError):
+    """The broker refused this client's SASL authentication (Kafka's SaslAuthenticationException): the
+    connection is closed, and trying again with the same credentials is refused again."""
 
 
 class CoordinatorType(enum.IntEnum):
@@ -105,6 +113,8 @@ class BrokerConnection:
                 stream = await anyio.connect_tcp(host, port, ssl_context=security.ssl_context, tls_hostname=host if security.ssl_context else None, tls_standard_compatible=False)
         except (OSError, TimeoutError) as exc:
             raise DisconnectedError(f"Connection to {address} failed: {exc}") from None
+        except (anyio.BrokenResourceError, anyio.EndOfStream) as exc:  # the TLS handshake failed or was cut short
+            raise DisconnectedError(f"SSL handshake with {address} failed: {exc.__cause__ or 'the connection was closed'}") from None
         connection = cls(stream, address, client_id, request_timeout_s)
         task_group.start_soon(connection._read_answers)
         try:
@@ -112,6 +122,10 @@ class BrokerConnection:
             sasl = security.sasl_client()
             if sasl is not None:
                 await connection._authenticate(sasl)
+        except AuthenticationError as exc:
+            log.error("[%s] Connection to %s failed authentication due to: %s", client_id, address, exc)
+            await connection.close()
+            raise
         except BaseException:
             await connection.close()
             raise
@@ -143,14 +157,17 @@ class BrokerConnection:
         SaslAuthenticate requests until it is done; a refusal is a ResponseError with the broker's message."""
         handshake = await self.send(ApiKey.SaslHandshake, 1, {"mechanism": client.mechanism})
         if handshake.error_code != ErrorCode.NONE:
-            raise ResponseError(handshake.error_code, f"SASL mechanism {client.mechanism}; the broker enables {', '.join(handshake.mechanisms)}")
+            raise AuthenticationError(handshake.error_code, f"SASL mechanism {client.mechanism}; the broker enables {', '.join(handshake.mechanisms)}")
         version = self.version_for(ApiKey.SaslAuthenticate)
         token: bytes | None = client.first()
         while token is not None:
             answer = await self.send(ApiKey.SaslAuthenticate, version, {"auth_bytes": token})
             if answer.error_code != ErrorCode.NONE:
-                raise ResponseError(answer.error_code, answer.error_message)
-            token = client.respond(bytes(answer.auth_bytes))
+                raise AuthenticationError(answer.error_code, answer.error_message)
+            try:
+                token = client.respond(bytes(answer.auth_bytes))
+            except SaslClientError as exc:
+                raise AuthenticationError(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc)) from None
 
     def version_for(self, api_key: int) -> int:
         """The highest version of the API both the broker and odradek know."""
@@ -363,6 +380,7 @@ class KafkaClient:
 
 
 __all__ = [
+    "AuthenticationError",
     "BrokerConnection",
     "CoordinatorType",
     "DisconnectedError",

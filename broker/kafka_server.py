@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from odradek.broker.authorization import Authorization
@@ -23,6 +24,7 @@ from odradek.broker.new_logs import make_logs
 from odradek.broker.kafka_client import Node
 from odradek.broker.replica_fetcher import FetcherConfig
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.security.client import inter_broker_security
 from odradek.broker.security.scram import SCRAM_CREDENTIALS_FILE, CredentialStore, FileCredentialStore
 from odradek.broker.transaction_coordinator import TRANSACTION_STATE_TOPIC, transaction_coordinator_runtime
 from odradek.broker.transaction_markers import MarkerChannel, MarkerWriter
@@ -54,9 +56,12 @@ class KafkaServer:
         self.broker_defaults = config.broker_defaults_for_topics()
         """What topic configs fall back to: the static configuration, then with the dynamic levels over it."""
         self.log_manager = LogManager(self.log_dirs, self.broker_defaults)
+        self.inter_broker_security = inter_broker_security(config)
+        """How this broker connects to the others (fetchers, the controller's channel, requests to the
+        controller, transaction markers): the inter-broker listener's TLS and SASL."""
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, self.broker_defaults,
-            fetcher_config=FetcherConfig.from_broker_config(self.broker_id, config.values),
+            fetcher_config=replace(FetcherConfig.from_broker_config(self.broker_id, config.values), security=self.inter_broker_security),
             num_replica_fetchers=config["num.replica.fetchers"], replica_lag_time_max_ms=config["replica.lag.time.max.ms"],
         )
         self.replica_manager.leader_node = self._inter_broker_node
@@ -112,7 +117,7 @@ class KafkaServer:
         (listener, host, port) of every advertised listener."""
         me = BrokerInfo(self.broker_id, advertised_host, advertised_port, self.config["broker.rack"], endpoints)
         if self.config["zookeeper.connect"]:
-            self.controller = self.zk_broker = ZkBroker(self.config, me, self, self.replica_manager)
+            self.controller = self.zk_broker = ZkBroker(self.config, me, self, self.replica_manager, security=self.inter_broker_security)
         else:
             self.controller = EmbeddedController(
                 me, self.log_dirs[0], self, self.config["cluster.id"],

@@ -30,7 +30,8 @@ from typing import Any, Callable, Mapping
 
 import anyio
 
-from odradek.broker.kafka_client import BrokerConnection, Node
+from odradek.broker.kafka_client import BrokerConnection, Node, ResponseError
+from odradek.broker.security.client import PLAINTEXT, ClientSecurity
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.leader_epoch import UNDEFINED_EPOCH_OFFSET
@@ -69,6 +70,8 @@ class FetcherConfig:
     socket_timeout_ms: int = 30000
     """``replica.socket.timeout.ms``: how long a connection attempt or a request may take (a fetch is given
     ``replica.fetch.wait.max.ms`` more, the time the leader may hold it)."""
+    security: ClientSecurity = PLAINTEXT
+    """How fetchers connect: the inter-broker listener's TLS and SASL (Kafka's fetchers use its channel builder)."""
 
     @classmethod
     def from_broker_config(cls, broker_id: int, config: Mapping[str, Any]) -> "FetcherConfig":
@@ -225,9 +228,10 @@ class ReplicaFetcher:
                 async with anyio.create_task_group() as tg:
                     try:
                         connection = await BrokerConnection.connect(
-                            self.leader.host, self.leader.port, tg, client_id=f"broker-{self.config.broker_id}-fetcher-{self.fetcher_index}", request_timeout_s=self.config.request_timeout_s
+                            self.leader.host, self.leader.port, tg, client_id=f"broker-{self.config.broker_id}-fetcher-{self.fetcher_index}", request_timeout_s=self.config.request_timeout_s,
+                            security=self.config.security,
                         )
-                    except (OSError, TimeoutError, KafkaError) as exc:
+                    except (OSError, TimeoutError, KafkaError, ResponseError) as exc:
                         log.info("Fetcher %d cannot reach leader %d at %s:%d: %s", self.fetcher_index, self.leader.node_id, self.leader.host, self.leader.port, exc)
                         await anyio.sleep(self.config.backoff_ms / 1000)
                         tg.cancel_scope.cancel()

@@ -31,8 +31,9 @@ from odradek.broker.alter_partition import AlterPartitionManager
 from odradek.broker.config import BrokerConfig
 from odradek.broker.controller_channel import ControllerChannelManager
 from odradek.broker.dynamic_config import DEFAULT_ENTITY
-from odradek.broker.kafka_client import BrokerConnection, DisconnectedError, Node
+from odradek.broker.kafka_client import BrokerConnection, DisconnectedError, Node, ResponseError
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.security.client import PLAINTEXT, ClientSecurity
 from odradek.broker.zk_metadata_cache import LEADER_DURING_DELETE, ZkMetadataCache
 from odradek.controller import zk_admin
 from odradek.controller import zk_data as zd
@@ -65,10 +66,11 @@ def security_protocols(config: BrokerConfig) -> dict[str, str]:
 
 
 class ZkBroker:
-    def __init__(self, config: BrokerConfig, me: BrokerInfo, listener: MetadataListener, replica_manager: ReplicaManager) -> None:
+    def __init__(self, config: BrokerConfig, me: BrokerInfo, listener: MetadataListener, replica_manager: ReplicaManager, *, security: ClientSecurity = PLAINTEXT) -> None:
         """Connects to ZooKeeper and reads (or makes) the cluster id; :meth:`startup` joins the cluster, once
-        the logs are loaded."""
+        the logs are loaded. ``security``: how this broker connects to the others' inter-broker listener."""
         self.config = config
+        self.security = security
         self.broker_id = me.node_id
         self.listener = listener
         self.replica_manager = replica_manager
@@ -110,7 +112,7 @@ class ZkBroker:
         ChildrenWatch(self.zk.kazoo, zd.CONFIG_CHANGES, self._config_changes)
         self.zk.keep_registered(self.registration, lambda epoch: setattr(self, "broker_epoch", epoch))
         log.info("Registered broker %d at path %s with epoch %d", self.broker_id, zd.broker_path(self.broker_id), self.broker_epoch)
-        self.channel = ControllerChannelManager(self.broker_id, self.inter_broker_listener)
+        self.channel = ControllerChannelManager(self.broker_id, self.inter_broker_listener, security=self.security)
         self.controller = ZkController(
             self.zk, self.broker_id, self.channel,
             inter_broker_listener=self.inter_broker_listener,
@@ -139,10 +141,10 @@ class ZkBroker:
                 continue
             try:
                 async with anyio.create_task_group() as tg:
-                    connection = await BrokerConnection.connect(node.host, node.port, tg, client_id=f"broker-{self.broker_id}")
+                    connection = await BrokerConnection.connect(node.host, node.port, tg, client_id=f"broker-{self.broker_id}", security=self.security)
                     response = await connection.send(ApiKey.ControlledShutdown, CONTROLLED_SHUTDOWN_VERSION, {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch})
                     tg.cancel_scope.cancel()
-            except (DisconnectedError, TimeoutError, OSError) as exc:
+            except (DisconnectedError, TimeoutError, OSError, ResponseError) as exc:
                 log.warning("Controlled shutdown: the controller (broker %d) could not be asked: %s", node.node_id, exc)
                 continue
             remaining = [f"{p.topic_name}-{p.partition_index}" for p in response.remaining_partitions]
@@ -253,7 +255,7 @@ class ZkBroker:
         LeaderAndIsr, on the event loop: before it this broker leads nothing, and the network's task group the
         sender runs in exists only once the broker serves."""
         if self.replica_manager.alter_partition_manager is None:
-            manager = AlterPartitionManager(self.broker_id, lambda: self.broker_epoch, self._controller_node, self.replica_manager.background)
+            manager = AlterPartitionManager(self.broker_id, lambda: self.broker_epoch, self._controller_node, self.replica_manager.background, security=self.security)
             self.replica_manager.start_isr_changes(manager)
 
     def _controller_node(self) -> Node | None:

@@ -1,0 +1,227 @@
+"""Inter-broker traffic authenticates too (issue 15): three odradek brokers on a real ZooKeeper whose only
+listener is SASL_SSL (PLAIN, certificates made by the test), with the ACL authorizer on. Every connection
+a broker opens to another (the controller's LeaderAndIsr/UpdateMetadata, the replica fetchers, AlterPartition
+to the controller) goes over TLS and logs in as ``User:broker``, the super user; a client logs in with its
+own credentials. A fourth broker whose inter-broker password is wrong registers, but the leaders refuse its
+fetches: it never joins the ISR, and its log says why.
+
+The cluster lives for the module; the test that kills a leader runs last.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import kafka_jvm
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from odradek import Broker
+from odradek.controller import zk_data as zd
+from tests.certificates import Pki, make_pki
+
+CHROOT = "/odradek-secure"
+BROKER_USER, BROKER_PASSWORD = "broker", "broker-secret"
+CLIENT_USER, CLIENT_PASSWORD = "admin", "admin-secret"
+TOPIC = "secured"
+PARTITIONS = 3
+RECORDS = 30
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(condition: Callable[[], Any], timeout_s: float = 30.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if result := condition():
+            return result
+        time.sleep(0.2)
+    raise AssertionError(f"{what} not reached within {timeout_s}s")
+
+
+def broker_config(broker_id: int, port: int, zookeeper_connect: str, pki: Pki, inter_broker_password: str = BROKER_PASSWORD) -> dict[str, Any]:
+    """A broker whose one listener is SASL_SSL: PLAIN users for whoever logs in to it, and its own login
+    (``username``/``password``) for the connections it opens to the other brokers."""
+    jaas = (
+        f'org.apache.kafka.common.security.plain.PlainLoginModule required username="{BROKER_USER}" password="{inter_broker_password}" '
+        f'user_{BROKER_USER}="{BROKER_PASSWORD}" user_{CLIENT_USER}="{CLIENT_PASSWORD}";'
+    )
+    return {
+        "broker.id": broker_id,
+        "zookeeper.connect": zookeeper_connect,
+        "zookeeper.session.timeout.ms": 6000,
+        "listeners": f"SASL_SSL://127.0.0.1:{port}",
+        "security.inter.broker.protocol": "SASL_SSL",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas,
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(pki.keystore("broker")),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(pki.ca),
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": f"User:{BROKER_USER};User:{CLIENT_USER}",
+        "replica.lag.time.max.ms": 4000,
+        "offsets.topic.replication.factor": 3,
+        "offsets.topic.num.partitions": 1,
+    }
+
+
+def client_config(pki: Pki, bootstrap: str, password: str = CLIENT_PASSWORD) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanisms": "PLAIN",
+        "sasl.username": CLIENT_USER,
+        "sasl.password": password,
+        "ssl.ca.location": str(pki.ca),
+    }
+
+
+class SecureCluster:
+    def __init__(self, zookeeper: kafka_jvm.ZooKeeper, root: Path) -> None:
+        self.connect = f"{zookeeper.connect}{CHROOT}-{uuid.uuid4().hex[:6]}"
+        self.root = root
+        self.pki = make_pki(root / "pki")
+        self.brokers: dict[int, Broker] = {}
+        self.ports: dict[int, int] = {}
+        self.zk = KazooClient(hosts=self.connect)
+
+    def start(self, broker_id: int, **config: Any) -> Broker:
+        port = self.ports.setdefault(broker_id, free_port())
+        settings = broker_config(broker_id, port, self.connect, self.pki, **config)
+        broker = Broker(self.root / f"broker-{broker_id}", config=settings, subprocess=True).start()
+        self.brokers[broker_id] = broker
+        return broker
+
+    def kill(self, broker_id: int) -> None:
+        self.brokers.pop(broker_id).kill()
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{self.ports[b]}" for b in sorted(self.brokers))
+
+    def state(self, topic: str, partition: int) -> zd.LeaderIsrAndControllerEpoch:
+        state = zd.LeaderIsrAndControllerEpoch.decode(self.zk.get(zd.partition_state_path(topic, partition))[0])
+        assert state is not None
+        return state
+
+    def isr_full(self, topic: str, partitions: int, replicas: int) -> bool:
+        try:
+            return all(len(self.state(topic, p).isr) == replicas for p in range(partitions))
+        except NoNodeError:  # the controller has not written the partition's state yet
+            return False
+
+    def close(self) -> None:
+        self.zk.stop()
+        self.zk.close()
+        for broker in self.brokers.values():
+            with contextlib.suppress(RuntimeError):
+                broker.kill()
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper: kafka_jvm.ZooKeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureCluster]:
+    cluster = SecureCluster(zookeeper, tmp_path_factory.mktemp("secure-cluster"))
+    try:
+        for broker_id in range(3):
+            cluster.start(broker_id)
+        cluster.zk.start(timeout=15)
+        wait_for(lambda: cluster.zk.exists(zd.BROKER_IDS) and len(cluster.zk.get_children(zd.BROKER_IDS)) == 3, what="three brokers registered")
+        yield cluster
+    finally:
+        cluster.close()
+
+
+def produce(pki: Pki, bootstrap: str, topic: str, values: list[bytes], partition: int) -> None:
+    producer = Producer({**client_config(pki, bootstrap), "acks": "all", "enable.idempotence": True, "message.timeout.ms": 30000})
+    failures: list[str] = []
+    for value in values:
+        producer.produce(topic, value, partition=partition, on_delivery=lambda err, msg: err and failures.append(str(err)))
+    assert producer.flush(40) == 0
+    assert failures == []
+
+
+def consume(pki: Pki, bootstrap: str, topic: str, partition: int, count: int) -> list[bytes]:
+    consumer = Consumer({**client_config(pki, bootstrap), "group.id": f"secure-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False})
+    got: list[bytes] = []
+    try:
+        consumer.assign([TopicPartition(topic, partition, 0)])
+        deadline = time.monotonic() + 30
+        while len(got) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                got.append(message.value())
+    finally:
+        consumer.close()
+    return got
+
+
+def segments(broker: Broker, topic: str, partition: int) -> dict[str, bytes]:
+    directory = broker.log_dir / f"{topic}-{partition}"
+    return {p.name: p.read_bytes() for p in sorted(directory.glob("*.log"))}
+
+
+def test_an_rf3_topic_replicates_over_sasl_ssl_and_a_client_with_its_credentials_produces_and_consumes(cluster: SecureCluster) -> None:
+    admin = AdminClient(client_config(cluster.pki, cluster.bootstrap))
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])[TOPIC].result(30)
+    wait_for(lambda: cluster.isr_full(TOPIC, PARTITIONS, 3), what="every partition's ISR full")
+    values = [f"record-{n}".encode() for n in range(RECORDS)]
+    produce(cluster.pki, cluster.bootstrap, TOPIC, values, 0)
+    assert consume(cluster.pki, cluster.bootstrap, TOPIC, 0, RECORDS) == values
+    leader = cluster.state(TOPIC, 0).leader
+    expected = segments(cluster.brokers[leader], TOPIC, 0)
+    assert sum(map(len, expected.values())) > 0
+    for broker_id in range(3):
+        wait_for(lambda: segments(cluster.brokers[broker_id], TOPIC, 0) == expected, what=f"broker {broker_id}'s segments equal to the leader's")
+
+
+def test_a_client_with_a_wrong_password_is_refused(cluster: SecureCluster) -> None:
+    errors: list[KafkaError] = []
+    producer = Producer({**client_config(cluster.pki, cluster.bootstrap, password="wrong"), "error_cb": errors.append})
+    wait_for(lambda: producer.poll(0.1) is not None and errors, timeout_s=10, what="the client told of its refused login")
+    assert errors[0].code() == KafkaError._AUTHENTICATION
+    assert "Invalid username or password" in errors[0].str()
+
+
+def test_a_broker_with_a_wrong_inter_broker_password_never_joins_the_isr(cluster: SecureCluster) -> None:
+    """Broker 3 logs in to the others as ``User:broker`` with a wrong password: the controller's requests
+    reach it (the controller's own login is right), so it is told to follow, but the leader refuses its
+    fetches. It stays out of the ISR of its partition, and its log names the refusal."""
+    topic = "wrong-password"
+    outsider = cluster.start(3, inter_broker_password="wrong")
+    try:
+        wait_for(lambda: len(cluster.zk.get_children(zd.BROKER_IDS)) == 4, what="broker 3 registered")
+        admin = AdminClient(client_config(cluster.pki, cluster.bootstrap))
+        admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[0, 3]])])[topic].result(30)
+        refused = lambda: any("failed authentication" in line and "Invalid username or password" in line for line in outsider.output)  # noqa: E731
+        wait_for(refused, what="broker 3's log naming the refused login")
+        produce(cluster.pki, cluster.bootstrap, topic, [b"x"] * 5, 0)  # acks=all: done once broker 3 is out of the ISR
+        assert cluster.state(topic, 0).isr == (0,)
+        assert not (outsider.log_dir / f"{topic}-0").exists() or segments(outsider, topic, 0) in ({}, {"00000000000000000000.log": b""})
+    finally:
+        cluster.kill(3)
+
+
+def test_leadership_moves_when_a_broker_is_killed_and_it_catches_up_when_restarted(cluster: SecureCluster) -> None:
+    before = cluster.state(TOPIC, 0)
+    cluster.kill(before.leader)
+    after = wait_for(lambda: (s := cluster.state(TOPIC, 0)).leader not in (before.leader, -1) and s, what="another leader elected")
+    assert after.leader_epoch > before.leader_epoch
+    values = [f"after-{n}".encode() for n in range(RECORDS)]
+    produce(cluster.pki, cluster.bootstrap, TOPIC, values, 0)
+    assert consume(cluster.pki, cluster.bootstrap, TOPIC, 0, 2 * RECORDS)[RECORDS:] == values
+    cluster.start(before.leader)
+    wait_for(lambda: cluster.isr_full(TOPIC, 1, 3), timeout_s=40, what=f"broker {before.leader} back in the ISR")
