@@ -13,7 +13,8 @@ a partition refused is answered TOPIC_AUTHORIZATION_FAILED (after the others) an
 
 A consumer's ``consumer_byte_rate`` bounds an answer to what the quota window allows, and an answer that
 takes it over the rate is sent empty with the throttle time, its connection then not read for that long
-(KIP-219; before v8 the empty answer itself waits), as Kafka's.
+(KIP-219), as Kafka's at every version (before v8 too, whose clients do not throttle themselves: Kafka 3.9
+does not hold their answer back either).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import anyio
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -38,10 +38,6 @@ _LOOKUP_ERRORS = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKN
 partition is not in its metadata): answered after the partitions it read, whatever the request's order."""
 _MAGIC_FOR_VERSION = {0: 0, 1: 0, 2: 1, 3: 1}
 """Fetch v0-v3 read message sets of magic 0 (v0-v1) or 1 (v2-v3): the only versions that copy records."""
-
-
-CLIENT_THROTTLES_SINCE = 8
-"""Fetch versions whose clients honour throttle_time_ms themselves (Kafka's ``shouldClientThrottle``)."""
 
 
 def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, config: BrokerConfig, authorization: Authorization, quotas: ClientQuotas, request: Request) -> Any:
@@ -93,15 +89,14 @@ def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, c
         throttle_ms = 0 if is_follower else _charge(quotas, request, reads)
         if throttle_ms == 0:
             return _respond(fetch_sessions, context, reads + denied, version, is_follower, read_committed, now_ms)
-        return _throttled(context, throttle_ms, version)
+        return _throttled(context, throttle_ms)
 
     async def after_wait() -> dict:
         done = await reads
         throttle_ms = 0 if is_follower else _charge(quotas, request, done)
         if throttle_ms == 0:
             return _respond(fetch_sessions, context, done + denied, version, is_follower, read_committed, int(time.time() * 1000))
-        throttled = _throttled(context, throttle_ms, version)
-        return throttled if isinstance(throttled, dict) else await throttled
+        return _throttled(context, throttle_ms)
 
     return after_wait()
 
@@ -116,19 +111,10 @@ def _charge(quotas: ClientQuotas, request: Request, reads: list[PartitionRead]) 
     return quotas.record_fetch(request, sum(r.length for r in reads), time.monotonic())
 
 
-def _throttled(context: FetchContext, throttle_ms: int, version: int) -> Any:
-    """Kafka's ``getThrottledResponse``: no partitions, the session left as it was (a new one not created);
-    sent at once to clients that throttle themselves, after the throttle time to older ones."""
+def _throttled(context: FetchContext, throttle_ms: int) -> dict:
+    """Kafka's ``getThrottledResponse``: no partitions, the session left as it was (a new one not created)."""
     session_id = context.session.session_id if context.incremental and context.session is not None else 0
-    response = {"error_code": ErrorCode.NONE, "session_id": session_id, "responses": [], "throttle_time_ms": throttle_ms}
-    if version >= CLIENT_THROTTLES_SINCE:
-        return response
-
-    async def later() -> dict:
-        await anyio.sleep(throttle_ms / 1000)
-        return response
-
-    return later()
+    return {"error_code": ErrorCode.NONE, "session_id": session_id, "responses": [], "throttle_time_ms": throttle_ms}
 
 
 def _authorized(authorization: Authorization, request: Request, partitions: list[FetchPartition], is_follower: bool) -> tuple[list[FetchPartition], list[PartitionRead]]:

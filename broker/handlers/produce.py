@@ -9,8 +9,9 @@ is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and each topic needs WRI
 get TOPIC_AUTHORIZATION_FAILED and are not appended).
 
 The records' bytes count against the client's ``producer_byte_rate``: a client over it gets the throttle time
-in the answer and its connection is not read for that long (KIP-219); before v6, whose clients do not
-throttle themselves, the answer itself waits that long, as Kafka's.
+in the answer and its connection is not read for that long (KIP-219). Kafka 3.9 does the same at every
+version: before v6, whose clients do not throttle themselves, the answer is not held back either (only the
+muted connection slows such a client down).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import anyio
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
@@ -29,10 +29,6 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.record_batch import ATTRIBUTES_OFFSET, HEADER_SIZE, MAGIC_OFFSET, TRANSACTIONAL_FLAG
 from odradek.storage.producer_state import AppendOrigin
-
-
-CLIENT_THROTTLES_SINCE = 6
-"""Produce versions whose clients honour throttle_time_ms themselves (Kafka's ``shouldClientThrottle``)."""
 
 
 def handle(replica_manager: ReplicaManager, authorization: Authorization, quotas: ClientQuotas, request: Request) -> Any:
@@ -59,14 +55,11 @@ def handle(replica_manager: ReplicaManager, authorization: Authorization, quotas
     )
     if acks == 0:
         return CLOSE_CONNECTION if outcome.failed or len(appends) < len(requested) else None
-    delayed = throttle_ms > 0 and request.header.api_version < CLIENT_THROTTLES_SINCE
-    if not outcome.pending and not delayed:
+    if not outcome.pending:
         return _response(topic_data, outcome, writable, throttle_ms)
 
     async def answer() -> dict:
         await outcome.completion()
-        if delayed:
-            await anyio.sleep(throttle_ms / 1000)
         return _response(topic_data, outcome, writable, throttle_ms)
 
     return answer()
