@@ -32,6 +32,7 @@ from odradek.broker.config import BrokerConfig
 from odradek.broker.controller_channel import ControllerChannelManager
 from odradek.broker.dynamic_config import DEFAULT_ENTITY
 from odradek.broker.kafka_client import BrokerConnection, DisconnectedError, Node, ResponseError
+from odradek.broker.metadata_waits import MetadataWaits
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.security.client import PLAINTEXT, ClientSecurity
 from odradek.broker.zk_metadata_cache import LEADER_DURING_DELETE, ZkMetadataCache
@@ -83,6 +84,8 @@ class ZkBroker:
         cluster_id = self.zk.create_or_get_cluster_id(new_cluster_id())
         broker_configs = {e: c for e in (DEFAULT_ENTITY, str(me.node_id)) if (c := self.zk.entity_config(zd.ConfigType.BROKER, e))}
         self.cache = ZkMetadataCache(MetadataImage(cluster_id, -1, {}, broker_configs=broker_configs), self._topic_configs)
+        self.metadata_waits = MetadataWaits()
+        """Requests waiting for this broker's metadata to show a change (ElectLeaders, topic changes)."""
         self._last_config_change = ""
         """The newest ``/config/changes`` notification applied (their names sort in sequence order)."""
         protocols = security_protocols(config)
@@ -217,6 +220,7 @@ class ZkBroker:
             return error
         for topic in self.cache.update(body):
             log.info("Topic %s is being deleted: removed from the metadata cache", topic.name)
+        self.metadata_waits.changed()
         return ErrorCode.NONE
 
     def leader_and_isr(self, body: Any) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:

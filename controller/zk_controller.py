@@ -23,8 +23,9 @@ from typing import Any, Callable, Protocol
 
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from odradek.controller import alter_partition
+from odradek.controller import alter_partition, leader_election
 from odradek.controller import zk_data as zd
+from odradek.controller.leader_election import ElectionResult, ElectionType
 from odradek.controller.zk_client import ControllerMovedError, ZkClient
 from odradek.protocol.errors import ErrorCode
 from odradek.controller.zk_controller_state import (
@@ -72,6 +73,7 @@ AUTO_LEADER_REBALANCE = "auto-leader-rebalance"
 ISR_CHANGED = "isr-change-notification"
 ALTER_PARTITION = "alter-partition"
 CONTROLLED_SHUTDOWN = "controlled-shutdown"
+ELECT_LEADERS = "elect-leaders"
 ALLOCATE_PRODUCER_IDS = "allocate-producer-ids"
 _STOP = "stop"
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
@@ -156,6 +158,7 @@ class ZkController:
             ISR_CHANGED: self._isr_changed,
             ALTER_PARTITION: self._alter_partition,
             CONTROLLED_SHUTDOWN: self._controlled_shutdown,
+            ELECT_LEADERS: self._elect_leaders,
             ALLOCATE_PRODUCER_IDS: self._allocate_producer_ids,
         }
         while True:
@@ -167,7 +170,7 @@ class ZkController:
             if event.kind == _STOP:
                 return
             try:
-                if event.kind in (ELECT, ALTER_PARTITION, CONTROLLED_SHUTDOWN, ALLOCATE_PRODUCER_IDS) or self.active:
+                if event.kind in (ELECT, ALTER_PARTITION, CONTROLLED_SHUTDOWN, ELECT_LEADERS, ALLOCATE_PRODUCER_IDS) or self.active:
                     handlers[event.kind](event)
             except ControllerMovedError:
                 log.info("controller %d: the controller moved; resigning", self.broker_id)
@@ -427,17 +430,60 @@ class ZkController:
         self._elect_preferred(imbalanced_partitions(self.context, self.leader_balance.percentage))
 
     def _elect_preferred(self, partitions: list[TopicPartition]) -> None:
+        self._elect_partitions(partitions, ElectionType.PREFERRED)
+
+    def _elect_partitions(self, partitions: list[TopicPartition], election_type: ElectionType) -> dict[TopicPartition, ElectionResult]:
+        """Kafka's ``onReplicaElection``: each partition's leader chosen from the state ZooKeeper holds now
+        (PREFERRED: the first assigned replica, live and in sync, the ISR unchanged; UNCLEAN: the first live
+        ISR member, else the first live replica), written at the version read (re-read and chosen again on
+        a conflict) and sent to its live replicas. Answers each partition's new leader or why none."""
         ctx = self.context
+        live = set(ctx.live_brokers)
         batch = RequestBatch(ctx)
+        results: dict[TopicPartition, ElectionResult] = {}
         for partition in partitions:
-            fresh = self.zk.partition_state(*partition)  # as Kafka, elect from the state ZooKeeper holds now
-            if fresh is None:
-                continue
-            ctx.leadership[partition] = Leadership(*fresh)
-            elected = preferred_election(ctx.assignments[partition].replicas, fresh[0], set(ctx.live_brokers), ctx.epoch)
-            if elected is not None and self._write(partition, elected):
-                batch.add_leader_and_isr(ctx.live_replicas(partition), partition)
+            while partition not in results:
+                fresh = self.zk.partition_state(*partition)
+                if fresh is None:
+                    results[partition] = leader_election.failed(partition, election_type)
+                    break
+                ctx.leadership[partition] = Leadership(*fresh)
+                replicas = ctx.assignments[partition].replicas
+                if election_type == ElectionType.PREFERRED:
+                    elected = preferred_election(replicas, fresh[0], live, ctx.epoch)
+                else:
+                    elected = offline_election(replicas, fresh[0], live, True, ctx.epoch)
+                if elected is None:
+                    results[partition] = leader_election.failed(partition, election_type)
+                elif self._write(partition, elected):
+                    batch.add_leader_and_isr(ctx.live_replicas(partition), partition)
+                    results[partition] = elected.leader
         self._send(batch)
+        return results
+
+    def elect_leaders(self, partitions: set[TopicPartition], election_type: ElectionType) -> "Future[dict[TopicPartition, ElectionResult]]":
+        """An ElectLeaders request's partitions, elected on the event thread (Kafka's ``ReplicaLeaderElection``
+        triggered by the admin client): each partition's new leader, or its error."""
+        answer: Future[dict[TopicPartition, ElectionResult]] = Future()
+        self._enqueue(Event(ELECT_LEADERS, request=(partitions, election_type, answer)))
+        return answer
+
+    def _elect_leaders(self, event: Event) -> None:
+        """``processReplicaLeaderElection``: NOT_CONTROLLER unless active; unknown partitions, those of topics
+        being deleted and those led as the election would have them answered; the others elected."""
+        partitions, election_type, answer = event.request
+        ctx = self.context
+        if not self.active:
+            answer.set_result({p: leader_election.NOT_CONTROLLER for p in partitions})
+            return
+        try:
+            leaders = {p: lead.state.leader for p, lead in ctx.leadership.items()}
+            assignments = {p: a.replicas for p, a in ctx.assignments.items()}
+            electable, answered = leader_election.triage(partitions, election_type, assignments, leaders, set(ctx.live_brokers), ctx.topics_being_deleted)
+            answer.set_result({**answered, **self._elect_partitions(electable, election_type)})
+        finally:  # the controller moved half-way (Kafka answers a preempted election NOT_CONTROLLER)
+            if not answer.done():
+                answer.set_result({p: leader_election.NOT_CONTROLLER for p in partitions})
 
     # -- ISR changes ------------------------------------------------------------------------------------------
 

@@ -1,0 +1,243 @@
+"""ElectLeaders and Kafka's ``kafka-leader-election`` tool against three ZooKeeper-mode brokers, odradek's and
+real Apache Kafka 3.9.1's, in the same scenario: a broker stopped and started again, its leaderships moved
+away, and preferred election (the tool, then the controller's own leader balance check) bringing them back.
+
+Both clusters run on the session's ZooKeeper (each under its chroot) with a leader balance check every
+:data:`CHECK_INTERVAL_S` and an imbalance allowed up to :data:`IMBALANCE_PERCENTAGE` per broker. Broker 1 is
+the preferred leader of one replicated partition (``elect-1``) and of four single-replica ones
+(``single``), which come back to it with it: after its restart one in five of its partitions is led
+elsewhere, under the allowed imbalance, so only the tool moves ``elect-1`` back. Broker 2 prefers only
+``elect-2``: after its restart the balance check moves it back on its own. The expected answers and tool
+output are what the real Kafka gives (its run of each test proves them); a single odradek broker and the
+session's single Kafka broker are compared the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import kafka_jvm
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from tests.conftest import Wire
+
+from odradek import Broker
+from odradek.protocol.api import ApiKey
+from odradek.protocol.errors import ErrorCode
+
+CHECK_INTERVAL_S = 2
+IMBALANCE_PERCENTAGE = 30
+SETTINGS = {
+    "auto.leader.rebalance.enable": "true",
+    "leader.imbalance.check.interval.seconds": str(CHECK_INTERVAL_S),
+    "leader.imbalance.per.broker.percentage": str(IMBALANCE_PERCENTAGE),
+    "zookeeper.session.timeout.ms": "10000",
+    "offsets.topic.replication.factor": "3",
+}
+ELECT = {0: [0, 1, 2], 1: [1, 2, 0], 2: [2, 0, 1]}
+SINGLE = {p: [1] for p in range(4)}
+PREFERRED, UNCLEAN = 0, 1
+
+
+def wait_for(condition: Callable[[], Any], timeout_s: float = 60.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if result := condition():
+            return result
+        time.sleep(0.1)
+    raise AssertionError(f"{what} not reached within {timeout_s}s")
+
+
+def call(bootstrap: str, api: ApiKey, version: int, body: dict) -> Any:
+    wire = Wire(bootstrap)
+    try:
+        return wire.call(api, version, body)
+    finally:
+        wire.close()
+
+
+def metadata(bootstrap: str, topics: list[str]) -> tuple[int, dict[tuple[str, int], tuple[int, list[int]]]]:
+    """One broker's view: the controller id and each partition's leader and ISR."""
+    response = call(bootstrap, ApiKey.Metadata, 12, {"topics": [{"topic_id": uuid.UUID(int=0), "name": t} for t in topics], "allow_auto_topic_creation": False})
+    return response.controller_id, {(t.name, p.partition_index): (p.leader_id, sorted(p.isr_nodes)) for t in response.topics for p in t.partitions}
+
+
+def elect_leaders(bootstrap: str, election_type: int, partitions: dict[str, list[int]] | None, version: int = 2) -> tuple[int, dict[tuple[str, int], tuple[str, str | None]]]:
+    """An ElectLeaders answer: the top-level error and each partition's error name and message."""
+    topic_partitions = None if partitions is None else [{"topic": t, "partitions": ps} for t, ps in partitions.items()]
+    response = call(bootstrap, ApiKey.ElectLeaders, version, {"election_type": election_type, "topic_partitions": topic_partitions, "timeout_ms": 30000})
+    results = {(r.topic, p.partition_id): (ErrorCode(p.error_code).name, p.error_message) for r in response.replica_election_results for p in r.partition_result}
+    return getattr(response, "error_code", 0), results
+
+
+@dataclass
+class ZkCluster:
+    """Three brokers of one kind on the session's ZooKeeper under a chroot of their own."""
+
+    kind: str
+    start: Callable[[int], None]
+    stop: Callable[[int], None]
+    bootstraps: Callable[[], dict[int, str]]
+    live: set[int] = field(default_factory=lambda: {0, 1, 2})
+
+    def view(self) -> tuple[int, dict[tuple[str, int], tuple[int, list[int]]]]:
+        return metadata(self.bootstraps()[0], ["elect", "single"])
+
+    def settled(self, leaders: dict[tuple[str, int], int]) -> bool:
+        """Every live broker's metadata shows these leaders, and every live replica in sync."""
+        for broker in self.live:
+            try:
+                _, view = metadata(self.bootstraps()[broker], ["elect", "single"])
+            except OSError:
+                return False
+            expected_isr = {**{("elect", p): sorted(set(r) & self.live) for p, r in ELECT.items()}, **{("single", p): [1] for p in SINGLE}}
+            if any(view.get(tp, (None,))[0] != leader for tp, leader in leaders.items()):
+                return False
+            if any(view.get(tp, (None, None))[1] != isr for tp, isr in expected_isr.items() if leaders.get(tp, 0) >= 0):
+                return False
+        return True
+
+    def controller(self) -> str:
+        controller, _ = self.view()
+        return self.bootstraps()[controller]
+
+    def stopped(self, broker: int) -> None:
+        self.stop(broker)
+        self.live.discard(broker)
+
+    def started(self, broker: int) -> None:
+        self.start(broker)
+        self.live.add(broker)
+
+
+@contextlib.contextmanager
+def odradek_cluster(zookeeper: kafka_jvm.ZooKeeper, root: Path) -> Iterator[ZkCluster]:
+    brokers = {
+        b: Broker(root / f"odradek-{b}", config={"zookeeper.connect": zookeeper.connect + "/elect-odradek", "broker.id": b, **SETTINGS}, subprocess=True)
+        for b in range(3)
+    }
+    try:
+        for broker in brokers.values():
+            broker.start()
+        yield ZkCluster("odradek", lambda b: brokers[b].start() and None, lambda b: brokers[b].stop(), lambda: {b: x.bootstrap for b, x in brokers.items()})
+    finally:
+        for broker in brokers.values():
+            with contextlib.suppress(RuntimeError):
+                broker.kill()
+
+
+@contextlib.contextmanager
+def kafka_cluster(zookeeper: kafka_jvm.ZooKeeper, root: Path) -> Iterator[ZkCluster]:
+    brokers = {b: kafka_jvm.KafkaBroker(root / f"kafka-{b}", zookeeper.connect + "/elect-kafka", b, dict(SETTINGS)) for b in range(3)}
+    try:
+        for broker in brokers.values():
+            broker.start(heap="384m")
+        yield ZkCluster("kafka", lambda b: brokers[b].start(heap="384m") and None, lambda b: brokers[b].stop(), lambda: {b: x.bootstrap for b, x in brokers.items()})
+    finally:
+        for broker in brokers.values():
+            broker.kill()
+
+
+@pytest.fixture(scope="module", params=["kafka", "odradek"])
+def cluster(request: pytest.FixtureRequest, zookeeper: kafka_jvm.ZooKeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZkCluster]:
+    """The three brokers with the topics ``elect`` and ``single``, every partition led by its preferred replica."""
+    starting = kafka_cluster if request.param == "kafka" else odradek_cluster
+    with starting(zookeeper, tmp_path_factory.mktemp(f"elect-{request.param}")) as started:
+        admin = AdminClient({"bootstrap.servers": started.bootstraps()[0]})
+        for name, assignment in (("elect", ELECT), ("single", SINGLE)):
+            admin.create_topics([NewTopic(name, num_partitions=len(assignment), replica_assignment=[assignment[p] for p in sorted(assignment)])])[name].result(30)
+        wait_for(lambda: started.settled(preferred_leaders()), what="every partition led by its preferred replica")
+        yield started
+
+
+def preferred_leaders() -> dict[tuple[str, int], int]:
+    return {**{("elect", p): r[0] for p, r in ELECT.items()}, **{("single", p): r[0] for p, r in SINGLE.items()}}
+
+
+def tool(cluster: ZkCluster, *args: str) -> str:
+    """``kafka-leader-election`` through broker 0: its exit status, its output and what it says on error
+    (without the stack trace)."""
+    done = kafka_jvm.run_tool("kafka-leader-election", "--bootstrap-server", cluster.bootstraps()[0], *args)
+    said = [line for line in done.stderr.splitlines() if not line.startswith("\tat ") and "rdkafka" not in line]
+    return f"exit {done.returncode}\n{done.stdout}" + "".join(f"{line}\n" for line in said)
+
+
+def test_a_stopped_brokers_partitions_cannot_be_elected_back_while_it_is_down(cluster: ZkCluster, tmp_path: Path) -> None:
+    cluster.stopped(1)
+    moved = {**preferred_leaders(), ("elect", 1): 2, **{("single", p): -1 for p in SINGLE}}
+    wait_for(lambda: cluster.settled(moved), what="broker 1's leaderships gone")
+    controller = cluster.controller()
+    assert elect_leaders(controller, PREFERRED, {"single": [0], "elect": [0, 1], "absent": [0]}) == (0, {
+        ("single", 0): ("PREFERRED_LEADER_NOT_AVAILABLE", "Failed to elect leader for partition single-0 under strategy PreferredReplicaPartitionLeaderElectionStrategy"),
+        ("elect", 0): ("ELECTION_NOT_NEEDED", "Leader election not needed for topic partition."),
+        ("elect", 1): ("PREFERRED_LEADER_NOT_AVAILABLE", "Failed to elect leader for partition elect-1 under strategy PreferredReplicaPartitionLeaderElectionStrategy"),
+        ("absent", 0): ("UNKNOWN_TOPIC_OR_PARTITION", "The partition does not exist."),
+    })
+    other = next(b for broker, b in cluster.bootstraps().items() if broker in cluster.live and b != controller)
+    assert elect_leaders(other, PREFERRED, {"elect": [1]}) == (0, {("elect", 1): ("NOT_CONTROLLER", None)})
+    election = tmp_path / "election.json"
+    election.write_text(json.dumps({"partitions": [{"topic": "single", "partition": 0}, {"topic": "elect", "partition": 1}]}))
+    assert tool(cluster, "--election-type", "unclean", "--path-to-json-file", str(election)) == (
+        "exit 1\n"
+        "Valid replica already elected for partitions elect-1\n"
+        "Error completing leader election (UNCLEAN) for partition: single-0: "
+        "org.apache.kafka.common.errors.EligibleLeadersNotAvailableException: "
+        "Failed to elect leader for partition single-0 under strategy OfflinePartitionLeaderElectionStrategy(true)\n"
+        "1 replica(s) could not be elected\n"
+        "org.apache.kafka.server.common.AdminCommandFailedException: 1 replica(s) could not be elected\n"
+        "\tSuppressed: org.apache.kafka.common.errors.EligibleLeadersNotAvailableException: "
+        "Failed to elect leader for partition single-0 under strategy OfflinePartitionLeaderElectionStrategy(true)\n"
+        "\n"
+    )
+
+
+def test_the_tool_brings_the_leadership_back_after_the_restart(cluster: ZkCluster) -> None:
+    cluster.started(1)
+    moved = {**preferred_leaders(), ("elect", 1): 2}
+    wait_for(lambda: cluster.settled(moved), what="broker 1 back in every ISR, elect-1 still led by broker 2")
+    assert tool(cluster, "--election-type", "preferred", "--all-topic-partitions") == "exit 0\nSuccessfully completed leader election (PREFERRED) for partitions elect-1\n"
+    assert cluster.settled(preferred_leaders())  # the answer came once the broker's metadata showed it
+    assert elect_leaders(cluster.controller(), PREFERRED, None) == (0, {})  # none needed, none named
+
+
+def test_the_leader_balance_check_brings_the_leadership_back_after_the_restart(cluster: ZkCluster) -> None:
+    cluster.stopped(2)
+    wait_for(lambda: cluster.settled({**preferred_leaders(), ("elect", 2): 0}), what="broker 2's leadership gone")
+    cluster.started(2)
+    wait_for(lambda: cluster.settled(preferred_leaders()), timeout_s=30 + 3 * CHECK_INTERVAL_S, what="elect-2 back with broker 2")
+
+
+@pytest.fixture(scope="module")
+def single_broker() -> Iterator[Broker]:
+    with Broker(subprocess=True) as broker:
+        yield broker
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_a_single_broker_answers_as_kafkas_single_broker(single_broker: Broker, real_kafka: kafka_jvm.RealKafka, version: int) -> None:
+    """Both are their own controller: a partition led by its only replica needs no election of either type."""
+    answers = []
+    for bootstrap in (real_kafka.bootstrap, single_broker.bootstrap):
+        topic = f"elect-single-{uuid.uuid4().hex[:8]}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+        wait_for(lambda: all(leader >= 0 for leader, _ in metadata(bootstrap, [topic])[1].values()), what="the topic led")
+        rename = lambda got: (got[0], {("topic" if t == topic else t, p): e for (t, p), e in got[1].items()})  # noqa: E731
+        answers.append([
+            rename(elect_leaders(bootstrap, election_type, {topic: [0, 1, 7], "elect-absent": [0]}, version))
+            for election_type in ((PREFERRED,) if version == 0 else (PREFERRED, UNCLEAN))
+        ] + [elect_leaders(bootstrap, UNCLEAN, None, version)[1] == {} if version else None])
+    kafka, odradek = answers
+    assert odradek == kafka
+    assert kafka[0] == (0, {
+        ("topic", 0): ("ELECTION_NOT_NEEDED", "Leader election not needed for topic partition."),
+        ("topic", 1): ("ELECTION_NOT_NEEDED", "Leader election not needed for topic partition."),
+        ("topic", 7): ("UNKNOWN_TOPIC_OR_PARTITION", "The partition does not exist."),
+        ("elect-absent", 0): ("UNKNOWN_TOPIC_OR_PARTITION", "The partition does not exist."),
+    })
