@@ -20,7 +20,7 @@ from odradek.broker.coordinator.partitions import ReplicaManagerPartitions
 from odradek.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from odradek.broker.fetch_session import FetchSessionCache
 from odradek.broker.group_coordinator import GROUP_METADATA_TOPIC, group_coordinator_runtime
-from odradek.broker.new_logs import make_logs
+from odradek.broker.new_logs import make_logs, unmake_logs
 from odradek.broker.kafka_client import Node
 from odradek.broker.replica_fetcher import FetcherConfig
 from odradek.broker.replica_manager import ReplicaManager
@@ -235,10 +235,17 @@ class KafkaServer:
     async def finish_topic(self, planned: TopicInfo, num_partitions: int = -1, replication_factor: int = -1, configs: dict[str, str] | None = None) -> TopicInfo:
         assert self.controller is not None
         try:
-            await make_logs(self.replica_manager, planned)
+            made = await make_logs(self.replica_manager, planned)
         finally:
             self.controller.creating.discard(planned.name)
-        return self.create_topic(planned.name, num_partitions, replication_factor, configs, topic_id=planned.topic_id)
+        try:
+            return self.create_topic(planned.name, num_partitions, replication_factor, configs, topic_id=planned.topic_id)
+        except KafkaError:
+            # Not published: in a cluster another broker may have created the name first (two brokers
+            # auto-creating __consumer_offsets at once), and the logs made here carry a topic id that is not
+            # the topic's, which would refuse its LeaderAndIsr. Deleted at once, before the loop serves it.
+            unmake_logs(self.replica_manager, planned.name, made)
+            raise
 
     async def auto_create_topic(self, name: str) -> TopicInfo:
         """A topic with the broker's defaults (Metadata's auto-creation), its logs made off the event loop."""

@@ -18,9 +18,10 @@ CHUNK = 100
 """Partitions whose logs one worker-thread call makes."""
 
 
-async def make_logs(replica_manager: ReplicaManager, planned: TopicInfo) -> None:
+async def make_logs(replica_manager: ReplicaManager, planned: TopicInfo) -> list[int]:
     """Make the logs of ``planned.partitions`` (as the controller planned them) off the event loop: those with
-    a replica on this broker (in a cluster, the others' brokers make theirs)."""
+    a replica on this broker (in a cluster, the others' brokers make theirs). Returns the partitions whose
+    logs this call made, for :func:`unmake_logs` if the topic is then not published."""
     logs = replica_manager.log_manager
     config = replica_manager.log_config(planned)
     made: list[int] = []
@@ -30,8 +31,7 @@ async def make_logs(replica_manager: ReplicaManager, planned: TopicInfo) -> None
         made.extend(logs.create_logs(planned.name, epochs, config, planned.topic_id))
 
     def unmake() -> None:
-        for index in made:
-            logs.delete_log(planned.name, index)
+        unmake_logs(replica_manager, planned.name, made)
 
     indexes = sorted(i for i, state in planned.partitions.items() if replica_manager.broker_id in state.replicas)
     try:
@@ -44,3 +44,10 @@ async def make_logs(replica_manager: ReplicaManager, planned: TopicInfo) -> None
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(unmake)
         raise
+    return made
+
+
+def unmake_logs(replica_manager: ReplicaManager, topic: str, made: list[int]) -> None:
+    """Delete the logs :func:`make_logs` made (each only renamed for deletion: quick)."""
+    for index in made:
+        replica_manager.log_manager.delete_log(topic, index)
