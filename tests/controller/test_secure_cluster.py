@@ -5,7 +5,8 @@ to the controller) goes over TLS and logs in as ``User:broker``, the super user;
 own credentials. A fourth broker whose inter-broker password is wrong registers, but the leaders refuse its
 fetches: it never joins the ISR, and its log says why.
 
-The cluster lives for the module; the test that kills a leader runs last.
+A real Kafka broker with the same settings joins too: Kafka and odradek log in to each other. The cluster
+lives for the module; the test that kills a leader runs last.
 """
 
 from __future__ import annotations
@@ -213,6 +214,30 @@ def test_a_broker_with_a_wrong_inter_broker_password_never_joins_the_isr(cluster
         assert not (outsider.log_dir / f"{topic}-0").exists() or segments(outsider, topic, 0) in ({}, {"00000000000000000000.log": b""})
     finally:
         cluster.kill(3)
+
+
+def test_a_real_kafka_broker_joins_the_secure_cluster(cluster: SecureCluster) -> None:
+    """Apache Kafka 3.9.1 with the same settings logs in to the odradek brokers and they to it: the odradek
+    controller's LeaderAndIsr reaches it, it follows an odradek leader and an odradek broker follows it, all
+    over SASL_SSL; both partitions' ISRs fill, and a client produces with acks=all to each."""
+    topic = "with-kafka"
+    kafka_id = 5
+    port = cluster.ports.setdefault(kafka_id, free_port())
+    settings = {k: str(v) for k, v in broker_config(kafka_id, port, cluster.connect, cluster.pki).items()}
+    kafka = kafka_jvm.KafkaBroker(cluster.root / "kafka", cluster.connect, broker_id=kafka_id, settings=settings, port=port)
+    process = kafka.launch()
+    try:
+        wait_for(lambda: str(kafka_id) in cluster.zk.get_children(zd.BROKER_IDS), timeout_s=60, what="Kafka registered")
+        admin = AdminClient(client_config(cluster.pki, cluster.bootstrap))
+        admin.create_topics([NewTopic(topic, num_partitions=2, replica_assignment=[[kafka_id, 0], [1, kafka_id]])])[topic].result(30)
+        wait_for(lambda: cluster.isr_full(topic, 2, 2) and cluster.state(topic, 0).leader == kafka_id, timeout_s=40, what="both ISRs full, Kafka leading partition 0")
+        for partition in range(2):
+            values = [f"{partition}-{n}".encode() for n in range(10)]
+            produce(cluster.pki, f"127.0.0.1:{port}," + cluster.bootstrap, topic, values, partition)
+            assert consume(cluster.pki, cluster.bootstrap, topic, partition, 10) == values
+        assert cluster.isr_full(topic, 2, 2)
+    finally:
+        process.kill()
 
 
 def test_leadership_moves_when_a_broker_is_killed_and_it_catches_up_when_restarted(cluster: SecureCluster) -> None:
