@@ -61,7 +61,7 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     _k("ssl.truststore.certificates", PW, None, "Trusted certificates in PEM format, instead of ssl.truststore.location."),
     _k("ssl.client.auth", S, "none", "Whether client certificates are requested or required; a certificate's subject gives the principal.", valid=("required", "requested", "none")),
     _k("ssl.principal.mapping.rules", S, "DEFAULT", "Rules mapping a client certificate's distinguished name to a principal name (RULE:pattern/replacement/[LU], DEFAULT)."),
-    _k("ssl.endpoint.identification.algorithm", S, "https", "Endpoint identification for connections this broker makes.", acted_on=False),
+    _k("ssl.endpoint.identification.algorithm", S, "https", "Endpoint identification for the TLS connections this broker makes to other brokers: https checks the certificate's name against the host connected to; empty: not checked."),
     # SASL (listener.name.<listener>.<mechanism>.sasl.jaas.config for a listener's mechanism)
     _k("sasl.enabled.mechanisms", LIST, "GSSAPI", "SASL mechanisms enabled on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (GSSAPI is not implemented)."),
     _k("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", "SASL mechanism used for inter-broker communication."),
