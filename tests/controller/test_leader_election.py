@@ -202,8 +202,10 @@ def test_the_tool_brings_the_leadership_back_after_the_restart(cluster: ZkCluste
     moved = {**preferred_leaders(), ("elect", 1): 2}
     wait_for(lambda: cluster.settled(moved), what="broker 1 back in every ISR, elect-1 still led by broker 2")
     assert tool(cluster, "--election-type", "preferred", "--all-topic-partitions") == "exit 0\nSuccessfully completed leader election (PREFERRED) for partitions elect-1\n"
-    assert cluster.settled(preferred_leaders())  # the answer came once the broker's metadata showed it
-    assert elect_leaders(cluster.controller(), PREFERRED, None) == (0, {})  # none needed, none named
+    controller = cluster.controller()
+    assert metadata(controller, ["elect"])[1][("elect", 1)][0] == 1  # the answer came once the controller's metadata showed it
+    wait_for(lambda: cluster.settled(preferred_leaders()), what="every broker's metadata showing broker 1 leading elect-1")
+    assert elect_leaders(controller, PREFERRED, None) == (0, {})  # none needed, none named
 
 
 def test_the_leader_balance_check_brings_the_leadership_back_after_the_restart(cluster: ZkCluster) -> None:
