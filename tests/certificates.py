@@ -46,6 +46,19 @@ class Pki:
         return keystore
 
 
+def jks_stores(pki: Pki, name: str, password: str, *, key_password: str | None = None) -> tuple[Path, Path]:
+    """``name``'s key and chain in a JKS keystore, and the CA in a JKS truststore, as Java's ``keytool``
+    writes them (through PKCS12, which keytool imports from); ``key_password``: the key entry's own."""
+    p12, keystore, truststore = pki.root / f"{name}.p12", pki.root / f"{name}.keystore.jks", pki.root / f"{name}.truststore.jks"
+    for made in (p12, keystore, truststore):  # keytool adds to a store that exists: start afresh
+        made.unlink(missing_ok=True)
+    _openssl("pkcs12", "-export", "-in", str(pki.cert(name)), "-inkey", str(pki.key(name)), "-certfile", str(pki.ca), "-name", name, "-out", p12.name, "-passout", f"pass:{password}", cwd=pki.root)
+    keytool = ["keytool", "-importkeystore", "-srckeystore", p12.name, "-srcstoretype", "PKCS12", "-srcstorepass", password, "-destkeystore", keystore.name, "-deststoretype", "JKS", "-deststorepass", password, "-noprompt"]
+    subprocess.run(keytool + (["-destkeypass", key_password, "-alias", name] if key_password else []), cwd=pki.root, check=True, capture_output=True)
+    subprocess.run(["keytool", "-importcert", "-alias", "ca", "-file", pki.ca.name, "-keystore", truststore.name, "-storetype", "JKS", "-storepass", password, "-noprompt"], cwd=pki.root, check=True, capture_output=True)
+    return keystore, truststore
+
+
 def make_pki(root: Path) -> Pki:
     root.mkdir(parents=True, exist_ok=True)
     _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=odradek-test-ca", cwd=root)

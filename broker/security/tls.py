@@ -3,19 +3,22 @@ connection's TLS session over memory buffers (sans-IO, as the connection is).
 
 Keystores and truststores are PEM (``ssl.keystore.type=PEM``, as Kafka 3.x accepts: a file with the key and
 its chain at ``ssl.keystore.location``, or the PEM text inline in ``ssl.keystore.certificate.chain`` and
-``ssl.keystore.key``) or PKCS12 (read with the ``cryptography`` package, the ``tls`` extra, and handed to
-``ssl`` as PEM). JKS is refused at start-up with a message saying so: no Python library reads it well. ``ssl.client.auth`` is none/requested/required; a client certificate gives the principal
-(``ssl_principal.py``), no certificate ``User:ANONYMOUS``.
+``ssl.keystore.key``), PKCS12 (read with the ``cryptography`` package) or JKS, Kafka's default type (read
+with ``pyjks``); both packages are the ``tls`` extra, and the stores are handed to ``ssl`` as PEM. A key
+entry's password is ``ssl.key.password``, else the store's password, as in Kafka. ``ssl.client.auth`` is
+none/requested/required; a client certificate gives the principal (``ssl_principal.py``), no certificate
+``User:ANONYMOUS``.
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import ssl
 import tempfile
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from odradek.broker.request_context import ANONYMOUS, KafkaPrincipal
 from odradek.broker.security.ssl_principal import SslPrincipalMapper, distinguished_name
@@ -52,43 +55,9 @@ def server_context(setting: Callable[[str], object], listener: str) -> ssl.SSLCo
         value = setting(key) or []
         return [p.strip() for p in (value.split(",") if isinstance(value, str) else value) if p.strip()]
 
-    keystore_type = (text("ssl.keystore.type") or "JKS").upper()
-    if keystore_type not in _STORE_TYPES:
-        raise ConfigError(
-            f"Listener {listener}: ssl.keystore.type={keystore_type} is not supported (odradek reads PEM and PKCS12): "
-            "convert the keystore (keytool -importkeystore -deststoretype PKCS12) and set ssl.keystore.type"
-        )
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    password = text("ssl.key.password")
-    location, chain, key = text("ssl.keystore.location"), text("ssl.keystore.certificate.chain"), text("ssl.keystore.key")
-    try:
-        if keystore_type == "PKCS12":
-            if location is None:
-                raise ConfigError(f"Listener {listener}: a PKCS12 keystore needs ssl.keystore.location")
-            chain, key = _pkcs12_key_and_chain(listener, location, text("ssl.keystore.password"))
-            _load_inline_chain(context, chain, key, None)
-        elif location is not None:
-            context.load_cert_chain(location, password=password)
-        elif chain is not None and key is not None:
-            _load_inline_chain(context, chain, key, password)
-        else:
-            raise ConfigError(f"Listener {listener}: an SSL listener needs ssl.keystore.location, or ssl.keystore.certificate.chain and ssl.keystore.key")
-    except (ssl.SSLError, OSError) as exc:
-        raise ConfigError(f"Listener {listener}: failed to load the SSL keystore: {exc}") from exc
-    truststore_type = (text("ssl.truststore.type") or "JKS").upper()
-    trust_location, trust_inline = text("ssl.truststore.location"), text("ssl.truststore.certificates")
-    if trust_location is not None or trust_inline is not None:
-        if truststore_type not in _STORE_TYPES:
-            raise ConfigError(f"Listener {listener}: ssl.truststore.type={truststore_type} is not supported (odradek reads PEM and PKCS12): convert it and set ssl.truststore.type")
-        try:
-            if truststore_type == "PKCS12" and trust_location is not None:
-                context.load_verify_locations(cadata=_pkcs12_certificates(listener, trust_location, text("ssl.truststore.password")))
-            elif trust_location is not None:
-                context.load_verify_locations(cafile=trust_location)
-            else:
-                context.load_verify_locations(cadata=trust_inline)
-        except (ssl.SSLError, OSError) as exc:
-            raise ConfigError(f"Listener {listener}: failed to load the SSL truststore: {exc}") from exc
+    _load_keystore(context, text, listener)
+    _load_truststore(context, text, listener)
     client_auth = (text("ssl.client.auth") or "none").lower()
     if client_auth not in _CLIENT_AUTH:
         raise ConfigError(f"Invalid value {client_auth} for configuration ssl.client.auth: String must be one of: required, requested, none")
@@ -110,32 +79,64 @@ def server_context(setting: Callable[[str], object], listener: str) -> ssl.SSLCo
     return context
 
 
-_STORE_TYPES = ("PEM", "PKCS12")
-
-
 def client_context(setting: Callable[[str], object], listener: str) -> ssl.SSLContext:
     """The TLS context of the broker's own connections to a listener (inter-broker): the server verified
     against the truststore, its name checked when ssl.endpoint.identification.algorithm is https (Kafka's
     default), the keystore's certificate offered if one is configured."""
     value = lambda key: None if setting(key) in (None, "") else str(setting(key))  # noqa: E731
     context = ssl.create_default_context()
-    trust_type = (value("ssl.truststore.type") or "JKS").upper()
-    location, inline = value("ssl.truststore.location"), value("ssl.truststore.certificates")
-    if trust_type == "PKCS12" and location is not None:
-        context.load_verify_locations(cadata=_pkcs12_certificates(listener, location, value("ssl.truststore.password")))
-    elif location is not None:
-        context.load_verify_locations(cafile=location)
-    elif inline is not None:
-        context.load_verify_locations(cadata=inline)
+    _load_truststore(context, value, listener)
     context.check_hostname = (value("ssl.endpoint.identification.algorithm") or "").lower() == "https"
-    keystore = value("ssl.keystore.location")
-    if keystore is not None:
-        if (value("ssl.keystore.type") or "JKS").upper() == "PKCS12":
-            chain, key = _pkcs12_key_and_chain(listener, keystore, value("ssl.keystore.password"))
-            _load_inline_chain(context, chain, key, None)
-        else:
-            context.load_cert_chain(keystore, password=value("ssl.key.password"))
+    if value("ssl.keystore.location") is not None or value("ssl.keystore.certificate.chain") is not None:
+        _load_keystore(context, value, listener)
     return context
+
+
+Setting = Callable[[str], "str | None"]
+"""A TLS key's value for the listener (listener prefix first), None when unset or empty."""
+
+
+def _load_keystore(context: ssl.SSLContext, text: Setting, listener: str) -> None:
+    """The certificate chain and private key of ``ssl.keystore.*``: a PEM file or inline PEM, or a PKCS12
+    or JKS file read into PEM."""
+    store_type = (text("ssl.keystore.type") or "JKS").upper()
+    location, key_password = text("ssl.keystore.location"), text("ssl.key.password")
+    try:
+        if store_type in _KEYSTORE_READERS:
+            if location is None:
+                raise ConfigError(f"Listener {listener}: a {store_type} keystore needs ssl.keystore.location")
+            chain, key = _KEYSTORE_READERS[store_type](listener, location, text("ssl.keystore.password"), key_password)
+            _load_inline_chain(context, chain, key, None)
+        elif store_type != "PEM":
+            raise ConfigError(f"Listener {listener}: ssl.keystore.type={store_type} is not supported (odradek reads {', '.join(STORE_TYPES)})")
+        elif location is not None:
+            context.load_cert_chain(location, password=key_password)
+        elif (chain := text("ssl.keystore.certificate.chain")) is not None and (key := text("ssl.keystore.key")) is not None:
+            _load_inline_chain(context, chain, key, key_password)
+        else:
+            raise ConfigError(f"Listener {listener}: an SSL listener needs ssl.keystore.location, or ssl.keystore.certificate.chain and ssl.keystore.key")
+    except (ssl.SSLError, OSError) as exc:
+        raise ConfigError(f"Listener {listener}: failed to load the SSL keystore: {exc}") from exc
+
+
+def _load_truststore(context: ssl.SSLContext, text: Setting, listener: str) -> None:
+    """The CA certificates of ``ssl.truststore.*`` (a PEM file or inline PEM, or a PKCS12 or JKS file), if
+    any are configured."""
+    store_type = (text("ssl.truststore.type") or "JKS").upper()
+    location, inline = text("ssl.truststore.location"), text("ssl.truststore.certificates")
+    if location is None and inline is None:
+        return
+    try:
+        if store_type in _TRUSTSTORE_READERS and location is not None:
+            context.load_verify_locations(cadata=_TRUSTSTORE_READERS[store_type](listener, location, text("ssl.truststore.password")))
+        elif store_type not in STORE_TYPES:
+            raise ConfigError(f"Listener {listener}: ssl.truststore.type={store_type} is not supported (odradek reads {', '.join(STORE_TYPES)})")
+        elif location is not None:
+            context.load_verify_locations(cafile=location)
+        else:
+            context.load_verify_locations(cadata=inline)
+    except (ssl.SSLError, OSError) as exc:
+        raise ConfigError(f"Listener {listener}: failed to load the SSL truststore: {exc}") from exc
 
 
 def _pkcs12(listener: str, location: str, password: str | None) -> object:
@@ -150,8 +151,9 @@ def _pkcs12(listener: str, location: str, password: str | None) -> object:
         raise ConfigError(f"Listener {listener}: failed to read the PKCS12 store {location}: {exc}") from None
 
 
-def _pkcs12_key_and_chain(listener: str, location: str, password: str | None) -> tuple[str, str]:
-    """The PEM chain and unencrypted PEM key of a PKCS12 keystore (its key entry's certificate first)."""
+def _pkcs12_key_and_chain(listener: str, location: str, password: str | None, key_password: str | None) -> tuple[str, str]:
+    """The PEM chain and unencrypted PEM key of a PKCS12 keystore (its key entry's certificate first); the
+    store's password opens its key too (``key_password`` is JKS's)."""
     from cryptography.hazmat.primitives import serialization
 
     store = _pkcs12(listener, location, password)
@@ -172,6 +174,53 @@ def _pkcs12_certificates(listener: str, location: str, password: str | None) -> 
     if not certificates:
         raise ConfigError(f"Listener {listener}: the PKCS12 truststore {location} holds no certificate")
     return "".join(c.certificate.public_bytes(serialization.Encoding.PEM).decode() for c in certificates)
+
+
+def _jks(listener: str, location: str, password: str | None) -> Any:
+    try:
+        import jks
+    except ImportError:
+        raise ConfigError(f"Listener {listener}: JKS stores need the pyjks package (pip install 'odradek[tls]')") from None
+    try:
+        return jks.KeyStore.load(location, password or "", try_decrypt_keys=False)
+    except (OSError, jks.util.KeystoreException) as exc:
+        raise ConfigError(f"Listener {listener}: failed to read the JKS store {location}: {exc or type(exc).__name__}") from None
+
+
+def _pem(kind: str, der: bytes) -> str:
+    body = base64.encodebytes(der).decode().replace("\n", "")
+    lines = "\n".join(body[i : i + 64] for i in range(0, len(body), 64))
+    return f"-----BEGIN {kind}-----\n{lines}\n-----END {kind}-----\n"
+
+
+def _jks_key_and_chain(listener: str, location: str, password: str | None, key_password: str | None) -> tuple[str, str]:
+    """The PEM chain and PKCS#8 key of a JKS keystore's key entry, decrypted with ``ssl.key.password`` or
+    else the store password (Kafka's rule)."""
+    import jks
+
+    store = _jks(listener, location, password)
+    if not store.private_keys:
+        raise ConfigError(f"Listener {listener}: the JKS keystore {location} holds no private key entry")
+    entry = next(iter(store.private_keys.values()))
+    try:
+        entry.decrypt(key_password or password or "")
+    except jks.util.DecryptionFailureException:
+        raise ConfigError(f"Listener {listener}: cannot recover the key of the JKS keystore {location}: wrong ssl.key.password") from None
+    return "".join(_pem("CERTIFICATE", der) for _, der in entry.cert_chain), _pem("PRIVATE KEY", entry.pkey_pkcs8)
+
+
+def _jks_certificates(listener: str, location: str, password: str | None) -> str:
+    """A JKS truststore's trusted certificates, as PEM."""
+    store = _jks(listener, location, password)
+    if not store.certs:
+        raise ConfigError(f"Listener {listener}: the JKS truststore {location} holds no certificate")
+    return "".join(_pem("CERTIFICATE", entry.cert) for entry in store.certs.values())
+
+
+_KEYSTORE_READERS: dict[str, Callable[[str, str, "str | None", "str | None"], tuple[str, str]]] = {"PKCS12": _pkcs12_key_and_chain, "JKS": _jks_key_and_chain}
+_TRUSTSTORE_READERS: dict[str, Callable[[str, str, "str | None"], str]] = {"PKCS12": _pkcs12_certificates, "JKS": _jks_certificates}
+STORE_TYPES = ("PEM", *_KEYSTORE_READERS)
+"""``ssl.keystore.type`` / ``ssl.truststore.type`` values odradek reads."""
 
 
 def _load_inline_chain(context: ssl.SSLContext, chain: str, key: str, password: str | None) -> None:

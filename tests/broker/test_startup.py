@@ -52,7 +52,7 @@ def one_line_failure(result: subprocess.CompletedProcess) -> str:
             ["listeners=SASL_PLAINTEXT://127.0.0.1:0", "security.inter.broker.protocol=SASL_PLAINTEXT", "sasl.enabled.mechanisms=PLAIN"],
             "sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms when SASL is used for inter-broker communication",
         ),
-        (["listeners=SSL://127.0.0.1:0", "security.inter.broker.protocol=SSL"], "Listener SSL: ssl.keystore.type=JKS is not supported (odradek reads PEM and PKCS12)"),
+        (["listeners=SSL://127.0.0.1:0", "security.inter.broker.protocol=SSL"], "Listener SSL: a JKS keystore needs ssl.keystore.location"),
         (["listeners=SSL://127.0.0.1:0", "security.inter.broker.protocol=SSL", "ssl.keystore.type=PEM"], "Listener SSL: an SSL listener needs ssl.keystore.location"),
         (
             ["listeners=PLAINTEXT://127.0.0.1:0,EXTERNAL://127.0.0.1:0", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTERNAL:SSL", "listener.name.external.ssl.keystore.type=PKCS12"],

@@ -14,7 +14,7 @@ from odradek.broker.request_context import ANONYMOUS, KafkaPrincipal
 from odradek.broker.security.ssl_principal import SslPrincipalMapper, distinguished_name
 from odradek.broker.security.tls import TlsSession, TlsSettings, server_context
 from odradek.storage.config_types import ConfigError
-from tests.certificates import Pki, make_pki
+from tests.certificates import Pki, jks_stores, make_pki
 
 
 @pytest.fixture(scope="module")
@@ -140,3 +140,26 @@ def test_pkcs12_keystore_and_truststore(pki, tmp_path: Path) -> None:
     wrong = BrokerConfig({**props, "ssl.keystore.password": "wrong"})
     with pytest.raises(ConfigError, match="failed to read the PKCS12 store"):
         server_context(lambda key: wrong.for_listener("SSL", key), "SSL")
+
+
+@pytest.mark.parametrize("key_password", [None, "key-secret"], ids=["store-password", "own-key-password"])
+def test_jks_keystore_and_truststore(pki, key_password: str | None) -> None:
+    """Kafka's default store type, JKS, as keytool writes it: the key entry opened with ssl.key.password, or
+    the store's password when it has none of its own (Kafka's rule)."""
+    keystore, truststore = jks_stores(pki, "broker", "changeit", key_password=key_password)
+    props = {
+        "ssl.keystore.location": str(keystore), "ssl.keystore.password": "changeit",
+        "ssl.truststore.location": str(truststore), "ssl.truststore.password": "changeit", "ssl.client.auth": "required",
+        **({"ssl.key.password": key_password} if key_password else {}),
+    }
+    config = BrokerConfig(props)  # ssl.keystore.type and ssl.truststore.type left at Kafka's default, JKS
+    session = TlsSession(TlsSettings(server_context(lambda key: config.for_listener("SSL", key), "SSL"), SslPrincipalMapper("DEFAULT")))
+    handshake(session, *client(pki, "alice"))  # the broker's JKS chain verified by the client, alice's by the JKS truststore
+    assert session.principal().name.startswith("CN=alice")
+    wrong = BrokerConfig({**props, "ssl.keystore.password": "wrong"})
+    with pytest.raises(ConfigError, match="failed to read the JKS store"):
+        server_context(lambda key: wrong.for_listener("SSL", key), "SSL")
+    if key_password:
+        without = BrokerConfig({k: v for k, v in props.items() if k != "ssl.key.password"})
+        with pytest.raises(ConfigError, match="wrong ssl.key.password"):
+            server_context(lambda key: without.for_listener("SSL", key), "SSL")
