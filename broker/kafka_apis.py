@@ -161,7 +161,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DeleteAcls: _all(ApiKey.DeleteAcls, delete_acls, "authorization"),
     ApiKey.DescribeClientQuotas: _all(ApiKey.DescribeClientQuotas, describe_client_quotas, "authorization", "client_quotas"),
     ApiKey.AlterClientQuotas: _all(ApiKey.AlterClientQuotas, alter_client_quotas, "authorization", "client_quotas"),
-    ApiKey.AlterUserScramCredentials: _all(ApiKey.AlterUserScramCredentials, alter_user_scram_credentials, "credentials", "authorization"),
+    ApiKey.AlterUserScramCredentials: _all(ApiKey.AlterUserScramCredentials, alter_user_scram_credentials, "credentials", "zk_broker", "authorization"),
     ApiKey.DescribeUserScramCredentials: _all(ApiKey.DescribeUserScramCredentials, describe_user_scram_credentials, "credentials", "authorization"),
     ApiKey.AddPartitionsToTxn: _all(ApiKey.AddPartitionsToTxn, add_partitions_to_txn, "metadata", "transaction_coordinator", "authorization"),
     ApiKey.AddOffsetsToTxn: _all(ApiKey.AddOffsetsToTxn, add_offsets_to_txn, "metadata", "config", "transaction_coordinator", "authorization"),

@@ -12,8 +12,11 @@ import uuid
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+import anyio.lowlevel
+
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer import create_authorizer
+from odradek.broker.authorizer.zk_acl_store import ZkAclStore
 from odradek.broker.quotas import ClientQuotaConfigs, ClientQuotas
 from odradek.broker.config import BrokerConfig
 from odradek.broker.coordinator.partitions import ReplicaManagerPartitions
@@ -25,7 +28,8 @@ from odradek.broker.kafka_client import Node
 from odradek.broker.replica_fetcher import FetcherConfig
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.security.client import inter_broker_security
-from odradek.broker.security.scram import SCRAM_CREDENTIALS_FILE, CredentialStore, FileCredentialStore
+from odradek.broker.security.credentials import ZkCredentialStore, credential_store
+from odradek.broker.security.scram import CredentialStore
 from odradek.broker.transaction_coordinator import TRANSACTION_STATE_TOPIC, transaction_coordinator_runtime
 from odradek.broker.transaction_markers import MarkerChannel, MarkerWriter
 from odradek.broker.transaction_verification import TransactionVerifier
@@ -45,13 +49,13 @@ log = logging.getLogger("odradek.server")
 class KafkaServer:
     def __init__(self, config: BrokerConfig, credentials: CredentialStore | None = None) -> None:
         """``credentials``: the SCRAM credential store, shared with the listeners' authenticators (the
-        runner's); by default the one beside the metadata in the first log directory."""
+        runner's); by default ZooKeeper's in a cluster, else the one beside the metadata in the first log directory."""
         self.config = config
         self.broker_id = config.broker_id
         self.log_dirs = config.log_dirs
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
-        self.credentials: CredentialStore = credentials if credentials is not None else FileCredentialStore(self.log_dirs[0] / SCRAM_CREDENTIALS_FILE)
+        self.credentials: CredentialStore = credentials if credentials is not None else credential_store(config)
         self.dynamic_config = DynamicBrokerConfig(config)
         self.broker_defaults = config.broker_defaults_for_topics()
         """What topic configs fall back to: the static configuration, then with the dynamic levels over it."""
@@ -123,9 +127,14 @@ class KafkaServer:
                 me, self.log_dirs[0], self, self.config["cluster.id"],
                 log_dirs=self.log_dirs, internal_topic_configs={runtime.topic.name: runtime.topic.configs for runtime in self.coordinators.values()},
             )
+        if self.zk_broker is not None and isinstance(self.credentials, ZkCredentialStore):
+            self.zk_broker.follow_credentials(self.credentials)
+        acl_store = ZkAclStore(self.zk_broker.zk) if self.zk_broker is not None else self.controller
         self.authorization.authorizer = create_authorizer(
-            self.config["authorizer.class.name"], self.controller, self.config["super.users"], self.config["allow.everyone.if.no.acl.found"]
+            self.config["authorizer.class.name"], acl_store, self.config["super.users"], self.config["allow.everyone.if.no.acl.found"]
         )
+        if isinstance(acl_store, ZkAclStore) and self.authorization.authorizer is not None:
+            acl_store.follow_changes(self.authorization.authorizer.refresh, anyio.lowlevel.current_token())
         self.client_quotas = ClientQuotaConfigs(self.controller)
         self.quotas = ClientQuotas.from_config(self.client_quotas, self.config["quota.window.num"], self.config["quota.window.size.seconds"])
         for entity in (DEFAULT_ENTITY, str(self.broker_id)):

@@ -31,6 +31,11 @@ IP_KEYS: dict[str, str] = {"connection_creation_rate": "INT"}
 INT_MAX, LONG_MAX = 2**31 - 1, 2**63 - 1
 
 
+def quota_configs(config: Mapping[str, str]) -> dict[str, str]:
+    """The quota keys of an entity's config (a user's also holds its SCRAM credentials)."""
+    return {k: v for k, v in config.items() if k in USER_CLIENT_KEYS or k in IP_KEYS}
+
+
 def quota_client(request: Request) -> tuple[str, str, str | None]:
     """(user, client id, connection id) a request's traffic is charged to; the user is the principal's name
     (``ANONYMOUS`` where nothing authenticated), as Kafka's session user."""

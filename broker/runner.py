@@ -25,7 +25,7 @@ import anyio
 from odradek.broker.config import BrokerConfig, Listener
 from odradek.broker.kafka_server import KafkaServer
 from odradek.broker.security.listeners import listener_securities
-from odradek.broker.security.scram import SCRAM_CREDENTIALS_FILE, FileCredentialStore
+from odradek.broker.security.credentials import credential_store
 from odradek.broker.socket_server import BoundListener, open_listeners, serve
 from odradek.storage.config_types import ConfigError
 from odradek.storage.log_manager import InconsistentBrokerIdError, InconsistentClusterIdError
@@ -82,7 +82,7 @@ def process_uptime_s() -> float:
 
 def _start(config: BrokerConfig) -> tuple[list[BoundListener], KafkaServer, tuple[str, int]]:
     """Everything that may refuse to start, each failure turned into its one line."""
-    credentials = FileCredentialStore(config.log_dirs[0] / SCRAM_CREDENTIALS_FILE)
+    credentials = credential_store(config)
     try:
         securities = listener_securities(config, credentials)
     except ConfigError as exc:

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import NodeExistsError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch
 
@@ -33,8 +33,10 @@ from odradek.broker.controller_channel import ControllerChannelManager
 from odradek.broker.dynamic_config import DEFAULT_ENTITY
 from odradek.broker.kafka_client import BrokerConnection, DisconnectedError, Node, ResponseError
 from odradek.broker.metadata_waits import MetadataWaits
+from odradek.broker.quotas import IP_KEYS, USER_CLIENT_KEYS, quota_configs
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.security.client import PLAINTEXT, ClientSecurity
+from odradek.broker.security.credentials import ZkCredentialStore
 from odradek.broker.zk_metadata_cache import LEADER_DURING_DELETE, ZkMetadataCache
 from odradek.controller import zk_admin
 from odradek.controller import zk_data as zd
@@ -83,7 +85,15 @@ class ZkBroker:
         self.zk.create_top_level_paths()
         cluster_id = self.zk.create_or_get_cluster_id(new_cluster_id())
         broker_configs = {e: c for e in (DEFAULT_ENTITY, str(me.node_id)) if (c := self.zk.entity_config(zd.ConfigType.BROKER, e))}
-        self.cache = ZkMetadataCache(MetadataImage(cluster_id, -1, {}, broker_configs=broker_configs), self._topic_configs)
+        client_quotas = {
+            f"{t.value}/{name}": quotas
+            for t in (zd.ConfigType.USER, zd.ConfigType.CLIENT, zd.ConfigType.IP)
+            for name, config in self.zk.all_entity_configs(t).items()
+            if (quotas := quota_configs(config))
+        }
+        self.cache = ZkMetadataCache(MetadataImage(cluster_id, -1, {}, broker_configs=broker_configs, entity_configs=client_quotas), self._topic_configs)
+        self.credentials: ZkCredentialStore | None = None
+        """The SCRAM credentials, which follow the users' config changes (:meth:`follow_credentials`)."""
         self.metadata_waits = MetadataWaits()
         """Requests waiting for this broker's metadata to show a change (ElectLeaders, topic changes)."""
         self._last_config_change = ""
@@ -193,7 +203,9 @@ class ZkBroker:
                 self._put(self.image.broker_configs, name, config)
                 self.listener.on_broker_configs_changed(name)
         else:
-            self._put(self.image.entity_configs, f"{entity_type.value}/{name}", config)
+            self._put(self.image.entity_configs, f"{entity_type.value}/{name}", quota_configs(config))
+            if entity_type == zd.ConfigType.USER and "/" not in name and self.credentials is not None:
+                self.credentials.update(name, config)
 
     @staticmethod
     def _put(configs: dict[str, dict[str, str]], key: str, config: dict[str, str]) -> None:
@@ -372,24 +384,10 @@ class ZkBroker:
         self._put(self.image.broker_configs, entity, configs)
         self.listener.on_broker_configs_changed(entity)
 
-    def acl_znodes(self) -> dict[str, dict]:
-        return dict(self.image.acl_znodes)
-
-    def set_acl_znode(self, path: str, data: dict | None) -> None:
-        """One ACL znode's JSON written to ZooKeeper (deleted with None)."""
-        if data is None:
-            try:
-                self.zk.kazoo.delete(path)
-            except NoNodeError:
-                pass
-            self.image.acl_znodes.pop(path, None)
-        else:
-            encoded = zd.to_json(data)
-            try:
-                self.zk.kazoo.set(path, encoded)
-            except NoNodeError:
-                self.zk.create_recursive(path, encoded)
-            self.image.acl_znodes[path] = data
+    def follow_credentials(self, store: ZkCredentialStore) -> None:
+        """The users' SCRAM credentials, read now and kept as their config change notifications say."""
+        store.bind(self.zk)
+        self.credentials = store
 
     def entity_configs(self) -> Mapping[str, dict[str, str]]:
         return self.image.entity_configs
@@ -397,7 +395,8 @@ class ZkBroker:
     def set_entity_config(self, path: str, props: dict[str, str]) -> None:
         """A client quota entity's configs (``users/u``, ``clients/c``, ``users/u/clients/c``, ``ips/i``)."""
         entity_type, name = path.split("/", 1)
-        self.zk.change_entity_config(zd.ConfigType(entity_type), name, props)
+        kept = {k: v for k, v in self.zk.entity_config(zd.ConfigType(entity_type), name).items() if k not in USER_CLIENT_KEYS and k not in IP_KEYS}
+        self.zk.change_entity_config(zd.ConfigType(entity_type), name, {**kept, **props})
         self._put(self.image.entity_configs, path, props)
 
     def allocate_producer_ids(self) -> range:

@@ -309,11 +309,13 @@ class EmbeddedController:
     def acl_znodes(self) -> dict[str, dict]:
         return dict(self.image.acl_znodes)
 
-    def set_acl_znode(self, path: str, data: dict | None) -> None:
-        """Write (or with None delete) one ACL znode's JSON."""
+    def update_acl_znode(self, path: str, update: Callable[[dict | None], dict | None]) -> dict | None:
+        """Write (or with None delete) one ACL znode's JSON, ``update`` of the current (no other writer here)."""
         old = self.image.acl_znodes.get(path)
+        data = update(old)
         self._put_acl_znode(path, data)
         self._commit(lambda: self._put_acl_znode(path, old))
+        return data
 
     def _put_acl_znode(self, path: str, data: dict | None) -> None:
         if data is None:

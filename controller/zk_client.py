@@ -359,6 +359,17 @@ class ZkClient:
         data, _ = self.get_data_and_version(zd.config_entity_path(entity_type, name))
         return zd.decode_entity_config(data)
 
+    def all_entity_configs(self, entity_type: zd.ConfigType) -> dict[str, dict[str, str]]:
+        """Every entity of the type by (sanitized) name with its config; for users also each
+        ``<user>/clients/<client>`` (Kafka's ``fetchAllEntityConfigs`` and ``fetchAllChildEntityConfigs``)."""
+        found: dict[str, dict[str, str]] = {}
+        for name in self._children(f"{zd.CONFIG}/{entity_type.value}"):
+            found[name] = self.entity_config(entity_type, name)
+            if entity_type == zd.ConfigType.USER:
+                for client in self._children(f"{zd.CONFIG}/{entity_type.value}/{name}/clients"):
+                    found[f"{name}/clients/{client}"] = self.entity_config(entity_type, f"{name}/clients/{client}")
+        return found
+
     def change_entity_config(self, entity_type: zd.ConfigType, name: str, config: dict[str, str]) -> None:
         """Write an entity's overrides, then the sequential notification every broker watches."""
         path = zd.config_entity_path(entity_type, name)
@@ -368,6 +379,52 @@ class ZkClient:
         except NoNodeError:
             self.create_recursive(path, data)
         self.create_recursive(f"{zd.CONFIG_CHANGES}/{zd.CONFIG_CHANGE_PREFIX}", zd.encode_config_change(entity_type, name), sequence=True)
+
+    # -- ACLs (the ACL authorizer's store) -----------------------------------------------------------------
+
+    def create_acl_paths(self) -> None:
+        for path in zd.ACL_PATHS:
+            self.create_recursive(path, None)
+
+    def acl_znodes(self) -> dict[str, tuple[bytes | None, int]]:
+        """Every resource's ACL znode in both stores: path -> (data, version) (Kafka's ``loadAllAcls``)."""
+        found: dict[str, tuple[bytes | None, int]] = {}
+        for store in zd.ACL_STORES.values():
+            for resource_type in self._children(store):
+                for name in self._children(f"{store}/{resource_type}"):
+                    path = f"{store}/{resource_type}/{name}"
+                    data, version = self.get_data_and_version(path)
+                    if version != UNKNOWN_VERSION:
+                        found[path] = (data, version)
+        return found
+
+    def _children(self, path: str) -> list[str]:
+        try:
+            return self.kazoo.get_children(path)
+        except NoNodeError:
+            return []
+
+    def create_if_not_exists(self, path: str, data: bytes) -> tuple[bool, int]:
+        """Kafka's ``createAclsForResourceIfNotExists``: (True, 0), or (False, UNKNOWN_VERSION) if another got there first."""
+        try:
+            self.create_recursive(path, data, exist_ok=False)
+            return True, 0
+        except NodeExistsError:
+            return False, UNKNOWN_VERSION
+
+    def conditional_delete(self, path: str, expected_version: int) -> bool:
+        """Kafka's ``conditionalDelete``: gone (already or now) unless the znode moved on since ``expected_version``."""
+        try:
+            self.kazoo.delete(path, version=expected_version)
+        except NoNodeError:
+            pass
+        except BadVersionError:
+            return False
+        return True
+
+    def create_acl_change_notification(self, store: str, data: bytes) -> None:
+        """An ``acl_changes_<seq>`` under the change path of ``store`` (``LITERAL`` or ``PREFIXED``)."""
+        self.create_recursive(f"{zd.ACL_CHANGES[store]}/{zd.ACL_CHANGE_PREFIX}", data, sequence=True)
 
     # -- producer ids -----------------------------------------------------------------------------------
 

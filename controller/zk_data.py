@@ -501,3 +501,56 @@ class FeatureZNode:
     def decode(cls, data: bytes) -> "FeatureZNode":
         js = from_json(data)
         return cls({n: v["max_version_level"] for n, v in js["features"].items()}, js["status"], js["version"])
+
+
+# -- ACLs (Kafka's ZkAclStore, ZkAclChangeStore and AclEntry JSON) --------------------------------------------
+
+ACL_STORES: dict[str, str] = {"LITERAL": "/kafka-acl", "PREFIXED": "/kafka-acl-extended/prefixed"}
+"""Each pattern type's ACL store: ``<store>/<ResourceType>/<name>`` holds a resource's ACLs."""
+ACL_CHANGES: dict[str, str] = {"LITERAL": "/kafka-acl-changes", "PREFIXED": "/kafka-acl-extended-changes"}
+"""Where each store's change notifications go (literal and extended, prefixed being the only extended type)."""
+ACL_CHANGE_PREFIX = "acl_changes_"
+ACL_RESOURCE_TYPES = ("Topic", "Group", "Cluster", "TransactionalId", "DelegationToken", "User")
+"""``AclEntry.ResourceTypes`` by ``SecurityUtils.resourceTypeName``: the folders ``createAclPaths`` makes in each store."""
+ACL_PATHS: tuple[str, ...] = (
+    *(path for store in ACL_STORES.values() for path in (store, *(f"{store}/{t}" for t in ACL_RESOURCE_TYPES))),
+    *ACL_CHANGES.values(),
+)
+"""``KafkaZkClient.createAclPaths``: what an ACL authorizer creates (data null) when it starts."""
+ACL_CHANGE_EXPIRATION_MS = 15 * 60 * 1000
+"""``ZkNodeChangeNotificationListener``'s ``changeExpirationMs``: older notifications are purged by the listeners."""
+
+
+def encode_acls(acls: Sequence[Mapping[str, str]]) -> bytes:
+    """A resource's ACL znode: ``AclEntry.toJsonCompatibleMap``, a Java ``HashMap`` of version and the list of
+    entries, each a ``HashMap`` of principal, permissionType, operation and host."""
+    entries = [ordered(dict(acl), Container.JAVA_HASH) for acl in acls]
+    return to_json(ordered({"version": 1, "acls": entries}, Container.JAVA_HASH))
+
+
+def decode_acls(data: bytes | None) -> dict | None:
+    """The znode's JSON object; None for data null, empty or not JSON (Kafka reads no ACLs there)."""
+    js = from_json(data)
+    return js if isinstance(js, dict) else None
+
+
+def encode_acl_change(resource_type: str, name: str, pattern_type: str) -> bytes:
+    """An ``acl_changes_<seq>`` notification; ``resource_type`` and ``pattern_type`` are Kafka's enum names
+    (``TOPIC``, ``PREFIXED``). A literal pattern's is the legacy text ``TOPIC:name``, an extended one's
+    ``ExtendedAclChangeEvent`` (a bean: its properties in declaration order)."""
+    if pattern_type == "LITERAL":
+        return f"{resource_type}:{name}".encode()
+    return to_json({"version": 1, "resourceType": resource_type, "name": name, "patternType": pattern_type})
+
+
+def decode_acl_change(store: str, data: bytes) -> tuple[str, str, str]:
+    """(resource type, name, pattern type) of a notification of ``store`` (``LITERAL`` or ``PREFIXED``)."""
+    if store == "LITERAL":
+        resource_type, sep, name = data.decode().partition(":")
+        if not sep:
+            raise ValueError(f"expected a string in format ResourceType:ResourceName but got {data.decode()}")
+        return resource_type.upper(), name, "LITERAL"
+    js = from_json(data)
+    if not isinstance(js, dict) or js.get("version") != 1:
+        raise ValueError("Failed to parse ACL change event")
+    return str(js["resourceType"]).upper(), str(js["name"]), str(js["patternType"]).upper()

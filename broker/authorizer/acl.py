@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Iterable, NamedTuple
 
 WILDCARD_RESOURCE = "*"
 WILDCARD_HOST = "*"
@@ -161,15 +161,17 @@ class AccessControlEntry(NamedTuple):
         )
 
 
-def acls_to_json(entries: frozenset[AccessControlEntry]) -> dict:
-    """The content of an ACL znode: ``{"version": 1, "acls": [...]}``."""
-    return {"version": ACL_JSON_VERSION, "acls": [e.to_json() for e in sorted(entries)]}
+def acls_to_json(entries: Iterable[AccessControlEntry]) -> dict:
+    """The content of an ACL znode: ``{"version": 1, "acls": [...]}``, the entries in the order given (Kafka
+    writes its set's iteration order: insertion order up to four entries)."""
+    return {"version": ACL_JSON_VERSION, "acls": [e.to_json() for e in entries]}
 
 
-def acls_from_json(data: dict) -> frozenset[AccessControlEntry]:
+def acls_from_json(data: dict) -> list[AccessControlEntry]:
+    """A znode's entries in its order, each once."""
     if data.get("version") != ACL_JSON_VERSION:
         raise ValueError(f"unsupported ACL JSON version {data.get('version')}")
-    return frozenset(AccessControlEntry.from_json(item) for item in data["acls"])
+    return list(dict.fromkeys(AccessControlEntry.from_json(item) for item in data["acls"]))
 
 
 @dataclass(frozen=True)

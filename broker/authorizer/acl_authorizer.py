@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Iterable, Protocol
+from typing import Callable, Iterable, Protocol
 
 from odradek.broker.authorizer.acl import (
     IMPLIED_BY,
@@ -40,12 +40,19 @@ ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
+AclUpdate = Callable[[dict | None], dict | None]
+"""A resource's new ACL znode JSON from its current one (None: no znode)."""
+
+
 class AclStore(Protocol):
-    """Where ACL znodes live: their JSON by path, ``None`` deleting one."""
+    """Where ACL znodes live: their JSON by path."""
 
     def acl_znodes(self) -> dict[str, dict]: ...
 
-    def set_acl_znode(self, path: str, data: dict | None) -> None: ...
+    def update_acl_znode(self, path: str, update: AclUpdate) -> dict | None:
+        """Write ``update`` of the znode's current JSON (None deleting it) and return what was written. Where
+        other brokers write too, the write is conditional on the version read, and ``update`` is applied
+        again to what they wrote until it goes through (Kafka's ``updateResourceAcls``)."""
 
 
 @dataclass(frozen=True)
@@ -80,10 +87,21 @@ class AclAuthorizer:
         self.cache = {}
         for path, data in self.store.acl_znodes().items():
             try:
-                self.cache[ResourcePattern.from_zk_path(path)] = acls_from_json(data)
-            except (ValueError, KeyError, IndexError) as exc:
+                self.cache[ResourcePattern.from_zk_path(path)] = frozenset(acls_from_json(data))
+            except (ValueError, KeyError, IndexError, TypeError) as exc:
                 log.warning("Ignoring ACLs at %s: %s", path, exc)
         self._index_prefixes()
+
+    def refresh(self, pattern: ResourcePattern, data: dict | None) -> None:
+        """A resource's ACLs as its znode now holds them (Kafka's ``processAclChangeNotification``: another
+        broker changed them)."""
+        try:
+            entries = frozenset(acls_from_json(data)) if data is not None else frozenset()
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("Ignoring ACLs of %s: %s", pattern, exc)
+            return
+        log.info("Processing Acl change notification for %s:%s:%s", pattern.resource_type.pascal, pattern.pattern_type.name, pattern.name)
+        self._cache(pattern, entries)
 
     def _index_prefixes(self) -> None:
         self.prefixes = {}
@@ -194,7 +212,7 @@ class AclAuthorizer:
                 entries = [bindings[i].entry for i in indexes]
                 for entry in entries:
                     parse_principal(entry.principal)
-                self._update(pattern, self.cache.get(pattern, frozenset()) | frozenset(entries))
+                self._update(pattern, lambda current, entries=entries: list(dict.fromkeys([*current, *entries])))
             except (ValueError, KafkaError) as exc:
                 error = exc if isinstance(exc, KafkaError) else KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, None)
                 for i in indexes:
@@ -202,8 +220,8 @@ class AclAuthorizer:
         return results
 
     def delete_acls(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
-        """Remove what each filter matches; per filter the bindings it deleted (a binding matched by several
-        filters is reported under the first)."""
+        """Remove what each filter matches among each resource's current ACLs; per filter the bindings it
+        deleted (a binding matched by several filters is reported under the first)."""
         deleted: list[list[AclBinding]] = [[] for _ in filters]
         patterns = list(self.cache)
         for f in filters:
@@ -213,28 +231,40 @@ class AclAuthorizer:
             matching = [(i, f) for i, f in enumerate(filters) if f.pattern.matches(pattern)]
             if not matching:
                 continue
-            current = self.cache.get(pattern, frozenset())
-            removed = set()
-            for entry in sorted(current):
-                for i, f in matching:
-                    if f.entry.matches(entry):
-                        binding = AclBinding(pattern, entry)
-                        if binding not in claimed:
-                            claimed.add(binding)
-                            deleted[i].append(binding)
-                        removed.add(entry)
-            if removed:
-                self._update(pattern, current - removed)
+            removed: dict[AclBinding, int] = {}
+
+            def remove(current: list[AccessControlEntry], pattern: ResourcePattern = pattern, matching=matching, removed=removed) -> list[AccessControlEntry]:
+                removed.clear()  # applied again after another broker's write: only the last round counts
+                for entry in current:
+                    for i, f in matching:
+                        if f.entry.matches(entry):
+                            removed.setdefault(AclBinding(pattern, entry), i)
+                return [e for e in current if AclBinding(pattern, e) not in removed]
+
+            self._update(pattern, remove)
+            for binding, i in sorted(removed.items(), key=lambda item: item[0].entry):
+                if binding not in claimed:
+                    claimed.add(binding)
+                    deleted[i].append(binding)
         return deleted
 
-    def _update(self, pattern: ResourcePattern, entries: frozenset[AccessControlEntry]) -> None:
-        """Write a pattern's entries (its znode deleted when none are left), then cache them."""
-        if entries == self.cache.get(pattern, frozenset()):
-            return
-        self.store.set_acl_znode(pattern.zk_path, acls_to_json(entries) if entries else None)
+    def _update(self, pattern: ResourcePattern, change: Callable[[list[AccessControlEntry]], list[AccessControlEntry]]) -> None:
+        """Write ``change`` of a pattern's current entries (its znode deleted when none are left), then cache them."""
+
+        def update(data: dict | None) -> dict | None:
+            current = acls_from_json(data) if data is not None else []
+            entries = change(current)
+            return acls_to_json(entries) if entries else None
+
+        written = self.store.update_acl_znode(pattern.zk_path, update)
+        entries = frozenset(acls_from_json(written)) if written is not None else frozenset()
+        if entries != self.cache.get(pattern, frozenset()):
+            log.info("Updated ACLs for %s:%s:%s", pattern.resource_type.pascal, pattern.pattern_type.name, pattern.name)
+        self._cache(pattern, entries)
+
+    def _cache(self, pattern: ResourcePattern, entries: frozenset[AccessControlEntry]) -> None:
         if entries:
             self.cache[pattern] = entries
         else:
             self.cache.pop(pattern, None)
         self._index_prefixes()
-        log.info("Updated ACLs for %s:%s:%s", pattern.resource_type.pascal, pattern.pattern_type.name, pattern.name)

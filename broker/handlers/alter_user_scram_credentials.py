@@ -1,6 +1,9 @@
 """AlterUserScramCredentials: add or remove users' SCRAM credentials (``kafka-configs.sh --alter
 --add-config 'SCRAM-SHA-256=[password=...]' --entity-type users``); the client sends the salted password,
-never the password. The rules are Kafka's (broker/security/scram_admin.py)."""
+never the password. The rules are Kafka's (broker/security/scram_admin.py).
+
+In a ZooKeeper cluster only the active controller's broker serves it, as Kafka's; any other answers
+NOT_CONTROLLER and the admin client asks the controller. Needs ALTER on the cluster."""
 
 from __future__ import annotations
 
@@ -8,13 +11,22 @@ from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.broker.security.scram import CredentialStore
 from odradek.broker.security.scram_admin import alter_user_scram_credentials
+from odradek.broker.zk_broker import ZkBroker
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 
-def handle(credentials: CredentialStore, authorization: Authorization, request: Request) -> dict:
+def handle(credentials: CredentialStore, zk_broker: ZkBroker | None, authorization: Authorization, request: Request) -> dict:
     body = request.body
+    if zk_broker is not None and (zk_broker.controller is None or not zk_broker.controller.active):
+        return refused(body, ErrorCode.NOT_CONTROLLER)
     if not authorization.authorize(request, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-        users = dict.fromkeys([u.name for u in body.upsertions] + [d.name for d in body.deletions])
-        return {"throttle_time_ms": 0, "results": [{"user": u, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None} for u in users]}
+        return refused(body, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return {"throttle_time_ms": 0, "results": alter_user_scram_credentials(credentials, list(body.upsertions), list(body.deletions))}
+
+
+def refused(body, code: ErrorCode) -> dict:
+    """Kafka's ``getErrorResponse``: every user named, in name order, with the error (no message: ``ApiError``
+    leaves out an exception's message when it is the code's own)."""
+    users = sorted({u.name for u in body.upsertions} | {d.name for d in body.deletions})
+    return {"throttle_time_ms": 0, "results": [{"user": u, "error_code": code, "error_message": None} for u in users]}

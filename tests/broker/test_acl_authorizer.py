@@ -32,11 +32,13 @@ class DictStore:
     def acl_znodes(self) -> dict[str, dict]:
         return dict(self.znodes)
 
-    def set_acl_znode(self, path: str, data: dict | None) -> None:
+    def update_acl_znode(self, path: str, update) -> dict | None:
+        data = update(self.znodes.get(path))
         if data is None:
             self.znodes.pop(path, None)
         else:
             self.znodes[path] = data
+        return data
 
 
 def acl(name: str, op: Op, perm: Perm = Perm.ALLOW, *, principal: str = "User:alice", host: str = "*", pattern: PT = PT.LITERAL, rt: RT = RT.TOPIC) -> AclBinding:
