@@ -233,7 +233,8 @@ class ReplicaManager:
         self.log_manager.set_topic_config(topic.name, self.log_config(topic))
 
     def stop_replicas(self, topic: TopicInfo, delete: bool) -> None:
-        self.by_topic_id.pop(topic.topic_id, None)
+        """Stop serving the named partitions; the topic id is forgotten once none of its partitions is left
+        (a reassignment stops some replicas of a topic whose others this broker keeps serving)."""
         self._stop_fetching({(topic.name, index) for index in topic.partitions})
         for index in list(topic.partitions):
             partition = self.partitions.pop((topic.name, index), None)
@@ -241,6 +242,8 @@ class ReplicaManager:
                 self.purgatory.check_and_complete((topic.name, index))
                 if delete:
                     self.log_manager.delete_log(topic.name, index)
+        if not any(name == topic.name for name, _ in self.partitions):
+            self.by_topic_id.pop(topic.topic_id, None)
 
     # -- lookups ------------------------------------------------------------------------------------------
 

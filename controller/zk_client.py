@@ -327,6 +327,41 @@ class ZkClient:
         tx.delete(zd.PREFERRED_REPLICA_ELECTION)
         self._commit_fenced(tx)
 
+    def set_topic_assignment_fenced(self, topic: str, assignment: zd.TopicAssignment, epoch_zk_version: int) -> None:
+        """Kafka's ``setTopicAssignmentRaw``: the controller rewrites a topic's assignment (any version, as
+        this controller only)."""
+        tx = self._fenced(epoch_zk_version)
+        tx.set_data(zd.topic_path(topic), assignment.encode())
+        results = self._commit_fenced(tx)
+        if isinstance(results[1], Exception):
+            raise results[1]
+
+    def partition_reassignment(self) -> dict[tuple[str, int], list[int]] | None:
+        """What the legacy ``/admin/reassign_partitions`` asks (None when it does not exist; data that is not
+        a reassignment reads as none, as Kafka's ``getPartitionReassignment``)."""
+        data, version = self.get_data_and_version(zd.REASSIGN_PARTITIONS)
+        if version == UNKNOWN_VERSION:
+            return None
+        try:
+            return zd.decode_reassignment(data or b"")
+        except (ValueError, KeyError, TypeError):
+            log.warning("Ignoring %s: not a partition reassignment", zd.REASSIGN_PARTITIONS)
+            return {}
+
+    def set_partition_reassignment(self, reassignment: dict[tuple[str, int], list[int]], epoch_zk_version: int) -> None:
+        """``setOrCreatePartitionReassignment``: what is left of the legacy request, as this controller only."""
+        tx = self._fenced(epoch_zk_version)
+        tx.set_data(zd.REASSIGN_PARTITIONS, zd.encode_reassignment(reassignment))
+        if isinstance(self._commit_fenced(tx)[1], NoNodeError):
+            tx = self._fenced(epoch_zk_version)
+            tx.create(zd.REASSIGN_PARTITIONS, zd.encode_reassignment(reassignment))
+            self._commit_fenced(tx)
+
+    def delete_partition_reassignment(self, epoch_zk_version: int) -> None:
+        tx = self._fenced(epoch_zk_version)
+        tx.delete(zd.REASSIGN_PARTITIONS)
+        self._commit_fenced(tx)
+
     def isr_change_notifications(self) -> list[str]:
         """The sequence znodes under ``/isr_change_notification`` (written by brokers before AlterPartition)."""
         return sorted(self.kazoo.get_children(zd.ISR_CHANGE_NOTIFICATION))

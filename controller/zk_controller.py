@@ -26,6 +26,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from odradek.controller import alter_partition, leader_election
 from odradek.controller import zk_data as zd
 from odradek.controller.leader_election import ElectionResult, ElectionType
+from odradek.controller.reassignment_manager import ReassignmentManager, Targets
 from odradek.controller.zk_client import ControllerMovedError, ZkClient
 from odradek.protocol.errors import ErrorCode
 from odradek.controller.zk_controller_state import (
@@ -73,6 +74,9 @@ AUTO_LEADER_REBALANCE = "auto-leader-rebalance"
 ISR_CHANGED = "isr-change-notification"
 ALTER_PARTITION = "alter-partition"
 CONTROLLED_SHUTDOWN = "controlled-shutdown"
+ALTER_REASSIGNMENTS = "alter-partition-reassignments"
+LIST_REASSIGNMENTS = "list-partition-reassignments"
+ZK_REASSIGNMENT = "zk-partition-reassignment"
 ELECT_LEADERS = "elect-leaders"
 ALLOCATE_PRODUCER_IDS = "allocate-producer-ids"
 _STOP = "stop"
@@ -118,6 +122,7 @@ class ZkController:
         self._queue: queue.Queue[Event] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name=f"controller-event-thread-{broker_id}", daemon=True)
         self._topic_watches: set[str] = set()
+        self.reassignments = ReassignmentManager(self)
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
@@ -129,6 +134,8 @@ class ZkController:
         ChildrenWatch(self.zk.kazoo, zd.DELETE_TOPICS, lambda _: self._enqueue(Event(TOPIC_DELETION)))
         ChildrenWatch(self.zk.kazoo, zd.ISR_CHANGE_NOTIFICATION, lambda children: self._enqueue(Event(ISR_CHANGED)) if children else None)
         DataWatch(self.zk.kazoo, zd.PREFERRED_REPLICA_ELECTION, lambda data, stat: self._enqueue(Event(PREFERRED_ELECTION)) if data is not None else None)
+        # Kafka acts on the legacy reassignment znode when it is created (not on its own rewrites of it)
+        DataWatch(self.zk.kazoo, zd.REASSIGN_PARTITIONS, lambda data, stat: self._enqueue(Event(ZK_REASSIGNMENT)) if stat is not None and stat.version == 0 else None)
         self.zk.on_new_session(lambda: self._enqueue(Event(ELECT)))
 
     def shutdown(self) -> None:
@@ -158,6 +165,9 @@ class ZkController:
             ISR_CHANGED: self._isr_changed,
             ALTER_PARTITION: self._alter_partition,
             CONTROLLED_SHUTDOWN: self._controlled_shutdown,
+            ALTER_REASSIGNMENTS: lambda event: self.reassignments.alter(*event.request),
+            LIST_REASSIGNMENTS: lambda event: self.reassignments.list(*event.request),
+            ZK_REASSIGNMENT: lambda _: self.reassignments.on_zk_reassignment(),
             ELECT_LEADERS: self._elect_leaders,
             ALLOCATE_PRODUCER_IDS: self._allocate_producer_ids,
         }
@@ -170,7 +180,7 @@ class ZkController:
             if event.kind == _STOP:
                 return
             try:
-                if event.kind in (ELECT, ALTER_PARTITION, CONTROLLED_SHUTDOWN, ELECT_LEADERS, ALLOCATE_PRODUCER_IDS) or self.active:
+                if event.kind in (ELECT, ALTER_REASSIGNMENTS, LIST_REASSIGNMENTS, ALTER_PARTITION, CONTROLLED_SHUTDOWN, ELECT_LEADERS, ALLOCATE_PRODUCER_IDS) or self.active:
                     handlers[event.kind](event)
             except ControllerMovedError:
                 log.info("controller %d: the controller moved; resigning", self.broker_id)
@@ -230,6 +240,7 @@ class ZkController:
         self._replicas_offline(batch, {r for a in ctx.assignments.values() for r in a.replicas} - set(ctx.live_brokers))
         self._send(batch)
         log.info("broker %d is the controller, epoch %d", self.broker_id, epoch)
+        self.reassignments.resume()
         self._topic_deletion(Event(TOPIC_DELETION))
         self._preferred_replica_election(Event(PREFERRED_ELECTION))
         self._isr_changed(Event(ISR_CHANGED))
@@ -485,6 +496,21 @@ class ZkController:
             if not answer.done():
                 answer.set_result({p: leader_election.NOT_CONTROLLER for p in partitions})
 
+    # -- partition reassignment (the steps: controller/reassignment_manager.py) -----------------------------------
+
+    def alter_partition_reassignments(self, targets: Targets) -> "Future[Any]":
+        """An AlterPartitionReassignments request, answered from the event thread: each partition's ApiError,
+        or one ApiError (NOT_CONTROLLER) for the whole request."""
+        answer: Future[Any] = Future()
+        self._enqueue(Event(ALTER_REASSIGNMENTS, request=(targets, answer)))
+        return answer
+
+    def list_partition_reassignments(self, partitions: list[TopicPartition] | None) -> "Future[Any]":
+        """A ListPartitionReassignments request (None: every partition), answered from the event thread."""
+        answer: Future[Any] = Future()
+        self._enqueue(Event(LIST_REASSIGNMENTS, request=(partitions, answer)))
+        return answer
+
     # -- ISR changes ------------------------------------------------------------------------------------------
 
     def alter_partition(self, body: Any, version: int) -> "Future[dict]":
@@ -499,10 +525,13 @@ class ZkController:
             answer.set_result({"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "topics": []})
             return
         try:
-            answer.set_result(alter_partition.process(self.context, body, version, self._write, self._update_metadata))
+            result = alter_partition.process(self.context, body, version, self._write, self._update_metadata)
+            answer.set_result(result)
         except BaseException:
             answer.set_result({"throttle_time_ms": 0, "error_code": ErrorCode.UNKNOWN_SERVER_ERROR, "topics": []})
             raise
+        # after the answer, as Kafka: an ISR that now holds every target replica completes a reassignment
+        self.reassignments.on_isr_change((t["topic_name"], p["partition_index"]) for t in result["topics"] for p in t["partitions"] if p["error_code"] == ErrorCode.NONE)
 
     # -- producer ids -------------------------------------------------------------------------------------------
 

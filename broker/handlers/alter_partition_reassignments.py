@@ -1,0 +1,48 @@
+"""AlterPartitionReassignments (API key 45, v0): move partitions to other brokers, or cancel a move (KIP-455).
+
+Served by the active ZooKeeper-mode controller's broker (:meth:`ZkController.alter_partition_reassignments`,
+run on the controller's event thread; the request waits without blocking the event loop); any other broker,
+or one without ZooKeeper, answers NOT_CONTROLLER and the AdminClient asks the controller. Needs ALTER on the
+cluster. Each partition is answered once its reassignment has started (or with why it cannot).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Awaitable
+
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
+from odradek.broker.zk_broker import ZkBroker
+from odradek.controller.reassignment import ApiError
+from odradek.protocol.api import Request
+from odradek.protocol.errors import ErrorCode
+
+
+def handle(zk_broker: ZkBroker | None, authorization: Authorization, request: Request) -> dict | Awaitable[dict]:
+    body = request.body
+    if not authorization.authorize(request, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        return refused(body, ApiError.of(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
+    controller = zk_broker.controller if zk_broker is not None else None
+    if controller is None or not controller.active:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "error_message": ErrorCode.NOT_CONTROLLER.message, "responses": []}
+    targets = {(t.name, p.partition_index): None if p.replicas is None else tuple(p.replicas) for t in body.topics for p in t.partitions}
+    return answer(controller.alter_partition_reassignments(targets))
+
+
+async def answer(result: Any) -> dict:
+    outcome = await asyncio.wrap_future(result)
+    if isinstance(outcome, ApiError):
+        return {"throttle_time_ms": 0, "error_code": outcome.code, "error_message": outcome.message, "responses": []}
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, index), error in outcome.items():
+        by_topic.setdefault(topic, []).append({"partition_index": index, "error_code": error.code, "error_message": error.message})
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": "", "responses": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+
+def refused(body: Any, error: ApiError) -> dict:
+    """``AlterPartitionReassignmentsRequest.getErrorResponse``: the error at the top and for every partition."""
+    return {
+        "throttle_time_ms": 0, "error_code": error.code, "error_message": error.message,
+        "responses": [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": error.code, "error_message": error.message} for p in t.partitions]} for t in body.topics],
+    }

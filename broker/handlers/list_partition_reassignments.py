@@ -1,0 +1,48 @@
+"""ListPartitionReassignments (API key 46, v0): the reassignments in progress, with each partition's full
+replica set and the replicas being added and removed (KIP-455).
+
+Served by the active ZooKeeper-mode controller's broker (:meth:`ZkController.list_partition_reassignments`,
+answered from the controller's event thread); others answer NOT_CONTROLLER. Needs DESCRIBE on the cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Awaitable
+
+from odradek.broker.authorization import Authorization
+from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
+from odradek.broker.zk_broker import ZkBroker
+from odradek.controller.reassignment import ApiError
+from odradek.protocol.api import Request
+from odradek.protocol.errors import ErrorCode
+
+
+def handle(zk_broker: ZkBroker | None, authorization: Authorization, request: Request) -> dict | Awaitable[dict]:
+    body = request.body
+    if not authorization.authorize(request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return refused(body, ApiError.of(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
+    controller = zk_broker.controller if zk_broker is not None else None
+    if controller is None or not controller.active:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "error_message": ErrorCode.NOT_CONTROLLER.message, "topics": []}
+    partitions = None if body.topics is None else [(t.name, index) for t in body.topics for index in t.partition_indexes]
+    return answer(controller.list_partition_reassignments(partitions))
+
+
+async def answer(result: Any) -> dict:
+    outcome = await asyncio.wrap_future(result)
+    if isinstance(outcome, ApiError):
+        return {"throttle_time_ms": 0, "error_code": outcome.code, "error_message": outcome.message, "topics": []}
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, index), assignment in sorted(outcome.items()):
+        by_topic.setdefault(topic, []).append({
+            "partition_index": index, "replicas": list(assignment.replicas),
+            "adding_replicas": list(assignment.adding), "removing_replicas": list(assignment.removing),
+        })
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": "", "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+
+def refused(body: Any, error: ApiError) -> dict:
+    """``ListPartitionReassignmentsRequest.getErrorResponse``: the error, and each named partition bare."""
+    topics = [] if body.topics is None else [{"name": t.name, "partitions": [{"partition_index": i, "replicas": [], "adding_replicas": [], "removing_replicas": []} for i in t.partition_indexes]} for t in body.topics]
+    return {"throttle_time_ms": 0, "error_code": error.code, "error_message": error.message, "topics": topics}

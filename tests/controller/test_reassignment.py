@@ -1,0 +1,230 @@
+"""Partition reassignment (KIP-455) on a three-broker odradek cluster coordinated by a real ZooKeeper:
+Kafka's own ``kafka-reassign-partitions`` tool, the AlterPartitionReassignments / ListPartitionReassignments
+requests on the wire, the legacy ``/admin/reassign_partitions`` znode, reassignment while an idempotent
+acks=all producer writes, and a controller failover in the middle of one.
+
+The brokers are processes (``Broker(subprocess=True)``); what is checked is what a user sees: the tools'
+output, the records, the replicas' files on disk and ZooKeeper's znodes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import kafka_jvm
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
+
+from odradek import Broker
+from odradek.controller import zk_data as zd
+from odradek.protocol.api import ApiKey
+from odradek.protocol.errors import ErrorCode
+
+CHROOT = "/odradek-reassign"
+SESSION_TIMEOUT_MS = 10000
+LAG_TIME_MAX_MS = 1500
+DELETE_DELAY_MS = 500
+"""``log.segment.delete.delay.ms``: how long a deleted replica's renamed directory stays (Kafka's default is a minute)."""
+
+
+def wait_for(condition: Callable[[], Any], timeout_s: float = 30.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if result := condition():
+            return result
+        time.sleep(0.1)
+    raise AssertionError(f"{what} not reached within {timeout_s}s")
+
+
+@pytest.fixture(scope="module")
+def brokers(zookeeper: kafka_jvm.ZooKeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, Broker]]:
+    """Brokers 0, 1 and 2 under :data:`CHROOT`, killed after the module."""
+    started: dict[int, Broker] = {}
+    try:
+        for broker_id in range(3):
+            started[broker_id] = Broker(
+                Path(tmp_path_factory.mktemp(f"reassign-{broker_id}")),
+                config={"zookeeper.connect": zookeeper.connect + CHROOT, "broker.id": broker_id, "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
+                        "replica.lag.time.max.ms": LAG_TIME_MAX_MS, "log.segment.delete.delay.ms": DELETE_DELAY_MS},
+                subprocess=True,
+            ).start()
+        yield started
+    finally:
+        for broker in started.values():
+            with contextlib.suppress(RuntimeError):
+                broker.kill()
+
+
+@pytest.fixture(scope="module")
+def zk(zookeeper: kafka_jvm.ZooKeeper, brokers: dict[int, Broker]) -> Iterator[KazooClient]:
+    client = KazooClient(hosts=zookeeper.connect + CHROOT)
+    client.start(timeout=15)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+def bootstrap(brokers: dict[int, Broker]) -> str:
+    return ",".join(b.bootstrap for b in brokers.values())
+
+
+def controller_id(zk: KazooClient) -> int:
+    return zd.ControllerRegistration.decode(zk.get(zd.CONTROLLER)[0]).broker_id
+
+
+def assignment(zk: KazooClient, topic: str) -> dict[int, zd.ReplicaAssignment]:
+    return dict(zd.TopicAssignment.decode(zk.get(zd.topic_path(topic))[0]).partitions)
+
+
+def state(zk: KazooClient, topic: str, partition: int) -> zd.LeaderIsrAndControllerEpoch:
+    found = zd.LeaderIsrAndControllerEpoch.decode(zk.get(zd.partition_state_path(topic, partition))[0])
+    assert found is not None
+    return found
+
+
+def create_topic(brokers: dict[int, Broker], zk: KazooClient, topic: str, replicas: list[list[int]]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap(brokers)})
+    admin.create_topics([NewTopic(topic, num_partitions=len(replicas), replica_assignment=replicas)])[topic].result(30)
+    wait_for(lambda: all(zk.exists(zd.partition_state_path(topic, p)) and len(state(zk, topic, p).isr) == len(r) for p, r in enumerate(replicas)), what=f"{topic} online, every replica in sync")
+
+
+def reassign_tool(brokers: dict[int, Broker], tmp_path: Path, action: str, moves: dict[tuple[str, int], list[int]] | None = None) -> str:
+    """``kafka-reassign-partitions --<action>`` with a reassignment JSON file; its standard output."""
+    args = ["--bootstrap-server", bootstrap(brokers), f"--{action}"]
+    if moves is not None:
+        plan = tmp_path / f"{action}.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)} for (t, p), r in moves.items()]}))
+        args += ["--reassignment-json-file", str(plan)]
+    done = kafka_jvm.run_tool("kafka-reassign-partitions", *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def settled(zk: KazooClient, topic: str, targets: dict[int, list[int]]) -> bool:
+    """Every named partition's assignment is its target alone, and its ISR holds just the target."""
+    now = assignment(zk, topic)
+    return all(now[p] == zd.ReplicaAssignment(tuple(r)) and sorted(state(zk, topic, p).isr) == sorted(r) for p, r in targets.items())
+
+
+def segment(broker: Broker, topic: str, partition: int) -> bytes | None:
+    path = broker.log_dir / f"{topic}-{partition}" / "00000000000000000000.log"
+    return path.read_bytes() if path.exists() else None
+
+
+def test_reassignment_while_producing_moves_every_replica_and_loses_no_acknowledged_record(brokers: dict[int, Broker], zk: KazooClient, tmp_path: Path) -> None:
+    """An idempotent acks=all producer keeps writing while each partition of an rf=2 topic moves its leader
+    away to the third broker: every acknowledged record is read back once, the new replicas' segments equal
+    the leader's, and the removed replicas' logs are gone from disk."""
+    topic = "moving"
+    before = [[0, 1], [1, 2], [2, 0]]
+    targets = {0: [2, 1], 1: [0, 2], 2: [1, 0]}
+    create_topic(brokers, zk, topic, before)
+    acked: list[str] = []
+    failed: list[str] = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        producer = Producer({"bootstrap.servers": bootstrap(brokers), "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+
+        def delivered(error: Any, message: Any) -> None:
+            (failed if error is not None else acked).append(message.value().decode())
+
+        n = 0
+        while not stop.is_set():
+            producer.produce(topic, str(n).encode(), partition=n % 3, on_delivery=delivered)
+            producer.poll(0)
+            n += 1
+            time.sleep(0.002)
+        assert producer.flush(60) == 0
+
+    writer = threading.Thread(target=produce)
+    writer.start()
+    try:
+        wait_for(lambda: len(acked) > 300, what="records acknowledged before the move")
+        out = reassign_tool(brokers, tmp_path, "execute", {(topic, p): r for p, r in targets.items()})
+        assert "Successfully started partition reassignments for moving-0,moving-1,moving-2" in out
+        wait_for(lambda: settled(zk, topic, targets), timeout_s=60, what="every partition on its target replicas")
+        count = len(acked)
+        wait_for(lambda: len(acked) > count + 300, what="records acknowledged after the move")
+    finally:
+        stop.set()
+        writer.join(90)
+    assert not failed
+    assert {p: state(zk, topic, p).leader for p in targets} == {p: r[0] for p, r in targets.items()}  # the leaders moved away
+    verify = reassign_tool(brokers, tmp_path, "verify", {(topic, p): r for p, r in targets.items()})
+    assert all(f"Reassignment of partition {topic}-{p} is completed." in verify for p in targets)
+
+    consumer = Consumer({"bootstrap.servers": bootstrap(brokers), "group.id": "reassign-check", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    got: list[str] = []
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in targets])
+        deadline = time.monotonic() + 30
+        while not set(acked) <= set(got) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                got.append(message.value().decode())
+    finally:
+        consumer.close()
+    assert set(acked) <= set(got)
+    assert len(got) == len(set(got))  # no duplicates
+
+    for p, replicas in targets.items():
+        leader, follower = (brokers[r] for r in replicas)
+        wait_for(lambda: segment(leader, topic, p) is not None and segment(leader, topic, p) == segment(follower, topic, p), what=f"{topic}-{p}'s new replica equal to its leader")
+        (removed,) = set(before[p]) - set(replicas)
+        wait_for(lambda: not any(d.name.startswith(f"{topic}-{p}") for d in brokers[removed].log_dir.iterdir()), what=f"{topic}-{p}'s removed replica deleted from disk")
+
+
+def alter(wire: Any, partitions: list[tuple[str, int, list[int] | None]]) -> dict[tuple[str, int], tuple[int, str | None]]:
+    """An AlterPartitionReassignments request on the wire; each partition's error code and message."""
+    body = {"timeout_ms": 30000, "topics": [{"name": t, "partitions": [{"partition_index": p, "replicas": r}]} for t, p, r in partitions]}
+    answer = wire.call(ApiKey.AlterPartitionReassignments, 0, body)
+    assert (answer.error_code, answer.error_message) == (ErrorCode.NONE, "")  # as Kafka: the generated default
+    return {(t.name, p.partition_index): (p.error_code, p.error_message) for t in answer.responses for p in t.partitions}
+
+
+def list_reassignments(wire: Any, topics: list[tuple[str, list[int]]] | None = None) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+    body = {"timeout_ms": 30000, "topics": None if topics is None else [{"name": t, "partition_indexes": ps} for t, ps in topics]}
+    answer = wire.call(ApiKey.ListPartitionReassignments, 0, body)
+    assert (answer.error_code, answer.error_message) == (ErrorCode.NONE, "")  # as Kafka: the generated default
+    return {(t.name, p.partition_index): (list(p.replicas), list(p.adding_replicas), list(p.removing_replicas)) for t in answer.topics for p in t.partitions}
+
+
+def refusals(wire: Any, topic: str, live: int, dead: int) -> list[dict[tuple[str, int], tuple[int, str | None]]]:
+    """Duplicates, a broker that is not live, an unknown partition and topic; then cancellations with
+    nothing to cancel."""
+    return [
+        alter(wire, [(topic, 0, [live, live]), (topic, 1, [dead]), (topic, 9, [live]), ("no-such-topic", 0, [live])]),
+        alter(wire, [(topic, 0, None), ("no-such-topic", 0, None)]),
+    ]
+
+
+def test_refusals_are_answered_per_partition_as_kafka_answers_them(brokers: dict[int, Broker], zk: KazooClient, connect: Callable[..., Any], zk_kafka: kafka_jvm.KafkaBroker) -> None:
+    """The same refusals from odradek's controller and from a real Kafka 3.9.1 controller (one broker, id 0):
+    codes and messages equal but for the live brokers each lists."""
+    topic = "refused"
+    create_topic(brokers, zk, topic, [[0], [0]])
+    kafka_admin = AdminClient({"bootstrap.servers": zk_kafka.bootstrap})
+    kafka_admin.create_topics([NewTopic(topic, num_partitions=2, replica_assignment=[[0], [0]])])[topic].result(30)
+    wait_for(lambda: len(kafka_admin.list_topics(topic, timeout=10).topics[topic].partitions) == 2, what="the topic on Kafka")
+    ours = refusals(connect(brokers[controller_id(zk)].bootstrap), topic, 0, 7)
+    theirs = refusals(connect(zk_kafka.bootstrap), topic, 0, 7)
+    assert [{k: (code, message.replace("Set(0, 1, 2)", "Set(0)") if message else message) for k, (code, message) in answers.items()} for answers in ours] == theirs
+    assert [{k: code for k, (code, _) in answers.items()} for answers in ours] == [
+        {(topic, 0): ErrorCode.INVALID_REPLICA_ASSIGNMENT, (topic, 1): ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+         (topic, 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ("no-such-topic", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION},
+        {(topic, 0): ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, ("no-such-topic", 0): ErrorCode.NO_REASSIGNMENT_IN_PROGRESS},
+    ]
+    # a broker that is not the controller sends the client there
+    other = next(b for b in brokers if b != controller_id(zk))
+    answer = connect(brokers[other].bootstrap).call(ApiKey.ListPartitionReassignments, 0, {"timeout_ms": 30000, "topics": None})
+    assert answer.error_code == ErrorCode.NOT_CONTROLLER
