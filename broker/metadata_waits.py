@@ -1,21 +1,40 @@
-"""Requests that wait for the broker's own metadata to show what the ZooKeeper-mode controller did (Kafka
-3.9's ``DelayedElectLeader``, ``DelayedCreatePartitions`` and ``DelayedDeleteTopics`` purgatories, checked
-again at each UpdateMetadata the broker applies).
+"""ZooKeeper-mode admin requests: their ZooKeeper calls made off the event loop, and their answers waiting for
+the broker's own metadata to show what the controller did (Kafka 3.9's ``DelayedElectLeader``,
+``DelayedCreatePartitions`` and ``DelayedDeleteTopics`` purgatories, checked again at each UpdateMetadata the
+broker applies).
 
-The controller answers once ZooKeeper holds the change; a client told "done" then asks this broker (or
-another) for metadata at once, so the answer waits until this broker's cache agrees, or the request's
-timeout passes.
+Kafka's request threads block on ZooKeeper; here one thread serves every client, so a handler's ZooKeeper
+reads and writes go to a worker thread (:func:`admin_call`). An async handler runs when the connection's
+answers reach it, one after another, so a connection's requests still take effect in the order sent. The
+controller acts once ZooKeeper holds the change; a client told "done" then asks this broker (or another) for
+metadata at once, so the answer waits until this broker's cache agrees, or the request's timeout passes.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import functools
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 import anyio
+import anyio.to_thread
+
+from odradek.controller.metadata import MetadataImage
+
+T = TypeVar("T")
+
+
+async def admin_call(in_zookeeper: bool, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``call``: on a worker thread when it reads or writes ZooKeeper, else (the embedded controller, whose
+    image only the event loop may change) right here."""
+    if not in_zookeeper:
+        return call(*args, **kwargs)
+    return await anyio.to_thread.run_sync(functools.partial(call, *args, **kwargs))
 
 
 class MetadataWaits:
-    def __init__(self) -> None:
+    def __init__(self, image: Callable[[], MetadataImage]) -> None:
+        self.image = image
+        """The broker's current metadata (replaced at each UpdateMetadata)."""
         self._changed: anyio.Event | None = None
         """Set (and replaced) at each metadata update; made by the first waiter, on the event loop."""
 
@@ -34,3 +53,24 @@ class MetadataWaits:
                     self._changed = anyio.Event()
                 await self._changed.wait()
         return shown()
+
+    async def until_led(self, partitions: Mapping[str, Iterable[int]], timeout_s: float) -> set[str]:
+        """``DelayedCreatePartitions``: the topics of which a partition still has no leader here once the
+        timeout passed (none when every one has)."""
+        wanted = {topic: list(indexes) for topic, indexes in partitions.items()}
+
+        def leaderless() -> set[str]:
+            topics = self.image().topics
+            return {
+                name for name, indexes in wanted.items()
+                if (topic := topics.get(name)) is None or any(i not in topic.partitions or topic.partitions[i].leader < 0 for i in indexes)
+            }
+
+        await self.wait_until(lambda: not leaderless(), timeout_s)
+        return leaderless()
+
+    async def until_gone(self, topics: Iterable[str], timeout_s: float) -> set[str]:
+        """``DelayedDeleteTopics``: the topics still in the metadata here once the timeout passed."""
+        wanted = set(topics)
+        await self.wait_until(lambda: not wanted & set(self.image().topics), timeout_s)
+        return wanted & set(self.image().topics)

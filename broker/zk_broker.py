@@ -94,7 +94,7 @@ class ZkBroker:
         self.cache = ZkMetadataCache(MetadataImage(cluster_id, -1, {}, broker_configs=broker_configs, entity_configs=client_quotas), self._topic_configs)
         self.credentials: ZkCredentialStore | None = None
         """The SCRAM credentials, which follow the users' config changes (:meth:`follow_credentials`)."""
-        self.metadata_waits = MetadataWaits()
+        self.metadata_waits = MetadataWaits(lambda: self.cache.image)
         """Requests waiting for this broker's metadata to show a change (ElectLeaders, topic changes)."""
         self._last_config_change = ""
         """The newest ``/config/changes`` notification applied (their names sort in sequence order)."""
@@ -362,13 +362,14 @@ class ZkBroker:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
         return TopicInfo(name, found[0].topic_id or uuid.UUID(int=0), {})
 
-    def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None) -> None:
-        """``AdminZkClient.addPartitions``: the grown assignment written; the controller brings them online."""
+    def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None) -> list[int]:
+        """``AdminZkClient.addPartitions``: the grown assignment written; the controller brings them online.
+        Answers the new partitions."""
         found = self.zk.topic_assignment(name)
         if found is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
         first = len(found[0].partitions)
-        zk_admin.add_partitions(self.zk, name, count, None if assignments is None else {first + i: list(r) for i, r in enumerate(assignments)})
+        return sorted(zk_admin.add_partitions(self.zk, name, count, None if assignments is None else {first + i: list(r) for i, r in enumerate(assignments)}))
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         """Written to ``/config/topics/<t>`` with a change notification, and applied here at once."""

@@ -4,6 +4,9 @@ Kafka's checks (``KafkaApis.handleCreatePartitionsRequest``, ``ZkAdminManager.cr
 named twice is INVALID_REQUEST; then the controller's count and assignment checks. The new partitions' logs
 are made off the event loop before they are published (:mod:`odradek.broker.new_logs`).
 As with DeleteTopics, ``timeout_ms <= 0`` answers REQUEST_TIMED_OUT for partitions created without waiting.
+In ZooKeeper mode the request is checked and written on a worker thread, and the answer waits, up to the
+request's timeout, until this broker's metadata gives every new partition a leader (Kafka's
+``DelayedCreatePartitions``; REQUEST_TIMED_OUT for a topic whose new partitions are not all led by then).
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ from collections import Counter
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.handlers import mutation_quota
+from odradek.broker.metadata_waits import admin_call
 from odradek.broker.new_logs import make_logs
 from odradek.broker.quotas import ClientQuotas
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.zk_broker import ZkBroker
 from odradek.controller.embedded import EmbeddedController
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -26,13 +31,17 @@ STRICT_QUOTA_SINCE = 3
 """The version from which ``controller_mutation_rate`` refuses (KIP-599); older ones are let through."""
 
 
-async def handle(controller: EmbeddedController, replica_manager: ReplicaManager, authorization: Authorization, quotas: ClientQuotas, request: Request) -> dict:
+async def handle(
+    controller: EmbeddedController, replica_manager: ReplicaManager, authorization: Authorization, quotas: ClientQuotas, zk_broker: ZkBroker | None, request: Request
+) -> dict:
     """Needs ALTER on each topic, else TOPIC_AUTHORIZATION_FAILED with Kafka's message."""
     body = request.body
     counts = Counter(t.name for t in body.topics)
     alterable = authorization.filter_authorized(request, AclOperation.ALTER, ResourceType.TOPIC, {t.name for t in body.topics if counts[t.name] == 1})
     quota = quotas.controller_mutation_quota(request, STRICT_QUOTA_SINCE, time.monotonic())
     results = []
+    created: dict[str, list[int]] = {}
+    in_zookeeper = zk_broker is not None
     for t in body.topics:
         result = {"name": t.name, "error_code": ErrorCode.NONE, "error_message": None}
         try:
@@ -41,14 +50,21 @@ async def handle(controller: EmbeddedController, replica_manager: ReplicaManager
             if t.name not in alterable:
                 raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "The topic authorization is failed.")
             assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
-            planned = controller.plan_partitions(t.name, t.count, assignments)
+            planned = await admin_call(in_zookeeper, controller.plan_partitions, t.name, t.count, assignments)
             if not body.validate_only:
                 quota.record(len(planned.partitions), time.monotonic())
                 await make_logs(replica_manager, planned)
-                controller.create_partitions(t.name, t.count, assignments)
+                added = await admin_call(in_zookeeper, controller.create_partitions, t.name, t.count, assignments)
+                if in_zookeeper:
+                    created[t.name] = added
             if body.timeout_ms <= 0 and not body.validate_only:
                 result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
         except KafkaError as exc:
             result.update(error_code=exc.code, error_message=exc.message)
         results.append(result)
+    if zk_broker is not None and created and body.timeout_ms > 0:
+        late = await zk_broker.metadata_waits.until_led(created, body.timeout_ms / 1000)
+        for result in results:
+            if result["name"] in late:
+                result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
     return mutation_quota.answer(quotas, request, quota, {"results": results})

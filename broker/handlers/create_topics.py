@@ -1,6 +1,10 @@
 """CreateTopics: names, partitions, replication factors or explicit assignments, configs, validate-only.
 
 A topic's logs are made off the event loop before the controller publishes it (:mod:`odradek.broker.new_logs`).
+In ZooKeeper mode the topic is validated and written on a worker thread, and the answer waits, up to the
+request's timeout, until this broker's metadata gives every new partition a leader (Kafka's
+``DelayedCreatePartitions``: REQUEST_TIMED_OUT for a topic not there by then, at once when the timeout is 0),
+so that a client may use the topic as soon as it is told it exists.
 Creating needs CREATE on the cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED), and seeing the new
 topic's configs and layout DESCRIBE_CONFIGS on it (else its topic config error is TOPIC_AUTHORIZATION_FAILED).
 """
@@ -18,9 +22,11 @@ from odradek.broker.config import BrokerConfig
 from odradek.broker.dynamic_config import DynamicBrokerConfig
 from odradek.broker.handlers import mutation_quota
 from odradek.broker.handlers.describe_configs import topic_config_entries
+from odradek.broker.metadata_waits import admin_call
 from odradek.broker.new_logs import make_logs
 from odradek.broker.quotas import ClientQuotas
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.zk_broker import ZkBroker
 from odradek.controller.embedded import EmbeddedController, check_batch_size
 from odradek.controller.metadata import MetadataImage, TopicInfo
 from odradek.protocol.api import Request
@@ -49,7 +55,8 @@ class TopicServices:
 
 async def handle(
     metadata: MetadataImage, config: BrokerConfig, controller: EmbeddedController, create_topic: Callable[..., TopicInfo], replica_manager: ReplicaManager,
-    dynamic_config: DynamicBrokerConfig, broker_defaults: dict[str, str], authorization: Authorization, quotas: ClientQuotas, request: Request,
+    dynamic_config: DynamicBrokerConfig, broker_defaults: dict[str, str], authorization: Authorization, quotas: ClientQuotas, zk_broker: ZkBroker | None,
+    request: Request,
 ) -> dict:
     services = TopicServices(metadata, config, controller, create_topic, replica_manager, dynamic_config, broker_defaults, authorization)
     body = request.body
@@ -66,6 +73,7 @@ async def handle(
     describable = authorization.filter_authorized(request, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names, log_denied=False)
     quota = quotas.controller_mutation_quota(request, STRICT_QUOTA_SINCE, time.monotonic())
     results = []
+    created: dict[str, list[int]] = {}
     for t in body.topics:
         result = _result(t.name)
         try:
@@ -79,11 +87,13 @@ async def handle(
                 raise KafkaError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {','.join(nulls)}")
             configs = {c.name: c.value for c in t.configs}
             assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
-            topic = services.create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments, validate_only=True)
+            in_zookeeper = zk_broker is not None
+            topic = await admin_call(in_zookeeper, services.create_topic, t.name, t.num_partitions, t.replication_factor, configs, assignments, validate_only=True)
             if not body.validate_only:
                 quota.record(len(topic.partitions), time.monotonic())
                 await _make_logs_reserving_name(services, topic)
-                topic = services.create_topic(t.name, t.num_partitions, t.replication_factor, configs, assignments, topic_id=topic.topic_id)
+                topic = await admin_call(in_zookeeper, services.create_topic, t.name, t.num_partitions, t.replication_factor, configs, assignments, topic_id=topic.topic_id)
+                created[t.name] = sorted(topic.partitions)
             state = next(iter(topic.partitions.values()))
             if t.name not in describable:
                 result.update(topic_id=topic.topic_id, topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
@@ -98,6 +108,10 @@ async def handle(
         except KafkaError as exc:
             result = _result(t.name, exc)
         results.append(result)
+    if zk_broker is not None and created:
+        late = await zk_broker.metadata_waits.until_led(created, body.timeout_ms / 1000) if body.timeout_ms > 0 else set(created)
+        timed_out = _result("", KafkaError(ErrorCode.REQUEST_TIMED_OUT)) | {"topic_config_error_code": ErrorCode.NONE}
+        results = [r | timed_out | {"name": r["name"]} if r["name"] in late else r for r in results]
     return mutation_quota.answer(quotas, request, quota, {"topics": results})
 
 

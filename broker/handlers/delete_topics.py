@@ -6,18 +6,24 @@ code); a topic id that names no topic is UNKNOWN_TOPIC_ID. Internal topics are n
 ``__consumer_offsets`` when asked. Deletion is immediate here, yet a request with ``timeout_ms <= 0`` gets
 REQUEST_TIMED_OUT for the topics it deleted, as Kafka answers requests that do not wait for completion
 (clients such as librdkafka treat that as success).
+In ZooKeeper mode the deletions are written (``/admin/delete_topics``) on a worker thread, and the answer
+waits, up to the request's timeout, until the topics are gone from this broker's metadata (Kafka's
+``DelayedDeleteTopics``; REQUEST_TIMED_OUT for those still there).
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+from typing import Awaitable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.config import BrokerConfig
 from odradek.broker.handlers import mutation_quota
-from odradek.broker.quotas import ClientQuotas
+from odradek.broker.metadata_waits import admin_call
+from odradek.broker.quotas import ClientQuotas, ControllerMutationQuota
+from odradek.broker.zk_broker import ZkBroker
 from odradek.controller.embedded import EmbeddedController
 from odradek.controller.metadata import MetadataImage
 from odradek.protocol.api import Request
@@ -39,7 +45,10 @@ def _result(name: str | None, topic_id: uuid.UUID, code: ErrorCode, message: str
     return {"name": name, "topic_id": topic_id, "error_code": code, "error_message": message}
 
 
-def handle(metadata: MetadataImage, config: BrokerConfig, controller: EmbeddedController, authorization: Authorization, quotas: ClientQuotas, request: Request) -> dict:
+def handle(
+    metadata: MetadataImage, config: BrokerConfig, controller: EmbeddedController, authorization: Authorization, quotas: ClientQuotas, zk_broker: ZkBroker | None,
+    request: Request,
+) -> dict | Awaitable[dict]:
     requested = _requested(request)
     if not config["delete.topic.enable"]:
         code = ErrorCode.INVALID_REQUEST if request.header.api_version < 3 else ErrorCode.TOPIC_DELETION_DISABLED
@@ -74,17 +83,29 @@ def handle(metadata: MetadataImage, config: BrokerConfig, controller: EmbeddedCo
         to_delete.setdefault(name, []).append(results[-1])
 
     quota = quotas.controller_mutation_quota(request, STRICT_QUOTA_SINCE, time.monotonic())
+    return _delete(controller, zk_broker, image, quotas, quota, request, results, to_delete)
+
+
+async def _delete(
+    controller: EmbeddedController, zk_broker: ZkBroker | None, image: MetadataImage, quotas: ClientQuotas, quota: ControllerMutationQuota,
+    request: Request, results: list[dict], to_delete: dict[str, list[dict]],
+) -> dict:
+    """Each topic deleted (marked for deletion, in ZooKeeper mode); there, the answer waits for the topics to
+    leave this broker's metadata. A topic deleted is REQUEST_TIMED_OUT when the request did not wait
+    (``timeout_ms <= 0``) or when the wait ended with it still there."""
     for name, answers in to_delete.items():
         try:
             quota.record(len(image.topics[name].partitions), time.monotonic())
-            controller.delete_topic(name)
+            await admin_call(zk_broker is not None, controller.delete_topic, name)
         except KafkaError as exc:
             # Over the mutation quota, or the deletion could not be persisted (a full disk): the topic stays,
             # and the client may retry.
             for answer in answers:
                 answer.update(error_code=exc.code, error_message=exc.message)
-    if request.body.timeout_ms <= 0:
-        for result in results:
-            if result["error_code"] == ErrorCode.NONE:
-                result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+    timeout_s = request.body.timeout_ms / 1000
+    deleted = [name for name, answers in to_delete.items() if answers[0]["error_code"] == ErrorCode.NONE]
+    late = await zk_broker.metadata_waits.until_gone(deleted, timeout_s) if zk_broker is not None and deleted and timeout_s > 0 else set()
+    for result in results:
+        if result["error_code"] == ErrorCode.NONE and (timeout_s <= 0 or result["name"] in late):
+            result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
     return mutation_quota.answer(quotas, request, quota, {"responses": results})

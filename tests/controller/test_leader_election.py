@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator
 
 import kafka_jvm
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from tests.conftest import Wire
 
 from odradek import Broker
@@ -213,6 +213,21 @@ def test_the_leader_balance_check_brings_the_leadership_back_after_the_restart(c
     wait_for(lambda: cluster.settled({**preferred_leaders(), ("elect", 2): 0}), what="broker 2's leadership gone")
     cluster.started(2)
     wait_for(lambda: cluster.settled(preferred_leaders()), timeout_s=30 + 3 * CHECK_INTERVAL_S, what="elect-2 back with broker 2")
+
+
+def test_a_created_grown_or_deleted_topic_is_in_the_controllers_metadata_once_answered(cluster: ZkCluster) -> None:
+    """The controller's answer waits for its own metadata (Kafka's DelayedCreatePartitions and
+    DelayedDeleteTopics), so a client can use what it was told at once."""
+    admin = AdminClient({"bootstrap.servers": ",".join(cluster.bootstraps().values())})
+    controller = cluster.controller()
+    for n in range(3):
+        name = f"fresh-{n}"
+        admin.create_topics([NewTopic(name, 3, 3)], operation_timeout=30)[name].result(30)
+        assert [leader >= 0 for leader, _ in metadata(controller, [name])[1].values()] == [True] * 3
+        admin.create_partitions([NewPartitions(name, 5)], operation_timeout=30)[name].result(30)
+        assert [leader >= 0 for leader, _ in metadata(controller, [name])[1].values()] == [True] * 5
+        admin.delete_topics([name], operation_timeout=30)[name].result(30)
+        assert metadata(controller, [name])[1] == {}
 
 
 @pytest.fixture(scope="module")
