@@ -301,15 +301,18 @@ class Workload:
             ends: dict[int, int] = {}
             stable_since = None
             while True:
-                try:
-                    latest = {p: consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10, cached=False)[1] for p in range(self.partitions)}
-                except KafkaException:
-                    # While the client's view of the leaders settles (librdkafka destroys the handle of a broker
-                    # that left its metadata under a request in flight): asked again until the deadline.
-                    latest = ends
-                if latest != ends:
-                    ends, stable_since = {p: max(ends.get(p, 0), end) for p, end in latest.items()}, time.monotonic()
                 reached = all(end == 0 or (log[p] and log[p][-1][0] + 1 >= end) for p, end in ends.items())
+                if reached:  # first, and again each time the ends known are reached (not while reading up to them:
+                    # each ask waits behind the consumer's fetch on that connection, up to fetch.wait.max.ms)
+                    try:
+                        latest = {p: consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10, cached=False)[1] for p in range(self.partitions)}
+                    except KafkaException:
+                        # While the client's view of the leaders settles (librdkafka destroys the handle of a broker
+                        # that left its metadata under a request in flight): asked again until the deadline.
+                        latest = ends
+                    if latest != ends:
+                        ends, stable_since = {p: max(ends.get(p, 0), end) for p, end in latest.items()}, time.monotonic()
+                    reached = all(end == 0 or (log[p] and log[p][-1][0] + 1 >= end) for p, end in ends.items())
                 if reached and stable_since is not None and time.monotonic() - stable_since >= STABLE_ENDS_S:
                     return log
                 if time.monotonic() > deadline:
