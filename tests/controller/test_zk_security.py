@@ -349,3 +349,17 @@ def test_quota_set_on_one_broker_throttles_on_another(cluster: dict[int, Node], 
         if throttles:
             break
     assert throttles and throttles[0][0] == 0 and throttles[0][1] > 0, throttles
+
+
+def test_kafka_configs_makes_a_user_through_any_broker(cluster: dict[int, Node], connect: Callable[..., Any]) -> None:
+    """``kafka-configs.sh --bootstrap-server`` pointed at a broker that is not the controller: told
+    NOT_CONTROLLER, Kafka's admin client asks the controller, and the user logs in everywhere."""
+    active = controller(connect, cluster)
+    other = next(node for i, node in cluster.items() if i in ODRADEK_IDS and node is not active)
+    made = kafka_jvm.run_tool(
+        "kafka-configs", "--bootstrap-server", other.plaintext, "--alter", "--add-config", f"{SCRAM}=[password=hank-secret]", "--entity-type", "users", "--entity-name", "hank",
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert "Completed updating config for user hank." in made.stdout
+    for i in ODRADEK_IDS:
+        wait_for(lambda: logs_in(cluster[i], "hank", "hank-secret"), f"hank logging in at broker {i}")
