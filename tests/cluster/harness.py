@@ -14,7 +14,7 @@ nodes (nftables rules inside both namespaces: established connections hang, new 
 
 The brokers are real Apache Kafka 3.9.1 (``broker_kind="kafka"``, the jars of ``tests/jvm``) or odradek
 (``broker_kind="odradek"``, ``odradek serve --override ...``) behind the same interface, so one test runs
-against either.
+against either; ``kinds=("odradek", "odradek", "kafka")`` makes a mixed cluster, its broker 1 the controller.
 
 Several harnesses can run on one machine at once (several test runs): each takes a *slot*, a lock file
 held while it lives, and its names and subnet carry the slot number. A slot's namespaces, bridge and the
@@ -34,7 +34,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Callable, Iterable, Mapping, Protocol
+from typing import IO, Callable, Iterable, Mapping, Protocol, Sequence
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -225,6 +225,9 @@ class BrokerProcess(Protocol):
     @property
     def pid(self) -> int | None: ...
 
+    @property
+    def log_dir(self) -> Path: ...
+
     def launch(self) -> None: ...
 
     def running(self) -> bool: ...
@@ -273,6 +276,10 @@ class KafkaBrokerProcess:
     def pid(self) -> int | None:
         return self.broker.process.pid if self.broker.process else None
 
+    @property
+    def log_dir(self) -> Path:
+        return self.broker.log_dir
+
     def launch(self) -> None:
         self.broker.launch(heap="256m")
 
@@ -309,9 +316,13 @@ class OdradekBrokerProcess:
     def log(self) -> Path:
         return self.root / "odradek.out"
 
+    @property
+    def log_dir(self) -> Path:
+        return self.root / "logs"
+
     def launch(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        properties = broker_properties(self.broker_id, self.node, self.zookeeper_connect, self.root / "logs", self.settings)
+        properties = broker_properties(self.broker_id, self.node, self.zookeeper_connect, self.log_dir, self.settings)
         overrides = [arg for key, value in properties.items() for arg in ("--override", f"{key}={value}")]
         with open(self.log, "ab") as out:
             self.proc = sp.Popen(
@@ -357,13 +368,20 @@ class LeaderAndIsr:
 class Cluster:
     """ZooKeeper and ``size`` brokers (ids 1..size) of one kind, each in its namespace, and their faults.
 
-    Use as a context manager: leaving it kills every process and removes every namespace, link and rule.
+    ``kinds`` makes a mixed cluster instead: broker ``i`` is of kind ``kinds[i - 1]``, and broker 1 is
+    started alone until it is the controller (so a test chooses which implementation leads), the others
+    after it. Use as a context manager: leaving it kills every process and removes every namespace, link
+    and rule.
     """
 
-    def __init__(self, root: Path, broker_kind: str = "kafka", size: int = 3, settings: Mapping[str, str] | None = None) -> None:
-        if broker_kind not in BROKER_KINDS:
-            raise ValueError(f"unknown broker kind {broker_kind!r}: one of {sorted(BROKER_KINDS)}")
-        if broker_kind == "kafka":
+    def __init__(
+        self, root: Path, broker_kind: str = "kafka", size: int = 3, settings: Mapping[str, str] | None = None, kinds: Sequence[str] | None = None
+    ) -> None:
+        kinds = tuple(kinds) if kinds is not None else (broker_kind,) * size
+        unknown = set(kinds) - set(BROKER_KINDS)
+        if unknown:
+            raise ValueError(f"unknown broker kinds {sorted(unknown)}: each one of {sorted(BROKER_KINDS)}")
+        if "kafka" in kinds:
             try:
                 kafka_jvm.jar_dir("kafka")
             except kafka_jvm.JvmUnavailable as exc:
@@ -377,12 +395,16 @@ class Cluster:
             self.zookeeper = kafka_jvm.ZooKeeper(root / "zookeeper", port=ZOOKEEPER_PORT, host=zk_node.address, netns=zk_node.netns, tick_time_ms=ZOOKEEPER_TICK_MS)
             self.zk_node = zk_node
             self.brokers: dict[int, BrokerProcess] = {}
-            for broker_id in range(1, size + 1):
+            for broker_id, kind in enumerate(kinds, start=1):
                 node = self.network.add_node(f"b{broker_id}", 10 + broker_id)
-                self.brokers[broker_id] = BROKER_KINDS[broker_kind](broker_id, node, root / f"broker-{broker_id}", self.zookeeper_connect, dict(settings or {}))
+                self.brokers[broker_id] = BROKER_KINDS[kind](broker_id, node, root / f"broker-{broker_id}", self.zookeeper_connect, dict(settings or {}))
             self.zookeeper.start()
+            if len(set(kinds)) > 1:
+                self.brokers[1].launch()
+                self.wait_until(lambda: self.controller() == 1, "broker 1 the controller", START_TIMEOUT_S)
             for broker in self.brokers.values():
-                broker.launch()
+                if not broker.running():
+                    broker.launch()
             for broker_id in self.brokers:
                 self.wait_registered(broker_id)
         except BaseException:
@@ -485,11 +507,18 @@ class Cluster:
 
     def znode(self, path: str) -> dict:
         """A znode's JSON, read by the harness's own ZooKeeper session."""
+        return json.loads(self._zookeeper_session().get(path)[0])
+
+    def znode_version(self, path: str) -> int:
+        """How many times the znode was written since its creation (a partition state's: every leader or
+        ISR change)."""
+        return self._zookeeper_session().get(path)[1].version
+
+    def _zookeeper_session(self) -> KazooClient:
         if self._zk is None:
             self._zk = KazooClient(hosts=self.zookeeper_connect)
             self._zk.start(timeout=15)
-        data, _ = self._zk.get(path)
-        return json.loads(data)
+        return self._zk
 
     def leader_and_isr(self, topic: str, partition: int) -> LeaderAndIsr:
         """The partition's state in ZooKeeper."""

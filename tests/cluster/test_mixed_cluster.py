@@ -1,0 +1,157 @@
+"""Real Apache Kafka 3.9.1 brokers and odradek brokers in one ZooKeeper-mode cluster, replicating to each other.
+
+Two clusters, one per controller: ``odradek-led`` (brokers 1 and 2 odradek, broker 1 started first so it is
+the controller, broker 3 Kafka) and ``kafka-led`` (broker 1 Kafka and the controller, brokers 2 and 3
+odradek). In each, a topic of rf 3 and ``min.insync.replicas=2`` spreads its leaders over all three brokers,
+so each kind leads partitions the other follows: Kafka's ReplicaFetcherThread fetches from odradek leaders
+(Fetch with a replica id, OffsetForLeaderEpoch, truncation) and odradek's fetcher from Kafka's; each
+controller drives brokers of the other kind with LeaderAndIsr, UpdateMetadata and StopReplica, and takes
+their AlterPartition.
+
+Under an idempotent acks=all workload (checker.py): the ISR stays as created while nothing fails, a broker of
+the kind that does not control is killed (SIGKILL) and its leaderships move, writes go on, it is restarted,
+catches up and is back in every ISR; nothing acknowledged is lost, and every replica's segment files hold the
+same bytes whichever implementation wrote them. Consumer groups whose coordinators are spread over both
+kinds commit and read back their offsets.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from checker import Workload
+from confluent_kafka import Consumer, TopicPartition
+from harness import CLUSTER_SETTINGS, Cluster, HarnessUnavailable, KafkaBrokerProcess
+
+from odradek.broker.coordinator.runtime import partition_for
+
+PARTITIONS = 6
+TOPIC = "mixed"
+STEADY_S = 5.0
+"""How long the workload runs with nothing failing while the ISR is watched."""
+LOGS_EQUAL_TIMEOUT_S = 30.0
+
+CLUSTERS: dict[str, tuple[str, ...]] = {
+    "odradek-led": ("odradek", "odradek", "kafka"),
+    "kafka-led": ("kafka", "odradek", "odradek"),
+}
+"""Each cluster's broker kinds by id (broker 1 is started first and becomes the controller)."""
+
+
+@pytest.fixture(scope="module", params=CLUSTERS)
+def mixed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    root = tmp_path_factory.mktemp(f"mixed-{request.param}")
+    try:
+        cluster = Cluster(root, kinds=CLUSTERS[request.param])
+    except HarnessUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def kind(cluster: Cluster, broker_id: int) -> str:
+    return "kafka" if isinstance(cluster.brokers[broker_id], KafkaBrokerProcess) else "odradek"
+
+
+def segment_files(cluster: Cluster, broker_id: int, topic: str, partition: int) -> dict[str, bytes]:
+    """The ``.log`` files of one replica, by name."""
+    directory = cluster.brokers[broker_id].log_dir / f"{topic}-{partition}"
+    return {path.name: path.read_bytes() for path in sorted(Path(directory).glob("*.log"))}
+
+
+def committed_offset(cluster: Cluster, group: str, topic: str) -> TopicPartition:
+    """Partition 0 of ``topic`` with the offset ``group`` committed for it, as a new member reads it."""
+    reader = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False, "log_level": 0})
+    try:
+        (read,) = reader.committed([TopicPartition(topic, 0)], timeout=30)
+        return read
+    finally:
+        reader.close()
+
+
+def replicas_differing(cluster: Cluster, topic: str, partitions: int) -> dict[int, dict[int, dict[str, int]]]:
+    """The partitions whose replicas' segment files are not all equal: each replica's file sizes."""
+    differing = {}
+    for partition in range(partitions):
+        replicas = cluster.znode(f"/brokers/topics/{topic}")["partitions"][str(partition)]
+        files = {b: segment_files(cluster, b, topic, partition) for b in replicas}
+        if any(f != files[replicas[0]] for f in files.values()):
+            differing[partition] = {b: {name: len(data) for name, data in f.items()} for b, f in files.items()}
+    return differing
+
+
+def replicas_differing_after(cluster: Cluster, topic: str, partitions: int, timeout_s: float) -> dict[int, dict[int, dict[str, int]]]:
+    """:func:`replicas_differing` once it is empty (the followers fetched the last records) or the time is up."""
+    deadline = time.monotonic() + timeout_s
+    while (differing := replicas_differing(cluster, topic, partitions)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return differing
+
+
+def test_groups_commit_through_coordinators_of_both_kinds(mixed: Cluster) -> None:
+    """One group per ``__consumer_offsets`` partition (whose leader is its coordinator, of either kind):
+    each commits an offset and a new member of the group reads it back. (First: after the kill below, the
+    partitions the killed broker led stay with their new leaders.)"""
+    topic = "mixed-groups"
+    mixed.create_topic(topic, 1)
+    committed_offset(mixed, "group-creating-the-offsets-topic", topic)  # the first FindCoordinator creates it
+    offsets_partitions = int(CLUSTER_SETTINGS["offsets.topic.num.partitions"])
+    mixed.wait_fully_replicated("__consumer_offsets", partitions=offsets_partitions)
+    groups: dict[int, str] = {}
+    while len(groups) < offsets_partitions:
+        group = f"group-{uuid.uuid4().hex[:8]}"
+        groups.setdefault(partition_for(group, offsets_partitions), group)
+    coordinators = {mixed.leader_and_isr("__consumer_offsets", p).leader for p in groups}
+    assert {kind(mixed, b) for b in coordinators} == {"kafka", "odradek"}
+    for partition, group in sorted(groups.items()):
+        committed = 100 + partition
+        member = Consumer({"bootstrap.servers": mixed.bootstrap, "group.id": group, "enable.auto.commit": False, "log_level": 0})
+        try:
+            member.commit(offsets=[TopicPartition(topic, 0, committed)], asynchronous=False)
+        finally:
+            member.close()
+        read = committed_offset(mixed, group, topic)
+        coordinator = mixed.leader_and_isr("__consumer_offsets", partition).leader
+        assert (read.error, read.offset) == (None, committed), f"group {group} coordinated by broker {coordinator} ({kind(mixed, coordinator)})"
+
+
+def test_both_kinds_lead_and_follow_and_a_killed_peer_catches_up_losing_nothing(mixed: Cluster) -> None:
+    mixed.create_topic(TOPIC, PARTITIONS, config={"min.insync.replicas": "2"})
+    controller = mixed.controller()
+    assert controller == 1
+    created = {p: mixed.leader_and_isr(TOPIC, p) for p in range(PARTITIONS)}
+    assert {kind(mixed, s.leader) for s in created.values()} == {"kafka", "odradek"}
+    victim = next(b for b in mixed.brokers if kind(mixed, b) != kind(mixed, controller) and any(s.leader == b for s in created.values()))
+    led_by_victim = [p for p, s in created.items() if s.leader == victim]
+    state_paths = {p: f"/brokers/topics/{TOPIC}/partitions/{p}/state" for p in range(PARTITIONS)}
+    versions = {p: mixed.znode_version(path) for p, path in state_paths.items()}
+
+    with Workload(mixed.bootstrap, TOPIC, PARTITIONS) as workload:
+        workload.wait_for_progress()
+        time.sleep(STEADY_S)
+        assert {p: mixed.znode_version(path) for p, path in state_paths.items()} == versions, "an ISR changed while nothing failed"
+
+        mixed.kill(victim)
+        start = time.monotonic()
+        for p in led_by_victim:
+            moved = mixed.wait_for_leader_change(TOPIC, p, created[p])
+            assert victim not in moved.isr
+        failover_s = time.monotonic() - start + workload.wait_for_progress()
+
+        mixed.restart(victim)
+        rejoined_s = mixed.wait_fully_replicated(TOPIC) + workload.wait_for_progress()
+        assert all(victim in mixed.leader_and_isr(TOPIC, p).isr for p in range(PARTITIONS))
+        report = workload.finish()
+    print(f"\nbroker {victim} ({kind(mixed, victim)}) killed: leaders moved and writes acknowledged after {failover_s:.1f}s, "
+          f"back in every ISR {rejoined_s:.1f}s after its restart\n{report}")
+    assert report.ok, str(report)
+    assert report.acknowledged > 0 and report.read > 0
+    assert replicas_differing_after(mixed, TOPIC, PARTITIONS, LOGS_EQUAL_TIMEOUT_S) == {}
