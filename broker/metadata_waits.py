@@ -23,6 +23,13 @@ from odradek.controller.metadata import MetadataImage
 T = TypeVar("T")
 
 
+def not_controller(zk_broker: Any) -> bool:
+    """A ZooKeeper-mode broker that is not the active controller: Kafka 3.9 answers the topic admin requests
+    (CreateTopics, CreatePartitions, DeleteTopics) NOT_CONTROLLER there, and clients send them to the
+    controller the metadata names."""
+    return zk_broker is not None and (zk_broker.controller is None or not zk_broker.controller.active)
+
+
 async def admin_call(in_zookeeper: bool, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """``call``: on a worker thread when it reads or writes ZooKeeper, else (the embedded controller, whose
     image only the event loop may change) right here."""

@@ -6,7 +6,8 @@ are made off the event loop before they are published (:mod:`odradek.broker.new_
 As with DeleteTopics, ``timeout_ms <= 0`` answers REQUEST_TIMED_OUT for partitions created without waiting.
 In ZooKeeper mode the request is checked and written on a worker thread, and the answer waits, up to the
 request's timeout, until this broker's metadata gives every new partition a leader (Kafka's
-``DelayedCreatePartitions``; REQUEST_TIMED_OUT for a topic whose new partitions are not all led by then).
+``DelayedCreatePartitions``; REQUEST_TIMED_OUT for a topic whose new partitions are not all led by then);
+only the active controller serves it (NOT_CONTROLLER elsewhere, as Kafka's ZooKeeper-mode brokers).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections import Counter
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.handlers import mutation_quota
-from odradek.broker.metadata_waits import admin_call
+from odradek.broker.metadata_waits import admin_call, not_controller
 from odradek.broker.new_logs import make_logs
 from odradek.broker.quotas import ClientQuotas
 from odradek.broker.replica_manager import ReplicaManager
@@ -36,6 +37,8 @@ async def handle(
 ) -> dict:
     """Needs ALTER on each topic, else TOPIC_AUTHORIZATION_FAILED with Kafka's message."""
     body = request.body
+    if not_controller(zk_broker):
+        return {"results": [{"name": name, "error_code": ErrorCode.NOT_CONTROLLER, "error_message": None} for name in dict.fromkeys(t.name for t in body.topics)]}
     counts = Counter(t.name for t in body.topics)
     alterable = authorization.filter_authorized(request, AclOperation.ALTER, ResourceType.TOPIC, {t.name for t in body.topics if counts[t.name] == 1})
     quota = quotas.controller_mutation_quota(request, STRICT_QUOTA_SINCE, time.monotonic())

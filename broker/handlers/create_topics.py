@@ -4,7 +4,8 @@ A topic's logs are made off the event loop before the controller publishes it (:
 In ZooKeeper mode the topic is validated and written on a worker thread, and the answer waits, up to the
 request's timeout, until this broker's metadata gives every new partition a leader (Kafka's
 ``DelayedCreatePartitions``: REQUEST_TIMED_OUT for a topic not there by then, at once when the timeout is 0),
-so that a client may use the topic as soon as it is told it exists.
+so that a client may use the topic as soon as it is told it exists. Only the active controller creates
+topics (NOT_CONTROLLER elsewhere, as Kafka's ZooKeeper-mode brokers).
 Creating needs CREATE on the cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED), and seeing the new
 topic's configs and layout DESCRIBE_CONFIGS on it (else its topic config error is TOPIC_AUTHORIZATION_FAILED).
 """
@@ -22,7 +23,7 @@ from odradek.broker.config import BrokerConfig
 from odradek.broker.dynamic_config import DynamicBrokerConfig
 from odradek.broker.handlers import mutation_quota
 from odradek.broker.handlers.describe_configs import topic_config_entries
-from odradek.broker.metadata_waits import admin_call
+from odradek.broker.metadata_waits import admin_call, not_controller
 from odradek.broker.new_logs import make_logs
 from odradek.broker.quotas import ClientQuotas
 from odradek.broker.replica_manager import ReplicaManager
@@ -60,6 +61,9 @@ async def handle(
 ) -> dict:
     services = TopicServices(metadata, config, controller, create_topic, replica_manager, dynamic_config, broker_defaults, authorization)
     body = request.body
+    if not_controller(zk_broker):
+        # Kafka sets only the code: the message keeps its default, ""
+        return {"topics": [_result(t.name, KafkaError(ErrorCode.NOT_CONTROLLER, "")) for t in body.topics]}
     counts = Counter(t.name for t in body.topics)
     try:
         check_batch_size(sum(1 + _partition_count(services, t) + len(t.configs) for t in body.topics))

@@ -8,7 +8,8 @@ REQUEST_TIMED_OUT for the topics it deleted, as Kafka answers requests that do n
 (clients such as librdkafka treat that as success).
 In ZooKeeper mode the deletions are written (``/admin/delete_topics``) on a worker thread, and the answer
 waits, up to the request's timeout, until the topics are gone from this broker's metadata (Kafka's
-``DelayedDeleteTopics``; REQUEST_TIMED_OUT for those still there).
+``DelayedDeleteTopics``; REQUEST_TIMED_OUT for those still there); only the active controller serves it
+(NOT_CONTROLLER elsewhere, as Kafka's ZooKeeper-mode brokers).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.config import BrokerConfig
 from odradek.broker.handlers import mutation_quota
-from odradek.broker.metadata_waits import admin_call
+from odradek.broker.metadata_waits import admin_call, not_controller
 from odradek.broker.quotas import ClientQuotas, ControllerMutationQuota
 from odradek.broker.zk_broker import ZkBroker
 from odradek.controller.embedded import EmbeddedController
@@ -50,6 +51,8 @@ def handle(
     request: Request,
 ) -> dict | Awaitable[dict]:
     requested = _requested(request)
+    if not_controller(zk_broker):
+        return {"responses": [_result(name, topic_id, ErrorCode.NOT_CONTROLLER) for name, topic_id in requested]}
     if not config["delete.topic.enable"]:
         code = ErrorCode.INVALID_REQUEST if request.header.api_version < 3 else ErrorCode.TOPIC_DELETION_DISABLED
         return {"responses": [_result(name, topic_id, code) for name, topic_id in requested]}

@@ -230,6 +230,17 @@ def test_a_created_grown_or_deleted_topic_is_in_the_controllers_metadata_once_an
         assert metadata(controller, [name])[1] == {}
 
 
+def test_only_the_controller_creates_grows_or_deletes_topics(cluster: ZkCluster) -> None:
+    other = next(b for broker, b in cluster.bootstraps().items() if b != cluster.controller())
+    created = call(other, ApiKey.CreateTopics, 7, {"topics": [{"name": "elsewhere", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}], "timeout_ms": 5000, "validate_only": False})
+    assert [(t.name, ErrorCode(t.error_code).name, t.error_message, t.num_partitions, t.replication_factor) for t in created.topics] == [("elsewhere", "NOT_CONTROLLER", "", -1, -1)]
+    grown = call(other, ApiKey.CreatePartitions, 3, {"topics": [{"name": "elect", "count": 4, "assignments": None}], "timeout_ms": 5000, "validate_only": False})
+    assert [(r.name, ErrorCode(r.error_code).name, r.error_message) for r in grown.results] == [("elect", "NOT_CONTROLLER", None)]
+    deleted = call(other, ApiKey.DeleteTopics, 6, {"topics": [{"name": "elect", "topic_id": uuid.UUID(int=0)}], "timeout_ms": 5000})
+    assert [(r.name, ErrorCode(r.error_code).name, r.error_message) for r in deleted.responses] == [("elect", "NOT_CONTROLLER", None)]
+    assert metadata(other, ["elsewhere"])[1] == {} and len(metadata(other, ["elect"])[1]) == 3
+
+
 @pytest.fixture(scope="module")
 def single_broker() -> Iterator[Broker]:
     with Broker(subprocess=True) as broker:
