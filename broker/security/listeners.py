@@ -60,9 +60,14 @@ def inter_broker_listener(config: BrokerConfig, mapping: dict[str, str]) -> str:
 
 
 def jaas_config(config: BrokerConfig, listener: str, mechanism: str) -> JaasConfig | None:
-    """``listener.name.<listener>.<mechanism>.sasl.jaas.config``, else ``sasl.jaas.config``."""
-    text = config.for_listener(listener, "sasl.jaas.config", prefix=f"{mechanism.lower()}.")
+    """Kafka's ``JaasContext.loadServerContext``: ``listener.name.<listener>.<mechanism>.sasl.jaas.config``,
+    else ``<mechanism>.sasl.jaas.config``. A broker ignores a bare ``sasl.jaas.config`` (a client's key),
+    with Kafka's warning; Kafka's static JAAS file (``java.security.auth.login.config``) is not read."""
+    key = f"{mechanism.lower()}.sasl.jaas.config"
+    text = config.originals.get(f"listener.name.{listener.lower()}.{key}") or config.originals.get(key)
     if not text:
+        if config.originals.get("sasl.jaas.config"):
+            log.warning("Server config sasl.jaas.config should be prefixed with SASL mechanism name, ignoring config")
         return None
     try:
         return parse_jaas(text)
@@ -84,7 +89,7 @@ def _mechanism_server(config: BrokerConfig, listener: str, mechanism: str, crede
     if jaas is None:
         raise ConfigError(
             f"Listener {listener}: no JAAS configuration for SASL mechanism {mechanism}: set "
-            f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config or sasl.jaas.config"
+            f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config (or {mechanism.lower()}.sasl.jaas.config)"
         )
     options = jaas.options
     if mechanism == PLAIN:

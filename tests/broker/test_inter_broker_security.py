@@ -1,0 +1,60 @@
+"""Which settings the broker's own connections take (broker/security/client.py), and where a listener's JAAS
+configuration comes from, as Kafka's ``JaasContext.loadServerContext`` finds it. The connections
+themselves are tested over real sockets in tests/controller/test_secure_cluster.py and
+tests/e2e/test_security.py."""
+
+from __future__ import annotations
+
+import logging
+import ssl
+
+import pytest
+
+from odradek.broker.config import BrokerConfig
+from odradek.broker.security.client import inter_broker_security
+from odradek.broker.security.listeners import jaas_config
+from odradek.storage.config_types import ConfigError
+from tests.certificates import make_pki
+
+PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="{}" user_broker="secret";'
+
+
+def config(**props: str) -> BrokerConfig:
+    return BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:9092,INTERNAL://127.0.0.1:9093", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL", **props})
+
+
+def test_the_listener_and_mechanism_prefixed_jaas_config_comes_first_then_the_mechanism_prefixed_one() -> None:
+    both = config(**{"listener.name.internal.plain.sasl.jaas.config": PLAIN_JAAS.format("listener"), "plain.sasl.jaas.config": PLAIN_JAAS.format("mechanism")})
+    assert jaas_config(both, "INTERNAL", "PLAIN").options["password"] == "listener"
+    assert jaas_config(both, "PLAINTEXT", "PLAIN").options["password"] == "mechanism"
+    assert jaas_config(both, "INTERNAL", "SCRAM-SHA-256") is None
+
+
+def test_a_bare_sasl_jaas_config_is_ignored_by_a_broker_with_kafkas_warning(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        assert jaas_config(config(**{"sasl.jaas.config": PLAIN_JAAS.format("x")}), "INTERNAL", "PLAIN") is None
+    assert "Server config sasl.jaas.config should be prefixed with SASL mechanism name, ignoring config" in caplog.text
+
+
+def test_inter_broker_security_takes_the_inter_broker_listeners_tls_and_sasl_settings(tmp_path) -> None:
+    pki = make_pki(tmp_path)
+    security = inter_broker_security(config(**{
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.internal.plain.sasl.jaas.config": PLAIN_JAAS.format("secret"),
+        "listener.name.internal.ssl.truststore.type": "PEM",
+        "listener.name.internal.ssl.truststore.location": str(pki.ca),
+    }))
+    assert (security.security_protocol, security.mechanism, security.username, security.password) == ("SASL_SSL", "PLAIN", "broker", "secret")
+    assert security.ssl_context is not None and security.ssl_context.check_hostname  # ssl.endpoint.identification.algorithm=https
+    assert security.ssl_context.verify_mode == ssl.CERT_REQUIRED
+    unchecked = inter_broker_security(config(**{"inter.broker.listener.name": "INTERNAL", "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                                                "plain.sasl.jaas.config": PLAIN_JAAS.format("secret"), "ssl.endpoint.identification.algorithm": ""}))
+    assert unchecked.ssl_context is not None and not unchecked.ssl_context.check_hostname
+    assert inter_broker_security(config()).security_protocol == "PLAINTEXT"
+
+
+def test_an_inter_broker_sasl_login_without_username_and_password_is_refused_at_start() -> None:
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_broker="secret";'
+    with pytest.raises(ConfigError, match="needs the broker's own username and password in listener.name.internal.plain.sasl.jaas.config"):
+        inter_broker_security(config(**{"inter.broker.listener.name": "INTERNAL", "sasl.mechanism.inter.broker.protocol": "PLAIN", "listener.name.internal.plain.sasl.jaas.config": jaas}))
