@@ -25,6 +25,7 @@ from odradek.broker.fetch_session import FetchSessionCache
 from odradek.broker.group_coordinator import GROUP_METADATA_TOPIC, group_coordinator_runtime
 from odradek.broker.new_logs import make_logs, unmake_logs
 from odradek.broker.kafka_client import Node
+from odradek.broker.log_dir_failure import LogDirFailureChannel
 from odradek.broker.replica_fetcher import FetcherConfig
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.security.client import inter_broker_security
@@ -122,6 +123,7 @@ class KafkaServer:
         me = BrokerInfo(self.broker_id, advertised_host, advertised_port, self.config["broker.rack"], endpoints)
         if self.config["zookeeper.connect"]:
             self.controller = self.zk_broker = ZkBroker(self.config, me, self, self.replica_manager, security=self.inter_broker_security)
+            self.replica_manager.log_dir_failure = LogDirFailureChannel(self.log_dirs)
         else:
             self.controller = EmbeddedController(
                 me, self.log_dirs[0], self, self.config["cluster.id"],

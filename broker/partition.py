@@ -136,6 +136,9 @@ class Partition:
     """Sends an ISR change to the controller (AlterPartition); None where no controller takes one (the
     embedded single-node controller: no followers, no ISR changes)."""
     pending_isr: PendingIsrChange | None = None
+    on_storage_error: Callable[[tuple[str, int], str, OSError], None] = lambda tp, message, exc: None
+    """Told of an I/O error on the log (Kafka's ``LogDirFailureChannel``): in a cluster, the broker's last
+    log directory failing halts it."""
 
     @property
     def is_leader(self) -> bool:
@@ -231,6 +234,7 @@ class Partition:
             info = self.log.append_as_leader(records, self.leader_epoch, now_ms if config.log_append_time else None, origin=origin, headers=headers)
         except OSError as exc:
             # Kafka answers an I/O failure on the log (a full or failed disk) with KAFKA_STORAGE_ERROR.
+            self.on_storage_error((self.topic, self.index), f"Error while appending records to {self.topic}-{self.index} in dir {self.log.dir.parent}", exc)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"Failed to append to {self.topic}-{self.index}: {exc}") from exc
         if not self.maybe_increment_high_watermark(now_ms) and not info.duplicate:
             self.on_offsets_moved(self)  # the LEO moved alone (followers to catch up): followers' fetches may complete

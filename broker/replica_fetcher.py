@@ -164,7 +164,10 @@ def fetcher_id(topic: str, partition: int, num_fetchers: int) -> int:
 class ReplicaFetcher:
     """The partitions this broker follows on one leader, fetched in one loop (Kafka's fetcher thread)."""
 
-    def __init__(self, leader: Node, fetcher_index: int, config: FetcherConfig, local_log: Callable[[TopicPartition], Log], on_appended: Callable[[TopicPartition], None] = lambda tp: None) -> None:
+    def __init__(
+        self, leader: Node, fetcher_index: int, config: FetcherConfig, local_log: Callable[[TopicPartition], Log], on_appended: Callable[[TopicPartition], None] = lambda tp: None,
+        on_storage_error: Callable[[TopicPartition, str, OSError], None] = lambda tp, message, exc: None,
+    ) -> None:
         self.leader = leader
         self.fetcher_index = fetcher_index
         self.config = config
@@ -172,6 +175,8 @@ class ReplicaFetcher:
         """The follower's log of a partition (KafkaStorageException-like OSError when it is offline)."""
         self.on_appended = on_appended
         """Told of each partition whose log or high watermark moved (the broker's waits check again)."""
+        self.on_storage_error = on_storage_error
+        """Told of an I/O error on a follower's log (Kafka's ``LogDirFailureChannel``), which marks it failed."""
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
         """In fetch order: a partition just served or delayed goes to the end, so none starves."""
         self.failed: set[TopicPartition] = set()
@@ -403,6 +408,9 @@ class ReplicaFetcher:
             except KafkaError as exc:  # a corrupt batch: tried again at the next fetch
                 log.error("Found invalid messages during fetch for partition %s-%d offset %d: %s", *tp, state.fetch_offset, exc)
                 errors.add(tp)
+            except OSError as exc:
+                self.on_storage_error(tp, f"Error while processing data for partition {tp[0]}-{tp[1]} at offset {state.fetch_offset}", exc)
+                self._mark_failed(tp)
             except Exception:
                 log.exception("Unexpected error occurred while processing data for partition %s-%d at offset %d", *tp, state.fetch_offset)
                 self._mark_failed(tp)
@@ -491,6 +499,7 @@ class ReplicaFetcherManager:
     local_log: Callable[[TopicPartition], Log]
     task_group: Any
     on_appended: Callable[[TopicPartition], None] = lambda tp: None
+    on_storage_error: Callable[[TopicPartition, str, OSError], None] = lambda tp, message, exc: None
     fetchers: dict[tuple[int, int], ReplicaFetcher] = field(default_factory=dict)
 
     def add_fetcher_for_partitions(self, initial: dict[TopicPartition, InitialFetchState]) -> None:
@@ -504,7 +513,7 @@ class ReplicaFetcherManager:
                 fetcher.shutdown()
                 fetcher = None
             if fetcher is None:
-                fetcher = self.fetchers[key] = ReplicaFetcher(leader, index, self.config, self.local_log, self.on_appended)
+                fetcher = self.fetchers[key] = ReplicaFetcher(leader, index, self.config, self.local_log, self.on_appended, self.on_storage_error)
                 self.task_group.start_soon(fetcher.run)
             fetcher.add_partitions(partitions)
 

@@ -28,6 +28,7 @@ from odradek.broker.fetch_session import FetchPartition
 from odradek.broker.kafka_client import Node
 from odradek.broker.partition import LogReadInfo, Partition
 from odradek.broker.purgatory import Purgatory
+from odradek.broker.log_dir_failure import LogDirFailureChannel
 from odradek.broker.replica_fetcher import FetcherConfig, InitialFetchState, ReplicaFetcherManager, initial_fetch_offset
 from odradek.controller.metadata import INTERNAL_TOPICS, PartitionState, TopicInfo
 from odradek.protocol import legacy_records
@@ -158,6 +159,9 @@ class ReplicaManager:
         self._fetchers: ReplicaFetcherManager | None = None
         self.alter_partition_manager: AlterPartitionManager | None = None
         """Where leaders send ISR changes (cluster mode); None under the embedded single-node controller."""
+        self.log_dir_failure: LogDirFailureChannel | None = None
+        """Where I/O errors on logs go in cluster mode (the last log directory failing halts the broker);
+        None on a single node, which answers KAFKA_STORAGE_ERROR and goes on."""
 
     # -- metadata from the controller ---------------------------------------------------------------------
 
@@ -182,6 +186,7 @@ class ReplicaManager:
                     topic.name, index, topic.topic_id, log_, state, self.broker_id, self._on_offsets_moved,
                     replica_lag_time_max_ms=self.replica_lag_time_max_ms, is_alive=lambda broker_id: self.leader_node(broker_id) is not None,
                     alter_partition=self.alter_partition_manager.submit if self.alter_partition_manager is not None else None,
+                    on_storage_error=self.storage_error,
                 )
                 self.partitions[key] = partition
             if state.leader == self.broker_id:
@@ -193,6 +198,12 @@ class ReplicaManager:
                 followers[key] = leader
         if followers:
             self._make_followers(followers)
+
+    def storage_error(self, tp: TopicPartition, message: str, exc: OSError) -> None:
+        """An I/O error on the log of ``tp`` (Kafka's ``maybeAddOfflineLogDir``)."""
+        partition = self.partitions.get(tp)
+        if self.log_dir_failure is not None and partition is not None:
+            self.log_dir_failure.maybe_add_offline_log_dir(partition.log.dir.parent, message, exc)
 
     def start_isr_changes(self, manager: AlterPartitionManager) -> None:
         """Cluster mode: leaders send their ISR changes through ``manager``, and every
@@ -219,7 +230,9 @@ class ReplicaManager:
             self.purgatory.check_and_complete(key)
         if self._fetchers is None:
             assert self.background is not None, "followers need the network's task group"
-            self._fetchers = ReplicaFetcherManager(self.fetcher_config, self.num_replica_fetchers, lambda key: self.partitions[key].log, self.background, self.purgatory.check_and_complete)
+            self._fetchers = ReplicaFetcherManager(
+                self.fetcher_config, self.num_replica_fetchers, lambda key: self.partitions[key].log, self.background, self.purgatory.check_and_complete, self.storage_error
+            )
         self._fetchers.add_fetcher_for_partitions(
             {key: InitialFetchState(self.partitions[key].topic_id, leader, self.partitions[key].leader_epoch, initial_fetch_offset(self.partitions[key].log)) for key, leader in leaders.items()}
         )

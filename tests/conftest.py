@@ -37,6 +37,7 @@ SERIAL = (
     "tests/cluster/test_mixed_cluster.py",
     "tests/cluster/test_coordinator_failover.py",
     "tests/cluster/test_rolling_restart.py",
+    "tests/cluster/test_full_disk.py",
     "tests/spark/test_kafka_streaming.py",
     "tests/spark/test_pipeline.py",
 )

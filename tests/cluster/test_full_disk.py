@@ -1,0 +1,118 @@
+"""A broker whose only log directory fills up under load halts, its leaderships move, and restarted with space
+it recovers a valid log and catches up -- as Kafka 3.9 does.
+
+Each broker's log directory is a small tmpfs this module mounts before the cluster starts and unmounts after
+it. Under the checker's acks=all load, the disk of the leader of partition 0 is filled: its next write fails
+(ENOSPC), Kafka's ``LogDirFailureChannel`` takes the directory offline, and with no log directory left the
+broker halts (``Shutdown broker because all log dirs ... have failed``, exit status 1) without a controlled
+shutdown. Its ZooKeeper session expires, the controller elects another leader from the ISR, and writes are
+acknowledged again on every partition. The filler is removed, the broker restarted: it recovers its log
+(torn writes cut off), rejoins every ISR, and after a clean stop its log directory holds, up to its
+checkpointed high watermark, exactly the surviving log. The checker finds nothing acknowledged lost.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from checker import Workload
+from harness import Cluster, HarnessUnavailable
+
+from odradek.tools.log_dir_reader import read_segment, scan_log_dirs
+
+PARTITIONS = 3
+DISK_SIZE = "64m"
+LOG_DIR_NAMES = {"kafka": "kafka-logs", "odradek": "logs"}
+"""Where each kind's broker keeps its log directory under its root (kafka_jvm.KafkaBroker.log_dir, and the
+harness's odradek broker properties)."""
+HALT_TIMEOUT_S = 60.0
+
+
+def log_dir(root: Path, kind: str, broker_id: int) -> Path:
+    return root / f"broker-{broker_id}" / LOG_DIR_NAMES[kind]
+
+
+@pytest.fixture(scope="module")
+def cluster(broker_kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """The three brokers of ``broker_kind``, each with its log directory on a tmpfs of :data:`DISK_SIZE`."""
+    root = tmp_path_factory.mktemp(f"full-disk-{broker_kind}")
+    mounted: list[Path] = []
+    try:
+        for broker_id in (1, 2, 3):
+            disk = log_dir(root, broker_kind, broker_id)
+            disk.mkdir(parents=True)
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_SIZE}", "tmpfs", str(disk)], check=True, timeout=30)
+            mounted.append(disk)
+        try:
+            cluster = Cluster(root, broker_kind)
+        except HarnessUnavailable as exc:
+            pytest.fail(str(exc), pytrace=False)
+        try:
+            yield cluster
+        finally:
+            cluster.close()
+    finally:
+        for disk in mounted:
+            subprocess.run(["umount", "-l", str(disk)], check=True, timeout=30)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def fill(disk: Path) -> Path:
+    """Write a file until the disk has no space left; removing it gives the space back."""
+    filler = disk / "filler"
+    with open(filler, "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError as exc:
+            assert exc.errno == 28, exc
+    return filler
+
+
+def records_on_disk(disk: Path, topic: str) -> dict[int, list[tuple[int, int]]]:
+    """(offset, number) of each partition of ``topic`` in a stopped broker's log directory, up to its
+    checkpointed high watermark; a CRC-invalid batch in a rolled segment raises."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for (name, partition), found in scan_log_dirs([disk]).items():
+        if name != topic:
+            continue
+        records: list[tuple[int, int]] = []
+        bases = found.segment_base_offsets
+        for i, base in enumerate(bases):
+            active = i == len(bases) - 1
+            records.extend((r[0], int(r[4])) for r in read_segment(found.segment_path(base), found.log_start_offset, found.high_watermark, active=active) if r[4] is not None)
+        out[partition] = records
+    return out
+
+
+def test_a_full_log_dir_halts_the_broker_and_its_leadership_moves(cluster: Cluster, broker_kind: str) -> None:
+    topic = "filled"
+    cluster.create_topic(topic, PARTITIONS)
+    with Workload(cluster.bootstrap, topic, PARTITIONS) as workload:
+        workload.wait_for_progress()
+        before = cluster.leader_and_isr(topic, 0)
+        victim = cluster.brokers[before.leader]
+        disk = log_dir(cluster.root, broker_kind, before.leader)
+        filler = fill(disk)
+        halted_in = cluster.wait_until(lambda: not victim.running(), f"broker {before.leader} halting on its full log dir", HALT_TIMEOUT_S)
+        log_tail = victim.log_tail()
+        assert "Shutdown broker because all log dirs in" in log_tail, log_tail
+        moved_in = cluster.wait_for_leader_change(topic, 0, before)
+        workload.wait_for_progress()
+        filler.unlink()
+        cluster.restart(before.leader)
+        recovered_in = cluster.wait_fully_replicated(topic) + workload.wait_for_progress()
+        report = workload.finish()
+    surviving = workload.read_surviving(60)
+    cluster.signal(before.leader, signal.SIGTERM)
+    cluster.wait_until(lambda: not victim.running(), f"broker {before.leader} stopping", 60)
+    on_disk = records_on_disk(disk, topic)
+    print(f"\nbroker {before.leader}'s disk filled: halted in {halted_in:.1f}s, partition 0 led by broker {moved_in.leader}; restarted, {recovered_in:.1f}s to a full ISR and writes\n{report}")
+    assert report.ok, str(report)
+    assert on_disk == surviving
