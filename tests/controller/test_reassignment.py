@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -97,12 +100,12 @@ def create_topic(brokers: dict[int, Broker], zk: KazooClient, topic: str, replic
     wait_for(lambda: all(zk.exists(zd.partition_state_path(topic, p)) and len(state(zk, topic, p).isr) == len(r) for p, r in enumerate(replicas)), what=f"{topic} online, every replica in sync")
 
 
-def reassign_tool(brokers: dict[int, Broker], tmp_path: Path, action: str, moves: dict[tuple[str, int], list[int]] | None = None) -> str:
+def reassign_tool(brokers: dict[int, Broker], tmp_path: Path, action: str, moves: dict[tuple[str, int], list[int]] | None = None, *extra: str) -> str:
     """``kafka-reassign-partitions --<action>`` with a reassignment JSON file; its standard output."""
-    args = ["--bootstrap-server", bootstrap(brokers), f"--{action}"]
+    args = ["--bootstrap-server", bootstrap(brokers), f"--{action}", *extra]
     if moves is not None:
         plan = tmp_path / f"{action}.json"
-        plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)} for (t, p), r in moves.items()]}))
+        plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": r} for (t, p), r in moves.items()]}))
         args += ["--reassignment-json-file", str(plan)]
     done = kafka_jvm.run_tool("kafka-reassign-partitions", *args)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -228,3 +231,71 @@ def test_refusals_are_answered_per_partition_as_kafka_answers_them(brokers: dict
     other = next(b for b in brokers if b != controller_id(zk))
     answer = connect(brokers[other].bootstrap).call(ApiKey.ListPartitionReassignments, 0, {"timeout_ms": 30000, "topics": None})
     assert answer.error_code == ErrorCode.NOT_CONTROLLER
+
+
+def metadata_replicas(wire: Any, topic: str) -> dict[int, tuple[list[int], list[int]]]:
+    """One broker's Metadata: each partition's replicas and ISR."""
+    response = wire.call(ApiKey.Metadata, 12, {"topics": [{"topic_id": uuid.UUID(int=0), "name": topic}], "allow_auto_topic_creation": False})
+    return {p.partition_index: (list(p.replica_nodes), list(p.isr_nodes)) for p in response.topics[0].partitions}
+
+
+def test_a_reassignment_waiting_for_a_dead_broker_is_listed_and_cancelled(brokers: dict[int, Broker], zk: KazooClient, connect: Callable[..., Any], tmp_path: Path) -> None:
+    """A move to a broker that dies once it started waits: ListPartitionReassignments and the tool's --list
+    show RS = TRS + ORS with the replicas being added and removed, Metadata the full replica set; the tool's
+    --cancel puts the original replica back."""
+    topic = "stuck"
+    controller = controller_id(zk)
+    keeper, doomed = (b for b in sorted(brokers) if b != controller)
+    create_topic(brokers, zk, topic, [[keeper]])
+    wire = connect(brokers[controller].bootstrap)
+    os.kill(brokers[doomed].pid, signal.SIGSTOP)  # registered, so a valid target, but never catching up
+    try:
+        assert alter(wire, [(topic, 0, [doomed])]) == {(topic, 0): (ErrorCode.NONE, None)}
+    finally:
+        brokers[doomed].kill()
+    try:
+        assert list_reassignments(wire) == {(topic, 0): ([doomed, keeper], [doomed], [keeper])}
+        assert list_reassignments(wire, [(topic, [0, 1])]) == {(topic, 0): ([doomed, keeper], [doomed], [keeper])}
+        assert assignment(zk, topic)[0] == zd.ReplicaAssignment((doomed, keeper), (doomed,), (keeper,))
+        wait_for(lambda: all(metadata_replicas(connect(b.bootstrap), topic)[0] == ([doomed, keeper], [keeper]) for i, b in brokers.items() if i != doomed), what="the full replica set in every live broker's metadata")
+        listed = reassign_tool({i: b for i, b in brokers.items() if i != doomed}, tmp_path, "list")
+        assert listed.strip() == f"Current partition reassignments:\n{topic}-0: replicas: {doomed},{keeper}. adding: {doomed}. removing: {keeper}."
+        cancelled = reassign_tool({i: b for i, b in brokers.items() if i != doomed}, tmp_path, "cancel", {(topic, 0): [doomed]}, "--preserve-throttles")  # clearing them would ask the dead broker
+        assert f"Successfully cancelled partition reassignment for: {topic}-0" in cancelled
+        assert assignment(zk, topic)[0] == zd.ReplicaAssignment((keeper,))
+        assert list_reassignments(wire) == {}
+        assert reassign_tool({i: b for i, b in brokers.items() if i != doomed}, tmp_path, "list").strip() == "No partition reassignments found."
+        wait_for(lambda: all(metadata_replicas(connect(b.bootstrap), topic)[0] == ([keeper], [keeper]) for i, b in brokers.items() if i != doomed), what="the original replica set back in every live broker's metadata")
+    finally:  # as Kafka's, a broker cannot register while its last session's registration stands
+        wait_for(lambda: not zk.exists(zd.broker_path(doomed)), timeout_s=SESSION_TIMEOUT_MS / 1000 + 5, what="the killed broker's session expired")
+        brokers[doomed].restart()
+    wait_for(lambda: zk.exists(zd.broker_path(doomed)), what="the killed broker registered again")
+
+
+def test_the_legacy_znode_is_acted_on_and_deleted_when_done(brokers: dict[int, Broker], zk: KazooClient) -> None:
+    """What tools before KIP-455 write, ``/admin/reassign_partitions``: the controller moves the partitions,
+    drops those it cannot move (a partition that does not exist) and deletes the znode once all are done."""
+    topic = "legacy"
+    create_topic(brokers, zk, topic, [[0, 1]])
+    zk.create(zd.REASSIGN_PARTITIONS, zd.encode_reassignment({(topic, 0): [1, 2], (topic, 5): [0]}))
+    wait_for(lambda: settled(zk, topic, {0: [1, 2]}), what="the partition moved")
+    wait_for(lambda: not zk.exists(zd.REASSIGN_PARTITIONS), what="the znode deleted")
+
+
+def test_a_new_controller_resumes_a_reassignment_in_progress(brokers: dict[int, Broker], zk: KazooClient, connect: Callable[..., Any]) -> None:
+    """The controller is SIGKILLed while a move waits for its new replica: the next controller reads the
+    adding and removing replicas from the topic znode and completes it. (The module's last test: the killed
+    broker stays down.)"""
+    topic = "resumed"
+    controller = controller_id(zk)
+    source, target = (b for b in sorted(brokers) if b != controller)
+    create_topic(brokers, zk, topic, [[source]])
+    os.kill(brokers[target].pid, signal.SIGSTOP)
+    try:
+        assert alter(connect(brokers[controller].bootstrap), [(topic, 0, [target])]) == {(topic, 0): (ErrorCode.NONE, None)}
+        assert assignment(zk, topic)[0] == zd.ReplicaAssignment((target, source), (target,), (source,))
+        brokers[controller].kill()
+    finally:
+        os.kill(brokers[target].pid, signal.SIGCONT)
+    wait_for(lambda: zk.exists(zd.CONTROLLER) and controller_id(zk) != controller, what="another controller")
+    wait_for(lambda: settled(zk, topic, {0: [target]}), what="the reassignment completed by the new controller")
