@@ -1,9 +1,10 @@
 """Inter-broker traffic authenticates too (issue 15): three odradek brokers on a real ZooKeeper whose only
-listener is SASL_SSL (PLAIN, certificates made by the test), with the ACL authorizer on. Every connection
-a broker opens to another (the controller's LeaderAndIsr/UpdateMetadata, the replica fetchers, AlterPartition
-to the controller) goes over TLS and logs in as ``User:broker``, the super user; a client logs in with its
-own credentials. A fourth broker whose inter-broker password is wrong registers, but the leaders refuse its
-fetches: it never joins the ISR, and its log says why.
+listener is SASL_SSL (certificates made by the test), with the ACL authorizer on. Every connection a broker
+opens to another (the controller's LeaderAndIsr/UpdateMetadata, the replica fetchers, AlterPartition to the
+controller) goes over TLS and logs in with SCRAM-SHA-512 as ``User:broker``, the super user, whose
+credential an operator made in ZooKeeper with Kafka's ``kafka-configs.sh --zookeeper`` before the first
+start; a client logs in with PLAIN and its own credentials. A fourth broker whose inter-broker password is
+wrong registers, but the leaders refuse its fetches: it never joins the ISR, and its log says why.
 
 A real Kafka broker with the same settings joins too: Kafka and odradek log in to each other. The cluster
 lives for the module; the test that kills a leader runs last.
@@ -32,6 +33,7 @@ from tests.certificates import Pki, make_pki
 CHROOT = "/odradek-secure"
 BROKER_USER, BROKER_PASSWORD = "broker", "broker-secret"
 CLIENT_USER, CLIENT_PASSWORD = "admin", "admin-secret"
+INTER_BROKER_MECHANISM = "SCRAM-SHA-512"
 TOPIC = "secured"
 PARTITIONS = 3
 RECORDS = 30
@@ -53,21 +55,20 @@ def wait_for(condition: Callable[[], Any], timeout_s: float = 30.0, what: str = 
 
 
 def broker_config(broker_id: int, port: int, zookeeper_connect: str, pki: Pki, inter_broker_password: str = BROKER_PASSWORD) -> dict[str, Any]:
-    """A broker whose one listener is SASL_SSL: PLAIN users for whoever logs in to it, and its own login
-    (``username``/``password``) for the connections it opens to the other brokers."""
-    jaas = (
-        f'org.apache.kafka.common.security.plain.PlainLoginModule required username="{BROKER_USER}" password="{inter_broker_password}" '
-        f'user_{BROKER_USER}="{BROKER_PASSWORD}" user_{CLIENT_USER}="{CLIENT_PASSWORD}";'
-    )
+    """A broker whose one listener is SASL_SSL: PLAIN users for clients, SCRAM (credentials in ZooKeeper)
+    for the brokers, and its own SCRAM login (``username``/``password``) for the connections it opens to the
+    other brokers."""
     return {
         "broker.id": broker_id,
         "zookeeper.connect": zookeeper_connect,
         "zookeeper.session.timeout.ms": 6000,
         "listeners": f"SASL_SSL://127.0.0.1:{port}",
         "security.inter.broker.protocol": "SASL_SSL",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "sasl.mechanism.inter.broker.protocol": "PLAIN",
-        "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas,
+        "sasl.enabled.mechanisms": f"PLAIN,{INTER_BROKER_MECHANISM}",
+        "sasl.mechanism.inter.broker.protocol": INTER_BROKER_MECHANISM,
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": f'org.apache.kafka.common.security.plain.PlainLoginModule required user_{CLIENT_USER}="{CLIENT_PASSWORD}";',
+        f"listener.name.sasl_ssl.{INTER_BROKER_MECHANISM.lower()}.sasl.jaas.config":
+            f'org.apache.kafka.common.security.scram.ScramLoginModule required username="{BROKER_USER}" password="{inter_broker_password}";',
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": str(pki.keystore("broker")),
         "ssl.truststore.type": "PEM",
@@ -93,12 +94,30 @@ def client_config(pki: Pki, bootstrap: str, password: str = CLIENT_PASSWORD) -> 
 
 class SecureCluster:
     def __init__(self, zookeeper: kafka_jvm.ZooKeeper, root: Path) -> None:
-        self.connect = f"{zookeeper.connect}{CHROOT}-{uuid.uuid4().hex[:6]}"
+        self.chroot = f"{CHROOT}-{uuid.uuid4().hex[:6]}"
+        self.connect = zookeeper.connect + self.chroot
+        self.zookeeper = zookeeper
         self.root = root
         self.pki = make_pki(root / "pki")
         self.brokers: dict[int, Broker] = {}
         self.ports: dict[int, int] = {}
         self.zk = KazooClient(hosts=self.connect)
+
+    def create_broker_credential(self) -> None:
+        """As Kafka's documentation has operators do before the first start: the brokers' SCRAM user made in
+        ZooKeeper with ``kafka-configs.sh --zookeeper`` (the chroot made first, as a broker would)."""
+        base = KazooClient(hosts=self.zookeeper.connect)
+        base.start(timeout=15)
+        try:
+            base.ensure_path(self.chroot)
+        finally:
+            base.stop()
+            base.close()
+        done = kafka_jvm.run_tool(
+            "kafka-configs", "--zookeeper", self.connect, "--alter", "--add-config", f"{INTER_BROKER_MECHANISM}=[iterations=4096,password={BROKER_PASSWORD}]",
+            "--entity-type", "users", "--entity-name", BROKER_USER,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
 
     def start(self, broker_id: int, **config: Any) -> Broker:
         port = self.ports.setdefault(broker_id, free_port())
@@ -137,6 +156,7 @@ class SecureCluster:
 def cluster(zookeeper: kafka_jvm.ZooKeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureCluster]:
     cluster = SecureCluster(zookeeper, tmp_path_factory.mktemp("secure-cluster"))
     try:
+        cluster.create_broker_credential()
         for broker_id in range(3):
             cluster.start(broker_id)
         cluster.zk.start(timeout=15)
@@ -207,7 +227,7 @@ def test_a_broker_with_a_wrong_inter_broker_password_never_joins_the_isr(cluster
         wait_for(lambda: len(cluster.zk.get_children(zd.BROKER_IDS)) == 4, what="broker 3 registered")
         admin = AdminClient(client_config(cluster.pki, cluster.bootstrap))
         admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[0, 3]])])[topic].result(30)
-        refused = lambda: any("failed authentication" in line and "Invalid username or password" in line for line in outsider.output)  # noqa: E731
+        refused = lambda: any("failed authentication due to" in line and f"invalid credentials with SASL mechanism {INTER_BROKER_MECHANISM}" in line for line in outsider.output)  # noqa: E731
         wait_for(refused, what="broker 3's log naming the refused login")
         produce(cluster.pki, cluster.bootstrap, topic, [b"x"] * 5, 0)  # acks=all: done once broker 3 is out of the ISR
         assert cluster.state(topic, 0).isr == (0,)
