@@ -435,6 +435,27 @@ def test_the_brokers_own_client_authenticates_as_the_inter_broker_listener_says(
         anyio.run(brokers, "wrong")
 
 
+def test_the_brokers_own_client_offers_its_keystore_certificate_where_the_listener_requires_one(secured, pki, ports) -> None:
+    """On an SSL inter-broker listener with ``ssl.client.auth=required`` a broker is known by its certificate:
+    odradek's client offers the keystore's; without a keystore the broker refuses the connection."""
+    import anyio
+
+    from odradek.broker.config import BrokerConfig
+    from odradek.broker.kafka_client import DisconnectedError, KafkaClient
+    from odradek.broker.security.client import inter_broker_security
+
+    trust = {"listeners": f"SSL://127.0.0.1:{ports['SSL']}", "security.inter.broker.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca)}
+    keystore = {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.keystore("broker"))}
+
+    async def brokers(config: dict[str, str]) -> list[int]:
+        async with KafkaClient(f"127.0.0.1:{ports['SSL']}", security=inter_broker_security(BrokerConfig(config))) as client:
+            return list(client.nodes)
+
+    assert anyio.run(brokers, {**trust, **keystore}) == [0]
+    with pytest.raises(DisconnectedError):
+        anyio.run(brokers, trust)
+
+
 @pytest.mark.parametrize("protocol, mechanism, jaas", [
     ("SSL", "", ""),
     ("SASL_SSL", "SCRAM-SHA-512", 'org.apache.kafka.common.security.scram.ScramLoginModule required username="sue" password="sue-secret";'),
