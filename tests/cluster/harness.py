@@ -370,12 +370,14 @@ class Cluster:
 
     ``kinds`` makes a mixed cluster instead: broker ``i`` is of kind ``kinds[i - 1]``, and broker 1 is
     started alone until it is the controller (so a test chooses which implementation leads), the others
-    after it. Use as a context manager: leaving it kills every process and removes every namespace, link
+    after it. ``broker_settings`` adds keys to some brokers only (``{1: {"broker.rack": "a"}}``). Use as a
+    context manager: leaving it kills every process and removes every namespace, link
     and rule.
     """
 
     def __init__(
-        self, root: Path, broker_kind: str = "kafka", size: int = 3, settings: Mapping[str, str] | None = None, kinds: Sequence[str] | None = None
+        self, root: Path, broker_kind: str = "kafka", size: int = 3, settings: Mapping[str, str] | None = None, kinds: Sequence[str] | None = None,
+        broker_settings: Mapping[int, Mapping[str, str]] | None = None,
     ) -> None:
         kinds = tuple(kinds) if kinds is not None else (broker_kind,) * size
         unknown = set(kinds) - set(BROKER_KINDS)
@@ -397,7 +399,8 @@ class Cluster:
             self.brokers: dict[int, BrokerProcess] = {}
             for broker_id, kind in enumerate(kinds, start=1):
                 node = self.network.add_node(f"b{broker_id}", 10 + broker_id)
-                self.brokers[broker_id] = BROKER_KINDS[kind](broker_id, node, root / f"broker-{broker_id}", self.zookeeper_connect, dict(settings or {}))
+                own = {**(settings or {}), **(broker_settings or {}).get(broker_id, {})}
+                self.brokers[broker_id] = BROKER_KINDS[kind](broker_id, node, root / f"broker-{broker_id}", self.zookeeper_connect, own)
             self.zookeeper.start()
             if len(set(kinds)) > 1:
                 self.brokers[1].launch()

@@ -12,11 +12,13 @@ Under an idempotent acks=all workload (checker.py): the ISR stays as created whi
 the kind that does not control is killed (SIGKILL) and its leaderships move, writes go on, it is restarted,
 catches up and is back in every ISR; nothing acknowledged is lost, and every replica's segment files hold the
 same bytes whichever implementation wrote them. Consumer groups whose coordinators are spread over both
-kinds commit and read back their offsets.
+kinds commit and read back their offsets. Every broker has a ``broker.rack``: each controller places a new
+topic's replicas as Kafka's rack-aware assignment does, with the racks the other kind registered.
 """
 
 from __future__ import annotations
 
+import random
 import shutil
 import time
 import uuid
@@ -29,6 +31,7 @@ from confluent_kafka import Consumer, TopicPartition
 from harness import CLUSTER_SETTINGS, Cluster, HarnessUnavailable, KafkaBrokerProcess
 
 from odradek.broker.coordinator.runtime import partition_for
+from odradek.controller.replica_assignment import BrokerMetadata, assign_replicas_to_brokers
 
 PARTITIONS = 6
 TOPIC = "mixed"
@@ -41,13 +44,15 @@ CLUSTERS: dict[str, tuple[str, ...]] = {
     "kafka-led": ("kafka", "odradek", "odradek"),
 }
 """Each cluster's broker kinds by id (broker 1 is started first and becomes the controller)."""
+RACKS = {1: "rack-a", 2: "rack-b", 3: "rack-a"}
+"""Each broker's ``broker.rack``: two racks, so a partition of rf 2 must have broker 2 and one of 1 and 3."""
 
 
 @pytest.fixture(scope="module", params=CLUSTERS)
 def mixed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp(f"mixed-{request.param}")
     try:
-        cluster = Cluster(root, kinds=CLUSTERS[request.param])
+        cluster = Cluster(root, kinds=CLUSTERS[request.param], broker_settings={b: {"broker.rack": rack} for b, rack in RACKS.items()})
     except HarnessUnavailable as exc:
         pytest.fail(str(exc), pytrace=False)
     try:
@@ -94,6 +99,31 @@ def replicas_differing_after(cluster: Cluster, topic: str, partitions: int, time
     while (differing := replicas_differing(cluster, topic, partitions)) and time.monotonic() < deadline:
         time.sleep(0.5)
     return differing
+
+
+class Draws(random.Random):
+    """The two numbers Kafka's assignment draws at random (start index, first follower shift), given."""
+
+    def __init__(self, *draws: int) -> None:
+        super().__init__()
+        self.draws = list(draws)
+
+    def randrange(self, *_: object) -> int:  # type: ignore[override]
+        return self.draws.pop(0)
+
+
+def test_the_controller_places_replicas_on_the_racks_both_kinds_registered(mixed: Cluster) -> None:
+    """The controller reads each broker's rack from its registration, whichever kind wrote it: every
+    partition of rf 2 spans both racks, laid out as Kafka's rack-aware assignment would for one of its
+    random draws."""
+    topic = "racked"
+    assert {b: mixed.znode(f"/brokers/ids/{b}")["rack"] for b in mixed.brokers} == RACKS
+    mixed.create_topic(topic, PARTITIONS, replication_factor=2)
+    placed = {int(p): replicas for p, replicas in mixed.znode(f"/brokers/topics/{topic}")["partitions"].items()}
+    assert all({RACKS[b] for b in replicas} == set(RACKS.values()) for replicas in placed.values()), placed
+    brokers = [BrokerMetadata(b, rack) for b, rack in sorted(RACKS.items())]
+    kafkas = [assign_replicas_to_brokers(brokers, PARTITIONS, 2, rng=Draws(start, shift)) for start in range(3) for shift in range(3)]
+    assert placed in kafkas
 
 
 def test_groups_commit_through_coordinators_of_both_kinds(mixed: Cluster) -> None:
