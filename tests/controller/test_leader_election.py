@@ -269,3 +269,11 @@ def test_a_single_broker_answers_as_kafkas_single_broker(single_broker: Broker, 
         ("topic", 7): ("UNKNOWN_TOPIC_OR_PARTITION", "The partition does not exist."),
         ("elect-absent", 0): ("UNKNOWN_TOPIC_OR_PARTITION", "The partition does not exist."),
     })
+
+
+def test_without_alter_on_the_cluster_nothing_is_elected() -> None:
+    """Kafka's handleElectLeaders: CLUSTER_AUTHORIZATION_FAILED at the top and for each named partition."""
+    with Broker(config={"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}, subprocess=True) as broker:
+        denied = ("CLUSTER_AUTHORIZATION_FAILED", None)
+        assert elect_leaders(broker.bootstrap, PREFERRED, {"t": [0, 1]}) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, {("t", 0): denied, ("t", 1): denied})
+        assert elect_leaders(broker.bootstrap, UNCLEAN, None) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, {})
