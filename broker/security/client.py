@@ -42,7 +42,7 @@ def inter_broker_security(config: BrokerConfig) -> ClientSecurity:
     context = client_context(lambda key: config.for_listener(listener, key), listener) if protocol in TLS_PROTOCOLS else None
     if protocol not in SASL_PROTOCOLS:
         return ClientSecurity(protocol, context)
-    mechanism = config["sasl.mechanism.inter.broker.protocol"]
+    mechanism = _client_mechanism(config["sasl.mechanism.inter.broker.protocol"], "sasl.mechanism.inter.broker.protocol")
     jaas = jaas_config(config, listener, mechanism)
     options = jaas.options if jaas is not None else {}
     if "username" not in options or "password" not in options:
@@ -51,6 +51,13 @@ def inter_broker_security(config: BrokerConfig) -> ClientSecurity:
             f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
         )
     return ClientSecurity(protocol, context, mechanism, options["username"], options["password"])
+
+
+def _client_mechanism(mechanism: str, key: str) -> str:
+    """A mechanism odradek's client can log in with, or ConfigError naming the setting."""
+    if mechanism != PLAIN and mechanism not in SCRAM_MECHANISMS:
+        raise ConfigError(f"{key} {mechanism}: odradek's client implements PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512")
+    return mechanism
 
 
 CLIENT_DEFAULTS = {"security.protocol": "PLAINTEXT", "sasl.mechanism": "GSSAPI", "ssl.endpoint.identification.algorithm": "https"}
@@ -69,9 +76,7 @@ def client_security(properties: Mapping[str, str]) -> ClientSecurity:
     context = client_context(setting, "client") if protocol in TLS_PROTOCOLS else None
     if protocol not in SASL_PROTOCOLS:
         return ClientSecurity(protocol, context)
-    mechanism = str(setting("sasl.mechanism"))
-    if mechanism != PLAIN and mechanism not in SCRAM_MECHANISMS:
-        raise ConfigError(f"sasl.mechanism {mechanism}: odradek's client implements PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512")
+    mechanism = _client_mechanism(str(setting("sasl.mechanism")), "sasl.mechanism")
     try:
         options = parse_jaas(properties.get("sasl.jaas.config", "")).options
     except ValueError as exc:

@@ -58,3 +58,9 @@ def test_an_inter_broker_sasl_login_without_username_and_password_is_refused_at_
     jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_broker="secret";'
     with pytest.raises(ConfigError, match="needs the broker's own username and password in listener.name.internal.plain.sasl.jaas.config"):
         inter_broker_security(config(**{"inter.broker.listener.name": "INTERNAL", "sasl.mechanism.inter.broker.protocol": "PLAIN", "listener.name.internal.plain.sasl.jaas.config": jaas}))
+
+
+def test_an_inter_broker_mechanism_odradeks_client_does_not_speak_is_refused_at_start() -> None:
+    jaas = 'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker";'
+    with pytest.raises(ConfigError, match="sasl.mechanism.inter.broker.protocol OAUTHBEARER: odradek's client implements PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512"):
+        inter_broker_security(config(**{"inter.broker.listener.name": "INTERNAL", "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER", "listener.name.internal.oauthbearer.sasl.jaas.config": jaas}))
