@@ -30,6 +30,7 @@ from odradek.broker.partition import LogReadInfo, Partition
 from odradek.broker.purgatory import Purgatory
 from odradek.broker.log_dir_failure import LogDirFailureChannel
 from odradek.broker.replica_fetcher import FetcherConfig, InitialFetchState, ReplicaFetcherManager, initial_fetch_offset
+from odradek.broker.transaction_verification import AskCoordinator
 from odradek.controller.metadata import INTERNAL_TOPICS, PartitionState, TopicInfo
 from odradek.protocol import legacy_records
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -439,6 +440,8 @@ class AppendOutcome:
         self.failed = False
         self._waits: list[tuple[Partition, int, AppendResult]] = []
         self._done: anyio.Event | None = None
+        self._verdicts: dict[TopicPartition, ErrorCode] = {}
+        """What another broker's transaction coordinator answered of a partition (transaction verification)."""
 
     async def completion(self) -> None:
         """Wait for the appends finishing in the background, then (acks=all) until the high watermark has
@@ -472,6 +475,8 @@ class AppendOutcome:
             self._append(partition, *validate_records(checked, walked), self.results[index])
         except KafkaError as exc:
             self._refuse(append, self.results[index], exc)
+        except AskCoordinator:
+            return None  # the background asks, then checks again
         return True
 
     def finish_in_background(self, start: int, first: "_Checked | None") -> None:
@@ -496,7 +501,7 @@ class AppendOutcome:
                     try:
                         if previous is not None:
                             await previous.wait()
-                        partition, checked = ready if ready is not None else self._check(append)
+                        partition, checked = ready if ready is not None else await self._check_verified(append)
                         try:
                             validated = validate_records(checked, checked.walk_inline() if checked.needs_walk else None)
                         except WalkElsewhere:
@@ -520,6 +525,14 @@ class AppendOutcome:
         assert self.replicas.background is not None
         self.replicas.background.start_soon(run)
 
+    async def _check_verified(self, append: PartitionAppend) -> "_Checked":
+        """:meth:`_check`, first asking the transaction coordinator on another broker when it must be asked."""
+        try:
+            return self._check(append)
+        except AskCoordinator as ask:
+            self._verdicts[(append.topic, append.index)] = await ask.answer()
+            return self._check(append)
+
     def _check(self, append: PartitionAppend) -> "_Checked":
         """Everything checked before a batch's records are read: the request, the partition, the batch
         header, CRC and size."""
@@ -531,7 +544,7 @@ class AppendOutcome:
         checked = check_batches(append.records, partition.config, self.origin, self.now_ms, f"{partition.topic}-{partition.index}", self.produce_version)
         verifier = self.replicas.transaction_verifier
         if self.transactional_id is not None and verifier is not None:
-            verifier.verify(self.transactional_id, partition, checked.validated.batches, self.produce_version)
+            verifier.verify(self.transactional_id, partition, checked.validated.batches, self.produce_version, self._verdicts.get((append.topic, append.index)))
         return partition, checked
 
     def _append(self, partition: Partition, records: Any, validated: Any, result: AppendResult) -> None:

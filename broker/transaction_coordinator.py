@@ -128,6 +128,7 @@ _APPEND_ERRORS = {
 }
 
 _RETRIABLE_MARKER_ERRORS = {
+    ErrorCode.NETWORK_EXCEPTION,  # the leader did not answer: Kafka re-queues the markers
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
     ErrorCode.NOT_LEADER_OR_FOLLOWER,
     ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -221,8 +222,8 @@ class TransactionShard(CoordinatorShard):
 
 
 class TransactionCoordinator:
-    """What the transaction handlers call. ``coordinator_epoch`` gives a partition's leader epoch, which a
-    newly loaded shard writes into its markers."""
+    """What the transaction handlers call. A shard's coordinator epoch is its partition's leader epoch when
+    it was loaded, which it writes into its markers."""
 
     def __init__(
         self,
@@ -230,18 +231,16 @@ class TransactionCoordinator:
         runtime: CoordinatorRuntime[TransactionShard],
         markers: MarkerSender,
         producer_ids: Callable[[], int],
-        coordinator_epoch: Callable[[int], int],
     ) -> None:
         self.config = config
         self.runtime = runtime
         self.markers = markers
         self.producer_ids = producer_ids
-        self.coordinator_epoch = coordinator_epoch
         self.clock = runtime.clock
         runtime.coordinator = self
 
     def build_shard(self, context: ShardContext) -> TransactionShard:
-        return TransactionShard(context, self, self.coordinator_epoch(context.partition))
+        return TransactionShard(context, self, context.leader_epoch)
 
     # -- the cache ----------------------------------------------------------------------------------------
 
@@ -598,15 +597,10 @@ def transaction_coordinator_runtime(
     metadata: Callable[[], Any],
     create_topic: Callable[[CoordinatorTopic], None],
 ) -> CoordinatorRuntime[TransactionShard]:
-    """The transaction coordinator on its runtime, its service at ``.coordinator``. A shard's coordinator
-    epoch is its partition's leader epoch when it loads."""
-
-    def leader_epoch(partition: int) -> int:
-        return metadata().topics[TRANSACTION_STATE_TOPIC].partitions[partition].leader_epoch
-
+    """The transaction coordinator on its runtime, its service at ``.coordinator``."""
     runtime: CoordinatorRuntime[TransactionShard] = CoordinatorRuntime(
         transaction_state_topic(config), lambda context: coordinator.build_shard(context), partitions,
         broker_id=broker_id, load=load, metadata=metadata, create_topic=create_topic,
     )
-    coordinator = TransactionCoordinator(TransactionConfig.from_broker_config(config), runtime, markers, producer_ids, leader_epoch)
+    coordinator = TransactionCoordinator(TransactionConfig.from_broker_config(config), runtime, markers, producer_ids)
     return runtime

@@ -7,10 +7,12 @@ COORDINATOR origin and acks=all, and answers an error per partition; a marker th
 
 :class:`MarkerChannel` is the coordinator's side (Kafka's ``TransactionMarkerChannelManager``): it finds
 each partition's leader in the metadata; partitions this broker leads are written through the same
-:class:`MarkerWriter` the WriteTxnMarkers handler uses, without a network hop. A partition whose topic is
-gone is reported as having no leader (the coordinator skips it, as Kafka does); a partition led by another
-broker is answered NOT_LEADER_OR_FOLLOWER, which the coordinator retries: sending WriteTxnMarkers to other
-brokers over ``broker/kafka_client.py`` belongs to the cluster mode, and is not done yet.
+:class:`MarkerWriter` the WriteTxnMarkers handler uses, without a network hop, the others are sent to their
+leaders in WriteTxnMarkers over the inter-broker listener, the entries for one broker batched into one
+request (``broker/inter_broker_send.py``). A partition whose topic is gone is reported as having no leader
+(the coordinator skips it, as Kafka does); a partition whose leader is unknown, a leader that answers
+NOT_LEADER_OR_FOLLOWER and a request that fails on the way are retried by the coordinator, which finds the
+leaders again each time: the markers follow a leadership that moved.
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ from odradek.broker.group_coordinator import GROUP_METADATA_TOPIC
 from odradek.broker.replica_manager import PartitionAppend
 from odradek.broker.transaction_coordinator import MarkerResult, TxnMarkerEntry
 from odradek.broker.transaction_metadata import TopicPartition
+from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import ControlRecordType, EndTransactionMarker, build_end_txn_marker_batch
 from odradek.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
+    from odradek.broker.inter_broker_send import InterBrokerSender
     from odradek.broker.replica_manager import ReplicaManager
     from odradek.controller.metadata import MetadataImage
 
@@ -71,39 +75,99 @@ class MarkerWriter:
         return errors
 
 
+class WriteTxnMarkers:
+    """The WriteTxnMarkers request a coordinator sends to a partition leader, one marker entry per
+    transaction; two entries of one producer never share a request (the answer is keyed by producer id)."""
+
+    api_key = ApiKey.WriteTxnMarkers
+
+    def body(self, items: list[TxnMarkerEntry], version: int) -> dict[str, Any]:
+        markers = []
+        for entry in items:
+            by_topic: dict[str, list[int]] = {}
+            for topic, index in sorted(entry.partitions):
+                by_topic.setdefault(topic, []).append(index)
+            markers.append({
+                "producer_id": entry.producer_id, "producer_epoch": entry.producer_epoch, "transaction_result": entry.commit,
+                "topics": [{"name": name, "partition_indexes": indexes} for name, indexes in by_topic.items()],
+                "coordinator_epoch": entry.coordinator_epoch,
+            })
+        return {"markers": markers}
+
+    def results(self, items: list[TxnMarkerEntry], response: Any, version: int) -> list[dict[TopicPartition, ErrorCode]]:
+        by_producer = {m.producer_id: {(t.name, p.partition_index): _error(p.error_code) for t in m.topics for p in t.partitions} for m in response.markers}
+        # A partition the leader did not answer for is sent again (Kafka's handler fails on it and retries).
+        return [{tp: by_producer.get(entry.producer_id, {}).get(tp, ErrorCode.NETWORK_EXCEPTION) for tp in entry.partitions} for entry in items]
+
+    def failed(self, item: TxnMarkerEntry, reason: Exception) -> dict[TopicPartition, ErrorCode]:
+        """Kafka re-queues the markers of a request that was not answered, to whichever broker leads then."""
+        return dict.fromkeys(item.partitions, ErrorCode.NETWORK_EXCEPTION)
+
+    def conflicts(self, queued: TxnMarkerEntry, item: TxnMarkerEntry) -> bool:
+        return queued.producer_id == item.producer_id
+
+
+def _error(code: int) -> ErrorCode:
+    return ErrorCode(code) if code in ErrorCode._value2member_map_ else ErrorCode.UNKNOWN_SERVER_ERROR
+
+
 class MarkerChannel:
-    def __init__(self, broker_id: int, metadata: Callable[[], "MetadataImage"], writer: MarkerWriter, spawn: Callable[[Callable[[], Awaitable[None]]], Any]) -> None:
+    """Each entry split by its partitions' leaders: this broker's written through the :class:`MarkerWriter`,
+    the others' sent in WriteTxnMarkers to their leaders (``remote``), batched per broker."""
+
+    def __init__(self, broker_id: int, metadata: Callable[[], "MetadataImage"], writer: MarkerWriter, spawn: Callable[[Callable[[], Awaitable[None]]], Any], remote: "InterBrokerSender[TxnMarkerEntry, dict[TopicPartition, ErrorCode]]") -> None:
         self.broker_id = broker_id
         self.metadata = metadata
         self.writer = writer
         self.spawn = spawn
+        self.remote = remote
 
     def send(self, entry: TxnMarkerEntry) -> Deferred[MarkerResult]:
+        """A partition without a leader now (offline, or its topic being deleted) is NOT_LEADER_OR_FOLLOWER,
+        retried by the coordinator; one whose topic is gone is reported in ``no_leader``."""
         out: Deferred[MarkerResult] = Deferred()
         result = MarkerResult()
-        local: set[TopicPartition] = set()
+        by_leader: dict[int, set[TopicPartition]] = {}
         image = self.metadata()
         for tp in entry.partitions:
             topic = image.topics.get(tp[0])
             state = topic.partitions.get(tp[1]) if topic is not None else None
             if state is None:
                 result.no_leader.add(tp)
-            elif state.leader == self.broker_id:
-                local.add(tp)
+            elif state.leader == self.broker_id or state.leader in image.brokers:
+                by_leader.setdefault(state.leader, set()).add(tp)
             else:
                 result.errors[tp] = ErrorCode.NOT_LEADER_OR_FOLLOWER
-        if not local:
+        waiting = len(by_leader)
+        if not waiting:
             out.complete(result)
             return out
 
-        async def write_local() -> None:
+        def arrived(errors: dict[TopicPartition, ErrorCode]) -> None:
+            nonlocal waiting
+            result.errors.update(errors)
+            waiting -= 1
+            if not waiting:
+                out.complete(result)
+
+        for leader, partitions in by_leader.items():
+            part = replace(entry, partitions=frozenset(partitions))
+            if leader == self.broker_id:
+                self._write_local(part).add_callback(arrived)
+            else:
+                self.remote.submit(leader, part).add_callback(arrived)
+        return out
+
+    def _write_local(self, entry: TxnMarkerEntry) -> Deferred[dict[TopicPartition, ErrorCode]]:
+        out: Deferred[dict[TopicPartition, ErrorCode]] = Deferred()
+
+        async def write() -> None:
             try:
-                [errors] = await self.writer.write([replace(entry, partitions=frozenset(local))])
+                [errors] = await self.writer.write([entry])
             except Exception:
                 log.exception("Writing transaction markers for producer %d failed", entry.producer_id)
-                errors = dict.fromkeys(local, ErrorCode.UNKNOWN_SERVER_ERROR)
-            result.errors.update(errors)
-            out.complete(result)
+                errors = dict.fromkeys(entry.partitions, ErrorCode.UNKNOWN_SERVER_ERROR)
+            out.complete(errors)
 
-        self.spawn(write_local)
+        self.spawn(write)
         return out

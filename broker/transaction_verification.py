@@ -7,43 +7,157 @@ transaction. A write that arrives late, after its transaction was aborted, is so
 a transaction nobody will ever end ("hanging"). Once the partition's producer state shows the producer's
 transaction open there, its later batches need no check (Kafka's VerificationGuard shortcut).
 
+When this broker coordinates the transactional id, its coordinator answers at once. Otherwise the check
+raises :class:`AskCoordinator`: the append waits (holding its turn on the partition) while
+:class:`AddPartitionsToTxnVerify` asks the coordinator -- the leader of the id's ``__transaction_state``
+partition -- in an AddPartitionsToTxn v4+ request, verify-only, the transactions for one coordinator batched
+into one request (Kafka's ``AddPartitionsToTxnManager``), then checks again with the answer.
+
 Answers as Kafka's ReplicaManager gives them to a producer: a partition not in the transaction is
 INVALID_TXN_STATE (TRANSACTION_ABORTABLE for Produce v11+, whose clients know it); a coordinator that cannot
-answer yet (CONCURRENT_TRANSACTIONS, loading) is NOT_ENOUGH_REPLICAS, which producers retry. Only a
-transactional id this broker coordinates is verified: another broker's coordinator would be asked over the
-inter-broker client, which cluster mode has not brought yet.
+answer yet (CONCURRENT_TRANSACTIONS, loading, moved, unreachable) is NOT_ENOUGH_REPLICAS, which producers
+retry. A coordinator that does not know AddPartitionsToTxn v4 lets the write through unverified, as Kafka.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+import anyio
+
+from odradek.broker.deferred import Deferred
+from odradek.broker.inter_broker_send import InterBrokerSender
+from odradek.broker.kafka_client import UnsupportedVersionError
+from odradek.broker.transaction_coordinator import TRANSACTION_STATE_TOPIC
+from odradek.broker.transaction_metadata import TopicPartition
+from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import BatchHeader
 
 if TYPE_CHECKING:
     from odradek.broker.partition import Partition
     from odradek.broker.transaction_coordinator import TransactionCoordinator
+    from odradek.controller.metadata import MetadataImage
 
 ABORTABLE_KNOWN_SINCE_PRODUCE = 11
+VERIFY_SINCE = 4
+"""AddPartitionsToTxn carries batches of transactions, and verify-only, from v4."""
 
-_RETRIABLE = {ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
+_RETRIABLE = {
+    ErrorCode.CONCURRENT_TRANSACTIONS,
+    ErrorCode.NETWORK_EXCEPTION,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR,
+}
+
+
+@dataclass(frozen=True)
+class Verification:
+    """One transaction's partitions to verify with its coordinator."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    partitions: frozenset[TopicPartition]
+    abortable_known: bool
+
+
+class AskCoordinator(Exception):
+    """Another broker coordinates the transactional id: ``answer()`` asks it (the append waits for it), and
+    the check is made again with its verdict."""
+
+    def __init__(self, ask: Callable[[], Deferred[ErrorCode]]) -> None:
+        super().__init__("the transaction coordinator is another broker")
+        self._ask = ask
+
+    async def answer(self) -> ErrorCode:
+        deferred = self._ask()
+        if not deferred.done:
+            arrived = anyio.Event()
+            deferred.add_callback(lambda _: arrived.set())
+            await arrived.wait()
+        return deferred.value
+
+
+class AddPartitionsToTxnVerify:
+    """The verify-only AddPartitionsToTxn a leader sends to a coordinator, one entry per transaction; two
+    verifications of one transactional id never share a request (the answer is keyed by it)."""
+
+    api_key = ApiKey.AddPartitionsToTxn
+
+    def body(self, items: list[Verification], version: int) -> dict[str, Any]:
+        if version < VERIFY_SINCE:
+            raise UnsupportedVersionError(f"AddPartitionsToTxn v{version} cannot verify")
+        transactions = []
+        for item in items:
+            by_topic: dict[str, list[int]] = {}
+            for topic, index in sorted(item.partitions):
+                by_topic.setdefault(topic, []).append(index)
+            transactions.append({
+                "transactional_id": item.transactional_id, "producer_id": item.producer_id, "producer_epoch": item.producer_epoch,
+                "verify_only": True, "topics": [{"name": name, "partitions": indexes} for name, indexes in by_topic.items()],
+            })
+        return {"transactions": transactions}
+
+    def results(self, items: list[Verification], response: Any, version: int) -> list[ErrorCode]:
+        if response.error_code != ErrorCode.NONE:
+            # A client is never shown CLUSTER_AUTHORIZATION_FAILED: the partition was not verified.
+            error = ErrorCode.INVALID_TXN_STATE if response.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED else _error(response.error_code)
+            return [error] * len(items)
+        by_id = {
+            r.transactional_id: [_error(p.partition_error_code) for t in r.topic_results for p in t.results_by_partition if p.partition_error_code != ErrorCode.NONE]
+            for r in response.results_by_transaction
+        }
+        return [self._verdict(item, by_id.get(item.transactional_id, [])) for item in items]
+
+    @staticmethod
+    def _verdict(item: Verification, errors: list[ErrorCode]) -> ErrorCode:
+        """The first partition error, as a producer is told it (PRODUCER_FENCED is INVALID_PRODUCER_EPOCH,
+        TRANSACTION_ABORTABLE is INVALID_TXN_STATE for a client too old to know it)."""
+        if not errors:
+            return ErrorCode.NONE
+        error = errors[0]
+        if error == ErrorCode.PRODUCER_FENCED:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if error == ErrorCode.TRANSACTION_ABORTABLE and not item.abortable_known:
+            return ErrorCode.INVALID_TXN_STATE
+        return error
+
+    def failed(self, item: Verification, reason: Exception) -> ErrorCode:
+        if isinstance(reason, UnsupportedVersionError):
+            return ErrorCode.NONE  # the coordinator cannot verify: the produce goes on, as Kafka lets it
+        return ErrorCode.NETWORK_EXCEPTION
+
+    def conflicts(self, queued: Verification, item: Verification) -> bool:
+        return queued.transactional_id == item.transactional_id
+
+
+def _error(code: int) -> ErrorCode:
+    return ErrorCode(code) if code in ErrorCode._value2member_map_ else ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 @dataclass
 class TransactionVerifier:
     coordinator: "TransactionCoordinator"
+    metadata: Callable[[], "MetadataImage"]
+    remote: InterBrokerSender[Verification, ErrorCode]
+    """How another broker's coordinator is asked."""
 
-    def verify(self, transactional_id: str, partition: "Partition", headers: Iterable[tuple[int, BatchHeader]], produce_version: int) -> None:
-        """Raise the produce error for ``partition`` unless its transactional batches may be appended."""
+    def verify(self, transactional_id: str, partition: "Partition", headers: Iterable[tuple[int, BatchHeader]], produce_version: int, verdict: ErrorCode | None = None) -> None:
+        """Raise the produce error for ``partition`` unless its transactional batches may be appended;
+        :class:`AskCoordinator` when another broker's coordinator must be asked first (then call again with
+        its ``verdict``)."""
         producers = {(h.producer_id, h.producer_epoch) for _, h in headers if h.is_transactional and h.producer_id >= 0}
         if not producers:
             return
         if len(producers) > 1:
             raise KafkaError(ErrorCode.INVALID_PRODUCER_ID_MAPPING, "Transactional records contained more than one producer ID")
         [(producer_id, producer_epoch)] = producers
-        error = self.error_for(transactional_id, partition, producer_id, producer_epoch, abortable_known=produce_version >= ABORTABLE_KNOWN_SINCE_PRODUCE)
+        error = verdict if verdict is not None else self.error_for(transactional_id, partition, producer_id, producer_epoch, abortable_known=produce_version >= ABORTABLE_KNOWN_SINCE_PRODUCE)
+        if isinstance(error, AskCoordinator):
+            raise error
         if error == ErrorCode.INVALID_TXN_STATE:
             raise KafkaError(error, "Partition was not added to the transaction")
         if error in _RETRIABLE:
@@ -51,15 +165,26 @@ class TransactionVerifier:
         if error != ErrorCode.NONE:
             raise KafkaError(error)
 
-    def error_for(self, transactional_id: str, partition: "Partition", producer_id: int, producer_epoch: int, *, abortable_known: bool) -> ErrorCode:
+    def error_for(self, transactional_id: str, partition: "Partition", producer_id: int, producer_epoch: int, *, abortable_known: bool) -> ErrorCode | AskCoordinator:
         """The coordinator's verdict on the producer writing to ``partition`` in its transaction (NONE at once
-        when the producer's transaction is already open there); TxnOffsetCommit asks it too."""
+        when the producer's transaction is already open there), or, when another broker coordinates the
+        transactional id, how to ask it. TxnOffsetCommit asks it too."""
         entry = partition.log.producer_state.last_entry(producer_id)
         if entry is not None and entry.current_txn_first_offset is not None:
             return ErrorCode.NONE  # its transaction is open here: verified when it began
-        [error] = self.coordinator.verify_for_append(transactional_id, producer_id, producer_epoch, [(partition.topic, partition.index)], abortable_known=abortable_known).values()
-        if error == ErrorCode.NOT_COORDINATOR:
-            # Another broker coordinates the transactional id; asking it needs the inter-broker client
-            # (cluster mode), which is not there yet: the write goes unverified rather than refused forever.
-            return ErrorCode.NONE
-        return error
+        tp = (partition.topic, partition.index)
+        [error] = self.coordinator.verify_for_append(transactional_id, producer_id, producer_epoch, [tp], abortable_known=abortable_known).values()
+        if error != ErrorCode.NOT_COORDINATOR:
+            return error
+        verification = Verification(transactional_id, producer_id, producer_epoch, frozenset([tp]), abortable_known)
+        return AskCoordinator(lambda: self._ask(verification))
+
+    def _ask(self, verification: Verification) -> Deferred[ErrorCode]:
+        """Send ``verification`` to the leader of the transactional id's ``__transaction_state`` partition
+        (COORDINATOR_NOT_AVAILABLE while it has none)."""
+        image = self.metadata()
+        topic = image.topics.get(TRANSACTION_STATE_TOPIC)
+        state = topic.partitions.get(self.coordinator.partition_for(verification.transactional_id)) if topic is not None else None
+        if state is None or state.leader not in image.brokers:
+            return Deferred.completed(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return self.remote.submit(state.leader, verification)

@@ -175,6 +175,9 @@ class ShardContext:
     timers: Timers
     write: Callable[[CoordinatorResult[Any]], Deferred[Any]]
     """Append a result's records now (from a timer or a callback); the Deferred completes with its response."""
+    leader_epoch: int = 0
+    """The partition's leader epoch when this broker became its leader (LeaderAndIsr's): Kafka's coordinator
+    epoch, which the transaction coordinator writes into its markers."""
 
 
 class CoordinatorShard:
@@ -314,7 +317,7 @@ class CoordinatorRuntime(Generic[S]):
 
     # -- loading ----------------------------------------------------------------------------------------
 
-    def load(self, partition: int, batches: Iterable[LoadedBatch]) -> None:
+    def load(self, partition: int, batches: Iterable[LoadedBatch], leader_epoch: int = 0) -> None:
         """Become the partition's coordinator: build its shard from ``batches``, then serve.
 
         Batches already in memory (a list) replay at once. Any other iterable reads the log: it replays on
@@ -323,7 +326,7 @@ class CoordinatorRuntime(Generic[S]):
         """
         if partition in self._slots:
             return
-        context = ShardContext(partition, self.clock, Timers(self.clock, self._on_timer), lambda result: self._append(slot, result))
+        context = ShardContext(partition, self.clock, Timers(self.clock, self._on_timer), lambda result: self._append(slot, result), leader_epoch)
         slot = _Slot(context, self.build_shard(context))
         self._slots[partition] = slot
         if isinstance(batches, list):
@@ -382,7 +385,7 @@ class CoordinatorRuntime(Generic[S]):
             if topic.partitions[index].leader == self.broker_id:
                 if index not in self._slots:
                     assert self.load_batches is not None, "a runtime that follows leadership needs a loader"
-                    self.load(index, self.load_batches(index))
+                    self.load(index, self.load_batches(index), topic.partitions[index].leader_epoch)
             else:
                 self.unload(index)
 

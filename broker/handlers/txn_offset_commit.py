@@ -4,7 +4,8 @@ producer's transactional batch and keeps them pending until the COMMIT marker re
 ``__consumer_offsets`` (dropped on ABORT).
 
 First, as Kafka 3.9's leaders do (KIP-890 part 1, ``transaction.partition.verification.enable``), the
-transaction coordinator verifies that the group's offsets partition is in the producer's transaction; a
+transaction coordinator verifies that the group's offsets partition is in the producer's transaction
+(asked over the inter-broker listener when it is another broker); a
 failure answers every partition with the error (translated as an offset commit's store error). Partitions of unknown topics are
 UNKNOWN_TOPIC_OR_PARTITION and not stored. Before v2 COORDINATOR_LOAD_IN_PROGRESS is answered as
 COORDINATOR_NOT_AVAILABLE, which 0.11-2.0 clients expect.
@@ -12,6 +13,7 @@ COORDINATOR_NOT_AVAILABLE, which 0.11-2.0 clients expect.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from odradek.broker.authorization import Authorization
@@ -21,6 +23,7 @@ from odradek.broker.group_coordinator import GROUP_METADATA_TOPIC
 from odradek.broker.group_metadata_manager import STORE_OFFSETS_ERRORS
 from odradek.broker.group_metadata_records import OffsetAndMetadata
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.transaction_verification import AskCoordinator
 from odradek.controller.metadata import MetadataImage
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -75,18 +78,29 @@ def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, repli
 
     if not offsets:
         return response({})
+
+    def commit(verified: ErrorCode) -> Any:
+        if verified != ErrorCode.NONE:
+            return response(dict.fromkeys(offsets, STORE_OFFSETS_ERRORS.get(verified, verified)))
+        committed = group.commit_transactional_offsets(
+            body.group_id, body.producer_id, body.producer_epoch, body.member_id, body.group_instance_id, body.generation_id, offsets
+        )
+        return runtime.respond(committed, response)
+
     verified = _verify(replica_manager, runtime.partition_for(body.group_id), body, abortable_known=version >= ABORTABLE_KNOWN_SINCE)
-    if verified != ErrorCode.NONE:
-        return response(dict.fromkeys(offsets, STORE_OFFSETS_ERRORS.get(verified, verified)))
-    committed = group.commit_transactional_offsets(
-        body.group_id, body.producer_id, body.producer_epoch, body.member_id, body.group_instance_id, body.generation_id, offsets
-    )
-    return runtime.respond(committed, response)
+    if not isinstance(verified, AskCoordinator):
+        return commit(verified)
+
+    async def commit_once_verified() -> dict:
+        answer = commit(await verified.answer())
+        return await answer if inspect.isawaitable(answer) else answer
+
+    return commit_once_verified()
 
 
-def _verify(replica_manager: ReplicaManager, offsets_partition: int, body: Any, *, abortable_known: bool) -> ErrorCode:
+def _verify(replica_manager: ReplicaManager, offsets_partition: int, body: Any, *, abortable_known: bool) -> ErrorCode | AskCoordinator:
     """The transaction coordinator's verdict on the group's offsets partition being in the transaction
-    (NONE when ``transaction.partition.verification.enable`` is off)."""
+    (NONE when ``transaction.partition.verification.enable`` is off), or how to ask it on another broker."""
     verifier = replica_manager.transaction_verifier
     if verifier is None:
         return ErrorCode.NONE

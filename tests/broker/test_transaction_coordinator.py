@@ -69,8 +69,8 @@ def coordinator_on(log: RecordingLog, markers: HeldMarkers, clock: Clock, first_
     config = TransactionConfig(num_partitions=1, transaction_max_timeout_ms=60_000, transactional_id_expiration_ms=100_000)
     ids = iter(range(first_producer_id, first_producer_id + 1000))
     runtime: CoordinatorRuntime = CoordinatorRuntime(CoordinatorTopic("__transaction_state", 1, 1, {}), lambda context: coordinator.build_shard(context), log, broker_id=0, clock=clock)
-    coordinator = TransactionCoordinator(config, runtime, markers, lambda: next(ids), lambda partition: coordinator_epoch)
-    runtime.load(0, log.batches(0))
+    coordinator = TransactionCoordinator(config, runtime, markers, lambda: next(ids))
+    runtime.load(0, log.batches(0), coordinator_epoch)
     return coordinator
 
 

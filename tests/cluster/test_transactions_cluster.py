@@ -1,0 +1,237 @@
+"""Transactions in a three-broker cluster, with confluent-kafka's transactional producer and read_committed
+consumers, on each broker kind.
+
+A topic of three partitions led by three different brokers: a transaction spanning them commits and
+aborts as a whole (the coordinator sends WriteTxnMarkers to each leader). Two failovers in the middle of a
+commit, each set up by cutting the network between the transaction coordinator (the leader of the
+transactional id's ``__transaction_state`` partition) and the leader of one data partition, so that the
+commit is prepared (PrepareCommit written) but that leader's marker cannot land:
+
+- the coordinator is killed (SIGKILL): the broker elected for its ``__transaction_state`` partition loads
+  the PrepareCommit and completes the commit, the producer's commit returns;
+- the data partition's leader is killed: the markers go to the new leader, the last stable offset moves.
+
+In both, a read_committed consumer then reads every committed record exactly once and no aborted one.
+Last, consume-transform-produce with ``send_offsets_to_transaction`` where the group's coordinator and the
+transaction coordinator are different brokers: the output is the input exactly once, and the group's
+committed offsets are the input's ends.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any, Iterator
+
+import anyio
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from harness import CLUSTER_SETTINGS, Cluster
+
+from odradek.broker.coordinator.runtime import partition_for
+from odradek.broker.kafka_client import KafkaClient
+from odradek.protocol.api import ApiKey
+
+PARTITIONS = 3
+RECORDS_PER_PARTITION = 5
+TRANSACTION_STATE = "__transaction_state"
+OFFSETS = "__consumer_offsets"
+COMMIT_TIMEOUT_S = 90.0
+"""A commit survives a coordinator's or a leader's failover: a ZooKeeper session expiry (6 s), an ISR
+shrink (4 s), a load and the markers' retries."""
+
+
+def transactional_producer(cluster: Cluster, transactional_id: str) -> Producer:
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": transactional_id, "linger.ms": 5, "log_level": 0})
+    producer.init_transactions(60)
+    return producer
+
+
+def produce_to_every_partition(producer: Producer, topic: str, label: str) -> list[bytes]:
+    values = [f"{label}-{p}-{i}".encode() for p in range(PARTITIONS) for i in range(RECORDS_PER_PARTITION)]
+    for index, value in enumerate(values):
+        producer.produce(topic, value=value, partition=index // RECORDS_PER_PARTITION)
+    producer.flush(60)
+    return values
+
+
+def leaders(cluster: Cluster, topic: str) -> dict[int, int]:
+    """Each partition's leader, from ZooKeeper."""
+    return {p: cluster.leader_and_isr(topic, p).leader for p in range(PARTITIONS)}
+
+
+def coordinator_of(cluster: Cluster, topic: str, key: str) -> int:
+    """The broker leading ``key``'s partition of an internal topic (Kafka's partitionFor)."""
+    count = int(CLUSTER_SETTINGS[f"{'transaction.state.log' if topic == TRANSACTION_STATE else 'offsets.topic'}.num.partitions"])
+    return cluster.leader_and_isr(topic, partition_for(key, count)).leader
+
+
+def transaction_state(cluster: Cluster, broker_id: int, transactional_id: str) -> str:
+    """DescribeTransactions asked of one broker (the coordinator): the transaction's state."""
+
+    async def describe() -> str:
+        async with KafkaClient(cluster.brokers[broker_id].bootstrap, request_timeout_s=5) as client:
+            response = await client.request(ApiKey.DescribeTransactions, {"transactional_ids": [transactional_id]})
+            return response.transaction_states[0].transaction_state
+
+    return anyio.run(describe)
+
+
+def high_watermarks(cluster: Cluster, topic: str, isolation: str) -> dict[int, int]:
+    """Each partition's end as a consumer of ``isolation`` sees it (read_committed: the last stable offset),
+    asked by a new consumer (one created before a broker died may keep asking it)."""
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:6]}", "isolation.level": isolation, "log_level": 0})
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5, cached=False)[1] for p in range(PARTITIONS)}
+    finally:
+        consumer.close()
+
+
+def stable_committed_records(cluster: Cluster, topic: str, timeout_s: float = 60.0) -> list[bytes]:
+    """Every record a read_committed consumer reads from ``topic``, once no transaction is open on it (each
+    partition's last stable offset has reached its high watermark)."""
+    ends: dict[int, int] = {}
+
+    def stable() -> bool:
+        ends.update(high_watermarks(cluster, topic, "read_uncommitted"))
+        return high_watermarks(cluster, topic, "read_committed") == ends
+
+    cluster.wait_until(stable, f"the last stable offsets of {topic} at their high watermarks", timeout_s)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:6]}", "isolation.level": "read_committed", "enable.auto.commit": False, "log_level": 0})
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        seen: list[bytes] = []
+        deadline = time.monotonic() + timeout_s
+        while any(end > 0 and consumer.position([TopicPartition(topic, p)])[0].offset < end for p, end in ends.items()):
+            assert time.monotonic() < deadline, f"read_committed consumer did not reach {ends} of {topic}"
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                seen.append(message.value())
+        return seen
+    finally:
+        consumer.close()
+
+
+@pytest.fixture(scope="module")
+def topic(cluster: Cluster) -> str:
+    """Three partitions led by three different brokers."""
+    name = "transactions"
+    cluster.create_topic(name, PARTITIONS)
+    assert sorted(leaders(cluster, name).values()) == [1, 2, 3]
+    return name
+
+
+@pytest.fixture
+def all_brokers_back(cluster: Cluster, topic: str) -> Iterator[None]:
+    """A test that kills a broker leaves it restarted and every partition fully replicated again."""
+    yield
+    cluster.heal()
+    for broker_id, broker in cluster.brokers.items():
+        if not broker.running():
+            cluster.restart(broker_id)
+    for name in (topic, TRANSACTION_STATE):
+        cluster.wait_fully_replicated(name, timeout_s=90)
+
+
+def test_a_transaction_spanning_leaders_commits_and_aborts(cluster: Cluster, topic: str) -> None:
+    producer = transactional_producer(cluster, "spanning")
+    committed: list[bytes] = []
+    for n, commit in enumerate((True, False, True)):
+        producer.begin_transaction()
+        values = produce_to_every_partition(producer, topic, f"spanning-{n}")
+        if commit:
+            producer.commit_transaction(30)
+            committed += values
+        else:
+            producer.abort_transaction(30)
+    assert sorted(stable_committed_records(cluster, topic)) == sorted(committed)
+
+
+def commit_with_stalled_marker(cluster: Cluster, topic: str, prefix: str, kill: str) -> tuple[list[bytes], list[BaseException]]:
+    """Begin a transaction on every partition, cut the coordinator from the leader of a partition it does
+    not lead (the ISRs of the partitions each leads shrink, then the commit is prepared), commit (in a thread), and once the coordinator shows PrepareCommit kill ``kill`` (the
+    "coordinator" or the "leader") and heal the cut. The committed values, and the commit's error if any,
+    once it returned."""
+    # A leader that is not the controller (one cut from the controller could not take the other out of the
+    # ISR), and a transactional id another broker coordinates (leaderships move as brokers are killed).
+    controller = cluster.controller()
+    leader = next((b for b in leaders(cluster, topic).values() if b != controller), None)
+    assert leader is not None, f"every partition of {topic} is led by the controller"
+    transactional_id = next(t for t in (f"{prefix}-{i}" for i in range(100)) if coordinator_of(cluster, TRANSACTION_STATE, t) != leader)
+    coordinator = coordinator_of(cluster, TRANSACTION_STATE, transactional_id)
+    producer = transactional_producer(cluster, transactional_id)
+    producer.begin_transaction()
+    values = produce_to_every_partition(producer, topic, transactional_id)
+    errors: list[BaseException] = []
+
+    def commit() -> None:
+        try:
+            producer.commit_transaction(COMMIT_TIMEOUT_S)
+        except BaseException as exc:
+            errors.append(exc)
+
+    cluster.partition(coordinator, leader)
+    committer = threading.Thread(target=commit)
+    committer.start()
+    try:
+        cluster.wait_until(lambda: transaction_state(cluster, coordinator, transactional_id) == "PrepareCommit", f"{transactional_id} in PrepareCommit on broker {coordinator}", 30)
+        cluster.kill(coordinator if kill == "coordinator" else leader)
+        cluster.heal()
+    finally:
+        committer.join(COMMIT_TIMEOUT_S + 10)
+    assert not committer.is_alive(), "commit_transaction did not return"
+    return values, errors
+
+
+def test_coordinator_failover_mid_commit(cluster: Cluster, topic: str, all_brokers_back: None) -> None:
+    before = stable_committed_records(cluster, topic)
+    values, errors = commit_with_stalled_marker(cluster, topic, "coordinator-failover", kill="coordinator")
+    assert errors == []
+    assert sorted(stable_committed_records(cluster, topic)) == sorted(before + values)
+
+
+def test_leader_failover_between_markers(cluster: Cluster, topic: str, all_brokers_back: None) -> None:
+    before = stable_committed_records(cluster, topic)
+    values, errors = commit_with_stalled_marker(cluster, topic, "leader-failover", kill="leader")
+    assert errors == []
+    assert sorted(stable_committed_records(cluster, topic)) == sorted(before + values)
+
+
+def test_consume_transform_produce_across_coordinators(cluster: Cluster) -> None:
+    source, sink, group = "ctp-in", "ctp-out", "ctp"
+    cluster.create_topic(source, PARTITIONS)
+    cluster.create_topic(sink, PARTITIONS)
+    inputs = [f"in-{i}".encode() for i in range(30)]
+    plain = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "log_level": 0})
+    for i, value in enumerate(inputs):
+        plain.produce(source, value=value, partition=i % PARTITIONS)
+    plain.flush(30)
+
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "isolation.level": "read_committed", "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 0})
+    try:
+        consumer.subscribe([source])
+        pending: list[Any] = []
+        cluster.wait_until(lambda: bool(consumer.assignment()) or bool(pending.extend(consumer.consume(10, 0.5))), "the consumer's assignment", 60)
+        group_coordinator = coordinator_of(cluster, OFFSETS, group)
+        transactional_id = next(t for t in (f"ctp-{i}" for i in range(100)) if coordinator_of(cluster, TRANSACTION_STATE, t) != group_coordinator)
+        producer = transactional_producer(cluster, transactional_id)
+        transformed = 0
+        deadline = time.monotonic() + 60
+        while transformed < len(inputs):
+            assert time.monotonic() < deadline, f"transformed {transformed} of {len(inputs)} records"
+            batch, pending = [m for m in pending + consumer.consume(10, 0.5) if m.error() is None], []
+            if not batch:
+                continue
+            producer.begin_transaction()
+            for message in batch:
+                producer.produce(sink, value=message.value().replace(b"in-", b"out-"), partition=message.partition())
+            producer.send_offsets_to_transaction(consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 30)
+            producer.commit_transaction(30)
+            transformed += len(batch)
+        committed = consumer.committed([TopicPartition(source, p) for p in range(PARTITIONS)], timeout=10)
+    finally:
+        consumer.close()
+    assert sorted(stable_committed_records(cluster, sink)) == sorted(v.replace(b"in-", b"out-") for v in inputs)
+    assert {tp.partition: tp.offset for tp in committed} == {p: len(inputs) // PARTITIONS for p in range(PARTITIONS)}
+
