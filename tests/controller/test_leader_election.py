@@ -241,6 +241,18 @@ def test_only_the_controller_creates_grows_or_deletes_topics(cluster: ZkCluster)
     assert metadata(other, ["elsewhere"])[1] == {} and len(metadata(other, ["elect"])[1]) == 3
 
 
+def test_a_topic_auto_created_by_a_broker_comes_online_everywhere(cluster: ZkCluster) -> None:
+    """Metadata naming an unknown topic creates it (written to ZooKeeper by that broker, off its event loop
+    in odradek) and answers LEADER_NOT_AVAILABLE; the controller then brings it online on every broker."""
+    other = next(b for broker, b in cluster.bootstraps().items() if b != cluster.controller())
+    request = {"topics": [{"topic_id": uuid.UUID(int=0), "name": "auto-made"}], "allow_auto_topic_creation": True}
+    (first,) = call(other, ApiKey.Metadata, 12, request).topics
+    assert (first.name, ErrorCode(first.error_code).name, list(first.partitions)) == ("auto-made", "LEADER_NOT_AVAILABLE", [])
+    wait_for(lambda: all(
+        [leader >= 0 for leader, _ in metadata(b, ["auto-made"])[1].values()] == [True] for b in cluster.bootstraps().values()
+    ), what="the auto-created topic led, on every broker")
+
+
 @pytest.fixture(scope="module")
 def single_broker() -> Iterator[Broker]:
     with Broker(subprocess=True) as broker:
