@@ -4,7 +4,7 @@ The keys are parsed and checked as Kafka's ``KafkaConfig`` does (the socket time
 ``replica.fetch.wait.max.ms``), and a fetcher configured from them behaves as they say against an odradek
 leader over real sockets: ``replica.fetch.response.max.bytes`` bounds each fetch to its first batch,
 ``replica.fetch.min.bytes`` with ``replica.fetch.wait.max.ms`` makes the leader hold a fetch until enough
-bytes came or the wait passed.
+bytes came or the wait passed, ``replica.fetch.backoff.ms`` delays a partition after an error.
 """
 
 from __future__ import annotations
@@ -67,19 +67,27 @@ def leader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
         for i in range(BATCHES):
             producer.produce(TOPIC, b"batch-%d" % i)
             assert producer.flush(30) == 0  # each record its own batch
-        partition = broker.server.replica_manager.partitions[(TOPIC, 0)]
-        state = PartitionState(0, 1, [0, FOLLOWER], [0, FOLLOWER], 1)
-        anyio.from_thread.run_sync(lambda: partition.become_leader(state, False, int(time.time() * 1000)), token=broker._token)
+        lead_with_follower(broker, TOPIC)
         yield broker
 
 
-def follow(leader: Broker, config: FetcherConfig, follower_dir: Path, caught_up: Callable[[Log], bool], work: Callable[[list[tuple[float, int]]], None] = lambda ends: None) -> list[tuple[float, int]]:
-    """Follow ``fetched-0`` from an empty log with ``config`` on the broker's event loop, ``work`` (given the
-    list below as it grows) in a thread meanwhile, until ``caught_up``; the follower's (time, log end
-    offset) after each append that moved it."""
-    partition = leader.server.replica_manager.partitions[(TOPIC, 0)]  # type: ignore[union-attr]
+def lead_with_follower(broker: Broker, topic: str) -> None:
+    """A LeaderAndIsr giving ``topic``-0 broker 2 as a follower in its ISR, in leader epoch 1 (called from the
+    test's thread or a worker thread of the broker's event loop)."""
+    partition = broker.server.replica_manager.partitions[(topic, 0)]  # type: ignore[union-attr]
+    state = PartitionState(0, 1, [0, FOLLOWER], [0, FOLLOWER], 1)
+    anyio.from_thread.run_sync(lambda: partition.become_leader(state, False, int(time.time() * 1000)), token=broker._token)
+
+
+def follow(
+    leader: Broker, config: FetcherConfig, follower_dir: Path, caught_up: Callable[[Log], bool], work: Callable[[list[tuple[float, int]]], None] = lambda ends: None, topic: str = TOPIC
+) -> list[tuple[float, int]]:
+    """Follow ``topic``-0 in leader epoch 1 from an empty log with ``config`` on the broker's event loop, ``work``
+    (given the list below as it grows) in a thread meanwhile, until ``caught_up``; the follower's (time, log
+    end offset) after each append that moved it. A topic the leader does not have yet is fetched by name."""
+    partition = leader.server.replica_manager.partitions.get((topic, 0))  # type: ignore[union-attr]
     host, port = leader.bootstrap.split(":")
-    local = Log.open(follower_dir / f"{TOPIC}-0", LogConfig())
+    local = Log.open(follower_dir / f"{topic}-0", LogConfig())
     ends: list[tuple[float, int]] = []
 
     def appended() -> None:
@@ -88,8 +96,9 @@ def follow(leader: Broker, config: FetcherConfig, follower_dir: Path, caught_up:
 
     async def run() -> None:
         async with anyio.create_task_group() as tg:
-            manager = ReplicaFetcherManager(config, 1, {(TOPIC, 0): local}.__getitem__, tg, lambda tp: appended())
-            manager.add_fetcher_for_partitions({(TOPIC, 0): InitialFetchState(partition.topic_id, Node(0, host, int(port)), 1, initial_fetch_offset(local))})
+            manager = ReplicaFetcherManager(config, 1, {(topic, 0): local}.__getitem__, tg, lambda tp: appended())
+            topic_id = partition.topic_id if partition is not None else None
+            manager.add_fetcher_for_partitions({(topic, 0): InitialFetchState(topic_id, Node(0, host, int(port)), 1, initial_fetch_offset(local))})
             await anyio.to_thread.run_sync(work, ends)
             with anyio.fail_after(30):
                 while not caught_up(local):
@@ -104,9 +113,9 @@ def follow(leader: Broker, config: FetcherConfig, follower_dir: Path, caught_up:
         local.close()
 
 
-def produce(leader: Broker, value: bytes) -> None:
+def produce_to(leader: Broker, topic: str, value: bytes) -> None:
     producer = Producer({"bootstrap.servers": leader.bootstrap, "acks": "1", "log_level": 0})
-    producer.produce(TOPIC, value)
+    producer.produce(topic, value)
     assert producer.flush(30) == 0
 
 
@@ -132,8 +141,27 @@ def test_min_bytes_holds_the_fetch_until_the_wait_passes(leader: Broker, tmp_pat
             time.sleep(0.02)
         time.sleep(0.1)  # the follower's next fetch is out, waiting at the leader
         produced_at.append(time.monotonic())
-        produce(leader, b"one more")
+        produce_to(leader, TOPIC, b"one more")
 
     ends = follow(leader, FetcherConfig.from_broker_config(FOLLOWER, BrokerConfig(settings).values), tmp_path / "follower", lambda log: log.log_end_offset > end, produce_when_caught_up)
     took = next(t for t, e in ends if e > end) - produced_at[0]
     assert (took >= 0.75 * wait_s) is held, f"the record reached the follower {took:.2f}s after it was written"
+
+
+@pytest.mark.parametrize(("backoff_ms", "held"), [("50", False), ("3000", True)], ids=["backoff-50-ms", "backoff-3-s"])
+def test_backoff_delays_a_partition_after_an_error(leader: Broker, tmp_path: Path, backoff_ms: str, held: bool) -> None:
+    """A follower's first fetch of a partition its leader does not have yet is answered
+    UNKNOWN_TOPIC_OR_PARTITION; once the leader has it, the follower gets its record within a few tries of
+    ``replica.fetch.backoff.ms`` 50, and only when the 3 s of the first error's backoff have passed with 3000."""
+    topic = f"late-{backoff_ms}"
+    ready_at: list[float] = []
+
+    def create_and_lead(ends: list[tuple[float, int]]) -> None:
+        time.sleep(0.2)  # the follower's first fetch has been refused
+        produce_to(leader, topic, b"late")
+        lead_with_follower(leader, topic)
+        ready_at.append(time.monotonic())
+
+    ends = follow(leader, FetcherConfig.from_broker_config(FOLLOWER, BrokerConfig({"replica.fetch.backoff.ms": backoff_ms}).values), tmp_path, lambda log: log.log_end_offset >= 1, create_and_lead, topic)
+    took = ends[0][0] - ready_at[0]
+    assert (took >= 1.0) is held, f"the record reached the follower {took:.2f}s after the leader had it"
