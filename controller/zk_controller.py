@@ -491,10 +491,15 @@ class ZkController:
             leaders = {p: lead.state.leader for p, lead in ctx.leadership.items()}
             assignments = {p: a.replicas for p, a in ctx.assignments.items()}
             electable, answered = leader_election.triage(partitions, election_type, assignments, leaders, set(ctx.live_brokers), ctx.topics_being_deleted)
-            answer.set_result({**answered, **self._elect_partitions(electable, election_type)})
-        finally:  # the controller moved half-way (Kafka answers a preempted election NOT_CONTROLLER)
-            if not answer.done():
-                answer.set_result({p: leader_election.NOT_CONTROLLER for p in partitions})
+            results = {**answered, **self._elect_partitions(electable, election_type)}
+        except ControllerMovedError:  # moved half-way: NOT_CONTROLLER, as Kafka answers the elections its move preempts
+            # (one it was processing Kafka leaves unanswered until the client's timeout)
+            answer.set_result({p: leader_election.NOT_CONTROLLER for p in partitions})
+            raise
+        except Exception:  # Kafka's partition state machine answers each partition with the error
+            answer.set_result({p: leader_election.ElectionError(ErrorCode.UNKNOWN_SERVER_ERROR) for p in partitions})
+            raise
+        answer.set_result(results)
 
     # -- partition reassignment (the steps: controller/reassignment_manager.py) -----------------------------------
 
