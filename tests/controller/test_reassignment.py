@@ -4,7 +4,8 @@ requests on the wire, the legacy ``/admin/reassign_partitions`` znode, reassignm
 acks=all producer writes, and a controller failover in the middle of one.
 
 The brokers are processes (``Broker(subprocess=True)``); what is checked is what a user sees: the tools'
-output, the records, the replicas' files on disk and ZooKeeper's znodes.
+output, the records, the replicas' files on disk and ZooKeeper's znodes. ``test_reassignment_tool.py``
+compares the tool's output and a move waiting for a dead broker with a real Kafka cluster's.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import os
 import signal
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -231,45 +231,6 @@ def test_refusals_are_answered_per_partition_as_kafka_answers_them(brokers: dict
     other = next(b for b in brokers if b != controller_id(zk))
     answer = connect(brokers[other].bootstrap).call(ApiKey.ListPartitionReassignments, 0, {"timeout_ms": 30000, "topics": None})
     assert answer.error_code == ErrorCode.NOT_CONTROLLER
-
-
-def metadata_replicas(wire: Any, topic: str) -> dict[int, tuple[list[int], list[int]]]:
-    """One broker's Metadata: each partition's replicas and ISR."""
-    response = wire.call(ApiKey.Metadata, 12, {"topics": [{"topic_id": uuid.UUID(int=0), "name": topic}], "allow_auto_topic_creation": False})
-    return {p.partition_index: (list(p.replica_nodes), list(p.isr_nodes)) for p in response.topics[0].partitions}
-
-
-def test_a_reassignment_waiting_for_a_dead_broker_is_listed_and_cancelled(brokers: dict[int, Broker], zk: KazooClient, connect: Callable[..., Any], tmp_path: Path) -> None:
-    """A move to a broker that dies once it started waits: ListPartitionReassignments and the tool's --list
-    show RS = TRS + ORS with the replicas being added and removed, Metadata the full replica set; the tool's
-    --cancel puts the original replica back."""
-    topic = "stuck"
-    controller = controller_id(zk)
-    keeper, doomed = (b for b in sorted(brokers) if b != controller)
-    create_topic(brokers, zk, topic, [[keeper]])
-    wire = connect(brokers[controller].bootstrap)
-    os.kill(brokers[doomed].pid, signal.SIGSTOP)  # registered, so a valid target, but never catching up
-    try:
-        assert alter(wire, [(topic, 0, [doomed])]) == {(topic, 0): (ErrorCode.NONE, None)}
-    finally:
-        brokers[doomed].kill()
-    try:
-        assert list_reassignments(wire) == {(topic, 0): ([doomed, keeper], [doomed], [keeper])}
-        assert list_reassignments(wire, [(topic, [0, 1])]) == {(topic, 0): ([doomed, keeper], [doomed], [keeper])}
-        assert assignment(zk, topic)[0] == zd.ReplicaAssignment((doomed, keeper), (doomed,), (keeper,))
-        wait_for(lambda: all(metadata_replicas(connect(b.bootstrap), topic)[0] == ([doomed, keeper], [keeper]) for i, b in brokers.items() if i != doomed), what="the full replica set in every live broker's metadata")
-        listed = reassign_tool({i: b for i, b in brokers.items() if i != doomed}, tmp_path, "list")
-        assert listed.strip() == f"Current partition reassignments:\n{topic}-0: replicas: {doomed},{keeper}. adding: {doomed}. removing: {keeper}."
-        cancelled = reassign_tool({i: b for i, b in brokers.items() if i != doomed}, tmp_path, "cancel", {(topic, 0): [doomed]}, "--preserve-throttles")  # clearing them would ask the dead broker
-        assert f"Successfully cancelled partition reassignment for: {topic}-0" in cancelled
-        assert assignment(zk, topic)[0] == zd.ReplicaAssignment((keeper,))
-        assert list_reassignments(wire) == {}
-        assert reassign_tool({i: b for i, b in brokers.items() if i != doomed}, tmp_path, "list").strip() == "No partition reassignments found."
-        wait_for(lambda: all(metadata_replicas(connect(b.bootstrap), topic)[0] == ([keeper], [keeper]) for i, b in brokers.items() if i != doomed), what="the original replica set back in every live broker's metadata")
-    finally:  # as Kafka's, a broker cannot register while its last session's registration stands
-        wait_for(lambda: not zk.exists(zd.broker_path(doomed)), timeout_s=SESSION_TIMEOUT_MS / 1000 + 5, what="the killed broker's session expired")
-        brokers[doomed].restart()
-    wait_for(lambda: zk.exists(zd.broker_path(doomed)), what="the killed broker registered again")
 
 
 def test_the_legacy_znode_is_acted_on_and_deleted_when_done(brokers: dict[int, Broker], zk: KazooClient) -> None:
