@@ -11,6 +11,7 @@ the principal or ``User:*`` from the host or ``*`` grants.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Protocol
 
@@ -73,6 +74,9 @@ class AclAuthorizer:
     prefixes: dict[ResourceType, list[str]] = field(default_factory=dict)
     """The names of the prefixed patterns per resource type: a decision looks at these few, not every prefix
     of the resource's name."""
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    """In a cluster ACL changes are written from a worker thread while the event loop decides: both maps are
+    replaced whole (copy on write) under this lock, never changed in place."""
 
     @classmethod
     def from_config(cls, store: AclStore, super_users: str | None, allow_everyone: bool) -> "AclAuthorizer":
@@ -84,13 +88,14 @@ class AclAuthorizer:
 
     def load(self) -> None:
         """Read every ACL znode (Kafka's ``loadCache``; a znode it cannot parse is skipped with a warning)."""
-        self.cache = {}
+        cache = {}
         for path, data in self.store.acl_znodes().items():
             try:
-                self.cache[ResourcePattern.from_zk_path(path)] = frozenset(acls_from_json(data))
+                cache[ResourcePattern.from_zk_path(path)] = frozenset(acls_from_json(data))
             except (ValueError, KeyError, IndexError, TypeError) as exc:
                 log.warning("Ignoring ACLs at %s: %s", path, exc)
-        self._index_prefixes()
+        with self._lock:
+            self.cache, self.prefixes = cache, _prefix_index(cache)
 
     def refresh(self, pattern: ResourcePattern, data: dict | None) -> None:
         """A resource's ACLs as its znode now holds them (Kafka's ``processAclChangeNotification``: another
@@ -102,12 +107,6 @@ class AclAuthorizer:
             return
         log.info("Processing Acl change notification for %s:%s:%s", pattern.resource_type.pascal, pattern.pattern_type.name, pattern.name)
         self._cache(pattern, entries)
-
-    def _index_prefixes(self) -> None:
-        self.prefixes = {}
-        for pattern in self.cache:
-            if pattern.pattern_type == PatternType.PREFIXED:
-                self.prefixes.setdefault(pattern.resource_type, []).append(pattern.name)
 
     # -- decisions --------------------------------------------------------------------------------------
 
@@ -168,9 +167,10 @@ class AclAuthorizer:
         found: list[AccessControlEntry] = []
         for key in (ResourcePattern(resource_type, name), ResourcePattern(resource_type, WILDCARD_RESOURCE)):
             found.extend(self.cache.get(key, ()))
+        cache = self.cache  # the prefixes may be a newer map's, read a moment later
         for prefix in self.prefixes.get(resource_type, ()):
             if name.startswith(prefix):
-                found.extend(self.cache[ResourcePattern(resource_type, prefix, PatternType.PREFIXED)])
+                found.extend(cache.get(ResourcePattern(resource_type, prefix, PatternType.PREFIXED), ()))
         return found
 
     @staticmethod
@@ -186,12 +186,13 @@ class AclAuthorizer:
     def acls(self, binding_filter: AclBindingFilter) -> list[AclBinding]:
         """The bindings a DescribeAcls filter selects, in Kafka's cache order (resource type, pattern type,
         name descending)."""
-        order = sorted(self.cache, key=lambda p: p.name, reverse=True)
+        cache = self.cache
+        order = sorted(cache, key=lambda p: p.name, reverse=True)
         order.sort(key=lambda p: (p.resource_type, p.pattern_type))
         return [
             AclBinding(pattern, entry)
             for pattern in order
-            for entry in sorted(self.cache[pattern])
+            for entry in sorted(cache[pattern])
             if binding_filter.matches(AclBinding(pattern, entry))
         ]
 
@@ -263,8 +264,18 @@ class AclAuthorizer:
         self._cache(pattern, entries)
 
     def _cache(self, pattern: ResourcePattern, entries: frozenset[AccessControlEntry]) -> None:
-        if entries:
-            self.cache[pattern] = entries
-        else:
-            self.cache.pop(pattern, None)
-        self._index_prefixes()
+        with self._lock:
+            cache = dict(self.cache)
+            if entries:
+                cache[pattern] = entries
+            else:
+                cache.pop(pattern, None)
+            self.cache, self.prefixes = cache, _prefix_index(cache)
+
+
+def _prefix_index(cache: dict[ResourcePattern, frozenset[AccessControlEntry]]) -> dict[ResourceType, list[str]]:
+    prefixes: dict[ResourceType, list[str]] = {}
+    for pattern in cache:
+        if pattern.pattern_type == PatternType.PREFIXED:
+            prefixes.setdefault(pattern.resource_type, []).append(pattern.name)
+    return prefixes

@@ -4,9 +4,10 @@ cluster; each entry succeeds or fails on its own."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Awaitable
 
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
+from odradek.broker.metadata_waits import admin_call
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
@@ -15,18 +16,23 @@ if TYPE_CHECKING:
     from odradek.broker.quotas import ClientQuotaConfigs
 
 
-def handle(authorization: "Authorization", client_quotas: "ClientQuotaConfigs", request: Request) -> dict:
+def handle(authorization: "Authorization", client_quotas: "ClientQuotaConfigs", zk_broker: Any, request: Request) -> Awaitable[dict]:
+    """Each entry altered in turn (in a cluster its ZooKeeper reads and writes made on a worker thread)."""
     body = request.body
     allowed = authorization.authorize(request, AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME)
-    entries = []
-    for entry in body.entries:
-        entity = {e.entity_type: e.entity_name for e in entry.entity}
-        code, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None
-        if allowed:
-            try:
-                client_quotas.alter(entity, [(op.key, None if op.remove else op.value) for op in entry.ops], body.validate_only)
-                code = ErrorCode.NONE
-            except KafkaError as exc:
-                code, message = exc.code, exc.message
-        entries.append({"error_code": code, "error_message": message, "entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()]})
-    return {"entries": entries}
+
+    def alter() -> dict:
+        entries = []
+        for entry in body.entries:
+            entity = {e.entity_type: e.entity_name for e in entry.entity}
+            code, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None
+            if allowed:
+                try:
+                    client_quotas.alter(entity, [(op.key, None if op.remove else op.value) for op in entry.ops], body.validate_only)
+                    code = ErrorCode.NONE
+                except KafkaError as exc:
+                    code, message = exc.code, exc.message
+            entries.append({"error_code": code, "error_message": message, "entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()]})
+        return {"entries": entries}
+
+    return admin_call(zk_broker is not None, alter)

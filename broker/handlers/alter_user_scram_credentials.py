@@ -7,8 +7,11 @@ NOT_CONTROLLER and the admin client asks the controller. Needs ALTER on the clus
 
 from __future__ import annotations
 
+from typing import Awaitable
+
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
+from odradek.broker.metadata_waits import admin_call
 from odradek.broker.security.scram import CredentialStore
 from odradek.broker.security.scram_admin import alter_user_scram_credentials
 from odradek.broker.zk_broker import ZkBroker
@@ -16,13 +19,18 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 
-def handle(credentials: CredentialStore, zk_broker: ZkBroker | None, authorization: Authorization, request: Request) -> dict:
+def handle(credentials: CredentialStore, zk_broker: ZkBroker | None, authorization: Authorization, request: Request) -> dict | Awaitable[dict]:
     body = request.body
     if zk_broker is not None and (zk_broker.controller is None or not zk_broker.controller.active):
         return refused(body, ErrorCode.NOT_CONTROLLER)
     if not authorization.authorize(request, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         return refused(body, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    return {"throttle_time_ms": 0, "results": alter_user_scram_credentials(credentials, list(body.upsertions), list(body.deletions))}
+    return answer(admin_call(zk_broker is not None, alter_user_scram_credentials, credentials, list(body.upsertions), list(body.deletions)))
+
+
+async def answer(results: Awaitable[list[dict]]) -> dict:
+    """The users' outcomes (in a cluster, the ZooKeeper reads and writes made on a worker thread)."""
+    return {"throttle_time_ms": 0, "results": await results}
 
 
 def refused(body, code: ErrorCode) -> dict:

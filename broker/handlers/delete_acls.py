@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Awaitable
 
-from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType, binding_filter, binding_to_fields, unparsable_filter
+from odradek.broker.authorizer.acl import CLUSTER_NAME, AclBinding, AclOperation, ResourceType, binding_filter, binding_to_fields, unparsable_filter
 from odradek.broker.handlers import CLOSE_CONNECTION
 from odradek.broker.handlers.create_acls import NO_AUTHORIZER
+from odradek.broker.metadata_waits import admin_call
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from odradek.broker.authorization import Authorization
 
 
-def handle(authorization: "Authorization", request: Request) -> object:
+def handle(authorization: "Authorization", zk_broker: Any, request: Request) -> object:
     if any(unparsable_filter(f) for f in request.body.filters):
         return CLOSE_CONNECTION
     filters = [binding_filter(f) for f in request.body.filters]
@@ -23,7 +24,12 @@ def handle(authorization: "Authorization", request: Request) -> object:
         return every(filters, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     if authorization.authorizer is None:
         return every(filters, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
-    deleted = authorization.authorizer.delete_acls(filters)
+    return answer(admin_call(zk_broker is not None, authorization.authorizer.delete_acls, filters))
+
+
+async def answer(deleting: Awaitable[list[list[AclBinding]]]) -> dict:
+    """What each filter deleted (in a cluster, the ZooKeeper writes made on a worker thread)."""
+    deleted = await deleting
     return {
         "filter_results": [
             {
