@@ -247,16 +247,17 @@ class KafkaServer:
     async def finish_topic(self, planned: TopicInfo, num_partitions: int = -1, replication_factor: int = -1, configs: dict[str, str] | None = None) -> TopicInfo:
         assert self.controller is not None
         try:
-            made = await make_logs(self.replica_manager, planned)
+            # In ZooKeeper mode the controller's LeaderAndIsr makes the logs, as on Kafka's brokers: made here
+            # first, a broker that lost the race to create the name (two brokers auto-creating
+            # __consumer_offsets at once) would hold logs with a topic id that is not the topic's, and refuse
+            # the LeaderAndIsr that arrives while its own write to ZooKeeper is still out.
+            made = [] if self.zk_broker is not None else await make_logs(self.replica_manager, planned)
         finally:
             self.controller.creating.discard(planned.name)
         try:  # in ZooKeeper mode written on a worker thread: the event loop serves the others meanwhile
             return await admin_call(self.zk_broker is not None, self.create_topic, planned.name, num_partitions, replication_factor, configs, topic_id=planned.topic_id)
         except KafkaError:
-            # Not published: in a cluster another broker may have created the name first (two brokers
-            # auto-creating __consumer_offsets at once), and the logs made here carry a topic id that is not
-            # the topic's, which would refuse its LeaderAndIsr. Deleted at once, before the loop serves it.
-            unmake_logs(self.replica_manager, planned.name, made)
+            unmake_logs(self.replica_manager, planned.name, made)  # not published: nothing of it stays
             raise
 
     async def auto_create_topic(self, name: str) -> TopicInfo:
