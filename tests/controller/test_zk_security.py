@@ -13,8 +13,10 @@ a super user) and a SASL_PLAINTEXT one with SCRAM-SHA-256 for the users.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import hashlib
+import json
 import os
 import time
 from pathlib import Path
@@ -68,12 +70,17 @@ def wait_for(condition: Callable[[], Any], what: str, timeout_s: float = WAIT_S)
 
 
 class Node:
-    """One broker's two listeners."""
+    """One broker's two listeners (and an odradek broker's process)."""
 
     def __init__(self, broker_id: int) -> None:
         self.broker_id = broker_id
         self.plaintext = f"127.0.0.1:{free_port()}"
         self.sasl = f"127.0.0.1:{free_port()}"
+        self.broker: Broker | None = None
+
+    def start(self, log_dir: Path, zookeeper_connect: str) -> None:
+        config = {"zookeeper.connect": zookeeper_connect, "broker.id": self.broker_id, "listeners": self.listeners, **SECURITY}
+        self.broker = Broker(log_dir, config=config, subprocess=True).start()
 
     @property
     def listeners(self) -> str:
@@ -85,12 +92,10 @@ def cluster(zookeeper: kafka_jvm.ZooKeeper, tmp_path_factory: pytest.TempPathFac
     """The three odradek brokers (the first is the controller), then Kafka's; all stopped after the module."""
     nodes = {i: Node(i) for i in (*ODRADEK_IDS, KAFKA_ID)}
     connect = zookeeper.connect + CHROOT
-    started: list[Broker] = []
     kafka: kafka_jvm.KafkaBroker | None = None
     try:
         for i in ODRADEK_IDS:
-            config = {"zookeeper.connect": connect, "broker.id": i, "listeners": nodes[i].listeners, **SECURITY}
-            started.append(Broker(Path(tmp_path_factory.mktemp(f"zk-security-{i}")), config=config, subprocess=True).start())
+            nodes[i].start(Path(tmp_path_factory.mktemp(f"zk-security-{i}")), connect)
         kafka = kafka_jvm.KafkaBroker(
             tmp_path_factory.mktemp("zk-security-kafka"), connect, broker_id=KAFKA_ID, port=int(nodes[KAFKA_ID].plaintext.rsplit(":", 1)[1]),
             settings={"listeners": nodes[KAFKA_ID].listeners, **SECURITY},
@@ -103,9 +108,10 @@ def cluster(zookeeper: kafka_jvm.ZooKeeper, tmp_path_factory: pytest.TempPathFac
     finally:
         if kafka is not None:
             kafka.stop()
-        for broker in started:
-            with contextlib.suppress(RuntimeError):
-                broker.kill()
+        for node in nodes.values():
+            if node.broker is not None:
+                with contextlib.suppress(RuntimeError):  # one a test stopped is down already
+                    node.broker.kill()
 
 
 @pytest.fixture(scope="module")
@@ -363,3 +369,41 @@ def test_kafka_configs_makes_a_user_through_any_broker(cluster: dict[int, Node],
     assert "Completed updating config for user hank." in made.stdout
     for i in ODRADEK_IDS:
         wait_for(lambda: logs_in(cluster[i], "hank", "hank-secret"), f"hank logging in at broker {i}")
+
+
+def test_brokers_adding_acls_to_one_resource_at_once_lose_none(cluster: dict[int, Node], zk: KazooClient, connect: Callable[..., Any]) -> None:
+    """Three brokers add an ACL each to the same resource at the same moment: the writes are conditional on
+    the version each read, so those that lose the race read again and retry; all three ACLs stay."""
+    principals = [f"User:racer-{i}" for i in ODRADEK_IDS]
+    wires = [connect(cluster[i].plaintext) for i in ODRADEK_IDS]
+    with concurrent.futures.ThreadPoolExecutor(len(wires)) as pool:
+        answers = list(pool.map(
+            lambda job: job[0].call(ApiKey.CreateAcls, 3, {"creations": [acl(TOPIC_TYPE, "contested", job[1], READ, ALLOW)]}),
+            zip(wires, principals),
+        ))
+    assert [r.error_code for a in answers for r in a.results] == [ErrorCode.NONE] * len(wires)
+    data, _ = zk.get("/kafka-acl/Topic/contested")
+    assert {e["principal"] for e in json.loads(data)["acls"]} == set(principals)
+    expected = {("contested", LITERAL, p, READ, ALLOW) for p in principals}
+    for i in (*ODRADEK_IDS, KAFKA_ID):
+        wait_for(lambda: described_acls(connect, cluster[i], "contested") == expected, f"broker {i} listing every racer's ACL")
+
+
+def test_a_restarted_broker_reads_acls_credentials_and_quotas_from_zookeeper(zookeeper: kafka_jvm.ZooKeeper, cluster: dict[int, Node], connect: Callable[..., Any]) -> None:
+    """What was made while a broker was down is in ZooKeeper only: it is read when the broker starts again."""
+    node = cluster[2]
+    assert node.broker is not None
+    log_dir = node.broker.log_dir
+    node.broker.stop()
+    node.broker = None
+    while_down = next(n for i, n in cluster.items() if i in ODRADEK_IDS and i != 2)
+    add_scram_user(connect, cluster, "ivan", "ivan-secret")
+    create_acls(connect, while_down, acl(TOPIC_TYPE, "made-while-down", "User:ivan", WRITE, DENY))
+    alter_quota(connect, while_down, [{"entity_type": "user", "entity_name": "ivan"}, {"entity_type": "client-id", "entity_name": "tool"}], "request_percentage", 25.0)
+    node.start(log_dir, zookeeper.connect + CHROOT)
+    assert logs_in(node, "ivan", "ivan-secret")
+    assert described_acls(connect, node, "made-while-down") == {("made-while-down", LITERAL, "User:ivan", WRITE, DENY)}
+    response = connect(node.plaintext).call(ApiKey.DescribeClientQuotas, 1, {
+        "components": [{"entity_type": "user", "match_type": 0, "match": "ivan"}, {"entity_type": "client-id", "match_type": 0, "match": "tool"}], "strict": True,
+    })
+    assert [{v.key: v.value for v in e["values"]} for e in response.entries] == [{"request_percentage": 25.0}]
