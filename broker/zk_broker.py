@@ -191,6 +191,7 @@ class ZkBroker:
                 anyio.from_thread.run_sync(self._apply_config, entity_type, name, config, token=self._loop_token)
             except RuntimeError:  # the event loop is gone: the broker is stopping
                 return
+        self.zk.purge_obsolete_notifications(zd.CONFIG_CHANGES, children)
 
     def _apply_config(self, entity_type: zd.ConfigType, name: str, config: dict[str, str]) -> None:
         if entity_type == zd.ConfigType.TOPIC:

@@ -10,6 +10,7 @@ written itself.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Callable
 
 from kazoo.client import KazooClient, KazooState, TransactionRequest
@@ -456,6 +457,19 @@ class ZkClient:
         except BadVersionError:
             return False
         return True
+
+    def purge_obsolete_notifications(self, path: str, children: list[str], expiration_ms: int = zd.CHANGE_EXPIRATION_MS) -> None:
+        """``ZkNodeChangeNotificationListener.purgeObsoleteNotifications``: delete the change notifications
+        under ``path`` created more than ``expiration_ms`` ago (every broker's listener does; one another
+        broker deleted first is skipped)."""
+        now_ms = time.time() * 1000
+        for child in children:
+            try:
+                _, stat = self.kazoo.get(f"{path}/{child}")
+                if now_ms - stat.ctime > expiration_ms:
+                    self.kazoo.delete(f"{path}/{child}")
+            except NoNodeError:
+                continue
 
     def create_acl_change_notification(self, store: str, data: bytes) -> None:
         """An ``acl_changes_<seq>`` under the change path of ``store`` (``LITERAL`` or ``PREFIXED``)."""

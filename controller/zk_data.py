@@ -517,8 +517,9 @@ ACL_PATHS: tuple[str, ...] = (
     *ACL_CHANGES.values(),
 )
 """``KafkaZkClient.createAclPaths``: what an ACL authorizer creates (data null) when it starts."""
-ACL_CHANGE_EXPIRATION_MS = 15 * 60 * 1000
-"""``ZkNodeChangeNotificationListener``'s ``changeExpirationMs``: older notifications are purged by the listeners."""
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000
+"""``ZkNodeChangeNotificationListener``'s ``changeExpirationMs``: the config and ACL change listeners purge older
+notifications."""
 
 
 def encode_acls(acls: Sequence[Mapping[str, str]]) -> bytes:

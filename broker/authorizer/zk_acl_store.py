@@ -17,7 +17,7 @@ import time
 from typing import Callable
 
 import anyio.from_thread
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import KazooException
 from kazoo.protocol.states import EventType, WatchedEvent
 
 from odradek.broker.authorizer.acl import PatternType, ResourcePattern, ResourceType
@@ -106,7 +106,6 @@ class ZkAclStore:
     def _process(self, store: str, path: str, children: list[str], on_change: Callable[[ResourcePattern, dict | None], None], token: object) -> None:
         """On a kazoo thread: read each new notification's resource and hand it to the event loop; then purge
         the expired notifications."""
-        now_ms = time.time() * 1000
         for child in children:
             if child <= self._last_change[store]:
                 continue
@@ -125,13 +124,7 @@ class ZkAclStore:
                 anyio.from_thread.run_sync(on_change, pattern, zd.decode_acls(data), token=token)
             except RuntimeError:  # the event loop is gone: the broker is stopping
                 return
-        for child in children:
-            try:
-                _, stat = self.zk.kazoo.get(f"{path}/{child}")
-                if now_ms - stat.ctime > zd.ACL_CHANGE_EXPIRATION_MS:
-                    self.zk.kazoo.delete(f"{path}/{child}")
-            except NoNodeError:  # gone already: another broker purged it
-                continue
+        self.zk.purge_obsolete_notifications(path, children)
 
 
 def _entries(data: dict | None) -> set:

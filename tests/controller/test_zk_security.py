@@ -29,6 +29,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from odradek import Broker
+from odradek.controller.zk_client import ZkClient
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
 
@@ -407,3 +408,20 @@ def test_a_restarted_broker_reads_acls_credentials_and_quotas_from_zookeeper(zoo
         "components": [{"entity_type": "user", "match_type": 0, "match": "ivan"}, {"entity_type": "client-id", "match_type": 0, "match": "tool"}], "strict": True,
     })
     assert [{v.key: v.value for v in e["values"]} for e in response.entries] == [{"request_percentage": 25.0}]
+
+
+def test_change_notifications_are_purged_once_expired(zookeeper: kafka_jvm.ZooKeeper, cluster: dict[int, Node], zk: KazooClient) -> None:
+    """Kafka's listeners delete notifications older than 15 minutes; younger ones stay for brokers that have
+    not read them yet."""
+    client = ZkClient(zookeeper.connect + CHROOT)
+    try:
+        path = "/purge-test"
+        for _ in range(3):
+            zk.create(f"{path}/acl_changes_", b"TOPIC:x", sequence=True, makepath=True)
+        children = zk.get_children(path)
+        client.purge_obsolete_notifications(path, children)
+        assert sorted(zk.get_children(path)) == sorted(children)
+        client.purge_obsolete_notifications(path, children, expiration_ms=0)
+        assert zk.get_children(path) == []
+    finally:
+        client.close()
