@@ -176,6 +176,17 @@ class KafkaServer:
         self.replica_manager.stop_replicas(topic, delete=True)
         log.info("Deleted topic %s (id %s)", topic.name, topic.topic_id)
 
+    def on_replicas_stopped(self, topic: TopicInfo, delete: bool) -> None:
+        """A deleted replica of a coordinator's topic is a partition it no longer coordinates here (Kafka's
+        handleStopReplicaRequest: onResignation); the topic's other partitions, and the offsets committed for
+        the moved one, stay."""
+        self.replica_manager.stop_replicas(topic, delete=delete)
+        if delete:
+            for coordinator in self.coordinators.values():
+                if coordinator.topic.name == topic.name:
+                    for index in topic.partitions:
+                        coordinator.unload(index)
+
     def on_topic_configs_changed(self, topic: TopicInfo) -> None:
         self.replica_manager.update_configs(topic)
 

@@ -288,7 +288,8 @@ class ZkBroker:
             log.warning("Ignoring StopReplica from controller %d with epoch %d: %s", body.controller_id, body.controller_epoch, error.name)
             return error, {}  # Kafka names no partition then
         errors: dict[tuple[str, int], ErrorCode] = {}
-        stopped: dict[tuple[str, bool], TopicInfo] = {}
+        stopped: dict[tuple[str, bool, bool], TopicInfo] = {}
+        """(topic, delete, the topic is being deleted) -> the partitions."""
         for (name, index), (leader_epoch, delete) in wanted.items():
             current = self.replica_manager.partitions.get((name, index))
             if current is not None and leader_epoch not in (NO_EPOCH, LEADER_DURING_DELETE) and leader_epoch < current.state.leader_epoch:
@@ -296,12 +297,15 @@ class ZkBroker:
                 continue
             errors[(name, index)] = ErrorCode.NONE
             topic_id = current.topic_id if current is not None else uuid.UUID(int=0)
-            stopped.setdefault((name, delete), TopicInfo(name, topic_id, {})).partitions[index] = current.state if current is not None else PartitionState(-1, -1, [], [])
-        for (_, delete), topic in stopped.items():
-            if delete:
+            # the controller deleting a topic says so with the epoch LeaderDuringDelete (versions without
+            # epochs cannot tell: a deletion); any other deletion is a replica moved away (reassignment)
+            topic_deleted = delete and leader_epoch in (NO_EPOCH, LEADER_DURING_DELETE)
+            stopped.setdefault((name, delete, topic_deleted), TopicInfo(name, topic_id, {})).partitions[index] = current.state if current is not None else PartitionState(-1, -1, [], [])
+        for (_, delete, topic_deleted), topic in stopped.items():
+            if topic_deleted:
                 self.listener.on_topic_deleted(topic)
             else:
-                self.replica_manager.stop_replicas(topic, delete=False)
+                self.listener.on_replicas_stopped(topic, delete)
         return ErrorCode.NONE, errors
 
     # -- what the handlers ask (the embedded controller's API), written to ZooKeeper -------------------------

@@ -119,6 +119,10 @@ class MetadataListener(Protocol):
     def on_topic_deleted(self, topic: TopicInfo) -> None:
         """Stop serving and delete the replicas of a deleted topic (StopReplica with deletePartitions)."""
 
+    def on_replicas_stopped(self, topic: TopicInfo, delete: bool) -> None:
+        """Stop serving (and, with ``delete``, delete) replicas of a topic that stays: a reassignment moved
+        them away, or the broker is shutting down (StopReplica)."""
+
     def on_topic_configs_changed(self, topic: TopicInfo) -> None:
         """Topic config overrides changed (ZooKeeper config change notification)."""
 

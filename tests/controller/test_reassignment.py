@@ -126,7 +126,8 @@ def segment(broker: Broker, topic: str, partition: int) -> bytes | None:
 def test_reassignment_while_producing_moves_every_replica_and_loses_no_acknowledged_record(brokers: dict[int, Broker], zk: KazooClient, tmp_path: Path) -> None:
     """An idempotent acks=all producer keeps writing while each partition of an rf=2 topic moves its leader
     away to the third broker: every acknowledged record is read back once, the new replicas' segments equal
-    the leader's, and the removed replicas' logs are gone from disk."""
+    the leader's, and the removed replicas' logs are gone from disk. A group's committed offsets stay
+    whichever broker coordinates it (each broker loses a replica)."""
     topic = "moving"
     before = [[0, 1], [1, 2], [2, 0]]
     targets = {0: [2, 1], 1: [0, 2], 2: [1, 0]}
@@ -153,6 +154,12 @@ def test_reassignment_while_producing_moves_every_replica_and_loses_no_acknowled
     writer.start()
     try:
         wait_for(lambda: len(acked) > 300, what="records acknowledged before the move")
+        committed = [TopicPartition(topic, p, 10 + p) for p in targets]
+        group = Consumer({"bootstrap.servers": bootstrap(brokers), "group.id": "reassign-offsets", "enable.auto.commit": False})
+        try:
+            group.commit(offsets=committed, asynchronous=False)
+        finally:
+            group.close()
         out = reassign_tool(brokers, tmp_path, "execute", {(topic, p): r for p, r in targets.items()})
         assert "Successfully started partition reassignments for moving-0,moving-1,moving-2" in out
         wait_for(lambda: settled(zk, topic, targets), timeout_s=60, what="every partition on its target replicas")
@@ -179,6 +186,11 @@ def test_reassignment_while_producing_moves_every_replica_and_loses_no_acknowled
         consumer.close()
     assert set(acked) <= set(got)
     assert len(got) == len(set(got))  # no duplicates
+    group = Consumer({"bootstrap.servers": bootstrap(brokers), "group.id": "reassign-offsets", "enable.auto.commit": False})
+    try:
+        assert [(c.partition, c.offset) for c in group.committed([TopicPartition(topic, p) for p in targets], timeout=30)] == [(c.partition, c.offset) for c in committed]
+    finally:
+        group.close()
 
     for p, replicas in targets.items():
         leader, follower = (brokers[r] for r in replicas)
