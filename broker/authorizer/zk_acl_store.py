@@ -86,8 +86,8 @@ class ZkAclStore:
             self._watch(store, path, on_change, token)
 
     def _watch(self, store: str, path: str, on_change: Callable[[ResourcePattern, dict | None], None], token: object) -> None:
-        """A child watch set again at each firing, and in every new session (whose watches start afresh;
-        Kafka's listener processes the notifications again then, ``afterInitializingSession``)."""
+        """A child watch set again at each firing, and in every new session, whose watches start afresh
+        (Kafka's listener looks for notifications it has not processed then, ``afterInitializingSession``)."""
 
         def fired(event: WatchedEvent | None = None) -> None:
             if event is not None and event.type == EventType.NONE:
