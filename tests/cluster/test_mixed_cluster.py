@@ -8,10 +8,12 @@ so each kind leads partitions the other follows: Kafka's ReplicaFetcherThread fe
 controller drives brokers of the other kind with LeaderAndIsr, UpdateMetadata and StopReplica, and takes
 their AlterPartition.
 
-Under an idempotent acks=all workload (checker.py): the ISR stays as created while nothing fails, a broker of
-the kind that does not control is killed (SIGKILL) and its leaderships move, writes go on, it is restarted,
-catches up and is back in every ISR; nothing acknowledged is lost, and every replica's segment files hold the
-same bytes whichever implementation wrote them. Consumer groups whose coordinators are spread over both
+Under an idempotent acks=all workload (checker.py): the ISR stays as created while nothing fails; a broker of
+the kind that does not control is cut from the other brokers until its logs hold writes its followers do not
+have, and killed (SIGKILL); its leaderships move, writes go on; it is restarted, truncates what only it had
+(the other kind's leader tells it where its log diverged), catches up and is back in every ISR; nothing
+acknowledged is lost, and every replica's segment files hold the same bytes whichever implementation wrote
+them. Consumer groups whose coordinators are spread over both
 kinds commit and read back their offsets. Every broker has a ``broker.rack``: each controller places a new
 topic's replicas as Kafka's rack-aware assignment does, with the racks the other kind registered.
 """
@@ -27,7 +29,7 @@ from typing import Iterator
 
 import pytest
 from checker import Workload
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from harness import CLUSTER_SETTINGS, Cluster, HarnessUnavailable, KafkaBrokerProcess
 
 from odradek.broker.coordinator.runtime import partition_for
@@ -80,6 +82,27 @@ def committed_offset(cluster: Cluster, group: str, topic: str) -> TopicPartition
         return read
     finally:
         reader.close()
+
+
+def concatenated(files: dict[str, bytes]) -> bytes:
+    return b"".join(files[name] for name in sorted(files))
+
+
+def write_unreplicated(cluster: Cluster, leader: int, topic: str, partitions: list[int]) -> None:
+    """A write acknowledged by ``leader`` alone (acks=1) to each of ``partitions`` (the number -1: the
+    checker would report it if it survived)."""
+    producer = Producer({"bootstrap.servers": cluster.brokers[leader].bootstrap, "acks": 1, "message.timeout.ms": 10_000, "log_level": 0})
+    failed: list[str] = []
+    for partition in partitions:
+        producer.produce(topic, b"-1", partition=partition, on_delivery=lambda err, _: failed.append(str(err)) if err else None)
+    assert producer.flush(15) == 0 and not failed, failed
+
+
+def ahead_of_followers(cluster: Cluster, leader: int, topic: str, partition: int) -> bool:
+    """The leader's log of ``partition`` is longer than each follower's (what it appended did not reach them)."""
+    replicas = cluster.znode(f"/brokers/topics/{topic}")["partitions"][str(partition)]
+    size = {b: len(concatenated(segment_files(cluster, b, topic, partition))) for b in replicas}
+    return all(size[leader] > size[b] for b in replicas if b != leader)
 
 
 def replicas_differing(cluster: Cluster, topic: str, partitions: int) -> dict[int, dict[int, dict[str, int]]]:
@@ -169,11 +192,21 @@ def test_both_kinds_lead_and_follow_and_a_killed_peer_catches_up_losing_nothing(
         time.sleep(STEADY_S)
         assert {p: mixed.znode_version(path) for p, path in state_paths.items()} == versions, "an ISR changed while nothing failed"
 
+        # Cut from the other brokers first, then given acks=1 writes as leader: they are in its log only, so
+        # that after the kill its log diverges from the new leaders' and it must truncate when it is back.
+        # (The workload's acks=all writes in flight cannot do it: they were fetched before the cut.)
+        mixed.partition_from_brokers(victim)
+        write_unreplicated(mixed, victim, TOPIC, led_by_victim)
+        assert all(ahead_of_followers(mixed, victim, TOPIC, p) for p in led_by_victim)
         mixed.kill(victim)
+        diverged = {p: segment_files(mixed, victim, TOPIC, p) for p in led_by_victim}
         start = time.monotonic()
         for p in led_by_victim:
             moved = mixed.wait_for_leader_change(TOPIC, p, created[p])
             assert victim not in moved.isr
+        # Healed only now: the dead broker's kernel still retransmits the fetch responses it sent while cut,
+        # and a follower still fetching would take the acks=1 write from one (as from a real network).
+        mixed.heal()
         failover_s = time.monotonic() - start + workload.wait_for_progress()
 
         mixed.restart(victim)
@@ -185,3 +218,5 @@ def test_both_kinds_lead_and_follow_and_a_killed_peer_catches_up_losing_nothing(
     assert report.ok, str(report)
     assert report.acknowledged > 0 and report.read > 0
     assert replicas_differing_after(mixed, TOPIC, PARTITIONS, LOGS_EQUAL_TIMEOUT_S) == {}
+    truncated = {p: not concatenated(segment_files(mixed, victim, TOPIC, p)).startswith(concatenated(files)) for p, files in diverged.items()}
+    assert all(truncated.values()), f"broker {victim} kept what only it had written: {truncated}"
