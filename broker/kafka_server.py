@@ -12,8 +12,6 @@ import uuid
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-import anyio.lowlevel
-
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer import create_authorizer
 from odradek.broker.authorizer.zk_acl_store import ZkAclStore
@@ -137,7 +135,7 @@ class KafkaServer:
             self.config["authorizer.class.name"], acl_store, self.config["super.users"], self.config["allow.everyone.if.no.acl.found"]
         )
         if isinstance(acl_store, ZkAclStore) and self.authorization.authorizer is not None:
-            acl_store.follow_changes(self.authorization.authorizer.refresh, anyio.lowlevel.current_token())
+            acl_store.follow_changes(self.authorization.authorizer.refresh)
         self.client_quotas = ClientQuotaConfigs(self.controller)
         self.quotas = ClientQuotas.from_config(self.client_quotas, self.config["quota.window.num"], self.config["quota.window.size.seconds"])
         for entity in (DEFAULT_ENTITY, str(self.broker_id)):

@@ -77,6 +77,9 @@ class AclAuthorizer:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     """In a cluster ACL changes are written from a worker thread while the event loop decides: both maps are
     replaced whole (copy on write) under this lock, never changed in place."""
+    _changing: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    """Kafka's ``lock``: one change at a time is read from the store, written and cached before the next, a
+    change notification's reading included, so that no cached state is older than one read after it."""
 
     @classmethod
     def from_config(cls, store: AclStore, super_users: str | None, allow_everyone: bool) -> "AclAuthorizer":
@@ -97,16 +100,18 @@ class AclAuthorizer:
         with self._lock:
             self.cache, self.prefixes = cache, _prefix_index(cache)
 
-    def refresh(self, pattern: ResourcePattern, data: dict | None) -> None:
-        """A resource's ACLs as its znode now holds them (Kafka's ``processAclChangeNotification``: another
-        broker changed them)."""
-        try:
-            entries = frozenset(acls_from_json(data)) if data is not None else frozenset()
-        except (ValueError, KeyError, TypeError) as exc:
-            log.warning("Ignoring ACLs of %s: %s", pattern, exc)
-            return
-        log.info("Processing Acl change notification for %s:%s:%s", pattern.resource_type.pascal, pattern.pattern_type.name, pattern.name)
-        self._cache(pattern, entries)
+    def refresh(self, pattern: ResourcePattern, read: Callable[[], dict | None]) -> None:
+        """A resource's ACLs as ``read`` of its znode now finds them (Kafka's ``processAclChangeNotification``:
+        another broker changed them), read and cached between two changes of this broker's."""
+        with self._changing:
+            data = read()
+            try:
+                entries = frozenset(acls_from_json(data)) if data is not None else frozenset()
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("Ignoring ACLs of %s: %s", pattern, exc)
+                return
+            log.info("Processing Acl change notification for %s:%s:%s", pattern.resource_type.pascal, pattern.pattern_type.name, pattern.name)
+            self._cache(pattern, entries)
 
     # -- decisions --------------------------------------------------------------------------------------
 
@@ -199,6 +204,10 @@ class AclAuthorizer:
     def create_acls(self, bindings: list[AclBinding]) -> list[KafkaError | None]:
         """Add the bindings, grouped by resource pattern (one znode write each); per binding None or the error.
         A binding with an UNKNOWN element or a ``/`` in its name (a znode path separator) is refused."""
+        with self._changing:
+            return self._create_acls(bindings)
+
+    def _create_acls(self, bindings: list[AclBinding]) -> list[KafkaError | None]:
         results: list[KafkaError | None] = [None] * len(bindings)
         by_pattern: dict[ResourcePattern, list[int]] = {}
         for i, binding in enumerate(bindings):
@@ -223,6 +232,10 @@ class AclAuthorizer:
     def delete_acls(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
         """Remove what each filter matches among each resource's current ACLs; per filter the bindings it
         deleted (a binding matched by several filters is reported under the first)."""
+        with self._changing:
+            return self._delete_acls(filters)
+
+    def _delete_acls(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
         deleted: list[list[AclBinding]] = [[] for _ in filters]
         patterns = list(self.cache)
         for f in filters:

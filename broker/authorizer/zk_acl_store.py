@@ -16,7 +16,6 @@ import threading
 import time
 from typing import Callable
 
-import anyio.from_thread
 from kazoo.exceptions import KazooException
 from kazoo.protocol.states import EventType, WatchedEvent
 
@@ -31,6 +30,10 @@ MAX_UPDATE_RETRIES = 10
 """``AclAuthorizer.maxUpdateRetries``: a write that lost the race this often more fails."""
 RETRY_BACKOFF_MS, RETRY_BACKOFF_JITTER_MS = 100, 50
 """``retryBackoffMs`` and ``retryBackoffJitterMs``: the pause before reading a resource again after losing a race."""
+
+
+ChangeHandler = Callable[[ResourcePattern, Callable[[], "dict | None"]], None]
+"""What follows another broker's change: the resource, and how to read its ACL znode now."""
 
 
 class AclUpdateError(Exception):
@@ -78,14 +81,14 @@ class ZkAclStore:
                 return new
         raise AclUpdateError(f"Failed to update ACLs for {path} after trying a maximum of {MAX_UPDATE_RETRIES} times")
 
-    def follow_changes(self, on_change: Callable[[ResourcePattern, dict | None], None], token: object) -> None:
-        """Watch both change paths; ``on_change(pattern, its znode's JSON)`` runs on the event loop whose
-        ``token`` is given, for every notification not yet processed (all present ones first)."""
+    def follow_changes(self, on_change: ChangeHandler) -> None:
+        """Watch both change paths; ``on_change(pattern, read)`` (``read`` giving the pattern's znode JSON)
+        runs on a kazoo thread for every notification not yet processed (all present ones first)."""
         for store, path in zd.ACL_CHANGES.items():
             self._last_change[store] = ""
-            self._watch(store, path, on_change, token)
+            self._watch(store, path, on_change)
 
-    def _watch(self, store: str, path: str, on_change: Callable[[ResourcePattern, dict | None], None], token: object) -> None:
+    def _watch(self, store: str, path: str, on_change: ChangeHandler) -> None:
         """A child watch set again at each firing, and in every new session, whose watches start afresh
         (Kafka's listener looks for notifications it has not processed then, ``afterInitializingSession``)."""
 
@@ -98,14 +101,13 @@ class ZkAclStore:
                 except KazooException as exc:  # the session is lost: its successor sets the watch again
                     log.warning("Cannot follow ACL changes at %s: %s", path, exc)
                     return
-                self._process(store, path, sorted(children), on_change, token)
+                self._process(store, path, sorted(children), on_change)
 
         self.zk.on_new_session(fired)
         self.zk.kazoo.handler.spawn(fired)
 
-    def _process(self, store: str, path: str, children: list[str], on_change: Callable[[ResourcePattern, dict | None], None], token: object) -> None:
-        """On a kazoo thread: read each new notification's resource and hand it to the event loop; then purge
-        the expired notifications."""
+    def _process(self, store: str, path: str, children: list[str], on_change: ChangeHandler) -> None:
+        """On a kazoo thread: each new notification's resource handed over; then the expired notifications purged."""
         for child in children:
             if child <= self._last_change[store]:
                 continue
@@ -119,11 +121,7 @@ class ZkAclStore:
             except (ValueError, KeyError, UnicodeDecodeError) as exc:
                 log.error("error processing change notification %r from %s/%s: %s", change, path, child, exc)
                 continue
-            data, _ = self.zk.get_data_and_version(pattern.zk_path)
-            try:
-                anyio.from_thread.run_sync(on_change, pattern, zd.decode_acls(data), token=token)
-            except RuntimeError:  # the event loop is gone: the broker is stopping
-                return
+            on_change(pattern, lambda path=pattern.zk_path: zd.decode_acls(self.zk.get_data_and_version(path)[0]))
         self.zk.purge_obsolete_notifications(path, children)
 
 
