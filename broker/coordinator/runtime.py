@@ -250,7 +250,10 @@ class CoordinatorRuntime(Generic[S]):
     # -- keys and partitions ------------------------------------------------------------------------------
 
     def partition_for(self, key: str) -> int:
-        return partition_for(key, self.num_partitions)
+        """The key's partition, counted over the topic's partitions in the broker's metadata when it knows the
+        topic (a LeaderAndIsr names only the partitions that changed), else over the configured count."""
+        topic = self.metadata().topics.get(self.topic.name) if self.metadata is not None else None
+        return partition_for(key, len(topic.partitions) if topic is not None else self.num_partitions)
 
     def status(self, partition: int) -> ErrorCode | None:
         """None when the partition's shard serves; else why not, in Kafka's words."""
@@ -380,7 +383,6 @@ class CoordinatorRuntime(Generic[S]):
         """LeaderAndIsr: load the partitions of our topic this broker now leads, unload those it lost."""
         if topic.name != self.topic.name:
             return
-        self.num_partitions = len(topic.partitions)
         for index in partitions:
             if topic.partitions[index].leader == self.broker_id:
                 if index not in self._slots:

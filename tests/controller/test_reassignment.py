@@ -21,11 +21,13 @@ from typing import Any, Callable, Iterator
 
 import kafka_jvm
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from odradek import Broker
+from odradek.broker.coordinator.runtime import partition_for
+from odradek.broker.group_coordinator import GROUP_METADATA_TOPIC
 from odradek.controller import zk_data as zd
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -197,6 +199,48 @@ def test_reassignment_while_producing_moves_every_replica_and_loses_no_acknowled
         wait_for(lambda: segment(leader, topic, p) is not None and segment(leader, topic, p) == segment(follower, topic, p), what=f"{topic}-{p}'s new replica equal to its leader")
         (removed,) = set(before[p]) - set(replicas)
         wait_for(lambda: not any(d.name.startswith(f"{topic}-{p}") for d in brokers[removed].log_dir.iterdir()), what=f"{topic}-{p}'s removed replica deleted from disk")
+
+
+def test_a_group_coordinator_partition_moves_away_from_its_leader_with_the_groups_offsets(brokers: dict[int, Broker], zk: KazooClient, tmp_path: Path) -> None:
+    """The ``__consumer_offsets`` partition of a group leaves the broker leading it: the new leader loads the
+    group, whose committed offsets stay readable, and new commits work."""
+    topic, group_id = "offsets-moved", "moved-group"
+    create_topic(brokers, zk, topic, [[0], [1], [2]])
+    committed = [TopicPartition(topic, p, 100 + p) for p in range(3)]
+
+    def group_consumer() -> Consumer:
+        return Consumer({"bootstrap.servers": bootstrap(brokers), "group.id": group_id, "enable.auto.commit": False})
+
+    consumer = group_consumer()
+    try:
+        consumer.commit(offsets=committed, asynchronous=False)
+    finally:
+        consumer.close()
+    partition = partition_for(group_id, len(assignment(zk, GROUP_METADATA_TOPIC)))
+    replicas = assignment(zk, GROUP_METADATA_TOPIC)[partition].replicas
+    leader = state(zk, GROUP_METADATA_TOPIC, partition).leader
+    target = [r for r in replicas if r != leader] or [next(b for b in brokers if b != leader)]
+    reassign_tool(brokers, tmp_path, "execute", {(GROUP_METADATA_TOPIC, partition): target})
+    wait_for(lambda: settled(zk, GROUP_METADATA_TOPIC, {partition: target}), what="the group's partition moved")
+    assert state(zk, GROUP_METADATA_TOPIC, partition).leader != leader
+    consumer = group_consumer()
+
+    def offsets(partitions: list[int]) -> list[tuple[int, int]] | None:
+        """The group's committed offsets, or None while a broker still says it is not the coordinator (a
+        metadata answer from before the move sends the client to the old leader: retriable, as with Kafka)."""
+        try:
+            return [(c.partition, c.offset) for c in consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=10)]
+        except KafkaException as exc:
+            if exc.args[0].code() not in (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS):
+                raise
+            return None
+
+    try:
+        assert wait_for(lambda: offsets([0, 1, 2]), what="the group's offsets from its new coordinator") == [(c.partition, c.offset) for c in committed]
+        consumer.commit(offsets=[TopicPartition(topic, 0, 200)], asynchronous=False)
+        assert offsets([0]) == [(0, 200)]
+    finally:
+        consumer.close()
 
 
 def alter(wire: Any, partitions: list[tuple[str, int, list[int] | None]]) -> dict[tuple[str, int], tuple[int, str | None]]:
