@@ -47,6 +47,8 @@ SECURITY = {
     "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": SCRAM_JAAS,
 }
 TOPIC = "guarded"
+FRANK = "frank@corp"
+"""A user whose name ZooKeeper keeps sanitized."""
 # wire codes (Kafka's ResourceType, PatternType, AclOperation, AclPermissionType)
 TOPIC_TYPE, GROUP_TYPE, LITERAL, PREFIXED = 2, 3, 3, 4
 ANY_TYPE, ANY_PATTERN, ANY_OP, ANY_PERMISSION = 1, 1, 1, 1
@@ -294,22 +296,23 @@ def test_kafka_and_odradek_read_each_others_writes(zookeeper: kafka_jvm.ZooKeepe
     wait_for(lambda: produce_error(cluster, "erin", "erin-secret", 2) is None, "broker 2 accepting erin's records")
 
 
-def test_scram_user_made_on_one_broker_logs_in_at_another(cluster: dict[int, Node], connect: Callable[..., Any]) -> None:
+def test_scram_user_made_on_one_broker_logs_in_at_another(cluster: dict[int, Node], zk: KazooClient, connect: Callable[..., Any]) -> None:
     """Made through the controller's broker, a user logs in at every other broker, Kafka's included; the
     other brokers refuse to make users, as Kafka's do (the admin client then asks the controller)."""
     active = controller(connect, cluster)
     for node in cluster.values():
         if node is not active:
-            assert alter_scram_user(connect, node, "frank", "frank-secret") == (ErrorCode.NOT_CONTROLLER, None)
-    add_scram_user(connect, cluster, "frank", "frank-secret")
+            assert alter_scram_user(connect, node, FRANK, "frank-secret") == (ErrorCode.NOT_CONTROLLER, None)
+    add_scram_user(connect, cluster, FRANK, "frank-secret")
+    assert zk.exists("/config/users/frank%40corp")  # the name sanitized, as Kafka's Sanitizer does
     others = [node for i, node in cluster.items() if node is not active]
     for node in others:
-        wait_for(lambda: logs_in(node, "frank", "frank-secret"), f"frank logging in at broker {node.broker_id}")
-    assert not logs_in(others[0], "frank", "wrong", timeout_s=2)
+        wait_for(lambda: logs_in(node, FRANK, "frank-secret"), f"{FRANK} logging in at broker {node.broker_id}")
+    assert not logs_in(others[0], FRANK, "wrong", timeout_s=2)
 
-    add_scram_user(connect, cluster, "frank", "new-secret")
-    wait_for(lambda: logs_in(others[-1], "frank", "new-secret"), "frank's new password taking effect at another broker")
-    assert not logs_in(others[-1], "frank", "frank-secret", timeout_s=2)
+    add_scram_user(connect, cluster, FRANK, "new-secret")
+    wait_for(lambda: logs_in(others[-1], FRANK, "new-secret"), "the new password taking effect at another broker")
+    assert not logs_in(others[-1], FRANK, "frank-secret", timeout_s=2)
 
 
 def test_scram_credentials_and_quotas_share_the_user_znode(cluster: dict[int, Node], zk: KazooClient, connect: Callable[..., Any]) -> None:
