@@ -23,6 +23,7 @@ from odradek.broker.fetch_session import FetchSessionCache
 from odradek.broker.group_coordinator import GROUP_METADATA_TOPIC, group_coordinator_runtime
 from odradek.broker.metadata_waits import admin_call
 from odradek.broker.new_logs import make_logs, unmake_logs
+from odradek.broker.inter_broker_send import InterBrokerSender
 from odradek.broker.kafka_client import Node
 from odradek.broker.log_dir_failure import LogDirFailureChannel
 from odradek.broker.replica_fetcher import FetcherConfig
@@ -31,8 +32,8 @@ from odradek.broker.security.client import inter_broker_security
 from odradek.broker.security.credentials import ZkCredentialStore, credential_store
 from odradek.broker.security.scram import CredentialStore
 from odradek.broker.transaction_coordinator import TRANSACTION_STATE_TOPIC, transaction_coordinator_runtime
-from odradek.broker.transaction_markers import MarkerChannel, MarkerWriter
-from odradek.broker.transaction_verification import TransactionVerifier
+from odradek.broker.transaction_markers import MarkerChannel, MarkerWriter, WriteTxnMarkers
+from odradek.broker.transaction_verification import AddPartitionsToTxnVerify, TransactionVerifier
 from odradek.broker.zk_broker import ZkBroker
 from odradek.controller.embedded import EmbeddedController
 from odradek.controller.metadata import BrokerInfo, TopicInfo
@@ -90,13 +91,19 @@ class KafkaServer:
         )
         self.coordinators["transaction"] = transaction_coordinator_runtime(
             config, transactions, transactions.load,
-            MarkerChannel(self.broker_id, lambda: self.metadata, self.marker_writer, lambda write: self.background.start_soon(write)),
+            MarkerChannel(
+                self.broker_id, lambda: self.metadata, self.marker_writer, lambda write: self.background.start_soon(write),
+                InterBrokerSender(self.broker_id, "txn-markers", WriteTxnMarkers(), self._inter_broker_node, lambda: self.background, config["request.timeout.ms"] / 1000, self.inter_broker_security),
+            ),
             self.next_producer_id, broker_id=self.broker_id, metadata=lambda: self.metadata,
             create_topic=lambda t: self.create_topic_in_background(t.name, t.num_partitions, t.replication_factor, t.configs),
         )
         self.transaction_coordinator = self.coordinators["transaction"].coordinator
         if config["transaction.partition.verification.enable"]:
-            self.replica_manager.transaction_verifier = TransactionVerifier(self.transaction_coordinator)
+            self.replica_manager.transaction_verifier = TransactionVerifier(
+                self.transaction_coordinator, lambda: self.metadata,
+                InterBrokerSender(self.broker_id, "txn-verification", AddPartitionsToTxnVerify(), self._inter_broker_node, lambda: self.background, config["request.timeout.ms"] / 1000, self.inter_broker_security),
+            )
         self.metrics: Any = None
         """The runner's ``BrokerMetrics`` (broker/metrics.py, which reads this server), when prometheus.port is set."""
         self._producer_ids: range = range(0)
