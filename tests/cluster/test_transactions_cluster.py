@@ -12,9 +12,10 @@ commit is prepared (PrepareCommit written) but that leader's marker cannot land:
 - the data partition's leader is killed: the markers go to the new leader, the last stable offset moves.
 
 In both, a read_committed consumer then reads every committed record exactly once and no aborted one.
-Last, consume-transform-produce with ``send_offsets_to_transaction`` where the group's coordinator and the
+Consume-transform-produce with ``send_offsets_to_transaction`` where the group's coordinator and the
 transaction coordinator are different brokers: the output is the input exactly once, and the group's
-committed offsets are the input's ends.
+committed offsets are the input's ends. Last, on the wire (no client lets a test skip AddPartitionsToTxn):
+a partition leader verifies a transactional produce with the coordinator on another broker (KIP-890).
 """
 
 from __future__ import annotations
@@ -26,12 +27,14 @@ from typing import Any, Iterator
 
 import anyio
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, ElectionType, Producer, TopicPartition
 from harness import CLUSTER_SETTINGS, Cluster
 
 from odradek.broker.coordinator.runtime import partition_for
-from odradek.broker.kafka_client import KafkaClient
+from odradek.broker.kafka_client import CoordinatorType, KafkaClient
 from odradek.protocol.api import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import Record, build_batch
 
 PARTITIONS = 3
 RECORDS_PER_PARTITION = 5
@@ -124,14 +127,21 @@ def topic(cluster: Cluster) -> str:
 
 @pytest.fixture
 def all_brokers_back(cluster: Cluster, topic: str) -> Iterator[None]:
-    """A test that kills a broker leaves it restarted and every partition fully replicated again."""
+    """A test that kills a broker leaves it restarted, every partition fully replicated again and led by its
+    preferred replica (ElectLeaders), so that the next test finds leaderships spread over the brokers."""
     yield
     cluster.heal()
     for broker_id, broker in cluster.brokers.items():
         if not broker.running():
             cluster.restart(broker_id)
-    for name in (topic, TRANSACTION_STATE):
+    for name in (topic, TRANSACTION_STATE, OFFSETS):
         cluster.wait_fully_replicated(name, timeout_s=90)
+
+    def preferred_leaders() -> bool:
+        cluster.admin().elect_leaders(ElectionType.PREFERRED, None).result(30)
+        return all(s.leader == s.replicas[0] for name in (topic, TRANSACTION_STATE, OFFSETS) for s in cluster.partitions(name).values())
+
+    cluster.wait_until(preferred_leaders, "every partition led by its preferred replica", 60)
 
 
 def test_a_transaction_spanning_leaders_commits_and_aborts(cluster: Cluster, topic: str) -> None:
@@ -235,3 +245,34 @@ def test_consume_transform_produce_across_coordinators(cluster: Cluster) -> None
     assert sorted(stable_committed_records(cluster, sink)) == sorted(v.replace(b"in-", b"out-") for v in inputs)
     assert {tp.partition: tp.offset for tp in committed} == {p: len(inputs) // PARTITIONS for p in range(PARTITIONS)}
 
+
+
+def test_a_leader_asks_the_coordinator_on_another_broker(cluster: Cluster, topic: str) -> None:
+    """KIP-890 part 1 across brokers: a transactional produce to a partition the coordinator does not lead,
+    before AddPartitionsToTxn, is refused (INVALID_TXN_STATE; TRANSACTION_ABORTABLE for Produce v11); once
+    the partition is added, it is appended."""
+
+    async def scenario() -> tuple[list[int], int]:
+        async with KafkaClient(cluster.bootstrap, request_timeout_s=15) as client:
+            partition_leaders = leaders(cluster, topic)
+            transactional_id = next(t for t in (f"verify-{i}" for i in range(100)) if set(partition_leaders.values()) - {coordinator_of(cluster, TRANSACTION_STATE, t)})
+            coordinator = (await client.find_coordinator(transactional_id, CoordinatorType.TRANSACTION)).node_id
+            partition, leader = next((p, b) for p, b in partition_leaders.items() if b != coordinator)
+            init = {"transactional_id": transactional_id, "transaction_timeout_ms": 60_000, "producer_id": -1, "producer_epoch": -1}
+            answer = await client.request(ApiKey.InitProducerId, init, node_id=coordinator)
+            assert answer.error_code == ErrorCode.NONE
+            producer_id, epoch = answer.producer_id, answer.producer_epoch
+            batch = build_batch([Record(value=b"verified")], producer_id=producer_id, producer_epoch=epoch, base_sequence=0, is_transactional=True)
+            produce = {"transactional_id": transactional_id, "acks": -1, "timeout_ms": 10_000, "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}]}
+            to_leader = await client.connection(leader)
+            errors = [(await to_leader.send(ApiKey.Produce, version, produce)).responses[0].partition_responses[0].error_code for version in (9, 11)]
+            add = {"v3_and_below_transactional_id": transactional_id, "v3_and_below_producer_id": producer_id, "v3_and_below_producer_epoch": epoch, "v3_and_below_topics": [{"name": topic, "partitions": [partition]}]}
+            added = await (await client.connection(coordinator)).send(ApiKey.AddPartitionsToTxn, 3, add)  # v4+ are brokers' requests
+            assert [p.partition_error_code for t in added.results_by_topic_v3_and_below for p in t.results_by_partition] == [ErrorCode.NONE]
+            errors.append((await to_leader.send(ApiKey.Produce, 9, produce)).responses[0].partition_responses[0].error_code)
+            end = {"transactional_id": transactional_id, "producer_id": producer_id, "producer_epoch": epoch, "committed": False}
+            return errors, (await client.request(ApiKey.EndTxn, end, node_id=coordinator)).error_code
+
+    errors, aborted = anyio.run(scenario)
+    assert errors == [ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE, ErrorCode.NONE]
+    assert aborted == ErrorCode.NONE
