@@ -314,6 +314,17 @@ def test_scram_user_made_on_one_broker_logs_in_at_another(cluster: dict[int, Nod
     wait_for(lambda: logs_in(others[-1], FRANK, "new-secret"), "the new password taking effect at another broker")
     assert not logs_in(others[-1], FRANK, "frank-secret", timeout_s=2)
 
+    assert described_credentials(connect, others[-1], FRANK) == (ErrorCode.NONE, [(1, 4096)])
+    deleted = connect(controller(connect, cluster).plaintext).call(ApiKey.AlterUserScramCredentials, 0, {"deletions": [{"name": FRANK, "mechanism": 1}], "upsertions": []})
+    assert [(r.user, r.error_code) for r in deleted.results] == [(FRANK, ErrorCode.NONE)]
+    wait_for(lambda: described_credentials(connect, others[-1], FRANK) == (ErrorCode.RESOURCE_NOT_FOUND, []), "the deletion reaching another broker")
+
+
+def described_credentials(connect: Callable[..., Any], node: Node, user: str) -> tuple[int, list[tuple[int, int]]]:
+    """DescribeUserScramCredentials of one user: (error code, [(mechanism, iterations)])."""
+    (result,) = connect(node.plaintext).call(ApiKey.DescribeUserScramCredentials, 0, {"users": [{"name": user}]}).results
+    return result.error_code, [(c.mechanism, c.iterations) for c in result.credential_infos]
+
 
 def test_scram_credentials_and_quotas_share_the_user_znode(cluster: dict[int, Node], zk: KazooClient, connect: Callable[..., Any]) -> None:
     """A quota set on a user with credentials keeps them (and the reverse): one ``/config/users/<user>`` config."""
