@@ -230,6 +230,35 @@ def test_a_created_grown_or_deleted_topic_is_in_the_controllers_metadata_once_an
         assert metadata(controller, [name])[1] == {}
 
 
+def test_the_controllers_topic_answers_are_kafkas(cluster: ZkCluster) -> None:
+    """CreateTopics, CreatePartitions and DeleteTopics at the controller, waiting (30 s) or not (0)."""
+    controller = cluster.controller()
+
+    def create(name: str, timeout_ms: int) -> list[tuple]:
+        body = {"topics": [{"name": name, "num_partitions": 2, "replication_factor": 3, "assignments": [], "configs": []}], "timeout_ms": timeout_ms, "validate_only": False}
+        return [
+            (t.name, ErrorCode(t.error_code).name, t.error_message, t.num_partitions, t.replication_factor, ErrorCode(t.topic_config_error_code).name, t.topic_id.int != 0, len(t.configs or ()) > 0)
+            for t in call(controller, ApiKey.CreateTopics, 7, body).topics
+        ]
+
+    def grow(name: str, timeout_ms: int) -> list[tuple]:
+        body = {"topics": [{"name": name, "count": 3, "assignments": None}], "timeout_ms": timeout_ms, "validate_only": False}
+        return [(r.name, ErrorCode(r.error_code).name, r.error_message) for r in call(controller, ApiKey.CreatePartitions, 3, body).results]
+
+    def delete(name: str, timeout_ms: int) -> list[tuple]:
+        body = {"topics": [{"name": name, "topic_id": uuid.UUID(int=0)}], "timeout_ms": timeout_ms}
+        return [(r.name, ErrorCode(r.error_code).name, r.error_message) for r in call(controller, ApiKey.DeleteTopics, 6, body).responses]
+
+    assert create("wired", 30000) == [("wired", "NONE", None, 2, 3, "NONE", True, True)]
+    assert create("wired", 30000) == [("wired", "TOPIC_ALREADY_EXISTS", "Topic 'wired' already exists.", -1, -1, "NONE", False, False)]
+    assert grow("wired", 30000) == [("wired", "NONE", None)]
+    assert delete("wired", 30000) == [("wired", "NONE", None)]
+    assert create("unwaited", 0) == [("unwaited", "REQUEST_TIMED_OUT", None, -1, -1, "NONE", True, False)]
+    wait_for(lambda: len(metadata(controller, ["unwaited"])[1]) == 2, what="the topic created without waiting online")
+    assert grow("unwaited", 0) == [("unwaited", "REQUEST_TIMED_OUT", None)]
+    assert delete("unwaited", 0) == [("unwaited", "REQUEST_TIMED_OUT", None)]
+
+
 def test_only_the_controller_creates_grows_or_deletes_topics(cluster: ZkCluster) -> None:
     other = next(b for broker, b in cluster.bootstraps().items() if b != cluster.controller())
     created = call(other, ApiKey.CreateTopics, 7, {"topics": [{"name": "elsewhere", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}], "timeout_ms": 5000, "validate_only": False})
