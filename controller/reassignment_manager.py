@@ -15,17 +15,14 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import Callable, Iterable, Protocol, Sequence
 
 from odradek.controller import reassignment as ra
 from odradek.controller import zk_data as zd
 from odradek.controller.reassignment import ApiError
-from odradek.controller.zk_client import ControllerMovedError
-from odradek.controller.zk_controller_state import Leadership, RequestBatch, TopicPartition, without_replica
+from odradek.controller.zk_client import ControllerMovedError, ZkClient
+from odradek.controller.zk_controller_state import ControllerContext, Leadership, RequestBatch, TopicPartition, without_replica
 from odradek.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from odradek.controller.zk_controller import ZkController
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +31,26 @@ Targets = dict[TopicPartition, "tuple[int, ...] | None"]
 NOT_CONTROLLER = ApiError.of(ErrorCode.NOT_CONTROLLER)
 
 
+class Controller(Protocol):
+    """What the steps use of :class:`~odradek.controller.zk_controller.ZkController` (which imports this module)."""
+
+    zk: ZkClient
+    context: ControllerContext
+    active: bool
+
+    def _write(self, partition: TopicPartition, state: zd.LeaderIsrAndControllerEpoch) -> bool:
+        """Write a partition's state at the version last read (False: it moved on, re-read)."""
+        ...
+
+    def _send(self, batch: RequestBatch) -> None:
+        """Send the batch's requests to the live brokers."""
+        ...
+
+
 class ReassignmentManager:
     """The reassignment steps of one controller; every method runs on its event thread."""
 
-    def __init__(self, controller: "ZkController") -> None:
+    def __init__(self, controller: Controller) -> None:
         self.controller = controller
 
     # -- requests -------------------------------------------------------------------------------------------------
@@ -76,7 +89,8 @@ class ReassignmentManager:
             return
         ctx = self.controller.context
         named = self.in_progress() if partitions is None else partitions
-        answer.set_result({p: ctx.assignments[p] for p in named if ra.is_being_reassigned(ctx.assignments.get(p, ra.NO_ASSIGNMENT))})
+        found = {p: ctx.assignments.get(p, ra.NO_ASSIGNMENT) for p in named}
+        answer.set_result({p: a for p, a in found.items() if ra.is_being_reassigned(a)})
 
     def in_progress(self) -> list[TopicPartition]:
         """Kafka's ``partitionsBeingReassigned``: the partitions whose assignment names replicas to add or remove."""
