@@ -4,11 +4,13 @@ The keys are parsed and checked as Kafka's ``KafkaConfig`` does (the socket time
 ``replica.fetch.wait.max.ms``), and a fetcher configured from them behaves as they say against an odradek
 leader over real sockets: ``replica.fetch.response.max.bytes`` bounds each fetch to its first batch,
 ``replica.fetch.min.bytes`` with ``replica.fetch.wait.max.ms`` makes the leader hold a fetch until enough
-bytes came or the wait passed, ``replica.fetch.backoff.ms`` delays a partition after an error.
+bytes came or the wait passed, ``replica.fetch.backoff.ms`` delays a partition after an error, and
+``replica.socket.timeout.ms`` bounds the wait for a leader that never answers.
 """
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 from typing import Callable, Iterator
@@ -165,3 +167,46 @@ def test_backoff_delays_a_partition_after_an_error(leader: Broker, tmp_path: Pat
     ends = follow(leader, FetcherConfig.from_broker_config(FOLLOWER, BrokerConfig({"replica.fetch.backoff.ms": backoff_ms}).values), tmp_path, lambda log: log.log_end_offset >= 1, create_and_lead, topic)
     took = ends[0][0] - ready_at[0]
     assert (took >= 1.0) is held, f"the record reached the follower {took:.2f}s after the leader had it"
+
+
+@pytest.mark.parametrize(("timeout_ms", "gives_up"), [("1000", True), ("4000", False)], ids=["socket-timeout-1-s", "socket-timeout-4-s"])
+def test_socket_timeout_bounds_the_wait_for_a_leader_that_never_answers(tmp_path: Path, timeout_ms: str, gives_up: bool) -> None:
+    """A leader that accepts the follower's connection and never answers: the follower gives up after
+    ``replica.socket.timeout.ms``, waits ``replica.fetch.backoff.ms`` and connects again."""
+    silent = socket.create_server(("127.0.0.1", 0))
+    accepted: list[float] = []
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        silent.settimeout(0.2)
+        deadline = time.monotonic() + 2.5
+        while time.monotonic() < deadline:
+            try:
+                connection, _ = silent.accept()
+            except TimeoutError:
+                continue
+            accepted.append(time.monotonic())
+            held.append(connection)
+
+    local = Log.open(tmp_path / f"{TOPIC}-0", LogConfig())
+    config = FetcherConfig.from_broker_config(FOLLOWER, BrokerConfig({"replica.socket.timeout.ms": timeout_ms, "replica.fetch.backoff.ms": "100"}).values)
+
+    async def run() -> None:
+        async with anyio.create_task_group() as tg:
+            manager = ReplicaFetcherManager(config, 1, {(TOPIC, 0): local}.__getitem__, tg)
+            manager.add_fetcher_for_partitions({(TOPIC, 0): InitialFetchState(None, Node(0, "127.0.0.1", silent.getsockname()[1]), 1, 0)})
+            await anyio.to_thread.run_sync(accept)
+            manager.close_all()
+
+    try:
+        anyio.run(run)
+    finally:
+        for connection in held:
+            connection.close()
+        silent.close()
+        local.close()
+    assert accepted, "the follower never connected"
+    again = [later - accepted[0] for later in accepted[1:]]
+    assert bool(again) is gives_up, f"connections {again} s after the first"
+    if gives_up:
+        assert 0.9 <= again[0] <= 2.0, f"connected again {again[0]:.2f}s after the first (the timeout, then the backoff)"
