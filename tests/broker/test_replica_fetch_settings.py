@@ -25,7 +25,6 @@ from odradek.broker.config import BrokerConfig
 from odradek.broker.kafka_client import Node
 from odradek.broker.replica_fetcher import SETTING_KEYS, FetcherConfig, InitialFetchState, ReplicaFetcherManager, initial_fetch_offset
 from odradek.controller.metadata import PartitionState
-from odradek.protocol.api import ApiKey
 from odradek.storage.config_types import ConfigError
 from odradek.storage.log import Log
 from odradek.storage.log_config import LogConfig

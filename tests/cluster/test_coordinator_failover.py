@@ -29,7 +29,7 @@ from typing import Callable
 
 import pytest
 from checker import REQUEST_TIMEOUT_MS, Workload
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException
 from harness import Cluster
 
 from odradek.broker.coordinator.runtime import partition_for
