@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Iterable, Mapping
 
+from odradek.controller.zk_controller_state import TopicPartition
 from odradek.protocol.errors import ErrorCode
-
-TopicPartition = tuple[str, int]
 
 
 class ElectionType(IntEnum):

@@ -22,8 +22,9 @@ from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.broker.zk_broker import ZkBroker
 from odradek.controller import leader_election
-from odradek.controller.leader_election import ElectionError, ElectionType, TopicPartition
+from odradek.controller.leader_election import ElectionError, ElectionType
 from odradek.controller.metadata import MetadataImage
+from odradek.controller.zk_controller_state import TopicPartition
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
