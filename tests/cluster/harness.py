@@ -453,8 +453,14 @@ class Cluster:
             raise RuntimeError(f"broker {broker_id} was never started")
         os.kill(pid, sig)
 
+    def stop(self, broker_id: int, timeout_s: float = 60.0) -> float:
+        """SIGTERM, as an operator stops a broker (Kafka's controlled shutdown first), and wait for the process
+        to exit; the seconds it took."""
+        self.signal(broker_id, signal.SIGTERM)
+        return self.wait_until(lambda: not self.brokers[broker_id].running(), f"broker {broker_id} stopped", timeout_s)
+
     def restart(self, broker_id: int) -> None:
-        """Start a killed (or never started) broker again on its log directory."""
+        """Start a killed, stopped (or never started) broker again on its log directory."""
         broker = self.brokers[broker_id]
         if broker.running():
             raise RuntimeError(f"broker {broker_id} is still running")

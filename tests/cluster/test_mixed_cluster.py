@@ -14,7 +14,8 @@ have, and killed (SIGKILL); its leaderships move, writes go on; it is restarted,
 (the other kind's leader tells it where its log diverged), catches up and is back in every ISR; nothing
 acknowledged is lost, and every replica's segment files hold the same bytes whichever implementation wrote
 them. Consumer groups whose coordinators are spread over both
-kinds commit and read back their offsets. Every broker has a ``broker.rack``: each controller places a new
+kinds commit and read back their offsets. A broker stopped cleanly hands its leadership over through the
+other kind's controller (ControlledShutdown) before it exits. Every broker has a ``broker.rack``: each controller places a new
 topic's replicas as Kafka's rack-aware assignment does, with the racks the other kind registered.
 """
 
@@ -174,6 +175,22 @@ def test_groups_commit_through_coordinators_of_both_kinds(mixed: Cluster) -> Non
         read = committed_offset(mixed, group, topic)
         coordinator = mixed.leader_and_isr("__consumer_offsets", partition).leader
         assert (read.error, read.offset) == (None, committed), f"group {group} coordinated by broker {coordinator} ({kind(mixed, coordinator)})"
+
+
+def test_a_peer_stopped_cleanly_hands_over_first_through_the_other_kinds_controller(mixed: Cluster) -> None:
+    """SIGTERM to the broker of the kind that does not control: its ControlledShutdown to the other kind's
+    controller moves the leadership it holds and takes it out of every ISR before it exits; restarted, it is
+    back in every ISR."""
+    topic = "handover"
+    mixed.create_topic(topic, len(mixed.brokers))
+    stopping = next(b for b in mixed.brokers if kind(mixed, b) != kind(mixed, mixed.controller()))
+    assert any(mixed.leader_and_isr(topic, p).leader == stopping for p in range(len(mixed.brokers)))
+    took = mixed.stop(stopping)
+    states = {p: mixed.leader_and_isr(topic, p) for p in range(len(mixed.brokers))}
+    assert all(s.leader not in (stopping, -1) and stopping not in s.isr for s in states.values()), states
+    mixed.restart(stopping)
+    rejoined = mixed.wait_fully_replicated(topic)
+    print(f"\nbroker {stopping} ({kind(mixed, stopping)}) stopped in {took:.1f}s, back in every ISR {rejoined:.1f}s after its restart")
 
 
 def test_both_kinds_lead_and_follow_and_a_killed_peer_catches_up_losing_nothing(mixed: Cluster) -> None:
