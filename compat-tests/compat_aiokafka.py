@@ -56,7 +56,7 @@ class Loop:
 
 
 class AIOKafkaReader(PartitionReader):
-    def __init__(self, loop: Loop, bootstrap: str, topic: str, partition: int, offset: int, max_wait_ms: int, min_bytes: int) -> None:
+    def __init__(self, loop: Loop, bootstrap: str, topic: str, partition: int, offset: int, max_wait_ms: int, min_bytes: int, isolation: str) -> None:
         self.loop = loop
         self.tp = TopicPartition(topic, partition)
 
@@ -67,6 +67,7 @@ class AIOKafkaReader(PartitionReader):
                 auto_offset_reset="none",
                 fetch_max_wait_ms=max_wait_ms,
                 fetch_min_bytes=min_bytes,
+                isolation_level=isolation,
             )
             await consumer.start()
             consumer.assign([self.tp])
@@ -327,8 +328,30 @@ class AiokafkaClient(Client):
 
         return AIOKafkaProducerSession(self.loop, self.loop.run(start()))
 
-    def reader(self, topic: str, partition: int, offset: int, *, max_wait_ms: int = 500, min_bytes: int = 1) -> PartitionReader:
-        return AIOKafkaReader(self.loop, self.bootstrap, topic, partition, offset, max_wait_ms, min_bytes)
+    def reader(self, topic: str, partition: int, offset: int, *, max_wait_ms: int = 500, min_bytes: int = 1, isolation: str = "read_uncommitted") -> PartitionReader:
+        return AIOKafkaReader(self.loop, self.bootstrap, topic, partition, offset, max_wait_ms, min_bytes, isolation)
+
+    def transactions(self, topic: str, transactional_id: str, transactions: list[tuple[list[Record], bool]]) -> list[str]:
+        async def run() -> list[str]:
+            producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, transactional_id=transactional_id, linger_ms=5, request_timeout_ms=TIMEOUT_S * 1000)
+            await producer.start()  # InitProducerId for the transactional id
+            try:
+                outcomes = []
+                for records, commit in transactions:
+                    await producer.begin_transaction()
+                    for r in records:
+                        await producer.send(topic, value=r.value, key=r.key, partition=r.partition)
+                    try:
+                        await producer.flush()
+                        await (producer.commit_transaction() if commit else producer.abort_transaction())
+                        outcomes.append("NONE")
+                    except KafkaError as exc:
+                        outcomes.append(_code(exc))
+                return outcomes
+            finally:
+                await producer.stop()
+
+        return self.loop.run(run())
 
     def group_member(self, group: str, topics: list[str], config: MemberConfig = MemberConfig()) -> GroupMember:
         return AIOKafkaMember(self.loop, self.bootstrap, group, topics, config)

@@ -309,16 +309,22 @@ class Client:
         finally:
             session.close()
 
-    def reader(self, topic: str, partition: int, offset: int, *, max_wait_ms: int = 500, min_bytes: int = 1) -> PartitionReader:
-        """A consumer at ``offset`` that reports OFFSET_OUT_OF_RANGE rather than resetting."""
+    def reader(self, topic: str, partition: int, offset: int, *, max_wait_ms: int = 500, min_bytes: int = 1, isolation: str = "read_uncommitted") -> PartitionReader:
+        """A consumer at ``offset`` that reports OFFSET_OUT_OF_RANGE rather than resetting; ``isolation``:
+        "read_uncommitted" or "read_committed"."""
         raise NotImplementedError
 
-    def read(self, topic: str, partition: int, offset: int, count: int, timeout_s: float = 10) -> tuple[list[dict], str | None]:
-        reader = self.reader(topic, partition, offset)
+    def read(self, topic: str, partition: int, offset: int, count: int, timeout_s: float = 10, *, isolation: str = "read_uncommitted") -> tuple[list[dict], str | None]:
+        reader = self.reader(topic, partition, offset, isolation=isolation)
         try:
             return reader.read(count, timeout_s)
         finally:
             reader.close()
+
+    def transactions(self, topic: str, transactional_id: str, transactions: list[tuple[list[Record], bool]]) -> list[str]:
+        """One transactional producer (``transactional_id``) sends each list of records in a transaction of its
+        own, committed (True) or aborted (False); what each commit or abort gave ("NONE" or the error's name)."""
+        raise NotImplementedError
 
     # groups ------------------------------------------------------------------------------------------
     def group_member(self, group: str, topics: list[str], config: MemberConfig = MemberConfig()) -> GroupMember:

@@ -61,7 +61,7 @@ class _Lines(logging.Handler):
 
 
 class ConfluentReader(PartitionReader):
-    def __init__(self, bootstrap: str, topic: str, partition: int, offset: int, max_wait_ms: int, min_bytes: int) -> None:
+    def __init__(self, bootstrap: str, topic: str, partition: int, offset: int, max_wait_ms: int, min_bytes: int, isolation: str) -> None:
         self.consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -71,6 +71,7 @@ class ConfluentReader(PartitionReader):
                 "fetch.wait.max.ms": max_wait_ms,
                 "fetch.min.bytes": min_bytes,
                 "enable.partition.eof": False,
+                "isolation.level": isolation,
             }
         )
         self.consumer.assign([TopicPartition(topic, partition, offset)])
@@ -277,8 +278,25 @@ class ConfluentClient(Client):
             }
         )
 
-    def reader(self, topic: str, partition: int, offset: int, *, max_wait_ms: int = 500, min_bytes: int = 1) -> PartitionReader:
-        return ConfluentReader(self.bootstrap, topic, partition, offset, max_wait_ms, min_bytes)
+    def reader(self, topic: str, partition: int, offset: int, *, max_wait_ms: int = 500, min_bytes: int = 1, isolation: str = "read_uncommitted") -> PartitionReader:
+        return ConfluentReader(self.bootstrap, topic, partition, offset, max_wait_ms, min_bytes, isolation)
+
+    def transactions(self, topic: str, transactional_id: str, transactions: list[tuple[list[Record], bool]]) -> list[str]:
+        producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": transactional_id, "linger.ms": 5, "message.timeout.ms": TIMEOUT_S * 1000})
+        producer.init_transactions(TIMEOUT_S)
+        outcomes = []
+        for records, commit in transactions:
+            producer.begin_transaction()
+            for r in records:
+                producer.produce(topic, value=r.value, key=r.key, partition=r.partition if r.partition is not None else -1)
+            try:
+                producer.flush(TIMEOUT_S)
+                (producer.commit_transaction if commit else producer.abort_transaction)(TIMEOUT_S)
+                outcomes.append("NONE")
+            except KafkaException as exc:
+                outcomes.append(_code(exc))
+        producer.flush(TIMEOUT_S)
+        return outcomes
 
     def group_member(self, group: str, topics: list[str], config: MemberConfig = MemberConfig()) -> GroupMember:
         return ConfluentMember(self.bootstrap, group, topics, config)

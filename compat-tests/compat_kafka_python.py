@@ -30,13 +30,14 @@ def _code(exc: Exception) -> str:
 
 
 class KafkaPythonReader(PartitionReader):
-    def __init__(self, bootstrap: str, topic: str, partition: int, offset: int, max_wait_ms: int, min_bytes: int) -> None:
+    def __init__(self, bootstrap: str, topic: str, partition: int, offset: int, max_wait_ms: int, min_bytes: int, isolation: str) -> None:
         self.consumer = KafkaConsumer(
             bootstrap_servers=bootstrap,
             enable_auto_commit=False,
             auto_offset_reset="none",
             fetch_max_wait_ms=max_wait_ms,
             fetch_min_bytes=min_bytes,
+            isolation_level=isolation,
         )
         self.tp = TopicPartition(topic, partition)
         self.consumer.assign([self.tp])
@@ -239,8 +240,27 @@ class KafkaPythonClient(Client):
             )
         )
 
-    def reader(self, topic: str, partition: int, offset: int, *, max_wait_ms: int = 500, min_bytes: int = 1) -> PartitionReader:
-        return KafkaPythonReader(self.bootstrap, topic, partition, offset, max_wait_ms, min_bytes)
+    def reader(self, topic: str, partition: int, offset: int, *, max_wait_ms: int = 500, min_bytes: int = 1, isolation: str = "read_uncommitted") -> PartitionReader:
+        return KafkaPythonReader(self.bootstrap, topic, partition, offset, max_wait_ms, min_bytes, isolation)
+
+    def transactions(self, topic: str, transactional_id: str, transactions: list[tuple[list[Record], bool]]) -> list[str]:
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap, transactional_id=transactional_id, linger_ms=5, delivery_timeout_ms=TIMEOUT_S * 1000, request_timeout_ms=TIMEOUT_S * 1000 - 100)
+        try:
+            producer.init_transactions()
+            outcomes = []
+            for records, commit in transactions:
+                producer.begin_transaction()
+                for r in records:
+                    producer.send(topic, value=r.value, key=r.key, partition=r.partition)
+                try:
+                    producer.flush(TIMEOUT_S)
+                    (producer.commit_transaction if commit else producer.abort_transaction)()
+                    outcomes.append("NONE")
+                except Errors.BrokerResponseError as exc:
+                    outcomes.append(_code(exc))
+            return outcomes
+        finally:
+            producer.close(TIMEOUT_S)
 
     def group_member(self, group: str, topics: list[str], config: MemberConfig = MemberConfig()) -> GroupMember:
         return KafkaPythonMember(self.bootstrap, group, topics, config)
