@@ -175,7 +175,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.AlterPartition: _all(ApiKey.AlterPartition, alter_partition, "zk_broker", "authorization"),
     ApiKey.AllocateProducerIds: _all(ApiKey.AllocateProducerIds, allocate_producer_ids, "zk_broker", "authorization"),
     ApiKey.ControlledShutdown: _all(ApiKey.ControlledShutdown, controlled_shutdown, "zk_broker", "authorization"),
-    ApiKey.AlterPartitionReassignments: _all(ApiKey.AlterPartitionReassignments, alter_partition_reassignments, "zk_broker", "authorization"),
+    ApiKey.AlterPartitionReassignments: _all(ApiKey.AlterPartitionReassignments, alter_partition_reassignments, "zk_broker", "metadata", "authorization"),
     ApiKey.ListPartitionReassignments: _all(ApiKey.ListPartitionReassignments, list_partition_reassignments, "zk_broker", "authorization"),
     ApiKey.ElectLeaders: _all(ApiKey.ElectLeaders, elect_leaders, "zk_broker", "metadata", "authorization"),
     ApiKey.LeaderAndIsr: _all(ApiKey.LeaderAndIsr, leader_and_isr, "zk_broker", "authorization"),

@@ -10,10 +10,10 @@ and what a new controller reads to resume. It completes once every target replic
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Collection, Mapping, Sequence
 
 from odradek.controller import zk_data as zd
-from odradek.controller.zk_controller_state import ControllerContext, TopicPartition
+from odradek.controller.zk_controller_state import TopicPartition
 from odradek.protocol.errors import ErrorCode
 
 
@@ -55,7 +55,7 @@ def reassign_to(assignment: zd.ReplicaAssignment, target: Sequence[int]) -> zd.R
     return zd.ReplicaAssignment(full, tuple(r for r in full if r not in origin), tuple(r for r in full if r not in target))
 
 
-def validate_replicas(ctx: ControllerContext, partition: TopicPartition, replicas: Sequence[int]) -> ApiError | None:
+def validate_replicas(current: zd.ReplicaAssignment, live: Collection[int], replicas: Sequence[int]) -> ApiError | None:
     """``validateReplicas``: a target that is empty, repeats a broker, names a negative id or adds a broker
     that is not live is INVALID_REPLICA_ASSIGNMENT, with Kafka's messages."""
     listed = _scala_seq(replicas)
@@ -65,10 +65,10 @@ def validate_replicas(ctx: ControllerContext, partition: TopicPartition, replica
         return ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Duplicate replica ids in partition reassignment replica list: {listed}")
     if any(r < 0 for r in replicas):
         return ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Invalid broker id in replica list: {listed}")
-    adding = reassign_to(ctx.assignments.get(partition, NO_ASSIGNMENT), replicas).adding
-    if not set(adding) <= set(ctx.live_brokers):
-        live = "Set(" + ", ".join(map(str, sorted(ctx.live_brokers))) + ")"
-        return ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Replica assignment has brokers that are not alive. Replica list: {_scala_seq(adding)}, live broker list: {live}")
+    adding = reassign_to(current, replicas).adding
+    if not set(adding) <= set(live):
+        listed_live = "Set(" + ", ".join(map(str, sorted(live))) + ")"
+        return ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Replica assignment has brokers that are not alive. Replica list: {_scala_seq(adding)}, live broker list: {listed_live}")
     return None
 
 
@@ -107,3 +107,17 @@ def with_new_epoch(current: zd.LeaderIsrAndControllerEpoch, controller_epoch: in
     """``LeaderAndIsr.newEpoch``: the same leader and ISR at the next leader epoch, so that the replicas take
     the new replica set."""
     return replace(current, leader_epoch=current.leader_epoch + 1, controller_epoch=controller_epoch)
+
+
+def single_node_answers(assignments: Mapping[TopicPartition, zd.ReplicaAssignment], live: Collection[int], targets: Mapping[TopicPartition, Sequence[int] | None]) -> dict[TopicPartition, ApiError]:
+    """A broker that is its own controller (no ZooKeeper), as a one-broker Kafka cluster answers: Kafka's
+    refusals; the only valid target of an existing partition is the broker itself, where its replica already
+    is (the reassignment completes at once), and nothing is ever in progress to cancel."""
+    answers: dict[TopicPartition, ApiError] = {}
+    for partition, target in targets.items():
+        current = assignments.get(partition, NO_ASSIGNMENT)
+        error = validate_replicas(current, live, target) if target is not None else None
+        if error is None and build_reassignment(current, target) is None:
+            error = ApiError.of(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
+        answers[partition] = error or (NONE if current.replicas else PARTITION_DOES_NOT_EXIST)
+    return answers

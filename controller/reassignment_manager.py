@@ -66,8 +66,9 @@ class ReassignmentManager:
             results: dict[TopicPartition, ApiError] = {}
             to_reassign: dict[TopicPartition, zd.ReplicaAssignment] = {}
             for partition, target in targets.items():
-                error = ra.validate_replicas(ctx, partition, target) if target is not None else None
-                built = None if error is not None else ra.build_reassignment(ctx.assignments.get(partition, ra.NO_ASSIGNMENT), target)
+                current = ctx.assignments.get(partition, ra.NO_ASSIGNMENT)
+                error = ra.validate_replicas(current, ctx.live_brokers, target) if target is not None else None
+                built = None if error is not None else ra.build_reassignment(current, target)
                 if error is not None:
                     results[partition] = error
                 elif built is None:

@@ -1,9 +1,10 @@
 """AlterPartitionReassignments (API key 45, v0): move partitions to other brokers, or cancel a move (KIP-455).
 
 Served by the active ZooKeeper-mode controller's broker (:meth:`ZkController.alter_partition_reassignments`,
-run on the controller's event thread; the request waits without blocking the event loop); any other broker,
-or one without ZooKeeper, answers NOT_CONTROLLER and the AdminClient asks the controller. Needs ALTER on the
-cluster. Each partition is answered once its reassignment has started (or with why it cannot).
+run on the controller's event thread; the request waits without blocking the event loop); any other broker
+answers NOT_CONTROLLER and the AdminClient asks the controller. Needs ALTER on the cluster. Each partition
+is answered once its reassignment has started (or with why it cannot). A broker without ZooKeeper is its own
+controller and answers as a one-broker Kafka cluster (:func:`single_node_answers`).
 """
 
 from __future__ import annotations
@@ -14,19 +15,24 @@ from typing import Any, Awaitable
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.broker.zk_broker import ZkBroker
-from odradek.controller.reassignment import ApiError
+from odradek.controller import zk_data as zd
+from odradek.controller.metadata import MetadataImage
+from odradek.controller.reassignment import ApiError, single_node_answers
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 
-def handle(zk_broker: ZkBroker | None, authorization: Authorization, request: Request) -> dict | Awaitable[dict]:
+def handle(zk_broker: ZkBroker | None, metadata: MetadataImage, authorization: Authorization, request: Request) -> dict | Awaitable[dict]:
     body = request.body
     if not authorization.authorize(request, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         return refused(body, ApiError.of(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
-    controller = zk_broker.controller if zk_broker is not None else None
+    targets = {(t.name, p.partition_index): None if p.replicas is None else tuple(p.replicas) for t in body.topics for p in t.partitions}
+    if zk_broker is None:
+        assignments = {(t.name, p): zd.ReplicaAssignment(tuple(s.replicas)) for t in metadata.topics.values() for p, s in t.partitions.items()}
+        return response(single_node_answers(assignments, metadata.brokers, targets))
+    controller = zk_broker.controller
     if controller is None or not controller.active:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "error_message": ErrorCode.NOT_CONTROLLER.message, "responses": []}
-    targets = {(t.name, p.partition_index): None if p.replicas is None else tuple(p.replicas) for t in body.topics for p in t.partitions}
     return answer(controller.alter_partition_reassignments(targets))
 
 
@@ -34,6 +40,10 @@ async def answer(result: Any) -> dict:
     outcome = await asyncio.wrap_future(result)
     if isinstance(outcome, ApiError):
         return {"throttle_time_ms": 0, "error_code": outcome.code, "error_message": outcome.message, "responses": []}
+    return response(outcome)
+
+
+def response(outcome: dict[tuple[str, int], ApiError]) -> dict:
     by_topic: dict[str, list[dict]] = {}
     for (topic, index), error in outcome.items():
         by_topic.setdefault(topic, []).append({"partition_index": index, "error_code": error.code, "error_message": error.message})

@@ -3,6 +3,7 @@ replica set and the replicas being added and removed (KIP-455).
 
 Served by the active ZooKeeper-mode controller's broker (:meth:`ZkController.list_partition_reassignments`,
 answered from the controller's event thread); others answer NOT_CONTROLLER. Needs DESCRIBE on the cluster.
+A broker without ZooKeeper, its own controller, has none in progress.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ def handle(zk_broker: ZkBroker | None, authorization: Authorization, request: Re
     body = request.body
     if not authorization.authorize(request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         return refused(body, ApiError.of(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
-    controller = zk_broker.controller if zk_broker is not None else None
+    if zk_broker is None:  # its own controller: nothing is ever in progress
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": "", "topics": []}
+    controller = zk_broker.controller
     if controller is None or not controller.active:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "error_message": ErrorCode.NOT_CONTROLLER.message, "topics": []}
     partitions = None if body.topics is None else [(t.name, index) for t in body.topics for index in t.partition_indexes]

@@ -259,11 +259,12 @@ def list_reassignments(wire: Any, topics: list[tuple[str, list[int]]] | None = N
 
 
 def refusals(wire: Any, topic: str, live: int, dead: int) -> list[dict[tuple[str, int], tuple[int, str | None]]]:
-    """Duplicates, a broker that is not live, an unknown partition and topic; then cancellations with
-    nothing to cancel."""
+    """Duplicates, a broker that is not live, an unknown partition and topic; cancellations with nothing to
+    cancel; a move to where the partition already is (complete at once)."""
     return [
         alter(wire, [(topic, 0, [live, live]), (topic, 1, [dead]), (topic, 9, [live]), ("no-such-topic", 0, [live])]),
         alter(wire, [(topic, 0, None), ("no-such-topic", 0, None)]),
+        alter(wire, [(topic, 1, [live])]),
     ]
 
 
@@ -282,11 +283,27 @@ def test_refusals_are_answered_per_partition_as_kafka_answers_them(brokers: dict
         {(topic, 0): ErrorCode.INVALID_REPLICA_ASSIGNMENT, (topic, 1): ErrorCode.INVALID_REPLICA_ASSIGNMENT,
          (topic, 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ("no-such-topic", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION},
         {(topic, 0): ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, ("no-such-topic", 0): ErrorCode.NO_REASSIGNMENT_IN_PROGRESS},
+        {(topic, 1): ErrorCode.NONE},
     ]
     # a broker that is not the controller sends the client there
     other = next(b for b in brokers if b != controller_id(zk))
     answer = connect(brokers[other].bootstrap).call(ApiKey.ListPartitionReassignments, 0, {"timeout_ms": 30000, "topics": None})
     assert answer.error_code == ErrorCode.NOT_CONTROLLER
+
+
+def test_a_broker_without_zookeeper_answers_as_a_one_broker_kafka_cluster(connect: Callable[..., Any], zk_kafka: kafka_jvm.KafkaBroker, tmp_path: Path) -> None:
+    """A single-node odradek broker is its own controller: the same answers as the session's one Kafka broker
+    (which test_refusals_are_answered_per_partition_as_kafka_answers_them gave the topic), and nothing listed."""
+    topic = "refused"
+    with Broker(tmp_path / "single", config={"broker.id": 0}) as single:
+        admin = AdminClient({"bootstrap.servers": single.bootstrap})
+        admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])[topic].result(30)
+        kafka_admin = AdminClient({"bootstrap.servers": zk_kafka.bootstrap})
+        if topic not in kafka_admin.list_topics(timeout=10).topics:
+            kafka_admin.create_topics([NewTopic(topic, num_partitions=2, replica_assignment=[[0], [0]])])[topic].result(30)
+        wire = connect(single.bootstrap)
+        assert refusals(wire, topic, 0, 7) == refusals(connect(zk_kafka.bootstrap), topic, 0, 7)
+        assert list_reassignments(wire) == {}
 
 
 def test_the_legacy_znode_is_acted_on_and_deleted_when_done(brokers: dict[int, Broker], zk: KazooClient) -> None:
