@@ -123,7 +123,7 @@ def _all(key: ApiKey, module: Any, *needs: str) -> Handler:
     return Handler(module.handle, api.min_version, api.max_version, needs)
 
 
-ALTER_CONFIGS = ("metadata", "dynamic_config", "broker_defaults", "controller", "authorization")
+ALTER_CONFIGS = ("metadata", "dynamic_config", "broker_defaults", "controller", "authorization", "zk_broker")
 """What AlterConfigs and IncrementalAlterConfigs need (``alter_configs.ConfigServices``)."""
 
 

@@ -23,6 +23,7 @@ from typing import Any, Mapping
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
+import anyio.to_thread
 from kazoo.exceptions import NodeExistsError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch
@@ -188,12 +189,13 @@ class ZkBroker:
             entity_type, name = zd.decode_config_change(data)
             config = self.zk.entity_config(entity_type, name)
             try:
-                anyio.from_thread.run_sync(self._apply_config, entity_type, name, config, token=self._loop_token)
+                anyio.from_thread.run_sync(self.apply_config, entity_type, name, config, token=self._loop_token)
             except RuntimeError:  # the event loop is gone: the broker is stopping
                 return
         self.zk.purge_obsolete_notifications(zd.CONFIG_CHANGES, children)
 
-    def _apply_config(self, entity_type: zd.ConfigType, name: str, config: dict[str, str]) -> None:
+    def apply_config(self, entity_type: zd.ConfigType, name: str, config: dict[str, str]) -> None:
+        """An entity's configs as ZooKeeper now holds them, applied on the event loop where they differ."""
         if entity_type == zd.ConfigType.TOPIC:
             topic = self.image.topics.get(name)
             if topic is not None and topic.configs != config:
@@ -376,19 +378,12 @@ class ZkBroker:
         first = len(found[0].partitions)
         return sorted(zk_admin.add_partitions(self.zk, name, count, None if assignments is None else {first + i: list(r) for i, r in enumerate(assignments)}))
 
-    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        """Written to ``/config/topics/<t>`` with a change notification, and applied here at once."""
-        self.zk.change_entity_config(zd.ConfigType.TOPIC, name, configs)
-        topic = self.image.topics.get(name)
-        if topic is not None:
-            topic.configs = dict(configs)
-            self.listener.on_topic_configs_changed(topic)
-
-    def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
-        """Written to ``/config/brokers/<entity>`` with a change notification, and applied here at once."""
-        self.zk.change_entity_config(zd.ConfigType.BROKER, entity, configs)
-        self._put(self.image.broker_configs, entity, configs)
-        self.listener.on_broker_configs_changed(entity)
+    async def change_config(self, entity_type: zd.ConfigType, name: str, configs: dict[str, str]) -> None:
+        """A topic's or broker entity's configs (AlterConfigs), written to ``/config/<type>/<name>`` with a
+        change notification on a worker thread, then applied here at once (the notification reaches every
+        broker, this one too, which then finds nothing new)."""
+        await anyio.to_thread.run_sync(self.zk.change_entity_config, entity_type, name, configs)
+        self.apply_config(entity_type, name, dict(configs))
 
     def follow_credentials(self, store: ZkCredentialStore) -> None:
         """The users' SCRAM credentials, read now and kept as their config change notifications say."""

@@ -8,19 +8,26 @@ A BROKER resource is this broker's dynamic configs (its id) or the cluster-wide 
 new set is checked as Kafka's ``ConfigAdminManager.preprocess`` checks it (broker/dynamic_config.py), every
 refusal answered INVALID_REQUEST with Kafka's message, then stored by the controller, which hands it back
 to the broker (``set_broker_configs`` -> ``on_broker_configs_changed``).
+
+In ZooKeeper mode the request is checked on the event loop as above, the changes it makes gathered
+(:class:`ZooKeeperConfigWrites`), then written to ZooKeeper on a worker thread and applied to this broker
+(``ZkBroker.change_config``) before the answer goes: the event loop is not held by ZooKeeper round trips,
+and a DescribeConfigs sent next on the connection sees the change.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Awaitable, Callable, Mapping
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation
 from odradek.broker.config import BROKER_KEYS
 from odradek.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from odradek.broker.handlers.describe_configs import ResourceType, config_refusal, resource_type_name
+from odradek.broker.zk_broker import ZkBroker
+from odradek.controller import zk_data as zd
 from odradek.controller.embedded import EmbeddedController
 from odradek.controller.metadata import MetadataImage
 from odradek.protocol.api import Request
@@ -39,8 +46,37 @@ class ConfigServices:
     metadata: MetadataImage
     dynamic_config: DynamicBrokerConfig
     broker_defaults: dict[str, str]
-    controller: EmbeddedController
+    controller: "EmbeddedController | ZooKeeperConfigWrites"
     authorization: Authorization
+
+
+@dataclass
+class ZooKeeperConfigWrites:
+    """The config changes a request makes, gathered in ZooKeeper mode (the controller's ``set_*_configs``)
+    to be written off the event loop once the request is checked."""
+
+    writes: list[tuple[zd.ConfigType, str, dict[str, str]]] = field(default_factory=list)
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self.writes.append((zd.ConfigType.TOPIC, name, dict(configs)))
+
+    def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        self.writes.append((zd.ConfigType.BROKER, entity, dict(configs)))
+
+    async def persist(self, zk_broker: ZkBroker, answer: dict) -> dict:
+        for entity_type, name, configs in self.writes:
+            await zk_broker.change_config(entity_type, name, configs)
+        return answer
+
+
+def alter(services: ConfigServices, zk_broker: ZkBroker | None, request: Request, new_overrides: NewOverrides, null_allowed: Callable[[Any], bool]) -> dict | Awaitable[dict]:
+    """:func:`alter_resources`, its changes made by the controller at once, or in ZooKeeper mode written
+    off the event loop before the answer goes."""
+    if zk_broker is None:
+        return alter_resources(services, request, new_overrides, null_allowed)
+    writes = ZooKeeperConfigWrites()
+    answer = alter_resources(replace(services, controller=writes), request, new_overrides, null_allowed)
+    return writes.persist(zk_broker, answer)
 
 
 def _check_configs(configs: list[Any], null_allowed: Callable[[Any], bool]) -> None:
@@ -121,6 +157,9 @@ def _replace(current: dict[str, str], configs: list[Any], keys: Mapping[str, Con
     return {c.name: c.value for c in configs}
 
 
-def handle(metadata: MetadataImage, dynamic_config: DynamicBrokerConfig, broker_defaults: dict[str, str], controller: EmbeddedController, authorization: Authorization, request: Request) -> dict:
+def handle(
+    metadata: MetadataImage, dynamic_config: DynamicBrokerConfig, broker_defaults: dict[str, str], controller: EmbeddedController, authorization: Authorization,
+    zk_broker: ZkBroker | None, request: Request,
+) -> dict | Awaitable[dict]:
     services = ConfigServices(metadata, dynamic_config, broker_defaults, controller, authorization)
-    return alter_resources(services, request, _replace, lambda config: False)
+    return alter(services, zk_broker, request, _replace, lambda config: False)

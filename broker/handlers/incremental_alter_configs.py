@@ -9,11 +9,12 @@ validate-only, dynamic broker configs).
 from __future__ import annotations
 
 import enum
-from typing import Any, Mapping
+from typing import Any, Awaitable, Mapping
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.dynamic_config import DynamicBrokerConfig
-from odradek.broker.handlers.alter_configs import ConfigServices, alter_resources
+from odradek.broker.handlers.alter_configs import ConfigServices, alter
+from odradek.broker.zk_broker import ZkBroker
 from odradek.controller.embedded import EmbeddedController
 from odradek.controller.metadata import MetadataImage
 from odradek.protocol.api import Request
@@ -66,6 +67,9 @@ def apply_ops(current: dict[str, str], configs: list[Any], keys: Mapping[str, Co
     return overrides
 
 
-def handle(metadata: MetadataImage, dynamic_config: DynamicBrokerConfig, broker_defaults: dict[str, str], controller: EmbeddedController, authorization: Authorization, request: Request) -> dict:
+def handle(
+    metadata: MetadataImage, dynamic_config: DynamicBrokerConfig, broker_defaults: dict[str, str], controller: EmbeddedController, authorization: Authorization,
+    zk_broker: ZkBroker | None, request: Request,
+) -> dict | Awaitable[dict]:
     services = ConfigServices(metadata, dynamic_config, broker_defaults, controller, authorization)
-    return alter_resources(services, request, apply_ops, lambda config: config.config_operation == OpType.DELETE)
+    return alter(services, zk_broker, request, apply_ops, lambda config: config.config_operation == OpType.DELETE)

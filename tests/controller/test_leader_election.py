@@ -282,6 +282,19 @@ def test_a_topic_auto_created_by_a_broker_comes_online_everywhere(cluster: ZkClu
     ), what="the auto-created topic led, on every broker")
 
 
+def test_a_topic_config_altered_through_a_broker_is_described_by_it_at_once(cluster: ZkCluster) -> None:
+    """Kafka's broker describes a topic's configs from ZooKeeper; odradek's applies what it wrote before it
+    answers (the write off its event loop)."""
+    for n, bootstrap in enumerate(cluster.bootstraps().values()):
+        retention = str(3600000 + n)
+        alter = {"resources": [{"resource_type": 2, "resource_name": "elect", "configs": [{"name": "retention.ms", "config_operation": 0, "value": retention}]}], "validate_only": False}
+        (altered,) = call(bootstrap, ApiKey.IncrementalAlterConfigs, 1, alter).responses
+        assert (ErrorCode(altered.error_code).name, altered.error_message) == ("NONE", None)
+        describe = {"resources": [{"resource_type": 2, "resource_name": "elect", "configuration_keys": ["retention.ms"]}], "include_synonyms": False, "include_documentation": False}
+        (described,) = call(bootstrap, ApiKey.DescribeConfigs, 4, describe).results
+        assert [(c.name, c.value) for c in described.configs] == [("retention.ms", retention)]
+
+
 @pytest.fixture(scope="module")
 def single_broker() -> Iterator[Broker]:
     with Broker(subprocess=True) as broker:
