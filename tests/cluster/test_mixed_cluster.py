@@ -13,10 +13,11 @@ the kind that does not control is cut from the other brokers until its logs hold
 have, and killed (SIGKILL); its leaderships move, writes go on; it is restarted, truncates what only it had
 (the other kind's leader tells it where its log diverged), catches up and is back in every ISR; nothing
 acknowledged is lost, and every replica's segment files hold the same bytes whichever implementation wrote
-them. Consumer groups whose coordinators are spread over both
-kinds commit and read back their offsets. A broker stopped cleanly hands its leadership over through the
-other kind's controller (ControlledShutdown) before it exits. Every broker has a ``broker.rack``: each controller places a new
-topic's replicas as Kafka's rack-aware assignment does, with the racks the other kind registered.
+them. Consumer groups whose coordinators are spread over both kinds commit and read back their offsets.
+Transactions coordinated by either kind commit and abort on leaders of both. A broker stopped cleanly hands
+its leadership over through the other kind's controller (ControlledShutdown) before it exits. Every broker has
+a ``broker.rack``: each controller places a new topic's replicas as Kafka's rack-aware assignment does, with
+the racks the other kind registered.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Iterator
 
 import pytest
 from checker import Workload
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from harness import CLUSTER_SETTINGS, Cluster, HarnessUnavailable, KafkaBrokerProcess
 
 from odradek.broker.coordinator.runtime import partition_for
@@ -175,6 +176,41 @@ def test_groups_commit_through_coordinators_of_both_kinds(mixed: Cluster) -> Non
         read = committed_offset(mixed, group, topic)
         coordinator = mixed.leader_and_isr("__consumer_offsets", partition).leader
         assert (read.error, read.offset) == (None, committed), f"group {group} coordinated by broker {coordinator} ({kind(mixed, coordinator)})"
+
+
+def test_transactions_coordinated_by_either_kind_commit_and_abort_on_leaders_of_both(mixed: Cluster) -> None:
+    """One transactional id per ``__transaction_state`` partition (coordinators of both kinds, each sending
+    WriteTxnMarkers to leaders of both kinds): each aborts a transaction over every partition, then commits
+    one; a read_committed consumer gets exactly the committed records."""
+    topic = "mixed-transactions"
+    mixed.create_topic(topic, PARTITIONS)
+    state_partitions = int(CLUSTER_SETTINGS["transaction.state.log.num.partitions"])
+    ids: dict[int, str] = {}
+    while len(ids) < state_partitions:
+        transactional_id = f"txn-{uuid.uuid4().hex[:8]}"
+        ids.setdefault(partition_for(transactional_id, state_partitions), transactional_id)
+    for transactional_id in ids.values():
+        producer = Producer({"bootstrap.servers": mixed.bootstrap, "transactional.id": transactional_id, "log_level": 0})
+        producer.init_transactions(30)
+        for outcome in ("aborted", "committed"):
+            producer.begin_transaction()
+            for partition in range(PARTITIONS):
+                producer.produce(topic, f"{transactional_id} {outcome}".encode(), partition=partition)
+            (producer.abort_transaction if outcome == "aborted" else producer.commit_transaction)(30)
+    coordinators = {mixed.leader_and_isr("__transaction_state", p).leader for p in ids}
+    assert {kind(mixed, b) for b in coordinators} == {"kafka", "odradek"}
+    expected = sorted(f"{t} committed" for t in ids.values() for _ in range(PARTITIONS))
+    reader = Consumer({"bootstrap.servers": mixed.bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:8]}", "isolation.level": "read_committed",
+                       "enable.auto.commit": False, "log_level": 0})
+    read: list[str] = []
+    try:
+        reader.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        deadline = time.monotonic() + 30
+        while len(read) < len(expected) and time.monotonic() < deadline:  # the aborted ones come before
+            read += [m.value().decode() for m in reader.consume(100, timeout=0.5) if m.error() is None]
+    finally:
+        reader.close()
+    assert sorted(read) == expected
 
 
 def test_a_peer_stopped_cleanly_hands_over_first_through_the_other_kinds_controller(mixed: Cluster) -> None:
