@@ -35,6 +35,7 @@ SERIAL = (
     "tests/e2e/test_quota_throttling.py",
     "tests/cluster/test_leader_faults.py",
     "tests/cluster/test_transactions_cluster.py",
+    "tests/cluster/test_transactions_failover.py",
     "tests/cluster/test_mixed_cluster.py",
     "tests/cluster/test_coordinator_failover.py",
     "tests/cluster/test_rolling_restart.py",

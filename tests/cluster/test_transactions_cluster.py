@@ -1,18 +1,9 @@
 """Transactions in a three-broker cluster, with confluent-kafka's transactional producer and read_committed
-consumers, on each broker kind.
+consumers, on each broker kind (the failovers are test_transactions_failover.py's).
 
 A topic of three partitions led by three different brokers: a transaction spanning them commits and
-aborts as a whole (the coordinator sends WriteTxnMarkers to each leader). Two failovers in the middle of a
-commit, each set up by cutting the network between the transaction coordinator (the leader of the
-transactional id's ``__transaction_state`` partition) and the leader of one data partition, so that the
-commit is prepared (PrepareCommit written) but that leader's marker cannot land:
-
-- the coordinator is killed (SIGKILL): the broker elected for its ``__transaction_state`` partition loads
-  the PrepareCommit and completes the commit, the producer's commit returns;
-- the data partition's leader is killed: the markers go to the new leader, the last stable offset moves.
-
-In both, a read_committed consumer then reads every committed record exactly once and no aborted one.
-Consume-transform-produce with ``send_offsets_to_transaction`` where the group's coordinator and the
+aborts as a whole (the coordinator sends WriteTxnMarkers to each leader); a read_committed consumer reads
+every committed record exactly once and no aborted one. Consume-transform-produce with ``send_offsets_to_transaction`` where the group's coordinator and the
 transaction coordinator are different brokers: the output is the input exactly once, and the group's
 committed offsets are the input's ends. Last, on the wire (no client lets a test skip AddPartitionsToTxn):
 a partition leader verifies a transactional produce with the coordinator on another broker (KIP-890).
@@ -20,14 +11,13 @@ a partition leader verifies a transactional produce with the coordinator on anot
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
-from typing import Any, Iterator
+from typing import Any
 
 import anyio
 import pytest
-from confluent_kafka import Consumer, ElectionType, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from harness import CLUSTER_SETTINGS, Cluster
 
 from odradek.broker.coordinator.runtime import partition_for
@@ -40,9 +30,6 @@ PARTITIONS = 3
 RECORDS_PER_PARTITION = 5
 TRANSACTION_STATE = "__transaction_state"
 OFFSETS = "__consumer_offsets"
-COMMIT_TIMEOUT_S = 90.0
-"""A commit survives a coordinator's or a leader's failover: a ZooKeeper session expiry (6 s), an ISR
-shrink (4 s), a load and the markers' retries."""
 
 
 def transactional_producer(cluster: Cluster, transactional_id: str) -> Producer:
@@ -125,25 +112,6 @@ def topic(cluster: Cluster) -> str:
     return name
 
 
-@pytest.fixture
-def all_brokers_back(cluster: Cluster, topic: str) -> Iterator[None]:
-    """A test that kills a broker leaves it restarted, every partition fully replicated again and led by its
-    preferred replica (ElectLeaders), so that the next test finds leaderships spread over the brokers."""
-    yield
-    cluster.heal()
-    for broker_id, broker in cluster.brokers.items():
-        if not broker.running():
-            cluster.restart(broker_id)
-    for name in (topic, TRANSACTION_STATE, OFFSETS):
-        cluster.wait_fully_replicated(name, timeout_s=90)
-
-    def preferred_leaders() -> bool:
-        cluster.admin().elect_leaders(ElectionType.PREFERRED, None).result(30)
-        return all(s.leader == s.replicas[0] for name in (topic, TRANSACTION_STATE, OFFSETS) for s in cluster.partitions(name).values())
-
-    cluster.wait_until(preferred_leaders, "every partition led by its preferred replica", 60)
-
-
 def test_a_transaction_spanning_leaders_commits_and_aborts(cluster: Cluster, topic: str) -> None:
     producer = transactional_producer(cluster, "spanning")
     committed: list[bytes] = []
@@ -156,56 +124,6 @@ def test_a_transaction_spanning_leaders_commits_and_aborts(cluster: Cluster, top
         else:
             producer.abort_transaction(30)
     assert sorted(stable_committed_records(cluster, topic)) == sorted(committed)
-
-
-def commit_with_stalled_marker(cluster: Cluster, topic: str, prefix: str, kill: str) -> tuple[list[bytes], list[BaseException]]:
-    """Begin a transaction on every partition, cut the coordinator from the leader of a partition it does
-    not lead (the ISRs of the partitions each leads shrink, then the commit is prepared), commit (in a thread), and once the coordinator shows PrepareCommit kill ``kill`` (the
-    "coordinator" or the "leader") and heal the cut. The committed values, and the commit's error if any,
-    once it returned."""
-    # A leader that is not the controller (one cut from the controller could not take the other out of the
-    # ISR), and a transactional id another broker coordinates (leaderships move as brokers are killed).
-    controller = cluster.controller()
-    leader = next((b for b in leaders(cluster, topic).values() if b != controller), None)
-    assert leader is not None, f"every partition of {topic} is led by the controller"
-    transactional_id = next(t for t in (f"{prefix}-{i}" for i in range(100)) if coordinator_of(cluster, TRANSACTION_STATE, t) != leader)
-    coordinator = coordinator_of(cluster, TRANSACTION_STATE, transactional_id)
-    producer = transactional_producer(cluster, transactional_id)
-    producer.begin_transaction()
-    values = produce_to_every_partition(producer, topic, transactional_id)
-    errors: list[BaseException] = []
-
-    def commit() -> None:
-        try:
-            producer.commit_transaction(COMMIT_TIMEOUT_S)
-        except BaseException as exc:
-            errors.append(exc)
-
-    cluster.partition(coordinator, leader)
-    committer = threading.Thread(target=commit)
-    committer.start()
-    try:
-        cluster.wait_until(lambda: transaction_state(cluster, coordinator, transactional_id) == "PrepareCommit", f"{transactional_id} in PrepareCommit on broker {coordinator}", 30)
-        cluster.kill(coordinator if kill == "coordinator" else leader)
-        cluster.heal()
-    finally:
-        committer.join(COMMIT_TIMEOUT_S + 10)
-    assert not committer.is_alive(), "commit_transaction did not return"
-    return values, errors
-
-
-def test_coordinator_failover_mid_commit(cluster: Cluster, topic: str, all_brokers_back: None) -> None:
-    before = stable_committed_records(cluster, topic)
-    values, errors = commit_with_stalled_marker(cluster, topic, "coordinator-failover", kill="coordinator")
-    assert errors == []
-    assert sorted(stable_committed_records(cluster, topic)) == sorted(before + values)
-
-
-def test_leader_failover_between_markers(cluster: Cluster, topic: str, all_brokers_back: None) -> None:
-    before = stable_committed_records(cluster, topic)
-    values, errors = commit_with_stalled_marker(cluster, topic, "leader-failover", kill="leader")
-    assert errors == []
-    assert sorted(stable_committed_records(cluster, topic)) == sorted(before + values)
 
 
 def test_consume_transform_produce_across_coordinators(cluster: Cluster) -> None:
