@@ -206,6 +206,7 @@ def test_the_tool_brings_the_leadership_back_after_the_restart(cluster: ZkCluste
     assert metadata(controller, ["elect"])[1][("elect", 1)][0] == 1  # the answer came once the controller's metadata showed it
     wait_for(lambda: cluster.settled(preferred_leaders()), what="every broker's metadata showing broker 1 leading elect-1")
     assert elect_leaders(controller, PREFERRED, None) == (0, {})  # none needed, none named
+    assert tool(cluster, "--election-type", "preferred", "--topic", "elect", "--partition", "1") == "exit 0\nValid replica already elected for partitions elect-1\n"
 
 
 def test_the_leader_balance_check_brings_the_leadership_back_after_the_restart(cluster: ZkCluster) -> None:
