@@ -126,6 +126,15 @@ class SecureCluster:
         self.brokers[broker_id] = broker
         return broker
 
+    def admin(self) -> AdminClient:
+        """An admin client (PLAIN login) once the metadata it got names the controller and every broker
+        started: the controller has told the brokers (UpdateMetadata over SASL_SSL). librdkafka sends
+        CreateTopics to the controller, and one that learned of none waits for it at its own pace."""
+        admin = AdminClient(client_config(self.pki, self.bootstrap))
+        brokers = set(self.brokers)
+        wait_for(lambda: (md := admin.list_topics(timeout=5)).controller_id >= 0 and brokers <= set(md.brokers), what="metadata naming the controller and every broker")
+        return admin
+
     def kill(self, broker_id: int) -> None:
         self.brokers.pop(broker_id).kill()
 
@@ -196,7 +205,7 @@ def segments(broker: Broker, topic: str, partition: int) -> dict[str, bytes]:
 
 
 def test_an_rf3_topic_replicates_over_sasl_ssl_and_a_client_with_its_credentials_produces_and_consumes(cluster: SecureCluster) -> None:
-    admin = AdminClient(client_config(cluster.pki, cluster.bootstrap))
+    admin = cluster.admin()
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])[TOPIC].result(30)
     wait_for(lambda: cluster.isr_full(TOPIC, PARTITIONS, 3), what="every partition's ISR full")
     values = [f"record-{n}".encode() for n in range(RECORDS)]
@@ -225,7 +234,7 @@ def test_a_broker_with_a_wrong_inter_broker_password_never_joins_the_isr(cluster
     outsider = cluster.start(3, inter_broker_password="wrong")
     try:
         wait_for(lambda: len(cluster.zk.get_children(zd.BROKER_IDS)) == 4, what="broker 3 registered")
-        admin = AdminClient(client_config(cluster.pki, cluster.bootstrap))
+        admin = cluster.admin()
         admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[0, 3]])])[topic].result(30)
         refused = lambda: any("failed authentication due to" in line and f"invalid credentials with SASL mechanism {INTER_BROKER_MECHANISM}" in line for line in outsider.output)  # noqa: E731
         wait_for(refused, what="broker 3's log naming the refused login")
@@ -248,7 +257,7 @@ def test_a_real_kafka_broker_joins_the_secure_cluster(cluster: SecureCluster) ->
     process = kafka.launch()
     try:
         wait_for(lambda: str(kafka_id) in cluster.zk.get_children(zd.BROKER_IDS), timeout_s=60, what="Kafka registered")
-        admin = AdminClient(client_config(cluster.pki, cluster.bootstrap))
+        admin = cluster.admin()
         admin.create_topics([NewTopic(topic, num_partitions=2, replica_assignment=[[kafka_id, 0], [1, kafka_id]])])[topic].result(30)
         wait_for(lambda: cluster.isr_full(topic, 2, 2) and cluster.state(topic, 0).leader == kafka_id, timeout_s=40, what="both ISRs full, Kafka leading partition 0")
         for partition in range(2):
@@ -270,3 +279,13 @@ def test_leadership_moves_when_a_broker_is_killed_and_it_catches_up_when_restart
     assert consume(cluster.pki, cluster.bootstrap, TOPIC, 0, 2 * RECORDS)[RECORDS:] == values
     cluster.start(before.leader)
     wait_for(lambda: cluster.isr_full(TOPIC, 1, 3), timeout_s=40, what=f"broker {before.leader} back in the ISR")
+
+
+def test_a_broker_stopped_gracefully_hands_its_leadership_over_through_the_controller_first(cluster: SecureCluster) -> None:
+    """SIGTERM: the broker asks the controller (ControlledShutdown over SASL_SSL, authorized as the brokers'
+    super user) to move its leaderships before it stops, and the controller answers with none remaining.
+    Broker 2: no replica of the topic the Kafka broker (gone) shares."""
+    broker = cluster.brokers.pop(2)
+    broker.stop()
+    assert any("Controlled shutdown request returned successfully" in line for line in broker.output), "".join(broker.output)[-3000:]
+    assert all(cluster.state(TOPIC, p).leader not in (2, -1) for p in range(PARTITIONS))
