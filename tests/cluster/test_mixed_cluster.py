@@ -17,7 +17,8 @@ them. Consumer groups whose coordinators are spread over both kinds commit and r
 Transactions coordinated by either kind commit and abort on leaders of both. A broker stopped cleanly hands
 its leadership over through the other kind's controller (ControlledShutdown) before it exits. Every broker has
 a ``broker.rack``: each controller places a new topic's replicas as Kafka's rack-aware assignment does, with
-the racks the other kind registered.
+the racks the other kind registered. Killed, the controller is succeeded by a broker of either kind, which
+takes the state the other kind wrote from ZooKeeper.
 """
 
 from __future__ import annotations
@@ -273,3 +274,28 @@ def test_both_kinds_lead_and_follow_and_a_killed_peer_catches_up_losing_nothing(
     assert replicas_differing_after(mixed, TOPIC, PARTITIONS, LOGS_EQUAL_TIMEOUT_S) == {}
     truncated = {p: not concatenated(segment_files(mixed, victim, TOPIC, p)).startswith(concatenated(files)) for p, files in diverged.items()}
     assert all(truncated.values()), f"broker {victim} kept what only it had written: {truncated}"
+
+
+def test_the_controller_killed_a_broker_of_either_kind_takes_over(mixed: Cluster) -> None:
+    """SIGKILL of the controller (broker 1): whichever broker wins the election, of either kind, reads the
+    state the other kind wrote to ZooKeeper, moves the leaderships broker 1 held and drives the others; writes
+    are acknowledged on every partition, and broker 1 restarted is back in every ISR under the new controller."""
+    topic = "controller-failover"
+    mixed.create_topic(topic, len(mixed.brokers))
+    before = {p: mixed.leader_and_isr(topic, p) for p in range(len(mixed.brokers))}
+    epoch = mixed.znode_version("/controller_epoch")
+    mixed.kill(1)
+    mixed.wait_until(lambda: mixed.controller() != 1, "another controller", 60)
+    successor = mixed.controller()
+    for p, state in before.items():
+        if state.leader == 1:
+            mixed.wait_for_leader_change(topic, p, state)
+    producer = Producer({"bootstrap.servers": mixed.bootstrap, "acks": "all", "message.timeout.ms": 30_000, "log_level": 0})
+    failed: list[str] = []
+    for partition in before:
+        producer.produce(topic, b"after the failover", partition=partition, on_delivery=lambda err, _: failed.append(str(err)) if err else None)
+    assert producer.flush(40) == 0 and not failed, failed
+    mixed.restart(1)
+    mixed.wait_fully_replicated(topic)
+    assert mixed.controller() == successor and mixed.znode_version("/controller_epoch") > epoch
+    print(f"\nbroker {successor} ({kind(mixed, successor)}) took over from broker 1 ({kind(mixed, 1)})")
