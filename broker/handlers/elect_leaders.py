@@ -34,8 +34,8 @@ def handle(zk_broker: ZkBroker | None, metadata: MetadataImage, authorization: A
     requested = None if body.topic_partitions is None else {(t.topic, p) for t in body.topic_partitions for p in t.partitions}
     try:
         election_type = ElectionType(body.election_type)
-    except ValueError:  # Kafka's ElectionType.valueOf throws, answered as an unexpected error
-        error = ElectionError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Value {body.election_type} must be one of [PREFERRED, UNCLEAN]")
+    except ValueError:  # Kafka's ElectionType.valueOf throws: an unexpected error, its message not told
+        error = ElectionError(ErrorCode.UNKNOWN_SERVER_ERROR)
         return response(error.code, {p: error for p in requested or ()}, all_partitions=False)
     if not authorization.authorize(request, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         denied = ElectionError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
