@@ -110,12 +110,15 @@ class AddPartitionsToTxnVerify:
             r.transactional_id: [_error(p.partition_error_code) for t in r.topic_results for p in t.results_by_partition if p.partition_error_code != ErrorCode.NONE]
             for r in response.results_by_transaction
         }
-        return [self._verdict(item, by_id.get(item.transactional_id, [])) for item in items]
+        return [self._verdict(item, by_id.get(item.transactional_id)) for item in items]
 
     @staticmethod
-    def _verdict(item: Verification, errors: list[ErrorCode]) -> ErrorCode:
+    def _verdict(item: Verification, errors: list[ErrorCode] | None) -> ErrorCode:
         """The first partition error, as a producer is told it (PRODUCER_FENCED is INVALID_PRODUCER_EPOCH,
-        TRANSACTION_ABORTABLE is INVALID_TXN_STATE for a client too old to know it)."""
+        TRANSACTION_ABORTABLE is INVALID_TXN_STATE for a client too old to know it). A transaction the
+        answer leaves out was not verified: the producer retries."""
+        if errors is None:
+            return ErrorCode.NETWORK_EXCEPTION
         if not errors:
             return ErrorCode.NONE
         error = errors[0]
