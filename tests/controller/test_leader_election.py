@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator
 
 import kafka_jvm
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from tests.conftest import Wire
 
@@ -225,6 +226,12 @@ def test_a_created_grown_or_deleted_topic_is_in_the_controllers_metadata_once_an
         name = f"fresh-{n}"
         admin.create_topics([NewTopic(name, 3, 3)], operation_timeout=30)[name].result(30)
         assert [leader >= 0 for leader, _ in metadata(controller, [name])[1].values()] == [True] * 3
+        if n == 0:  # a producer told of the topic by any broker writes to it at once
+            delivered: list[Any] = []
+            producer = Producer({"bootstrap.servers": ",".join(cluster.bootstraps().values()), "acks": "all"})
+            for partition in range(3):
+                producer.produce(name, b"at once", partition=partition, on_delivery=lambda err, msg: delivered.append(err))
+            assert producer.flush(30) == 0 and delivered == [None] * 3
         admin.create_partitions([NewPartitions(name, 5)], operation_timeout=30)[name].result(30)
         assert [leader >= 0 for leader, _ in metadata(controller, [name])[1].values()] == [True] * 5
         admin.delete_topics([name], operation_timeout=30)[name].result(30)
