@@ -254,8 +254,8 @@ class ReplicaManager:
             partition = self.partitions.pop((topic.name, index), None)
             if partition is not None:
                 self.purgatory.check_and_complete((topic.name, index))
-                if delete:
-                    self.log_manager.delete_log(topic.name, index)
+            if delete:  # also a replica stopped by an earlier StopReplica (Kafka's controller stops, then deletes)
+                self.log_manager.delete_log(topic.name, index)
         if not any(name == topic.name for name, _ in self.partitions):
             self.by_topic_id.pop(topic.topic_id, None)
 

@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterator
 
 import kafka_jvm
 import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 from tests.conftest import Wire
@@ -176,6 +177,76 @@ Clearing topic-level throttles on topic tool
     assert cluster.tool(tmp_path, "list") == "exit 0\nNo partition reassignments found.\n"
     moved = admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions
     assert {p: m.replicas for p, m in moved.items()} == AFTER
+
+
+@contextlib.contextmanager
+def foreign_broker(cluster: ZkCluster, root: Path) -> Iterator[Node]:
+    """Broker 3 of the other kind joins the cluster: odradek in Kafka's, Kafka in odradek's."""
+    if cluster.kind == "kafka":
+        broker = Broker(root / "odradek-3", config={"zookeeper.connect": cluster.zookeeper_connect, "broker.id": 3, **SETTINGS}, subprocess=True).start()
+        try:
+            yield Node(broker.bootstrap, lambda: broker.pid, broker.kill)
+        finally:
+            with contextlib.suppress(RuntimeError):
+                broker.kill()
+    else:
+        kafka = kafka_jvm.KafkaBroker(root / "kafka-3", cluster.zookeeper_connect, 3, dict(SETTINGS)).start(heap="384m")
+        try:
+            yield Node(kafka.bootstrap, lambda: kafka.process.pid, kafka.kill)
+        finally:
+            kafka.kill()
+
+
+def test_partitions_move_onto_and_off_a_broker_of_the_other_kind(cluster: ZkCluster, tmp_path: Path) -> None:
+    """Kafka's controller moves a partition's leadership onto an odradek broker and its replica away again
+    (odradek's controller does the same with a Kafka broker): the records stay readable, and the replica moved
+    away is deleted while the broker keeps serving the topic's other partition."""
+    topic = "joined"
+
+    def placed(broker: int, partition: int, replicas: list[int]) -> bool:
+        """The broker's metadata has the partition on these replicas, all in sync."""
+        found = cluster.replicas(broker, topic).get(partition)
+        return found is not None and found[0] == replicas and sorted(found[1]) == sorted(replicas)
+
+    with foreign_broker(cluster, tmp_path):
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+        wait_for(lambda: 3 in admin.list_topics(timeout=10).brokers, what="broker 3 registered")
+        admin.create_topics([NewTopic(topic, num_partitions=2, replica_assignment=[[0, 1], [3, 2]])])[topic].result(30)
+        wait_for(lambda: all(placed(b, 0, [0, 1]) and placed(b, 1, [3, 2]) for b in (0, 1, 2)), what="the topic online everywhere")
+        producer = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all", "enable.idempotence": True})
+        for n in range(10):
+            producer.produce(topic, str(n).encode(), partition=n % 2)
+        assert producer.flush(30) == 0
+        controller = cluster.nodes[cluster.controller()].bootstrap
+
+        def move(target: list[int]) -> None:
+            body = {"timeout_ms": 30000, "topics": [{"name": topic, "partitions": [{"partition_index": 0, "replicas": target}]}]}
+            answer = call(controller, ApiKey.AlterPartitionReassignments, 0, body)
+            assert [(p.partition_index, p.error_code) for t in answer.responses for p in t.partitions] == [(0, ErrorCode.NONE)]
+            wait_for(lambda: all(placed(b, 0, target) for b in (0, 1, 2)), what=f"{topic}-0 on {target}")
+
+        def records() -> list[str]:
+            consumer = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": f"joined-{time.monotonic()}", "enable.auto.commit": False})
+            got: list[str] = []
+            try:
+                consumer.assign([TopicPartition(topic, p, 0) for p in (0, 1)])
+                deadline = time.monotonic() + 30
+                while len(got) < 10 and time.monotonic() < deadline:
+                    message = consumer.poll(0.5)
+                    if message is not None and message.error() is None:
+                        got.append(message.value().decode())
+            finally:
+                consumer.close()
+            return sorted(got, key=int)
+
+        move([3, 1])  # the foreign broker joins and leads
+        assert call(cluster.nodes[0].bootstrap, ApiKey.Metadata, 12, {"topics": [{"topic_id": uuid.UUID(int=0), "name": topic}], "allow_auto_topic_creation": False}).topics[0].partitions[0].leader_id == 3
+        assert records() == [str(n) for n in range(10)]
+        move([1, 0])  # and leaves: its replica deleted, not the topic
+        assert records() == [str(n) for n in range(10)]
+        foreign_dir = tmp_path / ("odradek-3" if cluster.kind == "kafka" else "kafka-3/kafka-logs")
+        wait_for(lambda: not (foreign_dir / f"{topic}-0").exists(), what="the moved replica's directory renamed for deletion")
+        assert (foreign_dir / f"{topic}-1").exists()
 
 
 def test_a_move_waiting_for_a_dead_broker_is_listed_and_cancelled(cluster: ZkCluster, tmp_path: Path) -> None:
