@@ -523,6 +523,9 @@ class Cluster:
         ISR change)."""
         return self._zookeeper_session().get(path)[1].version
 
+    def znode_exists(self, path: str) -> bool:
+        return self._zookeeper_session().exists(path) is not None
+
     def _zookeeper_session(self) -> KazooClient:
         if self._zk is None:
             self._zk = KazooClient(hosts=self.zookeeper_connect)

@@ -276,6 +276,27 @@ def test_both_kinds_lead_and_follow_and_a_killed_peer_catches_up_losing_nothing(
     assert all(truncated.values()), f"broker {victim} kept what only it had written: {truncated}"
 
 
+def test_a_deleted_topics_replicas_leave_brokers_of_both_kinds(mixed: Cluster) -> None:
+    """DeleteTopics: the controller's StopReplica (delete) reaches the brokers of the other kind too; no
+    broker keeps a live log of the topic (Kafka renames a deleted log ``<topic>-<p>.<id>-delete`` and removes
+    it later), and ZooKeeper forgets the topic."""
+    topic = "deleted"
+    partitions = len(mixed.brokers)
+    mixed.create_topic(topic, partitions)
+    producer = Producer({"bootstrap.servers": mixed.bootstrap, "acks": "all", "log_level": 0})
+    for partition in range(partitions):
+        producer.produce(topic, b"to be deleted", partition=partition)
+    assert producer.flush(30) == 0
+    assert all((mixed.brokers[b].log_dir / f"{topic}-{p}").is_dir() for b in mixed.brokers for p in range(partitions))
+    mixed.admin().delete_topics([topic], operation_timeout=30)[topic].result(60)
+
+    def gone() -> bool:
+        logs = [d.name for b in mixed.brokers.values() for d in b.log_dir.iterdir() if d.name.startswith(f"{topic}-") and not d.name.endswith("-delete")]
+        return not logs and not mixed.znode_exists(f"/brokers/topics/{topic}")
+
+    mixed.wait_until(gone, f"{topic}'s logs and znode gone", 60)
+
+
 def test_the_controller_killed_a_broker_of_either_kind_takes_over(mixed: Cluster) -> None:
     """SIGKILL of the controller (broker 1): whichever broker wins the election, of either kind, reads the
     state the other kind wrote to ZooKeeper, moves the leaderships broker 1 held and drives the others; writes
