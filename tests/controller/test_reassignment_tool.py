@@ -1,6 +1,7 @@
 """Kafka's ``kafka-reassign-partitions`` tool against three ZooKeeper-mode brokers, real Apache Kafka 3.9.1's
 and odradek's, in the same scenario: ``--generate``, ``--execute``, ``--verify`` and ``--list`` on a topic
-whose every partition moves, then ``--list`` and ``--cancel`` of a move waiting for a broker that died once
+whose every partition moves; a partition moved onto and off a broker of the other kind (odradek in Kafka's
+cluster, Kafka in odradek's); then ``--list`` and ``--cancel`` of a move waiting for a broker that died once
 it started (Metadata and the topic znode show the full replica set meanwhile). The expected output is what the
 real Kafka prints (its run of each test proves it); what is not a contract (the proposed assignment, random in
 Kafka) is checked for what it must be.
