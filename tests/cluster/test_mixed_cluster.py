@@ -18,7 +18,7 @@ Transactions coordinated by either kind commit and abort on leaders of both. A b
 its leadership over through the other kind's controller (ControlledShutdown) before it exits. Every broker has
 a ``broker.rack``: each controller places a new topic's replicas as Kafka's rack-aware assignment does, with
 the racks the other kind registered. Killed, the controller is succeeded by a broker of either kind, which
-takes the state the other kind wrote from ZooKeeper.
+takes the state the other kind wrote from ZooKeeper. A deleted topic's logs leave brokers of both kinds.
 """
 
 from __future__ import annotations
