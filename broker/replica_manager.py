@@ -501,7 +501,7 @@ class AppendOutcome:
                     try:
                         if previous is not None:
                             await previous.wait()
-                        partition, checked = ready if ready is not None else await self._check_verified(append)
+                        partition, checked = ready if ready is not None else await self._check_verified(append, [self.appends[i] for i, _, _ in queued if i > index])
                         try:
                             validated = validate_records(checked, checked.walk_inline() if checked.needs_walk else None)
                         except WalkElsewhere:
@@ -525,12 +525,25 @@ class AppendOutcome:
         assert self.replicas.background is not None
         self.replicas.background.start_soon(run)
 
-    async def _check_verified(self, append: PartitionAppend) -> "_Checked":
-        """:meth:`_check`, first asking the transaction coordinator on another broker when it must be asked."""
+    async def _check_verified(self, append: PartitionAppend, later: list[PartitionAppend]) -> "_Checked":
+        """:meth:`_check`, first asking the transaction coordinator on another broker when it must be asked;
+        the ``later`` partitions that need asking too are asked at the same time (one request per
+        coordinator, as Kafka verifies a produce request's partitions), their answers kept for their turn."""
         try:
             return self._check(append)
         except AskCoordinator as ask:
-            self._verdicts[(append.topic, append.index)] = await ask.answer()
+            asks = {(append.topic, append.index): ask}
+            for other in later:
+                key = (other.topic, other.index)
+                if key in asks or key in self._verdicts:
+                    continue
+                try:
+                    self._check(other)
+                except AskCoordinator as more:
+                    asks[key] = more
+                except KafkaError:
+                    pass  # refused when its turn comes
+            self._verdicts.update(zip(asks, await AskCoordinator.answers(list(asks.values()))))
             return self._check(append)
 
     def _check(self, append: PartitionAppend) -> "_Checked":

@@ -73,33 +73,47 @@ class AskCoordinator(Exception):
         self._ask = ask
 
     async def answer(self) -> ErrorCode:
-        deferred = self._ask()
-        if not deferred.done:
-            arrived = anyio.Event()
-            deferred.add_callback(lambda _: arrived.set())
-            await arrived.wait()
-        return deferred.value
+        [verdict] = await self.answers([self])
+        return verdict
+
+    @staticmethod
+    async def answers(asks: list["AskCoordinator"]) -> list[ErrorCode]:
+        """Every ask sent before any answer is awaited: those for one coordinator share its next request."""
+        deferreds = [ask._ask() for ask in asks]
+        verdicts = []
+        for deferred in deferreds:
+            if not deferred.done:
+                arrived = anyio.Event()
+                deferred.add_callback(lambda _: arrived.set())
+                await arrived.wait()
+            verdicts.append(deferred.value)
+        return verdicts
 
 
 class AddPartitionsToTxnVerify:
-    """The verify-only AddPartitionsToTxn a leader sends to a coordinator, one entry per transaction; two
-    verifications of one transactional id never share a request (the answer is keyed by it)."""
+    """The verify-only AddPartitionsToTxn a leader sends to a coordinator, one entry per transaction: the
+    partitions of verifications of one producer's transaction go together; verifications of one
+    transactional id for another producer id or epoch wait for the next request (the answer is keyed by
+    the transactional id)."""
 
     api_key = ApiKey.AddPartitionsToTxn
 
     def body(self, items: list[Verification], version: int) -> dict[str, Any]:
         if version < VERIFY_SINCE:
             raise UnsupportedVersionError(f"AddPartitionsToTxn v{version} cannot verify")
-        transactions = []
+        transactions: dict[str, tuple[Verification, set[TopicPartition]]] = {}
         for item in items:
+            transactions.setdefault(item.transactional_id, (item, set()))[1].update(item.partitions)
+        entries = []
+        for item, partitions in transactions.values():
             by_topic: dict[str, list[int]] = {}
-            for topic, index in sorted(item.partitions):
+            for topic, index in sorted(partitions):
                 by_topic.setdefault(topic, []).append(index)
-            transactions.append({
+            entries.append({
                 "transactional_id": item.transactional_id, "producer_id": item.producer_id, "producer_epoch": item.producer_epoch,
                 "verify_only": True, "topics": [{"name": name, "partitions": indexes} for name, indexes in by_topic.items()],
             })
-        return {"transactions": transactions}
+        return {"transactions": entries}
 
     def results(self, items: list[Verification], response: Any, version: int) -> list[ErrorCode]:
         if response.error_code != ErrorCode.NONE:
@@ -107,21 +121,23 @@ class AddPartitionsToTxnVerify:
             error = ErrorCode.INVALID_TXN_STATE if response.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED else _error(response.error_code)
             return [error] * len(items)
         by_id = {
-            r.transactional_id: [_error(p.partition_error_code) for t in r.topic_results for p in t.results_by_partition if p.partition_error_code != ErrorCode.NONE]
+            r.transactional_id: {(t.name, p.partition_index): _error(p.partition_error_code) for t in r.topic_results for p in t.results_by_partition}
             for r in response.results_by_transaction
         }
         return [self._verdict(item, by_id.get(item.transactional_id)) for item in items]
 
     @staticmethod
-    def _verdict(item: Verification, errors: list[ErrorCode] | None) -> ErrorCode:
-        """The first partition error, as a producer is told it (PRODUCER_FENCED is INVALID_PRODUCER_EPOCH,
-        TRANSACTION_ABORTABLE is INVALID_TXN_STATE for a client too old to know it). A transaction the
-        answer leaves out was not verified: the producer retries."""
+    def _verdict(item: Verification, errors: dict[TopicPartition, ErrorCode] | None) -> ErrorCode:
+        """The first error of the item's partitions, as a producer is told it (PRODUCER_FENCED is
+        INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE is INVALID_TXN_STATE for a client too old to know it).
+        A transaction the answer leaves out was not verified: the producer retries; a partition left out of
+        a transaction's answer had no error (Kafka's manager reads only the errors)."""
         if errors is None:
             return ErrorCode.NETWORK_EXCEPTION
-        if not errors:
+        failed = [e for tp, e in sorted(errors.items()) if tp in item.partitions and e != ErrorCode.NONE]
+        if not failed:
             return ErrorCode.NONE
-        error = errors[0]
+        error = failed[0]
         if error == ErrorCode.PRODUCER_FENCED:
             return ErrorCode.INVALID_PRODUCER_EPOCH
         if error == ErrorCode.TRANSACTION_ABORTABLE and not item.abortable_known:
@@ -134,7 +150,7 @@ class AddPartitionsToTxnVerify:
         return ErrorCode.NETWORK_EXCEPTION
 
     def conflicts(self, queued: Verification, item: Verification) -> bool:
-        return queued.transactional_id == item.transactional_id
+        return queued.transactional_id == item.transactional_id and (queued.producer_id, queued.producer_epoch) != (item.producer_id, item.producer_epoch)
 
 
 def _error(code: int) -> ErrorCode:

@@ -6,7 +6,8 @@ aborts as a whole (the coordinator sends WriteTxnMarkers to each leader); a read
 every committed record exactly once and no aborted one. Consume-transform-produce with ``send_offsets_to_transaction`` where the group's coordinator and the
 transaction coordinator are different brokers: the output is the input exactly once, and the group's
 committed offsets are the input's ends. Last, on the wire (no client lets a test skip AddPartitionsToTxn):
-a partition leader verifies a transactional produce with the coordinator on another broker (KIP-890).
+a partition leader verifies a transactional produce to two of its partitions with the coordinator on
+another broker (KIP-890).
 """
 
 from __future__ import annotations
@@ -165,32 +166,41 @@ def test_consume_transform_produce_across_coordinators(cluster: Cluster) -> None
 
 
 
-def test_a_leader_asks_the_coordinator_on_another_broker(cluster: Cluster, topic: str) -> None:
-    """KIP-890 part 1 across brokers: a transactional produce to a partition the coordinator does not lead,
-    before AddPartitionsToTxn, is refused (INVALID_TXN_STATE; TRANSACTION_ABORTABLE for Produce v11); once
-    the partition is added, it is appended."""
+def test_a_leader_asks_the_coordinator_on_another_broker(cluster: Cluster) -> None:
+    """KIP-890 part 1 across brokers: a transactional produce to two partitions led by a broker that is not
+    the coordinator, before AddPartitionsToTxn, is refused for both (INVALID_TXN_STATE; TRANSACTION_ABORTABLE
+    for Produce v11); once they are added, both are appended."""
+    topic = "verified"
+    cluster.create_topic(topic, 2 * PARTITIONS)  # each broker leads two partitions
 
-    async def scenario() -> tuple[list[int], int]:
+    async def scenario() -> tuple[list[list[int]], int]:
         async with KafkaClient(cluster.bootstrap, request_timeout_s=15) as client:
-            partition_leaders = leaders(cluster, topic)
-            transactional_id = next(t for t in (f"verify-{i}" for i in range(100)) if set(partition_leaders.values()) - {coordinator_of(cluster, TRANSACTION_STATE, t)})
+            by_leader: dict[int, list[int]] = {}
+            for p in range(2 * PARTITIONS):
+                by_leader.setdefault(cluster.leader_and_isr(topic, p).leader, []).append(p)
+            transactional_id = next(t for t in (f"verify-{i}" for i in range(100)) if coordinator_of(cluster, TRANSACTION_STATE, t) in by_leader)
             coordinator = (await client.find_coordinator(transactional_id, CoordinatorType.TRANSACTION)).node_id
-            partition, leader = next((p, b) for p, b in partition_leaders.items() if b != coordinator)
+            leader, partitions = next((b, ps) for b, ps in by_leader.items() if b != coordinator and len(ps) > 1)
             init = {"transactional_id": transactional_id, "transaction_timeout_ms": 60_000, "producer_id": -1, "producer_epoch": -1}
             answer = await client.request(ApiKey.InitProducerId, init, node_id=coordinator)
             assert answer.error_code == ErrorCode.NONE
             producer_id, epoch = answer.producer_id, answer.producer_epoch
             batch = build_batch([Record(value=b"verified")], producer_id=producer_id, producer_epoch=epoch, base_sequence=0, is_transactional=True)
-            produce = {"transactional_id": transactional_id, "acks": -1, "timeout_ms": 10_000, "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}]}
+            produce = {"transactional_id": transactional_id, "acks": -1, "timeout_ms": 10_000, "topic_data": [{"name": topic, "partition_data": [{"index": p, "records": batch} for p in partitions]}]}
             to_leader = await client.connection(leader)
-            errors = [(await to_leader.send(ApiKey.Produce, version, produce)).responses[0].partition_responses[0].error_code for version in (9, 11)]
-            add = {"v3_and_below_transactional_id": transactional_id, "v3_and_below_producer_id": producer_id, "v3_and_below_producer_epoch": epoch, "v3_and_below_topics": [{"name": topic, "partitions": [partition]}]}
+
+            async def produced(version: int) -> list[int]:
+                response = await to_leader.send(ApiKey.Produce, version, produce)
+                return [r.error_code for r in response.responses[0].partition_responses]
+
+            errors = [await produced(9), await produced(11)]
+            add = {"v3_and_below_transactional_id": transactional_id, "v3_and_below_producer_id": producer_id, "v3_and_below_producer_epoch": epoch, "v3_and_below_topics": [{"name": topic, "partitions": partitions}]}
             added = await (await client.connection(coordinator)).send(ApiKey.AddPartitionsToTxn, 3, add)  # v4+ are brokers' requests
-            assert [p.partition_error_code for t in added.results_by_topic_v3_and_below for p in t.results_by_partition] == [ErrorCode.NONE]
-            errors.append((await to_leader.send(ApiKey.Produce, 9, produce)).responses[0].partition_responses[0].error_code)
+            assert [p.partition_error_code for t in added.results_by_topic_v3_and_below for p in t.results_by_partition] == [ErrorCode.NONE] * len(partitions)
+            errors.append(await produced(9))
             end = {"transactional_id": transactional_id, "producer_id": producer_id, "producer_epoch": epoch, "committed": False}
             return errors, (await client.request(ApiKey.EndTxn, end, node_id=coordinator)).error_code
 
     errors, aborted = anyio.run(scenario)
-    assert errors == [ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE, ErrorCode.NONE]
+    assert errors == [[ErrorCode.INVALID_TXN_STATE] * 2, [ErrorCode.TRANSACTION_ABORTABLE] * 2, [ErrorCode.NONE] * 2]
     assert aborted == ErrorCode.NONE
