@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable
 
 import anyio
 
-from odradek.broker.kafka_client import BrokerConnection, Node, ResponseError
+from odradek.broker.kafka_client import BrokerConnection, Node, ResponseError, retry_backoff_s
 from odradek.broker.partition import AlterPartitionResult, PendingIsrChange
 from odradek.broker.security.client import PLAINTEXT, ClientSecurity
 from odradek.protocol.api import ApiKey
@@ -67,7 +67,7 @@ class AlterPartitionManager:
             except (OSError, TimeoutError, KafkaError, ResponseError) as exc:
                 log.info("AlterPartition to the controller failed (%s); retrying", exc)
                 self._requeue(sending)
-                await anyio.sleep(RETRY_BACKOFF_S)
+                await anyio.sleep(retry_backoff_s(exc, RETRY_BACKOFF_S))
                 continue
             for key, (partition, change) in sending.items():
                 if partition.on_alter_partition(change, answers.get(key, AlterPartitionResult(ErrorCode.UNKNOWN_SERVER_ERROR))):

@@ -19,7 +19,7 @@ import anyio
 import anyio.from_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from odradek.broker.kafka_client import BrokerConnection, DisconnectedError, ResponseError
+from odradek.broker.kafka_client import BrokerConnection, DisconnectedError, ResponseError, retry_backoff_s
 from odradek.broker.security.client import PLAINTEXT, ClientSecurity
 from odradek.controller import zk_data as zd
 from odradek.controller.zk_controller_state import ControlRequest
@@ -95,7 +95,7 @@ class ControllerChannelManager:
                         except (DisconnectedError, TimeoutError, OSError, ResponseError) as exc:
                             log.info("controller request to broker %d failed (%s); retrying", request.broker_id, exc)
                             connection = None
-                            await anyio.sleep(RETRY_BACKOFF_S)
+                            await anyio.sleep(retry_backoff_s(exc, RETRY_BACKOFF_S))
                     code = response.get("error_code", 0)
                     if code:
                         log.warning("broker %d answered %s with %s", request.broker_id, request.api_key, ErrorCode(code).name)

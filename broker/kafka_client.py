@@ -62,6 +62,17 @@ class AuthenticationError(ResponseError):
     connection is closed, and trying again with the same credentials is refused again."""
 
 
+AUTHENTICATION_RETRY_BACKOFF_S = 1.0
+"""How long the broker's own connections wait before logging in again after a refusal: Kafka's
+``reconnect.backoff.max.ms``, where its exponential reconnect backoff settles for a broker that keeps
+refusing (each retry costs both sides a SCRAM key derivation and logs the refusal)."""
+
+
+def retry_backoff_s(error: BaseException, backoff_s: float) -> float:
+    """The wait before trying again after ``error``: ``backoff_s``, or longer after a refused login."""
+    return max(backoff_s, AUTHENTICATION_RETRY_BACKOFF_S) if isinstance(error, AuthenticationError) else backoff_s
+
+
 class CoordinatorType(enum.IntEnum):
     """FindCoordinator's key types."""
 
