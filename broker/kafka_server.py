@@ -251,13 +251,12 @@ class KafkaServer:
             log.info("Created topic %s with %d partitions (id %s)", name, len(topic.partitions), topic.topic_id)
         return topic
 
-    def reserve_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1, configs: dict[str, str] | None = None) -> TopicInfo:
-        """Validate and plan a topic and take its name (no other request creates it meanwhile); then
+    def reserve_topic(self, planned: TopicInfo) -> TopicInfo:
+        """Take a validated, planned topic's name (no other request creates it meanwhile); then
         :meth:`finish_topic` makes its logs off the event loop and publishes it. Made inline, a topic's
         directories, files and checkpoint fsyncs stall every client: fifty offsets partitions half a second."""
-        planned = self.create_topic(name, num_partitions, replication_factor, configs, validate_only=True)
         assert self.controller is not None
-        self.controller.creating.add(name)
+        self.controller.creating.add(planned.name)
         return planned
 
     async def finish_topic(self, planned: TopicInfo, num_partitions: int = -1, replication_factor: int = -1, configs: dict[str, str] | None = None) -> TopicInfo:
@@ -277,13 +276,16 @@ class KafkaServer:
             raise
 
     async def auto_create_topic(self, name: str) -> TopicInfo:
-        """A topic with the broker's defaults (Metadata's auto-creation), its logs made off the event loop."""
-        return await self.finish_topic(self.reserve_topic(name))
+        """A topic with the broker's defaults (Metadata's auto-creation), its logs made off the event loop; in
+        ZooKeeper mode checked (ZooKeeper reads) on a worker thread too. Two creations of the name passing
+        their checks at once both reserve it: ZooKeeper takes one, the other is TOPIC_ALREADY_EXISTS."""
+        planned = await admin_call(self.zk_broker is not None, self.create_topic, name, validate_only=True)
+        return await self.finish_topic(self.reserve_topic(planned))
 
     def create_topic_in_background(self, name: str, num_partitions: int = -1, replication_factor: int = -1, configs: dict[str, str] | None = None) -> None:
         """A creation Kafka answers before it is done (the offsets topic at a group's first FindCoordinator,
         answered COORDINATOR_NOT_AVAILABLE): the client asks again until it is published."""
-        planned = self.reserve_topic(name, num_partitions, replication_factor, configs)
+        planned = self.reserve_topic(self.create_topic(name, num_partitions, replication_factor, configs, validate_only=True))
         assert self.background is not None
 
         async def create() -> None:
