@@ -109,6 +109,9 @@ class InterBrokerSender(Generic[Item, Result]):
             except (Unreachable, UnsupportedVersionError) as exc:
                 log.info("%s to broker %d failed: %s", type(self.kind).__name__, broker_id, exc)
                 results = [self.kind.failed(item, exc) for item in items]
+            except Exception as exc:  # an answer not as expected: the items are sent again, never left waiting
+                log.exception("%s to broker %d failed", type(self.kind).__name__, broker_id)
+                results = [self.kind.failed(item, Unreachable(str(exc))) for item in items]
             for (_, out), result in zip(sending, results):
                 out.complete(result)
 
