@@ -28,7 +28,9 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     port = free_port()
-    jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required " + " ".join(f'user_{u}="{p}"' for u, p in USERS.items()) + ";"
+    # The broker logs in to its own inter-broker listener as the super user admin, as a Kafka broker's does.
+    users = " ".join(f'user_{u}="{p}"' for u, p in USERS.items())
+    jaas = f'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="{USERS["admin"]}" {users};'
     config = {
         "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
         "inter.broker.listener.name": "SASL_PLAINTEXT",
