@@ -541,8 +541,8 @@ class AppendOutcome:
                     self._check(other)
                 except AskCoordinator as more:
                     asks[key] = more
-                except KafkaError:
-                    pass  # refused when its turn comes
+                except Exception:
+                    pass  # refused (or logged) when its turn comes, not held against this partition
             self._verdicts.update(zip(asks, await AskCoordinator.answers(list(asks.values()))))
             return self._check(append)
 
