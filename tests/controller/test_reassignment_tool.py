@@ -77,7 +77,11 @@ class ZkCluster:
         return ",".join(n.bootstrap for b, n in self.nodes.items() if b != without)
 
     def controller(self) -> int:
-        return call(self.nodes[0].bootstrap, ApiKey.Metadata, 12, {"topics": [], "allow_auto_topic_creation": False}).controller_id
+        """The controller, as the first broker that answers says (one may be down)."""
+        for node in self.nodes.values():
+            with contextlib.suppress(OSError):
+                return call(node.bootstrap, ApiKey.Metadata, 12, {"topics": [], "allow_auto_topic_creation": False}).controller_id
+        raise AssertionError("no broker answers")
 
     def replicas(self, broker: int, topic: str) -> dict[int, tuple[list[int], list[int]]]:
         """One broker's Metadata: each partition's replicas and ISR."""
