@@ -14,7 +14,7 @@ from typing import Collection, Mapping, Sequence
 
 from odradek.controller import zk_data as zd
 from odradek.controller.zk_controller_state import TopicPartition
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaError
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,11 @@ class ApiError:
 
     code: ErrorCode
     message: str | None = None
+
+    def __post_init__(self) -> None:
+        """Never echo unbounded input (a request may name any number of replicas): the message is cut as a
+        KafkaError's is."""
+        object.__setattr__(self, "message", KafkaError(self.code, self.message).message)
 
     @classmethod
     def of(cls, code: ErrorCode) -> "ApiError":

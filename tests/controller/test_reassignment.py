@@ -30,7 +30,7 @@ from odradek.broker.coordinator.runtime import partition_for
 from odradek.broker.group_coordinator import GROUP_METADATA_TOPIC
 from odradek.controller import zk_data as zd
 from odradek.protocol.api import ApiKey
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import MAX_ERROR_MESSAGE_CHARS, ErrorCode
 
 CHROOT = "/odradek-reassign"
 SESSION_TIMEOUT_MS = 10000
@@ -285,6 +285,10 @@ def test_refusals_are_answered_per_partition_as_kafka_answers_them(brokers: dict
         {(topic, 0): ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, ("no-such-topic", 0): ErrorCode.NO_REASSIGNMENT_IN_PROGRESS},
         {(topic, 1): ErrorCode.NONE},
     ]
+    # a request naming more replicas than an error message may quote: Kafka's refusal, its message cut
+    ((code, message),) = alter(connect(brokers[controller_id(zk)].bootstrap), [(topic, 0, [0] * 20000)]).values()
+    assert (code, len(message), message[-3:]) == (ErrorCode.INVALID_REPLICA_ASSIGNMENT, MAX_ERROR_MESSAGE_CHARS, "...")
+    assert message.startswith("Duplicate replica ids in partition reassignment replica list: ArrayBuffer(0, 0, ")
     # a broker that is not the controller sends the client there
     other = next(b for b in brokers if b != controller_id(zk))
     answer = connect(brokers[other].bootstrap).call(ApiKey.ListPartitionReassignments, 0, {"timeout_ms": 30000, "topics": None})
