@@ -25,7 +25,7 @@ from odradek.protocol.errors import ErrorCode
 def handle(zk_broker: ZkBroker | None, metadata: MetadataImage, authorization: Authorization, request: Request) -> dict | Awaitable[dict]:
     body = request.body
     if not authorization.authorize(request, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-        return refused(body, ApiError.of(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
+        return refused(body, ApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))  # Kafka's text describes its request object
     targets = {(t.name, p.partition_index): None if p.replicas is None else tuple(p.replicas) for t in body.topics for p in t.partitions}
     if zk_broker is None:
         assignments = {(t.name, p): zd.ReplicaAssignment(tuple(s.replicas)) for t in metadata.topics.values() for p, s in t.partitions.items()}

@@ -22,7 +22,7 @@ from odradek.protocol.errors import ErrorCode
 def handle(zk_broker: ZkBroker | None, authorization: Authorization, request: Request) -> dict | Awaitable[dict]:
     body = request.body
     if not authorization.authorize(request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
-        return refused(body, ApiError.of(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
+        return refused(body, ApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))  # Kafka's text describes its request object
     if zk_broker is None:  # its own controller: nothing is ever in progress
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": "", "topics": []}
     controller = zk_broker.controller
