@@ -310,6 +310,20 @@ def test_a_broker_without_zookeeper_answers_as_a_one_broker_kafka_cluster(connec
         assert list_reassignments(wire) == {}
 
 
+def test_a_principal_without_alter_or_describe_on_the_cluster_is_refused(connect: Callable[..., Any], tmp_path: Path) -> None:
+    """With Kafka's AclAuthorizer and no ACLs, the anonymous principal may neither move nor list: Alter is
+    refused at the top and for each partition, List at the top (codes as Kafka's; no message, see
+    compat-tests/README.md)."""
+    with Broker(tmp_path / "acl", config={"broker.id": 0, "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}) as secured:
+        wire = connect(secured.bootstrap)
+        body = {"timeout_ms": 30000, "topics": [{"name": "t", "partitions": [{"partition_index": 0, "replicas": [0]}, {"partition_index": 1, "replicas": None}]}]}
+        altered = wire.call(ApiKey.AlterPartitionReassignments, 0, body)
+        assert (altered.error_code, altered.error_message) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+        assert [(t.name, p.partition_index, p.error_code) for t in altered.responses for p in t.partitions] == [("t", 0, ErrorCode.CLUSTER_AUTHORIZATION_FAILED), ("t", 1, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)]
+        listed = wire.call(ApiKey.ListPartitionReassignments, 0, {"timeout_ms": 30000, "topics": None})
+        assert (listed.error_code, listed.topics) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+
+
 def test_the_legacy_znode_is_acted_on_and_deleted_when_done(brokers: dict[int, Broker], zk: KazooClient) -> None:
     """What tools before KIP-455 write, ``/admin/reassign_partitions``: the controller moves the partitions,
     drops those it cannot move (a partition that does not exist) and deletes the znode once all are done."""
