@@ -179,7 +179,7 @@ def test_read_committed_reads_non_transactional_records_up_to_the_last_stable_of
 ) -> None:
     """``kafka.isolation.level=read_committed``: with no transaction open the last stable offset is the high
     watermark, so every record is read (Spark then ends at the LSO that ListOffsets answers under
-    READ_COMMITTED). odradek has no transactions: this is all read_committed can show on it."""
+    READ_COMMITTED). Reading across aborted transactions: test_kafka_source_transactions.py."""
     topic = topic_name()
     cluster.clients.create_topic(topic, 2)
     expected = cluster.clients.produce(topic, 80)
