@@ -526,7 +526,8 @@ class TransactionCoordinator:
     # -- DescribeTransactions / ListTransactions ----------------------------------------------------------
 
     def describe(self, transactional_id: str) -> dict:
-        out: dict = {"transactional_id": transactional_id, "error_code": ErrorCode.NONE, "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1, "producer_epoch": -1, "topics": []}
+        # An id without a state is answered with the schema's zeros beside its error code, as Kafka does.
+        out: dict = {"transactional_id": transactional_id, "error_code": ErrorCode.NONE, "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": 0, "producer_id": 0, "producer_epoch": 0, "topics": []}
         if transactional_id == "":
             out["error_code"] = ErrorCode.INVALID_REQUEST
             return out
