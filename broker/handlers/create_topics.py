@@ -80,6 +80,7 @@ async def handle(
     created: dict[str, list[int]] = {}
     for t in body.topics:
         result = _result(t.name)
+        refused_before_creating = counts[t.name] > 1 or t.name not in creatable
         try:
             if counts[t.name] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Create topics request from client contains duplicate topic names.")
@@ -111,6 +112,9 @@ async def handle(
             )
         except KafkaError as exc:
             result = _result(t.name, exc)
+            if refused_before_creating and t.name not in describable:
+                # Kafka marks these before creating anything and, unlike a failed creation, keeps the mark
+                result["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         results.append(result)
     if zk_broker is not None and created:
         late = await zk_broker.metadata_waits.until_led(created, body.timeout_ms / 1000) if body.timeout_ms > 0 else set(created)
@@ -126,7 +130,7 @@ def _result(name: str, error: KafkaError | None = None) -> dict[str, Any]:
         "error_message": None if error is None else error.message,
         "num_partitions": -1,
         "replication_factor": -1,
-        "configs": None,
+        "configs": [],
     }
 
 
