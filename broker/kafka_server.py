@@ -129,7 +129,7 @@ class KafkaServer:
         me = BrokerInfo(self.broker_id, advertised_host, advertised_port, self.config["broker.rack"], endpoints)
         if self.config["zookeeper.connect"]:
             self.controller = self.zk_broker = ZkBroker(self.config, me, self, self.replica_manager, security=self.inter_broker_security)
-            self.replica_manager.log_dir_failure = LogDirFailureChannel(self.log_dirs)
+            self.replica_manager.log_dir_failure = LogDirFailureChannel(self.log_dirs, self.replica_manager.take_log_dir_offline)
         else:
             self.controller = EmbeddedController(
                 me, self.log_dirs[0], self, self.config["cluster.id"],

@@ -161,8 +161,12 @@ class ReplicaManager:
         self.alter_partition_manager: AlterPartitionManager | None = None
         """Where leaders send ISR changes (cluster mode); None under the embedded single-node controller."""
         self.log_dir_failure: LogDirFailureChannel | None = None
-        """Where I/O errors on logs go in cluster mode (the last log directory failing halts the broker);
-        None on a single node, which answers KAFKA_STORAGE_ERROR and goes on."""
+        """Where I/O errors on logs go in cluster mode (a failed log directory goes offline, the last one
+        halts the broker); None on a single node, which answers KAFKA_STORAGE_ERROR and goes on."""
+        self.offline_partitions: set[TopicPartition] = set()
+        """Partitions whose log directory failed (Kafka's ``HostedPartition.Offline``): KAFKA_STORAGE_ERROR."""
+        self.on_log_dir_offline: Callable[[], None] = lambda: None
+        """Tells the controller a log directory went offline (``/log_dir_event_notification``)."""
 
     # -- metadata from the controller ---------------------------------------------------------------------
 
@@ -205,6 +209,24 @@ class ReplicaManager:
         partition = self.partitions.get(tp)
         if self.log_dir_failure is not None and partition is not None:
             self.log_dir_failure.maybe_add_offline_log_dir(partition.log.dir.parent, message, exc)
+
+    def take_log_dir_offline(self, log_dir: Path) -> None:
+        """Kafka's ``handleLogDirFailure``, after the failing request's own stack unwound: the directory's
+        partitions stop fetching and go offline, its logs close, and the controller hears of it."""
+        assert self.background is not None, "a log directory fails while the broker serves"
+        self.background.start_soon(self._handle_log_dir_failure, log_dir)
+
+    async def _handle_log_dir_failure(self, log_dir: Path) -> None:
+        offline = {key for key, partition in self.partitions.items() if partition.log.dir.parent.resolve() == log_dir}
+        self._stop_fetching(offline)
+        for key in sorted(offline):
+            del self.partitions[key]
+            self.offline_partitions.add(key)
+            self.purgatory.check_and_complete(key)
+        self.log_manager.handle_log_dir_failure(log_dir)
+        log.error("Broker %d stopped fetcher for partitions %s and stopped moving logs for partitions because they are in the failed log directory %s.",
+                  self.broker_id, ",".join(f"{t}-{p}" for t, p in sorted(offline)), log_dir)
+        self.on_log_dir_offline()
 
     def start_isr_changes(self, manager: AlterPartitionManager) -> None:
         """Cluster mode: leaders send their ISR changes through ``manager``, and every
@@ -263,6 +285,8 @@ class ReplicaManager:
 
     def get_partition(self, topic: str, index: int) -> Partition:
         partition = self.partitions.get((topic, index))
+        if partition is None and (topic, index) in self.offline_partitions:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"Partition {topic}-{index} is in an offline log directory")
         if partition is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return partition
@@ -385,6 +409,9 @@ class ReplicaManager:
                 )
         described = []
         for log_dir in (d.absolute() for d in self.log_manager.log_dirs):
+            if self.log_dir_failure is not None and self.log_dir_failure.is_offline(log_dir):
+                described.append(LogDirDescription(log_dir, ErrorCode.KAFKA_STORAGE_ERROR))
+                continue
             try:
                 usage = shutil.disk_usage(log_dir)
             except OSError:

@@ -111,6 +111,7 @@ class ZkBroker:
         self.broker_epoch = -1
         self.channel: ControllerChannelManager | None = None
         self.controller: ZkController | None = None
+        replica_manager.on_log_dir_offline = lambda: self.zk.propagate_log_dir_event(self.broker_id)
 
     @property
     def image(self) -> MetadataImage:
@@ -137,6 +138,7 @@ class ZkBroker:
                 float(self.config["leader.imbalance.check.interval.seconds"]),
             ),
         )
+        self.channel.on_response = self.controller.on_response
         self.controller.startup()
 
     async def controlled_shutdown(self) -> None:
@@ -254,6 +256,8 @@ class ZkBroker:
                 errors[(name, index)] = ErrorCode.STALE_CONTROLLER_EPOCH
             elif self.broker_id not in state.replicas:
                 errors[(name, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif (name, index) in self.replica_manager.offline_partitions:  # the controller takes it offline
+                errors[(name, index)] = ErrorCode.KAFKA_STORAGE_ERROR
             else:
                 errors[(name, index)] = ErrorCode.NONE
                 topic = changed.get(name)

@@ -231,7 +231,7 @@ class ReassignmentManager:
         live in-sync target replica; one staying gets a new epoch so that the replicas learn the smaller set."""
         ctx = self.controller.context
         leader = ctx.leadership[partition].state.leader
-        if leader in completed.replicas and ctx.is_online(leader):
+        if leader in completed.replicas and ctx.is_online(leader, partition):
             self._update_leader_epoch_and_send(partition, completed)
             return
         live = set(ctx.live_brokers)

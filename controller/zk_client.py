@@ -380,6 +380,31 @@ class ZkClient:
             tx.delete(f"{zd.ISR_CHANGE_NOTIFICATION}/{name}")
             self._commit_fenced(tx)  # one already gone fails alone; nothing to do about it
 
+    def propagate_log_dir_event(self, broker_id: int) -> None:
+        """A broker's log directory went offline (``ZkClient.propagateLogDirEvent``): a sequential znode the
+        controller watches for. Asynchronous, so the event loop that noticed the failure does not wait."""
+        self.kazoo.create_async(f"{zd.LOG_DIR_EVENT_NOTIFICATION}/{zd.LOG_DIR_EVENT_PREFIX}", zd.encode_log_dir_event(broker_id), sequence=True)
+
+    def log_dir_event_notifications(self) -> list[str]:
+        return sorted(self.kazoo.get_children(zd.LOG_DIR_EVENT_NOTIFICATION))
+
+    def brokers_from_log_dir_events(self, names: list[str]) -> set[int]:
+        """The brokers the notifications name (one gone or unreadable names none)."""
+        brokers: set[int] = set()
+        for name in names:
+            data, _ = self.get_data_and_version(f"{zd.LOG_DIR_EVENT_NOTIFICATION}/{name}")
+            try:
+                brokers.add(zd.decode_log_dir_event(data))
+            except (KeyError, TypeError):
+                log.warning("Ignoring the unreadable log dir event notification %s", name)
+        return brokers
+
+    def delete_log_dir_event_notifications(self, names: list[str], epoch_zk_version: int) -> None:
+        for name in names:
+            tx = self._fenced(epoch_zk_version)
+            tx.delete(f"{zd.LOG_DIR_EVENT_NOTIFICATION}/{name}")
+            self._commit_fenced(tx)
+
     def topics_marked_for_deletion(self) -> list[str]:
         return self.kazoo.get_children(zd.DELETE_TOPICS)
 

@@ -28,6 +28,7 @@ from odradek.controller import zk_data as zd
 from odradek.controller.leader_election import ElectionResult, ElectionType
 from odradek.controller.reassignment_manager import ReassignmentManager, Targets
 from odradek.controller.zk_client import ControllerMovedError, ZkClient
+from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.controller.zk_controller_state import (
     ControllerContext,
@@ -79,6 +80,8 @@ LIST_REASSIGNMENTS = "list-partition-reassignments"
 ZK_REASSIGNMENT = "zk-partition-reassignment"
 ELECT_LEADERS = "elect-leaders"
 ALLOCATE_PRODUCER_IDS = "allocate-producer-ids"
+LOG_DIR_EVENT = "log-dir-event-notification"
+LEADER_AND_ISR_RESPONSE = "leader-and-isr-response"
 _STOP = "stop"
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 
@@ -133,6 +136,7 @@ class ZkController:
         ChildrenWatch(self.zk.kazoo, zd.BROKER_TOPICS, lambda _: self._enqueue(Event(TOPICS_CHANGED)))
         ChildrenWatch(self.zk.kazoo, zd.DELETE_TOPICS, lambda _: self._enqueue(Event(TOPIC_DELETION)))
         ChildrenWatch(self.zk.kazoo, zd.ISR_CHANGE_NOTIFICATION, lambda children: self._enqueue(Event(ISR_CHANGED)) if children else None)
+        ChildrenWatch(self.zk.kazoo, zd.LOG_DIR_EVENT_NOTIFICATION, lambda children: self._enqueue(Event(LOG_DIR_EVENT)) if children else None)
         DataWatch(self.zk.kazoo, zd.PREFERRED_REPLICA_ELECTION, lambda data, stat: self._enqueue(Event(PREFERRED_ELECTION)) if data is not None else None)
         # Kafka acts on the legacy reassignment znode when it is created (not on its own rewrites of it)
         DataWatch(self.zk.kazoo, zd.REASSIGN_PARTITIONS, lambda data, stat: self._enqueue(Event(ZK_REASSIGNMENT)) if stat is not None and stat.version == 0 else None)
@@ -170,6 +174,8 @@ class ZkController:
             ZK_REASSIGNMENT: lambda _: self.reassignments.on_zk_reassignment(),
             ELECT_LEADERS: self._elect_leaders,
             ALLOCATE_PRODUCER_IDS: self._allocate_producer_ids,
+            LOG_DIR_EVENT: self._log_dir_event,
+            LEADER_AND_ISR_RESPONSE: self._leader_and_isr_response,
         }
         while True:
             balancing = self.active and self.leader_balance.enable
@@ -225,6 +231,8 @@ class ZkController:
         ``active`` turns true once that is done (what other threads read of the controller is then whole)."""
         ctx = self.context = ControllerContext(self.broker_id, epoch, epoch_zk_version)
         self._next_balance_check = time.monotonic() + self.leader_balance.check_interval_s
+        # as Kafka: stale log dir events go, the LeaderAndIsr sent to every broker below finds offline replicas
+        self.zk.delete_log_dir_event_notifications(self.zk.log_dir_event_notifications(), epoch_zk_version)
         for broker_id, (registration, broker_epoch) in self.zk.broker_registrations().items():
             ctx.live_brokers[broker_id] = registration
             ctx.broker_epochs[broker_id] = broker_epoch
@@ -286,9 +294,9 @@ class ZkController:
         """``triggerOnlinePartitionStateChange``: new partitions get their first leader, offline ones the
         first live ISR member; each goes to its live replicas in a LeaderAndIsr."""
         ctx = self.context
-        live = set(ctx.live_brokers)
         for topic, p in ctx.offline_partitions():
             partition = (topic, p)
+            live = set(ctx.live_replicas(partition))
             current = ctx.leadership.get(partition)
             if current is None:
                 state = initial_leadership(ctx.live_replicas(partition), ctx.epoch)
@@ -335,6 +343,7 @@ class ZkController:
         if new:
             for b in new:
                 ctx.live_brokers[b], ctx.broker_epochs[b] = now[b]
+                ctx.replicas_on_offline_dirs.pop(b, None)
             self._on_broker_startup(new)
 
     def _on_broker_failure(self, dead: set[int]) -> None:
@@ -343,6 +352,7 @@ class ZkController:
             ctx.live_brokers.pop(b, None)
             ctx.shutting_down.discard(b)
             ctx.broker_epochs.pop(b, None)
+            ctx.replicas_on_offline_dirs.pop(b, None)
             self.channel.remove_broker(b)
         batch = RequestBatch(ctx)
         self._elect_offline_partitions(batch)
@@ -351,17 +361,79 @@ class ZkController:
         self._send(batch)
 
     def _replicas_offline(self, batch: RequestBatch, dead: set[int]) -> None:
-        """Kafka's OfflineReplica transition: the dead brokers leave the ISRs (a partition they led gets
-        no leader; the last ISR member stays, to say who had the data)."""
-        ctx = self.context
+        """Kafka's OfflineReplica transition for every replica of the dead brokers."""
         for broker in sorted(dead):
-            for partition in ctx.partitions_on(broker):
-                lead = ctx.leadership.get(partition)
-                if lead is None or partition[0] in ctx.topics_being_deleted:
-                    continue
-                changed = without_replica(lead.state, broker, ctx.epoch)
-                if changed is not None and self._write(partition, changed):
-                    batch.add_leader_and_isr(ctx.live_replicas(partition), partition)
+            for partition in self.context.partitions_on(broker):
+                self._replica_offline(batch, broker, partition)
+
+    def _replica_offline(self, batch: RequestBatch, broker: int, partition: TopicPartition) -> None:
+        """Kafka's OfflineReplica transition: the replica leaves the ISR (a partition it led gets no leader;
+        the last ISR member stays, to say who had the data), the other live replicas hear of it."""
+        ctx = self.context
+        lead = ctx.leadership.get(partition)
+        if lead is None or partition[0] in ctx.topics_being_deleted:
+            return
+        changed = without_replica(lead.state, broker, ctx.epoch)
+        if changed is not None and self._write(partition, changed):
+            batch.add_leader_and_isr(ctx.live_replicas(partition), partition)
+
+    # -- log directory failures ------------------------------------------------------------------------------------
+
+    def _log_dir_event(self, _: Event) -> None:
+        """``LogDirEventNotification``: each named live broker is asked, with a LeaderAndIsr for every replica
+        it holds, which of them it still serves (Kafka's ``onBrokerLogDirFailure``: the OnlineReplica
+        transition); the notifications then go."""
+        names = self.zk.log_dir_event_notifications()
+        if not names:
+            return
+        ctx = self.context
+        try:
+            batch = RequestBatch(ctx)
+            for broker in sorted(self.zk.brokers_from_log_dir_events(names) & set(ctx.live_brokers)):
+                log.info("controller %d: broker %d reported a failed log directory", self.broker_id, broker)
+                for partition in ctx.partitions_on(broker):
+                    if partition in ctx.leadership and partition[0] not in ctx.topics_being_deleted:
+                        batch.add_leader_and_isr([broker], partition)
+            self._send(batch)
+        finally:
+            self.zk.delete_log_dir_event_notifications(names, ctx.epoch_zk_version)
+
+    def on_response(self, request: ControlRequest, response: Any) -> None:
+        """What a broker answered (called by the channel): a LeaderAndIsr answer goes to the event queue."""
+        if request.api_key == ApiKey.LeaderAndIsr:
+            self._enqueue(Event(LEADER_AND_ISR_RESPONSE, request=(request.broker_id, response)))
+
+    def _leader_and_isr_response(self, event: Event) -> None:
+        """Kafka's ``handleLeaderAndIsrResponse``: partitions answered KAFKA_STORAGE_ERROR are in a failed log
+        directory of that broker, those answered NONE are not; replicas newly found offline go offline
+        (``onReplicasBecomeOffline``: other leaders, out of the ISRs, listed as offline replicas)."""
+        broker, response = event.request
+        ctx = self.context
+        if broker not in ctx.live_brokers or response.error_code != ErrorCode.NONE:
+            return
+        names = {topic_id: name for name, topic_id in ctx.topic_ids.items()}
+        offline: set[TopicPartition] = set()
+        online: set[TopicPartition] = set()
+        for topic in response.topics or ():
+            for p in topic.partition_errors:
+                partition = (names.get(topic.topic_id, ""), p.partition_index)
+                if p.error_code == ErrorCode.KAFKA_STORAGE_ERROR:
+                    offline.add(partition)
+                elif p.error_code == ErrorCode.NONE:
+                    online.add(partition)
+        before = ctx.replicas_on_offline_dirs.get(broker, set())
+        ctx.replicas_on_offline_dirs[broker] = now = (before | offline) - online
+        newly = sorted(p for p in now - before if p in ctx.assignments)
+        if not newly:
+            return
+        log.info("controller %d: replicas of broker %d offline: %s", self.broker_id, broker, newly)
+        batch = RequestBatch(ctx)
+        self._elect_offline_partitions(batch)
+        for partition in newly:
+            batch.add_stop_replica([broker], partition, delete=False)
+            self._replica_offline(batch, broker, partition)
+        batch.add_update_metadata(ctx.live_brokers)
+        self._send(batch)
 
     def _on_broker_startup(self, new: set[int]) -> None:
         ctx = self.context

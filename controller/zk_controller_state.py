@@ -53,12 +53,15 @@ class ControllerContext:
     topics_being_deleted: set[str] = field(default_factory=set)
     shutting_down: set[int] = field(default_factory=set)
     """Brokers that asked for a controlled shutdown, until their registration goes: its elections pass them over."""
+    replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
+    """Each live broker's replicas in a failed log directory (its LeaderAndIsr answers said KAFKA_STORAGE_ERROR)."""
 
-    def is_online(self, replica: int) -> bool:
-        return replica in self.live_brokers
+    def is_online(self, replica: int, partition: TopicPartition) -> bool:
+        """``isReplicaOnline``: on a live broker, and not in one of its failed log directories."""
+        return replica in self.live_brokers and partition not in self.replicas_on_offline_dirs.get(replica, ())
 
     def live_replicas(self, partition: TopicPartition) -> list[int]:
-        return [r for r in self.assignments[partition].replicas if self.is_online(r)]
+        return [r for r in self.assignments[partition].replicas if self.is_online(r, partition)]
 
     def partitions_of(self, topic: str) -> list[TopicPartition]:
         return sorted(tp for tp in self.assignments if tp[0] == topic)
@@ -74,7 +77,7 @@ class ControllerContext:
         return sorted(
             tp for tp in self.assignments
             if tp[0] not in self.topics_being_deleted
-            and (tp not in self.leadership or not self.is_online(self.leadership[tp].state.leader))
+            and (tp not in self.leadership or not self.is_online(self.leadership[tp].state.leader, tp))
         )
 
     def remove_topic(self, topic: str) -> None:
@@ -281,7 +284,7 @@ class RequestBatch:
                 "isr": list(state.state.isr),
                 "zk_version": state.zk_version,
                 "replicas": list(replicas),
-                "offline_replicas": [r for r in replicas if not ctx.is_online(r)],
+                "offline_replicas": [r for r in replicas if not ctx.is_online(r, (topic, p))],
             })
         return [{"topic_name": t, "topic_id": ctx.topic_ids.get(t, uuid.UUID(int=0)), "partition_states": ps} for t, ps in by_topic.items()]
 

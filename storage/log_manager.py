@@ -103,6 +103,8 @@ class LogManager:
         self._high_watermarks: dict[TopicPartition, int] = {}
         self._lock = threading.RLock()
         self._logs_to_be_deleted: list[tuple[Path, int]] = []  # (renamed directory, when it was queued)
+        self.offline_dirs: set[Path] = set()
+        """Log directories taken offline after an I/O error (Kafka's ``LogManager.handleLogDirFailure``)."""
         self.cleaner = LogCleaner(CleanerConfig.from_props(self.broker_defaults), self.log_dirs, time_ms=time_ms)
 
     # -- startup -------------------------------------------------------------------------------------------------
@@ -203,7 +205,7 @@ class LogManager:
                 if topic_id is not None:
                     log_.assign_topic_id(topic_id)
                 return log_
-            log_dir = min(self.log_dirs, key=lambda d: self._partitions_in[d])
+            log_dir = min(self.live_log_dirs, key=lambda d: self._partitions_in[d])
             log_ = Log.open(
                 log_dir / f"{topic}-{partition}",
                 config or self._topic_configs.get(topic, self.default_config),
@@ -296,6 +298,29 @@ class LogManager:
             shutil.rmtree(doomed, ignore_errors=True)
             log.info("Deleted log for partition %s in %s.", doomed.name.rsplit(".", 1)[0], doomed)
 
+    @property
+    def live_log_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def handle_log_dir_failure(self, failed: Path) -> list[TopicPartition]:
+        """Forget the logs of a failed directory (closed as far as the disk lets), write nothing there any more;
+        answers their partitions."""
+        with self._lock:
+            log_dir = next(d for d in self.log_dirs if d.resolve() == failed.resolve())
+            self.offline_dirs.add(log_dir)
+            gone = sorted(tp for tp, owner in self._log_dirs_of.items() if owner == log_dir)
+            for tp in gone:
+                del self._log_dirs_of[tp]
+                self._unloaded.pop(tp, None)
+                if (log_ := self._logs.pop(tp, None)) is not None:
+                    try:
+                        log_.close()
+                    except OSError as exc:
+                        log.warning("Closing %s-%d in the failed dir %s: %s", *tp, log_dir, exc)
+            self._partitions_in.pop(log_dir, None)
+        log.error("Logs for partitions %s are offline and logs for future partitions are offline due to failure on log directory %s", ",".join(f"{t}-{p}" for t, p in gone), log_dir)
+        return gone
+
     def all_logs(self) -> list[Log]:
         with self._lock:
             for topic, partition in list(self._unloaded):
@@ -359,7 +384,7 @@ class LogManager:
                     self._log_start_offsets[tp] = log_.log_start_offset
                 else:
                     self._log_start_offsets.pop(tp, None)
-            for log_dir in self.log_dirs:
+            for log_dir in self.live_log_dirs:
                 mine = [tp for tp, owner in self._log_dirs_of.items() if owner == log_dir]
                 for name, offsets in (
                     (RECOVERY_POINT_CHECKPOINT, self._recovery_points),
@@ -376,7 +401,7 @@ class LogManager:
             self.checkpoint()
             for log_ in self._logs.values():
                 log_.close()
-            for log_dir in self.log_dirs:
+            for log_dir in self.live_log_dirs:
                 write_clean_shutdown(log_dir)
             self._logs.clear()
             self._unloaded.clear()

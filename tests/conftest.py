@@ -40,6 +40,7 @@ SERIAL = (
     "tests/cluster/test_coordinator_failover.py",
     "tests/cluster/test_rolling_restart.py",
     "tests/cluster/test_full_disk.py",
+    "tests/cluster/test_log_dir_failure.py",
     "tests/spark/test_kafka_streaming.py",
     "tests/spark/test_pipeline.py",
 )

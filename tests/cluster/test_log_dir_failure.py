@@ -1,0 +1,143 @@
+"""A broker with two log directories, one of which fills up under load, takes that directory offline and keeps
+serving the other; the controller moves the leaderships of the offline replicas -- as Kafka 3.9 does.
+
+Each broker's ``log.dirs`` is a directory on the ordinary disk and a small tmpfs this module mounts before the
+cluster starts and unmounts after it. Under the checker's acks=all load, the tmpfs of a broker leading a
+partition there is filled: its next write there fails (ENOSPC) and the directory goes offline (Kafka's
+``ReplicaManager.handleLogDirFailure``); the broker writes ``/log_dir_event_notification``, the controller
+asks it with LeaderAndIsr which replicas it still serves, the offline ones answer KAFKA_STORAGE_ERROR and
+the controller elects other leaders and drops them from the ISRs. The broker stays up, in the ISR of every
+partition of its other directory; Metadata lists its replicas on the failed directory as offline
+(``kafka-topics --describe --under-replicated-partitions`` shows those partitions without it), DescribeLogDirs reports that directory KAFKA_STORAGE_ERROR, and the
+checker finds nothing acknowledged lost.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Iterator
+
+import kafka_jvm
+import pytest
+from checker import Workload
+from harness import Cluster, HarnessUnavailable
+
+from odradek.protocol.api import ApiKey
+from odradek.protocol.errors import ErrorCode
+from tests.conftest import Wire
+
+PARTITIONS = 6
+DISK_SIZE = "64m"
+MOVE_TIMEOUT_S = 45.0
+
+
+def disks(root: Path, broker_id: int) -> tuple[Path, Path]:
+    """A broker's two log directories: one on the ordinary disk, one on its tmpfs."""
+    return root / f"broker-{broker_id}" / "disk", root / f"broker-{broker_id}" / "tmpfs"
+
+
+@pytest.fixture(scope="module")
+def cluster(broker_kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """The three brokers of ``broker_kind``, each with ``log.dirs`` on the disk and on a tmpfs of :data:`DISK_SIZE`."""
+    root = tmp_path_factory.mktemp(f"log-dir-failure-{broker_kind}")
+    mounted: list[Path] = []
+    try:
+        for broker_id in (1, 2, 3):
+            disk, tmpfs = disks(root, broker_id)
+            disk.mkdir(parents=True)
+            tmpfs.mkdir()
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_SIZE}", "tmpfs", str(tmpfs)], check=True, timeout=30)
+            mounted.append(tmpfs)
+        settings = {b: {"log.dirs": ",".join(str(d) for d in disks(root, b))} for b in (1, 2, 3)}
+        try:
+            cluster = Cluster(root, broker_kind, broker_settings=settings)
+        except HarnessUnavailable as exc:
+            pytest.fail(str(exc), pytrace=False)
+        try:
+            yield cluster
+        finally:
+            cluster.close()
+    finally:
+        for tmpfs in mounted:
+            subprocess.run(["umount", "-l", str(tmpfs)], check=True, timeout=30)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def fill(disk: Path) -> Path:
+    """Write a file until the disk has no space left."""
+    filler = disk / "filler"
+    with open(filler, "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError as exc:
+            assert exc.errno == 28, exc
+    return filler
+
+
+def offline_replicas(bootstrap: str, topic: str) -> dict[int, list[int]]:
+    """Each partition's offline replicas in a Metadata v12 answer of the broker at ``bootstrap``."""
+    wire = Wire(bootstrap)
+    try:
+        body = {"topics": [{"name": topic}], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+        (found,) = wire.call(ApiKey.Metadata, 12, body).topics
+        return {p.partition_index: sorted(p.offline_replicas) for p in found.partitions}
+    finally:
+        wire.close()
+
+
+def log_dir_errors(bootstrap: str) -> dict[str, ErrorCode]:
+    """Each log directory's error in a DescribeLogDirs v4 answer of the broker at ``bootstrap``."""
+    wire = Wire(bootstrap)
+    try:
+        return {r.log_dir: ErrorCode(r.error_code) for r in wire.call(ApiKey.DescribeLogDirs, 4, {"topics": None}).results}
+    finally:
+        wire.close()
+
+
+def described_under_replicated(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int]]]:
+    """Leader and ISR of each partition ``kafka-topics --describe --under-replicated-partitions`` lists (Kafka
+    3.9's tool has no column for offline replicas: the ISR without them is what it shows)."""
+    out = kafka_jvm.run_tool("kafka-topics", "--bootstrap-server", bootstrap, "--describe", "--under-replicated-partitions", "--topic", topic)
+    assert out.returncode == 0, out.stderr
+    return {int(m[1]): (int(m[2]), sorted(map(int, m[3].split(",")))) for m in re.finditer(r"Partition: (\d+)\s+Leader: (-?\d+)\s+Replicas: [\d,]+\s+Isr: ([\d,]+)", out.stdout)}
+
+
+def test_a_full_log_dir_goes_offline_and_its_leaderships_move(cluster: Cluster, broker_kind: str) -> None:
+    topic = "half-filled"
+    cluster.create_topic(topic, PARTITIONS)
+    on_tmpfs = {b: {p for p in range(PARTITIONS) if (disks(cluster.root, b)[1] / f"{topic}-{p}").is_dir()} for b in cluster.brokers}
+    leaders = {p: s.leader for p, s in cluster.partitions(topic).items()}
+    victim = next(leaders[p] for p in range(PARTITIONS) if p in on_tmpfs[leaders[p]])
+    failed, kept = sorted(on_tmpfs[victim]), sorted(set(range(PARTITIONS)) - on_tmpfs[victim])
+    assert kept, f"broker {victim} has every partition of {topic} on its tmpfs"
+    tmpfs = disks(cluster.root, victim)[1]
+    with Workload(cluster.bootstrap, topic, PARTITIONS) as workload:
+        workload.wait_for_progress()
+        filler = fill(tmpfs)
+
+        def moved() -> bool:
+            states = cluster.partitions(topic)
+            return all(states[p].leader not in (victim, -1) and victim not in states[p].isr for p in failed)
+
+        moved_in = cluster.wait_until(moved, f"broker {victim}'s replicas on its full tmpfs offline", MOVE_TIMEOUT_S)
+        workload.wait_for_progress()
+        assert cluster.brokers[victim].running(), cluster.brokers[victim].log_tail()
+        cluster.wait_until(lambda: all(victim in cluster.partitions(topic)[p].isr for p in kept), f"broker {victim} in the ISRs of its other dir", MOVE_TIMEOUT_S)
+        other = next(b for b in cluster.brokers if b != victim)
+        expected = {p: [victim] if p in failed else [] for p in range(PARTITIONS)}
+        for broker_id in (victim, other):
+            bootstrap = cluster.brokers[broker_id].bootstrap
+            cluster.wait_until(lambda: offline_replicas(bootstrap, topic) == expected, f"broker {broker_id}'s metadata listing the offline replicas", MOVE_TIMEOUT_S)
+        states = cluster.partitions(topic)
+        assert described_under_replicated(cluster.bootstrap, topic) == {p: (states[p].leader, sorted(set(states[p].replicas) - {victim})) for p in failed}
+        errors = log_dir_errors(cluster.brokers[victim].bootstrap)
+        assert errors == {str(d): ErrorCode.KAFKA_STORAGE_ERROR if d == tmpfs else ErrorCode.NONE for d in disks(cluster.root, victim)}
+        filler.unlink()
+        report = workload.finish()
+    print(f"\nbroker {victim}'s tmpfs filled: partitions {failed} offline there and led elsewhere in {moved_in:.1f}s, {kept} still served\n{report}")
+    assert report.ok, str(report)
