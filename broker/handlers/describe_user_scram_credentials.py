@@ -13,7 +13,9 @@ from odradek.protocol.errors import ErrorCode
 
 def handle(credentials: CredentialStore, authorization: Authorization, request: Request) -> dict:
     if not authorization.authorize(request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "results": []}
+        # Kafka's refusal repeats the error once per user named, without the user's name.
+        refused = {"user": "", "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "credential_infos": []}
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "results": [refused for _ in request.body.users or ()]}
     users = request.body.users
     names = None if users is None else [u.name for u in users]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "results": describe_user_scram_credentials(credentials, names)}
