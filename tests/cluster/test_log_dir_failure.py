@@ -6,7 +6,8 @@ cluster starts and unmounts after it. Under the checker's acks=all load, the tmp
 partition there is filled: its next write there fails (ENOSPC) and the directory goes offline (Kafka's
 ``ReplicaManager.handleLogDirFailure``); the broker writes ``/log_dir_event_notification``, the controller
 asks it with LeaderAndIsr which replicas it still serves, the offline ones answer KAFKA_STORAGE_ERROR and
-the controller elects other leaders and drops them from the ISRs. The broker stays up, in the ISR of every
+the controller elects other leaders and drops them from the ISRs; the broker answers a write to such a
+partition KAFKA_STORAGE_ERROR. The broker stays up, in the ISR of every
 partition of its other directory; Metadata lists its replicas on the failed directory as offline
 (``kafka-topics --describe --under-replicated-partitions`` shows those partitions without it), DescribeLogDirs reports that directory KAFKA_STORAGE_ERROR, and the
 checker finds nothing acknowledged lost.
@@ -27,6 +28,7 @@ from harness import Cluster, HarnessUnavailable
 
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import Record, build_batch
 from tests.conftest import Wire
 
 PARTITIONS = 6
@@ -107,6 +109,17 @@ def described_under_replicated(bootstrap: str, topic: str) -> dict[int, tuple[in
     return {int(m[1]): (int(m[2]), sorted(map(int, m[3].split(",")))) for m in re.finditer(r"Partition: (\d+)\s+Leader: (-?\d+)\s+Replicas: [\d,]+\s+Isr: ([\d,]+)", out.stdout)}
 
 
+def produce_error(bootstrap: str, topic: str, partition: int) -> ErrorCode:
+    """What a Produce v9 of one record to ``topic``-``partition`` at the broker at ``bootstrap`` answers."""
+    wire = Wire(bootstrap)
+    try:
+        data = [{"name": topic, "partition_data": [{"index": partition, "records": build_batch([Record(value=b"late")])}]}]
+        answer = wire.call(ApiKey.Produce, 9, {"acks": -1, "timeout_ms": 5000, "topic_data": data})
+        return ErrorCode(answer.responses[0].partition_responses[0].error_code)
+    finally:
+        wire.close()
+
+
 def test_a_full_log_dir_goes_offline_and_its_leaderships_move(cluster: Cluster, broker_kind: str) -> None:
     topic = "half-filled"
     cluster.create_topic(topic, PARTITIONS)
@@ -135,6 +148,7 @@ def test_a_full_log_dir_goes_offline_and_its_leaderships_move(cluster: Cluster, 
             cluster.wait_until(lambda: offline_replicas(bootstrap, topic) == expected, f"broker {broker_id}'s metadata listing the offline replicas", MOVE_TIMEOUT_S)
         states = cluster.partitions(topic)
         assert described_under_replicated(cluster.bootstrap, topic) == {p: (states[p].leader, sorted(set(states[p].replicas) - {victim})) for p in failed}
+        assert produce_error(cluster.brokers[victim].bootstrap, topic, failed[0]) == ErrorCode.KAFKA_STORAGE_ERROR
         errors = log_dir_errors(cluster.brokers[victim].bootstrap)
         assert errors == {str(d): ErrorCode.KAFKA_STORAGE_ERROR if d == tmpfs else ErrorCode.NONE for d in disks(cluster.root, victim)}
         filler.unlink()
