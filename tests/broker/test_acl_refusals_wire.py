@@ -1,7 +1,11 @@
 """What a principal without permission is answered, compared on the wire with a real Kafka 3.9 running the
 same AclAuthorizer: ``allow.everyone.if.no.acl.found=true`` (so the brokers' own requests and the
-unrestricted resources work) and ACLs that refuse ``User:ANONYMOUS`` (every PLAINTEXT client) a topic, a group,
-and ALTER and DESCRIBE on the cluster, and allow only reading another topic."""
+unrestricted resources work) and ACLs that refuse ``User:ANONYMOUS`` (every PLAINTEXT client) a topic, a group, a transactional id,
+and ALTER and DESCRIBE on the cluster, and allow only reading another topic. As the cluster then has ACLs,
+no other operation on it is allowed by their absence either: CLUSTER_ACTION, IDEMPOTENT_WRITE, CREATE,
+DESCRIBE_CONFIGS and ALTER_CONFIGS on the cluster are refused too.
+
+Every API odradek serves (``HANDLERS``) has a case here, or is in :data:`UNAUTHORIZED` with the reason."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from typing import Any, Iterator
 import pytest
 
 from odradek import Broker
+from odradek.broker.kafka_apis import HANDLERS
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import Record, build_batch
@@ -21,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "jvm"))
 import kafka_jvm  # noqa: E402
 
 AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "allow.everyone.if.no.acl.found": "true"}
-DENIED, READ_ONLY, GROUP = "refused-topic", "read-only-topic", "refused-group"
-TOPIC_TYPE, GROUP_TYPE, CLUSTER_TYPE, LITERAL, ALL, READ, ALTER, DESCRIBE, DENY, ALLOW = 2, 3, 4, 3, 2, 3, 7, 8, 2, 3
+DENIED, READ_ONLY, GROUP, TXN = "refused-topic", "read-only-topic", "refused-group", "refused-txn"
+TOPIC_TYPE, GROUP_TYPE, CLUSTER_TYPE, TXN_TYPE, LITERAL, ALL, READ, ALTER, DESCRIBE, DENY, ALLOW = 2, 3, 4, 5, 3, 2, 3, 7, 8, 2, 3
 
 
 def acl(resource_type: int, name: str, operation: int, permission: int, principal: str) -> dict:
@@ -37,6 +42,7 @@ def prepare(bootstrap: str, connect) -> None:
     acls = [
         acl(TOPIC_TYPE, DENIED, ALL, DENY, "User:ANONYMOUS"),
         acl(GROUP_TYPE, GROUP, ALL, DENY, "User:ANONYMOUS"),
+        acl(TXN_TYPE, TXN, ALL, DENY, "User:ANONYMOUS"),
         acl(TOPIC_TYPE, READ_ONLY, READ, ALLOW, "User:*"),
         acl(TOPIC_TYPE, READ_ONLY, DESCRIBE, ALLOW, "User:*"),
     ]
@@ -90,6 +96,24 @@ def produce_body(topic: str) -> dict:
     return {"acks": 1, "timeout_ms": 5000, "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": build_batch([Record(value=b"v")])}]}]}
 
 
+def error_codes(response: Any) -> list[int]:
+    """Every ``error_code`` of a response, in the order the response carries them."""
+    if isinstance(response, dict):
+        return [c for k, v in response.items() for c in ([v] if k == "error_code" else error_codes(v))]
+    if isinstance(response, list):
+        return [c for item in response for c in error_codes(item)]
+    return []
+
+
+def partitions(topic: str, *indexes: int, **fields: Any) -> dict:
+    return {"name": topic, "partitions": [{"partition_index": i, **fields} for i in indexes]}
+
+
+def txn_offset_commit_body(transactional_id: str, group: str, topic: str) -> dict:
+    return {"transactional_id": transactional_id, "group_id": group, "producer_id": 1, "producer_epoch": 0, "generation_id": -1, "member_id": "", "group_instance_id": None,
+            "topics": [partitions(topic, 0, committed_offset=1, committed_leader_epoch=-1, committed_metadata="")]}
+
+
 REQUESTS: list[tuple[str, ApiKey, int, dict, Any]] = [
     ("Metadata naming the refused and the read-only topic", ApiKey.Metadata, 12, {"topics": [{"name": n, "topic_id": uuid.UUID(int=0)} for n in (DENIED, READ_ONLY)], "allow_auto_topic_creation": False, "include_topic_authorized_operations": True},
      lambda r: sorted((t.name, t.error_code, t.topic_authorized_operations) for t in r.topics)),
@@ -129,7 +153,76 @@ REQUESTS: list[tuple[str, ApiKey, int, dict, Any]] = [
     ("CreateAcls without ALTER on the cluster", ApiKey.CreateAcls, 3, {"creations": [acl(TOPIC_TYPE, "x", READ, ALLOW, "User:x")]}, lambda r: [x.error_code for x in r.results]),
     ("DescribeCluster's authorized operations", ApiKey.DescribeCluster, 1, {"include_cluster_authorized_operations": True, "endpoint_type": 1}, lambda r: (r.error_code, r.cluster_authorized_operations)),
     ("ListGroups hides the refused group", ApiKey.ListGroups, 4, {"states_filter": []}, lambda r: (r.error_code, GROUP in [g.group_id for g in r.groups])),
+    ("CreateTopics of the refused topic", ApiKey.CreateTopics, 7, {"topics": [{"name": DENIED, "num_partitions": 1, "replication_factor": 1}], "timeout_ms": 5000, "validate_only": True},
+     lambda r: [(t.name, t.error_code, t.error_message, t.topic_config_error_code, t.num_partitions, t.configs) for t in r.topics]),
+    ("CreateTopics of a new topic: CREATE on it, as it has no ACLs", ApiKey.CreateTopics, 7, {"topics": [{"name": "new-topic", "num_partitions": 1, "replication_factor": 1}], "timeout_ms": 5000, "validate_only": True},
+     lambda r: [(t.name, t.error_code, t.num_partitions) for t in r.topics]),
+    ("OffsetForLeaderEpoch of the refused topic", ApiKey.OffsetForLeaderEpoch, 4, {"replica_id": -1, "topics": [{"topic": DENIED, "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]},
+     lambda r: [(t.topic, p.error_code, p.end_offset) for t in r.topics for p in t.partitions]),
+    ("OffsetForLeaderEpoch as a follower without CLUSTER_ACTION", ApiKey.OffsetForLeaderEpoch, 4, {"replica_id": 0, "topics": [{"topic": READ_ONLY, "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]},
+     lambda r: [(t.topic, p.error_code, p.end_offset) for t in r.topics for p in t.partitions]),
+    ("AlterConfigs of the refused topic", ApiKey.AlterConfigs, 2, {"resources": [{"resource_type": 2, "resource_name": DENIED, "configs": [{"name": "retention.ms", "value": "1000"}]}], "validate_only": True},
+     lambda r: [(x.resource_name, x.error_code, x.error_message) for x in r.responses]),
+    ("AlterConfigs of the broker without ALTER_CONFIGS on the cluster", ApiKey.AlterConfigs, 2, {"resources": [{"resource_type": 4, "resource_name": "0", "configs": [{"name": "log.cleaner.threads", "value": "2"}]}], "validate_only": True},
+     lambda r: [(x.resource_name, x.error_code, x.error_message) for x in r.responses]),
+    ("DescribeLogDirs without DESCRIBE on the cluster", ApiKey.DescribeLogDirs, 4, {"topics": None}, lambda r: (r.error_code, len(r.results))),
+    ("SyncGroup of the refused group", ApiKey.SyncGroup, 5, {"group_id": GROUP, "generation_id": 1, "member_id": "m", "protocol_type": "consumer", "protocol_name": "range", "assignments": []},
+     lambda r: (r.error_code, r.assignment)),
+    ("Heartbeat of the refused group", ApiKey.Heartbeat, 4, {"group_id": GROUP, "generation_id": 1, "member_id": "m"}, lambda r: r.error_code),
+    ("LeaveGroup of the refused group", ApiKey.LeaveGroup, 5, {"group_id": GROUP, "members": [{"member_id": "m", "group_instance_id": None, "reason": None}]}, lambda r: (r.error_code, len(r.members))),
+    ("DeleteAcls without ALTER on the cluster", ApiKey.DeleteAcls, 3, {"filters": [{"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1, "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}]},
+     lambda r: [(x.error_code, len(x.matching_acls)) for x in r.filter_results]),
+    ("DescribeClientQuotas without DESCRIBE_CONFIGS on the cluster", ApiKey.DescribeClientQuotas, 1, {"components": [], "strict": False}, lambda r: (r.error_code, r.entries)),
+    ("AlterClientQuotas without ALTER_CONFIGS on the cluster", ApiKey.AlterClientQuotas, 1, {"entries": [{"entity": [{"entity_type": "user", "entity_name": "u"}], "ops": [{"key": "producer_byte_rate", "value": 1024.0, "remove": False}]}], "validate_only": True},
+     lambda r: [(x.error_code, [(e.entity_type, e.entity_name) for e in x.entity]) for x in r.entries]),
+    ("AlterUserScramCredentials without ALTER on the cluster", ApiKey.AlterUserScramCredentials, 0, {"deletions": [{"name": "u", "mechanism": 1}], "upsertions": []}, lambda r: [(x.user, x.error_code) for x in r.results]),
+    ("DescribeUserScramCredentials without DESCRIBE on the cluster", ApiKey.DescribeUserScramCredentials, 0, {"users": [{"name": "u"}]},
+     lambda r: (r.error_code, r.error_message, [(x.user, x.error_code, x.error_message, x.credential_infos) for x in r.results])),
+    ("InitProducerId of the refused transactional id", ApiKey.InitProducerId, 4, {"transactional_id": TXN, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1}, lambda r: (r.error_code, r.producer_id)),
+    # Allowed, by WRITE on any topic (those without ACLs); only whether it is refused is compared, as Kafka's broker cannot
+    # hand out the id: its own AllocateProducerIds to its controller (as ANONYMOUS) is refused CLUSTER_ACTION here.
+    ("InitProducerId of an idempotent producer without IDEMPOTENT_WRITE", ApiKey.InitProducerId, 4, {"transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1},
+     lambda r: r.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    ("AddPartitionsToTxn v3 of the refused transactional id", ApiKey.AddPartitionsToTxn, 3, {"v3_and_below_transactional_id": TXN, "v3_and_below_producer_id": 1, "v3_and_below_producer_epoch": 0, "v3_and_below_topics": [{"name": READ_ONLY, "partitions": [0]}]}, error_codes),
+    ("AddPartitionsToTxn v3 of the refused topic", ApiKey.AddPartitionsToTxn, 3, {"v3_and_below_transactional_id": "allowed-txn", "v3_and_below_producer_id": 1, "v3_and_below_producer_epoch": 0, "v3_and_below_topics": [{"name": DENIED, "partitions": [0]}, {"name": READ_ONLY, "partitions": [0]}]},
+     lambda r: sorted((t.name, p.partition_error_code) for t in r.results_by_topic_v3_and_below for p in t.results_by_partition)),
+    ("AddPartitionsToTxn v4 without CLUSTER_ACTION", ApiKey.AddPartitionsToTxn, 4, {"transactions": [{"transactional_id": "allowed-txn", "producer_id": 1, "producer_epoch": 0, "verify_only": True, "topics": [{"name": READ_ONLY, "partitions": [0]}]}]}, error_codes),
+    ("AddOffsetsToTxn of the refused transactional id", ApiKey.AddOffsetsToTxn, 3, {"transactional_id": TXN, "producer_id": 1, "producer_epoch": 0, "group_id": "allowed-group"}, error_codes),
+    ("AddOffsetsToTxn of the refused group", ApiKey.AddOffsetsToTxn, 3, {"transactional_id": "allowed-txn", "producer_id": 1, "producer_epoch": 0, "group_id": GROUP}, error_codes),
+    ("EndTxn of the refused transactional id", ApiKey.EndTxn, 3, {"transactional_id": TXN, "producer_id": 1, "producer_epoch": 0, "committed": True}, error_codes),
+    ("WriteTxnMarkers without CLUSTER_ACTION", ApiKey.WriteTxnMarkers, 1, {"markers": [{"producer_id": 1, "producer_epoch": 0, "transaction_result": True, "topics": [{"name": READ_ONLY, "partition_indexes": [0]}], "coordinator_epoch": 0}]},
+     lambda r: [(m.producer_id, [(t.name, p.partition_index, p.error_code) for t in m.topics for p in t.partitions]) for m in r.markers]),
+    ("TxnOffsetCommit of the refused transactional id", ApiKey.TxnOffsetCommit, 3, txn_offset_commit_body(TXN, "allowed-group", READ_ONLY), error_codes),
+    ("TxnOffsetCommit of the refused group", ApiKey.TxnOffsetCommit, 3, txn_offset_commit_body("allowed-txn", GROUP, READ_ONLY), error_codes),
+    ("TxnOffsetCommit of the refused topic", ApiKey.TxnOffsetCommit, 3, txn_offset_commit_body("allowed-txn", "allowed-group", DENIED), lambda r: [(t.name, p.error_code) for t in r.topics for p in t.partitions]),
+    ("DescribeTransactions of the refused transactional id", ApiKey.DescribeTransactions, 0, {"transactional_ids": [TXN]}, lambda r: [(s.transactional_id, s.error_code, s.producer_id, s.topics) for s in r.transaction_states]),
+    ("ListTransactions", ApiKey.ListTransactions, 1, {"state_filters": [], "producer_id_filters": [], "duration_filter": -1}, lambda r: (r.error_code, [s.transactional_id for s in r.transaction_states])),
+    ("AlterPartition without CLUSTER_ACTION", ApiKey.AlterPartition, 3, {"broker_id": 0, "broker_epoch": -1, "topics": []}, lambda r: (r.error_code, r.topics)),
+    ("AllocateProducerIds without CLUSTER_ACTION", ApiKey.AllocateProducerIds, 0, {"broker_id": 0, "broker_epoch": -1}, lambda r: (r.error_code, r.producer_id_start, r.producer_id_len)),
+    ("ControlledShutdown without CLUSTER_ACTION", ApiKey.ControlledShutdown, 3, {"broker_id": 0, "broker_epoch": -1}, lambda r: (r.error_code, r.remaining_partitions)),
+    ("LeaderAndIsr without CLUSTER_ACTION", ApiKey.LeaderAndIsr, 7, {"controller_id": 0, "controller_epoch": 1, "broker_epoch": -1, "topic_states": [], "live_leaders": []}, error_codes),
+    ("StopReplica without CLUSTER_ACTION", ApiKey.StopReplica, 4, {"controller_id": 0, "controller_epoch": 1, "broker_epoch": -1, "topic_states": []}, error_codes),
+    ("UpdateMetadata without CLUSTER_ACTION", ApiKey.UpdateMetadata, 8, {"controller_id": 0, "controller_epoch": 1, "broker_epoch": -1, "topic_states": [], "live_brokers": []}, error_codes),
+    ("AlterPartitionReassignments without ALTER on the cluster", ApiKey.AlterPartitionReassignments, 0, {"timeout_ms": 5000, "topics": [{"name": READ_ONLY, "partitions": [{"partition_index": 0, "replicas": [0]}]}]},
+     lambda r: (r.error_code, [(t.name, p.partition_index, p.error_code) for t in r.responses for p in t.partitions])),
+    ("ListPartitionReassignments without DESCRIBE on the cluster", ApiKey.ListPartitionReassignments, 0, {"timeout_ms": 5000, "topics": None}, lambda r: (r.error_code, r.topics)),
+    ("ElectLeaders without ALTER on the cluster", ApiKey.ElectLeaders, 2, {"election_type": 0, "topic_partitions": [{"topic": READ_ONLY, "partitions": [0]}], "timeout_ms": 5000},
+     lambda r: (r.error_code, [(t.topic, p.partition_id, p.error_code) for t in r.replica_election_results for p in t.partition_result])),
 ]
+
+UNAUTHORIZED: dict[ApiKey, str] = {
+    ApiKey.ApiVersions: "answered before and without authentication, to every client (KafkaApis authorizes nothing in it)",
+    ApiKey.SaslHandshake: "part of authenticating, before there is a principal to authorize",
+    ApiKey.SaslAuthenticate: "part of authenticating, before there is a principal to authorize",
+}
+"""The APIs odradek serves that Kafka's ZooKeeper-mode broker answers without asking the authorizer."""
+
+
+def test_every_served_api_has_a_refusal_case() -> None:
+    """An API added to the handler table without a case here (or a reason it has none) fails this."""
+    covered = {r[1] for r in REQUESTS} | set(UNAUTHORIZED)
+    assert sorted(ApiKey(k).name for k in HANDLERS if k not in covered) == []
+    assert set(UNAUTHORIZED) <= set(HANDLERS)
 
 
 @pytest.mark.parametrize("api,version,body,observed", [r[1:] for r in REQUESTS], ids=[r[0] for r in REQUESTS])
