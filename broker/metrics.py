@@ -325,7 +325,7 @@ class BrokerMetrics:
         yield _gauge("kafka_server_replicamanager_leadercount", "Partitions this broker leads", len(leaders))
         yield _gauge("kafka_server_replicamanager_underreplicatedpartitions", "Led partitions whose ISR is smaller than their replica set", sum(len(p.isr) < len(p.state.replicas) for p in leaders))
         yield _gauge("kafka_server_replicamanager_underminisrpartitioncount", "Led partitions whose ISR is smaller than min.insync.replicas", sum(len(p.isr) < min_isr for p in leaders))
-        yield _gauge("kafka_server_replicamanager_offlinereplicacount", "Replicas on an offline log directory (none: a failed directory stops odradek)", 0)
+        yield _gauge("kafka_server_replicamanager_offlinereplicacount", "Replicas on an offline log directory", len(server.replica_manager.offline_partitions))
         topics = list(server.metadata.topics.values())
         states = [state for topic in topics for state in list(topic.partitions.values())]
         yield _gauge("kafka_controller_kafkacontroller_activecontrollercount", "1 on the active controller (the embedded controller always is)", 1)
