@@ -9,14 +9,15 @@ from typing import Any, Iterator
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import ElectionType
 from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic, ResourcePatternType, ResourceType
 
 from odradek import Broker
 
-USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret"}
 GRANTED, HIDDEN, DESCRIBED = "matrix-granted", "matrix-hidden", "matrix-described"
 """alice may read and write GRANTED, only describe DESCRIBED, and nothing on HIDDEN, and use the group
-matrix-alice; bob may do nothing at all."""
+matrix-alice; bob may do nothing at all; carol is granted ALTER on the cluster by the test that needs it."""
 
 
 def free_port() -> int:
@@ -261,3 +262,66 @@ def test_an_idempotent_producer_needs_write_on_some_topic(broker) -> None:
     producer.produce(GRANTED, b"idempotent", on_delivery=lambda err, msg: outcome.append(err))
     producer.flush(10)
     assert outcome == [None]
+
+
+def refusal(future: Any) -> int:
+    """The error code a refused admin request's future fails with."""
+    with pytest.raises(Exception) as raised:
+        future.result(10)
+    return raised.value.args[0].code()
+
+
+def test_delete_records_needs_delete_on_the_topic(broker) -> None:
+    """With DESCRIBE alice finds the partition but may not delete its records; with DELETE she may."""
+    topic = "matrix-deletable"
+    admin = AdminClient(client("admin", broker))
+    for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        f.result(10)
+    assert [produce("admin", broker, topic) for _ in range(2)] == [None, None]
+    on_topic = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice", "*", AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+    grant(broker, on_topic)
+    alice = AdminClient(client("alice", broker))
+    [refused] = alice.delete_records([TopicPartition(topic, 0, 1)]).values()
+    assert refusal(refused) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+    grant(broker, AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice", "*", AclOperation.DELETE, AclPermissionType.ALLOW))
+    [deleted] = alice.delete_records([TopicPartition(topic, 0, 1)]).values()
+    assert deleted.result(10).low_watermark == 1
+
+
+def test_deleting_a_groups_offsets_needs_delete_on_the_group(broker) -> None:
+    """alice commits in a group she may READ; deleting the offset (OffsetDelete, which confluent-kafka cannot
+    send: kafka-python's admin client does) needs DELETE on the group too."""
+    import kafka
+    from kafka.errors import GroupAuthorizationFailedError, NoError
+
+    group = "matrix-offsets"
+    grant(broker, group_acl(group, AclOperation.READ))
+    consumer = Consumer(client("alice", broker, **{"group.id": group, "enable.auto.commit": False}))
+    alice = kafka.KafkaAdminClient(
+        bootstrap_servers=broker.bootstrap, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password=USERS["alice"]
+    )
+    try:
+        consumer.commit(offsets=[TopicPartition(GRANTED, 0, 0)], asynchronous=False)
+        with pytest.raises(GroupAuthorizationFailedError):
+            alice.delete_group_offsets(group, [kafka.TopicPartition(GRANTED, 0)])
+        assert consumer.committed([TopicPartition(GRANTED, 0)], timeout=10)[0].offset == 0
+
+        grant(broker, group_acl(group, AclOperation.DELETE))
+        assert alice.delete_group_offsets(group, [kafka.TopicPartition(GRANTED, 0)]) == {kafka.TopicPartition(GRANTED, 0): NoError}
+        assert consumer.committed([TopicPartition(GRANTED, 0)], timeout=10)[0].offset < 0
+    finally:
+        alice.close()
+        consumer.close()
+
+
+def test_electing_leaders_needs_alter_on_the_cluster(broker) -> None:
+    """Refused CLUSTER_AUTHORIZATION_FAILED; with ALTER on the cluster the election is made (on one broker the
+    preferred leader already leads: ELECTION_NOT_NEEDED)."""
+    carol = AdminClient(client("carol", broker))
+    partition = TopicPartition(GRANTED, 0)
+    assert refusal(carol.elect_leaders(ElectionType.PREFERRED, [partition])) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+    grant(broker, AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:carol", "*", AclOperation.ALTER, AclPermissionType.ALLOW))
+    [(elected, error)] = carol.elect_leaders(ElectionType.PREFERRED, [partition]).result(10).items()
+    assert (elected.topic, elected.partition, error.code()) == (GRANTED, 0, KafkaError.ELECTION_NOT_NEEDED)
