@@ -7,10 +7,11 @@ partition there is filled: its next write there fails (ENOSPC) and the directory
 ``ReplicaManager.handleLogDirFailure``); the broker writes ``/log_dir_event_notification``, the controller
 asks it with LeaderAndIsr which replicas it still serves, the offline ones answer KAFKA_STORAGE_ERROR and
 the controller elects other leaders and drops them from the ISRs; the broker answers a write to such a
-partition KAFKA_STORAGE_ERROR. The broker stays up, in the ISR of every
-partition of its other directory; Metadata lists its replicas on the failed directory as offline
-(``kafka-topics --describe --under-replicated-partitions`` shows those partitions without it), DescribeLogDirs reports that directory KAFKA_STORAGE_ERROR, and the
-checker finds nothing acknowledged lost.
+partition KAFKA_STORAGE_ERROR. The broker stays up, in the ISR of every partition of its other directory;
+Metadata lists its replicas on the failed directory as offline (``kafka-topics --describe
+--under-replicated-partitions`` shows those partitions without it), DescribeLogDirs reports that directory
+KAFKA_STORAGE_ERROR. Restarted with space, the broker serves both directories again and rejoins every ISR;
+the checker finds nothing acknowledged lost.
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ def test_a_full_log_dir_goes_offline_and_its_leaderships_move(cluster: Cluster, 
     topic = "half-filled"
     cluster.create_topic(topic, PARTITIONS)
     on_tmpfs = {b: {p for p in range(PARTITIONS) if (disks(cluster.root, b)[1] / f"{topic}-{p}").is_dir()} for b in cluster.brokers}
-    leaders = {p: s.leader for p, s in cluster.partitions(topic).items()}
+    leaders = {p: cluster.leader_and_isr(topic, p).leader for p in range(PARTITIONS)}
     victim = next(leaders[p] for p in range(PARTITIONS) if p in on_tmpfs[leaders[p]])
     failed, kept = sorted(on_tmpfs[victim]), sorted(set(range(PARTITIONS)) - on_tmpfs[victim])
     assert kept, f"broker {victim} has every partition of {topic} on its tmpfs"
@@ -152,6 +153,12 @@ def test_a_full_log_dir_goes_offline_and_its_leaderships_move(cluster: Cluster, 
         errors = log_dir_errors(cluster.brokers[victim].bootstrap)
         assert errors == {str(d): ErrorCode.KAFKA_STORAGE_ERROR if d == tmpfs else ErrorCode.NONE for d in disks(cluster.root, victim)}
         filler.unlink()
+        cluster.stop(victim)
+        cluster.restart(victim)
+        recovered_in = cluster.wait_fully_replicated(topic)
+        assert offline_replicas(cluster.brokers[victim].bootstrap, topic) == {p: [] for p in range(PARTITIONS)}
+        workload.wait_for_progress()
         report = workload.finish()
-    print(f"\nbroker {victim}'s tmpfs filled: partitions {failed} offline there and led elsewhere in {moved_in:.1f}s, {kept} still served\n{report}")
+    print(f"\nbroker {victim}'s tmpfs filled: partitions {failed} offline there and led elsewhere in {moved_in:.1f}s, {kept} still served;"
+          f" restarted with space, {recovered_in:.1f}s to a full ISR\n{report}")
     assert report.ok, str(report)
