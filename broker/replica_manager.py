@@ -223,7 +223,7 @@ class ReplicaManager:
             del self.partitions[key]
             self.offline_partitions.add(key)
             self.purgatory.check_and_complete(key)
-        self.log_manager.handle_log_dir_failure(log_dir)
+        await anyio.to_thread.run_sync(self.log_manager.handle_log_dir_failure, log_dir)  # closing logs on a failing disk may hang
         log.error("Broker %d stopped fetcher for partitions %s and stopped moving logs for partitions because they are in the failed log directory %s.",
                   self.broker_id, ",".join(f"{t}-{p}" for t, p in sorted(offline)), log_dir)
         self.on_log_dir_offline()
