@@ -10,6 +10,7 @@ Every API odradek serves (``HANDLERS``) has a case here, or is in :data:`UNAUTHO
 from __future__ import annotations
 
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
@@ -25,8 +26,8 @@ from odradek.protocol.records import Record, build_batch
 sys.path.insert(0, str(Path(__file__).parents[1] / "jvm"))
 import kafka_jvm  # noqa: E402
 
-AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "allow.everyone.if.no.acl.found": "true"}
-DENIED, READ_ONLY, GROUP, TXN = "refused-topic", "read-only-topic", "refused-group", "refused-txn"
+AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "allow.everyone.if.no.acl.found": "true", "transaction.state.log.num.partitions": "1"}
+DENIED, READ_ONLY, GROUP, TXN, LISTED_TXN = "refused-topic", "read-only-topic", "refused-group", "refused-txn", "listed-txn"
 TOPIC_TYPE, GROUP_TYPE, CLUSTER_TYPE, TXN_TYPE, LITERAL, ALL, READ, ALTER, DESCRIBE, DENY, ALLOW = 2, 3, 4, 5, 3, 2, 3, 7, 8, 2, 3
 
 
@@ -34,11 +35,27 @@ def acl(resource_type: int, name: str, operation: int, permission: int, principa
     return {"resource_type": resource_type, "resource_name": name, "resource_pattern_type": LITERAL, "principal": principal, "host": "*", "operation": operation, "permission_type": permission}
 
 
+def init_transactional_id(wire, transactional_id: str) -> None:
+    """Gives the id a producer, as a client does: FindCoordinator (which creates the transaction log) until the
+    coordinator is known, then InitProducerId while it loads (bounded retries)."""
+    body = {"transactional_id": transactional_id, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1}
+    find = {"key_type": 1, "coordinator_keys": [transactional_id]}
+    deadline = time.monotonic() + 30
+    while (error := wire.call(ApiKey.FindCoordinator, 4, find).coordinators[0].error_code) != ErrorCode.NONE and time.monotonic() < deadline:
+        time.sleep(0.2)
+    while (error := wire.call(ApiKey.InitProducerId, 4, body).error_code) != ErrorCode.NONE and time.monotonic() < deadline:
+        assert error in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR)
+        time.sleep(0.2)
+    assert error == ErrorCode.NONE
+
+
 def prepare(bootstrap: str, connect) -> None:
-    """The topics first (nothing restricts creating them yet), then the ACLs."""
+    """The topics and two transactional ids' producers first (nothing restricts them yet), then the ACLs."""
     wire = connect(bootstrap)
     topics = [{"name": t, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []} for t in (DENIED, READ_ONLY)]
     assert {t.error_code for t in wire.call(ApiKey.CreateTopics, 4, {"topics": topics, "timeout_ms": 10000}).topics} == {ErrorCode.NONE}
+    for transactional_id in (TXN, LISTED_TXN):
+        init_transactional_id(wire, transactional_id)
     acls = [
         acl(TOPIC_TYPE, DENIED, ALL, DENY, "User:ANONYMOUS"),
         acl(GROUP_TYPE, GROUP, ALL, DENY, "User:ANONYMOUS"),
@@ -195,8 +212,10 @@ REQUESTS: list[tuple[str, ApiKey, int, dict, Any]] = [
     ("TxnOffsetCommit of the refused transactional id", ApiKey.TxnOffsetCommit, 3, txn_offset_commit_body(TXN, "allowed-group", READ_ONLY), error_codes),
     ("TxnOffsetCommit of the refused group", ApiKey.TxnOffsetCommit, 3, txn_offset_commit_body("allowed-txn", GROUP, READ_ONLY), error_codes),
     ("TxnOffsetCommit of the refused topic", ApiKey.TxnOffsetCommit, 3, txn_offset_commit_body("allowed-txn", "allowed-group", DENIED), lambda r: [(t.name, p.error_code) for t in r.topics for p in t.partitions]),
-    ("DescribeTransactions of the refused transactional id", ApiKey.DescribeTransactions, 0, {"transactional_ids": [TXN]}, lambda r: [(s.transactional_id, s.error_code, s.producer_id, s.topics) for s in r.transaction_states]),
-    ("ListTransactions", ApiKey.ListTransactions, 1, {"state_filters": [], "producer_id_filters": [], "duration_filter": -1}, lambda r: (r.error_code, [s.transactional_id for s in r.transaction_states])),
+    ("DescribeTransactions of the refused transactional id hides its producer", ApiKey.DescribeTransactions, 0, {"transactional_ids": [TXN]}, lambda r: [dict(s) for s in r.transaction_states]),
+    ("DescribeTransactions of an unknown transactional id", ApiKey.DescribeTransactions, 0, {"transactional_ids": ["unknown-txn"]}, lambda r: [dict(s) for s in r.transaction_states]),
+    ("ListTransactions hides the refused transactional id", ApiKey.ListTransactions, 1, {"state_filters": [], "producer_id_filters": [], "duration_filter": -1},
+     lambda r: (r.error_code, [(s.transactional_id, s.transaction_state) for s in r.transaction_states])),
     ("AlterPartition without CLUSTER_ACTION", ApiKey.AlterPartition, 3, {"broker_id": 0, "broker_epoch": -1, "topics": []}, lambda r: (r.error_code, r.topics)),
     ("AllocateProducerIds without CLUSTER_ACTION", ApiKey.AllocateProducerIds, 0, {"broker_id": 0, "broker_epoch": -1}, lambda r: (r.error_code, r.producer_id_start, r.producer_id_len)),
     ("ControlledShutdown without CLUSTER_ACTION", ApiKey.ControlledShutdown, 3, {"broker_id": 0, "broker_epoch": -1}, lambda r: (r.error_code, r.remaining_partitions)),
