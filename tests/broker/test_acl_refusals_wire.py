@@ -28,11 +28,13 @@ import kafka_jvm  # noqa: E402
 
 AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "allow.everyone.if.no.acl.found": "true", "transaction.state.log.num.partitions": "1"}
 DENIED, READ_ONLY, GROUP, TXN, LISTED_TXN = "refused-topic", "read-only-topic", "refused-group", "refused-txn", "listed-txn"
-TOPIC_TYPE, GROUP_TYPE, CLUSTER_TYPE, TXN_TYPE, LITERAL, ALL, READ, ALTER, DESCRIBE, DENY, ALLOW = 2, 3, 4, 5, 3, 2, 3, 7, 8, 2, 3
+MISSING = "refused-missing-topic"
+"""Refused by a prefixed ACL on ``refused-`` topics, and never created."""
+TOPIC_TYPE, GROUP_TYPE, CLUSTER_TYPE, TXN_TYPE, LITERAL, PREFIXED, ALL, READ, ALTER, DESCRIBE, DENY, ALLOW = 2, 3, 4, 5, 3, 4, 2, 3, 7, 8, 2, 3
 
 
-def acl(resource_type: int, name: str, operation: int, permission: int, principal: str) -> dict:
-    return {"resource_type": resource_type, "resource_name": name, "resource_pattern_type": LITERAL, "principal": principal, "host": "*", "operation": operation, "permission_type": permission}
+def acl(resource_type: int, name: str, operation: int, permission: int, principal: str, pattern: int = LITERAL) -> dict:
+    return {"resource_type": resource_type, "resource_name": name, "resource_pattern_type": pattern, "principal": principal, "host": "*", "operation": operation, "permission_type": permission}
 
 
 def init_transactional_id(wire, transactional_id: str) -> None:
@@ -58,6 +60,7 @@ def prepare(bootstrap: str, connect) -> None:
         init_transactional_id(wire, transactional_id)
     acls = [
         acl(TOPIC_TYPE, DENIED, ALL, DENY, "User:ANONYMOUS"),
+        acl(TOPIC_TYPE, "refused-", ALL, DENY, "User:ANONYMOUS", PREFIXED),
         acl(GROUP_TYPE, GROUP, ALL, DENY, "User:ANONYMOUS"),
         acl(TXN_TYPE, TXN, ALL, DENY, "User:ANONYMOUS"),
         acl(TOPIC_TYPE, READ_ONLY, READ, ALLOW, "User:*"),
@@ -131,55 +134,62 @@ def txn_offset_commit_body(transactional_id: str, group: str, topic: str) -> dic
             "topics": [partitions(topic, 0, committed_offset=1, committed_leader_epoch=-1, committed_metadata="")]}
 
 
+def topic_refusals(topic: str, whose: str) -> list[tuple[str, ApiKey, int, dict, Any]]:
+    """The requests naming one topic the client may not touch: the same answers whether it exists or not."""
+    return [
+        (f"Produce to {whose}", ApiKey.Produce, 9, produce_body(topic), lambda r: [p.error_code for t in r.responses for p in t.partition_responses]),
+        (f"Fetch from {whose}", ApiKey.Fetch, 12, fetch_body(topic), lambda r: [(r.error_code, [p.error_code for t in r.responses for p in t.partitions])]),
+        (f"ListOffsets of {whose}", ApiKey.ListOffsets, 7, {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]},
+         lambda r: [p.error_code for t in r.topics for p in t.partitions]),
+        (f"OffsetCommit of {whose}", ApiKey.OffsetCommit, 8, {"group_id": "allowed-group", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None, "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1, "committed_metadata": ""}]}]},
+         lambda r: [p.error_code for t in r.topics for p in t.partitions]),
+        (f"DeleteTopics of {whose}", ApiKey.DeleteTopics, 6, {"topics": [{"name": topic, "topic_id": uuid.UUID(int=0)}], "timeout_ms": 5000}, lambda r: [(t.name, t.error_code) for t in r.responses]),
+        (f"DescribeConfigs of {whose}", ApiKey.DescribeConfigs, 4, {"resources": [{"resource_type": 2, "resource_name": topic, "configuration_keys": None}], "include_synonyms": False, "include_documentation": False},
+         lambda r: [(x.error_code, x.error_message) for x in r.results]),
+        (f"OffsetFetch of {whose}", ApiKey.OffsetFetch, 8, {"groups": [{"group_id": "allowed-group", "topics": [{"name": topic, "partition_indexes": [0]}]}], "require_stable": False},
+         lambda r: [(g.error_code, [(t.name, p.error_code) for t in g.topics for p in t.partitions]) for g in r.groups]),
+        (f"CreatePartitions of {whose}", ApiKey.CreatePartitions, 3, {"topics": [{"name": topic, "count": 2, "assignments": None}], "timeout_ms": 5000, "validate_only": True},
+         lambda r: [(x.name, x.error_code, x.error_message) for x in r.results]),
+        (f"DeleteRecords of {whose}", ApiKey.DeleteRecords, 2, {"topics": [{"name": topic, "partitions": [{"partition_index": 0, "offset": 0}]}], "timeout_ms": 5000},
+         lambda r: [(p.error_code, p.low_watermark) for t in r.topics for p in t.partitions]),
+        (f"DescribeProducers of {whose}", ApiKey.DescribeProducers, 0, {"topics": [{"name": topic, "partition_indexes": [0]}]}, lambda r: [(p.error_code, p.error_message) for t in r.topics for p in t.partitions]),
+        (f"IncrementalAlterConfigs of {whose}", ApiKey.IncrementalAlterConfigs, 1, {"resources": [{"resource_type": 2, "resource_name": topic, "configs": [{"name": "retention.ms", "config_operation": 0, "value": "1000"}]}], "validate_only": True},
+         lambda r: [(x.error_code, x.error_message) for x in r.responses]),
+        (f"CreateTopics of {whose}", ApiKey.CreateTopics, 7, {"topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1}], "timeout_ms": 5000, "validate_only": True},
+         lambda r: [(t.name, t.error_code, t.error_message, t.topic_config_error_code, t.num_partitions, t.configs) for t in r.topics]),
+        (f"OffsetForLeaderEpoch of {whose}", ApiKey.OffsetForLeaderEpoch, 4, {"replica_id": -1, "topics": [{"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]},
+         lambda r: [(t.topic, p.error_code, p.end_offset) for t in r.topics for p in t.partitions]),
+        (f"AlterConfigs of {whose}", ApiKey.AlterConfigs, 2, {"resources": [{"resource_type": 2, "resource_name": topic, "configs": [{"name": "retention.ms", "value": "1000"}]}], "validate_only": True},
+         lambda r: [(x.resource_name, x.error_code, x.error_message) for x in r.responses]),
+        (f"TxnOffsetCommit of {whose}", ApiKey.TxnOffsetCommit, 3, txn_offset_commit_body("allowed-txn", "allowed-group", topic), lambda r: [(t.name, p.error_code) for t in r.topics for p in t.partitions]),
+    ]
+
+
 REQUESTS: list[tuple[str, ApiKey, int, dict, Any]] = [
-    ("Metadata naming the refused and the read-only topic", ApiKey.Metadata, 12, {"topics": [{"name": n, "topic_id": uuid.UUID(int=0)} for n in (DENIED, READ_ONLY)], "allow_auto_topic_creation": False, "include_topic_authorized_operations": True},
+    ("Metadata naming the refused, a refused missing and the read-only topic", ApiKey.Metadata, 12, {"topics": [{"name": n, "topic_id": uuid.UUID(int=0)} for n in (DENIED, MISSING, READ_ONLY)], "allow_auto_topic_creation": False, "include_topic_authorized_operations": True},
      lambda r: sorted((t.name, t.error_code, t.topic_authorized_operations) for t in r.topics)),
     ("Metadata of all topics", ApiKey.Metadata, 12, {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False},
      lambda r: sorted(t.name for t in r.topics if t.name in (DENIED, READ_ONLY))),
     ("Produce to the read-only topic", ApiKey.Produce, 9, produce_body(READ_ONLY), lambda r: [p.error_code for t in r.responses for p in t.partition_responses]),
-    ("Produce to the refused topic", ApiKey.Produce, 9, produce_body(DENIED), lambda r: [p.error_code for t in r.responses for p in t.partition_responses]),
-    ("Fetch from the refused topic", ApiKey.Fetch, 12, fetch_body(DENIED), lambda r: [(r.error_code, [p.error_code for t in r.responses for p in t.partitions])]),
     ("Fetch from the read-only topic", ApiKey.Fetch, 12, fetch_body(READ_ONLY), lambda r: [(r.error_code, [p.error_code for t in r.responses for p in t.partitions])]),
-    ("ListOffsets of the refused topic", ApiKey.ListOffsets, 7, {"replica_id": -1, "isolation_level": 0, "topics": [{"name": DENIED, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]},
-     lambda r: [p.error_code for t in r.topics for p in t.partitions]),
     ("FindCoordinator of the refused group", ApiKey.FindCoordinator, 4, {"key_type": 0, "coordinator_keys": [GROUP]}, lambda r: [(c.error_code, c.node_id) for c in r.coordinators]),
     ("JoinGroup of the refused group", ApiKey.JoinGroup, 9, {"group_id": GROUP, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "", "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}], "reason": None},
      lambda r: (r.error_code, r.generation_id, r.member_id)),
     ("OffsetCommit to the refused group", ApiKey.OffsetCommit, 8, {"group_id": GROUP, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None, "topics": [{"name": READ_ONLY, "partitions": [{"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1, "committed_metadata": ""}]}]},
      lambda r: [p.error_code for t in r.topics for p in t.partitions]),
-    ("OffsetCommit of the refused topic", ApiKey.OffsetCommit, 8, {"group_id": "allowed-group", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None, "topics": [{"name": DENIED, "partitions": [{"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1, "committed_metadata": ""}]}]},
-     lambda r: [p.error_code for t in r.topics for p in t.partitions]),
     ("DescribeGroups of the refused group", ApiKey.DescribeGroups, 5, {"groups": [GROUP], "include_authorized_operations": True}, lambda r: [(g.group_id, g.error_code) for g in r.groups]),
-    ("DeleteTopics of the refused topic", ApiKey.DeleteTopics, 6, {"topics": [{"name": DENIED, "topic_id": uuid.UUID(int=0)}], "timeout_ms": 5000}, lambda r: [(t.name, t.error_code) for t in r.responses]),
-    ("DescribeConfigs of the refused topic", ApiKey.DescribeConfigs, 4, {"resources": [{"resource_type": 2, "resource_name": DENIED, "configuration_keys": None}], "include_synonyms": False, "include_documentation": False},
-     lambda r: [(x.error_code, x.error_message) for x in r.results]),
     ("OffsetFetch of the refused group", ApiKey.OffsetFetch, 8, {"groups": [{"group_id": GROUP, "topics": None}], "require_stable": False}, lambda r: [(g.group_id, g.error_code) for g in r.groups]),
-    ("OffsetFetch of the refused topic", ApiKey.OffsetFetch, 8, {"groups": [{"group_id": "allowed-group", "topics": [{"name": DENIED, "partition_indexes": [0]}]}], "require_stable": False},
-     lambda r: [(g.error_code, [(t.name, p.error_code) for t in g.topics for p in t.partitions]) for g in r.groups]),
     ("DeleteGroups of the refused group", ApiKey.DeleteGroups, 2, {"groups_names": [GROUP]}, lambda r: [(x.group_id, x.error_code) for x in r.results]),
     ("OffsetDelete of the refused group", ApiKey.OffsetDelete, 0, {"group_id": GROUP, "topics": [{"name": READ_ONLY, "partitions": [{"partition_index": 0}]}]}, lambda r: (r.error_code, len(r.topics))),
-    ("CreatePartitions of the refused topic", ApiKey.CreatePartitions, 3, {"topics": [{"name": DENIED, "count": 2, "assignments": None}], "timeout_ms": 5000, "validate_only": True},
-     lambda r: [(x.name, x.error_code, x.error_message) for x in r.results]),
-    ("DeleteRecords of the refused topic", ApiKey.DeleteRecords, 2, {"topics": [{"name": DENIED, "partitions": [{"partition_index": 0, "offset": 0}]}], "timeout_ms": 5000},
-     lambda r: [(p.error_code, p.low_watermark) for t in r.topics for p in t.partitions]),
-    ("DescribeProducers of the refused topic", ApiKey.DescribeProducers, 0, {"topics": [{"name": DENIED, "partition_indexes": [0]}]}, lambda r: [(p.error_code, p.error_message) for t in r.topics for p in t.partitions]),
-    ("IncrementalAlterConfigs of the refused topic", ApiKey.IncrementalAlterConfigs, 1, {"resources": [{"resource_type": 2, "resource_name": DENIED, "configs": [{"name": "retention.ms", "config_operation": 0, "value": "1000"}]}], "validate_only": True},
-     lambda r: [(x.error_code, x.error_message) for x in r.responses]),
     ("DescribeAcls without DESCRIBE on the cluster", ApiKey.DescribeAcls, 3, {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1, "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1},
      lambda r: (r.error_code, len(r.resources))),
     ("CreateAcls without ALTER on the cluster", ApiKey.CreateAcls, 3, {"creations": [acl(TOPIC_TYPE, "x", READ, ALLOW, "User:x")]}, lambda r: [x.error_code for x in r.results]),
     ("DescribeCluster's authorized operations", ApiKey.DescribeCluster, 1, {"include_cluster_authorized_operations": True, "endpoint_type": 1}, lambda r: (r.error_code, r.cluster_authorized_operations)),
     ("ListGroups hides the refused group", ApiKey.ListGroups, 4, {"states_filter": []}, lambda r: (r.error_code, GROUP in [g.group_id for g in r.groups])),
-    ("CreateTopics of the refused topic", ApiKey.CreateTopics, 7, {"topics": [{"name": DENIED, "num_partitions": 1, "replication_factor": 1}], "timeout_ms": 5000, "validate_only": True},
-     lambda r: [(t.name, t.error_code, t.error_message, t.topic_config_error_code, t.num_partitions, t.configs) for t in r.topics]),
     ("CreateTopics of a new topic: CREATE on it, as it has no ACLs", ApiKey.CreateTopics, 7, {"topics": [{"name": "new-topic", "num_partitions": 1, "replication_factor": 1}], "timeout_ms": 5000, "validate_only": True},
      lambda r: [(t.name, t.error_code, t.num_partitions) for t in r.topics]),
-    ("OffsetForLeaderEpoch of the refused topic", ApiKey.OffsetForLeaderEpoch, 4, {"replica_id": -1, "topics": [{"topic": DENIED, "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]},
-     lambda r: [(t.topic, p.error_code, p.end_offset) for t in r.topics for p in t.partitions]),
     ("OffsetForLeaderEpoch as a follower without CLUSTER_ACTION", ApiKey.OffsetForLeaderEpoch, 4, {"replica_id": 0, "topics": [{"topic": READ_ONLY, "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]},
      lambda r: [(t.topic, p.error_code, p.end_offset) for t in r.topics for p in t.partitions]),
-    ("AlterConfigs of the refused topic", ApiKey.AlterConfigs, 2, {"resources": [{"resource_type": 2, "resource_name": DENIED, "configs": [{"name": "retention.ms", "value": "1000"}]}], "validate_only": True},
-     lambda r: [(x.resource_name, x.error_code, x.error_message) for x in r.responses]),
     ("AlterConfigs of the broker without ALTER_CONFIGS on the cluster", ApiKey.AlterConfigs, 2, {"resources": [{"resource_type": 4, "resource_name": "0", "configs": [{"name": "log.cleaner.threads", "value": "2"}]}], "validate_only": True},
      lambda r: [(x.resource_name, x.error_code, x.error_message) for x in r.responses]),
     ("DescribeLogDirs without DESCRIBE on the cluster", ApiKey.DescribeLogDirs, 4, {"topics": None}, lambda r: (r.error_code, len(r.results))),
@@ -211,7 +221,6 @@ REQUESTS: list[tuple[str, ApiKey, int, dict, Any]] = [
      lambda r: [(m.producer_id, [(t.name, p.partition_index, p.error_code) for t in m.topics for p in t.partitions]) for m in r.markers]),
     ("TxnOffsetCommit of the refused transactional id", ApiKey.TxnOffsetCommit, 3, txn_offset_commit_body(TXN, "allowed-group", READ_ONLY), error_codes),
     ("TxnOffsetCommit of the refused group", ApiKey.TxnOffsetCommit, 3, txn_offset_commit_body("allowed-txn", GROUP, READ_ONLY), error_codes),
-    ("TxnOffsetCommit of the refused topic", ApiKey.TxnOffsetCommit, 3, txn_offset_commit_body("allowed-txn", "allowed-group", DENIED), lambda r: [(t.name, p.error_code) for t in r.topics for p in t.partitions]),
     ("DescribeTransactions of the refused transactional id hides its producer", ApiKey.DescribeTransactions, 0, {"transactional_ids": [TXN]}, lambda r: [dict(s) for s in r.transaction_states]),
     ("DescribeTransactions of an unknown transactional id", ApiKey.DescribeTransactions, 0, {"transactional_ids": ["unknown-txn"]}, lambda r: [dict(s) for s in r.transaction_states]),
     ("ListTransactions hides the refused transactional id", ApiKey.ListTransactions, 1, {"state_filters": [], "producer_id_filters": [], "duration_filter": -1},
@@ -227,7 +236,7 @@ REQUESTS: list[tuple[str, ApiKey, int, dict, Any]] = [
     ("ListPartitionReassignments without DESCRIBE on the cluster", ApiKey.ListPartitionReassignments, 0, {"timeout_ms": 5000, "topics": None}, lambda r: (r.error_code, r.topics)),
     ("ElectLeaders without ALTER on the cluster", ApiKey.ElectLeaders, 2, {"election_type": 0, "topic_partitions": [{"topic": READ_ONLY, "partitions": [0]}], "timeout_ms": 5000},
      lambda r: (r.error_code, [(t.topic, p.partition_id, p.error_code) for t in r.replica_election_results for p in t.partition_result])),
-]
+] + topic_refusals(DENIED, "the refused topic") + topic_refusals(MISSING, "a refused topic that does not exist")
 
 UNAUTHORIZED: dict[ApiKey, str] = {
     ApiKey.ApiVersions: "answered before and without authentication, to every client (KafkaApis authorizes nothing in it)",
