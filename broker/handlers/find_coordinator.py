@@ -2,8 +2,8 @@
 
 v0-v3 ask for one key, v4+ for a batch (KIP-699). A key's coordinator is the leader of its partition of the
 coordinator's internal topic; the first lookup creates that topic and is answered COORDINATOR_NOT_AVAILABLE,
-like Kafka's, so the client retries. Kafka puts its error's message in ``error_message`` even on success
-(``"NONE"``), and so do we.
+like Kafka's, so the client retries. Before v4 Kafka puts its error's message in ``error_message`` even on
+success (``"NONE"``), and so do we; from v4 it sets no key's message (the field's default, ``""``).
 """
 
 from __future__ import annotations
@@ -58,6 +58,6 @@ def handle(coordinators: dict[str, Any], authorization: Authorization, request: 
         return {"error_code": error, "error_message": message, "node_id": node_id, "host": host, "port": port}
     answers = []
     for key in body.coordinator_keys:
-        error, message, (node_id, host, port) = _locate_authorized(coordinators, authorization, request, body.key_type, key)
-        answers.append({"key": key, "node_id": node_id, "host": host, "port": port, "error_code": error, "error_message": message})
+        error, _, (node_id, host, port) = _locate_authorized(coordinators, authorization, request, body.key_type, key)
+        answers.append({"key": key, "node_id": node_id, "host": host, "port": port, "error_code": error})
     return {"coordinators": answers}
