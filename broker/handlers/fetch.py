@@ -161,8 +161,11 @@ def _respond(fetch_sessions: FetchSessionCache, context: FetchContext, reads: li
                 "high_watermark": r.high_watermark,
                 "last_stable_offset": r.last_stable_offset,
                 "log_start_offset": r.log_start_offset,
-                # Kafka lists aborted transactions only for READ_COMMITTED.
-                "aborted_transactions": [{"producer_id": t.producer_id, "first_offset": t.first_offset} for t in r.aborted_transactions] if read_committed else None,
+                # Kafka lists aborted transactions only for READ_COMMITTED; a partition it refuses before
+                # reading (KafkaApis' "erroneous") carries the field's default, an empty list.
+                "aborted_transactions": [{"producer_id": t.producer_id, "first_offset": t.first_offset} for t in r.aborted_transactions]
+                if read_committed or r.error == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                else None,
                 "preferred_read_replica": -1,
                 "records": r.records if r.records is not None else b"",
             }
