@@ -13,6 +13,7 @@ topic's configs and layout DESCRIBE_CONFIGS on it (else its topic config error i
 from __future__ import annotations
 
 import time
+import uuid
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -100,12 +101,14 @@ async def handle(
                 topic = await admin_call(in_zookeeper, services.create_topic, t.name, t.num_partitions, t.replication_factor, configs, assignments, topic_id=topic.topic_id)
                 created[t.name] = sorted(topic.partitions)
             state = next(iter(topic.partitions.values()))
+            # Kafka names the topic's id once it is created, not when only validating.
+            topic_id = uuid.UUID(int=0) if body.validate_only else topic.topic_id
             if t.name not in describable:
-                result.update(topic_id=topic.topic_id, topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                result.update(topic_id=topic_id, topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 results.append(result)
                 continue
             result.update(
-                topic_id=topic.topic_id,
+                topic_id=topic_id,
                 num_partitions=len(topic.partitions),
                 replication_factor=len(state.replicas),
                 configs=_describe(services, configs),
