@@ -1,9 +1,10 @@
 """What a principal without permission is answered, compared on the wire with a real Kafka 3.9 running the
 same AclAuthorizer: ``allow.everyone.if.no.acl.found=true`` (so the brokers' own requests and the
-unrestricted resources work) and ACLs that refuse ``User:ANONYMOUS`` (every PLAINTEXT client) a topic, a group, a transactional id,
-and ALTER and DESCRIBE on the cluster, and allow only reading another topic. As the cluster then has ACLs,
-no other operation on it is allowed by their absence either: CLUSTER_ACTION, IDEMPOTENT_WRITE, CREATE,
-DESCRIBE_CONFIGS and ALTER_CONFIGS on the cluster are refused too.
+unrestricted resources work) and ACLs that refuse ``User:ANONYMOUS`` (every PLAINTEXT client) a topic (and
+every ``refused-`` topic, existing or not), a group, a transactional id, and ALTER and DESCRIBE on the
+cluster, and allow only reading another topic. As the cluster then has ACLs, no other operation on it is
+allowed by their absence either: CLUSTER_ACTION, IDEMPOTENT_WRITE, CREATE, DESCRIBE_CONFIGS and
+ALTER_CONFIGS on the cluster are refused too. Both run a one-partition transaction log, to start cheaply.
 
 Every API odradek serves (``HANDLERS``) has a case here, or is in :data:`UNAUTHORIZED` with the reason."""
 
