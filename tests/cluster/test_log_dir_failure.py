@@ -1,9 +1,10 @@
 """A broker with two log directories, one of which fills up under load, takes that directory offline and keeps
-serving the other; the controller moves the leaderships of the offline replicas -- as Kafka 3.9 does.
+serving the other; the controller moves the leaderships of the offline replicas -- as Kafka 3.9 does, on
+clusters of each kind and with each kind's broker failing under the other kind's controller.
 
 Each broker's ``log.dirs`` is a directory on the ordinary disk and a small tmpfs this module mounts before the
-cluster starts and unmounts after it. Under the checker's acks=all load, the tmpfs of a broker leading a
-partition there is filled: its next write there fails (ENOSPC) and the directory goes offline (Kafka's
+cluster starts and unmounts after it. Under the checker's acks=all load, the tmpfs of broker 2, which leads
+every partition (half of them on its tmpfs), is filled: its next write there fails (ENOSPC) and the directory goes offline (Kafka's
 ``ReplicaManager.handleLogDirFailure``); the broker writes ``/log_dir_event_notification``, the controller
 asks it with LeaderAndIsr which replicas it still serves, the offline ones answer KAFKA_STORAGE_ERROR and
 the controller elects other leaders and drops them from the ISRs; the broker answers a write to such a
@@ -25,6 +26,7 @@ from typing import Iterator
 import kafka_jvm
 import pytest
 from checker import Workload
+from confluent_kafka.admin import NewTopic
 from harness import Cluster, HarnessUnavailable
 
 from odradek.protocol.api import ApiKey
@@ -35,6 +37,15 @@ from tests.conftest import Wire
 PARTITIONS = 6
 DISK_SIZE = "64m"
 MOVE_TIMEOUT_S = 45.0
+VICTIM = 2
+"""The broker whose tmpfs fills: it leads every partition of the topic, and is not the controller (broker 1)."""
+LAYOUTS: dict[str, tuple[str, ...]] = {
+    "kafka": ("kafka",) * 3,
+    "odradek": ("odradek",) * 3,
+    "kafka-broker-odradek-controller": ("odradek", "kafka", "kafka"),
+    "odradek-broker-kafka-controller": ("kafka", "odradek", "odradek"),
+}
+"""Each kind alone, and each kind's broker failing under the other kind's controller (broker 1)."""
 
 
 def disks(root: Path, broker_id: int) -> tuple[Path, Path]:
@@ -42,10 +53,10 @@ def disks(root: Path, broker_id: int) -> tuple[Path, Path]:
     return root / f"broker-{broker_id}" / "disk", root / f"broker-{broker_id}" / "tmpfs"
 
 
-@pytest.fixture(scope="module")
-def cluster(broker_kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """The three brokers of ``broker_kind``, each with ``log.dirs`` on the disk and on a tmpfs of :data:`DISK_SIZE`."""
-    root = tmp_path_factory.mktemp(f"log-dir-failure-{broker_kind}")
+@pytest.fixture(scope="module", params=list(LAYOUTS))
+def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Three brokers of the layout's kinds, each with ``log.dirs`` on the disk and on a tmpfs of :data:`DISK_SIZE`."""
+    root = tmp_path_factory.mktemp(f"log-dir-failure-{request.param}")
     mounted: list[Path] = []
     try:
         for broker_id in (1, 2, 3):
@@ -56,7 +67,7 @@ def cluster(broker_kind: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
             mounted.append(tmpfs)
         settings = {b: {"log.dirs": ",".join(str(d) for d in disks(root, b))} for b in (1, 2, 3)}
         try:
-            cluster = Cluster(root, broker_kind, broker_settings=settings)
+            cluster = Cluster(root, kinds=LAYOUTS[request.param], broker_settings=settings)
         except HarnessUnavailable as exc:
             pytest.fail(str(exc), pytrace=False)
         try:
@@ -121,15 +132,26 @@ def produce_error(bootstrap: str, topic: str, partition: int) -> ErrorCode:
         wire.close()
 
 
-def test_a_full_log_dir_goes_offline_and_its_leaderships_move(cluster: Cluster, broker_kind: str) -> None:
+def create_led_by_victim(cluster: Cluster, topic: str) -> None:
+    """``topic`` with :data:`VICTIM` the preferred (so first) leader of each partition, fully replicated."""
+    others = [b for b in cluster.brokers if b != VICTIM]
+    assignment = [[VICTIM, *(others if p % 2 else others[::-1])] for p in range(PARTITIONS)]
+    futures = cluster.admin().create_topics([NewTopic(topic, PARTITIONS, replica_assignment=assignment)], operation_timeout=30)
+    futures[topic].result(60)
+    cluster.wait_fully_replicated(topic, partitions=PARTITIONS)
+
+
+def test_a_full_log_dir_goes_offline_and_its_leaderships_move(cluster: Cluster) -> None:
     topic = "half-filled"
-    cluster.create_topic(topic, PARTITIONS)
-    on_tmpfs = {b: {p for p in range(PARTITIONS) if (disks(cluster.root, b)[1] / f"{topic}-{p}").is_dir()} for b in cluster.brokers}
-    leaders = {p: cluster.leader_and_isr(topic, p).leader for p in range(PARTITIONS)}
-    victim = next(leaders[p] for p in range(PARTITIONS) if p in on_tmpfs[leaders[p]])
-    failed, kept = sorted(on_tmpfs[victim]), sorted(set(range(PARTITIONS)) - on_tmpfs[victim])
-    assert kept, f"broker {victim} has every partition of {topic} on its tmpfs"
-    tmpfs = disks(cluster.root, victim)[1]
+    victim = VICTIM
+    create_led_by_victim(cluster, topic)
+    dirs = disks(cluster.root, victim)
+    cluster.wait_until(lambda: all(any((d / f"{topic}-{p}").is_dir() for d in dirs) for p in range(PARTITIONS)), f"broker {victim}'s logs of {topic}", MOVE_TIMEOUT_S)
+    on_tmpfs = {p for p in range(PARTITIONS) if (dirs[1] / f"{topic}-{p}").is_dir()}
+    failed, kept = sorted(on_tmpfs), sorted(set(range(PARTITIONS)) - on_tmpfs)
+    assert failed and kept, f"broker {victim}'s partitions of {topic} not spread over its two log dirs: {failed} on its tmpfs"
+    assert all(cluster.leader_and_isr(topic, p).leader == victim for p in range(PARTITIONS))
+    tmpfs = dirs[1]
     with Workload(cluster.bootstrap, topic, PARTITIONS) as workload:
         workload.wait_for_progress()
         filler = fill(tmpfs)
