@@ -86,7 +86,9 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str
         with Broker(log_dir=root / "odradek", subprocess=True, config={"broker.id": "0", **kafka_jvm.BROKER_SETTINGS, **AUTHORIZER}) as ours:
             yield ours.bootstrap, kafka.bootstrap
     finally:
-        kafka.stop()
+        # Killed: its controlled shutdown would ask its own controller, be refused CLUSTER_ACTION here and
+        # retry for ~10 s; its logs are thrown away.
+        kafka.kill()
         zookeeper.stop()
 
 
