@@ -92,6 +92,18 @@ def test_the_batch_sends_leader_and_isr_then_update_metadata_to_live_brokers_onl
     assert batch.requests("PLAINTEXT") == []  # sent once
 
 
+def test_a_replica_in_a_failed_log_dir_of_a_live_broker_is_offline_for_its_partition_only() -> None:
+    ctx = context()
+    ctx.replicas_on_offline_dirs[1] = {("t", 0)}
+    assert (ctx.is_online(1, ("t", 0)), ctx.is_online(1, ("t", 1)), ctx.is_online(2, ("t", 0))) == (False, True, True)
+    assert ctx.live_replicas(("t", 0)) == [2]
+    assert ctx.offline_partitions() == [("t", 0)]  # its leader, broker 1, is offline there
+    batch = RequestBatch(ctx)
+    batch.add_update_metadata(ctx.live_brokers, [("t", 0)])
+    update = roundtrip(ApiKey.UpdateMetadata, 8, batch.requests("PLAINTEXT")[0].body)
+    assert list(update.topic_states[0].partition_states[0].offline_replicas) == [1]
+
+
 def test_stop_replica_for_a_topic_being_deleted_carries_the_deletion_sentinel() -> None:
     ctx = context()
     ctx.topics_being_deleted.add("t")
