@@ -298,6 +298,9 @@ class ZkBroker:
         """(topic, delete, the topic is being deleted) -> the partitions."""
         for (name, index), (leader_epoch, delete) in wanted.items():
             current = self.replica_manager.partitions.get((name, index))
+            if (name, index) in self.replica_manager.offline_partitions:  # ignored, as Kafka: its log dir failed
+                errors[(name, index)] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
             if current is not None and leader_epoch not in (NO_EPOCH, LEADER_DURING_DELETE) and leader_epoch < current.state.leader_epoch:
                 errors[(name, index)] = ErrorCode.FENCED_LEADER_EPOCH
                 continue

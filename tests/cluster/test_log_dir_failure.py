@@ -8,10 +8,10 @@ every partition (new logs alternate between its directories), is filled: its nex
 and the directory goes offline (Kafka's ``ReplicaManager.handleLogDirFailure``); the broker writes ``/log_dir_event_notification``, the controller
 asks it with LeaderAndIsr which replicas it still serves, the offline ones answer KAFKA_STORAGE_ERROR and
 the controller elects other leaders and drops them from the ISRs; the broker answers a write to such a
-partition KAFKA_STORAGE_ERROR. The broker stays up, in the ISR of every partition of its other directory;
-Metadata lists its replicas on the failed directory as offline (``kafka-topics --describe
---under-replicated-partitions`` shows those partitions without it), DescribeLogDirs reports that directory
-KAFKA_STORAGE_ERROR. Restarted with space, the broker serves both directories again and rejoins every ISR;
+partition KAFKA_STORAGE_ERROR, and ignores a StopReplica of it with KAFKA_STORAGE_ERROR. The broker stays
+up, in the ISR of every partition of its other directory; Metadata lists its replicas on the failed directory
+as offline (``kafka-topics --describe --under-replicated-partitions`` shows those partitions without it),
+DescribeLogDirs reports that directory KAFKA_STORAGE_ERROR. Restarted with space, the broker serves both directories again and rejoins every ISR;
 the checker finds nothing acknowledged lost.
 """
 
@@ -141,6 +141,19 @@ def create_led_by_victim(cluster: Cluster, topic: str) -> None:
     cluster.wait_fully_replicated(topic, partitions=PARTITIONS)
 
 
+def stop_replica_errors(cluster: Cluster, broker_id: int, topic: str, partition: int) -> tuple[ErrorCode, list[ErrorCode]]:
+    """The answer to the active controller's StopReplica v4 (no deletion, any epoch) of ``topic``-``partition``
+    at ``broker_id``: the request's error and the partition's."""
+    header = {"controller_id": cluster.controller(), "controller_epoch": cluster.znode("/controller_epoch"), "broker_epoch": -1}
+    stop = {**header, "topic_states": [{"topic_name": topic, "partition_states": [{"partition_index": partition, "leader_epoch": -1, "delete_partition": False}]}]}
+    wire = Wire(cluster.brokers[broker_id].bootstrap, f"broker-{header['controller_id']}-controller")
+    try:
+        answer = wire.call(ApiKey.StopReplica, 4, stop)
+        return ErrorCode(answer.error_code), [ErrorCode(p.error_code) for p in answer.partition_errors]
+    finally:
+        wire.close()
+
+
 def test_a_full_log_dir_goes_offline_and_its_leaderships_move(cluster: Cluster) -> None:
     topic = "half-filled"
     victim = VICTIM
@@ -172,6 +185,7 @@ def test_a_full_log_dir_goes_offline_and_its_leaderships_move(cluster: Cluster) 
         states = cluster.partitions(topic)
         assert described_under_replicated(cluster.bootstrap, topic) == {p: (states[p].leader, sorted(set(states[p].replicas) - {victim})) for p in failed}
         assert produce_error(cluster.brokers[victim].bootstrap, topic, failed[0]) == ErrorCode.KAFKA_STORAGE_ERROR
+        assert stop_replica_errors(cluster, victim, topic, failed[0]) == (ErrorCode.NONE, [ErrorCode.KAFKA_STORAGE_ERROR])  # ignored
         errors = log_dir_errors(cluster.brokers[victim].bootstrap)
         assert errors == {str(d): ErrorCode.KAFKA_STORAGE_ERROR if d == tmpfs else ErrorCode.NONE for d in disks(cluster.root, victim)}
         filler.unlink()
