@@ -5,14 +5,15 @@ clusters of each kind and with each kind's broker failing under the other kind's
 Each broker's ``log.dirs`` is a directory on the ordinary disk and a small tmpfs this module mounts before the
 cluster starts and unmounts after it. Under the checker's acks=all load, the tmpfs of broker 2, which leads
 every partition (new logs alternate between its directories), is filled: its next write there fails (ENOSPC)
-and the directory goes offline (Kafka's ``ReplicaManager.handleLogDirFailure``); the broker writes ``/log_dir_event_notification``, the controller
-asks it with LeaderAndIsr which replicas it still serves, the offline ones answer KAFKA_STORAGE_ERROR and
-the controller elects other leaders and drops them from the ISRs; the broker answers a write to such a
-partition KAFKA_STORAGE_ERROR, and ignores a StopReplica of it with KAFKA_STORAGE_ERROR. The broker stays
-up, in the ISR of every partition of its other directory; Metadata lists its replicas on the failed directory
-as offline (``kafka-topics --describe --under-replicated-partitions`` shows those partitions without it),
-DescribeLogDirs reports that directory KAFKA_STORAGE_ERROR. Restarted with space, the broker serves both directories again and rejoins every ISR;
-the checker finds nothing acknowledged lost.
+and the directory goes offline (Kafka's ``ReplicaManager.handleLogDirFailure``); the broker writes
+``/log_dir_event_notification``, the controller asks it with LeaderAndIsr which replicas it still serves, the
+offline ones answer KAFKA_STORAGE_ERROR and the controller elects other leaders and drops them from the ISRs;
+the broker answers a write to such a partition KAFKA_STORAGE_ERROR, and ignores a StopReplica of it with
+KAFKA_STORAGE_ERROR. The broker stays up, in the ISR of every partition of its other directory; Metadata lists
+its replicas on the failed directory as offline (``kafka-topics --describe --under-replicated-partitions``
+shows those partitions without it), DescribeLogDirs reports that directory KAFKA_STORAGE_ERROR. Restarted with
+space, the broker serves both directories again and rejoins every ISR; the checker finds nothing acknowledged
+lost.
 """
 
 from __future__ import annotations
