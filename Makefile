@@ -30,14 +30,16 @@ install: build-deps $(PYTHON)
 	$(PIP) install -q -e .
 
 # Installs everything the suite needs (Debian packages, Java and Maven, Kafka's and Spark's jars, Python
-# packages, kafkajs), then runs it: two workers, a test file each at a time (most tests wait on brokers,
-# JVMs and clients, not on the CPU), then the timing-sensitive tests (marked serial) alone. Each run must
-# collect tests: pytest's exit 5 (none collected) fails too.
+# packages, kafkajs), then runs it in three parts: two workers, a test file each at a time (most tests wait on
+# brokers, JVMs and clients, not on the CPU); the cluster fault tests, two files at a time beside each other
+# only; then the timing-sensitive tests (marked serial) alone. Each part must collect tests: pytest's exit 5
+# (none collected) fails too.
 PYTEST = $(PYTHON) -m pytest -q -p no:cacheprovider --durations=15
 test: system-deps install-test jvm-deps
-	$(PYTEST) -n 2 --dist loadfile -m "not serial" $(PYTEST_ARGS); parallel=$$?; \
+	$(PYTEST) -n 2 --dist loadfile -m "not serial and not cluster_faults" $(PYTEST_ARGS); parallel=$$?; \
+	$(PYTEST) -n 2 --dist loadfile -m cluster_faults $(PYTEST_ARGS); cluster=$$?; \
 	$(PYTEST) -m serial $(PYTEST_ARGS); serial=$$?; \
-	for status in $$parallel $$serial; do \
+	for status in $$parallel $$cluster $$serial; do \
 		if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; \
 		if [ $$status -ne 0 ]; then exit $$status; fi; \
 	done

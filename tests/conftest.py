@@ -26,13 +26,20 @@ import kafka_jvm  # noqa: E402
 
 
 # Tests `make test` runs on their own after the parallel run, in a process of their own: those whose assertions
-# are about time (latency under load, rates, fail-over within a session timeout), so the other worker's load
-# cannot fail them; and Spark's streaming callbacks (foreachBatch), whose py4j callback server select()s and
-# fails on a descriptor past 1024, which a worker that has run hundreds of test files reaches.
+# are about time (latency under load, rates), so no other test's load can fail them; and Spark's streaming
+# callbacks (foreachBatch), whose py4j callback server select()s and fails on a descriptor past 1024, which a
+# worker that has run hundreds of test files reaches.
 SERIAL = (
     "tests/broker/test_event_loop_stalls.py",
     "tests/broker/test_request_quota.py",
     "tests/e2e/test_quota_throttling.py",
+    "tests/spark/test_kafka_streaming.py",
+    "tests/spark/test_pipeline.py",
+)
+# Cluster fault tests (fail-over within a ZooKeeper session timeout, under a checked load): each starts
+# ZooKeeper and brokers in network namespaces of its own (a harness slot each), so two files run at a time,
+# between the parallel run and the serial one, beside each other only.
+CLUSTER_FAULTS = (
     "tests/cluster/test_leader_faults.py",
     "tests/cluster/test_transactions_cluster.py",
     "tests/cluster/test_transactions_failover.py",
@@ -41,18 +48,19 @@ SERIAL = (
     "tests/cluster/test_rolling_restart.py",
     "tests/cluster/test_full_disk.py",
     "tests/cluster/test_log_dir_failure.py",
-    "tests/spark/test_kafka_streaming.py",
-    "tests/spark/test_pipeline.py",
 )
 ROOT = Path(__file__).resolve().parent.parent
-assert all((ROOT / path).is_file() for path in SERIAL), "a SERIAL entry names no test file"
+assert all((ROOT / path).is_file() for path in SERIAL + CLUSTER_FAULTS), "a SERIAL or CLUSTER_FAULTS entry names no test file"
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.path.relative_to(ROOT).as_posix() in SERIAL:
+        path = item.path.relative_to(ROOT).as_posix()
+        if path in SERIAL:
             item.add_marker(pytest.mark.serial)
+        elif path in CLUSTER_FAULTS:
+            item.add_marker(pytest.mark.cluster_faults)
 
 
 class Wire:
