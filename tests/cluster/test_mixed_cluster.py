@@ -32,7 +32,7 @@ from typing import Iterator
 
 import pytest
 from checker import Workload
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from harness import CLUSTER_SETTINGS, Cluster, HarnessUnavailable, KafkaBrokerProcess
 
 from odradek.broker.coordinator.runtime import partition_for
@@ -85,6 +85,22 @@ def committed_offset(cluster: Cluster, group: str, topic: str) -> TopicPartition
         return read
     finally:
         reader.close()
+
+
+def create_offsets_topic(cluster: Cluster, topic: str) -> None:
+    """The first FindCoordinator creates ``__consumer_offsets``. A broker whose metadata already names the
+    new coordinator may answer before the coordinator has the controller's LeaderAndIsr, and a broker not yet
+    leading the group's partition answers NOT_COORDINATOR (Kafka's GroupCoordinator does so too), which
+    librdkafka's ``committed`` gives up on: asked again (seen once on the Kafka-led cluster)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            committed_offset(cluster, "group-creating-the-offsets-topic", topic)
+            return
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.NOT_COORDINATOR or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def concatenated(files: dict[str, bytes]) -> bytes:
@@ -158,7 +174,7 @@ def test_groups_commit_through_coordinators_of_both_kinds(mixed: Cluster) -> Non
     partitions the killed broker led stay with their new leaders.)"""
     topic = "mixed-groups"
     mixed.create_topic(topic, 1)
-    committed_offset(mixed, "group-creating-the-offsets-topic", topic)  # the first FindCoordinator creates it
+    create_offsets_topic(mixed, topic)
     offsets_partitions = int(CLUSTER_SETTINGS["offsets.topic.num.partitions"])
     mixed.wait_fully_replicated("__consumer_offsets", partitions=offsets_partitions)
     groups: dict[int, str] = {}
