@@ -69,6 +69,17 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     _k("connections.max.reauth.ms", L, 0, "When positive, the most time an authenticated SASL session lasts: the client must re-authenticate (KIP-368) or be disconnected."),
     _k("connection.failed.authentication.delay.ms", I, 100, "Connection close delay on failed authentication.", at_least=0),
     _k("sasl.server.max.receive.size", I, 524288, "The maximum receive size allowed before and during initial SASL authentication.", at_least=1),
+    # OAUTHBEARER (each also as listener.name.<listener>.oauthbearer.<key>)
+    _k("sasl.server.callback.handler.class", C, None, "The SASL server's callback handler. For OAUTHBEARER: org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler validates signed tokens against sasl.oauthbearer.jwks.endpoint.url; unset: Kafka's unsecured validator (unsigned tokens)."),
+    _k("sasl.oauthbearer.jwks.endpoint.url", S, None, "The JWKS (JSON Web Key Set) whose keys sign OAUTHBEARER tokens, read once at start-up. odradek: a file: URL (an HTTP(S) endpoint is not implemented)."),
+    _k("sasl.oauthbearer.jwks.endpoint.refresh.ms", L, 3600000, "How often Kafka refreshes a JWKS fetched over HTTP(S); odradek reads only file: JWKS (as Kafka, once).", acted_on=False),
+    _k("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", L, 100, "The first wait between attempts to fetch an HTTP(S) JWKS; odradek reads only file: JWKS.", acted_on=False),
+    _k("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", L, 10000, "The longest wait between attempts to fetch an HTTP(S) JWKS; odradek reads only file: JWKS.", acted_on=False),
+    _k("sasl.oauthbearer.clock.skew.seconds", I, 30, "Seconds of leeway for the token's exp and nbf against the broker's clock."),
+    _k("sasl.oauthbearer.expected.audience", LIST, None, "The audiences of which a token's aud must name one; unset: a token with an aud claim is refused (as jose4j does for Kafka)."),
+    _k("sasl.oauthbearer.expected.issuer", S, None, "The issuer a token's iss must equal; unset: not checked."),
+    _k("sasl.oauthbearer.scope.claim.name", S, "scope", "The claim holding the token's scope."),
+    _k("sasl.oauthbearer.sub.claim.name", S, "sub", "The claim naming the token's principal."),
     _k("inter.broker.protocol.version", S, "3.9-IV0", "Inter-broker protocol version.", acted_on=False),
     _k("cluster.id", S, None, "odradek: cluster id to use when the log directories carry none (Kafka takes it from ZooKeeper or meta.properties)."),
     # authorization

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from odradek.broker.config import BrokerConfig
-from odradek.broker.security.oauthbearer import OAUTHBEARER, OAuthBearerUnsecuredServer
+from odradek.broker.security.oauthbearer import OAUTHBEARER, OAuthBearerServer, TokenValidator, UnsecuredValidator
 from odradek.broker.security.plain import PLAIN, PlainServer
 from odradek.broker.security.sasl_authenticator import SaslSettings
 from odradek.broker.security.sasl_mechanism import JaasConfig, SaslServer, parse_jaas
@@ -94,7 +94,34 @@ def _mechanism_server(config: BrokerConfig, listener: str, mechanism: str, crede
     options = jaas.options
     if mechanism == PLAIN:
         return lambda: PlainServer(options)
-    return lambda: OAuthBearerUnsecuredServer(options)
+    validator = _oauthbearer_validator(config, listener, options)
+    return lambda: OAuthBearerServer(validator)
+
+
+def _oauthbearer_validator(config: BrokerConfig, listener: str, jaas_options: dict[str, str]) -> TokenValidator:
+    """The listener's ``[listener.name.<l>.]oauthbearer.sasl.server.callback.handler.class``: Kafka's
+    secured validator (JWKS) when named, else the unsecured one Kafka defaults to."""
+    setting = lambda key: config.for_listener(listener, key, prefix="oauthbearer.")  # noqa: E731
+    handler = setting("sasl.server.callback.handler.class")
+    if not handler:
+        return UnsecuredValidator(jaas_options)
+    # imported here: PyJWT comes with the tls extra, like cryptography
+    from odradek.broker.security.oauthbearer_jwks import VALIDATOR_CLASSES, JwksValidator, JwksValidatorSettings
+
+    if handler not in VALIDATOR_CLASSES:
+        raise ConfigError(f"Listener {listener}: OAUTHBEARER sasl.server.callback.handler.class {handler} is not implemented by odradek (it implements {', '.join(VALIDATOR_CLASSES)})")
+    if not setting("sasl.oauthbearer.jwks.endpoint.url"):
+        raise ConfigError("The OAuth configuration option sasl.oauthbearer.jwks.endpoint.url must be non-null")
+    return JwksValidator(
+        JwksValidatorSettings(
+            jwks_url=setting("sasl.oauthbearer.jwks.endpoint.url"),
+            clock_skew_seconds=setting("sasl.oauthbearer.clock.skew.seconds"),
+            expected_audience=tuple(setting("sasl.oauthbearer.expected.audience") or ()),
+            expected_issuer=setting("sasl.oauthbearer.expected.issuer"),
+            scope_claim_name=setting("sasl.oauthbearer.scope.claim.name"),
+            sub_claim_name=setting("sasl.oauthbearer.sub.claim.name"),
+        )
+    )
 
 
 def sasl_settings(config: BrokerConfig, listener: str, credentials: CredentialStore) -> SaslSettings:

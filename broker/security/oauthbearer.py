@@ -1,38 +1,52 @@
-"""SASL/OAUTHBEARER (RFC 7628) with Kafka's unsecured JWS validator (``OAuthBearerUnsecuredValidator
-CallbackHandler``): the token is an unsigned JWT (``alg: none``) whose principal claim (``sub`` unless
-``unsecuredValidatorPrincipalClaimName``) names the user, with an ``exp`` that bounds the session. An
-invalid token is answered with RFC 7628's JSON error as a challenge; the client's ``%x01`` reply then fails
-the authentication with that JSON as the message, as Kafka's ``OAuthBearerSaslServer`` does."""
+"""SASL/OAUTHBEARER (RFC 7628) as Kafka's ``OAuthBearerSaslServer``: the client's Bearer token is handed to
+a validator (Kafka's ``sasl.server.callback.handler.class``), which gives the principal and the token's
+``exp`` that bounds the session. An invalid token is answered with RFC 7628's JSON error as a challenge; the
+client's ``%x01`` reply then fails the authentication with that JSON as the message.
+
+The default validator is Kafka's unsecured JWS validator (``OAuthBearerUnsecuredValidatorCallbackHandler``):
+an unsigned JWT (``alg: none``) whose principal claim (``sub`` unless ``unsecuredValidatorPrincipalClaimName``)
+names the user; signed tokens are checked by :mod:`odradek.broker.security.oauthbearer_jwks`."""
 
 from __future__ import annotations
 
 import base64
 import json
+import logging
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from odradek.broker.security.sasl_mechanism import SaslAuthenticationError, SaslError
 
 OAUTHBEARER = "OAUTHBEARER"
 _SEPARATOR = "\x01"
 
+log = logging.getLogger("odradek.security")
 
-class _InvalidToken(Exception):
-    pass
+
+class InvalidToken(Exception):
+    """The token is refused; the message says why (logged, as Kafka logs it: the client only sees
+    ``{"status":"invalid_token"}``)."""
+
+
+@dataclass(frozen=True)
+class ValidToken:
+    principal: str
+    expiration_ms: int
+
+
+TokenValidator = Callable[[str], ValidToken]
 
 
 def _b64url(part: str) -> bytes:
     return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
 
 
-class OAuthBearerUnsecuredServer:
+class OAuthBearerServer:
     mechanism = OAUTHBEARER
 
-    def __init__(self, jaas_options: dict[str, str]) -> None:
-        self._principal_claim = (jaas_options.get("unsecuredValidatorPrincipalClaimName") or "sub").strip()
-        self._scope_claim = (jaas_options.get("unsecuredValidatorScopeClaimName") or "scope").strip()
-        self._required_scope = (jaas_options.get("unsecuredValidatorRequiredScope") or "").split()
-        self._skew_ms = int((jaas_options.get("unsecuredValidatorAllowableClockSkewMs") or "0").strip())
+    def __init__(self, validator: TokenValidator) -> None:
+        self._validator = validator
         self.complete = False
         self.authorization_id = ""
         self.credential_expiration_ms: int | None = None
@@ -53,42 +67,54 @@ class OAuthBearerUnsecuredServer:
         if not auth.startswith("Bearer "):
             raise SaslError("Invalid OAUTHBEARER client first message: no Bearer token")
         try:
-            principal, expiration_ms = self._validate(auth[len("Bearer ") :].strip())
-        except _InvalidToken:
+            token = self._validator(auth[len("Bearer ") :].strip())
+        except InvalidToken as exc:
+            log.warning("OAUTHBEARER token refused: %s", exc)
             self._error = json.dumps({"status": "invalid_token"}, separators=(",", ":"))
             return self._error.encode()
+        principal = token.principal
         if authzid and authzid != principal:
             raise SaslAuthenticationError(
                 f"Authentication failed: Client requested an authorization id ({authzid}) that is different from the token's principal name ({principal})"
             )
         self.authorization_id = principal
-        self.credential_expiration_ms = expiration_ms
+        self.credential_expiration_ms = token.expiration_ms
         self.complete = True
         return b""
 
-    def _validate(self, compact: str) -> tuple[str, int]:
+
+class UnsecuredValidator:
+    """Kafka's ``OAuthBearerUnsecuredValidatorCallbackHandler``, configured by its JAAS options."""
+
+    def __init__(self, jaas_options: dict[str, str]) -> None:
+        self._principal_claim = (jaas_options.get("unsecuredValidatorPrincipalClaimName") or "sub").strip()
+        self._scope_claim = (jaas_options.get("unsecuredValidatorScopeClaimName") or "scope").strip()
+        self._required_scope = (jaas_options.get("unsecuredValidatorRequiredScope") or "").split()
+        self._skew_ms = int((jaas_options.get("unsecuredValidatorAllowableClockSkewMs") or "0").strip())
+
+    def __call__(self, compact: str) -> ValidToken:
         parts = compact.split(".")
         if len(parts) != 3 or parts[2]:
-            raise _InvalidToken
+            raise InvalidToken("not a valid unsecured JWT")
         try:
             header: Any = json.loads(_b64url(parts[0]))
             claims: Any = json.loads(_b64url(parts[1]))
         except ValueError:
-            raise _InvalidToken from None
+            raise InvalidToken("not a JSON JWT") from None
         if not isinstance(header, dict) or header.get("alg") != "none" or not isinstance(claims, dict):
-            raise _InvalidToken
+            raise InvalidToken("not a valid unsecured JWT")
         principal = claims.get(self._principal_claim)
         if not isinstance(principal, str) or not principal.strip():
-            raise _InvalidToken
+            raise InvalidToken("not a valid unsecured JWT")
         now_ms = time.time() * 1000
         exp = claims.get("exp")
         if not isinstance(exp, (int, float)) or now_ms - self._skew_ms >= exp * 1000:
-            raise _InvalidToken
+            raise InvalidToken("not a valid unsecured JWT")
         iat = claims.get("iat")
         if iat is not None and (not isinstance(iat, (int, float)) or iat * 1000 > now_ms + self._skew_ms or iat > exp):
-            raise _InvalidToken
+            raise InvalidToken("not a valid unsecured JWT")
         scope = claims.get(self._scope_claim, [])
         scopes = scope.split() if isinstance(scope, str) else scope if isinstance(scope, list) else []
         if any(s not in scopes for s in self._required_scope):
-            raise _InvalidToken
-        return principal, int(exp * 1000)
+            raise InvalidToken("not a valid unsecured JWT")
+        return ValidToken(principal, int(exp * 1000))

@@ -16,7 +16,7 @@ from odradek.broker.connection import AnswerReady, ConnectionEnded, ConnectionSt
 from odradek.broker.kafka_apis import HANDLERS, unsupported_api_versions_response
 from odradek.broker.memory_pool import MemoryPool
 from odradek.broker.request_context import KafkaPrincipal
-from odradek.broker.security.oauthbearer import OAuthBearerUnsecuredServer
+from odradek.broker.security.oauthbearer import OAuthBearerServer, UnsecuredValidator
 from odradek.broker.security.plain import PlainServer
 from odradek.broker.security.sasl_authenticator import SaslSettings
 from odradek.broker.security.sasl_mechanism import parse_jaas
@@ -51,7 +51,7 @@ def connection(store: FileCredentialStore, clock: Clock | None = None, reauth_ms
         {
             "PLAIN": lambda: PlainServer(options),
             "SCRAM-SHA-256": lambda: ScramServer(SCRAM_MECHANISMS["SCRAM-SHA-256"], store),
-            "OAUTHBEARER": lambda: OAuthBearerUnsecuredServer(oauth_options),
+            "OAUTHBEARER": lambda: OAuthBearerServer(UnsecuredValidator(oauth_options)),
         },
         {"PLAIN": reauth_ms, "SCRAM-SHA-256": reauth_ms, "OAUTHBEARER": reauth_ms},
         failed_delay_ms=250,

@@ -1,0 +1,152 @@
+"""OAUTHBEARER with Kafka's secured validator (``OAuthBearerValidatorCallbackHandler``): confluent-kafka
+signs in with RS256 tokens this module signs, against odradek and the real Kafka 3.9.1 configured alike
+(a ``file:`` JWKS, an expected audience and issuer, the ACL authorizer). Both accept and refuse the same
+tokens, and the principal the authorizer sees is the token's ``sub``."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import jwt
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+import kafka_jvm
+from odradek import Broker
+
+ISSUER = "https://issuer.test"
+AUDIENCE = "kafka"
+VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+TRUSTED = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+UNTRUSTED = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def settings(jwks: Path) -> dict[str, str]:
+    """The same OAUTHBEARER settings for both brokers; ``port`` listeners are added by each."""
+    return {
+        "sasl.enabled.mechanisms": "OAUTHBEARER",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": VALIDATOR,
+        "sasl.oauthbearer.jwks.endpoint.url": jwks.as_uri(),
+        "sasl.oauthbearer.expected.audience": AUDIENCE,
+        "sasl.oauthbearer.expected.issuer": ISSUER,
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:alice;User:ANONYMOUS",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "auto.create.topics.enable": "false",
+    }
+
+
+@pytest.fixture(scope="module")
+def jwks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    key = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(TRUSTED.public_key()))
+    path = tmp_path_factory.mktemp("jwks") / "jwks.json"
+    path.write_text(json.dumps({"keys": [{**key, "kid": "trusted", "use": "sig", "alg": "RS256"}]}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def brokers(jwks: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """The SASL_PLAINTEXT bootstrap of odradek and of the real Kafka, both configured by :func:`settings`."""
+    ours, plain = kafka_jvm.free_port(), kafka_jvm.free_port()
+    config = {**settings(jwks), "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{ours}"}
+    root = tmp_path_factory.mktemp("kafka")
+    zk = kafka_jvm.ZooKeeper(root / "zk").start()
+    try:
+        theirs, their_plain = kafka_jvm.free_port(), kafka_jvm.free_port()
+        kafka = kafka_jvm.KafkaBroker(
+            root / "kafka", zk.connect, port=their_plain,
+            settings={**settings(jwks), "listeners": f"PLAINTEXT://127.0.0.1:{their_plain},SASL_PLAINTEXT://127.0.0.1:{theirs}"},
+        )
+        kafka.start()
+        try:
+            with Broker(log_dir=tmp_path_factory.mktemp("odradek"), subprocess=True, config=config):
+                yield {"odradek": f"127.0.0.1:{ours}", "kafka": f"127.0.0.1:{theirs}"}
+        finally:
+            kafka.stop()
+    finally:
+        zk.stop()
+
+
+def token(*, sub: str = "alice", key: rsa.RSAPrivateKey = TRUSTED, kid: str = "trusted", **claims: Any) -> str:
+    now = int(time.time())
+    body = {"sub": sub, "iss": ISSUER, "aud": AUDIENCE, "iat": now, "exp": now + 600, **claims}
+    return jwt.encode({k: v for k, v in body.items() if v is not None}, key, algorithm="RS256", headers={"kid": kid})
+
+
+def client_conf(bootstrap: str, compact: str, errors: list[KafkaError]) -> dict[str, Any]:
+    claims = jwt.decode(compact, options={"verify_signature": False})
+    return {
+        "bootstrap.servers": bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        # librdkafka will not send a token it thinks has expired: the lifetime it is told is not the exp claim
+        "oauth_cb": lambda _config: (compact, time.time() + 600, claims.get("sub") or "unknown"),
+        "error_cb": errors.append,
+        "reconnect.backoff.max.ms": 1000,
+    }
+
+
+def sign_in(bootstrap: str, compact: str) -> str:
+    """"ok" when the client gets metadata with this token, else the authentication error it reports."""
+    errors: list[KafkaError] = []
+    producer = Producer(client_conf(bootstrap, compact, errors))
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        producer.poll(0.1)  # serves error_cb
+        failures = [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
+        if failures:  # "<broker>: SASL authentication error: <message> (after N ms in state AUTH_REQ)"
+            return failures[0].str().partition(": ")[2].rpartition(" (after")[0]
+        try:
+            producer.list_topics(timeout=0.5)
+            return "ok"
+        except KafkaException:
+            continue
+    raise AssertionError(f"neither signed in nor refused within 20 s: {errors}")
+
+
+CASES: dict[str, Callable[[], str]] = {
+    "valid": lambda: token(),
+    "expired": lambda: token(exp=int(time.time()) - 120),
+    "not-before-within-skew": lambda: token(nbf=int(time.time()) + 10),
+    "not-yet-valid": lambda: token(nbf=int(time.time()) + 120),
+    "untrusted-key": lambda: token(key=UNTRUSTED),
+    "unknown-kid": lambda: token(kid="other"),
+    "wrong-audience": lambda: token(aud="elsewhere"),
+    "no-audience": lambda: token(aud=None),
+    "wrong-issuer": lambda: token(iss="https://evil.test"),
+    "no-iat": lambda: token(iat=None),
+    "no-sub": lambda: token(sub=None),
+}
+ACCEPTED = {"valid", "not-before-within-skew"}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_odradek_accepts_and_refuses_tokens_as_kafka_does(brokers: dict[str, str], case: str) -> None:
+    compact = CASES[case]()
+    outcomes = {name: sign_in(bootstrap, compact) for name, bootstrap in brokers.items()}
+    expected = "ok" if case in ACCEPTED else 'SASL authentication error: {"status":"invalid_token"}'
+    assert outcomes == {"odradek": expected, "kafka": expected}
+
+
+def test_the_authorizer_sees_the_sub_claim(brokers: dict[str, str]) -> None:
+    """alice (a super user) creates a topic and produces to it; bob, with a valid token, is refused."""
+    topic = f"jwks-{uuid.uuid4().hex[:8]}"
+    outcomes = {}
+    for name, bootstrap in brokers.items():
+        admin = AdminClient(client_conf(bootstrap, token(sub="alice"), []))
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+        results: dict[str, str] = {}
+        for user in ("alice", "bob"):
+            producer = Producer(client_conf(bootstrap, token(sub=user), []))
+            producer.produce(topic, b"v", on_delivery=lambda err, _msg, user=user: results.__setitem__(user, err.name() if err else "delivered"))
+            producer.flush(30)
+        outcomes[name] = results
+    assert outcomes["odradek"] == {"alice": "delivered", "bob": "TOPIC_AUTHORIZATION_FAILED"}, outcomes
+    assert outcomes["odradek"] == outcomes["kafka"]
