@@ -1,7 +1,7 @@
 """Kafka's secured OAUTHBEARER validator (``OAuthBearerValidatorCallbackHandler``): a signed JWT checked
 against the keys of a JWKS (``sasl.oauthbearer.jwks.endpoint.url``), with the claim rules of Kafka's
 ``ValidatorAccessTokenValidator`` (which delegates them to jose4j's ``JwtConsumer``): any algorithm but
-``none``, the key chosen by ``kid``; ``exp`` and ``iat`` required, ``exp`` and ``nbf`` checked with
+``none``, the key chosen by ``kid``; ``exp`` and ``iat`` required (``exp`` not before ``iat``), ``exp`` and ``nbf`` checked with
 ``sasl.oauthbearer.clock.skew.seconds`` of leeway; ``aud`` one of ``sasl.oauthbearer.expected.audience``
 (and refused when present but none is expected, as jose4j does); ``iss`` equal to
 ``sasl.oauthbearer.expected.issuer``; the principal from ``sasl.oauthbearer.sub.claim.name``.
@@ -172,6 +172,8 @@ class JwksValidator:
             raise InvalidToken("Could not validate the access token: No Issued At (iat) claim present.")
         if now >= exp + s.clock_skew_seconds:
             raise InvalidToken(f"Could not validate the access token: The JWT is no longer valid - the evaluation time {now:.0f} is on or after the Expiration Time (exp={exp:.0f})")
+        if exp < iat:
+            raise InvalidToken(f"Could not validate the access token: The Expiration Time (exp={exp:.0f}) claim value cannot be before the Issued At (iat={iat:.0f}) claim value")
         if nbf is not None and now + s.clock_skew_seconds < nbf:
             raise InvalidToken(f"Could not validate the access token: The JWT is not yet valid as the evaluation time {now:.0f} is before the Not Before (nbf={nbf:.0f})")
         audience = claims.get("aud")

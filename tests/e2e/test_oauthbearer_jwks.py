@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 import kafka_jvm
 from odradek import Broker
+from tests.broker.test_startup import one_line_failure, serve
 
 ISSUER = "https://issuer.test"
 AUDIENCE = "kafka"
@@ -122,6 +123,7 @@ CASES: dict[str, Callable[[], str]] = {
     "no-audience": lambda: token(aud=None),
     "wrong-issuer": lambda: token(iss="https://evil.test"),
     "no-iat": lambda: token(iat=None),
+    "issued-after-expiry": lambda: token(iat=int(time.time()) + 900),
     "no-sub": lambda: token(sub=None),
 }
 ACCEPTED = {"valid", "not-before-within-skew"}
@@ -150,3 +152,19 @@ def test_the_authorizer_sees_the_sub_claim(brokers: dict[str, str]) -> None:
         outcomes[name] = results
     assert outcomes["odradek"] == {"alice": "delivered", "bob": "TOPIC_AUTHORIZATION_FAILED"}, outcomes
     assert outcomes["odradek"] == outcomes["kafka"]
+
+
+@pytest.mark.parametrize(
+    "url, message",
+    [
+        ("https://idp.test/jwks", "odradek reads the JWKS from a file: URL only"),
+        ("ftp://idp.test/jwks", 'contains an invalid protocol (ftp); only "http", "https", and "file" protocol are supported'),
+        ("file:///nonexistent/jwks.json", "contains a file (/nonexistent/jwks.json) that doesn't exist"),
+    ],
+    ids=["https", "ftp", "missing-file"],
+)
+def test_a_jwks_url_odradek_cannot_read_refuses_the_start(jwks: Path, tmp_path: Path, url: str, message: str) -> None:
+    config = {**settings(jwks), "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", "sasl.oauthbearer.jwks.endpoint.url": url, "log.dirs": str(tmp_path)}
+    line = one_line_failure(serve(*(f"{k}={v}" for k, v in config.items())))
+    assert message in line
+    assert not (tmp_path / "meta.properties").exists()
