@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 import kafka_jvm
 from odradek import Broker
 from tests.broker.test_startup import one_line_failure, serve
+from tests.e2e.test_security import java_probe  # noqa: F401 (the fixture: Kafka's producer, compiled once)
 
 ISSUER = "https://issuer.test"
 AUDIENCE = "kafka"
@@ -168,3 +169,24 @@ def test_a_jwks_url_odradek_cannot_read_refuses_the_start(jwks: Path, tmp_path: 
     line = one_line_failure(serve(*(f"{k}={v}" for k, v in config.items())))
     assert message in line
     assert not (tmp_path / "meta.properties").exists()
+
+
+def test_the_java_client_signs_in_with_a_token_from_a_file(brokers: dict[str, str], java_probe: Callable[..., dict[str, Any]], tmp_path: Path) -> None:
+    """Kafka's own producer with its secured login handler reading a signed token from a file: URL
+    (``sasl.oauthbearer.token.endpoint.url``) is acknowledged by both brokers."""
+    topic = f"jwks-java-{uuid.uuid4().hex[:8]}"
+    token_file = tmp_path / "token.jwt"
+    token_file.write_text(token(sub="alice"))
+    jaas = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;"
+    acked = {}
+    for name, bootstrap in brokers.items():
+        admin = AdminClient(client_conf(bootstrap, token(sub="alice"), []))
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+        seen = java_probe(
+            bootstrap, "SASL_PLAINTEXT", "OAUTHBEARER", jaas, "0", topic,
+            "sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+            f"sasl.oauthbearer.token.endpoint.url={token_file.as_uri()}",
+        )
+        # one authentication per connection: the bootstrap's and the leader's
+        acked[name] = (seen["acked"], seen["successful-authentication-total"] >= 1, seen["failed-authentication-total"])
+    assert acked == {"odradek": (1, True, 0), "kafka": (1, True, 0)}
