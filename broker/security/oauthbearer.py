@@ -95,26 +95,26 @@ class UnsecuredValidator:
     def __call__(self, compact: str) -> ValidToken:
         parts = compact.split(".")
         if len(parts) != 3 or parts[2]:
-            raise InvalidToken("not a valid unsecured JWT")
+            raise InvalidToken("not an unsecured JWS: three sections, the last (signature) empty")
         try:
             header: Any = json.loads(_b64url(parts[0]))
             claims: Any = json.loads(_b64url(parts[1]))
         except ValueError:
             raise InvalidToken("not a JSON JWT") from None
         if not isinstance(header, dict) or header.get("alg") != "none" or not isinstance(claims, dict):
-            raise InvalidToken("not a valid unsecured JWT")
+            raise InvalidToken('not an unsecured JWS: the header must say "alg": "none"')
         principal = claims.get(self._principal_claim)
         if not isinstance(principal, str) or not principal.strip():
-            raise InvalidToken("not a valid unsecured JWT")
+            raise InvalidToken(f"no principal: the {self._principal_claim} claim is missing or blank")
         now_ms = time.time() * 1000
         exp = claims.get("exp")
         if not isinstance(exp, (int, float)) or now_ms - self._skew_ms >= exp * 1000:
-            raise InvalidToken("not a valid unsecured JWT")
+            raise InvalidToken("the exp claim is missing or past")
         iat = claims.get("iat")
         if iat is not None and (not isinstance(iat, (int, float)) or iat * 1000 > now_ms + self._skew_ms or iat > exp):
-            raise InvalidToken("not a valid unsecured JWT")
+            raise InvalidToken("the iat claim is not a time before now and exp")
         scope = claims.get(self._scope_claim, [])
         scopes = scope.split() if isinstance(scope, str) else scope if isinstance(scope, list) else []
         if any(s not in scopes for s in self._required_scope):
-            raise InvalidToken("not a valid unsecured JWT")
+            raise InvalidToken(f"the scope lacks one of {self._required_scope}")
         return ValidToken(principal, int(exp * 1000))

@@ -182,6 +182,8 @@ class JwksValidator:
             raise InvalidToken("Could not extract the 'aud' claim from the access token")
         if s.expected_audience and audiences is None:
             raise InvalidToken("Could not validate the access token: No Audience (aud) claim present.")
+        if audiences is not None and not s.expected_audience:
+            raise InvalidToken(f"Could not validate the access token: Audience (aud) claim {audiences} present in the JWT but no expected audience value(s) were provided")
         if audiences is not None and not set(audiences) & set(s.expected_audience):
             raise InvalidToken(f"Could not validate the access token: Audience (aud) claim {audiences} doesn't contain an acceptable identifier. Expected {list(s.expected_audience)}")
         if s.expected_issuer is not None and claims.get("iss") != s.expected_issuer:
