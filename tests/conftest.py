@@ -26,13 +26,16 @@ import kafka_jvm  # noqa: E402
 
 
 # Tests `make test` runs on their own after the parallel run, in a process of their own: those whose assertions
-# are about time (latency under load, rates), so no other test's load can fail them; and Spark's streaming
-# callbacks (foreachBatch), whose py4j callback server select()s and fails on a descriptor past 1024, which a
-# worker that has run hundreds of test files reaches.
+# are about time (latency under load, rates), so no other test's load can fail them; the mixed Kafka/odradek
+# clusters (beside another cluster file the Kafka-led one once never refilled its ISRs within the minute its
+# steps allow; alone it passes: the cause is not known yet); and Spark's streaming callbacks (foreachBatch),
+# whose py4j callback server select()s and fails on a descriptor past 1024, which a worker that has run
+# hundreds of test files reaches.
 SERIAL = (
     "tests/broker/test_event_loop_stalls.py",
     "tests/broker/test_request_quota.py",
     "tests/e2e/test_quota_throttling.py",
+    "tests/cluster/test_mixed_cluster.py",
     "tests/spark/test_kafka_streaming.py",
     "tests/spark/test_pipeline.py",
 )
@@ -43,7 +46,6 @@ CLUSTER_FAULTS = (
     "tests/cluster/test_leader_faults.py",
     "tests/cluster/test_transactions_cluster.py",
     "tests/cluster/test_transactions_failover.py",
-    "tests/cluster/test_mixed_cluster.py",
     "tests/cluster/test_coordinator_failover.py",
     "tests/cluster/test_rolling_restart.py",
     "tests/cluster/test_full_disk.py",
@@ -109,6 +111,15 @@ class Wire:
 
     def close(self) -> None:
         self.sock.close()
+
+    @classmethod
+    def call_once(cls, bootstrap: str, api: ApiKey, version: int, body: dict) -> Any:
+        """One request on a connection of its own, closed after the answer."""
+        wire = cls(bootstrap)
+        try:
+            return wire.call(api, version, body)
+        finally:
+            wire.close()
 
 
 @pytest.fixture
