@@ -13,15 +13,16 @@ checkpointed high watermark, exactly the surviving log. The checker finds nothin
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import signal
-import subprocess
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 from checker import Workload
 from harness import Cluster, HarnessUnavailable
+from tests.small_disks import fill, tmpfs
 
 from odradek.tools.log_dir_reader import read_segment, scan_log_dirs
 
@@ -41,38 +42,20 @@ def log_dir(root: Path, kind: str, broker_id: int) -> Path:
 def cluster(broker_kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """The three brokers of ``broker_kind``, each with its log directory on a tmpfs of :data:`DISK_SIZE`."""
     root = tmp_path_factory.mktemp(f"full-disk-{broker_kind}")
-    mounted: list[Path] = []
     try:
-        for broker_id in (1, 2, 3):
-            disk = log_dir(root, broker_kind, broker_id)
-            disk.mkdir(parents=True)
-            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_SIZE}", "tmpfs", str(disk)], check=True, timeout=30)
-            mounted.append(disk)
-        try:
-            cluster = Cluster(root, broker_kind)
-        except HarnessUnavailable as exc:
-            pytest.fail(str(exc), pytrace=False)
-        try:
-            yield cluster
-        finally:
-            cluster.close()
+        with contextlib.ExitStack() as disks:
+            for broker_id in (1, 2, 3):
+                disks.enter_context(tmpfs(log_dir(root, broker_kind, broker_id), DISK_SIZE))
+            try:
+                cluster = Cluster(root, broker_kind)
+            except HarnessUnavailable as exc:
+                pytest.fail(str(exc), pytrace=False)
+            try:
+                yield cluster
+            finally:
+                cluster.close()
     finally:
-        for disk in mounted:
-            subprocess.run(["umount", "-l", str(disk)], check=True, timeout=30)
         shutil.rmtree(root, ignore_errors=True)
-
-
-def fill(disk: Path) -> Path:
-    """Write a file until the disk has no space left; removing it gives the space back."""
-    filler = disk / "filler"
-    with open(filler, "wb") as f:
-        try:
-            while True:
-                f.write(b"\0" * 65536)
-                f.flush()
-        except OSError as exc:
-            assert exc.errno == 28, exc
-    return filler
 
 
 def records_on_disk(disk: Path, topic: str) -> dict[int, list[tuple[int, int]]]:

@@ -18,9 +18,9 @@ lost.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Iterator
 
@@ -34,6 +34,7 @@ from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import Record, build_batch
 from tests.conftest import Wire
+from tests.small_disks import fill, tmpfs
 
 PARTITIONS = 6
 DISK_SIZE = "64m"
@@ -58,40 +59,23 @@ def disks(root: Path, broker_id: int) -> tuple[Path, Path]:
 def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """Three brokers of the layout's kinds, each with ``log.dirs`` on the disk and on a tmpfs of :data:`DISK_SIZE`."""
     root = tmp_path_factory.mktemp(f"log-dir-failure-{request.param}")
-    mounted: list[Path] = []
     try:
-        for broker_id in (1, 2, 3):
-            disk, tmpfs = disks(root, broker_id)
-            disk.mkdir(parents=True)
-            tmpfs.mkdir()
-            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_SIZE}", "tmpfs", str(tmpfs)], check=True, timeout=30)
-            mounted.append(tmpfs)
-        settings = {b: {"log.dirs": ",".join(str(d) for d in disks(root, b))} for b in (1, 2, 3)}
-        try:
-            cluster = Cluster(root, kinds=LAYOUTS[request.param], broker_settings=settings)
-        except HarnessUnavailable as exc:
-            pytest.fail(str(exc), pytrace=False)
-        try:
-            yield cluster
-        finally:
-            cluster.close()
+        with contextlib.ExitStack() as mounted:
+            for broker_id in (1, 2, 3):
+                disk, on_tmpfs = disks(root, broker_id)
+                disk.mkdir(parents=True)
+                mounted.enter_context(tmpfs(on_tmpfs, DISK_SIZE))
+            settings = {b: {"log.dirs": ",".join(str(d) for d in disks(root, b))} for b in (1, 2, 3)}
+            try:
+                cluster = Cluster(root, kinds=LAYOUTS[request.param], broker_settings=settings)
+            except HarnessUnavailable as exc:
+                pytest.fail(str(exc), pytrace=False)
+            try:
+                yield cluster
+            finally:
+                cluster.close()
     finally:
-        for tmpfs in mounted:
-            subprocess.run(["umount", "-l", str(tmpfs)], check=True, timeout=30)
         shutil.rmtree(root, ignore_errors=True)
-
-
-def fill(disk: Path) -> Path:
-    """Write a file until the disk has no space left."""
-    filler = disk / "filler"
-    with open(filler, "wb") as f:
-        try:
-            while True:
-                f.write(b"\0" * 65536)
-                f.flush()
-        except OSError as exc:
-            assert exc.errno == 28, exc
-    return filler
 
 
 def offline_replicas(bootstrap: str, topic: str) -> dict[int, list[int]]:

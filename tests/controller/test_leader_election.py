@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 import uuid
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -26,6 +26,7 @@ import kafka_jvm
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from tests import polling
 from tests.conftest import Wire
 
 from odradek import Broker
@@ -46,21 +47,11 @@ SINGLE = {p: [1] for p in range(4)}
 PREFERRED, UNCLEAN = 0, 1
 
 
-def wait_for(condition: Callable[[], Any], timeout_s: float = 60.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if result := condition():
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not reached within {timeout_s}s")
+wait_for = partial(polling.wait_for, timeout_s=60.0)
+"""These waits allow a minute: three Kafka JVMs (re)starting on two cores."""
 
 
-def call(bootstrap: str, api: ApiKey, version: int, body: dict) -> Any:
-    wire = Wire(bootstrap)
-    try:
-        return wire.call(api, version, body)
-    finally:
-        wire.close()
+call = Wire.call_once
 
 
 def metadata(bootstrap: str, topics: list[str]) -> tuple[int, dict[tuple[str, int], tuple[int, list[int]]]]:

@@ -25,6 +25,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
+from tests.polling import wait_for
 from odradek import Broker
 from odradek.broker.coordinator.runtime import partition_for
 from odradek.broker.group_coordinator import GROUP_METADATA_TOPIC
@@ -37,15 +38,6 @@ SESSION_TIMEOUT_MS = 10000
 LAG_TIME_MAX_MS = 1500
 DELETE_DELAY_MS = 500
 """``log.segment.delete.delay.ms``: how long a deleted replica's renamed directory stays (Kafka's default is a minute)."""
-
-
-def wait_for(condition: Callable[[], Any], timeout_s: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if result := condition():
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not reached within {timeout_s}s")
 
 
 @pytest.fixture(scope="module")

@@ -16,14 +16,16 @@ import signal
 import time
 import uuid
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 import kafka_jvm
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
+from tests import polling
 from tests.conftest import Wire
 
 from odradek import Broker
@@ -40,21 +42,11 @@ CURRENT = ('{"version":1,"partitions":[{"topic":"tool","partition":0,"replicas":
 """The tool's JSON of the topic's assignment before the move."""
 
 
-def wait_for(condition: Callable[[], Any], timeout_s: float = 60.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if result := condition():
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not reached within {timeout_s}s")
+wait_for = partial(polling.wait_for, timeout_s=60.0)
+"""These waits allow a minute: three Kafka JVMs (re)starting on two cores."""
 
 
-def call(bootstrap: str, api: ApiKey, version: int, body: dict) -> Any:
-    wire = Wire(bootstrap)
-    try:
-        return wire.call(api, version, body)
-    finally:
-        wire.close()
+call = Wire.call_once
 
 
 @dataclass

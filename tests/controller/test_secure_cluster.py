@@ -17,7 +17,7 @@ import socket
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import kafka_jvm
 import pytest
@@ -28,6 +28,7 @@ from kazoo.exceptions import NoNodeError
 
 from odradek import Broker
 from odradek.controller import zk_data as zd
+from tests.polling import wait_for
 from tests.certificates import Pki, make_pki
 
 CHROOT = "/odradek-secure"
@@ -43,15 +44,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def wait_for(condition: Callable[[], Any], timeout_s: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if result := condition():
-            return result
-        time.sleep(0.2)
-    raise AssertionError(f"{what} not reached within {timeout_s}s")
 
 
 def broker_config(broker_id: int, port: int, zookeeper_connect: str, pki: Pki, inter_broker_password: str = BROKER_PASSWORD) -> dict[str, Any]:

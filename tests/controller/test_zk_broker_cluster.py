@@ -22,6 +22,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
+from tests.polling import wait_for
 from odradek import Broker
 from odradek.controller import zk_data as zd
 from odradek.protocol.api import ApiKey
@@ -36,15 +37,6 @@ LAG_TIME_MAX_MS = 1500
 REGISTERED_AFTER_STOP_S = SESSION_TIMEOUT_MS * 2 / 3 / 1000
 """How long a stopped broker's registration surely lasts: its ZooKeeper client pings every third of the
 session timeout, so the session expires no sooner than two thirds of it after the stop."""
-
-
-def wait_for(condition: Callable[[], Any], timeout_s: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if result := condition():
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not reached within {timeout_s}s")
 
 
 @pytest.fixture(scope="module")

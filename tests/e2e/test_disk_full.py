@@ -7,11 +7,11 @@ The broker's log directory is a small tmpfs this test mounts (it runs as root) a
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 from typing import Iterator
 
 import pytest
+from tests.small_disks import fill, tmpfs
 
 from odradek import Broker
 from odradek.protocol.api import ApiKey
@@ -23,26 +23,8 @@ E = ErrorCode
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)], check=True, timeout=30)
-    try:
+    with tmpfs(tmp_path / "disk", "8m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=True, timeout=30)
-
-
-def fill(disk: Path) -> Path:
-    """Write a file until the disk has no space left; removing it gives the space back."""
-    filler = disk / "filler"
-    with open(filler, "wb") as f:
-        try:
-            while True:
-                f.write(b"\0" * 65536)
-                f.flush()
-        except OSError as exc:
-            assert exc.errno == 28, exc
-    return filler
 
 
 def create(wire, name: str, partitions: int = 1) -> int:

@@ -1,0 +1,34 @@
+"""Disks that fill: a tmpfs of a given size mounted for a test (the tests run as root), and a file that takes
+its last byte. Shared by the single-broker and the cluster full-disk tests."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+from pathlib import Path
+from typing import Iterator
+
+
+@contextlib.contextmanager
+def tmpfs(mount_point: Path, size: str) -> Iterator[Path]:
+    """``mount_point`` (made if missing) as a tmpfs of ``size`` (mount's syntax: ``8m``, ``64M``), unmounted
+    afterwards (lazily: a broker killed a moment ago may still hold a file there)."""
+    mount_point.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount_point)], check=True, timeout=30)
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=True, timeout=30)
+
+
+def fill(disk: Path) -> Path:
+    """Write a file until the disk has no space left; removing it gives the space back."""
+    filler = disk / "filler"
+    with open(filler, "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError as exc:
+            assert exc.errno == 28, exc
+    return filler
