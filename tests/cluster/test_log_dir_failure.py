@@ -37,7 +37,7 @@ from tests.conftest import Wire
 from tests.small_disks import fill, tmpfs
 
 PARTITIONS = 6
-DISK_SIZE = "64m"
+DISK_SIZE = "128m"
 MOVE_TIMEOUT_S = 45.0
 VICTIM = 2
 """The broker whose tmpfs fills: it leads every partition of the topic, and is not the controller (broker 1)."""
