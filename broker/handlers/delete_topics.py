@@ -62,7 +62,7 @@ def handle(
 
     image = metadata
     results = []
-    to_delete: dict[str, list[dict]] = {}
+    to_delete: dict[str, dict] = {}
     names = {n for n, _ in requested if n is not None} | {t.name for _, i in requested if i != ZERO_UUID and (t := image.topic_by_id(i)) is not None}
     deletable = authorization.filter_authorized(request, AclOperation.DELETE, ResourceType.TOPIC, names)
     for name, topic_id in requested:
@@ -83,7 +83,7 @@ def handle(
             results.append(_result(name, topic_id, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             continue
         results.append(_result(name, topic_id, ErrorCode.NONE))
-        to_delete.setdefault(name, []).append(results[-1])
+        to_delete.setdefault(name, results[-1])
 
     quota = quotas.controller_mutation_quota(request, STRICT_QUOTA_SINCE, time.monotonic())
     return _delete(controller, zk_broker, image, quotas, quota, request, results, to_delete)
@@ -91,24 +91,32 @@ def handle(
 
 async def _delete(
     controller: EmbeddedController, zk_broker: ZkBroker | None, image: MetadataImage, quotas: ClientQuotas, quota: ControllerMutationQuota,
-    request: Request, results: list[dict], to_delete: dict[str, list[dict]],
+    request: Request, results: list[dict], to_delete: dict[str, dict],
 ) -> dict:
     """Each topic deleted (marked for deletion, in ZooKeeper mode); there, the answer waits for the topics to
     leave this broker's metadata. A topic deleted is REQUEST_TIMED_OUT when the request did not wait
-    (``timeout_ms <= 0``) or when the wait ended with it still there."""
-    for name, answers in to_delete.items():
+    (``timeout_ms <= 0``) or when the wait ended with it still there.
+
+    ``to_delete`` holds each name's first entry: as Kafka (``results.find(name)`` sets each topic's outcome),
+    a name repeated in the request is deleted once, and its later entries stay NONE whatever the outcome."""
+    for name, answer in to_delete.items():
+        # A concurrent request may have deleted the topic since this one found it (each deletion awaits):
+        # its partitions then count as none, as Kafka's ``numPartitions(topic).getOrElse(0)``, and the
+        # answer stays NONE, as Kafka answers a topic another request already marked for deletion.
+        topic = image.topics.get(name)
         try:
-            quota.record(len(image.topics[name].partitions), time.monotonic())
+            quota.record(len(topic.partitions) if topic is not None else 0, time.monotonic())
             await admin_call(zk_broker is not None, controller.delete_topic, name)
         except KafkaError as exc:
+            if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                continue
             # Over the mutation quota, or the deletion could not be persisted (a full disk): the topic stays,
             # and the client may retry.
-            for answer in answers:
-                answer.update(error_code=exc.code, error_message=exc.message)
+            answer.update(error_code=exc.code, error_message=exc.message)
     timeout_s = request.body.timeout_ms / 1000
-    deleted = [name for name, answers in to_delete.items() if answers[0]["error_code"] == ErrorCode.NONE]
+    deleted = [name for name, answer in to_delete.items() if answer["error_code"] == ErrorCode.NONE]
     late = await zk_broker.metadata_waits.until_gone(deleted, timeout_s) if zk_broker is not None and deleted and timeout_s > 0 else set()
-    for result in results:
-        if result["error_code"] == ErrorCode.NONE and (timeout_s <= 0 or result["name"] in late):
-            result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+    for name in deleted:
+        if timeout_s <= 0 or name in late:
+            to_delete[name]["error_code"] = ErrorCode.REQUEST_TIMED_OUT
     return mutation_quota.answer(quotas, request, quota, {"responses": results})
