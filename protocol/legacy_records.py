@@ -49,7 +49,11 @@ Bytes = bytes | bytearray | memoryview
 
 RECORD_OVERHEAD = {MAGIC_V0: 14, MAGIC_V1: 22}  # crc, magic, attributes, [timestamp], key and value lengths
 _ENTRY_PREFIX = struct.Struct(">qi")  # offset, messageSize
-_MESSAGE_HEAD = {MAGIC_V0: struct.Struct(">Ibb"), MAGIC_V1: struct.Struct(">Ibbq")}  # crc .. [timestamp]
+_HEAD_SIZE = {MAGIC_V0: 6, MAGIC_V1: 14}  # crc, magic, attributes, [timestamp]: where the key's length starts
+_MAGIC_AT = 4
+_ATTRIBUTES_AT = 5
+_TIMESTAMP_AT = 6
+_TIMESTAMP = struct.Struct(">q")
 _CRC = struct.Struct(">I")
 _INT32 = struct.Struct(">i")
 _NULL = _INT32.pack(-1)
@@ -57,12 +61,30 @@ _NULL = _INT32.pack(-1)
 
 @dataclass(slots=True)
 class LegacyMessage:
+    """A magic 0 or 1 message as stored: its offset, and its bytes from the CRC to the end of the value.
+
+    Fields are read from the bytes when asked for, as Kafka's LegacyRecord reads its buffer, so a damaged
+    message can still be looked at (``odradek dump-log`` prints the stored CRC and ``is_valid`` of what it
+    cannot trust); ``check`` is the broker's strict reading. A magic-1 message opened from a compressed
+    wrapper carries the wrapper's timestamp and type (Kafka's ``LegacyRecord(buffer, wrapperTimestamp,
+    wrapperTimestampType)``): the type replaces its own, and under LogAppendTime so does the timestamp.
+    """
+
     offset: int
-    magic: int
-    attributes: int
-    timestamp: int  # NO_TIMESTAMP for magic 0
-    key: bytes | None
-    value: bytes | None
+    body: bytes
+    wrapper: tuple[int, TimestampType] | None = None
+
+    @property
+    def crc(self) -> int:
+        return _CRC.unpack_from(self.body)[0]
+
+    @property
+    def magic(self) -> int:
+        return self.body[_MAGIC_AT]
+
+    @property
+    def attributes(self) -> int:
+        return self.body[_ATTRIBUTES_AT]
 
     @property
     def compression(self) -> int:
@@ -72,121 +94,150 @@ class LegacyMessage:
     def timestamp_type(self) -> TimestampType:
         if self.magic == MAGIC_V0:
             return TimestampType.NO_TIMESTAMP_TYPE
+        if self.wrapper is not None:
+            return self.wrapper[1]
         return TimestampType((self.attributes & TIMESTAMP_TYPE_MASK) >> 3)
+
+    @property
+    def timestamp(self) -> int:
+        if self.magic == MAGIC_V0:
+            return NO_TIMESTAMP
+        if self.wrapper is not None and self.wrapper[1] is TimestampType.LOG_APPEND_TIME:
+            return self.wrapper[0]
+        return _TIMESTAMP.unpack_from(self.body, _TIMESTAMP_AT)[0]
+
+    @property
+    def is_valid(self) -> bool:
+        """The stored CRC matches (Kafka's ``LegacyRecord.isValid``)."""
+        return len(self.body) >= RECORD_OVERHEAD[MAGIC_V0] and zlib.crc32(self.body[_MAGIC_AT:]) == self.crc
+
+    @property
+    def key(self) -> bytes | None:
+        return self._fields()[0]
+
+    @property
+    def value(self) -> bytes | None:
+        return self._fields()[1]
+
+    def _fields(self) -> tuple[bytes | None, bytes | None, int]:
+        """Key, value, and where the value ends; a length that does not fit is CorruptRecordError."""
+        key, pos = _read_bytes(self.body, _HEAD_SIZE[MAGIC_V1 if self.magic == MAGIC_V1 else MAGIC_V0])
+        value, pos = _read_bytes(self.body, pos)
+        return key, value, pos
+
+    def check(self) -> None:
+        """The broker's reading: a known magic, the whole overhead, a matching CRC, fields filling the message."""
+        size = len(self.body)
+        magic = self.magic
+        if magic == MAGIC_V2:
+            raise InvalidRecordError("a magic-2 record batch is not a message set entry")
+        if magic not in RECORD_OVERHEAD:
+            raise CorruptRecordError(f"invalid magic {magic} at offset {self.offset}")
+        if size < RECORD_OVERHEAD[magic]:
+            raise CorruptRecordError(f"message size {size} is less than the magic {magic} message overhead")
+        if not self.is_valid:
+            raise CorruptRecordError(f"message is corrupt (stored crc = {self.crc})")
+        if (end := self._fields()[2]) != size:
+            raise CorruptRecordError(f"message declares {size} bytes but its fields end {size - end} bytes early")
 
 
 # --- parsing ----------------------------------------------------------------------------------------------
 
 
-def iter_messages(buf: Bytes, *, partial_tail: bool = False) -> Iterator[LegacyMessage]:
-    """The top-level messages of a message set, compressed wrappers as they are; every CRC is checked.
+def iter_messages(buf: Bytes, *, partial_tail: bool = False, verify: bool = True) -> Iterator[LegacyMessage]:
+    """The top-level messages of a message set, compressed wrappers as they are.
 
-    ``partial_tail`` ends the set quietly at a message cut short, as Kafka reads a compressed wrapper's
-    inner messages (its DataLogInputStream ends where a whole message no longer fits).
+    ``verify`` checks each message as the broker must (``LegacyMessage.check``); without it only the framing
+    is read, as Kafka's DataLogInputStream reads it. ``partial_tail`` ends the set quietly at a message cut
+    short, as Kafka reads a compressed wrapper's inner messages; an entry declaring less than the smallest
+    message is corrupt either way.
     """
     view = memoryview(buf)
     pos = 0
     while pos < len(view):
-        if partial_tail and _is_partial(view, pos):
-            return
-        message, pos = _parse_entry(view, pos)
+        left = len(view) - pos
+        if left < LOG_OVERHEAD:
+            if partial_tail:
+                return
+            raise CorruptRecordError(f"partial message: {left} bytes left at position {pos}")
+        offset, size = _ENTRY_PREFIX.unpack_from(view, pos)
+        if size < RECORD_OVERHEAD[MAGIC_V0]:
+            raise CorruptRecordError(f"Record size is less than the minimum record overhead ({RECORD_OVERHEAD[MAGIC_V0]})")
+        if LOG_OVERHEAD + size > left:
+            if partial_tail:
+                return
+            raise CorruptRecordError(f"partial message: size {size} overruns the data at position {pos}")
+        message = LegacyMessage(offset, bytes(view[pos + LOG_OVERHEAD : pos + LOG_OVERHEAD + size]))
+        if verify:
+            message.check()
         yield message
+        pos += LOG_OVERHEAD + size
 
 
-def _is_partial(view: memoryview, pos: int) -> bool:
-    """Too few bytes left for the entry's offset and size, or for the message its (plausible) size declares."""
-    left = len(view) - pos
-    if left < LOG_OVERHEAD:
-        return True
-    size = _ENTRY_PREFIX.unpack_from(view, pos)[1]
-    return size >= RECORD_OVERHEAD[MAGIC_V0] and LOG_OVERHEAD + size > left
-
-
-def _parse_entry(view: memoryview, pos: int) -> tuple[LegacyMessage, int]:
-    if len(view) - pos < LOG_OVERHEAD:
-        raise CorruptRecordError(f"partial message: {len(view) - pos} bytes left at position {pos}")
-    offset, size = _ENTRY_PREFIX.unpack_from(view, pos)
-    if size < RECORD_OVERHEAD[MAGIC_V0]:
-        raise CorruptRecordError(f"message size {size} is less than the minimum message overhead")
-    start = pos + LOG_OVERHEAD
-    end = start + size
-    if end > len(view):
-        raise CorruptRecordError(f"partial message: size {size} overruns the data at position {pos}")
-    magic = view[start + 4]
-    if magic == MAGIC_V2:
-        raise InvalidRecordError("a magic-2 record batch is not a message set entry")
-    if magic not in _MESSAGE_HEAD:
-        raise CorruptRecordError(f"invalid magic {magic} at position {pos}")
-    head = _MESSAGE_HEAD[magic]
-    if size < RECORD_OVERHEAD[magic]:
-        raise CorruptRecordError(f"message size {size} is less than the magic {magic} message overhead")
-    crc, _, attributes, *timestamp = head.unpack_from(view, start)
-    if zlib.crc32(view[start + 4 : end]) != crc:
-        raise CorruptRecordError(f"message is corrupt (stored crc = {crc})")
-    key, field_pos = _read_bytes(view, start + head.size, end)
-    value, field_pos = _read_bytes(view, field_pos, end)
-    if field_pos != end:
-        raise CorruptRecordError(f"message declares {size} bytes but its fields end {end - field_pos} bytes early")
-    message_timestamp = timestamp[0] if timestamp else NO_TIMESTAMP
-    return LegacyMessage(offset, magic, attributes, message_timestamp, key, value), end
-
-
-def _read_bytes(view: memoryview, pos: int, end: int) -> tuple[bytes | None, int]:
+def _read_bytes(body: bytes, pos: int) -> tuple[bytes | None, int]:
+    end = len(body)
     if pos + 4 > end:
-        raise CorruptRecordError("message ends inside a length field")
-    (length,) = _INT32.unpack_from(view, pos)
+        raise CorruptRecordError(f"message of {end} bytes ends inside the length field at byte {pos}")
+    (length,) = _INT32.unpack_from(body, pos)
     pos += 4
-    if length == -1:
+    if length < 0:
         return None, pos
-    if length < 0 or pos + length > end:
-        raise CorruptRecordError(f"message field length {length} does not fit the message")
-    return bytes(view[pos : pos + length]), pos + length
+    if pos + length > end:
+        raise CorruptRecordError(f"message field of {length} bytes at byte {pos - 4} overruns the {end}-byte message")
+    return body[pos : pos + length], pos + length
 
 
 def iter_deep(buf: Bytes) -> Iterator[LegacyMessage]:
-    """Every message of a message set with compressed wrappers opened, offsets made absolute.
-
-    Follows Kafka's deep iterator: inner messages take the wrapper's timestamp type, and its timestamp when
-    that type is LogAppendTime; a magic-1 wrapper's offset of 0 (some librdkafka versions) means the inner
-    relative offsets are absolute.
-    """
+    """Every message of a message set, checked, with compressed wrappers opened and offsets made absolute."""
     for message in iter_messages(buf):
         if message.compression:
-            yield from _open_wrapper(message)
+            yield from open_wrapper(message, ensure_matching_magic=True, verify=True)
         else:
             yield message
 
 
-def _open_wrapper(wrapper: LegacyMessage) -> list[LegacyMessage]:
+def open_wrapper(wrapper: LegacyMessage, *, ensure_matching_magic: bool, verify: bool) -> Iterator[LegacyMessage]:
+    """The inner messages of a compressed wrapper, as Kafka's legacy DeepRecordsIterator gives them.
+
+    The whole set is decompressed first (magic-1 inner offsets are relative to the last one); a magic-1
+    wrapper's offset of 0 (some librdkafka versions) means they are absolute already. The broker asks for
+    inner messages of the wrapper's magic, each checked (``ensure_matching_magic``, ``verify``); the dump
+    tool takes them as stored. A compressed inner message fails when its turn comes, as in Kafka.
+    """
+    magic = wrapper.magic
+    if magic not in RECORD_OVERHEAD:
+        raise InvalidRecordError(f"Invalid wrapper magic found in legacy deep record iterator {magic}")
     codec = compression_type(wrapper.compression)
     if codec is CompressionType.ZSTD:
-        raise InvalidRecordError("zstd cannot wrap a magic 0/1 message set")
-    if wrapper.value is None:
-        raise InvalidRecordError(f"compressed message set with null value (magic {wrapper.magic})")
-    inner = list(iter_messages(decompress(codec, wrapper.value, magic=wrapper.magic), partial_tail=True))
+        raise InvalidRecordError(f"Invalid wrapper compressionType found in legacy deep record iterator {magic}")
+    compressed = wrapper.value
+    if compressed is None:
+        raise InvalidRecordError(f"Found invalid compressed record set with null value (magic = {magic})")
+    stamp = (wrapper.timestamp, wrapper.timestamp_type)
+    inner = []
+    for message in iter_messages(decompress(codec, compressed, magic=magic), partial_tail=True, verify=verify):
+        if ensure_matching_magic and message.magic != magic:
+            raise InvalidRecordError(f"Compressed message magic {message.magic} does not match wrapper magic {magic}")
+        if message.magic == MAGIC_V1:
+            message.wrapper = stamp
+        inner.append(message)
     if not inner:
-        raise InvalidRecordError("compressed message set with no inner messages")
+        raise InvalidRecordError("Found invalid compressed record set with no inner records")
+    base = 0
+    if magic == MAGIC_V1 and wrapper.offset != 0:
+        last_inner = inner[-1].offset
+        if wrapper.offset < last_inner:
+            raise InvalidRecordError(
+                f"Found invalid wrapper offset in compressed v1 message set, wrapper offset '{wrapper.offset}' is "
+                f"less than the last inner message offset '{last_inner}' and it is not zero."
+            )
+        base = wrapper.offset - last_inner
     for message in inner:
-        if message.magic != wrapper.magic:
-            raise InvalidRecordError(f"inner message magic {message.magic} does not match wrapper magic {wrapper.magic}")
+        if magic == MAGIC_V1:
+            message.offset += base
         if message.compression:
-            raise InvalidRecordError("inner messages must not be compressed")
-    if wrapper.magic == MAGIC_V0:
-        return inner
-    last_inner = inner[-1].offset
-    if wrapper.offset != 0 and wrapper.offset < last_inner:
-        raise InvalidRecordError(
-            f"wrapper offset {wrapper.offset} is less than the last inner message offset {last_inner} and not zero"
-        )
-    base = wrapper.offset - last_inner if wrapper.offset != 0 else 0
-    log_append_time = wrapper.timestamp_type is TimestampType.LOG_APPEND_TIME
-    wrapper_type_bit = wrapper.attributes & TIMESTAMP_TYPE_MASK
-    for message in inner:
-        message.offset += base
-        message.attributes = (message.attributes & ~TIMESTAMP_TYPE_MASK) | wrapper_type_bit
-        if log_append_time:
-            message.timestamp = wrapper.timestamp
-    return inner
+            raise InvalidRecordError("Inner messages must not be compressed")
+        yield message
 
 
 # --- building ---------------------------------------------------------------------------------------------
@@ -220,7 +271,7 @@ def build_message_set(
     timestamps are filled in as for ``records.build_batch``; magic 0 has no timestamps. Legacy messages have
     no headers, so records with headers are refused (``down_convert`` drops them, as Kafka does).
     """
-    if magic not in _MESSAGE_HEAD:
+    if magic not in RECORD_OVERHEAD:
         raise ValueError(f"message sets have magic 0 or 1, not {magic}")
     codec = CompressionType(compression)
     if codec is CompressionType.ZSTD:
@@ -272,7 +323,7 @@ def up_convert(message_set: Bytes, *, compression: int | None = None, keep_offse
     codecs = [message.compression for message in shallow if message.compression]
     if codecs and len(shallow) > 1:
         raise InvalidRecordError("compressed outer message must be the only message of the set")
-    messages = _open_wrapper(shallow[0]) if codecs else shallow
+    messages = list(open_wrapper(shallow[0], ensure_matching_magic=True, verify=True)) if codecs else shallow
     if keep_offsets and any(b.offset <= a.offset for a, b in zip(messages, messages[1:])):
         raise InvalidRecordError("message offsets do not increase")
     records = [

@@ -22,14 +22,14 @@ import os
 import re
 import struct
 import sys
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO, TypeVar, Union
 
-from odradek.broker.coordinator.runtime import java_string_hash
-from odradek.protocol.compression import CompressionType, compression_type, decompress
+from odradek.protocol.compression import CompressionType, compression_type
+from odradek.protocol.java_hash import int32, java_string_hash, topic_partition_hash
+from odradek.protocol.legacy_records import LegacyMessage, open_wrapper
 from odradek.protocol.messages import data
 from odradek.protocol.messages.coordinator_records import (
     GROUP_METADATA_KEY,
@@ -40,15 +40,11 @@ from odradek.protocol.messages.coordinator_records import (
     TRANSACTION_LOG_VALUE,
 )
 from odradek.protocol.record_batch import (
-    COMPRESSION_MASK,
     HEADER_SIZE,
     LOG_OVERHEAD,
-    MAGIC_V0,
-    MAGIC_V1,
     MAGIC_V2,
     NO_SEQUENCE,
     NO_TIMESTAMP,
-    TIMESTAMP_TYPE_MASK,
     BatchHeader,
     RecordsError,
     TimestampType,
@@ -90,10 +86,6 @@ def _optional_long(value: int | None) -> str:
     return "OptionalLong.empty" if value is None else f"OptionalLong[{value}]"
 
 
-def _int32(value: int) -> int:
-    return (value + 2**31) % 2**32 - 2**31
-
-
 def _parse_long(text: str) -> int:
     """``Long.parseLong``, which Kafka applies to the part of a file name before its first dot."""
     if not re.fullmatch(r"[+-]?[0-9]+", text) or not -(2**63) <= int(text) < 2**63:
@@ -124,9 +116,9 @@ def _codec_name(codec_id: int) -> str:
 
 def _increment_sequence(sequence: int, increment: int) -> int:
     """``DefaultRecordBatch.incrementSequence``: sequences wrap from Int32 max back to 0."""
-    if sequence > _int32(INT32_MAX - increment):
-        return _int32(increment - (INT32_MAX - sequence) - 1)
-    return _int32(sequence + increment)
+    if sequence > int32(INT32_MAX - increment):
+        return int32(increment - (INT32_MAX - sequence) - 1)
+    return int32(sequence + increment)
 
 
 TIMESTAMP_TYPE_NAMES = {
@@ -242,7 +234,7 @@ class ScalaHashOrder:
 
     def _improved_hash(self, key: Any) -> int:
         h = self._hash_code(key) & 0xFFFFFFFF
-        return _int32(h ^ (h >> 16))
+        return int32(h ^ (h >> 16))
 
     def add(self, key: Any) -> None:
         if len(self._hashes) + 1 >= int(self._slots * 0.75):
@@ -382,69 +374,11 @@ class RecordBatch:
             yield ShownRecord(record.offset, record.timestamp, record.key, record.value, sequence, header_keys)
 
 
-_INT32 = struct.Struct(">i")
-_LEGACY_HEAD = struct.Struct(">Ibb")  # crc, magic, attributes
-_LEGACY_TIMESTAMP = struct.Struct(">q")
-
-
-@dataclass(frozen=True, slots=True)
-class LegacyMessage:
-    """A magic 0 or 1 message (implementation docs, "Old message format") read as Kafka's LegacyRecord
-    reads it: fields on demand, the CRC only reported."""
-
-    body: bytes  # crc .. value
-
-    @property
-    def crc(self) -> int:
-        return _LEGACY_HEAD.unpack_from(self.body)[0]
-
-    @property
-    def magic(self) -> int:
-        return _LEGACY_HEAD.unpack_from(self.body)[1]
-
-    @property
-    def codec(self) -> int:
-        return self.body[5] & COMPRESSION_MASK
-
-    @property
-    def timestamp_type(self) -> TimestampType:
-        if self.magic == MAGIC_V0:
-            return TimestampType.NO_TIMESTAMP_TYPE
-        return TimestampType((self.body[5] & TIMESTAMP_TYPE_MASK) >> 3)
-
-    @property
-    def timestamp(self) -> int:
-        return NO_TIMESTAMP if self.magic == MAGIC_V0 else _LEGACY_TIMESTAMP.unpack_from(self.body, 6)[0]
-
-    @property
-    def is_valid(self) -> bool:
-        return len(self.body) >= MIN_MESSAGE_SIZE and zlib.crc32(self.body[4:]) == self.crc
-
-    def key_and_value(self) -> tuple[bytes | None, bytes | None]:
-        key, pos = self._sized(6 if self.magic == MAGIC_V0 else 14)
-        value, _ = self._sized(pos)
-        return key, value
-
-    def _sized(self, pos: int) -> tuple[bytes | None, int]:
-        if pos + 4 > len(self.body):
-            raise DumpError(f"message of {len(self.body)} bytes ends inside the length field at byte {pos}")
-        (length,) = _INT32.unpack_from(self.body, pos)
-        if length < 0:
-            return None, pos + 4
-        if pos + 4 + length > len(self.body):
-            raise DumpError(f"message field of {length} bytes at byte {pos} overruns the {len(self.body)}-byte message")
-        return self.body[pos + 4 : pos + 4 + length], pos + 4 + length
-
-    def shown(self, offset: int, timestamp: int) -> ShownRecord:
-        key, value = self.key_and_value()
-        return ShownRecord(offset, timestamp, key, value, legacy_check=(self.is_valid, self.crc))
-
-
 @dataclass(slots=True)
 class LegacyBatch:
-    """A top-level magic 0/1 message: one record, or a compressed wrapper around several."""
+    """A top-level magic 0/1 message: one record, or a compressed wrapper around several. Read as stored,
+    damaged or not: the CRC is reported (``isvalid``), never enforced."""
 
-    offset: int
     message: LegacyMessage
 
     @property
@@ -457,7 +391,7 @@ class LegacyBatch:
 
     @property
     def last_offset(self) -> int:
-        return self.offset
+        return self.message.offset
 
     @property
     def timestamp_type(self) -> str:
@@ -469,7 +403,7 @@ class LegacyBatch:
 
     @property
     def codec(self) -> int:
-        return self.message.codec
+        return self.message.compression
 
     @property
     def checksum(self) -> int:
@@ -482,57 +416,15 @@ class LegacyBatch:
     is_control = False
 
     def describe(self) -> str:
-        return f"offset: {self.offset}"
+        return f"offset: {self.message.offset}"
 
     def records(self) -> Iterator[ShownRecord]:
-        if self.message.codec == CompressionType.NONE:
-            yield self.message.shown(self.offset, self.message.timestamp)
+        if self.message.compression == CompressionType.NONE:
+            inner: Iterable[LegacyMessage] = (self.message,)
         else:
-            yield from _open_wrapper(self.offset, self.message)
-
-
-def _open_wrapper(wrapper_offset: int, wrapper: LegacyMessage) -> Iterator[ShownRecord]:
-    """Kafka's legacy DeepRecordsIterator: inner messages of any magic, unchecked CRCs, and for magic 1
-    offsets made absolute from the wrapper's (0: already absolute) and LogAppendTime taken from it."""
-    magic = wrapper.magic
-    if magic not in (MAGIC_V0, MAGIC_V1):
-        raise DumpError(f"Invalid wrapper magic found in legacy deep record iterator {magic}")
-    if wrapper.codec == CompressionType.ZSTD:
-        raise DumpError(f"Invalid wrapper compressionType found in legacy deep record iterator {magic}")
-    _, compressed = wrapper.key_and_value()
-    if compressed is None:
-        raise DumpError(f"Found invalid compressed record set with null value (magic = {magic})")
-    inner = list(_message_set(decompress(wrapper.codec, compressed, magic=magic)))
-    if not inner:
-        raise DumpError("Found invalid compressed record set with no inner records")
-    base = 0
-    if magic == MAGIC_V1 and wrapper_offset != 0:
-        last_inner = inner[-1][0]
-        if wrapper_offset < last_inner:
-            raise DumpError(
-                f"Found invalid wrapper offset in compressed v1 message set, wrapper offset '{wrapper_offset}' is "
-                f"less than the last inner message offset '{last_inner}' and it is not zero."
-            )
-        base = wrapper_offset - last_inner
-    log_append_time = wrapper.timestamp_type == TimestampType.LOG_APPEND_TIME
-    for offset, message in inner:
-        if message.codec != CompressionType.NONE:
-            raise DumpError("Inner messages must not be compressed")
-        timestamp = wrapper.timestamp if log_append_time and message.magic == MAGIC_V1 else message.timestamp
-        yield message.shown(offset + base if magic == MAGIC_V1 else offset, timestamp)
-
-
-def _message_set(data: bytes) -> Iterator[tuple[int, LegacyMessage]]:
-    """The entries of a decompressed message set; a partial one at the end is dropped, as Kafka drops it."""
-    pos = 0
-    while len(data) - pos >= LOG_OVERHEAD:
-        offset, size = _FILE_ENTRY.unpack_from(data, pos)
-        if size < MIN_MESSAGE_SIZE:
-            raise DumpError(f"Record size is less than the minimum record overhead ({MIN_MESSAGE_SIZE})")
-        if len(data) - pos - LOG_OVERHEAD < size:
-            return
-        yield offset, LegacyMessage(data[pos + LOG_OVERHEAD : pos + LOG_OVERHEAD + size])
-        pos += LOG_OVERHEAD + size
+            inner = open_wrapper(self.message, ensure_matching_magic=False, verify=False)
+        for message in inner:
+            yield ShownRecord(message.offset, message.timestamp, message.key, message.value, legacy_check=(message.is_valid, message.crc))
 
 
 FileBatch = RecordBatch | LegacyBatch
@@ -586,7 +478,7 @@ class LogFile:
     def _entry(self, position: int, total: int, buf: bytes, at: int) -> tuple[int, FileBatch]:
         offset, size, magic = _FILE_ENTRY_UP_TO_MAGIC.unpack_from(buf, at)
         if magic < MAGIC_V2:
-            return position, LegacyBatch(offset, LegacyMessage(buf[at + LOG_OVERHEAD : at + total]))
+            return position, LegacyBatch(LegacyMessage(offset, buf[at + LOG_OVERHEAD : at + total]))
         if len(buf) - at >= HEADER_SIZE:
             return position, RecordBatch(buf[at : at + max(total, HEADER_SIZE)], total)
         data = self._file.read(position, HEADER_SIZE)  # a batch shorter than its header: Kafka reads on
@@ -765,11 +657,6 @@ TRANSACTION_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "Comp
 """Kafka's TransactionState names by id, as TransactionLogValue.TransactionStatus stores them."""
 
 
-def _topic_partition_hash(topic_partition: tuple[str, int]) -> int:
-    topic, partition = topic_partition
-    return _int32(31 * (31 + partition) + java_string_hash(topic))
-
-
 def parse_transaction_record(record: ShownRecord) -> Parsed:
     """``--transaction-log-decoder`` (Kafka 3.9's TransactionLog.formatRecordKeyAndValue)."""
     if record.key is None or len(record.key) < _VERSION.size:
@@ -793,7 +680,7 @@ def parse_transaction_record(record: ShownRecord) -> Parsed:
         )
     state = TRANSACTION_STATES[value.transaction_status]
     # TransactionMetadata keeps its partitions in a Scala mutable.HashSet, filled topic by topic.
-    partitions = ScalaHashOrder(_topic_partition_hash)
+    partitions = ScalaHashOrder(lambda tp: topic_partition_hash(*tp))
     if state != "Empty":
         if value.transaction_partitions is None:
             raise DumpError(f"NullPointerException: {state} transaction at offset {record.offset} has null partitions")
