@@ -22,6 +22,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from odradek.protocol.java_hash import int32, java_string_hash
+
 # -- paths ------------------------------------------------------------------------------------------------
 
 CLUSTER_ID = "/cluster/id"
@@ -100,22 +102,8 @@ PERSISTENT_PATHS: tuple[str, ...] = (
 # -- Kafka's map iteration orders --------------------------------------------------------------------------
 
 
-def _i32(x: int) -> int:
-    x &= 0xFFFFFFFF
-    return x - (1 << 32) if x & 0x80000000 else x
-
-
 def _ushr(x: int, n: int) -> int:
     return (x & 0xFFFFFFFF) >> n
-
-
-def java_string_hash(s: str) -> int:
-    """``String.hashCode``: over UTF-16 code units."""
-    h = 0
-    units = s.encode("utf-16-be")
-    for i in range(0, len(units), 2):
-        h = _i32(31 * h + (units[i] << 8 | units[i + 1]))
-    return h
 
 
 class Container(enum.Enum):
@@ -135,15 +123,15 @@ def _scala_mutable_order(keys: Sequence[str], table: int, grow: bool) -> list[st
             if size + 1 >= int(table * 0.75):
                 table *= 2
             size += 1
-    hashes = [(lambda h: _i32(h ^ _ushr(h, 16)))(java_string_hash(k)) for k in keys]
+    hashes = [(lambda h: int32(h ^ _ushr(h, 16)))(java_string_hash(k)) for k in keys]
     return [k for _, _, k in sorted((h & (table - 1), h, k) for h, k in zip(hashes, keys))]
 
 
 def _scala_improve(h: int) -> int:
-    h = _i32(h + ~_i32(h << 9))
-    h = _i32(h ^ _ushr(h, 14))
-    h = _i32(h + _i32(h << 4))
-    return _i32(h ^ _ushr(h, 10))
+    h = int32(h + ~int32(h << 9))
+    h = int32(h ^ _ushr(h, 14))
+    h = int32(h + int32(h << 4))
+    return int32(h ^ _ushr(h, 10))
 
 
 def _champ_order(keys: Sequence[str], shift: int = 0) -> list[str]:

@@ -15,10 +15,10 @@ import datetime
 import struct
 import sys
 
-from odradek.broker.coordinator.runtime import java_string_hash
 from odradek.broker.kafka_client import KafkaClient
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.java_hash import topic_partition_hash
 from odradek.tools.admin_common import CommandError, add_bootstrap_server, broker_error, print_error, run_command, topic_metadata
 
 MISSING = "-"
@@ -80,7 +80,7 @@ def java_hash_order(keys: list[TopicPartition]) -> list[TopicPartition]:
         capacity *= 2
 
     def bucket(tp: TopicPartition) -> int:
-        h = (31 * ((31 + tp[1]) & 0xFFFFFFFF) + java_string_hash(tp[0])) & 0xFFFFFFFF
+        h = topic_partition_hash(*tp) & 0xFFFFFFFF
         return (h ^ (h >> 16)) & (capacity - 1)
 
     return [tp for _, _, tp in sorted((bucket(tp), i, tp) for i, tp in enumerate(keys))]

@@ -42,7 +42,6 @@ from __future__ import annotations
 import enum
 import logging
 import math
-import struct
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -53,6 +52,7 @@ import anyio
 from odradek.broker.deferred import Deferred
 from odradek.broker.timers import Timer, Timers
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.java_hash import java_string_hash, kafka_abs
 from odradek.protocol.records import Record as LogRecord
 from odradek.protocol.records import build_batch
 
@@ -76,20 +76,6 @@ NO_PRODUCER_EPOCH = -1
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode`` (over UTF-16 code units, 32-bit signed)."""
-    units = s.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for (unit,) in struct.iter_unpack(">H", units):
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def kafka_abs(n: int) -> int:
-    """Kafka's ``Utils.abs``: ``Math.abs``, except that Integer.MIN_VALUE maps to 0."""
-    return 0 if n == -(1 << 31) else abs(n)
 
 
 def partition_for(key: str, num_partitions: int) -> int:

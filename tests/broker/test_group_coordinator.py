@@ -21,7 +21,7 @@ from odradek.broker.group_coordinator import (
     JoinRequest,
     LeavingMember,
 )
-from odradek.broker.coordinator.runtime import java_string_hash, partition_for
+from odradek.broker.coordinator.runtime import partition_for
 from odradek.broker.group_metadata_records import CONSUMER_PROTOCOL_SUBSCRIPTION, OffsetAndMetadata, read_key
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.record_batch import read_batch_header
@@ -587,15 +587,6 @@ def test_many_groups_rebalance_independently() -> None:
         assert len(leaders) == 1 and leaders <= {m for m, _ in joined}
         leader_view = [j.value.members for _, j in joined if j.value.members]
         assert len(leader_view) == 1 and {m[0] for m in leader_view[0]} == {m for m, _ in joined}
-
-
-def test_partition_for_uses_java_string_hash_and_kafka_abs() -> None:
-    assert java_string_hash("hello") == 99162322
-    assert java_string_hash("polygenelubricants") == -(2**31)
-    assert partition_for("hello", 50) == 22
-    assert partition_for("polygenelubricants", 50) == 0
-    negative = next(s for s in (f"group-{i}" for i in range(1000)) if java_string_hash(s) < 0)
-    assert partition_for(negative, 50) == (-java_string_hash(negative)) % 50
 
 
 def offset_of(h: Harness, group: str, tp=("t", 0), *, stable: bool = False):
