@@ -106,7 +106,12 @@ def _oauthbearer_validator(config: BrokerConfig, listener: str, jaas_options: di
     if not handler:
         return UnsecuredValidator(jaas_options)
     # imported here: PyJWT comes with the tls extra, like cryptography
-    from odradek.broker.security.oauthbearer_jwks import VALIDATOR_CLASSES, JwksValidator, JwksValidatorSettings
+    try:
+        from odradek.broker.security.oauthbearer_jwks import VALIDATOR_CLASSES, JwksValidator, JwksValidatorSettings
+    except ModuleNotFoundError as exc:
+        if exc.name != "jwt":
+            raise
+        raise ConfigError(f"Listener {listener}: OAUTHBEARER sasl.server.callback.handler.class {handler} needs the PyJWT package (pip install 'odradek[tls]')") from None
 
     if handler not in VALIDATOR_CLASSES:
         raise ConfigError(f"Listener {listener}: OAUTHBEARER sasl.server.callback.handler.class {handler} is not implemented by odradek (it implements {', '.join(VALIDATOR_CLASSES)})")
