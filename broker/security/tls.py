@@ -154,9 +154,9 @@ def _pkcs12(listener: str, location: str, password: str | None) -> object:
 def _pkcs12_key_and_chain(listener: str, location: str, password: str | None, key_password: str | None) -> tuple[str, str]:
     """The PEM chain and unencrypted PEM key of a PKCS12 keystore (its key entry's certificate first); the
     store's password opens its key too (``key_password`` is JKS's)."""
+    store = _pkcs12(listener, location, password)  # first: it names the tls extra when cryptography is missing
     from cryptography.hazmat.primitives import serialization
 
-    store = _pkcs12(listener, location, password)
     if store.key is None or store.cert is None:  # type: ignore[attr-defined]
         raise ConfigError(f"Listener {listener}: the PKCS12 keystore {location} holds no private key with its certificate")
     certificates = [store.cert, *store.additional_certs]  # type: ignore[attr-defined]
@@ -167,9 +167,9 @@ def _pkcs12_key_and_chain(listener: str, location: str, password: str | None, ke
 
 def _pkcs12_certificates(listener: str, location: str, password: str | None) -> str:
     """A PKCS12 truststore's certificates, as PEM."""
+    store = _pkcs12(listener, location, password)
     from cryptography.hazmat.primitives import serialization
 
-    store = _pkcs12(listener, location, password)
     certificates = ([store.cert] if store.cert is not None else []) + list(store.additional_certs)  # type: ignore[attr-defined]
     if not certificates:
         raise ConfigError(f"Listener {listener}: the PKCS12 truststore {location} holds no certificate")
@@ -196,9 +196,9 @@ def _pem(kind: str, der: bytes) -> str:
 def _jks_key_and_chain(listener: str, location: str, password: str | None, key_password: str | None) -> tuple[str, str]:
     """The PEM chain and PKCS#8 key of a JKS keystore's key entry, decrypted with ``ssl.key.password`` or
     else the store password (Kafka's rule)."""
+    store = _jks(listener, location, password)  # first: it names the tls extra when pyjks is missing
     import jks
 
-    store = _jks(listener, location, password)
     if not store.private_keys:
         raise ConfigError(f"Listener {listener}: the JKS keystore {location} holds no private key entry")
     entry = next(iter(store.private_keys.values()))
