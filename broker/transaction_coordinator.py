@@ -161,7 +161,15 @@ class TransactionShard(CoordinatorShard):
             self.transactions[transactional_id] = metadata
 
     def on_loaded(self) -> None:
-        """Serve: start the periodic checks and finish what a previous coordinator left prepared."""
+        """Serve: start the periodic checks, finish what a previous coordinator left prepared, and abort at
+        once what timed out meanwhile.
+
+        The reloaded transactions keep their start timestamps (from ``__transaction_state``), so a
+        transaction left Ongoing by a coordinator that stopped (a crash, a move) times out on its own age,
+        not from its reload. Kafka checks on one schedule from its coordinator's start, which a load comes
+        seconds after (ZooKeeper, the controller), so its first check follows the load well within an
+        interval; checking at the load, before any EndTxn can reach the shard, means a transaction that
+        expired while no coordinator served it is never committed (its producer is fenced, as on Kafka)."""
         log.info("Finished loading %d transaction metadata from %s-%d", len(self.transactions), TRANSACTION_STATE_TOPIC, self.context.partition)
         config = self.coordinator.config
         self._every("abort-timed-out", config.abort_timed_out_interval_ms, self.abort_timed_out_transactions)
@@ -170,6 +178,7 @@ class TransactionShard(CoordinatorShard):
             if metadata.state.is_prepare:
                 commit = metadata.state == _S.PREPARE_COMMIT
                 self.coordinator.add_markers_to_send(self, commit, metadata, metadata.prepare_complete(self.context.clock()))
+        self.abort_timed_out_transactions()
 
     def on_unloaded(self) -> None:
         self.pending_markers.clear()

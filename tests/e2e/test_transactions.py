@@ -6,7 +6,8 @@ open transaction is aborted; consume-transform-produce commits the input offsets
 Across a broker crash (kill -9) and a clean restart, on a broker of the module's own: the coordinator
 reloads ``__transaction_state`` and aborts a transaction left open once its timeout passes, with no client
 involved; a committed one stays committed; a producer resuming a transactional id fences the epoch that was
-open before the crash. The same crash on the real Kafka gives the same outcome, and odradek started on the
+open before the crash; a transaction that timed out while the broker was down is aborted, not committed,
+when its producer commits after the restart. The same crash on the real Kafka gives the same outcome, and odradek started on the
 log directory of a Kafka stopped with a transaction open aborts it at its timeout.
 
 Each scenario ends with a committed sentinel record, so a consumer knows it has read everything before it
@@ -33,6 +34,8 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek import Broker
+from odradek.protocol.api import ApiKey
+from tests.polling import wait_for
 
 SENTINEL = b"sentinel"
 
@@ -273,6 +276,23 @@ def test_a_transactional_id_resumed_after_a_crash_fences_the_epoch_open_before_i
     assert raised.value.args[0].fatal()
 
 
+def kill_and_start_kafka(kafka: kafka_jvm.KafkaBroker, down_s: float = 0.0) -> None:
+    """SIGKILL, ``down_s`` seconds down, then start again on the same directory. Until ZooKeeper expires the
+    killed broker's session, its registration stands and a new start exits at once ("node already exists"):
+    start again, as a supervisor would."""
+    kafka.kill()
+    time.sleep(down_s)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            kafka.start()
+            return
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+
+
 def test_on_kafka_too_and_odradek_on_its_directory(real_kafka, tmp_path: Path) -> None:
     """The same crash on the real Kafka (a broker of its own, under a ZooKeeper chroot, with a short ZooKeeper
     session so that its restart need not wait out the dead one's registration) gives the same outcome.
@@ -285,23 +305,8 @@ def test_on_kafka_too_and_odradek_on_its_directory(real_kafka, tmp_path: Path) -
     settings = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200", "zookeeper.session.timeout.ms": "6000"}
     kafka = kafka_jvm.KafkaBroker(tmp_path / "kafka", real_kafka.zookeeper.connect + f"/txn-restart-{uuid.uuid4().hex[:8]}", settings=settings).start()
     try:
-
-        def restart() -> None:
-            kafka.kill()
-            # Until ZooKeeper expires the killed broker's session, its registration stands and a new start
-            # exits at once ("node already exists"): start again, as a supervisor would.
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    kafka.start()
-                    return
-                except RuntimeError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(1)
-
         crashed = topic_on(kafka.bootstrap, "restart-kill-kafka")
-        assert open_transaction_across_restart(kafka.bootstrap, restart, crashed) == AFTER_RESTART
+        assert open_transaction_across_restart(kafka.bootstrap, lambda: kill_and_start_kafka(kafka), crashed) == AFTER_RESTART
 
         moved = topic_on(kafka.bootstrap, "moved")
         in_transaction(transactional_producer(kafka.bootstrap, "moved-committed"), moved, [b"before"], commit=True)
@@ -320,3 +325,62 @@ def test_on_kafka_too_and_odradek_on_its_directory(real_kafka, tmp_path: Path) -
         assert read_until_sentinel(broker.bootstrap, moved, "read_committed", timeout=TXN_TIMEOUT_MS / 1000 + 30) == [b"before", b"after"]
         # The id Kafka gave out carries on: its next producer initializes and commits.
         in_transaction(transactional_producer(broker.bootstrap, "moved-hanging"), moved, [b"resumed"], commit=True)
+
+
+def described(connect: Callable[..., Any], bootstrap: str, transactional_id: str) -> Any:
+    """The transaction as DescribeTransactions shows it; None while the broker is not serving it yet."""
+    try:
+        (state,) = connect(bootstrap).call(ApiKey.DescribeTransactions, 0, {"transactional_ids": [transactional_id]}).transaction_states
+    except OSError:
+        return None
+    return state if state.error_code == 0 else None
+
+
+@pytest.mark.parametrize("kind", ["odradek", "kafka"])
+def test_a_transaction_that_timed_out_while_the_broker_was_down_is_never_committed(real_kafka, connect, tmp_path: Path, kind: str) -> None:
+    """The broker is killed with a transaction open and stays down longer than its timeout; when it is back,
+    the producer tries to commit. The transaction's start time comes back from ``__transaction_state``, the
+    timeout check finds it too old and aborts it, fencing the producer's epoch: the commit fails (_FENCED),
+    the records are never read committed.
+
+    Kafka checks on a schedule from its coordinator's start, which its load of ``__transaction_state`` comes
+    seconds after; a commit sent the moment the load ends could still race its first check, so on Kafka the
+    producer commits once DescribeTransactions shows the abort. odradek checks as the load ends: there the
+    producer commits the moment the broker is back (the check interval is 5 s, longer than it takes)."""
+    settings = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "5000"}
+    if kind == "kafka":
+        if real_kafka.zookeeper is None:
+            pytest.fail("a ZooKeeper of this run is needed (ODRADEK_COMPAT_KAFKA points at a Kafka this run did not start)", pytrace=False)
+        chroot = f"/txn-expired-{uuid.uuid4().hex[:8]}"
+        kafka = kafka_jvm.KafkaBroker(tmp_path / "kafka", real_kafka.zookeeper.connect + chroot, settings={**settings, "zookeeper.session.timeout.ms": "6000"}).start()
+        bootstrap, stop = kafka.bootstrap, kafka.stop
+        kill_and_restart = lambda down_s: kill_and_start_kafka(kafka, down_s)  # noqa: E731
+    else:
+        broker = Broker(log_dir=tmp_path / "odradek", subprocess=True, config=settings).__enter__()
+        bootstrap, stop = broker.bootstrap, lambda: broker.__exit__(None, None, None)
+
+        def kill_and_restart(down_s: float) -> None:
+            broker.kill()
+            time.sleep(down_s)
+            broker.start()
+    try:
+        topic = topic_on(bootstrap, "expired-while-down")
+        transactional_id = f"expired-{uuid.uuid4().hex[:8]}"
+        producer = transactional_producer(bootstrap, transactional_id, **{"transaction.timeout.ms": TXN_TIMEOUT_MS})
+        producer.begin_transaction()
+        producer.produce(topic, value=b"expired", partition=0)
+        producer.flush(30)
+        before = described(connect, bootstrap, transactional_id)
+        assert before.transaction_state == "Ongoing"
+        kill_and_restart(TXN_TIMEOUT_MS / 1000 + 1)
+        if kind == "kafka":
+            wait_for(lambda: (d := described(connect, bootstrap, transactional_id)) and d.transaction_state != "Ongoing", 30, "the abort of the expired transaction")
+        with pytest.raises(KafkaException) as raised:
+            producer.commit_transaction(30)
+        assert raised.value.args[0].name() == "_FENCED"
+        after = wait_for(lambda: (d := described(connect, bootstrap, transactional_id)) and d.transaction_state == "CompleteAbort" and d, 30, "CompleteAbort")
+        assert (after.transaction_start_time_ms, after.producer_id, after.producer_epoch) == (before.transaction_start_time_ms, before.producer_id, before.producer_epoch + 1)
+        in_transaction(transactional_producer(bootstrap, f"after-{transactional_id}"), topic, [SENTINEL], commit=True)
+        assert read_until_sentinel(bootstrap, topic, "read_committed") == []
+    finally:
+        stop()
