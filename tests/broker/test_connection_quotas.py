@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from kafka_jvm import free_port
 from odradek import Broker
 from odradek.broker.connection_quotas import ConnectionQuotas, parse_overrides
 from odradek.protocol.api import ApiKey, decode_response, encode_request
@@ -124,9 +125,3 @@ def test_connections_over_an_ips_connection_creation_rate_are_closed_after_the_t
 def tuple_of(bootstrap: str) -> tuple[str, int]:
     host, port = bootstrap.rsplit(":", 1)
     return host, int(port)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

@@ -16,6 +16,7 @@ import pytest
 from odradek import Broker
 from odradek.protocol.api import ApiKey, encode_request
 from odradek.protocol.errors import ErrorCode
+from tests.polling import wait_for
 
 MB = 1024 * 1024
 CONNECTIONS = 2000
@@ -32,13 +33,6 @@ def rss(pid: int) -> int:
 
 def open_descriptors(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def wait_for(predicate, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def settled_rss(pid: int) -> int:
@@ -146,14 +140,14 @@ def open_many(bootstrap: str, pid: int) -> tuple[list[socket.socket], float, flo
         t = time.monotonic()
         socks.append(dial(bootstrap))
         slowest = max(slowest, time.monotonic() - t)
-    wait_for(lambda: open_descriptors(pid) >= base_fds + CONNECTIONS)
+    wait_for(lambda: open_descriptors(pid) >= base_fds + CONNECTIONS, 10, "every connection open at the broker")
     return socks, slowest, time.monotonic() - started
 
 
 def close_all(socks: list[socket.socket], pid: int, base_fds: int) -> None:
     for s in socks:
         s.close()
-    wait_for(lambda: open_descriptors(pid) <= base_fds + 5)
+    wait_for(lambda: open_descriptors(pid) <= base_fds + 5, 10, "the broker closing the connections")
 
 
 def test_thousands_of_connections_open_quickly_and_cost_little(broker, connect) -> None:

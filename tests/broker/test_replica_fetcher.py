@@ -53,6 +53,7 @@ from odradek.protocol.record_batch import iter_batch_positions
 from odradek.protocol.records import Record, build_batch
 from odradek.storage.log import Log
 from odradek.storage.log_config import LogConfig
+from tests.polling import wait_for
 
 FOLLOWER = 2
 LEADER = 1
@@ -110,15 +111,6 @@ class KafkaLeader:
         self.observer.close()
         self.kafka.stop()
         self.zookeeper.stop()
-
-
-def wait_for(condition: Callable[[], object], timeout_s: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not reached within {timeout_s}s")
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,8 @@ an old leader epoch, an old partition epoch and an ISR naming a dead broker are 
 
 from __future__ import annotations
 
-import time
 import uuid
-from typing import Callable, Iterator
+from typing import Iterator
 
 import kafka_jvm
 import pytest
@@ -25,17 +24,9 @@ from odradek.controller.zk_client import ZkClient
 from odradek.controller.zk_controller import ZkController
 from odradek.protocol.api import ApiKey, decode_request, encode_request
 from odradek.protocol.errors import ErrorCode
+from tests.polling import wait_for
 
 TOPIC = "isr-changes"
-
-
-def wait_for(condition: Callable[[], object], timeout_s: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not reached within {timeout_s}s")
 
 
 @pytest.fixture(scope="module")

@@ -13,13 +13,13 @@ lives for the module; the test that kills a leader runs last.
 from __future__ import annotations
 
 import contextlib
-import socket
 import time
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
 import kafka_jvm
+from kafka_jvm import free_port
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -38,12 +38,6 @@ INTER_BROKER_MECHANISM = "SCRAM-SHA-512"
 TOPIC = "secured"
 PARTITIONS = 3
 RECORDS = 30
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def broker_config(broker_id: int, port: int, zookeeper_connect: str, pki: Pki, inter_broker_password: str = BROKER_PASSWORD) -> dict[str, Any]:

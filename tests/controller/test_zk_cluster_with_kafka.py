@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Callable, Iterator
+from typing import Iterator
 
 import kafka_jvm
 import pytest
@@ -26,15 +26,7 @@ from odradek.controller.embedded import new_cluster_id
 from odradek.controller.zk_client import ZkClient
 from odradek.controller.zk_controller import ZkController
 from odradek.controller.zk_controller_state import Leadership
-
-
-def wait_for(condition: Callable[[], object], timeout_s: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not reached within {timeout_s}s")
+from tests.polling import wait_for
 
 
 def run(tool: str, *args: str) -> str:

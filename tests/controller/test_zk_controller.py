@@ -4,7 +4,6 @@ Kafka's JSON (it reads them as Kafka does, as no partitions or no state, and goe
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Callable, Iterator
 
@@ -15,15 +14,7 @@ from odradek.broker.controller_channel import ControllerChannelManager
 from odradek.controller import zk_data as zd
 from odradek.controller.zk_client import ZkClient
 from odradek.controller.zk_controller import LeaderBalance, ZkController
-
-
-def wait_for(condition: Callable[[], object], timeout_s: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{what} not reached within {timeout_s}s")
+from tests.polling import wait_for
 
 
 def registration(broker_id: int) -> zd.BrokerRegistration:

@@ -18,7 +18,6 @@ import contextlib
 import hashlib
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -32,6 +31,7 @@ from odradek import Broker
 from odradek.controller.zk_client import ZkClient
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
+from tests.polling import wait_for
 
 CHROOT = "/odradek-security"
 ODRADEK_IDS = (0, 1, 2)
@@ -58,27 +58,13 @@ WAIT_S = 10.0
 """How long a change made on one broker may take to reach another (notifications are watched: well under this)."""
 
 
-def free_port() -> int:
-    return kafka_jvm.free_port()
-
-
-def wait_for(condition: Callable[[], Any], what: str, timeout_s: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if result := condition():
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout_s}s")
-        time.sleep(0.1)
-
-
 class Node:
     """One broker's two listeners (and an odradek broker's process)."""
 
     def __init__(self, broker_id: int) -> None:
         self.broker_id = broker_id
-        self.plaintext = f"127.0.0.1:{free_port()}"
-        self.sasl = f"127.0.0.1:{free_port()}"
+        self.plaintext = f"127.0.0.1:{kafka_jvm.free_port()}"
+        self.sasl = f"127.0.0.1:{kafka_jvm.free_port()}"
         self.broker: Broker | None = None
 
     def start(self, log_dir: Path, zookeeper_connect: str) -> None:
@@ -226,7 +212,7 @@ def guarded(cluster: dict[int, Node]) -> None:
                 return False
         return True
 
-    wait_for(everywhere, "every broker's metadata showing the topic led as assigned", 30)
+    wait_for(everywhere, 30, "every broker's metadata showing the topic led as assigned")
 
 
 def test_acl_created_on_one_broker_decides_on_the_others(cluster: dict[int, Node], guarded: None, connect: Callable[..., Any]) -> None:
@@ -234,25 +220,25 @@ def test_acl_created_on_one_broker_decides_on_the_others(cluster: dict[int, Node
     brokers 1 and 2; revoked through broker 0, brokers 1 and 2 refuse her."""
     add_scram_user(connect, cluster, "alice", "alice-secret")
     create_acls(connect, cluster[0], acl(TOPIC_TYPE, TOPIC, "User:alice", DESCRIBE, ALLOW))
-    wait_for(lambda: all(logs_in(cluster[i], "alice", "alice-secret") for i in ODRADEK_IDS), "alice logging in everywhere")
+    wait_for(lambda: all(logs_in(cluster[i], "alice", "alice-secret") for i in ODRADEK_IDS), WAIT_S, "alice logging in everywhere")
     assert produce_error(cluster, "alice", "alice-secret", 1) == "TOPIC_AUTHORIZATION_FAILED"
 
     create_acls(connect, cluster[0], acl(TOPIC_TYPE, TOPIC, "User:alice", WRITE, ALLOW))
     for partition in (1, 2):
-        wait_for(lambda: produce_error(cluster, "alice", "alice-secret", partition) is None, f"broker {partition} accepting alice's records")
+        wait_for(lambda: produce_error(cluster, "alice", "alice-secret", partition) is None, WAIT_S, f"broker {partition} accepting alice's records")
 
     assert delete_acls(connect, cluster[0], TOPIC_TYPE, TOPIC, "User:alice", WRITE) == 1
     for partition in (1, 2):
-        wait_for(lambda: produce_error(cluster, "alice", "alice-secret", partition) == "TOPIC_AUTHORIZATION_FAILED", f"broker {partition} refusing alice")
+        wait_for(lambda: produce_error(cluster, "alice", "alice-secret", partition) == "TOPIC_AUTHORIZATION_FAILED", WAIT_S, f"broker {partition} refusing alice")
 
 
 def test_prefixed_deny_from_one_broker_wins_on_another(cluster: dict[int, Node], guarded: None, connect: Callable[..., Any]) -> None:
     """A prefixed DENY added through broker 2 overrides a literal ALLOW added through broker 1, on broker 0."""
     add_scram_user(connect, cluster, "bob", "bob-secret")
     create_acls(connect, cluster[1], acl(TOPIC_TYPE, TOPIC, "User:bob", ALL, ALLOW))
-    wait_for(lambda: produce_error(cluster, "bob", "bob-secret", 0) is None, "broker 0 accepting bob's records")
+    wait_for(lambda: produce_error(cluster, "bob", "bob-secret", 0) is None, WAIT_S, "broker 0 accepting bob's records")
     create_acls(connect, cluster[2], acl(TOPIC_TYPE, "guard", "User:bob", WRITE, DENY, PREFIXED))
-    wait_for(lambda: produce_error(cluster, "bob", "bob-secret", 0) == "TOPIC_AUTHORIZATION_FAILED", "broker 0 refusing bob")
+    wait_for(lambda: produce_error(cluster, "bob", "bob-secret", 0) == "TOPIC_AUTHORIZATION_FAILED", WAIT_S, "broker 0 refusing bob")
     assert described_acls(connect, cluster[0], "guard") == {("guard", PREFIXED, "User:bob", WRITE, DENY)}
 
 
@@ -283,17 +269,17 @@ def test_kafka_and_odradek_read_each_others_writes(zookeeper: kafka_jvm.ZooKeepe
     """Kafka's DescribeAcls lists what odradek wrote; an ACL written by Kafka is listed and enforced by odradek,
     and a user Kafka's ``kafka-configs --zookeeper`` made (its code writing ZooKeeper) logs in at odradek."""
     create_acls(connect, cluster[2], acl(TOPIC_TYPE, "shared-o", "User:dan", READ, ALLOW))
-    wait_for(lambda: described_acls(connect, cluster[KAFKA_ID], "shared-o") == {("shared-o", LITERAL, "User:dan", READ, ALLOW)}, "Kafka listing odradek's ACL")
+    wait_for(lambda: described_acls(connect, cluster[KAFKA_ID], "shared-o") == {("shared-o", LITERAL, "User:dan", READ, ALLOW)}, WAIT_S, "Kafka listing odradek's ACL")
 
     made = kafka_jvm.run_tool(
         "kafka-configs", "--zookeeper", zookeeper.connect + CHROOT, "--alter", "--add-config", f"{SCRAM}=[password=erin-secret]", "--entity-type", "users", "--entity-name", "erin",
     )
     assert made.returncode == 0, made.stdout + made.stderr
-    wait_for(lambda: logs_in(cluster[0], "erin", "erin-secret"), "erin (made by Kafka's own code) logging in at odradek")
+    wait_for(lambda: logs_in(cluster[0], "erin", "erin-secret"), WAIT_S, "erin (made by Kafka's own code) logging in at odradek")
     assert produce_error(cluster, "erin", "erin-secret", 2) == "TOPIC_AUTHORIZATION_FAILED"
     create_acls(connect, cluster[KAFKA_ID], acl(TOPIC_TYPE, TOPIC, "User:erin", WRITE, ALLOW))
-    wait_for(lambda: described_acls(connect, cluster[1], TOPIC) >= {(TOPIC, LITERAL, "User:erin", WRITE, ALLOW)}, "odradek listing Kafka's ACL")
-    wait_for(lambda: produce_error(cluster, "erin", "erin-secret", 2) is None, "broker 2 accepting erin's records")
+    wait_for(lambda: described_acls(connect, cluster[1], TOPIC) >= {(TOPIC, LITERAL, "User:erin", WRITE, ALLOW)}, WAIT_S, "odradek listing Kafka's ACL")
+    wait_for(lambda: produce_error(cluster, "erin", "erin-secret", 2) is None, WAIT_S, "broker 2 accepting erin's records")
 
 
 def test_scram_user_made_on_one_broker_logs_in_at_another(cluster: dict[int, Node], zk: KazooClient, connect: Callable[..., Any]) -> None:
@@ -307,17 +293,17 @@ def test_scram_user_made_on_one_broker_logs_in_at_another(cluster: dict[int, Nod
     assert zk.exists("/config/users/frank%40corp")  # the name sanitized, as Kafka's Sanitizer does
     others = [node for i, node in cluster.items() if node is not active]
     for node in others:
-        wait_for(lambda: logs_in(node, FRANK, "frank-secret"), f"{FRANK} logging in at broker {node.broker_id}")
+        wait_for(lambda: logs_in(node, FRANK, "frank-secret"), WAIT_S, f"{FRANK} logging in at broker {node.broker_id}")
     assert not logs_in(others[0], FRANK, "wrong", timeout_s=2)
 
     add_scram_user(connect, cluster, FRANK, "new-secret")
-    wait_for(lambda: logs_in(others[-1], FRANK, "new-secret"), "the new password taking effect at another broker")
+    wait_for(lambda: logs_in(others[-1], FRANK, "new-secret"), WAIT_S, "the new password taking effect at another broker")
     assert not logs_in(others[-1], FRANK, "frank-secret", timeout_s=2)
 
     assert described_credentials(connect, others[-1], FRANK) == (ErrorCode.NONE, [(1, 4096)])
     deleted = connect(controller(connect, cluster).plaintext).call(ApiKey.AlterUserScramCredentials, 0, {"deletions": [{"name": FRANK, "mechanism": 1}], "upsertions": []})
     assert [(r.user, r.error_code) for r in deleted.results] == [(FRANK, ErrorCode.NONE)]
-    wait_for(lambda: described_credentials(connect, others[-1], FRANK) == (ErrorCode.RESOURCE_NOT_FOUND, []), "the deletion reaching another broker")
+    wait_for(lambda: described_credentials(connect, others[-1], FRANK) == (ErrorCode.RESOURCE_NOT_FOUND, []), WAIT_S, "the deletion reaching another broker")
 
 
 def described_credentials(connect: Callable[..., Any], node: Node, user: str) -> tuple[int, list[tuple[int, int]]]:
@@ -333,8 +319,8 @@ def test_scram_credentials_and_quotas_share_the_user_znode(cluster: dict[int, No
     add_scram_user(connect, cluster, "gina", "gina-secret-2")
     data, _ = zk.get("/config/users/gina")
     assert b'"producer_byte_rate":"4096"' in data and b'"SCRAM-SHA-256":"salt=' in data
-    wait_for(lambda: logs_in(cluster[0], "gina", "gina-secret-2"), "gina's new password taking effect at broker 0")
-    assert wait_for(lambda: described_quotas(connect, cluster[0], "user", "gina"), "broker 0 describing gina's quota") == {"producer_byte_rate": 4096.0}
+    wait_for(lambda: logs_in(cluster[0], "gina", "gina-secret-2"), WAIT_S, "gina's new password taking effect at broker 0")
+    assert wait_for(lambda: described_quotas(connect, cluster[0], "user", "gina"), WAIT_S, "broker 0 describing gina's quota") == {"producer_byte_rate": 4096.0}
 
 
 def alter_quota(connect: Callable[..., Any], node: Node, entity: list[dict[str, Any]], key: str, value: float) -> None:
@@ -357,7 +343,7 @@ def test_quota_set_on_one_broker_throttles_on_another(cluster: dict[int, Node], 
     and says so (throttle_time_ms), and Kafka and every odradek broker describe the quota."""
     alter_quota(connect, cluster[2], [{"entity_type": "client-id", "entity_name": "slowpoke"}], "producer_byte_rate", 1024.0)
     for i in (0, 1, KAFKA_ID):
-        assert wait_for(lambda: described_quotas(connect, cluster[i], "client-id", "slowpoke"), f"broker {i} describing the quota") == {"producer_byte_rate": 1024.0}
+        assert wait_for(lambda: described_quotas(connect, cluster[i], "client-id", "slowpoke"), WAIT_S, f"broker {i} describing the quota") == {"producer_byte_rate": 1024.0}
     throttles: list[tuple[int, float]] = []
     producer = Producer({
         "bootstrap.servers": cluster[0].plaintext, "client.id": "slowpoke", "log_level": 0, "linger.ms": 0,
@@ -383,7 +369,7 @@ def test_kafka_configs_makes_a_user_through_any_broker(cluster: dict[int, Node],
     assert made.returncode == 0, made.stdout + made.stderr
     assert "Completed updating config for user hank." in made.stdout
     for i in ODRADEK_IDS:
-        wait_for(lambda: logs_in(cluster[i], "hank", "hank-secret"), f"hank logging in at broker {i}")
+        wait_for(lambda: logs_in(cluster[i], "hank", "hank-secret"), WAIT_S, f"hank logging in at broker {i}")
 
 
 def test_brokers_adding_acls_to_one_resource_at_once_lose_none(cluster: dict[int, Node], zk: KazooClient, connect: Callable[..., Any]) -> None:
@@ -401,7 +387,7 @@ def test_brokers_adding_acls_to_one_resource_at_once_lose_none(cluster: dict[int
     assert {e["principal"] for e in json.loads(data)["acls"]} == set(principals)
     expected = {("contested", LITERAL, p, READ, ALLOW) for p in principals}
     for i in (*ODRADEK_IDS, KAFKA_ID):
-        wait_for(lambda: described_acls(connect, cluster[i], "contested") == expected, f"broker {i} listing every racer's ACL")
+        wait_for(lambda: described_acls(connect, cluster[i], "contested") == expected, WAIT_S, f"broker {i} listing every racer's ACL")
 
 
 def test_a_restarted_broker_reads_acls_credentials_and_quotas_from_zookeeper(zookeeper: kafka_jvm.ZooKeeper, cluster: dict[int, Node], connect: Callable[..., Any]) -> None:

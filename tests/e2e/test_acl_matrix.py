@@ -4,7 +4,6 @@ nothing it must not; with it, it succeeds. ``User:admin`` is the super user that
 
 from __future__ import annotations
 
-import socket
 from typing import Any, Iterator
 
 import pytest
@@ -12,18 +11,13 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka import ElectionType
 from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic, ResourcePatternType, ResourceType
 
+from kafka_jvm import free_port
 from odradek import Broker
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret"}
 GRANTED, HIDDEN, DESCRIBED = "matrix-granted", "matrix-hidden", "matrix-described"
 """alice may read and write GRANTED, only describe DESCRIBED, and nothing on HIDDEN, and use the group
 matrix-alice; bob may do nothing at all; carol is granted ALTER on the cluster by the test that needs it."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

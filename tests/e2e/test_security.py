@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import kafka_jvm
+from kafka_jvm import free_port
 import pytest
 
 from odradek import Broker
@@ -27,12 +28,6 @@ PLAIN_USERS = {"alice": "alice-secret", "admin": "admin-secret"}
 SCRAM_USERS = {"SCRAM-SHA-256": ("sam", "sam-secret"), "SCRAM-SHA-512": ("sue", "sue-secret")}
 LISTENERS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL", "REAUTH")
 REAUTH_MS = 2000
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
