@@ -23,6 +23,9 @@ class LeaderEpochFileCache:
         self._start_offsets: list[int] = []
         for epoch, start_offset in self._checkpoint.read():
             self._put(epoch, start_offset)
+        self._written = self.entries
+        """What the checkpoint file holds: a write that would not change it is skipped, as Kafka writes the
+        file only when its entries change (a restart's LeaderAndIsr re-assigns every partition's epoch)."""
 
     @property
     def entries(self) -> list[tuple[int, int]]:
@@ -77,25 +80,38 @@ class LeaderEpochFileCache:
 
     # Truncations are written without fsync, as in Kafka 3.7+ (KAFKA-15046): after a crash the log is
     # recovered and the cache truncated again from it, so a lost truncation costs nothing; assignments of
-    # new epochs are synced.
+    # new epochs are synced. ``write=False`` (the log loader's truncations, which Kafka flushes
+    # asynchronously too) leaves the file as it is until the next write or ``flush``: at a restart the
+    # loader drops an epoch that starts at the log end and the partition's LeaderAndIsr assigns it again,
+    # which then writes nothing.
 
-    def truncate_from_end(self, end_offset: int) -> None:
+    def truncate_from_end(self, end_offset: int, *, write: bool = True) -> None:
         """Drop epochs starting at or after ``end_offset`` (the log was truncated to it)."""
         if end_offset >= 0 and self._start_offsets and self._start_offsets[-1] >= end_offset:
             keep = bisect.bisect_left(self._start_offsets, end_offset)
-            self._replace(self._epochs[:keep], self._start_offsets[:keep], sync=False)
+            self._replace(self._epochs[:keep], self._start_offsets[:keep], sync=False, write=write)
 
-    def truncate_from_start(self, start_offset: int) -> None:
+    def truncate_from_start(self, start_offset: int, *, write: bool = True) -> None:
         """The log now starts at ``start_offset``: drop older epochs, moving the one covering it up to it."""
         removed = bisect.bisect_right(self._start_offsets, start_offset)
         if removed and (removed > 1 or self._start_offsets[0] != start_offset):
             epochs = [self._epochs[removed - 1], *self._epochs[removed:]]
-            self._replace(epochs, [start_offset, *self._start_offsets[removed:]], sync=False)
+            self._replace(epochs, [start_offset, *self._start_offsets[removed:]], sync=False, write=write)
+
+    def flush(self) -> None:
+        """Write a truncation left unwritten (``write=False``), unless the partition's directory is gone
+        (Kafka's writeIfDirExists): the log manager's checkpoints and the log's close call this."""
+        if self.entries != self._written and self._checkpoint.path.parent.is_dir():
+            self._replace(self._epochs, self._start_offsets, sync=False)
 
     def clear_and_flush(self) -> None:
         self._replace([], [])
 
-    def _replace(self, epochs: list[int], start_offsets: list[int], *, sync: bool = True) -> None:
-        """Write the new entries, then take them: a failed write (a full disk) changes nothing."""
-        self._checkpoint.write(zip(epochs, start_offsets), sync=sync)
+    def _replace(self, epochs: list[int], start_offsets: list[int], *, sync: bool = True, write: bool = True) -> None:
+        """Write the new entries unless the file holds them already, then take them: a failed write (a full
+        disk) changes nothing."""
+        entries = list(zip(epochs, start_offsets))
+        if write and entries != self._written:
+            self._checkpoint.write(entries, sync=sync)
+            self._written = entries
         self._epochs, self._start_offsets = epochs, start_offsets

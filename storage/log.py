@@ -860,6 +860,7 @@ class Log:
                 return
             self.producer_state.map_end_offset = self._log_end_offset
             self.producer_state.take_snapshot()
+            self.epoch_cache.flush()
             for segment in self._segments:
                 segment.close()
             for _, segment in self._retired:

@@ -68,7 +68,7 @@ class LogLoader:
         recovery point on is re-validated (size, magic, CRC, offset order); the first invalid or partial
         batch and everything after it is removed. A segment whose index is missing is recovered too, and
         indexes found corrupt later are rebuilt when first opened."""
-        names = self._complete_interrupted_swaps()
+        names, changed = self._complete_interrupted_swaps()
         bases: list[int] = []
         for name in names:
             stem, _, suffix = name.partition(".")
@@ -82,15 +82,19 @@ class LogLoader:
         segments = [open_segment(self.dir, base, self.config, self.now_ms) for base in sorted(bases)]
 
         log_start = log_start_checkpoint or 0
+        recovered = changed
         for segment in segments:
             if not segment.indexes_exist():
                 log.warning("Could not find index files of %s; recovering the segment and rebuilding them", segment.path(LOG_SUFFIX))
                 self._recover_segment(segment, segments, log_start)
+                recovered = True
         if not had_clean_shutdown and segments:
             segments = self._recover_unflushed(segments, recovery_point, log_start)
-        # Recovery's own producer states wrote and removed snapshots behind this one's back (Kafka's
-        # removeStraySnapshots reloads them the same way).
-        self.producer_state.reload_snapshots()
+            recovered = True
+        if recovered:
+            # Recovery's own producer states (and a finished swap) wrote and removed snapshots behind this
+            # one's back (Kafka's removeStraySnapshots reloads them the same way).
+            self.producer_state.reload_snapshots()
 
         if not segments:
             segments = [create_segment(self.dir, log_start_checkpoint or 0, self.config, self.now_ms)]
@@ -106,8 +110,8 @@ class LogLoader:
         segments[-1].become_active()
 
         recovery_point = log_end_offset if had_clean_shutdown else min(recovery_point, log_end_offset)
-        self.epoch_cache.truncate_from_end(log_end_offset)
-        self.epoch_cache.truncate_from_start(log_start_offset)
+        self.epoch_cache.truncate_from_end(log_end_offset, write=False)
+        self.epoch_cache.truncate_from_start(log_start_offset, write=False)
         state = self.producer_state
         if state.latest_snapshot_offset is None and had_clean_shutdown:
             # No snapshot after a clean shutdown: no idempotent producer ever wrote here (Kafka's upgrade path).
@@ -117,8 +121,9 @@ class LogLoader:
             rebuild_producer_state(state, segments, log_start_offset, log_end_offset, self.now_ms)
         return LoadedLog(segments, log_start_offset, log_end_offset, recovery_point)
 
-    def _complete_interrupted_swaps(self) -> list[str]:
-        """Finish or undo what a crash left of a cleaner swap (Kafka's LogLoader), then list the directory.
+    def _complete_interrupted_swaps(self) -> tuple[list[str], bool]:
+        """Finish or undo what a crash left of a cleaner swap (Kafka's LogLoader), then list the directory;
+        and whether anything was removed or renamed.
 
         ``.cleaned`` files were never committed, and neither was a ``.swap`` file at or above the lowest of
         them (its segment's renaming had not finished): both go, with ``.deleted`` and ``.tmp`` files. Every
@@ -129,13 +134,16 @@ class LogLoader:
         cleaned = [offset for name in names if name.endswith(CLEANED_FILE_SUFFIX) and (offset := file_offset(name)) is not None]
         min_cleaned = min(cleaned, default=None)
         swaps = []
+        removed = False
         for name in names:
             if name.endswith(_TEMPORARY_SUFFIXES):
+                removed = True
                 unlink_if_exists(self.dir / name)
             elif name.endswith(SWAP_FILE_SUFFIX):
                 offset = file_offset(name)
                 if offset is None or (min_cleaned is not None and offset >= min_cleaned):
                     log.info("Deleting %s of an interrupted swap that had not finished", self.dir / name)
+                    removed = True
                     unlink_if_exists(self.dir / name)
                 else:
                     swaps.append(name)
@@ -162,7 +170,8 @@ class LogLoader:
             os.rename(self.dir / name, self.dir / name[: -len(SWAP_FILE_SUFFIX)])
         if swaps:
             fsync_dir(self.dir)
-        return os.listdir(self.dir)
+        changed = bool(swaps) or removed
+        return (os.listdir(self.dir) if changed else names), changed
 
     def _recover_unflushed(self, segments: list[LogSegment], recovery_point: int, log_start: int) -> list[LogSegment]:
         """Recover the segments from the one holding the recovery point on; the first with an invalid tail

@@ -374,8 +374,10 @@ class LogManager:
         return self.cleaner.clean_logs(logs, now, live)
 
     def checkpoint(self) -> None:
-        """Write the three offset checkpoint files of every log directory (atomically)."""
+        """Write the three offset checkpoint files of every log directory (atomically), and the leader epoch
+        checkpoints the logs' loading truncated without writing."""
         with self._lock:
+            _each_log("leader epoch checkpoint", self._logs.values(), lambda log_: log_.epoch_cache.flush())
             for log_ in self._logs.values():
                 tp = (log_.topic, log_.partition)
                 self._recovery_points[tp] = log_.recovery_point

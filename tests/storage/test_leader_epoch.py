@@ -58,3 +58,68 @@ def test_log_truncation_updates_the_epoch_cache(open_log, make_batch):
     log.truncate_to(5)
     assert log.epoch_cache.entries == [(1, 0), (2, 4)]
     assert log.end_offset_for_epoch(2) == (2, 5) and log.latest_epoch == 2
+
+
+def test_a_write_that_changes_nothing_is_skipped(tmp_path):
+    """Kafka writes the checkpoint only when its entries change: a restart's LeaderAndIsr assigning the epoch
+    the file already holds writes nothing (with thousands of partitions, thousands of fsyncs saved)."""
+    _cache(tmp_path, [(0, 0), (3, 10)])
+    written = (tmp_path / LEADER_EPOCH_CHECKPOINT).stat().st_ino
+    cache = LeaderEpochFileCache(tmp_path)
+    cache.assign(3, 10)
+    cache.assign(3, 12)
+    cache.clear_and_flush()
+    cache.assign(0, 0)
+    cache.assign(3, 10)
+    assert (tmp_path / LEADER_EPOCH_CHECKPOINT).stat().st_ino != written  # the clear was written
+    written = (tmp_path / LEADER_EPOCH_CHECKPOINT).stat().st_ino
+    assert LeaderEpochFileCache(tmp_path).entries == [(0, 0), (3, 10)]
+    cache.assign(3, 10)
+    assert (tmp_path / LEADER_EPOCH_CHECKPOINT).stat().st_ino == written
+    cache.assign(4, 20)  # a new epoch is written (and synced) before assign returns
+    assert (tmp_path / LEADER_EPOCH_CHECKPOINT).read_text() == "0\n3\n0 0\n3 10\n4 20\n"
+
+
+def test_a_loading_truncation_is_written_at_the_next_write_or_flush(tmp_path):
+    """The log loader's truncations (``write=False``) stay in memory: an assignment that restores the file's
+    entries writes nothing, one that does not writes them all, and ``flush`` writes a truncation left alone."""
+    _cache(tmp_path, [(0, 0), (2, 5)])
+    written = (tmp_path / LEADER_EPOCH_CHECKPOINT).stat().st_ino
+    cache = LeaderEpochFileCache(tmp_path)
+    cache.truncate_from_end(5, write=False)  # epoch 2 has no records: a loaded log ends where it starts
+    assert cache.entries == [(0, 0)]
+    assert (tmp_path / LEADER_EPOCH_CHECKPOINT).stat().st_ino == written
+    cache.assign(2, 5)  # the restarted leader's epoch: what the file holds
+    assert (tmp_path / LEADER_EPOCH_CHECKPOINT).stat().st_ino == written
+    cache.truncate_from_end(5, write=False)
+    cache.assign(3, 5)
+    assert (tmp_path / LEADER_EPOCH_CHECKPOINT).read_text() == "0\n2\n0 0\n3 5\n"
+    cache.truncate_from_start(2, write=False)
+    assert (tmp_path / LEADER_EPOCH_CHECKPOINT).read_text() == "0\n2\n0 0\n3 5\n"
+    cache.flush()
+    assert (tmp_path / LEADER_EPOCH_CHECKPOINT).read_text() == "0\n2\n0 2\n3 5\n"
+
+
+def test_a_restart_rewrites_no_checkpoint(open_log, make_batch):
+    """An empty log and one whose last epoch has no records yet: reopened, their loader drops the epoch that
+    starts at the log end, and becoming leader again in the same epoch restores it without a write. A
+    truncation nothing restores is written at the log's close."""
+    empty, held = open_log(name="empty-0"), open_log(name="held-0")
+    empty.assign_epoch_start_offset(0, 0)
+    held.append_as_leader(make_batch(3), leader_epoch=0)
+    held.assign_epoch_start_offset(1, 3)
+    paths = [log.dir / LEADER_EPOCH_CHECKPOINT for log in (empty, held)]
+    inodes = [p.stat().st_ino for p in paths]
+    for log in (empty, held):
+        log.close()
+    empty, held = open_log(name="empty-0"), open_log(name="held-0")
+    assert empty.epoch_cache.entries == [] and held.epoch_cache.entries == [(0, 0)]
+    empty.assign_epoch_start_offset(0, 0)
+    held.assign_epoch_start_offset(1, 3)
+    assert [p.stat().st_ino for p in paths] == inodes
+    assert held.epoch_cache.entries == [(0, 0), (1, 3)]
+    empty.close()
+    held.close()
+    reopened = open_log(name="held-0")
+    reopened.close()
+    assert paths[1].read_text() == "0\n1\n0 0\n"
