@@ -66,6 +66,24 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     _k("sasl.enabled.mechanisms", LIST, "GSSAPI", "SASL mechanisms enabled on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (GSSAPI is not implemented)."),
     _k("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", "SASL mechanism used for inter-broker communication."),
     _k("sasl.jaas.config", PW, None, "JAAS login context parameters for SASL connections, in JAAS configuration file format."),
+    # Kafka's other SSL and SASL keys (dynamic per listener, as Kafka's DynamicListenerConfig): accepted and
+    # described; odradek's TLS takes its context from the keys above, and it implements no Kerberos.
+    _k("ssl.provider", S, None, "The name of the JCA security provider used for SSL connections (Java's).", acted_on=False),
+    _k("ssl.keymanager.algorithm", S, "SunX509", "The key manager factory algorithm (Java's).", acted_on=False),
+    _k("ssl.trustmanager.algorithm", S, "PKIX", "The trust manager factory algorithm (Java's).", acted_on=False),
+    _k("ssl.secure.random.implementation", S, None, "The SecureRandom PRNG implementation (Java's).", acted_on=False),
+    _k("ssl.engine.factory.class", C, None, "A class providing SSLEngine objects (Java's).", acted_on=False),
+    _k("principal.builder.class", C, "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder", "The class building a connection's principal; odradek builds Kafka's default principals.", acted_on=False),
+    _k("sasl.kerberos.service.name", S, None, "The Kerberos principal name Kafka runs as (GSSAPI, not implemented).", acted_on=False),
+    _k("sasl.kerberos.kinit.cmd", S, "/usr/bin/kinit", "Kerberos kinit command path (GSSAPI, not implemented).", acted_on=False),
+    _k("sasl.kerberos.ticket.renew.window.factor", D, 0.8, "Kerberos ticket renewal point, as a fraction of its lifetime (GSSAPI, not implemented).", acted_on=False),
+    _k("sasl.kerberos.ticket.renew.jitter", D, 0.05, "Random jitter added to the Kerberos renewal time (GSSAPI, not implemented).", acted_on=False),
+    _k("sasl.kerberos.min.time.before.relogin", L, 60000, "Login thread sleep time between Kerberos refresh attempts (GSSAPI, not implemented).", acted_on=False),
+    _k("sasl.kerberos.principal.to.local.rules", LIST, "DEFAULT", "Rules mapping Kerberos principal names to short names (GSSAPI, not implemented).", acted_on=False),
+    _k("sasl.login.refresh.window.factor", D, 0.8, "Login refresh point as a fraction of the credential's lifetime (OAUTHBEARER clients; not used by a broker that only validates).", acted_on=False),
+    _k("sasl.login.refresh.window.jitter", D, 0.05, "Random jitter added to the login refresh time.", acted_on=False),
+    _k("sasl.login.refresh.min.period.seconds", ConfigType.SHORT, 60, "The least time the login refresh thread waits between refreshes.", acted_on=False),
+    _k("sasl.login.refresh.buffer.seconds", ConfigType.SHORT, 300, "Buffer time before credential expiration to keep when refreshing.", acted_on=False),
     _k("connections.max.reauth.ms", L, 0, "When positive, the most time an authenticated SASL session lasts: the client must re-authenticate (KIP-368) or be disconnected."),
     _k("connection.failed.authentication.delay.ms", I, 100, "Connection close delay on failed authentication.", at_least=0),
     _k("sasl.server.max.receive.size", I, 524288, "The maximum receive size allowed before and during initial SASL authentication.", at_least=1),
@@ -94,7 +112,13 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     # client quotas
     _k("quota.window.num", I, 11, "The number of samples to retain in memory for client quotas.", at_least=1),
     _k("quota.window.size.seconds", I, 1, "The time span of each sample for client quotas.", at_least=1),
+    # tiered storage (not implemented): its dynamic keys, accepted and described
+    _k("remote.log.index.file.cache.total.size.bytes", L, 1073741824, "The total size of the space allocated to store remote index files (tiered storage, not implemented).", at_least=1, acted_on=False),
+    _k("remote.fetch.max.wait.ms", I, 500, "The longest wait for remote data to fill a fetch (tiered storage, not implemented).", at_least=1, acted_on=False),
+    _k("remote.log.manager.copy.max.bytes.per.second", L, LONG_MAX, "The most bytes per second copied to remote storage (tiered storage, not implemented).", at_least=1, acted_on=False),
+    _k("remote.log.manager.fetch.max.bytes.per.second", L, LONG_MAX, "The most bytes per second read from remote storage (tiered storage, not implemented).", at_least=1, acted_on=False),
     # metrics
+    _k("metric.reporters", LIST, "", "Classes Kafka notifies of new metrics (Java's); odradek exports its metrics at prometheus.port.", acted_on=False),
     _k("prometheus.port", I, None, "odradek: port of the Prometheus endpoint, http://host:port/metrics, with Kafka's MBeans under the names the Prometheus JMX exporter gives them (docs/operations.md). Unset: off; 0 picks a free port. Strimzi's JMX exporter uses 9404.", at_least=0),
     _k("prometheus.host", S, None, "odradek: interface the Prometheus endpoint binds; unset: the first listener's host (all interfaces if that is empty)."),
     # ZooKeeper (cluster mode)

@@ -108,6 +108,10 @@ def _alter_broker(services: ConfigServices, name: str, configs: list[Any], new_o
     except ConfigError as exc:  # DynamicConfigError or a value's InvalidValueError: both INVALID_REQUEST
         raise KafkaError(ErrorCode.INVALID_REQUEST, str(exc)) from None
     if not validate_only:
+        try:
+            services.dynamic_config.check_storable(props, per_broker)
+        except ConfigError as exc:  # refused as it is written, after the checks: Kafka's INVALID_CONFIG
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): {exc}") from None
         services.controller.set_broker_configs(name or DEFAULT_ENTITY, props)
 
 
