@@ -123,8 +123,8 @@ def _all(key: ApiKey, module: Any, *needs: str) -> Handler:
     return Handler(module.handle, api.min_version, api.max_version, needs)
 
 
-ALTER_CONFIGS = ("metadata", "dynamic_config", "broker_defaults", "controller", "authorization", "zk_broker")
-"""What AlterConfigs and IncrementalAlterConfigs need (``alter_configs.ConfigServices``)."""
+ALTER_CONFIGS = ("metadata", "dynamic_config", "broker_defaults", "metadata_support", "authorization")
+"""What AlterConfigs and IncrementalAlterConfigs need (``alter_configs.alter``)."""
 
 
 HANDLERS: dict[int, Handler] = {
@@ -133,15 +133,15 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ListOffsets: _all(ApiKey.ListOffsets, list_offsets, "replica_manager", "authorization"),
     ApiKey.Metadata: _all(ApiKey.Metadata, metadata, "metadata", "config", "auto_create_topic", "authorization"),
     ApiKey.ApiVersions: Handler(lambda request: api_versions.handle(API_RANGES, request), APIS[ApiKey.ApiVersions].min_version, APIS[ApiKey.ApiVersions].max_version),
-    ApiKey.CreateTopics: _all(ApiKey.CreateTopics, create_topics, "metadata", "config", "controller", "create_topic", "replica_manager", "dynamic_config", "broker_defaults", "authorization", "quotas", "zk_broker"),
+    ApiKey.CreateTopics: _all(ApiKey.CreateTopics, create_topics, "metadata", "config", "metadata_support", "create_topic", "replica_manager", "dynamic_config", "broker_defaults", "authorization", "quotas"),
     ApiKey.InitProducerId: _all(ApiKey.InitProducerId, init_producer_id, "transaction_coordinator", "next_producer_id", "authorization"),
     ApiKey.OffsetForLeaderEpoch: _all(ApiKey.OffsetForLeaderEpoch, offset_for_leader_epoch, "replica_manager", "authorization"),
-    ApiKey.DeleteTopics: _all(ApiKey.DeleteTopics, delete_topics, "metadata", "config", "controller", "authorization", "quotas", "zk_broker"),
+    ApiKey.DeleteTopics: _all(ApiKey.DeleteTopics, delete_topics, "metadata", "config", "metadata_support", "authorization", "quotas"),
     ApiKey.DeleteRecords: _all(ApiKey.DeleteRecords, delete_records, "metadata", "replica_manager", "authorization"),
     ApiKey.DescribeConfigs: _all(ApiKey.DescribeConfigs, describe_configs, "metadata", "dynamic_config", "broker_defaults", "authorization"),
     ApiKey.AlterConfigs: _all(ApiKey.AlterConfigs, alter_configs, *ALTER_CONFIGS),
     ApiKey.DescribeLogDirs: _all(ApiKey.DescribeLogDirs, describe_log_dirs, "replica_manager", "authorization"),
-    ApiKey.CreatePartitions: _all(ApiKey.CreatePartitions, create_partitions, "controller", "replica_manager", "authorization", "quotas", "zk_broker"),
+    ApiKey.CreatePartitions: _all(ApiKey.CreatePartitions, create_partitions, "metadata_support", "replica_manager", "authorization", "quotas"),
     ApiKey.IncrementalAlterConfigs: _all(ApiKey.IncrementalAlterConfigs, incremental_alter_configs, *ALTER_CONFIGS),
     ApiKey.DescribeCluster: _all(ApiKey.DescribeCluster, describe_cluster, "metadata", "authorization"),
     ApiKey.DescribeProducers: _all(ApiKey.DescribeProducers, describe_producers, "metadata", "replica_manager", "authorization"),
@@ -159,11 +159,11 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.SaslHandshake: Handler(sasl_handshake.handle, 0, 1),
     ApiKey.SaslAuthenticate: Handler(sasl_authenticate.handle, 0, 2),
     ApiKey.DescribeAcls: _all(ApiKey.DescribeAcls, describe_acls, "authorization"),
-    ApiKey.CreateAcls: _all(ApiKey.CreateAcls, create_acls, "authorization", "zk_broker"),
-    ApiKey.DeleteAcls: _all(ApiKey.DeleteAcls, delete_acls, "authorization", "zk_broker"),
+    ApiKey.CreateAcls: _all(ApiKey.CreateAcls, create_acls, "authorization", "metadata_support"),
+    ApiKey.DeleteAcls: _all(ApiKey.DeleteAcls, delete_acls, "authorization", "metadata_support"),
     ApiKey.DescribeClientQuotas: _all(ApiKey.DescribeClientQuotas, describe_client_quotas, "authorization", "client_quotas"),
-    ApiKey.AlterClientQuotas: _all(ApiKey.AlterClientQuotas, alter_client_quotas, "authorization", "client_quotas", "zk_broker"),
-    ApiKey.AlterUserScramCredentials: _all(ApiKey.AlterUserScramCredentials, alter_user_scram_credentials, "credentials", "zk_broker", "authorization"),
+    ApiKey.AlterClientQuotas: _all(ApiKey.AlterClientQuotas, alter_client_quotas, "authorization", "client_quotas", "metadata_support"),
+    ApiKey.AlterUserScramCredentials: _all(ApiKey.AlterUserScramCredentials, alter_user_scram_credentials, "credentials", "metadata_support", "authorization"),
     ApiKey.DescribeUserScramCredentials: _all(ApiKey.DescribeUserScramCredentials, describe_user_scram_credentials, "credentials", "authorization"),
     ApiKey.AddPartitionsToTxn: _all(ApiKey.AddPartitionsToTxn, add_partitions_to_txn, "metadata", "transaction_coordinator", "authorization"),
     ApiKey.AddOffsetsToTxn: _all(ApiKey.AddOffsetsToTxn, add_offsets_to_txn, "metadata", "config", "transaction_coordinator", "authorization"),
@@ -172,15 +172,15 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.TxnOffsetCommit: _all(ApiKey.TxnOffsetCommit, txn_offset_commit, "group_coordinator", "metadata", "replica_manager", "authorization"),
     ApiKey.DescribeTransactions: _all(ApiKey.DescribeTransactions, describe_transactions, "transaction_coordinator", "authorization"),
     ApiKey.ListTransactions: _all(ApiKey.ListTransactions, list_transactions, "transaction_coordinator", "authorization"),
-    ApiKey.AlterPartition: _all(ApiKey.AlterPartition, alter_partition, "zk_broker", "authorization"),
-    ApiKey.AllocateProducerIds: _all(ApiKey.AllocateProducerIds, allocate_producer_ids, "zk_broker", "authorization"),
-    ApiKey.ControlledShutdown: _all(ApiKey.ControlledShutdown, controlled_shutdown, "zk_broker", "authorization"),
-    ApiKey.AlterPartitionReassignments: _all(ApiKey.AlterPartitionReassignments, alter_partition_reassignments, "zk_broker", "metadata", "authorization"),
-    ApiKey.ListPartitionReassignments: _all(ApiKey.ListPartitionReassignments, list_partition_reassignments, "zk_broker", "authorization"),
-    ApiKey.ElectLeaders: _all(ApiKey.ElectLeaders, elect_leaders, "zk_broker", "metadata", "authorization"),
-    ApiKey.LeaderAndIsr: _all(ApiKey.LeaderAndIsr, leader_and_isr, "zk_broker", "authorization"),
-    ApiKey.StopReplica: _all(ApiKey.StopReplica, stop_replica, "zk_broker", "authorization"),
-    ApiKey.UpdateMetadata: _all(ApiKey.UpdateMetadata, update_metadata, "zk_broker", "authorization"),
+    ApiKey.AlterPartition: _all(ApiKey.AlterPartition, alter_partition, "metadata_support", "authorization"),
+    ApiKey.AllocateProducerIds: _all(ApiKey.AllocateProducerIds, allocate_producer_ids, "metadata_support", "authorization"),
+    ApiKey.ControlledShutdown: _all(ApiKey.ControlledShutdown, controlled_shutdown, "metadata_support", "authorization"),
+    ApiKey.AlterPartitionReassignments: _all(ApiKey.AlterPartitionReassignments, alter_partition_reassignments, "metadata_support", "authorization"),
+    ApiKey.ListPartitionReassignments: _all(ApiKey.ListPartitionReassignments, list_partition_reassignments, "metadata_support", "authorization"),
+    ApiKey.ElectLeaders: _all(ApiKey.ElectLeaders, elect_leaders, "metadata_support", "metadata", "authorization"),
+    ApiKey.LeaderAndIsr: _all(ApiKey.LeaderAndIsr, leader_and_isr, "metadata_support", "authorization"),
+    ApiKey.StopReplica: _all(ApiKey.StopReplica, stop_replica, "metadata_support", "authorization"),
+    ApiKey.UpdateMetadata: _all(ApiKey.UpdateMetadata, update_metadata, "metadata_support", "authorization"),
 }
 
 

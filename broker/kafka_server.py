@@ -1,8 +1,12 @@
 """The broker's components, wired together (Kafka's ``KafkaServer``), independent of the network.
 
-``KafkaServer`` owns the log manager, the replica manager, the controller, the coordinators and the fetch
-sessions; it receives metadata changes from the controller as Kafka's brokers receive LeaderAndIsr,
+``KafkaServer`` owns the log manager, the replica manager, the metadata support, the coordinators and the
+fetch sessions; it receives metadata changes from the controller as Kafka's brokers receive LeaderAndIsr,
 UpdateMetadata and StopReplica. The socket server feeds it request frames and sends what it answers.
+
+The metadata mode (the embedded single-node controller, or a ZooKeeper cluster) is chosen here, once, at
+start (:func:`credential_store`, :func:`start_metadata_support`); everything else asks the
+:class:`MetadataSupport` and never which mode it runs in.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer import create_authorizer
+from odradek.broker.authorizer.acl_authorizer import AclStore
 from odradek.broker.authorizer.zk_acl_store import ZkAclStore
 from odradek.broker.quotas import ClientQuotaConfigs, ClientQuotas
 from odradek.broker.config import BrokerConfig
@@ -21,7 +26,6 @@ from odradek.broker.coordinator.partitions import ReplicaManagerPartitions
 from odradek.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from odradek.broker.fetch_session import FetchSessionCache
 from odradek.broker.group_coordinator import GROUP_METADATA_TOPIC, group_coordinator_runtime
-from odradek.broker.metadata_waits import admin_call
 from odradek.broker.new_logs import make_logs, unmake_logs
 from odradek.broker.inter_broker_send import InterBrokerSender
 from odradek.broker.kafka_client import Node
@@ -29,14 +33,15 @@ from odradek.broker.log_dir_failure import LogDirFailureChannel
 from odradek.broker.replica_fetcher import FetcherConfig
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.security.client import inter_broker_security
-from odradek.broker.security.credentials import ZkCredentialStore, credential_store
-from odradek.broker.security.scram import CredentialStore
+from odradek.broker.security.credentials import ZkCredentialStore
+from odradek.broker.security.scram import SCRAM_CREDENTIALS_FILE, CredentialStore, FileCredentialStore
 from odradek.broker.transaction_coordinator import TRANSACTION_STATE_TOPIC, transaction_coordinator_runtime
 from odradek.broker.transaction_markers import MarkerChannel, MarkerWriter, WriteTxnMarkers
 from odradek.broker.transaction_verification import AddPartitionsToTxnVerify, TransactionVerifier
 from odradek.broker.zk_broker import ZkBroker
 from odradek.controller.embedded import EmbeddedController
-from odradek.controller.metadata import BrokerInfo, TopicInfo
+from odradek.controller.metadata import BrokerInfo, MetadataImage, TopicInfo
+from odradek.controller.metadata_support import MetadataSupport
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.config_types import ConfigError
 from odradek.storage.log_manager import LogManager
@@ -45,6 +50,31 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
 log = logging.getLogger("odradek.server")
+
+
+def credential_store(config: BrokerConfig) -> CredentialStore:
+    """Where the users' SCRAM credentials are kept: in ZooKeeper with ``zookeeper.connect`` (bound to the
+    broker's session when it connects, :func:`start_metadata_support`), else in a file beside the embedded
+    controller's metadata. Chosen before the broker starts: the listeners' authenticators need it."""
+    if config["zookeeper.connect"]:
+        return ZkCredentialStore()
+    return FileCredentialStore(config.log_dirs[0] / SCRAM_CREDENTIALS_FILE)
+
+
+def start_metadata_support(server: "KafkaServer", me: BrokerInfo) -> tuple[MetadataSupport, AclStore]:
+    """The one place the metadata mode is chosen: a broker of the ZooKeeper cluster ``zookeeper.connect``
+    names (Kafka 3.9's ZooKeeper mode), else the embedded single-node controller. Also answers where the
+    ACLs live. A third mode (KRaft) is a third branch here and a third :class:`MetadataSupport`."""
+    config = server.config
+    if config["zookeeper.connect"]:
+        zk_support = ZkBroker(config, me, server, server.replica_manager, security=server.inter_broker_security)
+        server.replica_manager.log_dir_failure = LogDirFailureChannel(server.log_dirs, server.replica_manager.take_log_dir_offline)
+        if isinstance(server.credentials, ZkCredentialStore):
+            zk_support.follow_credentials(server.credentials)
+        return zk_support, ZkAclStore(zk_support.zk)
+    internal_topic_configs = {runtime.topic.name: runtime.topic.configs for runtime in server.coordinators.values()}
+    embedded = EmbeddedController(me, server.log_dirs[0], server, config["cluster.id"], log_dirs=server.log_dirs, internal_topic_configs=internal_topic_configs)
+    return embedded, embedded
 
 
 class KafkaServer:
@@ -71,9 +101,8 @@ class KafkaServer:
         )
         self.replica_manager.leader_node = self._inter_broker_node
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
-        self.controller: EmbeddedController | ZkBroker | None = None
-        self.zk_broker: ZkBroker | None = None
-        """In ZooKeeper mode (``zookeeper.connect``), the broker's cluster side, also its ``controller``."""
+        self.metadata_support: MetadataSupport | None = None
+        """The metadata mode, chosen at :meth:`startup` (:func:`start_metadata_support`)."""
         self.authorization = Authorization()
         self.coordinators: dict[str, Any] = {}
         offsets = ReplicaManagerPartitions(
@@ -127,44 +156,35 @@ class KafkaServer:
         """Bring up storage, then the controller, which hands this broker its partitions. ``endpoints``: the
         (listener, host, port) of every advertised listener."""
         me = BrokerInfo(self.broker_id, advertised_host, advertised_port, self.config["broker.rack"], endpoints)
-        if self.config["zookeeper.connect"]:
-            self.controller = self.zk_broker = ZkBroker(self.config, me, self, self.replica_manager, security=self.inter_broker_security)
-            self.replica_manager.log_dir_failure = LogDirFailureChannel(self.log_dirs, self.replica_manager.take_log_dir_offline)
-        else:
-            self.controller = EmbeddedController(
-                me, self.log_dirs[0], self, self.config["cluster.id"],
-                log_dirs=self.log_dirs, internal_topic_configs={runtime.topic.name: runtime.topic.configs for runtime in self.coordinators.values()},
-            )
-        if self.zk_broker is not None and isinstance(self.credentials, ZkCredentialStore):
-            self.zk_broker.follow_credentials(self.credentials)
-        acl_store = ZkAclStore(self.zk_broker.zk) if self.zk_broker is not None else self.controller
+        support, acl_store = start_metadata_support(self, me)
+        self.metadata_support = support
         self.authorization.authorizer = create_authorizer(
             self.config["authorizer.class.name"], acl_store, self.config["super.users"], self.config["allow.everyone.if.no.acl.found"]
         )
-        if isinstance(acl_store, ZkAclStore) and self.authorization.authorizer is not None:
+        if self.authorization.authorizer is not None:
             acl_store.follow_changes(self.authorization.authorizer.refresh)
-        self.client_quotas = ClientQuotaConfigs(self.controller)
+        self.client_quotas = ClientQuotaConfigs(support)
         self.quotas = ClientQuotas.from_config(self.client_quotas, self.config["quota.window.num"], self.config["quota.window.size.seconds"])
         for entity in (DEFAULT_ENTITY, str(self.broker_id)):
             self._load_broker_configs(entity)
         self._apply_broker_defaults()
-        self.log_manager.startup(self.controller.image.cluster_id, self.broker_id)
-        self.controller.startup()
+        self.log_manager.startup(support.image.cluster_id, self.broker_id)
+        support.startup()
 
     async def controlled_shutdown(self) -> None:
-        """In ZooKeeper mode the controller first moves this broker's leaderships, while it still serves."""
-        if self.zk_broker is not None:
-            await self.zk_broker.controlled_shutdown()
+        """The controller first moves this broker's leaderships, while it still serves."""
+        if self.metadata_support is not None:
+            await self.metadata_support.controlled_shutdown()
 
     def shutdown(self) -> None:
-        if self.zk_broker is not None:
-            self.zk_broker.shutdown()
+        if self.metadata_support is not None:
+            self.metadata_support.shutdown()
         self.log_manager.shutdown()
 
     def _inter_broker_node(self, broker_id: int) -> Node | None:
         """A live broker's endpoint on the inter-broker listener (named, or that of
         ``security.inter.broker.protocol``): where a follower fetches from."""
-        broker = self.metadata.brokers.get(broker_id) if self.controller is not None else None
+        broker = self.metadata.brokers.get(broker_id) if self.metadata_support is not None else None
         endpoint = broker.endpoint(self.config["inter.broker.listener.name"] or self.config["security.inter.broker.protocol"]) if broker is not None else None
         return Node(broker_id, *endpoint) if endpoint is not None else None
 
@@ -220,21 +240,21 @@ class KafkaServer:
     # -- shared operations --------------------------------------------------------------------------------
 
     @property
-    def metadata(self):
-        assert self.controller is not None
-        return self.controller.image
+    def metadata(self) -> MetadataImage:
+        assert self.metadata_support is not None
+        return self.metadata_support.image
 
     def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1, configs: dict[str, str] | None = None, assignments: dict[int, list[int]] | None = None, *, validate_only: bool = False, topic_id: uuid.UUID | None = None) -> TopicInfo:
         """Validate configs against the topic config table, then let the controller create the topic."""
         from odradek.storage.log_config import LogConfig
         from odradek.storage.config_types import ConfigError
 
-        assert self.controller is not None
+        assert self.metadata_support is not None
         try:
             LogConfig.from_props(configs or {}, self.broker_defaults)
         except ConfigError as exc:
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
-        topic = self.controller.create_topic(
+        topic = self.metadata_support.create_topic(
             name,
             num_partitions,
             replication_factor,
@@ -255,22 +275,20 @@ class KafkaServer:
         """Take a validated, planned topic's name (no other request creates it meanwhile); then
         :meth:`finish_topic` makes its logs off the event loop and publishes it. Made inline, a topic's
         directories, files and checkpoint fsyncs stall every client: fifty offsets partitions half a second."""
-        assert self.controller is not None
-        self.controller.creating.add(planned.name)
+        assert self.metadata_support is not None
+        self.metadata_support.reserve_topic_name(planned.name)
         return planned
 
     async def finish_topic(self, planned: TopicInfo, num_partitions: int = -1, replication_factor: int = -1, configs: dict[str, str] | None = None) -> TopicInfo:
-        assert self.controller is not None
+        support = self.metadata_support
+        assert support is not None
         try:
-            # In ZooKeeper mode the controller's LeaderAndIsr makes the logs, as on Kafka's brokers: made here
-            # first, a broker that lost the race to create the name (two brokers auto-creating
-            # __consumer_offsets at once) would hold logs with a topic id that is not the topic's, and refuse
-            # the LeaderAndIsr that arrives while its own write to ZooKeeper is still out.
-            made = [] if self.zk_broker is not None else await make_logs(self.replica_manager, planned)
+            # else the controller's LeaderAndIsr makes them, as on Kafka's brokers
+            made = await make_logs(self.replica_manager, planned) if support.makes_logs_before_publishing() else []
         finally:
-            self.controller.creating.discard(planned.name)
-        try:  # in ZooKeeper mode written on a worker thread: the event loop serves the others meanwhile
-            return await admin_call(self.zk_broker is not None, self.create_topic, planned.name, num_partitions, replication_factor, configs, topic_id=planned.topic_id)
+            support.release_topic_name(planned.name)
+        try:  # off the event loop where the store blocks: the event loop serves the others meanwhile
+            return await support.admin_call(self.create_topic, planned.name, num_partitions, replication_factor, configs, topic_id=planned.topic_id)
         except KafkaError:
             unmake_logs(self.replica_manager, planned.name, made)  # not published: nothing of it stays
             raise
@@ -279,7 +297,8 @@ class KafkaServer:
         """A topic with the broker's defaults (Metadata's auto-creation), its logs made off the event loop; in
         ZooKeeper mode checked (ZooKeeper reads) on a worker thread too. Two creations of the name passing
         their checks at once both reserve it: ZooKeeper takes one, the other is TOPIC_ALREADY_EXISTS."""
-        planned = await admin_call(self.zk_broker is not None, self.create_topic, name, validate_only=True)
+        assert self.metadata_support is not None
+        planned = await self.metadata_support.admin_call(self.create_topic, name, validate_only=True)
         return await self.finish_topic(self.reserve_topic(planned))
 
     def create_topic_in_background(self, name: str, num_partitions: int = -1, replication_factor: int = -1, configs: dict[str, str] | None = None) -> None:
@@ -298,9 +317,9 @@ class KafkaServer:
 
     def next_producer_id(self) -> int:
         """Producer ids come in blocks from the controller, as brokers get them from ZooKeeper."""
-        assert self.controller is not None
+        assert self.metadata_support is not None
         if self._next_producer_id >= self._producer_ids.stop:
-            self._producer_ids = self.controller.allocate_producer_ids()
+            self._producer_ids = self.metadata_support.allocate_producer_ids()
             self._next_producer_id = self._producer_ids.start
         pid = self._next_producer_id
         self._next_producer_id += 1

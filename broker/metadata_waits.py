@@ -1,41 +1,18 @@
-"""ZooKeeper-mode admin requests: their ZooKeeper calls made off the event loop, and their answers waiting for
-the broker's own metadata to show what the controller did (Kafka 3.9's ``DelayedElectLeader``,
-``DelayedCreatePartitions`` and ``DelayedDeleteTopics`` purgatories, checked again at each UpdateMetadata the
-broker applies).
+"""ZooKeeper-mode admin requests' answers waiting for the broker's own metadata to show what the controller
+did (Kafka 3.9's ``DelayedElectLeader``, ``DelayedCreatePartitions`` and ``DelayedDeleteTopics`` purgatories,
+checked again at each UpdateMetadata the broker applies).
 
-Kafka's request threads block on ZooKeeper; here one thread serves every client, so a handler's ZooKeeper
-reads and writes go to a worker thread (:func:`admin_call`). An async handler runs when the connection's
-answers reach it, one after another, so a connection's requests still take effect in the order sent. The
-controller acts once ZooKeeper holds the change; a client told "done" then asks this broker (or another) for
-metadata at once, so the answer waits until this broker's cache agrees, or the request's timeout passes.
+The controller acts once ZooKeeper holds the change; a client told "done" then asks this broker (or another)
+for metadata at once, so the answer waits until this broker's cache agrees, or the request's timeout passes.
 """
 
 from __future__ import annotations
 
-import functools
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from typing import Callable, Iterable, Mapping
 
 import anyio
-import anyio.to_thread
 
 from odradek.controller.metadata import MetadataImage
-
-T = TypeVar("T")
-
-
-def not_controller(zk_broker: Any) -> bool:
-    """A ZooKeeper-mode broker that is not the active controller: Kafka 3.9 answers the topic admin requests
-    (CreateTopics, CreatePartitions, DeleteTopics) NOT_CONTROLLER there, and clients send them to the
-    controller the metadata names."""
-    return zk_broker is not None and (zk_broker.controller is None or not zk_broker.controller.active)
-
-
-async def admin_call(in_zookeeper: bool, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """``call``: on a worker thread when it reads or writes ZooKeeper, else (the embedded controller, whose
-    image only the event loop may change) right here."""
-    if not in_zookeeper:
-        return call(*args, **kwargs)
-    return await anyio.to_thread.run_sync(functools.partial(call, *args, **kwargs))
 
 
 class MetadataWaits:

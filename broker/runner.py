@@ -23,9 +23,8 @@ from typing import Any, Callable
 import anyio
 
 from odradek.broker.config import BrokerConfig, Listener
-from odradek.broker.kafka_server import KafkaServer
+from odradek.broker.kafka_server import KafkaServer, credential_store
 from odradek.broker.security.listeners import listener_securities
-from odradek.broker.security.credentials import credential_store
 from odradek.broker.socket_server import BoundListener, open_listeners, serve
 from odradek.storage.config_types import ConfigError
 from odradek.storage.log_manager import InconsistentBrokerIdError, InconsistentClusterIdError

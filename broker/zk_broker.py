@@ -6,19 +6,23 @@ It opens the broker's ZooKeeper session (the cluster id comes from ``/cluster/id
 inter-broker :class:`ControllerChannelManager`, and acts on what the active controller sends: LeaderAndIsr
 (become leader or follower), UpdateMetadata (the :class:`ZkMetadataCache` the handlers read) and StopReplica.
 
-Toward the handlers it offers what the embedded controller offers (``image``, ``create_topic``,
-``delete_topic``, ``create_partitions``, configs, producer-id blocks), but, as a Kafka ZooKeeper-mode broker
-does, it only writes ZooKeeper: the controller notices and tells every broker, this one included. A topic
-created here is therefore in this broker's metadata only once the controller's UpdateMetadata arrived.
-ZooKeeper calls are kazoo's blocking calls, made by the request's handler as Kafka's request threads make
+Toward the handlers it is the ZooKeeper mode's :class:`MetadataSupport` (Kafka's ``ZkSupport``), but, as a
+Kafka ZooKeeper-mode broker does, it only writes ZooKeeper: the controller notices and tells every broker,
+this one included. A topic created here is therefore in this broker's metadata only once the controller's
+UpdateMetadata arrived, and the admin requests wait for it (:class:`MetadataWaits`). ZooKeeper calls are
+kazoo's blocking calls, made on a worker thread (:meth:`ZkBroker.admin_call`) as Kafka's request threads make
 them (a few milliseconds on the network ZooKeeper is on).
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
+import time
 import uuid
-from typing import Any, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -41,22 +45,25 @@ from odradek.broker.security.credentials import ZkCredentialStore
 from odradek.broker.zk_metadata_cache import LEADER_DURING_DELETE, ZkMetadataCache
 from odradek.controller import zk_admin
 from odradek.controller import zk_data as zd
+from odradek.controller import leader_election
 from odradek.controller.embedded import new_cluster_id
+from odradek.controller.leader_election import ElectionError, ElectionType
 from odradek.controller.metadata import BrokerInfo, MetadataImage, MetadataListener, PartitionState, TopicInfo
+from odradek.controller.metadata_support import ControllerForBrokers, MetadataSupport, PartitionErrors
+from odradek.controller.reassignment import ApiError
 from odradek.controller.replica_assignment import assign_replicas_to_brokers
 from odradek.controller.zk_client import ZkClient
 from odradek.controller.zk_controller import LeaderBalance, ZkController
+from odradek.controller.zk_controller_state import NO_EPOCH, TopicPartition, leader_and_isr_states, stop_replica_states
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 CONTROLLED_SHUTDOWN_VERSION = 3
 """Kafka 3.9's brokers send ControlledShutdown v3 (with the broker epoch)."""
-
-NO_EPOCH = -1
-"""StopReplica's leader epoch when the controller names none: the replica is stopped whatever its epoch."""
-
 
 class ZooKeeperClientTimeoutError(Exception):
     """Kafka's ``ZooKeeperClientTimeoutException``: no ZooKeeper session within ``zookeeper.connection.timeout.ms``
@@ -69,10 +76,11 @@ def security_protocols(config: BrokerConfig) -> dict[str, str]:
     return {name.strip(): protocol.strip() for name, protocol in pairs}
 
 
-class ZkBroker:
+class ZkBroker(MetadataSupport):
     def __init__(self, config: BrokerConfig, me: BrokerInfo, listener: MetadataListener, replica_manager: ReplicaManager, *, security: ClientSecurity = PLAINTEXT) -> None:
         """Connects to ZooKeeper and reads (or makes) the cluster id; :meth:`startup` joins the cluster, once
         the logs are loaded. ``security``: how this broker connects to the others' inter-broker listener."""
+        super().__init__()
         self.config = config
         self.security = security
         self.broker_id = me.node_id
@@ -104,8 +112,6 @@ class ZkBroker:
             me.node_id, tuple(zd.EndPoint(name, host, port, protocols.get(name, name)) for name, host, port in me.endpoints), me.rack
         )
         self.inter_broker_listener = config["inter.broker.listener.name"] or config["security.inter.broker.protocol"]
-        self.creating: set[str] = set()
-        """Topics whose logs a CreateTopics is making before it writes them to ZooKeeper."""
         self.controller_epoch = -1
         """The highest controller epoch a request came with: an older one is a deposed controller's."""
         self.broker_epoch = -1
@@ -240,7 +246,7 @@ class ZkBroker:
         self.metadata_waits.changed()
         return ErrorCode.NONE
 
-    def leader_and_isr(self, body: Any) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
+    def leader_and_isr(self, body: Any) -> tuple[ErrorCode, PartitionErrors]:
         """Become leader or follower of each partition whose leader epoch is not older than the one served;
         answers the request's error and each partition's."""
         states = leader_and_isr_states(body)
@@ -287,7 +293,7 @@ class ZkBroker:
         endpoint = broker.endpoint(self.inter_broker_listener) if broker is not None else None
         return Node(broker.node_id, *endpoint) if broker is not None and endpoint is not None else None
 
-    def stop_replica(self, body: Any) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
+    def stop_replica(self, body: Any) -> tuple[ErrorCode, PartitionErrors]:
         """Stop serving the named replicas and, where the controller says so, delete them."""
         wanted = stop_replica_states(body)
         if (error := self._stale(body)) is not None:
@@ -317,7 +323,71 @@ class ZkBroker:
                 self.listener.on_replicas_stopped(topic, delete)
         return ErrorCode.NONE, errors
 
-    # -- what the handlers ask (the embedded controller's API), written to ZooKeeper -------------------------
+    # -- what the handlers ask, written to ZooKeeper ------------------------------------------------------------
+
+    def is_controller(self) -> bool:
+        """Kafka 3.9's ZooKeeper-mode brokers answer NOT_CONTROLLER unless the active controller runs on them."""
+        return self.controller is not None and self.controller.active
+
+    def controller_for_brokers(self) -> ControllerForBrokers | None:
+        return self.controller if self.is_controller() else None
+
+    async def admin_call(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """On a worker thread: Kafka's request threads block on ZooKeeper, here one thread serves every client.
+        An async handler runs when the connection's answers reach it, one after another, so a connection's
+        requests still take effect in the order sent."""
+        return await anyio.to_thread.run_sync(functools.partial(call, *args, **kwargs))
+
+    def makes_logs_before_publishing(self) -> bool:
+        """No: made first, a broker that lost the race to create the name (two brokers auto-creating
+        ``__consumer_offsets`` at once) would hold logs with a topic id that is not the topic's, and refuse the
+        LeaderAndIsr that arrives while its own write to ZooKeeper is still out."""
+        return False
+
+    async def until_led(self, partitions: Mapping[str, Iterable[int]], timeout_s: float) -> set[str]:
+        """Every topic when the request does not wait (``timeout_s <= 0``), as Kafka's ``ZkAdminManager``:
+        only the controller's UpdateMetadata shows the partitions here."""
+        if timeout_s <= 0:
+            return set(partitions)
+        return await self.metadata_waits.until_led(partitions, timeout_s)
+
+    async def until_gone(self, topics: Iterable[str], timeout_s: float) -> set[str]:
+        if timeout_s <= 0:
+            return set(topics)
+        return await self.metadata_waits.until_gone(topics, timeout_s)
+
+    def config_writes(self) -> ZooKeeperConfigWrites:
+        return ZooKeeperConfigWrites(self)
+
+    async def elect_leaders(self, partitions: set[TopicPartition], election_type: ElectionType, timeout_s: float) -> dict[TopicPartition, ElectionError]:
+        """The controller's outcome (NOT_CONTROLLER unless it is active here), each elected leader awaited in
+        this broker's metadata (``DelayedElectLeader``): REQUEST_TIMED_OUT for one not shown in time."""
+        deadline = time.monotonic() + timeout_s
+        if self.controller is None:
+            return {p: leader_election.NOT_CONTROLLER for p in partitions}
+        outcome = await asyncio.wrap_future(self.controller.elect_leaders(partitions, election_type))
+        expected = {p: leader for p, leader in outcome.items() if isinstance(leader, int)}
+
+        def leads(partition: TopicPartition, leader: int) -> bool:
+            topic = self.image.topics.get(partition[0])
+            state = topic.partitions.get(partition[1]) if topic is not None else None
+            return state is not None and state.leader == leader
+
+        await self.metadata_waits.wait_until(lambda: all(leads(p, leader) for p, leader in expected.items()), deadline - time.monotonic())
+        answers = {p: result for p, result in outcome.items() if isinstance(result, ElectionError)}
+        answers.update({p: leader_election.ELECTED if leads(p, leader) else leader_election.TIMED_OUT for p, leader in expected.items()})
+        return answers
+
+    async def alter_partition_reassignments(self, targets: dict[TopicPartition, tuple[int, ...] | None]) -> dict[TopicPartition, ApiError] | ApiError:
+        """Started by the controller on its event thread; an answer once each partition's move has begun."""
+        if self.controller is None:
+            return ApiError.of(ErrorCode.NOT_CONTROLLER)
+        return await asyncio.wrap_future(self.controller.alter_partition_reassignments(targets))
+
+    async def list_partition_reassignments(self, partitions: list[TopicPartition] | None) -> dict[TopicPartition, zd.ReplicaAssignment] | ApiError:
+        if self.controller is None:
+            return ApiError.of(ErrorCode.NOT_CONTROLLER)
+        return await asyncio.wrap_future(self.controller.list_partition_reassignments(partitions))
 
     def _topic_configs(self, name: str) -> dict[str, str]:
         return self.zk.entity_config(zd.ConfigType.TOPIC, name)
@@ -413,27 +483,22 @@ class ZkBroker:
         return range(block.first, block.last + 1)
 
 
-def leader_and_isr_states(body: Any) -> dict[tuple[str, int], tuple[uuid.UUID, PartitionState]]:
-    """Each partition's state: ungrouped before v2, by topic from v2 (with the topic id from v5)."""
-    found: dict[tuple[str, int], tuple[uuid.UUID, PartitionState]] = {}
-    grouped = [(t.topic_name, t.topic_id or uuid.UUID(int=0), s) for t in body.topic_states or () for s in t.partition_states]
-    for name, topic_id, s in [(s.topic_name, uuid.UUID(int=0), s) for s in body.ungrouped_partition_states or ()] + grouped:
-        found[(name, s.partition_index)] = (topic_id, PartitionState(
-            s.leader, s.leader_epoch, list(s.isr), list(s.replicas), s.partition_epoch,
-            list(s.adding_replicas or ()), list(s.removing_replicas or ()),
-        ))
-    return found
+@dataclass
+class ZooKeeperConfigWrites:
+    """One request's config changes, gathered while it is checked on the event loop, then written to
+    ZooKeeper off it and applied to this broker before the answer goes: a DescribeConfigs sent next on the
+    connection sees the change."""
 
+    broker: ZkBroker
+    writes: list[tuple[zd.ConfigType, str, dict[str, str]]] = field(default_factory=list)
 
-def stop_replica_states(body: Any) -> dict[tuple[str, int], tuple[int, bool]]:
-    """(leader epoch, delete) of each partition, in every version's layout."""
-    found: dict[tuple[str, int], tuple[int, bool]] = {}
-    for p in body.ungrouped_partitions or ():
-        found[(p.topic_name, p.partition_index)] = (NO_EPOCH, body.delete_partitions)
-    for t in body.topics or ():
-        for index in t.partition_indexes:
-            found[(t.name, index)] = (NO_EPOCH, body.delete_partitions)
-    for t in body.topic_states or ():
-        for s in t.partition_states:
-            found[(t.topic_name, s.partition_index)] = (s.leader_epoch, s.delete_partition)
-    return found
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self.writes.append((zd.ConfigType.TOPIC, name, dict(configs)))
+
+    def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        self.writes.append((zd.ConfigType.BROKER, entity, dict(configs)))
+
+    async def written(self, answer: dict) -> dict:
+        for entity_type, name, configs in self.writes:
+            await self.broker.change_config(entity_type, name, configs)
+        return answer

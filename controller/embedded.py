@@ -6,6 +6,10 @@ and tells the broker about every change through the :class:`MetadataListener` in
 LeaderAndIsr/UpdateMetadata/StopReplica path that the ZooKeeper controller drives over the wire).
 Its state lives in one JSON file in the first log directory, replaced atomically on every change, as
 ZooKeeper's znodes would hold it.
+
+It is the single-node mode's :class:`MetadataSupport`: every change is in the image when the call returns
+(so nothing waits for the metadata to show it), and the requests a ZooKeeper controller exchanges with other
+brokers are answered as by a broker no controller leads.
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ import json
 import uuid
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
-from typing import Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
+
+from odradek.controller import leader_election
+from odradek.controller.leader_election import ElectionError, ElectionType
 
 from odradek.controller.metadata import (
     BrokerInfo,
@@ -28,6 +34,10 @@ from odradek.controller.metadata import (
     unify_collision_chars,
 )
 from odradek.controller.log_dir_discovery import recover_metadata
+from odradek.controller.metadata_support import ControllerForBrokers, MetadataSupport, PartitionErrors
+from odradek.controller.reassignment import ApiError, single_node_answers
+from odradek.controller.zk_controller_state import TopicPartition, leader_and_isr_states
+from odradek.controller.zk_data import ReplicaAssignment
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.checkpoints import write_atomically
 
@@ -38,6 +48,8 @@ MAX_RECORDS_PER_USER_OP = 10_000
 partition, one per config): beyond it the request is refused whole with POLICY_VIOLATION. ZooKeeper-mode
 Kafka has no bound and runs out of heap on a count like 2^31-1 (UNKNOWN_SERVER_ERROR)."""
 EXCESSIVELY_LARGE = "Unable to perform excessively large batch operation."
+
+T = TypeVar("T")
 
 
 def check_batch_size(records: int) -> None:
@@ -51,7 +63,7 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
-class EmbeddedController:
+class EmbeddedController(MetadataSupport):
     def __init__(
         self,
         broker: BrokerInfo,
@@ -64,12 +76,11 @@ class EmbeddedController:
     ) -> None:
         """With no state file yet, the state is what ``log_dirs`` hold (see log_dir_discovery): nothing for a
         new broker, the cluster id and topics for directories a ZooKeeper-mode Kafka wrote."""
+        super().__init__()
         self.broker = broker
         self.path = state_dir / STATE_FILE
         self.listener = listener
         self.next_producer_id = 0
-        self.creating: set[str] = set()
-        """Topics whose logs are being made before they are published: their names are taken."""
         state = json.loads(self.path.read_text()) if self.path.exists() else None
         if state is None:
             recovered = recover_metadata(list(log_dirs) or [state_dir], broker.node_id, internal_topic_configs or {})
@@ -274,15 +285,21 @@ class EmbeddedController:
         states = {p: PartitionState(replicas[0], 0, list(replicas), list(replicas)) for p, replicas in new.items()}
         return TopicInfo(name, topic.topic_id, states, topic.configs)
 
-    def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None, *, validate_only: bool = False) -> TopicInfo:
+    def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None) -> list[int]:
         new = self.plan_partitions(name, count, assignments).partitions
         topic = self.image.topics[name]
-        if validate_only:
-            return topic
         topic.partitions.update(new)
         self._commit(lambda: [topic.partitions.pop(p) for p in new])
         self.listener.on_partitions_changed(topic, sorted(new))
-        return topic
+        return sorted(new)
+
+    # -- configs: the embedded controller is its own ConfigWrites, each change made as it is set -----------------
+
+    def config_writes(self) -> EmbeddedController:
+        return self
+
+    def written(self, answer: dict) -> dict:
+        return answer
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         topic = self.image.topics[name]
@@ -317,6 +334,9 @@ class EmbeddedController:
         self._commit(lambda: self._put_acl_znode(path, old))
         return data
 
+    def follow_changes(self, on_change: Callable[..., None]) -> None:
+        """Nothing to follow: no other broker writes this broker's ACLs."""
+
     def _put_acl_znode(self, path: str, data: dict | None) -> None:
         if data is None:
             self.image.acl_znodes.pop(path, None)
@@ -349,3 +369,62 @@ class EmbeddedController:
         self.next_producer_id += count
         self._commit(lambda: setattr(self, "next_producer_id", start))
         return range(start, start + count)
+
+    # -- the rest of the MetadataSupport of a single node ------------------------------------------------------
+
+    async def controlled_shutdown(self) -> None:
+        """No other broker could take over its leaderships."""
+
+    def shutdown(self) -> None:
+        """Every change is on disk when it is made: nothing to finish."""
+
+    def is_controller(self) -> bool:
+        return True
+
+    def controller_for_brokers(self) -> ControllerForBrokers | None:
+        """None: no other broker has this one as its controller."""
+        return None
+
+    async def admin_call(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Right here, on the event loop: the only thread that may change the image."""
+        return call(*args, **kwargs)
+
+    def makes_logs_before_publishing(self) -> bool:
+        """Yes: publishing then only finds them (they are made off the event loop, see broker/new_logs.py)."""
+        return True
+
+    async def until_led(self, partitions: Mapping[str, Iterable[int]], timeout_s: float) -> set[str]:
+        """None: a topic is published with its leaders."""
+        return set()
+
+    async def until_gone(self, topics: Iterable[str], timeout_s: float) -> set[str]:
+        return set()
+
+    async def elect_leaders(self, partitions: set[TopicPartition], election_type: ElectionType, timeout_s: float) -> dict[TopicPartition, ElectionError]:
+        """The election rules' triage over the image; a partition left to elect has no other replica that
+        could lead."""
+        states = {(t.name, p): s for t in self.image.topics.values() for p, s in t.partitions.items()}
+        electable, answered = leader_election.triage(
+            partitions, election_type, {tp: tuple(s.replicas) for tp, s in states.items()}, {tp: s.leader for tp, s in states.items()}, set(self.image.brokers), set()
+        )
+        return {**answered, **{p: leader_election.failed(p, election_type) for p in electable}}
+
+    async def alter_partition_reassignments(self, targets: dict[TopicPartition, tuple[int, ...] | None]) -> dict[TopicPartition, ApiError] | ApiError:
+        """As a one-broker Kafka cluster answers (:func:`single_node_answers`)."""
+        assignments = {(t.name, p): ReplicaAssignment(tuple(s.replicas)) for t in self.image.topics.values() for p, s in t.partitions.items()}
+        return single_node_answers(assignments, self.image.brokers, targets)
+
+    async def list_partition_reassignments(self, partitions: list[TopicPartition] | None) -> dict[TopicPartition, ReplicaAssignment] | ApiError:
+        """None: a reassignment here completes at once."""
+        return {}
+
+    def leader_and_isr(self, body: Any) -> tuple[ErrorCode, PartitionErrors]:
+        """Any controller but its own is a stale one."""
+        return ErrorCode.STALE_CONTROLLER_EPOCH, dict.fromkeys(leader_and_isr_states(body), ErrorCode.STALE_CONTROLLER_EPOCH)
+
+    def stop_replica(self, body: Any) -> tuple[ErrorCode, PartitionErrors]:
+        """As Kafka's stale answer, no partition named."""
+        return ErrorCode.STALE_CONTROLLER_EPOCH, {}
+
+    def update_metadata(self, body: Any) -> ErrorCode:
+        return ErrorCode.STALE_CONTROLLER_EPOCH

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from odradek.controller import zk_data as zd
+from odradek.controller.metadata import PartitionState
 from odradek.protocol.api import ApiKey
 
 TopicPartition = tuple[str, int]
@@ -30,6 +31,8 @@ LEADER_DURING_DELETE = -2
 RECOVERING = 1
 """``LeaderRecoveryState.RECOVERING``: the leader came from outside the ISR (unclean election)."""
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+NO_EPOCH = -1
+"""StopReplica's leader epoch when the controller names none: the replica is stopped whatever its epoch."""
 
 
 @dataclass(frozen=True)
@@ -298,3 +301,32 @@ class RequestBatch:
             ],
             "rack": broker.rack,
         }
+
+
+# -- what a broker reads of them -------------------------------------------------------------------------------
+
+
+def leader_and_isr_states(body: Any) -> dict[tuple[str, int], tuple[uuid.UUID, PartitionState]]:
+    """Each partition's state: ungrouped before v2, by topic from v2 (with the topic id from v5)."""
+    found: dict[tuple[str, int], tuple[uuid.UUID, PartitionState]] = {}
+    grouped = [(t.topic_name, t.topic_id or uuid.UUID(int=0), s) for t in body.topic_states or () for s in t.partition_states]
+    for name, topic_id, s in [(s.topic_name, uuid.UUID(int=0), s) for s in body.ungrouped_partition_states or ()] + grouped:
+        found[(name, s.partition_index)] = (topic_id, PartitionState(
+            s.leader, s.leader_epoch, list(s.isr), list(s.replicas), s.partition_epoch,
+            list(s.adding_replicas or ()), list(s.removing_replicas or ()),
+        ))
+    return found
+
+
+def stop_replica_states(body: Any) -> dict[tuple[str, int], tuple[int, bool]]:
+    """(leader epoch, delete) of each partition, in every version's layout."""
+    found: dict[tuple[str, int], tuple[int, bool]] = {}
+    for p in body.ungrouped_partitions or ():
+        found[(p.topic_name, p.partition_index)] = (NO_EPOCH, body.delete_partitions)
+    for t in body.topics or ():
+        for index in t.partition_indexes:
+            found[(t.name, index)] = (NO_EPOCH, body.delete_partitions)
+    for t in body.topic_states or ():
+        for s in t.partition_states:
+            found[(t.topic_name, s.partition_index)] = (s.leader_epoch, s.delete_partition)
+    return found

@@ -55,6 +55,9 @@ class AclStore(Protocol):
         other brokers write too, the write is conditional on the version read, and ``update`` is applied
         again to what they wrote until it goes through (Kafka's ``updateResourceAcls``)."""
 
+    def follow_changes(self, on_change: Callable[..., None]) -> None:
+        """Where other brokers write ACLs too: ``on_change(pattern, read)`` at each of their changes."""
+
 
 @dataclass(frozen=True)
 class Session:

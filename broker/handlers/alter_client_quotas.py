@@ -4,19 +4,19 @@ cluster; each entry succeeds or fails on its own."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Awaitable
+from typing import TYPE_CHECKING, Awaitable
 
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
-from odradek.broker.metadata_waits import admin_call
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from odradek.broker.authorization import Authorization
     from odradek.broker.quotas import ClientQuotaConfigs
+    from odradek.controller.metadata_support import MetadataSupport
 
 
-def handle(authorization: "Authorization", client_quotas: "ClientQuotaConfigs", zk_broker: Any, request: Request) -> Awaitable[dict]:
+def handle(authorization: "Authorization", client_quotas: "ClientQuotaConfigs", metadata_support: "MetadataSupport", request: Request) -> Awaitable[dict]:
     """Each entry altered in turn (in a cluster its ZooKeeper reads and writes made on a worker thread)."""
     body = request.body
     allowed = authorization.authorize(request, AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME)
@@ -35,4 +35,4 @@ def handle(authorization: "Authorization", client_quotas: "ClientQuotaConfigs", 
             entries.append({"error_code": code, "error_message": message, "entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()]})
         return {"entries": entries}
 
-    return admin_call(zk_broker is not None, alter)
+    return metadata_support.admin_call(alter)

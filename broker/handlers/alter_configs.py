@@ -9,16 +9,16 @@ new set is checked as Kafka's ``ConfigAdminManager.preprocess`` checks it (broke
 refusal answered INVALID_REQUEST with Kafka's message, then stored by the controller, which hands it back
 to the broker (``set_broker_configs`` -> ``on_broker_configs_changed``).
 
-In ZooKeeper mode the request is checked on the event loop as above, the changes it makes gathered
-(:class:`ZooKeeperConfigWrites`), then written to ZooKeeper on a worker thread and applied to this broker
-(``ZkBroker.change_config``) before the answer goes: the event loop is not held by ZooKeeper round trips,
-and a DescribeConfigs sent next on the connection sees the change.
+The changes go to the mode's :class:`ConfigWrites`: made at once by the embedded controller; in ZooKeeper mode
+gathered while the request is checked on the event loop, then written to ZooKeeper on a worker thread and
+applied to this broker before the answer goes: the event loop is not held by ZooKeeper round trips, and a
+DescribeConfigs sent next on the connection sees the change.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping
 
 from odradek.broker.authorization import Authorization
@@ -26,10 +26,8 @@ from odradek.broker.authorizer.acl import AclOperation
 from odradek.broker.config import BROKER_KEYS
 from odradek.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from odradek.broker.handlers.describe_configs import ResourceType, config_refusal, resource_type_name
-from odradek.broker.zk_broker import ZkBroker
-from odradek.controller import zk_data as zd
-from odradek.controller.embedded import EmbeddedController
 from odradek.controller.metadata import MetadataImage
+from odradek.controller.metadata_support import ConfigWrites, MetadataSupport
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.config_types import ConfigError, ConfigKey, InvalidValueError
@@ -41,42 +39,24 @@ NewOverrides = Callable[[dict[str, str], list[Any], Mapping[str, ConfigKey]], di
 
 @dataclass(frozen=True)
 class ConfigServices:
-    """What AlterConfigs and IncrementalAlterConfigs are handed (kafka_apis ``ALTER_CONFIGS``)."""
+    """What the checks of AlterConfigs and IncrementalAlterConfigs use (of kafka_apis ``ALTER_CONFIGS``)."""
 
     metadata: MetadataImage
     dynamic_config: DynamicBrokerConfig
     broker_defaults: dict[str, str]
-    controller: "EmbeddedController | ZooKeeperConfigWrites"
+    writes: ConfigWrites
+    """Where this request's changes go (:meth:`MetadataSupport.config_writes`)."""
     authorization: Authorization
 
 
-@dataclass
-class ZooKeeperConfigWrites:
-    """The config changes a request makes, gathered in ZooKeeper mode (the controller's ``set_*_configs``)
-    to be written off the event loop once the request is checked."""
-
-    writes: list[tuple[zd.ConfigType, str, dict[str, str]]] = field(default_factory=list)
-
-    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        self.writes.append((zd.ConfigType.TOPIC, name, dict(configs)))
-
-    def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
-        self.writes.append((zd.ConfigType.BROKER, entity, dict(configs)))
-
-    async def persist(self, zk_broker: ZkBroker, answer: dict) -> dict:
-        for entity_type, name, configs in self.writes:
-            await zk_broker.change_config(entity_type, name, configs)
-        return answer
-
-
-def alter(services: ConfigServices, zk_broker: ZkBroker | None, request: Request, new_overrides: NewOverrides, null_allowed: Callable[[Any], bool]) -> dict | Awaitable[dict]:
-    """:func:`alter_resources`, its changes made by the controller at once, or in ZooKeeper mode written
-    off the event loop before the answer goes."""
-    if zk_broker is None:
-        return alter_resources(services, request, new_overrides, null_allowed)
-    writes = ZooKeeperConfigWrites()
-    answer = alter_resources(replace(services, controller=writes), request, new_overrides, null_allowed)
-    return writes.persist(zk_broker, answer)
+def alter(
+    metadata: MetadataImage, dynamic_config: DynamicBrokerConfig, broker_defaults: dict[str, str], metadata_support: MetadataSupport, authorization: Authorization,
+    request: Request, new_overrides: NewOverrides, null_allowed: Callable[[Any], bool],
+) -> dict | Awaitable[dict]:
+    """:func:`alter_resources`, answered once its changes are written."""
+    writes = metadata_support.config_writes()
+    answer = alter_resources(ConfigServices(metadata, dynamic_config, broker_defaults, writes, authorization), request, new_overrides, null_allowed)
+    return writes.written(answer)
 
 
 def _check_configs(configs: list[Any], null_allowed: Callable[[Any], bool]) -> None:
@@ -112,7 +92,7 @@ def _alter_broker(services: ConfigServices, name: str, configs: list[Any], new_o
             services.dynamic_config.check_storable(props, per_broker)
         except ConfigError as exc:  # refused as it is written, after the checks: Kafka's INVALID_CONFIG
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): {exc}") from None
-        services.controller.set_broker_configs(name or DEFAULT_ENTITY, props)
+        services.writes.set_broker_configs(name or DEFAULT_ENTITY, props)
 
 
 def _alter_topic(services: ConfigServices, name: str, configs: list[Any], new_overrides: NewOverrides, validate_only: bool) -> None:
@@ -129,7 +109,7 @@ def _alter_topic(services: ConfigServices, name: str, configs: list[Any], new_ov
     except ConfigError as exc:
         raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
     if not validate_only:
-        services.controller.set_topic_configs(name, overrides)
+        services.writes.set_topic_configs(name, overrides)
 
 
 def alter_resources(services: ConfigServices, request: Request, new_overrides: NewOverrides, null_allowed: Callable[[Any], bool]) -> dict:
@@ -162,8 +142,7 @@ def _replace(current: dict[str, str], configs: list[Any], keys: Mapping[str, Con
 
 
 def handle(
-    metadata: MetadataImage, dynamic_config: DynamicBrokerConfig, broker_defaults: dict[str, str], controller: EmbeddedController, authorization: Authorization,
-    zk_broker: ZkBroker | None, request: Request,
+    metadata: MetadataImage, dynamic_config: DynamicBrokerConfig, broker_defaults: dict[str, str], metadata_support: MetadataSupport, authorization: Authorization,
+    request: Request,
 ) -> dict | Awaitable[dict]:
-    services = ConfigServices(metadata, dynamic_config, broker_defaults, controller, authorization)
-    return alter(services, zk_broker, request, _replace, lambda config: False)
+    return alter(metadata, dynamic_config, broker_defaults, metadata_support, authorization, request, _replace, lambda config: False)

@@ -12,15 +12,15 @@ from typing import Awaitable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
-from odradek.broker.zk_broker import ZkBroker
+from odradek.controller.metadata_support import MetadataSupport
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 
-def handle(zk_broker: ZkBroker | None, authorization: Authorization, request: Request) -> dict | Awaitable[dict]:
+def handle(metadata_support: MetadataSupport, authorization: Authorization, request: Request) -> dict | Awaitable[dict]:
     if not authorization.authorize(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "topics": []}
-    controller = zk_broker.controller if zk_broker is not None else None
-    if controller is None or not controller.active:
+    controller = metadata_support.controller_for_brokers()
+    if controller is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "topics": []}
     return asyncio.wrap_future(controller.alter_partition(request.body, request.header.api_version))

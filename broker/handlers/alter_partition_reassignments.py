@@ -1,43 +1,36 @@
 """AlterPartitionReassignments (API key 45, v0): move partitions to other brokers, or cancel a move (KIP-455).
 
-Served by the active ZooKeeper-mode controller's broker (:meth:`ZkController.alter_partition_reassignments`,
-run on the controller's event thread; the request waits without blocking the event loop); any other broker
+Served by the controller's broker (:meth:`MetadataSupport.alter_partition_reassignments`: in ZooKeeper mode
+run on the controller's event thread, the request waiting without blocking the event loop); any other broker
 answers NOT_CONTROLLER and the AdminClient asks the controller. Needs ALTER on the cluster. Each partition
 is answered once its reassignment has started (or with why it cannot). A broker without ZooKeeper is its own
-controller and answers as a one-broker Kafka cluster (:func:`single_node_answers`).
+controller and answers as a one-broker Kafka cluster.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, Awaitable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
-from odradek.broker.zk_broker import ZkBroker
-from odradek.controller import zk_data as zd
-from odradek.controller.metadata import MetadataImage
-from odradek.controller.reassignment import ApiError, single_node_answers
+from odradek.controller.metadata_support import MetadataSupport
+from odradek.controller.reassignment import ApiError
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 
-def handle(zk_broker: ZkBroker | None, metadata: MetadataImage, authorization: Authorization, request: Request) -> dict | Awaitable[dict]:
+def handle(metadata_support: MetadataSupport, authorization: Authorization, request: Request) -> dict | Awaitable[dict]:
     body = request.body
     if not authorization.authorize(request, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         return refused(body, ApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))  # Kafka's text describes its request object
     targets = {(t.name, p.partition_index): None if p.replicas is None else tuple(p.replicas) for t in body.topics for p in t.partitions}
-    if zk_broker is None:
-        assignments = {(t.name, p): zd.ReplicaAssignment(tuple(s.replicas)) for t in metadata.topics.values() for p, s in t.partitions.items()}
-        return response(single_node_answers(assignments, metadata.brokers, targets))
-    controller = zk_broker.controller
-    if controller is None or not controller.active:
+    if not metadata_support.is_controller():
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "error_message": ErrorCode.NOT_CONTROLLER.message, "responses": []}
-    return answer(controller.alter_partition_reassignments(targets))
+    return answer(metadata_support.alter_partition_reassignments(targets))
 
 
-async def answer(result: Any) -> dict:
-    outcome = await asyncio.wrap_future(result)
+async def answer(result: Awaitable[dict[tuple[str, int], ApiError] | ApiError]) -> dict:
+    outcome = await result
     if isinstance(outcome, ApiError):
         return {"throttle_time_ms": 0, "error_code": outcome.code, "error_message": outcome.message, "responses": []}
     return response(outcome)

@@ -11,21 +11,20 @@ from typing import Awaitable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
-from odradek.broker.metadata_waits import admin_call
 from odradek.broker.security.scram import CredentialStore
 from odradek.broker.security.scram_admin import alter_user_scram_credentials
-from odradek.broker.zk_broker import ZkBroker
+from odradek.controller.metadata_support import MetadataSupport
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 
-def handle(credentials: CredentialStore, zk_broker: ZkBroker | None, authorization: Authorization, request: Request) -> dict | Awaitable[dict]:
+def handle(credentials: CredentialStore, metadata_support: MetadataSupport, authorization: Authorization, request: Request) -> dict | Awaitable[dict]:
     body = request.body
-    if zk_broker is not None and (zk_broker.controller is None or not zk_broker.controller.active):
+    if not metadata_support.is_controller():
         return refused(body, ErrorCode.NOT_CONTROLLER)
     if not authorization.authorize(request, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         return refused(body, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    return answer(admin_call(zk_broker is not None, alter_user_scram_credentials, credentials, list(body.upsertions), list(body.deletions)))
+    return answer(metadata_support.admin_call(alter_user_scram_credentials, credentials, list(body.upsertions), list(body.deletions)))
 
 
 async def answer(results: Awaitable[list[dict]]) -> dict:

@@ -8,7 +8,7 @@ Kafka's handler throws building the binding. Kafka answers success with an empty
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Awaitable
+from typing import TYPE_CHECKING, Awaitable
 
 from odradek.broker.authorizer.acl import (
     CLUSTER_NAME,
@@ -21,17 +21,17 @@ from odradek.broker.authorizer.acl import (
     ResourceType,
 )
 from odradek.broker.handlers import CLOSE_CONNECTION
-from odradek.broker.metadata_waits import admin_call
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from odradek.broker.authorization import Authorization
+    from odradek.controller.metadata_support import MetadataSupport
 
 NO_AUTHORIZER = "No Authorizer is configured."
 
 
-def handle(authorization: "Authorization", zk_broker: Any, request: Request) -> object:
+def handle(authorization: "Authorization", metadata_support: "MetadataSupport", request: Request) -> object:
     creations = request.body.creations
     if any(0 in (c.resource_type, c.resource_pattern_type, c.operation, c.permission_type) for c in creations):
         return CLOSE_CONNECTION
@@ -54,7 +54,7 @@ def handle(authorization: "Authorization", zk_broker: Any, request: Request) -> 
             results[i] = KafkaError(ErrorCode.INVALID_REQUEST, "Invalid empty resource name")
         else:
             valid.append((i, AclBinding(ResourcePattern(rt, c.resource_name, pt), AccessControlEntry(c.principal, c.host, op, perm))))
-    return answer(results, [i for i, _ in valid], admin_call(zk_broker is not None, authorization.authorizer.create_acls, [b for _, b in valid]))
+    return answer(results, [i for i, _ in valid], metadata_support.admin_call(authorization.authorizer.create_acls, [b for _, b in valid]))
 
 
 async def answer(results: list[KafkaError | None], indexes: list[int], created: Awaitable[list[KafkaError | None]]) -> dict:

@@ -18,12 +18,10 @@ from collections import Counter
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.handlers import mutation_quota
-from odradek.broker.metadata_waits import admin_call, not_controller
 from odradek.broker.new_logs import make_logs
 from odradek.broker.quotas import ClientQuotas
 from odradek.broker.replica_manager import ReplicaManager
-from odradek.broker.zk_broker import ZkBroker
-from odradek.controller.embedded import EmbeddedController
+from odradek.controller.metadata_support import MetadataSupport
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
@@ -33,18 +31,17 @@ STRICT_QUOTA_SINCE = 3
 
 
 async def handle(
-    controller: EmbeddedController, replica_manager: ReplicaManager, authorization: Authorization, quotas: ClientQuotas, zk_broker: ZkBroker | None, request: Request
+    metadata_support: MetadataSupport, replica_manager: ReplicaManager, authorization: Authorization, quotas: ClientQuotas, request: Request
 ) -> dict:
     """Needs ALTER on each topic, else TOPIC_AUTHORIZATION_FAILED with Kafka's message."""
     body = request.body
-    if not_controller(zk_broker):
+    if not metadata_support.is_controller():
         return {"results": [{"name": name, "error_code": ErrorCode.NOT_CONTROLLER, "error_message": None} for name in dict.fromkeys(t.name for t in body.topics)]}
     counts = Counter(t.name for t in body.topics)
     alterable = authorization.filter_authorized(request, AclOperation.ALTER, ResourceType.TOPIC, {t.name for t in body.topics if counts[t.name] == 1})
     quota = quotas.controller_mutation_quota(request, STRICT_QUOTA_SINCE, time.monotonic())
     results = []
     created: dict[str, list[int]] = {}
-    in_zookeeper = zk_broker is not None
     for t in body.topics:
         result = {"name": t.name, "error_code": ErrorCode.NONE, "error_message": None}
         try:
@@ -53,21 +50,18 @@ async def handle(
             if t.name not in alterable:
                 raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "The topic authorization is failed.")
             assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
-            planned = await admin_call(in_zookeeper, controller.plan_partitions, t.name, t.count, assignments)
+            planned = await metadata_support.admin_call(metadata_support.plan_partitions, t.name, t.count, assignments)
             if not body.validate_only:
                 quota.record(len(planned.partitions), time.monotonic())
                 await make_logs(replica_manager, planned)
-                added = await admin_call(in_zookeeper, controller.create_partitions, t.name, t.count, assignments)
-                if in_zookeeper:
-                    created[t.name] = added
+                created[t.name] = await metadata_support.admin_call(metadata_support.create_partitions, t.name, t.count, assignments)
             if body.timeout_ms <= 0 and not body.validate_only:
                 result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
         except KafkaError as exc:
             result.update(error_code=exc.code, error_message=exc.message)
         results.append(result)
-    if zk_broker is not None and created and body.timeout_ms > 0:
-        late = await zk_broker.metadata_waits.until_led(created, body.timeout_ms / 1000)
-        for result in results:
-            if result["name"] in late:
-                result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+    late = await metadata_support.until_led(created, body.timeout_ms / 1000)
+    for result in results:
+        if result["name"] in late:
+            result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
     return mutation_quota.answer(quotas, request, quota, {"results": results})

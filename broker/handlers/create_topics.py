@@ -24,13 +24,12 @@ from odradek.broker.config import BrokerConfig
 from odradek.broker.dynamic_config import DynamicBrokerConfig
 from odradek.broker.handlers import mutation_quota
 from odradek.broker.handlers.describe_configs import topic_config_entries
-from odradek.broker.metadata_waits import admin_call, not_controller
 from odradek.broker.new_logs import make_logs
 from odradek.broker.quotas import ClientQuotas
 from odradek.broker.replica_manager import ReplicaManager
-from odradek.broker.zk_broker import ZkBroker
-from odradek.controller.embedded import EmbeddedController, check_batch_size
+from odradek.controller.embedded import check_batch_size
 from odradek.controller.metadata import MetadataImage, TopicInfo
+from odradek.controller.metadata_support import MetadataSupport
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
@@ -46,7 +45,7 @@ class TopicServices:
 
     metadata: MetadataImage
     config: BrokerConfig
-    controller: EmbeddedController
+    metadata_support: MetadataSupport
     create_topic: Callable[..., TopicInfo]
     """``KafkaServer.create_topic``: validates the configs, then the controller creates (or plans) the topic."""
     replica_manager: ReplicaManager
@@ -56,13 +55,13 @@ class TopicServices:
 
 
 async def handle(
-    metadata: MetadataImage, config: BrokerConfig, controller: EmbeddedController, create_topic: Callable[..., TopicInfo], replica_manager: ReplicaManager,
-    dynamic_config: DynamicBrokerConfig, broker_defaults: dict[str, str], authorization: Authorization, quotas: ClientQuotas, zk_broker: ZkBroker | None,
+    metadata: MetadataImage, config: BrokerConfig, metadata_support: MetadataSupport, create_topic: Callable[..., TopicInfo], replica_manager: ReplicaManager,
+    dynamic_config: DynamicBrokerConfig, broker_defaults: dict[str, str], authorization: Authorization, quotas: ClientQuotas,
     request: Request,
 ) -> dict:
-    services = TopicServices(metadata, config, controller, create_topic, replica_manager, dynamic_config, broker_defaults, authorization)
+    services = TopicServices(metadata, config, metadata_support, create_topic, replica_manager, dynamic_config, broker_defaults, authorization)
     body = request.body
-    if not_controller(zk_broker):
+    if not metadata_support.is_controller():
         # Kafka sets only the code: the message keeps its default, ""
         return {"topics": [_result(t.name, KafkaError(ErrorCode.NOT_CONTROLLER, "")) for t in body.topics]}
     counts = Counter(t.name for t in body.topics)
@@ -93,12 +92,11 @@ async def handle(
                 raise KafkaError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {','.join(nulls)}")
             configs = {c.name: c.value for c in t.configs}
             assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
-            in_zookeeper = zk_broker is not None
-            topic = await admin_call(in_zookeeper, services.create_topic, t.name, t.num_partitions, t.replication_factor, configs, assignments, validate_only=True)
+            topic = await metadata_support.admin_call(services.create_topic, t.name, t.num_partitions, t.replication_factor, configs, assignments, validate_only=True)
             if not body.validate_only:
                 quota.record(len(topic.partitions), time.monotonic())
                 await _make_logs_reserving_name(services, topic)
-                topic = await admin_call(in_zookeeper, services.create_topic, t.name, t.num_partitions, t.replication_factor, configs, assignments, topic_id=topic.topic_id)
+                topic = await metadata_support.admin_call(services.create_topic, t.name, t.num_partitions, t.replication_factor, configs, assignments, topic_id=topic.topic_id)
                 created[t.name] = sorted(topic.partitions)
             state = next(iter(topic.partitions.values()))
             # Kafka names the topic's id once it is created, not when only validating.
@@ -119,10 +117,9 @@ async def handle(
                 # Kafka marks these before creating anything and, unlike a failed creation, keeps the mark
                 result["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         results.append(result)
-    if zk_broker is not None and created:
-        late = await zk_broker.metadata_waits.until_led(created, body.timeout_ms / 1000) if body.timeout_ms > 0 else set(created)
-        timed_out = _result("", KafkaError(ErrorCode.REQUEST_TIMED_OUT)) | {"topic_config_error_code": ErrorCode.NONE}
-        results = [r | timed_out | {"name": r["name"]} if r["name"] in late else r for r in results]
+    late = await metadata_support.until_led(created, body.timeout_ms / 1000)
+    timed_out = _result("", KafkaError(ErrorCode.REQUEST_TIMED_OUT)) | {"topic_config_error_code": ErrorCode.NONE}
+    results = [r | timed_out | {"name": r["name"]} if r["name"] in late else r for r in results]
     return mutation_quota.answer(quotas, request, quota, {"topics": results})
 
 
@@ -145,12 +142,11 @@ def _partition_count(services: TopicServices, t: Any) -> int:
 
 async def _make_logs_reserving_name(services: TopicServices, topic: TopicInfo) -> None:
     """The new topic's logs, its name taken meanwhile so that no other request creates it."""
-    controller = services.controller
-    controller.creating.add(topic.name)
+    services.metadata_support.reserve_topic_name(topic.name)
     try:
         await make_logs(services.replica_manager, topic)
     finally:
-        controller.creating.discard(topic.name)
+        services.metadata_support.release_topic_name(topic.name)
 
 
 def _describe(services: TopicServices, configs: dict[str, str]) -> list[dict]:

@@ -3,20 +3,20 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Awaitable
+from typing import TYPE_CHECKING, Awaitable
 
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclBinding, AclOperation, ResourceType, binding_filter, binding_to_fields, unparsable_filter
 from odradek.broker.handlers import CLOSE_CONNECTION
 from odradek.broker.handlers.create_acls import NO_AUTHORIZER
-from odradek.broker.metadata_waits import admin_call
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.broker.authorization import Authorization
+    from odradek.controller.metadata_support import MetadataSupport
 
 
-def handle(authorization: "Authorization", zk_broker: Any, request: Request) -> object:
+def handle(authorization: "Authorization", metadata_support: "MetadataSupport", request: Request) -> object:
     if any(unparsable_filter(f) for f in request.body.filters):
         return CLOSE_CONNECTION
     filters = [binding_filter(f) for f in request.body.filters]
@@ -24,7 +24,7 @@ def handle(authorization: "Authorization", zk_broker: Any, request: Request) -> 
         return every(filters, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     if authorization.authorizer is None:
         return every(filters, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
-    return answer(admin_call(zk_broker is not None, authorization.authorizer.delete_acls, filters))
+    return answer(metadata_support.admin_call(authorization.authorizer.delete_acls, filters))
 
 
 async def answer(deleting: Awaitable[list[list[AclBinding]]]) -> dict:

@@ -22,11 +22,9 @@ from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.config import BrokerConfig
 from odradek.broker.handlers import mutation_quota
-from odradek.broker.metadata_waits import admin_call, not_controller
 from odradek.broker.quotas import ClientQuotas, ControllerMutationQuota
-from odradek.broker.zk_broker import ZkBroker
-from odradek.controller.embedded import EmbeddedController
 from odradek.controller.metadata import MetadataImage
+from odradek.controller.metadata_support import MetadataSupport
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
@@ -47,11 +45,11 @@ def _result(name: str | None, topic_id: uuid.UUID, code: ErrorCode, message: str
 
 
 def handle(
-    metadata: MetadataImage, config: BrokerConfig, controller: EmbeddedController, authorization: Authorization, quotas: ClientQuotas, zk_broker: ZkBroker | None,
+    metadata: MetadataImage, config: BrokerConfig, metadata_support: MetadataSupport, authorization: Authorization, quotas: ClientQuotas,
     request: Request,
 ) -> dict | Awaitable[dict]:
     requested = _requested(request)
-    if not_controller(zk_broker):
+    if not metadata_support.is_controller():
         return {"responses": [_result(name, topic_id, ErrorCode.NOT_CONTROLLER) for name, topic_id in requested]}
     if not config["delete.topic.enable"]:
         code = ErrorCode.INVALID_REQUEST if request.header.api_version < 3 else ErrorCode.TOPIC_DELETION_DISABLED
@@ -86,11 +84,11 @@ def handle(
         to_delete.setdefault(name, results[-1])
 
     quota = quotas.controller_mutation_quota(request, STRICT_QUOTA_SINCE, time.monotonic())
-    return _delete(controller, zk_broker, image, quotas, quota, request, results, to_delete)
+    return _delete(metadata_support, image, quotas, quota, request, results, to_delete)
 
 
 async def _delete(
-    controller: EmbeddedController, zk_broker: ZkBroker | None, image: MetadataImage, quotas: ClientQuotas, quota: ControllerMutationQuota,
+    metadata_support: MetadataSupport, image: MetadataImage, quotas: ClientQuotas, quota: ControllerMutationQuota,
     request: Request, results: list[dict], to_delete: dict[str, dict],
 ) -> dict:
     """Each topic deleted (marked for deletion, in ZooKeeper mode); there, the answer waits for the topics to
@@ -106,7 +104,7 @@ async def _delete(
         topic = image.topics.get(name)
         try:
             quota.record(len(topic.partitions) if topic is not None else 0, time.monotonic())
-            await admin_call(zk_broker is not None, controller.delete_topic, name)
+            await metadata_support.admin_call(metadata_support.delete_topic, name)
         except KafkaError as exc:
             if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 continue
@@ -115,7 +113,7 @@ async def _delete(
             answer.update(error_code=exc.code, error_message=exc.message)
     timeout_s = request.body.timeout_ms / 1000
     deleted = [name for name, answer in to_delete.items() if answer["error_code"] == ErrorCode.NONE]
-    late = await zk_broker.metadata_waits.until_gone(deleted, timeout_s) if zk_broker is not None and deleted and timeout_s > 0 else set()
+    late = await metadata_support.until_gone(deleted, timeout_s)
     for name in deleted:
         if timeout_s <= 0 or name in late:
             to_delete[name]["error_code"] = ErrorCode.REQUEST_TIMED_OUT

@@ -13,10 +13,9 @@ from typing import Any, Awaitable, Mapping
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.dynamic_config import DynamicBrokerConfig
-from odradek.broker.handlers.alter_configs import ConfigServices, alter
-from odradek.broker.zk_broker import ZkBroker
-from odradek.controller.embedded import EmbeddedController
+from odradek.broker.handlers.alter_configs import alter
 from odradek.controller.metadata import MetadataImage
+from odradek.controller.metadata_support import MetadataSupport
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.config_types import ConfigKey, ConfigType
@@ -68,8 +67,7 @@ def apply_ops(current: dict[str, str], configs: list[Any], keys: Mapping[str, Co
 
 
 def handle(
-    metadata: MetadataImage, dynamic_config: DynamicBrokerConfig, broker_defaults: dict[str, str], controller: EmbeddedController, authorization: Authorization,
-    zk_broker: ZkBroker | None, request: Request,
+    metadata: MetadataImage, dynamic_config: DynamicBrokerConfig, broker_defaults: dict[str, str], metadata_support: MetadataSupport, authorization: Authorization,
+    request: Request,
 ) -> dict | Awaitable[dict]:
-    services = ConfigServices(metadata, dynamic_config, broker_defaults, controller, authorization)
-    return alter(services, zk_broker, request, apply_ops, lambda config: config.config_operation == OpType.DELETE)
+    return alter(metadata, dynamic_config, broker_defaults, metadata_support, authorization, request, apply_ops, lambda config: config.config_operation == OpType.DELETE)

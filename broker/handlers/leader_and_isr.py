@@ -1,5 +1,5 @@
 """LeaderAndIsr (API key 4, v0-7): the controller makes this broker leader or follower of partitions
-(:meth:`odradek.broker.zk_broker.ZkBroker.leader_and_isr`). Only brokers send it (CLUSTER_ACTION).
+(:meth:`odradek.controller.metadata_support.MetadataSupport.leader_and_isr`). Only brokers send it (CLUSTER_ACTION).
 
 The answer names each partition's error: by topic name before v5, by topic id from v5. A single-node broker
 follows only its embedded controller and answers any other STALE_CONTROLLER_EPOCH.
@@ -11,7 +11,8 @@ import uuid
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
-from odradek.broker.zk_broker import ZkBroker, leader_and_isr_states
+from odradek.controller.metadata_support import MetadataSupport
+from odradek.controller.zk_controller_state import leader_and_isr_states
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
@@ -19,15 +20,13 @@ TOPIC_IDS_VERSION = 5
 """From v5 the answer groups partitions by topic id."""
 
 
-def handle(zk_broker: ZkBroker | None, authorization: Authorization, request: Request) -> dict:
+def handle(metadata_support: MetadataSupport, authorization: Authorization, request: Request) -> dict:
     body = request.body
     states = leader_and_isr_states(body)
     if not authorization.authorize(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
         error, errors = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, {key: ErrorCode.CLUSTER_AUTHORIZATION_FAILED for key in states}
-    elif zk_broker is None:
-        error, errors = ErrorCode.STALE_CONTROLLER_EPOCH, {key: ErrorCode.STALE_CONTROLLER_EPOCH for key in states}
     else:
-        error, errors = zk_broker.leader_and_isr(body)
+        error, errors = metadata_support.leader_and_isr(body)
     if request.header.api_version < TOPIC_IDS_VERSION:
         return {
             "error_code": error,

@@ -1,39 +1,36 @@
 """ListPartitionReassignments (API key 46, v0): the reassignments in progress, with each partition's full
 replica set and the replicas being added and removed (KIP-455).
 
-Served by the active ZooKeeper-mode controller's broker (:meth:`ZkController.list_partition_reassignments`,
+Served by the controller's broker (:meth:`MetadataSupport.list_partition_reassignments`, in ZooKeeper mode
 answered from the controller's event thread); others answer NOT_CONTROLLER. Needs DESCRIBE on the cluster.
 A broker without ZooKeeper, its own controller, has none in progress.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, Awaitable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
-from odradek.broker.zk_broker import ZkBroker
+from odradek.controller.metadata_support import MetadataSupport
 from odradek.controller.reassignment import ApiError
+from odradek.controller.zk_data import ReplicaAssignment
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 
-def handle(zk_broker: ZkBroker | None, authorization: Authorization, request: Request) -> dict | Awaitable[dict]:
+def handle(metadata_support: MetadataSupport, authorization: Authorization, request: Request) -> dict | Awaitable[dict]:
     body = request.body
     if not authorization.authorize(request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         return refused(body, ApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))  # Kafka's text describes its request object
-    if zk_broker is None:  # its own controller: nothing is ever in progress
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": "", "topics": []}
-    controller = zk_broker.controller
-    if controller is None or not controller.active:
+    if not metadata_support.is_controller():
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "error_message": ErrorCode.NOT_CONTROLLER.message, "topics": []}
     partitions = None if body.topics is None else [(t.name, index) for t in body.topics for index in t.partition_indexes]
-    return answer(controller.list_partition_reassignments(partitions))
+    return answer(metadata_support.list_partition_reassignments(partitions))
 
 
-async def answer(result: Any) -> dict:
-    outcome = await asyncio.wrap_future(result)
+async def answer(result: Awaitable[dict[tuple[str, int], ReplicaAssignment] | ApiError]) -> dict:
+    outcome = await result
     if isinstance(outcome, ApiError):
         return {"throttle_time_ms": 0, "error_code": outcome.code, "error_message": outcome.message, "topics": []}
     by_topic: dict[str, list[dict]] = {}

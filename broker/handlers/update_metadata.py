@@ -1,5 +1,6 @@
 """UpdateMetadata (API key 6, v0-8): the controller's view of brokers and partitions, which a ZooKeeper-mode
-broker keeps in its metadata cache (:mod:`odradek.broker.zk_broker`). Only brokers send it (CLUSTER_ACTION).
+broker keeps in its metadata cache (:meth:`odradek.controller.metadata_support.MetadataSupport.update_metadata`).
+Only brokers send it (CLUSTER_ACTION).
 
 A single-node broker (no ``zookeeper.connect``) follows only its embedded controller: any other controller
 is answered STALE_CONTROLLER_EPOCH, as a deposed one would be.
@@ -9,14 +10,12 @@ from __future__ import annotations
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
-from odradek.broker.zk_broker import ZkBroker
+from odradek.controller.metadata_support import MetadataSupport
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 
-def handle(zk_broker: ZkBroker | None, authorization: Authorization, request: Request) -> dict:
+def handle(metadata_support: MetadataSupport, authorization: Authorization, request: Request) -> dict:
     if not authorization.authorize(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
         return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
-    if zk_broker is None:
-        return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH}
-    return {"error_code": zk_broker.update_metadata(request.body)}
+    return {"error_code": metadata_support.update_metadata(request.body)}

@@ -9,18 +9,10 @@ from __future__ import annotations
 import threading
 from typing import Mapping
 
-from odradek.broker.config import BrokerConfig
 from odradek.broker.quotas import DEFAULT, desanitize, sanitize
-from odradek.broker.security.scram import SCRAM_CREDENTIALS_FILE, SCRAM_MECHANISMS, CredentialStore, FileCredentialStore, ScramCredential
+from odradek.broker.security.scram import SCRAM_MECHANISMS, ScramCredential
 from odradek.controller import zk_data as zd
 from odradek.controller.zk_client import ZkClient
-
-
-def credential_store(config: BrokerConfig) -> CredentialStore:
-    """ZooKeeper's with ``zookeeper.connect`` (bound to the broker's session when it connects), else the file."""
-    if config["zookeeper.connect"]:
-        return ZkCredentialStore()
-    return FileCredentialStore(config.log_dirs[0] / SCRAM_CREDENTIALS_FILE)
 
 
 def scram_configs(config: Mapping[str, str]) -> dict[str, str]:
