@@ -103,6 +103,104 @@ def test_the_handler_checker_sees_a_log(tmp_path: Path) -> None:
     assert sorted(storage_reaches(module)) == ["1: from odradek.storage.log import ...", "3: .log", "3: .log", "3: .producer_state"]
 
 
+# -- one metadata interface: handlers name no mode, and only the start-up code chooses one ------------------
+
+MODE_CLASSES = frozenset({"EmbeddedController", "ZkBroker", "ZkController", "ZkAclStore", "ZkCredentialStore", "FileCredentialStore"})
+"""The metadata modes' implementations, and what only one mode has: a handler asks ``MetadataSupport``."""
+MODE_NAMES = frozenset({"zk_broker", "in_zookeeper"})
+"""Names that carry the mode itself around (the ``zk_broker is None`` tests this interface replaced)."""
+MODE_KEY = "zookeeper.connect"
+START_UP = {"broker/kafka_server.py": frozenset({"credential_store", "start_metadata_support"})}
+"""Where the mode is chosen, once: module -> its functions that may test it."""
+MODE_IMPLEMENTATIONS = frozenset({"broker/zk_broker.py"})
+"""A mode's own implementation, which reads its configuration (the ZooKeeper to connect to)."""
+
+
+def names_in(node: ast.AST) -> list[tuple[int, str]]:
+    """(line, name) of every name and attribute in ``node``, string annotations parsed too."""
+    found: list[tuple[int, str]] = []
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name):
+            found.append((sub.lineno, sub.id))
+        elif isinstance(sub, ast.Attribute):
+            found.append((sub.lineno, sub.attr))
+        elif isinstance(sub, ast.alias):
+            found.append((sub.lineno, sub.asname or sub.name.rsplit(".", 1)[-1]))
+        elif isinstance(sub, ast.arg) and isinstance(sub.annotation, ast.Constant) and isinstance(sub.annotation.value, str):
+            found += [(sub.lineno, name) for _, name in names_in(ast.parse(sub.annotation.value, mode="eval"))]
+    return found
+
+
+def mode_classes_named(path: Path) -> list[str]:
+    """Where a handler imports or names one of the modes' classes."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [f"{line}: {name}" for line, name in sorted(set(names_in(tree))) if name in MODE_CLASSES]
+
+
+def mode_tests(path: Path, key_read_allowed: bool = False, allowed_functions: frozenset[str] = frozenset()) -> list[str]:
+    """Where a module asks which metadata mode it runs in: reads ``zookeeper.connect``, carries a
+    ``zk_broker``, or tests ``isinstance`` of a mode's class; not counted inside ``allowed_functions``."""
+    found: list[str] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in allowed_functions:
+            return
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value == MODE_KEY and not key_read_allowed:
+            found.append(f"{node.lineno}: [{MODE_KEY!r}]")
+        elif isinstance(node, ast.Name) and node.id in MODE_NAMES or isinstance(node, ast.arg) and node.arg in MODE_NAMES:
+            found.append(f"{node.lineno}: {getattr(node, 'id', None) or getattr(node, 'arg')}")
+        elif isinstance(node, ast.Attribute) and node.attr in MODE_NAMES:
+            found.append(f"{node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance" and len(node.args) == 2:
+            found.extend(f"{line}: isinstance(..., {name})" for line, name in names_in(node.args[1]) if name in MODE_CLASSES)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(), filename=str(path)))
+    return found
+
+
+def test_handlers_name_no_metadata_mode() -> None:
+    sources = sorted(HANDLERS_DIR.glob("*.py"))
+    assert len(sources) > 20
+    violations = [f"{path.relative_to(ROOT)}:{named}" for path in sources for named in mode_classes_named(path)]
+    assert violations == []
+
+
+def test_the_mode_is_chosen_only_at_start() -> None:
+    sources = sorted(p for layer in ("broker", "controller", "tools") for p in (ROOT / layer).rglob("*.py"))
+    assert any(p.relative_to(ROOT).as_posix() in START_UP for p in sources)
+    violations = [
+        f"{relative}:{test}"
+        for path in sources
+        for relative in [path.relative_to(ROOT).as_posix()]
+        for test in mode_tests(path, relative in MODE_IMPLEMENTATIONS, START_UP.get(relative, frozenset()))
+    ]
+    assert violations == []
+
+
+def test_the_mode_checkers_see_a_mode(tmp_path: Path) -> None:
+    handler = tmp_path / "h.py"
+    handler.write_text(
+        "from odradek.broker.zk_broker import ZkBroker\n"
+        "import odradek.controller.embedded\n"
+        "def handle(controller: 'EmbeddedController | None', request):\n"
+        "    return odradek.controller.embedded.EmbeddedController\n"
+    )
+    assert mode_classes_named(handler) == ["1: ZkBroker", "3: EmbeddedController", "4: EmbeddedController"]
+    module = tmp_path / "m.py"
+    module.write_text(
+        "def start(config):\n"
+        "    return config['zookeeper.connect']\n"
+        "def serve(server, zk_broker):\n"
+        "    if server.zk_broker is None or isinstance(server.store, (ZkAclStore, dict)):\n"
+        "        return config['zookeeper.connect']\n"
+    )
+    assert mode_tests(module) == ["2: ['zookeeper.connect']", "3: zk_broker", "4: .zk_broker", "4: isinstance(..., ZkAclStore)", "5: ['zookeeper.connect']"]
+    assert mode_tests(module, allowed_functions=frozenset({"start"})) == ["3: zk_broker", "4: .zk_broker", "4: isinstance(..., ZkAclStore)", "5: ['zookeeper.connect']"]
+    assert mode_tests(module, key_read_allowed=True, allowed_functions=frozenset({"start"})) == ["3: zk_broker", "4: .zk_broker", "4: isinstance(..., ZkAclStore)"]
+
+
 # -- no import cycles among our modules; every broker module imports on its own -----------------------------
 
 KNOWN_CYCLES: dict[frozenset[str], str] = {}
