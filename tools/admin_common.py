@@ -38,10 +38,14 @@ class CommandError(Exception):
 class BrokerError(CommandError):
     """The broker refused: Kafka's tools word these apart from their own argument checks."""
 
+    def __init__(self, message: str, code: int = ErrorCode.UNKNOWN_SERVER_ERROR) -> None:
+        super().__init__(message)
+        self.code = code
+
 
 def broker_error(code: int, message: str | None) -> BrokerError:
     """The text a Java admin client's exception carries: the broker's message, else the code's own."""
-    return BrokerError(message or ErrorCode(code).message)
+    return BrokerError(message or ErrorCode(code).message, code)
 
 
 def add_bootstrap_server(parser: argparse.ArgumentParser) -> None:
@@ -139,3 +143,36 @@ async def describe_configs(client: KafkaClient, resource_type: int, name: str, *
         ConfigEntry(c.name, c.value, c.config_source, c.read_only, c.is_sensitive, tuple((s.name, s.value, s.source) for s in c.synonyms))
         for c in result.configs
     ]
+
+
+TopicPartition = tuple[str, int]
+LATEST, EARLIEST = -1, -2
+"""ListOffsets' timestamps for the log end and the log start offset."""
+UNKNOWN_OFFSET = -1
+
+
+async def list_offsets(client: KafkaClient, partitions: list[TopicPartition], timestamp: int) -> dict[TopicPartition, int]:
+    """Offsets for ``timestamp`` (LATEST, EARLIEST or a time), asked of each partition's leader as Kafka's
+    admin client asks (another broker answers NOT_LEADER_OR_FOLLOWER); partitions without one are left out."""
+    if not partitions:
+        return {}
+    metadata = await topic_metadata(client, sorted({topic for topic, _ in partitions}))
+    leaders = {(name, p.partition_index): p.leader_id for name, t in metadata.items() for p in t.partitions}
+    by_leader: dict[int, dict[str, list[dict]]] = {}
+    for topic, index in partitions:
+        leader = leaders.get((topic, index), -1)
+        if leader >= 0:
+            by_leader.setdefault(leader, {}).setdefault(topic, []).append({"partition_index": index, "current_leader_epoch": -1, "timestamp": timestamp})
+    found: dict[TopicPartition, int] = {}
+    for leader, by_topic in by_leader.items():
+        body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+        response = await client.request(ApiKey.ListOffsets, body, node_id=leader)
+        found.update({(t.name, p.partition_index): p.offset for t in response.topics for p in t.partitions if p.error_code == ErrorCode.NONE and p.offset != UNKNOWN_OFFSET})
+    return found
+
+
+async def controller_request(client: KafkaClient, api_key: int, body: dict) -> Container:
+    """A request only the controller serves (CreateTopics, DeleteTopics, CreatePartitions), sent to the
+    controller the metadata names, as Kafka's admin client sends it (another broker answers NOT_CONTROLLER)."""
+    await client.refresh_metadata([])
+    return await client.request(api_key, body, node_id=client.controller_id if client.controller_id >= 0 else None)

@@ -19,13 +19,21 @@ from odradek.broker.kafka_client import KafkaClient
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.java_hash import topic_partition_hash
-from odradek.tools.admin_common import CommandError, add_bootstrap_server, broker_error, print_error, run_command, topic_metadata
+from odradek.tools.admin_common import (
+    EARLIEST,
+    LATEST,
+    CommandError,
+    TopicPartition,
+    add_bootstrap_server,
+    broker_error,
+    list_offsets,
+    print_error,
+    run_command,
+    topic_metadata,
+)
 
 MISSING = "-"
-LATEST, EARLIEST = -1, -2
-UNKNOWN_OFFSET = -1
 CONSUMER_PROTOCOL = "consumer"
-TopicPartition = tuple[str, int]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -92,11 +100,21 @@ async def list_groups(client: KafkaClient, args: argparse.Namespace) -> None:
 
 
 async def consumer_groups(client: KafkaClient) -> list[str]:
-    """AdminClient.listConsumerGroups: groups of the consumer protocol, and simple groups (no protocol)."""
-    response = await client.request(ApiKey.ListGroups, {"states_filter": []})
-    if response.error_code != ErrorCode.NONE:
-        raise broker_error(response.error_code, None)
-    return [g.group_id for g in response.groups if g.protocol_type in (CONSUMER_PROTOCOL, "")]
+    """AdminClient.listConsumerGroups: groups of the consumer protocol, and simple groups (no protocol), from
+    every broker (each lists only the groups it coordinates)."""
+    return [g.group_id for g in await listed_groups(client) if g.protocol_type in (CONSUMER_PROTOCOL, "")]
+
+
+async def listed_groups(client: KafkaClient) -> list:
+    """ListGroups' entries from every broker of the cluster."""
+    await client.refresh_metadata([])
+    groups = []
+    for node_id in sorted(client.nodes):
+        response = await client.request(ApiKey.ListGroups, {"states_filter": [], "types_filter": []}, node_id=node_id)
+        if response.error_code != ErrorCode.NONE:
+            raise broker_error(response.error_code, None)
+        groups += response.groups
+    return groups
 
 
 async def group_ids(client: KafkaClient, args: argparse.Namespace) -> list[str]:
@@ -117,18 +135,6 @@ async def committed_offsets(client: KafkaClient, group: str) -> dict[TopicPartit
     response = await client.coordinator_request(group, ApiKey.OffsetFetch, body)
     topics = response.groups[0].topics if hasattr(response, "groups") and response.groups else response.topics
     return {(t.name, p.partition_index): p.committed_offset for t in topics for p in t.partitions if p.committed_offset >= 0}
-
-
-async def list_offsets(client: KafkaClient, partitions: list[TopicPartition], timestamp: int) -> dict[TopicPartition, int]:
-    """Offsets for ``timestamp`` (LATEST, EARLIEST or a time); partitions without one are left out."""
-    if not partitions:
-        return {}
-    by_topic: dict[str, list[dict]] = {}
-    for topic, index in partitions:
-        by_topic.setdefault(topic, []).append({"partition_index": index, "current_leader_epoch": -1, "timestamp": timestamp})
-    body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
-    response = await client.request(ApiKey.ListOffsets, body)
-    return {(t.name, p.partition_index): p.offset for t in response.topics for p in t.partitions if p.error_code == ErrorCode.NONE and p.offset != UNKNOWN_OFFSET}
 
 
 def decode_assignment(data: bytes) -> list[TopicPartition]:
@@ -318,7 +324,7 @@ async def _clamped(client: KafkaClient, requested: dict[TopicPartition, int]) ->
     return {tp: min(max(offset, starts.get(tp, offset)), ends.get(tp, offset)) for tp, offset in requested.items()}
 
 
-async def _new_offsets(client: KafkaClient, args: argparse.Namespace, group: str, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+async def new_offsets(client: KafkaClient, args: argparse.Namespace, group: str, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
     if args.to_offset is not None:
         return await _clamped(client, {tp: args.to_offset for tp in partitions})
     if args.shift_by is not None:
@@ -347,10 +353,10 @@ async def reset_offsets(client: KafkaClient, args: argparse.Namespace) -> None:
             plans[group] = {}
             continue
         partitions = await _partitions_to_reset(client, args, group)
-        offsets = await _new_offsets(client, args, group, partitions)
+        offsets = await new_offsets(client, args, group, partitions)
         plans[group] = {tp: offsets[tp] for tp in java_hash_order([tp for tp in partitions if tp in offsets])}
         if args.execute:
-            await _commit(client, group, plans[group])
+            await commit_offsets(client, group, plans[group])
     if plans:
         row = "{:<30} {:<30} {:<10} {:<15}"
         out = ["\n" + row.format("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")]
@@ -359,7 +365,7 @@ async def reset_offsets(client: KafkaClient, args: argparse.Namespace) -> None:
         sys.stdout.flush()
 
 
-async def _commit(client: KafkaClient, group: str, offsets: dict[TopicPartition, int]) -> None:
+async def commit_offsets(client: KafkaClient, group: str, offsets: dict[TopicPartition, int]) -> None:
     """AdminClient.alterConsumerGroupOffsets: an OffsetCommit outside any generation."""
     by_topic: dict[str, list[dict]] = {}
     for (topic, index), offset in offsets.items():

@@ -13,10 +13,12 @@ from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.tools.admin_common import (
     SOURCE_DEFAULT,
+    BrokerError,
     CommandError,
     add_bootstrap_server,
     describe_configs,
     broker_error,
+    controller_request,
     include_list,
     is_internal,
     run_command,
@@ -74,18 +76,35 @@ async def create(client: KafkaClient, args: argparse.Namespace) -> None:
         raise CommandError("The partitions must be greater than 0")
     if "." in args.topic or "_" in args.topic:
         print("WARNING: Due to limitations in metric names, topics with a period ('.') or underscore ('_') could collide. To avoid issues it is best to use either, but not both.")
-    topic = {
-        "name": args.topic,
-        "num_partitions": -1 if args.partitions is None else args.partitions,
-        "replication_factor": -1 if args.replication_factor is None else args.replication_factor,
-        "configs": [{"name": k, "value": v} for k, v in _configs(args.config).items()],
-    }
-    result = (await client.request(ApiKey.CreateTopics, {"topics": [topic], "timeout_ms": TIMEOUT_MS})).topics[0]
-    if result.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and args.if_not_exists:
-        return
+    try:
+        await create_topic(client, args.topic, -1 if args.partitions is None else args.partitions, -1 if args.replication_factor is None else args.replication_factor, _configs(args.config))
+    except BrokerError as exc:
+        if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS and args.if_not_exists:
+            return
+        raise
+    print(f"Created topic {args.topic}.")
+
+
+async def create_topic(client: KafkaClient, name: str, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
+    """CreateTopics for one topic (-1: the broker's default partitions or replication factor)."""
+    topic = {"name": name, "num_partitions": partitions, "replication_factor": replication_factor, "configs": [{"name": k, "value": v} for k, v in configs.items()]}
+    result = (await controller_request(client, ApiKey.CreateTopics, {"topics": [topic], "timeout_ms": TIMEOUT_MS})).topics[0]
     if result.error_code != ErrorCode.NONE:
         raise broker_error(result.error_code, result.error_message)
-    print(f"Created topic {args.topic}.")
+
+
+async def create_partitions(client: KafkaClient, names: list[str], count: int) -> None:
+    body = {"topics": [{"name": n, "count": count, "assignments": None} for n in names], "timeout_ms": TIMEOUT_MS, "validate_only": False}
+    for result in (await controller_request(client, ApiKey.CreatePartitions, body)).results:
+        if result.error_code != ErrorCode.NONE:
+            raise broker_error(result.error_code, result.error_message)
+
+
+async def delete_topics(client: KafkaClient, names: list[str]) -> None:
+    body = {"topic_names": names, "topics": [{"name": n} for n in names], "timeout_ms": TIMEOUT_MS}
+    for result in (await controller_request(client, ApiKey.DeleteTopics, body)).responses:
+        if result.error_code != ErrorCode.NONE:
+            raise broker_error(result.error_code, getattr(result, "error_message", None))
 
 
 async def _topics(client: KafkaClient, args: argparse.Namespace, *, require: bool) -> list[str]:
@@ -130,17 +149,11 @@ async def alter(client: KafkaClient, args: argparse.Namespace) -> None:
         return
     if args.partitions is None:
         raise CommandError("--partitions is required to alter a topic")
-    body = {"topics": [{"name": n, "count": args.partitions, "assignments": None} for n in names], "timeout_ms": TIMEOUT_MS, "validate_only": False}
-    for result in (await client.request(ApiKey.CreatePartitions, body)).results:
-        if result.error_code != ErrorCode.NONE:
-            raise broker_error(result.error_code, result.error_message)
+    await create_partitions(client, names, args.partitions)
 
 
 async def delete(client: KafkaClient, args: argparse.Namespace) -> None:
     names = await _topics(client, args, require=True)
     if not names:
         return
-    body = {"topic_names": names, "topics": [{"name": n} for n in names], "timeout_ms": TIMEOUT_MS}
-    for result in (await client.request(ApiKey.DeleteTopics, body)).responses:
-        if result.error_code != ErrorCode.NONE:
-            raise broker_error(result.error_code, getattr(result, "error_message", None))
+    await delete_topics(client, names)
