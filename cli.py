@@ -20,6 +20,7 @@ COMMANDS = {
     "topics": ("odradek.tools.admin_topics", "Create, list, describe, alter and delete topics (as kafka-topics.sh)"),
     "configs": ("odradek.tools.admin_configs", "Describe and alter topic and broker configs (as kafka-configs.sh)"),
     "offsets": ("odradek.tools.admin_offsets", "Print partitions' offsets for a time (as kafka-get-offsets.sh)"),
+    "console": ("odradek.tools.console.command", "A web console for any Kafka-compatible cluster: odradek console --bootstrap-server host:port"),
     "groups": ("odradek.tools.admin_groups", "List, describe (with lag), delete consumer groups and reset their offsets (as kafka-consumer-groups.sh)"),
 }
 

@@ -121,6 +121,12 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     _k("metric.reporters", LIST, "", "Classes Kafka notifies of new metrics (Java's); odradek exports its metrics at prometheus.port.", acted_on=False),
     _k("prometheus.port", I, None, "odradek: port of the Prometheus endpoint, http://host:port/metrics, with Kafka's MBeans under the names the Prometheus JMX exporter gives them (docs/operations.md). Unset: off; 0 picks a free port. Strimzi's JMX exporter uses 9404.", at_least=0),
     _k("prometheus.host", S, None, "odradek: interface the Prometheus endpoint binds; unset: the first listener's host (all interfaces if that is empty)."),
+    # web console (tools/console, docs/console.md)
+    _k("console.listener", S, None, "odradek: URL the web console serves on, e.g. http://127.0.0.1:9644 (docs/console.md); it shows the whole cluster through this broker's first listener. Unset: off. An address other than loopback needs console.basic.auth.user or console.bearer.token."),
+    _k("console.client.config", S, None, "odradek: a Kafka client properties file (security.protocol, sasl.*, ssl.*) the console connects with: it sees what that principal may see. Unset: a plaintext connection without SASL."),
+    _k("console.basic.auth.user", S, None, "odradek: user name the console asks for with HTTP basic authentication (with console.basic.auth.password)."),
+    _k("console.basic.auth.password", PW, None, "odradek: password of console.basic.auth.user."),
+    _k("console.bearer.token", PW, None, "odradek: a token the console accepts as 'Authorization: Bearer <token>' (or basic authentication's password)."),
     # ZooKeeper (cluster mode)
     _k("zookeeper.connect", S, None, "ZooKeeper connection string (host:port[,host:port][/chroot]). Unset: the embedded single-node controller."),
     _k("zookeeper.session.timeout.ms", I, 18000, "ZooKeeper session timeout."),

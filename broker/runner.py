@@ -129,6 +129,25 @@ def _start_metrics(server: KafkaServer, socks: list[socket.socket]) -> None:
     log.info("[KafkaServer id=%d] Prometheus metrics at http://%s:%d/metrics", server.broker_id, host, port)
 
 
+def _open_console(server: KafkaServer, first_listener: socket.socket) -> Any:
+    """The web console, when ``console.listener`` is set (only then is any of it imported), bound now."""
+    config = server.config
+    if config["console.listener"] is None:
+        return None
+    from odradek.tools.console import missing_message, missing_modules
+
+    if missing_modules():
+        raise StartupError(f"console.listener is set, but {missing_message()}")
+    from odradek.tools.console.embedded import open_console
+
+    try:
+        return open_console(config, server.broker_id, bound_address(first_listener))
+    except ValueError as exc:
+        raise StartupError(str(exc)) from exc
+    except OSError as exc:
+        raise StartupError(f"Console failed to bind to {config['console.listener']}: {exc.strerror or exc}.") from exc
+
+
 def _close(socks: list[socket.socket]) -> None:
     for s in socks:
         s.close()
@@ -161,6 +180,7 @@ async def run(config: BrokerConfig, *, handle_signals: bool = True, on_started: 
     listeners = ", ".join(f"{l.name}://{bound_address(s)[0]}:{bound_address(s)[1]}" for l, s in zip(config.listeners, socks))
     try:
         _start_metrics(server, socks)
+        console = _open_console(server, socks[0])
         async with anyio.create_task_group() as tg:
             await tg.start(serve, server, bound)
             tg.start_soon(_periodic, server)
@@ -168,6 +188,8 @@ async def run(config: BrokerConfig, *, handle_signals: bool = True, on_started: 
                 await tg.start(coordinator.run)
             if server.metrics is not None:
                 tg.start_soon(server.metrics.probe_event_loop)
+            if console is not None:
+                tg.start_soon(console[0].serve, console[1])
             log.info(
                 "[KafkaServer id=%d] started in %.0f ms: listeners %s, advertised %s:%d, log dirs %s, cluster id %s",
                 server.broker_id,

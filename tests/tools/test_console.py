@@ -1,0 +1,416 @@
+"""The web console, used as a person uses it: headless Chromium (Debian's ``chromium``, driven by Playwright's
+Python API; Playwright's own browser download is never used) against
+
+- odradek: a two-broker ZooKeeper cluster, the console served by broker 2 (``console.listener``), and
+- Apache Kafka 3.9.1 (the suite's real Kafka), the console as a process of its own
+  (``odradek console --bootstrap-server``),
+
+with real clients (confluent-kafka) producing, consuming and checking what the console did. Every page's
+screenshot is kept under the test's temporary directory (``console-screenshots/<target>/``), and copied to
+``$ODRADEK_CONSOLE_SCREENSHOTS`` when set (how docs/console/*.png are made). Each test checks that the browser
+logged no error.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import subprocess as sp
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from playwright.sync_api import sync_playwright
+
+from odradek import Broker
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "jvm"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import kafka_jvm  # noqa: E402
+from polling import wait_for  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+CONSOLE_LINE = re.compile(r"Console at http://([\d.]+):(\d+)/")
+SAMPLE_WAIT_S = 30.0
+
+
+@dataclass
+class Target:
+    name: str
+    url: str
+    bootstrap: str
+    shots: Path
+
+    def admin(self) -> AdminClient:
+        return AdminClient({"bootstrap.servers": self.bootstrap})
+
+
+def _console_address(lines: Callable[[], list[str]], timeout_s: float = 30.0) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for line in lines():
+            match = CONSOLE_LINE.search(line)
+            if match:
+                return f"http://{match.group(1)}:{match.group(2)}"
+        time.sleep(0.1)
+    raise AssertionError("the console never said where it serves:\n" + "".join(lines()[-30:]))
+
+
+@pytest.fixture(scope="module")
+def odradek_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """ZooKeeper and two odradek brokers; broker 2 serves the console (bootstrap, console URL)."""
+    root = tmp_path_factory.mktemp("console-cluster")
+    zookeeper = kafka_jvm.ZooKeeper(root / "zookeeper").start()
+    brokers: list[Broker] = []
+    try:
+        for broker_id in (1, 2):
+            config = {
+                "broker.id": str(broker_id),
+                "zookeeper.connect": zookeeper.connect,
+                "offsets.topic.replication.factor": "2",
+                "default.replication.factor": "2",
+                "prometheus.port": str(kafka_jvm.free_port()),
+                "prometheus.host": "127.0.0.1",
+            }
+            if broker_id == 2:
+                config["console.listener"] = "http://127.0.0.1:0"
+            brokers.append(Broker(log_dir=root / f"broker{broker_id}", subprocess=True, config=config).start())
+        url = _console_address(lambda: list(brokers[1].output))
+        admin = AdminClient({"bootstrap.servers": brokers[0].bootstrap})
+        wait_for(lambda: len(admin.list_topics(timeout=10).brokers) == 2, timeout_s=60, what="both brokers in the metadata")
+        yield brokers[0].bootstrap, url
+    finally:
+        for b in brokers:
+            b.stop()
+        zookeeper.stop()
+
+
+@pytest.fixture(scope="module")
+def kafka_console(real_kafka: kafka_jvm.RealKafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """``odradek console`` as a process of its own against the real Kafka (bootstrap, console URL)."""
+    log = tmp_path_factory.mktemp("kafka-console") / "console.log"
+    with log.open("w") as out:
+        proc = sp.Popen([sys.executable, "-m", "odradek", "console", "--bootstrap-server", real_kafka.bootstrap, "--listener", "http://127.0.0.1:0"], stdout=out, stderr=sp.STDOUT)
+    try:
+        yield real_kafka.bootstrap, _console_address(lambda: log.read_text().splitlines())
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+@pytest.fixture(scope="module", params=["odradek", "kafka"])
+def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Target:
+    bootstrap, url = request.getfixturevalue("odradek_cluster" if request.param == "odradek" else "kafka_console")
+    shots = tmp_path_factory.getbasetemp() / "console-screenshots" / request.param
+    shots.mkdir(parents=True, exist_ok=True)
+    return Target(request.param, url, bootstrap, shots)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, target: Target) -> Iterator[object]:
+    """A browser tab on the console; the test fails if the page logged an error or threw."""
+    context = browser.new_context(base_url=target.url, viewport={"width": 1280, "height": 900})
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("console", lambda m: errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
+    tab.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+    yield tab
+    context.close()
+    assert errors == []
+
+
+def screenshot(page, target: Target, name: str) -> None:
+    path = target.shots / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    keep = os.environ.get("ODRADEK_CONSOLE_SCREENSHOTS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(keep) / f"{target.name}-{name}.png")
+
+
+def unique(prefix: str, target: Target) -> str:
+    """A name of its own per run: the real Kafka is shared by the whole suite."""
+    return f"{prefix}-{target.name}-{time.monotonic_ns() % 10**9}"
+
+
+def chart_last(page, selector: str, label: str) -> float | None:
+    """The latest value of one line of a chart, as the page drew it."""
+    return json.loads(page.locator(selector).get_attribute("data-last") or "{}").get(label)
+
+
+def flash(page) -> str:
+    return page.locator(".flash").first.inner_text()
+
+
+# -- the tests -------------------------------------------------------------------------------------------------
+
+
+def test_cluster_page_shows_every_broker_and_the_controller(page, target: Target) -> None:
+    page.goto("/")
+    metadata = target.admin().list_topics(timeout=10)
+    rows = page.locator("#brokers tbody tr")
+    assert rows.count() == len(metadata.brokers)
+    for node_id in metadata.brokers:
+        assert page.locator(f'#brokers tr[data-broker="{node_id}"]').count() == 1
+    assert page.locator("#controller").inner_text() == str(metadata.controller_id)
+    assert "PLAINTEXT://" in page.locator("#brokers tbody").inner_text()  # listeners, from the broker's configs
+    assert re.fullmatch(r"\d+", page.locator("#controller-epoch").inner_text())  # ZooKeeper mode, both
+    screenshot(page, target, "cluster")
+
+
+def test_topic_created_in_the_console_appears_to_a_client(page, target: Target) -> None:
+    name = unique("made-in-console", target)
+    page.goto("/topics")
+    page.fill("#create-topic input[name=name]", name)
+    page.fill("#create-topic input[name=partitions]", "3")
+    page.fill("#create-topic input[name=replication_factor]", "1")
+    page.click("#create-topic button")
+    assert flash(page) == f"Created topic {name}."
+    admin = target.admin()
+    wait_for(lambda: name in admin.list_topics(timeout=10).topics, timeout_s=15, what="the topic in a client's metadata")
+    assert len(admin.list_topics(name, timeout=10).topics[name].partitions) == 3
+
+    # the admin API's errors, shown as they come
+    page.goto("/topics")
+    page.fill("#create-topic input[name=name]", name)
+    page.click("#create-topic button")
+    assert "already exists" in page.locator(".flash.error").inner_text()
+
+    # a config, with its source; a bad value refused with the broker's message
+    page.goto(f"/topics/{name}")
+    page.fill("#alter-config input[name=key]", "retention.ms")
+    page.fill("#alter-config input[name=value]", "3600000")
+    page.click("#alter-config button:not([name])")
+    assert flash(page) == "Set retention.ms=3600000."
+    row = page.locator('#configs tr[data-config="retention.ms"]').inner_text()
+    assert "3600000" in row and "DYNAMIC_TOPIC_CONFIG" in row
+    page.fill("#alter-config input[name=key]", "cleanup.policy")
+    page.fill("#alter-config input[name=value]", "sometimes")
+    page.click("#alter-config button:not([name])")
+    assert "cleanup.policy" in page.locator(".flash.error").inner_text()
+
+    page.fill("#add-partitions input[name=count]", "4")
+    page.click("#add-partitions button")
+    assert flash(page) == f"Topic {name} now has 4 partitions."
+    assert page.locator("#partitions tbody tr").count() == 4
+    screenshot(page, target, "topic")
+
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.click("#delete-topic button")
+    assert flash(page) == f"Deleted topic {name}."
+    wait_for(lambda: name not in admin.list_topics(timeout=10).topics, timeout_s=15, what="the topic gone from a client's metadata")
+
+
+def test_a_message_produced_by_a_client_is_found_by_offset_and_by_timestamp(page, target: Target) -> None:
+    name = unique("browse", target)
+    admin = target.admin()
+    admin.create_topics([NewTopic(name, 2, 1)])[name].result(15)
+    base = int(time.time() * 1000) - 60_000
+    producer = Producer({"bootstrap.servers": target.bootstrap})
+    for i in range(20):
+        producer.produce(name, key=f"k{i}", value=f'{{"n": {i}, "text": "record {i}"}}', partition=0, timestamp=base + i * 1000, headers=[("source", b"test")])
+    producer.flush(15)
+
+    page.goto(f"/topics/{name}/messages?partition=0&offset=7&order=oldest&limit=3")
+    offsets = page.locator("#messages tbody tr").evaluate_all("rows => rows.map(r => r.dataset.offset)")
+    assert offsets == ["7", "8", "9"]
+    first = page.locator("#messages tbody tr").first
+    assert first.locator(".key").inner_text() == "k7"
+    assert "source" in first.inner_text() and "test" in first.inner_text()
+
+    page.goto(f"/topics/{name}/messages?partition=0&timestamp={base + 12_000}&order=oldest&limit=1")
+    assert page.locator("#messages tbody tr").first.get_attribute("data-offset") == "12"
+    iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((base + 12_000) / 1000)) + f".{(base + 12_000) % 1000:03d}Z"
+    page.goto(f"/topics/{name}/messages?partition=0&timestamp={iso}&order=oldest&limit=1")
+    assert page.locator("#messages tbody tr").first.get_attribute("data-offset") == "12"
+
+    page.goto(f"/topics/{name}/messages?partition=0&limit=5")  # newest first by default
+    offsets = page.locator("#messages tbody tr").evaluate_all("rows => rows.map(r => r.dataset.offset)")
+    assert offsets == ["19", "18", "17", "16", "15"]
+
+    page.goto(f"/topics/{name}/messages?partition=0&contains=record%2013&format=json")
+    rows = page.locator("#messages tbody tr")
+    assert rows.count() == 1 and rows.first.get_attribute("data-offset") == "13"
+    assert rows.first.locator(".value").inner_text() == '{\n  "n": 13,\n  "text": "record 13"\n}'
+    page.goto(f"/topics/{name}/messages?partition=0&key=k3&format=hex")
+    assert page.locator("#messages tbody tr").first.locator(".key").inner_text() == "6b 33"
+    screenshot(page, target, "messages")
+
+    # a test record from the console, read back by a client
+    page.goto(f"/topics/{name}/messages?partition=1")
+    page.fill("#produce input[name=key]", "from-console")
+    page.fill("#produce textarea[name=value]", "hello from the browser")
+    page.click("#produce button")
+    assert flash(page) == "Produced a record at offset 0."
+    consumer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": unique("reader", target), "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(name, 1, 0)])
+        message = wait_for(lambda: consumer.poll(1.0), timeout_s=20, what="the console's record")
+        assert (message.key(), message.value()) == (b"from-console", b"hello from the browser")
+    finally:
+        consumer.close()
+
+
+def test_lag_chart_moves_while_a_consumer_is_paused(page, target: Target) -> None:
+    topic, group = unique("lagging", target), unique("paused-group", target)
+    producer = Producer({"bootstrap.servers": target.bootstrap})
+    for i in range(10):
+        producer.produce(topic, value=b"x" * 100, partition=0)
+    producer.flush(15)  # auto-created topic
+    consumer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.subscribe([topic])
+        seen = 0
+        deadline = time.monotonic() + 30
+        while seen < 10 and time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is not None and m.error() is None:
+                seen += 1
+        assert seen == 10
+        consumer.commit(asynchronous=False)
+        consumer.pause(consumer.assignment())
+
+        page.goto(f"/groups/{group}")
+        assert page.locator("#group-state").inner_text() == "Stable"
+        chart = page.locator("#lag-chart")
+        wait_for(lambda: (consumer.poll(0.1), chart_last(page, "#lag-chart", "total lag") == 0)[1], timeout_s=SAMPLE_WAIT_S, what="a sample of lag 0")
+        for expected in (50, 100):  # the chart follows the lag up while the consumer stays paused
+            for i in range(50):
+                producer.produce(topic, value=b"y" * 100, partition=0)
+            producer.flush(15)
+            wait_for(lambda: (consumer.poll(0.1), chart_last(page, "#lag-chart", "total lag") == expected)[1], timeout_s=SAMPLE_WAIT_S, what=f"lag {expected} drawn")
+        assert chart_last(page, "#lag-chart", f"{topic}-0") == 100
+        assert int(chart.get_attribute("data-points")) >= 3
+        assert chart.locator("canvas").count() >= 1
+        page.reload()
+        assert page.locator('#offsets tr[data-tp$="-0"] .lag').inner_text() == "100"
+        screenshot(page, target, "group")
+        page.goto("/groups")
+        assert page.locator(f'#groups tr[data-group="{group}"]').count() == 1
+        screenshot(page, target, "groups")
+    finally:
+        consumer.close()
+
+    # an empty group's offsets reset from the console, then the group deleted
+    page.goto(f"/groups/{group}")
+    wait_for(lambda: (page.reload(), page.locator("#group-state").inner_text() == "Empty")[1], timeout_s=30, what="the group empty")
+    page.select_option("#reset-offsets select[name=scenario]", "latest")
+    page.click("#reset-offsets button")
+    assert flash(page) == f"Reset 1 partitions of {group}."
+    assert page.locator("#offsets .lag").first.inner_text() == "0"
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.click("#delete-group button")
+    assert flash(page) == f"Deleted group {group}."
+    assert page.locator(f'#groups tr[data-group="{group}"]').count() == 0
+
+
+def test_live_charts_draw_the_brokers_figures(page, target: Target) -> None:
+    topic = unique("charted", target)
+    producer = Producer({"bootstrap.servers": target.bootstrap})
+    page.goto("/charts")
+    chart = "#chart-topic_bytes_in" if target.name == "odradek" else "#chart-topic_records"
+
+    def busy() -> bool:
+        for _ in range(50):
+            producer.produce(topic, value=b"z" * 1000)
+        producer.flush(15)
+        return (chart_last(page, chart, topic) or 0) > 0
+
+    wait_for(busy, timeout_s=SAMPLE_WAIT_S * 2, what="a rate above zero")
+    if target.name == "odradek":
+        assert "Prometheus endpoint" in page.locator("#charts-source").inner_text()
+        assert page.locator("#chart-broker_requests canvas").count() == 1
+        wait_for(lambda: (chart_last(page, "#chart-broker_requests", "broker 1") or 0) > 0, timeout_s=SAMPLE_WAIT_S, what="requests per second")
+    else:
+        assert "JMX" in page.locator("#charts-source").inner_text()
+    screenshot(page, target, "charts")
+    page.goto("/topics")
+    screenshot(page, target, "topics")
+
+
+# -- security ----------------------------------------------------------------------------------------------------
+
+
+def _post(url: str, data: bytes, headers: dict[str, str]) -> int:
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/x-www-form-urlencoded", **headers}, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_a_change_without_the_csrf_token_is_refused(odradek_cluster: tuple[str, str]) -> None:
+    """One console checks it: both modes run the same code."""
+    bootstrap, url = odradek_cluster
+    name = f"forged-{time.monotonic_ns() % 10**9}"
+    assert _post(f"{url}/topics", f"name={name}".encode(), {}) == 403
+    assert _post(f"{url}/topics", f"name={name}&csrf=abc".encode(), {"Cookie": "odradek_console_csrf=abc", "Origin": "http://evil.example"}) == 403
+    assert name not in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
+
+
+def test_console_off_loopback_needs_authentication(tmp_path: Path) -> None:
+    result = sp.run(
+        [sys.executable, "-m", "odradek", "serve", "--override", f"log.dirs={tmp_path}", "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", "console.listener=http://0.0.0.0:0"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 1
+    assert "console.listener 0.0.0.0 is not a loopback address: set console.basic.auth.user" in result.stdout + result.stderr
+
+
+def test_basic_auth_and_bearer_token(tmp_path: Path) -> None:
+    props = tmp_path / "console.properties"
+    props.write_text("console.listener=http://127.0.0.1:0\nconsole.basic.auth.user=admin\nconsole.basic.auth.password=s3cret\nconsole.bearer.token=tok3n\n")
+    log = tmp_path / "console.log"
+    with log.open("w") as out:
+        proc = sp.Popen([sys.executable, "-m", "odradek", "console", "--bootstrap-server", "127.0.0.1:1", "--config", str(props)], stdout=out, stderr=sp.STDOUT)
+    try:
+        url = _console_address(lambda: log.read_text().splitlines())
+
+        def status(headers: dict[str, str]) -> int:
+            try:
+                with urllib.request.urlopen(urllib.request.Request(f"{url}/static/console.css", headers=headers), timeout=10) as response:
+                    return response.status
+            except urllib.error.HTTPError as exc:
+                return exc.code
+
+        basic = lambda user, password: {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}  # noqa: E731
+        assert status({}) == 401
+        assert status(basic("admin", "wrong")) == 401
+        assert status(basic("admin", "s3cret")) == 200
+        assert status({"Authorization": "Bearer tok3n"}) == 200
+        assert status({"Authorization": "Bearer nope"}) == 401
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def test_serve_imports_nothing_of_the_console_unless_asked(tmp_path: Path) -> None:
+    """Start-up stays light: without console.listener no console module, aiohttp or jinja2 is loaded."""
+    code = (
+        "import sys\nfrom odradek import Broker\n"
+        "with Broker(log_dir=sys.argv[1]):\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('aiohttp', 'jinja2') or m.startswith('odradek.tools')))"
+    )
+    result = sp.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"
