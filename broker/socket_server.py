@@ -40,6 +40,7 @@ from odradek.broker.security.sasl_authenticator import SaslSettings
 from odradek.broker.security.tls import TlsSession, TlsSettings
 from odradek.protocol.api import Request, encode_response
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.schema import EncodeError
 
 log = logging.getLogger("odradek.network")
 
@@ -296,8 +297,11 @@ class Connection:
                 await self._send_all(pending)
                 pending = []
                 result = await self._complete(request, result)
-            header = request.header
-            data, splices = encode_response(header.api_key, header.api_version, header.correlation_id, result)
+            encoded = self._encode(request, result)
+            if encoded is None:
+                await self._send_all(pending)
+                raise ConnectionClosed
+            data, splices = encoded
             if not splices:
                 pending.append(data)
                 continue
@@ -312,6 +316,21 @@ class Connection:
                     await self._sendfile(piece)
             pending.append(view[pos:])
         await self._send_all(pending)
+
+    def _encode(self, request: Request, result: Any) -> tuple[bytes, list[Any]] | None:
+        """The answer's frame; for an answer holding a value its field cannot carry (a string over 32,767
+        bytes, such as a member id made of a client id that long), the request's error answer, as Kafka's
+        KafkaApis answers when its writer refuses (``'memberId' field is too long to be serialized``), or
+        None to close when the API has no such answer."""
+        header = request.header
+        try:
+            return encode_response(header.api_key, header.api_version, header.correlation_id, result)
+        except EncodeError as exc:
+            log.error("Unexpected error handling %s v%d from %s (client %s): %s", request.api.name, header.api_version, self.peer, header.client_id, exc)
+        answer = error_response(request, ErrorCode.UNKNOWN_SERVER_ERROR)
+        if answer is None:
+            return None
+        return encode_response(header.api_key, header.api_version, header.correlation_id, answer)
 
     async def _complete(self, request: Any, result: Any) -> Any:
         try:

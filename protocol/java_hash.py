@@ -18,6 +18,12 @@ def int32(value: int) -> int:
     return value - (1 << 32) if value & 0x80000000 else value
 
 
+def int64(value: int) -> int:
+    """``value`` wrapped to a Java ``long``, as Kafka's sums of timestamps and durations overflow (now +
+    Long.MAX_VALUE is in the past)."""
+    return (value + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
 def java_string_hash(s: str) -> int:
     """Java's ``String.hashCode``: ``31 * h + unit`` over the string's UTF-16 code units."""
     h = 0

@@ -40,6 +40,7 @@ __all__ = [
     "Array",
     "Message",
     "DecodeError",
+    "EncodeError",
     "Splice",
     "encode",
     "encode_parts",
@@ -52,6 +53,12 @@ __all__ = [
 
 class DecodeError(ValueError):
     """The one error raised for any input that is not a valid encoding of the requested message."""
+
+
+class EncodeError(ValueError):
+    """A value that its field cannot carry (a string over 32,767 bytes, a number outside its type's range):
+    Kafka's generated writers refuse the same (``'memberId' field is too long to be serialized``), and its
+    KafkaApis then answers the request's error response. Raised for any such value, never ``struct.error``."""
 
 
 class UnknownFieldError(ValueError):
@@ -282,11 +289,13 @@ class _Field(construct.Construct):
 class Primitive(_Field):
     """A Kafka primitive: fixed-width numbers, uuid, (compact) (nullable) string/bytes, records."""
 
-    def __init__(self, type_name: str, compact: bool, nullable: bool) -> None:
+    def __init__(self, type_name: str, compact: bool, nullable: bool, name: str = "") -> None:
         super().__init__()
         self.type_name = type_name
         self.compact = compact
         self.nullable = nullable
+        self.name = name
+        """The field's name (Kafka's camelCase), for the error a value it cannot carry raises."""
 
     def _emitparse(self, code: Any) -> str:
         t = self.type_name
@@ -307,7 +316,9 @@ class Primitive(_Field):
             return f"(io.write({packer}.pack(obj)), obj)[1]"
         if t == "uuid":
             return "_rt.write_uuid(obj, io)"
-        kind = {"string": "str", "bytes": "bytes", "records": "records"}[t]
+        if t == "string":
+            return f"_rt.write_str(obj, io, this, {self.compact}, {self.nullable}, {self.name!r})"
+        kind = {"bytes": "bytes", "records": "records"}[t]
         return f"_rt.write_{kind}(obj, io, this, {self.compact}, {self.nullable})"
 
 
@@ -458,9 +469,14 @@ def _construct_for(f: F, version: int, flexible: bool) -> construct.Construct:
         return NullableStruct(struct_) if nullable else struct_
     if isinstance(t, Array):
         el = t.element
-        element = KStruct(el, version, flexible) if isinstance(el, S) else Primitive(el, flexible, False)
+        element = KStruct(el, version, flexible) if isinstance(el, S) else Primitive(el, flexible, False, f"{_camel(f.name)} element")
         return KArray(element, flexible, nullable)
-    return Primitive(t, flexible, nullable)
+    return Primitive(t, flexible, nullable, _camel(f.name))
+
+
+def _camel(name: str) -> str:
+    """A field's name as Kafka's generated code and its messages spell it (``MemberId`` → ``memberId``)."""
+    return name[:1].lower() + name[1:]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -601,7 +617,10 @@ def _build(stream: _io.BytesIO, parts: Any) -> list[Splice]:
     splices: list[Splice] = []
     context = {"_params": {"_splices": splices}}
     for message, version, value in parts:
-        message.codec(version).buildfunc(value, stream, context)
+        try:
+            message.codec(version).buildfunc(value, stream, context)
+        except struct.error as exc:  # a number outside its field's type
+            raise EncodeError(f"{message.name} v{version}: {exc}") from None
     return splices
 
 
@@ -616,7 +635,7 @@ class _Runtime:
     """Helpers the emitted code calls (kept in one namespace, ``_rt``, to keep the generated source short)."""
 
     DecodeError = DecodeError
-    EncodeError = ValueError
+    EncodeError = EncodeError
     Container = Container
     CONSTS = _CONSTS
     BOOL = struct.Struct(">?")
@@ -670,32 +689,33 @@ class _Runtime:
 
     @staticmethod
     def read_str(io: Any, this: Any, compact: bool, nullable: bool) -> str | None:
+        """Kafka's generated readers refuse a string over 32,767 bytes, compact strings too (``string field
+        X had invalid length``): so no string a request carries is too long for an answer to echo. Stricter
+        than Kafka (docs/compatibility.md): a negative length other than -1, which Kafka reads as null, and
+        bytes that are not UTF-8, which Java decodes to U+FFFD, are refused."""
         n = _Runtime.read_uvarint(io) - 1 if compact else _Runtime.INT16.unpack(_Runtime.read(io, 2))[0]
         if n < 0:
             if nullable and n == -1:
                 return None
             raise DecodeError("null string in non-nullable field" if n == -1 else f"bad string length {n}")
         if n > 0x7FFF:
-            raise DecodeError(f"string field had invalid length {n}")  # Kafka's limit, compact strings too
+            raise DecodeError(f"string field had invalid length {n}")
         try:
             return _Runtime.read(io, n).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise DecodeError(f"string is not UTF-8: {exc}") from None
 
     @staticmethod
-    def write_str(obj: str | None, io: Any, this: Any, compact: bool, nullable: bool) -> str | None:
+    def write_str(obj: str | None, io: Any, this: Any, compact: bool, nullable: bool, name: str) -> str | None:
         if obj is None:
             if not nullable:
-                raise ValueError("null string in non-nullable field")
+                raise EncodeError(f"'{name}' is null in a non-nullable field")
             io.write(b"\x00" if compact else b"\xff\xff")
             return obj
         data = obj.encode("utf-8")
-        if compact:
-            io.write(_uvarint_bytes(len(data) + 1))
-        else:
-            if len(data) > 0x7FFF:
-                raise ValueError("string longer than 32767 bytes")
-            io.write(_Runtime.INT16.pack(len(data)))
+        if len(data) > 0x7FFF:  # Kafka's writers refuse it, compact strings too: no reader would take it
+            raise EncodeError(f"'{name}' field is too long to be serialized")
+        io.write(_uvarint_bytes(len(data) + 1) if compact else _Runtime.INT16.pack(len(data)))
         io.write(data)
         return obj
 
@@ -712,7 +732,7 @@ class _Runtime:
     def write_bytes(obj: Any, io: Any, this: Any, compact: bool, nullable: bool) -> Any:
         if obj is None:
             if not nullable:
-                raise ValueError("null bytes in non-nullable field")
+                raise EncodeError("null bytes in a non-nullable field")
             io.write(b"\x00" if compact else b"\xff\xff\xff\xff")
             return obj
         io.write(_uvarint_bytes(len(obj) + 1) if compact else _Runtime.INT32.pack(len(obj)))

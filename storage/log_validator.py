@@ -26,6 +26,7 @@ from typing import Any
 from odradek.protocol import legacy_records
 from odradek.protocol.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.java_hash import int64
 from odradek.protocol.record_batch import (
     MAGIC_V2,
     NO_TIMESTAMP,
@@ -213,15 +214,10 @@ def _problem_message(problem: RecordProblem, config: LogConfig, now_ms: int, top
     """(Kafka's message for one refused record, whether it is a timestamp error)."""
     if problem.kind is RecordErrorKind.MISSING_KEY:
         return f"Compacted topic cannot accept message without key in topic partition {topic_partition}", False
-    low = _java_long(now_ms - config.effective_timestamp_before_max_ms)
-    high = _java_long(now_ms + config.effective_timestamp_after_max_ms)
+    low = int64(now_ms - config.effective_timestamp_before_max_ms)
+    high = int64(now_ms + config.effective_timestamp_after_max_ms)
     return (
         f"Timestamp {problem.timestamp} of message with offset {problem.offset_delta} is out of range. "
         f"The timestamp should be within [{low}, {high}]",
         True,
     )
-
-
-def _java_long(value: int) -> int:
-    """Kafka computes the bounds in Java longs: now + Long.MAX_VALUE wraps, and its message shows that."""
-    return (value + (1 << 63)) % (1 << 64) - (1 << 63)

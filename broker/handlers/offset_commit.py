@@ -2,7 +2,9 @@
 
 Partitions of unknown topics are answered UNKNOWN_TOPIC_OR_PARTITION and not stored. A commit timestamp
 of -1 (v1) means now; an explicit retention time (v2-v4) gives the offset its own expiry, persisted in the
-v1 record format as Kafka does.
+v1 record format as Kafka does. The expiry is now + retention in Java longs, as Kafka's
+GroupCoordinatorAdapter computes it: a retention near Long.MAX_VALUE wraps to an expiry in the past, and the
+offset is committed (and expires at the next expiration pass) rather than refused.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from odradek.broker.group_requests import partition_exists
 from odradek.controller.metadata import MetadataImage
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.java_hash import int64
 
 DEFAULT_TIMESTAMP = -1
 DEFAULT_RETENTION_TIME = -1
@@ -30,7 +33,7 @@ def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, autho
     readable = authorization.filter_authorized(request, AclOperation.READ, ResourceType.TOPIC, {t.name for t in body.topics})
     runtime = group_coordinator
     now = runtime.coordinator.clock()  # the clock offset expiry compares these timestamps with
-    expire = None if body.retention_time_ms == DEFAULT_RETENTION_TIME else now + body.retention_time_ms
+    expire = None if body.retention_time_ms == DEFAULT_RETENTION_TIME else int64(now + body.retention_time_ms)
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     order: list[tuple[str, int]] = []

@@ -161,6 +161,33 @@ def test_codes_kafka_does_not_define_match_nothing(kafka_with_acls, odradek_with
     assert answers(odradek_with_acls.bootstrap) == answers(kafka_with_acls.bootstrap)
 
 
+UNDEFINED_CODES = [("resource_type", "resource_type_filter", -128), ("pattern", "pattern_type_filter", 67), ("operation", "operation", -1), ("permission", "permission_type", 17)]
+"""(creation argument, filter field, code): codes outside Kafka's enums that a mutation fuzz sent (issue 26).
+Only UNKNOWN (0) makes Kafka's request constructors refuse a request, and the connection close; these
+parse, as UNKNOWN elements of a binding."""
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+@pytest.mark.parametrize("argument,filter_field,code", UNDEFINED_CODES, ids=[c[0] for c in UNDEFINED_CODES])
+def test_undefined_codes_are_answered_as_kafka_at_every_version(argument: str, filter_field: str, code: int, version: int, kafka_with_acls, odradek_with_acls, connect) -> None:
+    created = creation(name="undefined", **{argument: code})
+    filters = {"resource_type_filter": TOPIC, "resource_name_filter": "undefined", "pattern_type_filter": LITERAL, "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1, filter_field: code}
+
+    def answers(bootstrap: str) -> list:
+        seen = []
+        for api, body in ((ApiKey.CreateAcls, {"creations": [created]}), (ApiKey.DescribeAcls, filters), (ApiKey.DeleteAcls, {"filters": [filters]})):
+            try:
+                answer = connect(bootstrap).call(api, version, body)
+            except ConnectionError:
+                seen.append((api.name, "closed"))
+                continue
+            entries = answer.results if api == ApiKey.CreateAcls else answer.filter_results if api == ApiKey.DeleteAcls else [answer]
+            seen.append((api.name, [(e.error_code, e.error_message) for e in entries]))
+        return seen
+
+    assert answers(odradek_with_acls.bootstrap) == answers(kafka_with_acls.bootstrap)
+
+
 def test_without_an_authorizer_the_tool_is_told_security_is_disabled(real_kafka, odradek_as_kafka) -> None:
     def listing(bootstrap: str) -> str:
         result = kafka_jvm.run_tool("kafka-acls", "--bootstrap-server", bootstrap, "--list")

@@ -1,0 +1,102 @@
+"""Values at the edges of what a request can carry, answered as the real Kafka 3.9.1 answers them, on the wire
+against both brokers: strings at Kafka's 32,767-byte limit (compact ones too), an answer that would have to
+carry a longer one, and numbers whose sum overflows a long.
+
+Kafka's generated readers refuse a string over 32,767 bytes, compact or not (``string field X had invalid
+length``: the request does not parse and the connection is closed), so no string a request carries is too
+long for its answer to echo. An answer can still need a longer one (a member id is the client id plus a
+UUID): Kafka's writer refuses it and KafkaApis answers the request's error response, UNKNOWN_SERVER_ERROR.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+import uuid
+
+import pytest
+
+from odradek.protocol.api import ApiKey, decode_response, encode_request
+from odradek.protocol.errors import ErrorCode
+
+LONGEST = 32767
+
+
+@pytest.fixture(params=["kafka", "odradek"])
+def bootstrap(request, real_kafka, odradek_as_kafka) -> str:
+    return real_kafka.bootstrap if request.param == "kafka" else odradek_as_kafka.bootstrap
+
+
+def describe_groups_v5(group_id_bytes: int) -> bytes:
+    """DescribeGroups v5 (flexible: a compact string) naming one group of ``group_id_bytes`` bytes; built by
+    hand, as our encoder refuses a string over the limit."""
+    frame = bytearray(encode_request(ApiKey.DescribeGroups, 5, 1, {"groups": ["g"]}, client_id="limits"))
+    at = frame.index(b"\x02\x02g")  # groups: one element (compact count 2), a 1-byte string (compact length 2)
+    length = group_id_bytes + 1
+    varint = bytearray()
+    while length >= 0x80:
+        varint.append(length & 0x7F | 0x80)
+        length >>= 7
+    varint.append(length)
+    frame[at + 1 : at + 3] = bytes(varint) + b"g" * group_id_bytes
+    frame[0:4] = struct.pack(">i", len(frame) - 4)
+    return bytes(frame)
+
+
+def test_a_compact_string_over_32767_bytes_is_refused_when_read(bootstrap, connect) -> None:
+    wire = connect(bootstrap)
+    wire.send(describe_groups_v5(LONGEST + 1))
+    assert wire.closed_by_peer(), "a compact string over 32,767 bytes was read"
+
+
+def test_a_compact_string_of_32767_bytes_is_read_and_echoed(bootstrap, connect) -> None:
+    wire = connect(bootstrap)
+    wait_for_coordinator(wire, "g" * LONGEST)
+    wire.send(describe_groups_v5(LONGEST))
+    _, answer = decode_response(ApiKey.DescribeGroups, 5, wire.read_frame())
+    assert [(g.error_code, g.group_id, g.group_state) for g in answer.groups] == [(ErrorCode.NONE, "g" * LONGEST, "Dead")]
+
+
+@pytest.mark.parametrize("version", [0, 4, 9])
+def test_a_member_id_too_long_to_write_is_answered_unknown_server_error(bootstrap, connect, version: int) -> None:
+    """The client id of 32,767 bytes becomes the member id with "-<uuid>" after it: Kafka cannot write its
+    JoinGroup answer, and answers UNKNOWN_SERVER_ERROR with every other field empty. The connection stays."""
+    group = f"limits-join-{version}-{uuid.uuid4()}"
+    wire = connect(bootstrap, client_id="c" * LONGEST)
+    wait_for_coordinator(wire, group)
+    join = {"group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "", "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}
+    answer = wire.call(ApiKey.JoinGroup, version, join)
+    assert (answer.error_code, answer.member_id, answer.leader, answer.members) == (ErrorCode.UNKNOWN_SERVER_ERROR, "", "", [])
+    assert wire.call(ApiKey.ApiVersions, 0, {}).error_code == ErrorCode.NONE
+
+
+@pytest.mark.parametrize("retention_ms", [2**63 - 1, -(2**63), 2**62], ids=["long-max", "long-min", "2^62"])
+@pytest.mark.parametrize("version", [2, 4])
+def test_a_retention_time_whose_expiry_overflows_a_long_is_committed(bootstrap, connect, make_topic_on, version: int, retention_ms: int) -> None:
+    """Kafka computes the expiry as now + retention in a Java long, which wraps: the commit succeeds."""
+    topic = make_topic_on(bootstrap)
+    group = f"limits-commit-{uuid.uuid4()}"
+    wire = connect(bootstrap)
+    wait_for_coordinator(wire, group)
+    body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "retention_time_ms": retention_ms, "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}]}]}
+    answer = wire.call(ApiKey.OffsetCommit, version, body)
+    assert [(p.partition_index, p.error_code) for t in answer.topics for p in t.partitions] == [(0, ErrorCode.NONE)]
+
+
+@pytest.fixture
+def make_topic_on(connect):
+    def make(bootstrap: str) -> str:
+        name = f"limits-{uuid.uuid4()}"
+        created = connect(bootstrap).call(ApiKey.CreateTopics, 4, {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}], "timeout_ms": 10000})
+        assert created.topics[0].error_code == ErrorCode.NONE
+        return name
+
+    return make
+
+
+def wait_for_coordinator(wire, group: str) -> None:
+    """FindCoordinator until the group's coordinator is up (the first one creates the offsets topic)."""
+    deadline = time.monotonic() + 30
+    while (error := wire.call(ApiKey.FindCoordinator, 1, {"key": group, "key_type": 0}).error_code) != ErrorCode.NONE:
+        assert error == ErrorCode.COORDINATOR_NOT_AVAILABLE and time.monotonic() < deadline, error
+        time.sleep(0.2)
