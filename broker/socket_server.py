@@ -3,10 +3,12 @@
 Only bytes move here; what they mean is the sans-IO :class:`KafkaConnection`'s (broker/connection.py). Each
 connection has a reader that takes whatever the socket holds (large reads into the receive buffer the event
 loop's connections share: several times faster than exact-size reads through stream wrappers), hands it to
-its ``KafkaConnection`` and calls the handler of each request that comes out at once, so requests take
-effect in arrival order; and, while answers are queued, a writer that sends them in the same order,
-awaiting those that wait (long polls, acks=all) — Kafka's pipelining with in-order responses. Record data in fetch
-responses goes from the segment file to the socket with ``os.sendfile``. Sockets are used directly
+its ``KafkaConnection`` and calls the handler of each request that comes out in turn, so requests take
+effect in arrival order; and, while answers are queued, a writer that sends them in the same order. A request
+whose answer waits (a long poll, an acks=all produce waiting for the ISR) holds the next one back until the
+answer is complete, as Kafka mutes a channel while one of its requests is handled: a pipelined produce is
+appended only after the one before it was answered, so it meets the ISR that answer left (docs/replication.md).
+Record data in fetch responses goes from the segment file to the socket with ``os.sendfile``. Sockets are used directly
 (non-blocking, with anyio's readiness waits) so that sendfile and ordinary sends share one socket without a
 transport buffering in between. docs/performance.md has what a connection costs.
 """
@@ -85,22 +87,23 @@ class Network:
             await anyio.sleep(min(1.0, max(idle_s / 4, 0.01)))
             now = time.monotonic()
             for conn in list(self.connections):
-                if not conn.writing and now - conn.last_active >= idle_s:
+                if not conn.writing and not conn.waiting and now - conn.last_active >= idle_s:
                     log.debug("Closing idle connection from %s", conn.peer)
                     conn.end()
 
 
 class Connection:
     """The socket shell of one client connection: reads into its :class:`KafkaConnection`, calls the handler
-    of each request it decodes at once (so requests take effect in arrival order), and writes the answers it
-    queues in the same order (Kafka's pipelining with in-order responses).
+    of each request it decodes in turn (so requests take effect in arrival order, each once the answer before
+    it is complete), and writes the answers it queues in the same order (Kafka's pipelining with in-order
+    responses).
 
     An idle connection is only its socket, its unfinished request bytes and one task waiting for the socket to
     be readable: the writer task runs only while answers are queued, and idle expiry is one task for all
     connections, so that thousands of connections cost a few kilobytes each.
     """
 
-    __slots__ = ("server", "network", "sock", "peer", "protocol", "tls", "tls_lock", "room", "reading", "writing", "closed", "last_active")
+    __slots__ = ("server", "network", "sock", "peer", "protocol", "tls", "tls_lock", "room", "reading", "waiting", "writing", "closed", "last_active")
 
     def __init__(self, server: KafkaServer, network: Network, sock: socket.socket, endpoint: Endpoint, index: int, tls: TlsSettings | None, sasl: SaslSettings | None) -> None:
         self.server = server
@@ -123,6 +126,8 @@ class Connection:
         """The reader (handshake, TLS 1.3 tickets) and the writer both send TLS records: one at a time."""
         self.room: anyio.Event | None = None  # set when the writer takes answers from a full outbox
         self.reading = True
+        self.waiting = False
+        """A request's answer is waiting (a long poll, acks=all): the connection is not idle meanwhile."""
         self.writing = False
         self.closed = False
         self.last_active = time.monotonic()
@@ -257,14 +262,23 @@ class Connection:
             result = charge(quotas, request, time.perf_counter_ns() - start_ns, result)
         if result is None:
             return True
+        if inspect.isawaitable(result):
+            # Kafka mutes the channel from a request's arrival until its answer is sent: the next request of
+            # the connection is not handled before this one's answer is complete.
+            self.waiting = True
+            try:
+                result = await self._complete(request, result)
+            finally:
+                self.waiting = False
+                self.last_active = time.monotonic()
         await self._send(request, result)
         return True
 
     # -- writing ------------------------------------------------------------------------------------------
 
     async def _write_loop(self) -> None:
-        """Answers in request order, until none is queued. Answers already complete when the writer gets to them
-        go out together in one ``sendmsg`` (writev): pipelined small requests cost one syscall per batch."""
+        """Answers in request order, until none is queued. The answers queued when the writer gets to them go
+        out together in one ``sendmsg`` (writev): pipelined small requests cost one syscall per batch."""
         try:
             while self.protocol.outbox and not self.closed:
                 batch = self.protocol.take_answers()
@@ -280,10 +294,6 @@ class Connection:
             self.end()
         finally:
             self.writing = False
-            if self.closed:
-                for _, result in self.protocol.take_answers():
-                    if inspect.iscoroutine(result):
-                        result.close()
             if not self.reading:
                 self.sock.close()
 
@@ -293,10 +303,6 @@ class Connection:
             if isinstance(request, bytes):
                 pending.append(request)
                 continue
-            if inspect.isawaitable(result):
-                await self._send_all(pending)
-                pending = []
-                result = await self._complete(request, result)
             encoded = self._encode(request, result)
             if encoded is None:
                 await self._send_all(pending)
