@@ -44,6 +44,7 @@ SERIAL = (
 # between the parallel run and the serial one, beside each other only.
 CLUSTER_FAULTS = (
     "tests/cluster/test_leader_faults.py",
+    "tests/cluster/test_followers_paused.py",
     "tests/cluster/test_transactions_cluster.py",
     "tests/cluster/test_transactions_failover.py",
     "tests/cluster/test_coordinator_failover.py",

@@ -28,8 +28,12 @@ def on_broker_loop(broker: Broker, fn, *args):
     return anyio.from_thread.run_sync(fn, *args, token=broker._token)
 
 
+CREATED = int(time.time() * 1000)
+"""The records' timestamps start here (recent: a producer id idle past producer.id.expiration.ms is forgotten)."""
+
+
 def produce_body(acks: int, timeout_ms: int, value: bytes, count: int = 1, **batch: int) -> dict:
-    records = build_batch([Record(value=value, timestamp=1_700_000_000_000 + i) for i in range(count)], **batch)
+    records = build_batch([Record(value=value, timestamp=CREATED + i) for i in range(count)], **batch)
     return {"acks": acks, "timeout_ms": timeout_ms, "topic_data": [{"name": "acks", "partition_data": [{"index": 0, "records": records}]}]}
 
 
@@ -147,5 +151,5 @@ def test_a_retry_of_a_batch_that_timed_out_is_answered_with_its_original_offsets
         assert not retry.done() and partition.log_end_offset == 5  # a duplicate: waiting, not appended again
         on_broker_loop(broker, follower_fetch, partition, partition.log_end_offset)
         answer = retry.result(10).responses[0].partition_responses[0]
-    assert (answer.error_code, answer.base_offset, answer.log_append_time_ms, answer.log_start_offset) == (ErrorCode.NONE, 2, 1_700_000_000_002, 0)
+    assert (answer.error_code, answer.base_offset, answer.log_append_time_ms, answer.log_start_offset) == (ErrorCode.NONE, 2, CREATED + 2, 0)
     assert partition.log_end_offset == 5 and partition.high_watermark == 5

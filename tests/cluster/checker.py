@@ -7,8 +7,10 @@ every record it was given. After the faults, :meth:`Workload.finish` reads what 
 from its start to its high watermark) and :func:`check` compares the three:
 
 - **lost**: an acknowledged write that is not at its acknowledged offset in the surviving log (or, when
-  the acknowledgement carried no offset, nowhere in it: librdkafka reports a retried write the broker
-  already had, DUPLICATE_SEQUENCE_NUMBER, as delivered without an offset);
+  the acknowledgement carried no offset, nowhere in it);
+- **no offset**: an acknowledged write whose acknowledgement carried no offset (librdkafka reports -1001
+  when the broker answered a retry DUPLICATE_SEQUENCE_NUMBER, or a later batch's success implied it):
+  Kafka answers a retry of one of the producer's last five batches with the original batch's offsets;
 - **duplicate**: a number written twice in a partition;
 - **reordered**: numbers out of order in a partition (an idempotent producer keeps them in order);
 - **phantom read**: a consumer read a record that is not in the surviving log at that offset (it was read
@@ -45,6 +47,7 @@ STABLE_ENDS_S = 3.0
 
 class ViolationKind(Enum):
     LOST = "lost"
+    NO_OFFSET = "no offset"
     DUPLICATE = "duplicate"
     REORDERED = "reordered"
     PHANTOM_READ = "phantom read"
@@ -121,6 +124,8 @@ def check(
             if offset is None:
                 if number not in numbers:
                     violations.append(Violation(ViolationKind.LOST, partition, -1, number, "acknowledged without an offset, and not in the surviving log"))
+                else:
+                    violations.append(Violation(ViolationKind.NO_OFFSET, partition, -1, number, "acknowledged without an offset"))
                 continue
             found = at_offset.get(offset)
             if found != number:
@@ -167,6 +172,9 @@ class Workload:
         self.interval = 1.0 / rate_per_partition
         self.lock = threading.Lock()
         self.acknowledged: dict[int, dict[int, int | None]] = {p: {} for p in range(partitions)}
+        self.acknowledged_at: dict[int, dict[int, float]] = {p: {} for p in range(partitions)}
+        """When each acknowledgement reached the producer (``time.monotonic()``; the delivery callback runs in
+        the producer's thread, which polls every 10 ms)."""
         self.reads: dict[int, list[tuple[int, int]]] = {p: [] for p in range(partitions)}
         self.produced_at: list[float] = []
         """When number n was handed to the producer (for every partition at once)."""
@@ -210,6 +218,7 @@ class Workload:
                 return
             offset = msg.offset()  # type: ignore[attr-defined]
             self.acknowledged[msg.partition()][int(msg.value())] = offset if offset is not None and offset >= 0 else None  # type: ignore[attr-defined]
+            self.acknowledged_at[msg.partition()][int(msg.value())] = time.monotonic()  # type: ignore[attr-defined]
 
     def _produce(self) -> None:
         """Until stopped, or until the producer fails fatally (kept for the report: it is what a client of
@@ -264,6 +273,12 @@ class Workload:
         """How many writes to ``partition`` produced at ``since`` (``time.monotonic()``) or later were acknowledged."""
         with self.lock:
             return sum(1 for number in self.acknowledged[partition] if self.produced_at[number] >= since)
+
+    def acknowledged_within(self, partition: int, start: float, end: float) -> list[int]:
+        """The numbers written to ``partition`` whose acknowledgement reached the producer between ``start``
+        and ``end`` (``time.monotonic()``)."""
+        with self.lock:
+            return sorted(number for number, at in self.acknowledged_at[partition].items() if start <= at <= end)
 
     def wait_for_progress(self, timeout_s: float = 60.0) -> float:
         """Until every partition has more acknowledged writes than when called; the seconds it took."""

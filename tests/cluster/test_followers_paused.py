@@ -1,0 +1,148 @@
+"""Both followers of a partition frozen under acks=all load: nothing acknowledged until they are back, and
+every retry answered with its original offset.
+
+Three brokers, a topic of rf 3 with ``min.insync.replicas=2``; the idempotent acks=all producer of
+checker.py writes to every partition. Each round SIGSTOPs both followers of partition 0 for
+:data:`PAUSE_S` (past ``replica.lag.time.max.ms`` and the ZooKeeper session: the ISR shrinks to the leader
+alone), then SIGCONTs them. While they are frozen no write to partition 0 may be acknowledged: a write the
+leader appended before the ISR shrank waits for a high watermark that cannot pass it (Kafka's
+``DelayedProduce``; the high watermark does not move while the ISR is below the minimum), and times out
+REQUEST_TIMED_OUT, or is refused NOT_ENOUGH_REPLICAS once the ISR has shrunk. The producer retries those
+writes after SIGCONT; the leader already has them, and answers each retry as a duplicate of one of the
+producer's last five batches: error NONE with the original batch's offsets (``findDuplicateBatch``), so
+every acknowledgement carries the offset where the record is. The checker then finds nothing lost,
+duplicated or reordered.
+
+The load above meets the race that matters only now and then, so the same pause is also played at the wire,
+where the order of events is fixed: two idempotent produces pipelined on one connection to the leader (the
+first with a timeout past the ISR shrink, the second with a long one) while the followers are frozen. Kafka
+handles one request of a connection at a time: the first times out REQUEST_TIMED_OUT (nothing is
+acknowledged while the ISR is below the minimum), and only then is the second handled, against the shrunk
+ISR: NOT_ENOUGH_REPLICAS, not appended. After SIGCONT the first's retry is answered with its original offsets
+and the second's is appended after it.
+"""
+
+from __future__ import annotations
+
+import time
+
+from checker import Workload
+from harness import CLUSTER_SETTINGS, Cluster
+
+from odradek.protocol.api import ApiKey, decode_response, encode_request
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.record_batch import iter_batch_positions
+from odradek.protocol.records import Record, build_batch, iter_records
+
+PARTITIONS = 3
+ROUNDS = 2
+PAUSE_S = 10.0
+SETTLE_S = 1.0
+"""How long after SIGSTOP an acknowledgement may still arrive: one the leader sent as the followers froze
+(its high watermark passed the write through a fetch they sent before)."""
+FIRST_TIMEOUT_MS = 14_000
+"""The first pipelined produce's timeout: past the ISR shrink (4 to 7 s after SIGSTOP here)."""
+
+
+def test_nothing_acknowledged_while_the_followers_are_frozen(cluster: Cluster) -> None:
+    topic = "followers-paused"
+    cluster.create_topic(topic, PARTITIONS)
+    assert int(CLUSTER_SETTINGS["min.insync.replicas"]) == 2
+    assert PAUSE_S > int(CLUSTER_SETTINGS["replica.lag.time.max.ms"]) / 1000 + 2
+    timings = []
+    with Workload(cluster.bootstrap, topic, PARTITIONS) as workload:
+        workload.wait_for_progress()
+        for _ in range(ROUNDS):
+            state = cluster.leader_and_isr(topic, 0)
+            followers = [r for r in state.isr if r != state.leader]
+            assert len(followers) == 2, state
+            paused_at = time.monotonic()
+            for follower in followers:
+                cluster.pause(follower)
+            try:
+                cluster.wait_until(lambda: cluster.leader_and_isr(topic, 0).isr == (state.leader,), f"the ISR of {topic}-0 shrunk to {state.leader}", 30)
+                shrunk = time.monotonic() - paused_at
+                time.sleep(max(0.0, PAUSE_S - shrunk))
+            finally:
+                resumed_at = time.monotonic()
+                for follower in followers:
+                    cluster.resume(follower)
+            acknowledged = workload.acknowledged_within(0, paused_at + SETTLE_S, resumed_at)
+            assert not acknowledged, (
+                f"leader {state.leader} acknowledged {len(acknowledged)} writes to {topic}-0 while its followers "
+                f"{followers} were frozen (numbers {acknowledged[:10]}...)"
+            )
+            recovered = cluster.wait_fully_replicated(topic) + workload.wait_for_progress()
+            timings.append(f"ISR of {state.leader} alone after {shrunk:.1f}s, {recovered:.1f}s to recover")
+        report = workload.finish()
+    print(f"\n{'; '.join(timings)}\n{report}")
+    assert report.ok, str(report)  # among the violations: an acknowledgement without its offset (ViolationKind.NO_OFFSET)
+    assert report.acknowledged > 0 and not report.delivery_errors, str(report)
+
+
+INIT_PRODUCER_ID = {"transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1}
+
+
+def produce_body(topic: str, producer: dict, base_sequence: int, values: list[bytes], timeout_ms: int) -> dict:
+    """One idempotent batch whose records' timestamps are ``producer["created"]`` plus their sequence (recent:
+    a producer whose last timestamp is older than ``producer.id.expiration.ms`` is forgotten)."""
+    created = producer["created"]
+    ids = {"producer_id": producer["producer_id"], "producer_epoch": producer["producer_epoch"]}
+    records = build_batch([Record(value=v, timestamp=created + base_sequence + i) for i, v in enumerate(values)], base_sequence=base_sequence, **ids)
+    return {"acks": -1, "timeout_ms": timeout_ms, "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]}
+
+
+def answer_of(wire, body: dict):
+    return wire.call(ApiKey.Produce, 9, body).responses[0].partition_responses[0]
+
+
+def test_a_produce_pipelined_behind_one_waiting_meets_the_shrunk_isr(cluster: Cluster, connect) -> None:
+    topic = "followers-paused-wire"
+    cluster.create_topic(topic, 1)
+    state = cluster.leader_and_isr(topic, 0)
+    followers = [r for r in state.isr if r != state.leader]
+    wire = connect(cluster.brokers[state.leader].bootstrap)
+    wire.sock.settimeout(FIRST_TIMEOUT_MS / 1000 + 15)
+    inits = []
+    cluster.wait_until(lambda: inits.append(wire.call(ApiKey.InitProducerId, 4, INIT_PRODUCER_ID)) or inits[-1].error_code == ErrorCode.NONE, "a producer id", 30)
+    init = inits[-1]
+    producer = {"producer_id": init.producer_id, "producer_epoch": init.producer_epoch, "created": int(time.time() * 1000)}
+    assert answer_of(wire, produce_body(topic, producer, 0, [b"a0", b"a1"], 10_000)).base_offset == 0
+    first = produce_body(topic, producer, 2, [b"b2", b"b3", b"b4"], FIRST_TIMEOUT_MS)
+    second = produce_body(topic, producer, 5, [b"c5"], FIRST_TIMEOUT_MS + 10_000)
+
+    paused_at = time.monotonic()
+    for follower in followers:
+        cluster.pause(follower)
+    try:
+        for correlation_id, body in enumerate((first, second), start=1000):
+            wire.send(encode_request(ApiKey.Produce, 9, correlation_id, body, client_id=wire.client_id))
+        cluster.wait_until(lambda: cluster.leader_and_isr(topic, 0).isr == (state.leader,), f"the ISR of {topic}-0 shrunk to {state.leader}", 30)
+        shrunk = time.monotonic() - paused_at
+        assert shrunk < FIRST_TIMEOUT_MS / 1000 - 3, f"the ISR shrank {shrunk:.1f}s after SIGSTOP, too close to the first produce's timeout to tell"
+        answers = [decode_response(ApiKey.Produce, 9, wire.read_frame())[1].responses[0].partition_responses[0] for _ in range(2)]
+        answered = time.monotonic() - paused_at
+    finally:
+        for follower in followers:
+            cluster.resume(follower)
+    print(f"\nISR of {state.leader} alone {shrunk:.1f}s after SIGSTOP, both answered after {answered:.1f}s")
+    assert answers[0].error_code == ErrorCode.REQUEST_TIMED_OUT, answers[0]
+    assert answered >= FIRST_TIMEOUT_MS / 1000
+    assert answers[1].error_code == ErrorCode.NOT_ENOUGH_REPLICAS, answers[1]
+
+    cluster.wait_fully_replicated(topic)
+    retries = []  # NOT_ENOUGH_REPLICAS until the leader has the ISR the metadata shows
+    cluster.wait_until(lambda: retries.append(answer_of(wire, {**first, "timeout_ms": 30_000})) or retries[-1].error_code != ErrorCode.NOT_ENOUGH_REPLICAS, "the retry not refused", 30)
+    retried = retries[-1]
+    assert (retried.error_code, retried.base_offset, retried.log_append_time_ms, retried.log_start_offset) == (ErrorCode.NONE, 2, producer["created"] + 4, 0)
+    again = answer_of(wire, {**second, "timeout_ms": 30_000})
+    assert (again.error_code, again.base_offset, again.log_append_time_ms) == (ErrorCode.NONE, 5, -1)
+
+    fetched = wire.call(ApiKey.Fetch, 11, {
+        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+        "forgotten_topics_data": [], "rack_id": "",
+    }).responses[0].partitions[0]
+    assert fetched.high_watermark == 6
+    values = [(record.offset, record.value) for pos, _, _ in iter_batch_positions(fetched.records) for record in iter_records(fetched.records, pos)]
+    assert values == [(0, b"a0"), (1, b"a1"), (2, b"b2"), (3, b"b3"), (4, b"b4"), (5, b"c5")]
