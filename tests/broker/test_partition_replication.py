@@ -134,3 +134,32 @@ def test_an_answer_for_another_leader_epoch_is_ignored(partition: Partition, sen
     [change] = sent
     assert not partition.on_alter_partition(change, AlterPartitionResult(ErrorCode.NONE, 4, (0,), 8))
     assert partition.isr == [0, 1] and partition.pending_isr is change
+
+
+def test_an_acks_all_append_waiting_when_the_isr_shrinks_below_the_minimum_is_not_acknowledged(partition: Partition, sent: list[PendingIsrChange]) -> None:
+    """Kafka 3.9's ``checkEnoughReplicasReachOffset`` with the high watermark frozen under min ISR: the
+    append waiting for offsets [0, 10) is not done (it times out) while the ISR is the leader alone, even
+    once follower 1 has the records; done with NONE once follower 1 is back in the ISR."""
+    assert partition.check_enough_replicas_reach_offset(10) == (False, ErrorCode.NONE)
+    partition.maybe_shrink_isr(T0 + LAG_MS + 1)
+    [shrink] = sent
+    partition.on_alter_partition(shrink, AlterPartitionResult(ErrorCode.NONE, 3, (0,), 8))
+    assert partition.is_under_min_isr and partition.check_enough_replicas_reach_offset(10) == (False, ErrorCode.NONE)
+    fetch(partition, 1, 10, T0 + LAG_MS + 2)  # follower 1 has every record: asked into the ISR, not in it yet
+    [_, expand] = sent
+    assert expand.isr == (0, 1)
+    assert partition.high_watermark == 0 and partition.check_enough_replicas_reach_offset(10) == (False, ErrorCode.NONE)
+    partition.on_alter_partition(expand, AlterPartitionResult(ErrorCode.NONE, 3, (0, 1), 9))
+    assert partition.high_watermark == 10 and partition.check_enough_replicas_reach_offset(10) == (True, ErrorCode.NONE)
+
+
+def test_an_append_whose_offsets_the_high_watermark_passed_with_the_isr_below_the_minimum_failed_after_append(partition: Partition) -> None:
+    """The other outcome of ``checkEnoughReplicasReachOffset``: the high watermark is past the append but the
+    maximal ISR is below ``min.insync.replicas`` (here raised to 3 after the records were committed by an ISR
+    of 2): NOT_ENOUGH_REPLICAS_AFTER_APPEND; and NOT_LEADER_OR_FOLLOWER once no longer leader."""
+    fetch(partition, 1, 10, T0 + 1)
+    assert partition.high_watermark == 10 and partition.check_enough_replicas_reach_offset(10) == (True, ErrorCode.NONE)
+    partition.log.config = LogConfig(min_insync_replicas=3)
+    assert partition.check_enough_replicas_reach_offset(10) == (True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+    partition.become_follower(PartitionState(1, 4, [0, 1], [0, 1, 2], 8), False)
+    assert partition.check_enough_replicas_reach_offset(10) == (True, ErrorCode.NOT_LEADER_OR_FOLLOWER)

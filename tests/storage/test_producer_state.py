@@ -53,6 +53,21 @@ def test_a_retry_of_one_of_the_last_five_batches_returns_its_original_offsets(lo
     assert _error(lambda: _send(log, make_batch, 2, 2)) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
+
+def test_a_follower_keeps_the_last_five_batches_and_answers_their_retries_once_it_leads(open_log, make_batch):
+    """Followers build the producers' state as they append what they fetch (no sequence checks), keeping each
+    producer's last five batches as the leader does: after a leader change, a retry of any of them is a
+    duplicate answered with the original offsets and timestamp (Kafka's ``findDuplicateBatch``)."""
+    follower = open_log(name="follower-0")
+    for seq in range(0, 14, 2):
+        follower.append_as_follower(make_batch(2, producer_id=PID, producer_epoch=0, base_sequence=seq, base_offset=seq, partition_leader_epoch=0, timestamp=1000 + seq))
+    size = follower.size_in_bytes
+    for seq in range(4, 14, 2):
+        retry = _send(follower, make_batch, seq, 2)
+        assert retry.duplicate and (retry.first_offset, retry.last_offset, retry.log_append_time) == (seq, seq + 1, 1000 + seq + 1)
+    assert follower.size_in_bytes == size and follower.log_end_offset == 14
+    assert _error(lambda: _send(follower, make_batch, 2, 2)) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
 def test_an_older_epoch_is_fenced(log, make_batch):
     _send(log, make_batch, 0, epoch=5)
     assert _error(lambda: _send(log, make_batch, 1, epoch=4)) == ErrorCode.INVALID_PRODUCER_EPOCH
