@@ -14,6 +14,7 @@ logged no error.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -29,7 +30,7 @@ from typing import Callable, Iterator
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic, ResourcePatternType, ResourceType
 from playwright.sync_api import sync_playwright
 
 from odradek import Broker
@@ -125,10 +126,10 @@ def browser() -> Iterator[object]:
         b.close()
 
 
-@pytest.fixture
-def page(browser, target: Target) -> Iterator[object]:
-    """A browser tab on the console; the test fails if the page logged an error or threw."""
-    context = browser.new_context(base_url=target.url, viewport={"width": 1280, "height": 900})
+@contextlib.contextmanager
+def browser_tab(browser, base_url: str) -> Iterator[object]:
+    """A browser tab on a console; fails if the page logged an error or threw."""
+    context = browser.new_context(base_url=base_url, viewport={"width": 1280, "height": 900})
     tab = context.new_page()
     errors: list[str] = []
     tab.on("console", lambda m: errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
@@ -136,6 +137,12 @@ def page(browser, target: Target) -> Iterator[object]:
     yield tab
     context.close()
     assert errors == []
+
+
+@pytest.fixture
+def page(browser, target: Target) -> Iterator[object]:
+    with browser_tab(browser, target.url) as tab:
+        yield tab
 
 
 def screenshot(page, target: Target, name: str) -> None:
@@ -162,6 +169,22 @@ def flash(page) -> str:
 
 
 # -- the tests -------------------------------------------------------------------------------------------------
+
+
+def test_problem_partitions_are_highlighted(page, target: Target) -> None:
+    """A partition whose ISR is smaller than its topic's min.insync.replicas, on the cluster page and the topic's."""
+    name = unique("short-isr", target)
+    admin = target.admin()
+    admin.create_topics([NewTopic(name, 1, 1, config={"min.insync.replicas": "2"})])[name].result(15)
+    page.goto("/")
+    row = page.locator("#problems tr.bad", has_text=name)
+    wait_for(lambda: (page.reload(), row.count() == 1)[1], timeout_s=15, what="the topic in the console's metadata")  # the console's broker learns of it from the controller
+    assert "under min ISR" in row.inner_text()
+    page.goto(f"/topics/{name}")
+    assert page.locator('#partitions tr[data-partition="0"]').get_attribute("class") == "bad"
+    page.goto("/topics")
+    assert "1 under min ISR" in page.locator(f'#topics tr[data-topic="{name}"]').inner_text()
+    admin.delete_topics([name])[name].result(15)
 
 
 def test_cluster_page_shows_every_broker_and_the_controller(page, target: Target) -> None:
@@ -414,3 +437,68 @@ def test_serve_imports_nothing_of_the_console_unless_asked(tmp_path: Path) -> No
     result = sp.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+SASL_USERS = {"admin": "admin-secret", "alice": "alice-secret"}
+
+
+def test_the_console_shows_only_what_its_principal_may_see(browser, tmp_path: Path) -> None:
+    """A broker with SASL and ACLs whose console logs in as alice (console.client.config): alice may describe
+    and read one topic, nothing else."""
+    port = kafka_jvm.free_port()
+    users = " ".join(f'user_{u}="{p}"' for u, p in SASL_USERS.items())
+    client_config = tmp_path / "console-client.properties"
+    client_config.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+        'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-secret";\n'
+    )
+    config = {
+        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
+        "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": f'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" {users};',
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:admin",
+        "offsets.topic.replication.factor": "1",
+        "console.listener": "http://127.0.0.1:0",
+        "console.client.config": str(client_config),
+    }
+    admin_config = {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "admin", "sasl.password": "admin-secret"}
+    with Broker(log_dir=tmp_path / "broker", subprocess=True, config=config) as broker:
+        url = _console_address(lambda: list(broker.output))
+        admin = AdminClient(admin_config)
+        for f in admin.create_topics([NewTopic(t, 1, 1) for t in ("alice-may", "alice-may-not")]).values():
+            f.result(10)
+        grants = [AclBinding(ResourceType.TOPIC, "alice-may", ResourcePatternType.LITERAL, "User:alice", "*", op, AclPermissionType.ALLOW) for op in (AclOperation.DESCRIBE, AclOperation.READ)]
+        for f in admin.create_acls(grants).values():
+            f.result(10)
+        producer = Producer(admin_config)
+        producer.produce("alice-may", key=b"k", value=b"for alice's eyes")
+        producer.produce("alice-may-not", key=b"k", value=b"not for alice")
+        producer.flush(15)
+        with browser_tab(browser, url) as tab:
+            tab.goto("/topics")
+            assert tab.locator('#topics tr[data-topic="alice-may"]').count() == 1
+            assert tab.locator('#topics tr[data-topic="alice-may-not"]').count() == 0
+            # what alice may not describe (the brokers' log dirs and configs) is left out, saying why
+            assert "Cluster authorization failed" in tab.locator(".notes").inner_text()
+            tab.goto("/topics/alice-may/messages")
+            assert tab.locator("#messages .value").first.inner_text() == "for alice's eyes"
+            tab.goto("/")
+            assert tab.locator("#brokers tbody tr").count() == 1
+        try:
+            with urllib.request.urlopen(f"{url}/topics/alice-may-not/messages", timeout=10):
+                raise AssertionError("alice read a topic she may not")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 502 and "not for alice" not in exc.read().decode()
+
+
+def test_without_the_console_extra_serve_and_console_name_it(tmp_path: Path) -> None:
+    """aiohttp hidden from the import system, as on a machine without the ``console`` extra."""
+    hide = "import sys; sys.modules['aiohttp'] = None; from odradek.cli import main; sys.exit(main(sys.argv[1:]))"
+    serve = ["serve", "--override", f"log.dirs={tmp_path}", "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", "console.listener=http://127.0.0.1:0"]
+    for args in (serve, ["console", "--bootstrap-server", "127.0.0.1:1"]):
+        result = sp.run([sys.executable, "-c", hide, *args], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 1
+        assert "the web console needs aiohttp: pip install 'odradek[console]'" in result.stdout + result.stderr
