@@ -57,6 +57,9 @@ class Broker:
         self._started = threading.Event()
         self.output: collections.deque[str] = collections.deque(maxlen=2000)
         """The subprocess broker's latest log lines (to explain a failing test)."""
+        self.tracebacks: list[str] = []
+        """The log line heading each traceback the subprocess broker wrote, all of them (a test asserting that
+        no error went unhandled reads these; ``output`` keeps only the latest lines)."""
         self._error: BaseException | None = None
         self.server: Any = None
 
@@ -130,6 +133,8 @@ class Broker:
         assert self._proc is not None and self._proc.stdout is not None
         echo = bool(os.environ.get("ODRADEK_BROKER_OUTPUT"))
         for line in self._proc.stdout:
+            if line.startswith("Traceback") and len(self.tracebacks) < 100:
+                self.tracebacks.append(self.output[-1] if self.output else line)
             self.output.append(line)
             if echo:
                 sys.stderr.write(line)
