@@ -13,10 +13,13 @@ import json
 import time
 from dataclasses import dataclass
 
+import anyio
+import anyio.to_thread
+
 from odradek.broker.kafka_client import KafkaClient, ResponseError
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.record_batch import iter_batch_positions, peek_magic, read_batch_header
+from odradek.protocol.record_batch import RecordsError, iter_batch_positions, peek_magic, read_batch_header
 from odradek.protocol.records import Record, build_batch, iter_records
 from odradek.tools.admin_common import EARLIEST, LATEST, CommandError, broker_error, list_offsets, topic_metadata
 
@@ -109,7 +112,19 @@ async def fetch(client: KafkaClient, topic, leader: int, partition: int, offset:
     data = response.responses[0].partitions[0]
     if data.error_code != ErrorCode.NONE:
         raise broker_error(data.error_code, None)
-    buf = memoryview(bytes(data.records or b""))
+    records = bytes(data.records or b"")
+    try:
+        # Decoding (and decompressing) a megabyte of records is CPU work: off the event loop, which in
+        # ``odradek serve`` is the broker's.
+        return await anyio.to_thread.run_sync(decode_messages, records, offset)
+    except RecordsError as exc:
+        raise CommandError(f"Partition {topic.name}-{partition} holds records that cannot be read at offset {offset}: {exc}") from None
+
+
+def decode_messages(records: bytes, offset: int) -> tuple[list[MessageView], int]:
+    """The records at or after ``offset`` in fetched batches (control batches and the older message formats
+    left out), and the offset after the last batch."""
+    buf = memoryview(records)
     out: list[MessageView] = []
     next_offset = offset
     for pos, _, _ in iter_batch_positions(buf):

@@ -5,8 +5,8 @@ odradek broker's Prometheus endpoint (the same counters Kafka's JMX meters count
 ``prometheus.port`` config); records per topic from the log end offsets (ListOffsets), which every Kafka
 has. A broker without such an endpoint (Apache Kafka serves its meters over JMX only) is drawn from what
 the Kafka protocol tells instead: its log directories' growth on disk (DescribeLogDirs) for bytes in, and
-nothing for bytes out and requests, which the protocol does not expose. Each group's total lag is the
-sum over its partitions of log end offset minus committed offset.
+nothing for bytes out and requests, which the protocol does not expose. A group's lag per partition is the
+log end offset minus its committed offset (OffsetFetch), and its total lag their sum.
 
 The series keep :data:`HISTORY_S` of samples, aligned on one time axis as the charting library wants them;
 sampling pauses when no page has been asked for :data:`IDLE_AFTER_S`, so a console nobody looks at costs
@@ -22,11 +22,13 @@ from dataclasses import dataclass, field
 
 import aiohttp
 import anyio
+import anyio.to_thread
 from prometheus_client.parser import text_string_to_metric_families
 
 from odradek.broker.kafka_client import KafkaClient
 from odradek.tools.console.cluster import ADMIN_ERRORS, ClusterView, read_cluster
-from odradek.tools.console.groups import read_group, list_group_states
+from odradek.tools.admin_groups import committed_offsets
+from odradek.tools.console.groups import list_group_states
 
 log = logging.getLogger("odradek.console")
 
@@ -132,15 +134,14 @@ class Sampler:
             rate = (count - before) / elapsed if before is not None and elapsed > 0 else None
             values.setdefault(chart, {})[label] = None if rate is None else max(rate, 0.0)
         self._previous, self._previous_at = dict(counters), now
+        ends = {(p.topic, p.partition): p.log_end for t in view.topics for p in t.partitions if p.log_end is not None}
         for group_id, _, _ in (await list_group_states(self.client))[:MAX_GROUPS]:
             try:
-                group = await read_group(self.client, group_id)
+                committed = await committed_offsets(self.client, group_id)
             except ADMIN_ERRORS:
                 continue
-            values.setdefault(f"lag:{group_id}", {})["total lag"] = float(group.total_lag)
-            for o in group.offsets:
-                if o.lag is not None:
-                    values[f"lag:{group_id}"][f"{o.topic}-{o.partition}"] = float(o.lag)
+            lags = {f"{t}-{p}": float(max(ends[(t, p)] - offset, 0)) for (t, p), offset in committed.items() if (t, p) in ends}
+            values[f"lag:{group_id}"] = {"total lag": sum(lags.values()), **lags}
         self.series.add(now, values)
 
     @staticmethod
@@ -159,7 +160,8 @@ class Sampler:
         broker = f"broker {node_id}"
         topic_chart = {BYTES_IN: "topic_bytes_in", BYTES_OUT: "topic_bytes_out"}
         broker_chart = {BYTES_IN: "broker_bytes_in", BYTES_OUT: "broker_bytes_out"}
-        for family in text_string_to_metric_families(text):
+        families = await anyio.to_thread.run_sync(lambda: list(text_string_to_metric_families(text)))  # CPU work, off the loop
+        for family in families:
             for sample in family.samples:
                 if sample.name in topic_chart:
                     topic = sample.labels.get("topic")

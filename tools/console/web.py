@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import functools
 import hmac
 import ipaddress
 import logging
@@ -262,7 +263,7 @@ class Console:
             message = f"bad input: {exc}"
         if request.method == "POST":
             raise web.HTTPSeeOther(self._back(request, error=message))
-        return self._page(request, "error.html", status=502, message=message)
+        return await self._page(request, "error.html", status=502, message=message)
 
     def _back(self, request: web.Request, **flash: str) -> str:
         target = request.headers.get("Referer") or request.path
@@ -270,8 +271,11 @@ class Console:
         query = {k: v for k, v in urllib.parse.parse_qsl(url.query) if k not in ("ok", "error")} | flash
         return urllib.parse.urlunsplit(("", "", url.path, urllib.parse.urlencode(query), ""))
 
-    def _page(self, request: web.Request, template: str, *, status: int = 200, **context: Any) -> web.Response:
-        html = self.templates.get_template(template).render(
+    async def _page(self, request: web.Request, template: str, *, status: int = 200, **context: Any) -> web.Response:
+        """A page rendered on a worker thread: a page of a thousand records is CPU work that must not hold up
+        the event loop (in ``odradek serve``, the broker's)."""
+        render_page = functools.partial(
+            self.templates.get_template(template).render,
             title=self.settings.title,
             bootstrap=self.bootstrap,
             csrf=request["csrf"],
@@ -281,7 +285,7 @@ class Console:
             has_metrics=self.sampler is not None and self.sampler.has_metrics,
             **context,
         )
-        return web.Response(text=html, content_type="text/html", status=status)
+        return web.Response(text=await anyio.to_thread.run_sync(render_page), content_type="text/html", status=status)
 
     def _client(self) -> KafkaClient:
         if self.client is None:
@@ -295,14 +299,14 @@ class Console:
         controller = next((b for b in view.brokers if b.node_id == view.controller_id), None)
         zookeeper = controller.configs.get("zookeeper.connect") if controller else None
         epoch = await anyio.to_thread.run_sync(read_controller_epoch, zookeeper) if zookeeper else None
-        return self._page(request, "cluster.html", view=view, controller_epoch=epoch)
+        return await self._page(request, "cluster.html", view=view, controller_epoch=epoch)
 
     async def topics_page(self, request: web.Request) -> web.Response:
         view = await read_cluster(self._client(), broker_configs=False)
         show_internal = request.query.get("internal") == "1"
         topics = [t for t in view.topics if show_internal or not t.internal]
         rates = {t.name: self.sampler.latest("topic_records", t.name) if self.sampler else None for t in topics}
-        return self._page(request, "topics.html", view=view, topics=topics, rates=rates, show_internal=show_internal)
+        return await self._page(request, "topics.html", view=view, topics=topics, rates=rates, show_internal=show_internal)
 
     async def topic_page(self, request: web.Request) -> web.Response:
         name = request.match_info["topic"]
@@ -312,7 +316,7 @@ class Console:
         if topic is None:
             raise web.HTTPNotFound(text=f"Topic {name} does not exist or may not be described: {'; '.join(view.notes)}")
         configs = await topic_configs(client, name)
-        return self._page(request, "topic.html", view=view, topic=topic, configs=configs)
+        return await self._page(request, "topic.html", view=view, topic=topic, configs=configs)
 
     async def messages_page(self, request: web.Request) -> web.Response:
         name = request.match_info["topic"]
@@ -333,21 +337,21 @@ class Console:
         )
         metadata = await read_cluster(self._client(), topics=[name], sizes=False, broker_configs=False)
         partitions = [p.partition for p in metadata.topic(name).partitions] if metadata.topic(name) else [0]
-        return self._page(request, "messages.html", topic=name, result=result, form=form, fmt=fmt, formats=FORMATS, partitions=partitions)
+        return await self._page(request, "messages.html", topic=name, result=result, form=form, fmt=fmt, formats=FORMATS, partitions=partitions)
 
     async def groups_page(self, request: web.Request) -> web.Response:
         groups = await list_group_states(self._client())
         lags = {g: self.sampler.latest(f"lag:{g}", "total lag") if self.sampler else None for g, _, _ in groups}
-        return self._page(request, "groups.html", groups=groups, lags=lags)
+        return await self._page(request, "groups.html", groups=groups, lags=lags)
 
     async def group_page(self, request: web.Request) -> web.Response:
         group = await read_group(self._client(), request.match_info["group"])
         if group.state == "Dead":
             raise web.HTTPNotFound(text=f"Group {group.group_id} does not exist")
-        return self._page(request, "group.html", group=group, scenarios=actions.RESET_SCENARIOS)
+        return await self._page(request, "group.html", group=group, scenarios=actions.RESET_SCENARIOS)
 
     async def charts_page(self, request: web.Request) -> web.Response:
-        return self._page(request, "charts.html", charts=self.sampler.charts() if self.sampler else {})
+        return await self._page(request, "charts.html", charts=self.sampler.charts() if self.sampler else {})
 
     async def charts_json(self, request: web.Request) -> web.Response:
         return web.json_response({"charts": self.sampler.charts() if self.sampler else {}, "has_metrics": self.sampler is not None and self.sampler.has_metrics, "at": time.time()})
