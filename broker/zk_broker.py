@@ -467,9 +467,6 @@ class ZkBroker(MetadataSupport):
         store.bind(self.zk)
         self.credentials = store
 
-    def entity_configs(self) -> Mapping[str, dict[str, str]]:
-        return self.image.entity_configs
-
     def set_entity_config(self, path: str, props: dict[str, str]) -> None:
         """A client quota entity's configs (``users/u``, ``clients/c``, ``users/u/clients/c``, ``ips/i``)."""
         entity_type, name = path.split("/", 1)

@@ -84,12 +84,12 @@ class EmbeddedController(MetadataSupport):
         state = json.loads(self.path.read_text()) if self.path.exists() else None
         if state is None:
             recovered = recover_metadata(list(log_dirs) or [state_dir], broker.node_id, internal_topic_configs or {})
-            self.image = MetadataImage(cluster_id or recovered.cluster_id or new_cluster_id(), broker.node_id, {broker.node_id: broker}, recovered.topics)
+            self._image = MetadataImage(cluster_id or recovered.cluster_id or new_cluster_id(), broker.node_id, {broker.node_id: broker}, recovered.topics)
             # The block after the one the highest producer id came from, as Kafka's next block from ZooKeeper.
             self.next_producer_id = -(-(recovered.max_producer_id + 1) // PRODUCER_ID_BLOCK_SIZE) * PRODUCER_ID_BLOCK_SIZE
             self._save()
         else:
-            self.image = MetadataImage(state["cluster_id"], broker.node_id, {broker.node_id: broker})
+            self._image = MetadataImage(state["cluster_id"], broker.node_id, {broker.node_id: broker})
             self.next_producer_id = state.get("next_producer_id", 0)
             self.image.broker_configs = state.get("broker_configs", {})
             self.image.acl_znodes = state.get("acl_znodes", {})
@@ -97,6 +97,10 @@ class EmbeddedController(MetadataSupport):
             for name, t in state["topics"].items():
                 partitions = {int(p): PartitionState(**ps) for p, ps in t["partitions"].items()}
                 self.image.topics[name] = TopicInfo(name, uuid.UUID(t["topic_id"]), partitions, t.get("configs", {}))
+
+    @property
+    def image(self) -> MetadataImage:
+        return self._image
 
     def startup(self) -> None:
         """Hand this broker its partitions again, as a restarted ZooKeeper-mode controller does.
@@ -344,10 +348,6 @@ class EmbeddedController(MetadataSupport):
             self.image.acl_znodes[path] = data
 
     # -- client quota configs (the quotas' EntityConfigStore) -------------------------------------------
-
-    def entity_configs(self) -> Mapping[str, dict[str, str]]:
-        """The image's own map (read on every produce and fetch for their quotas): not to be changed."""
-        return self.image.entity_configs
 
     def set_entity_config(self, path: str, props: dict[str, str]) -> None:
         """Replace one entity's configs; an entity left without any has no entry (as ZooKeeper's empty znode)."""

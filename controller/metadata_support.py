@@ -65,12 +65,14 @@ class ConfigWrites(Protocol):
 class MetadataSupport(ABC):
     """The cluster's metadata as one broker sees and changes it."""
 
-    image: MetadataImage
-    """The broker's current metadata: brokers, topics, configs (replaced as it changes, so read it each time)."""
-
     def __init__(self) -> None:
         self.creating: set[str] = set()
         """Topics whose logs are being made before the topic is created: their names are taken."""
+
+    @property
+    @abstractmethod
+    def image(self) -> MetadataImage:
+        """The broker's current metadata: brokers, topics, configs (replaced as it changes: read it each time)."""
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
@@ -159,6 +161,15 @@ class MetadataSupport(ABC):
     @abstractmethod
     def config_writes(self) -> ConfigWrites:
         """Where one request's config changes go."""
+
+    def entity_configs(self) -> Mapping[str, dict[str, str]]:
+        """The client quota entities' configs (``users/u``, ``clients/c``, ``users/u/clients/c``, ``ips/i``), for
+        the quotas: the image's own map, not to be changed."""
+        return self.image.entity_configs
+
+    @abstractmethod
+    def set_entity_config(self, path: str, props: dict[str, str]) -> None:
+        """Replace one client quota entity's configs; an entity left without any has no entry."""
 
     @abstractmethod
     def allocate_producer_ids(self) -> range:
