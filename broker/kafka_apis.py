@@ -10,67 +10,14 @@ waits: long-poll fetches, acks=all), ``None`` (acks=0: no response) or ``CLOSE_C
 
 from __future__ import annotations
 
+import importlib
 import logging
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Callable
 
 from odradek.broker.handlers import CLOSE_CONNECTION  # noqa: F401  (re-exported for the socket server)
-from odradek.broker.handlers import (
-    add_offsets_to_txn,
-    add_partitions_to_txn,
-    allocate_producer_ids,
-    alter_partition,
-    alter_partition_reassignments,
-    alter_client_quotas,
-    alter_configs,
-    alter_user_scram_credentials,
-    api_versions,
-    create_acls,
-    create_partitions,
-    controlled_shutdown,
-    create_topics,
-    delete_acls,
-    delete_groups,
-    delete_records,
-    delete_topics,
-    describe_acls,
-    describe_client_quotas,
-    describe_cluster,
-    describe_configs,
-    describe_groups,
-    describe_log_dirs,
-    describe_producers,
-    describe_transactions,
-    end_txn,
-    describe_user_scram_credentials,
-    elect_leaders,
-    fetch,
-    find_coordinator,
-    heartbeat,
-    incremental_alter_configs,
-    init_producer_id,
-    join_group,
-    leader_and_isr,
-    leave_group,
-    list_groups,
-    list_offsets,
-    list_partition_reassignments,
-    list_transactions,
-    metadata,
-    offset_commit,
-    offset_delete,
-    offset_fetch,
-    offset_for_leader_epoch,
-    produce,
-    sasl_authenticate,
-    sasl_handshake,
-    stop_replica,
-    sync_group,
-    txn_offset_commit,
-    update_metadata,
-    write_txn_markers,
-)
+from odradek.broker.handlers import api_versions
 from odradek.protocol.api import APIS, ApiKey, Request, encode_response
 from odradek.protocol.errors import ErrorCode
 
@@ -102,25 +49,41 @@ def bind(serve: Callable[..., Any], needs: tuple[str, ...]) -> Callable[[Any, Re
     return lambda server, request: serve(*services(server), request)
 
 
+HANDLERS_PACKAGE = "odradek.broker.handlers"
+
+
 @dataclass(frozen=True)
 class Handler:
-    serve: Callable[..., Any]
-    """The handler: its declared services, in order, then the request."""
+    module: str
+    """The handler's module in :data:`HANDLERS_PACKAGE`, whose ``handle`` takes the declared services, in
+    order, then the request. It is imported at the API's first request: a broker imports only the handlers
+    (and what they need: ZooKeeper mode's, the transactions', ...) of the APIs its clients use, which keeps
+    a single node's start-up short (docs/performance.md)."""
     min_version: int
     max_version: int
     needs: tuple[str, ...] = ()
     """The names of the broker's services the handler is handed, in order."""
+    serve: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
+    """The function that serves the API, when it is not the module's ``handle`` (ApiVersions': this table)."""
     handle: Callable[[Any, Request], Any] = field(init=False, repr=False, compare=False)
     """What the socket server calls with the broker and the request: the services bound, metrics kept."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "handle", metered(bind(self.serve, self.needs)))
+        object.__setattr__(self, "handle", self._first_request)
+
+    def served_by(self) -> Callable[..., Any]:
+        return self.serve or importlib.import_module(f"{HANDLERS_PACKAGE}.{self.module}").handle
+
+    def _first_request(self, server: Any, request: Request) -> Any:
+        handle = metered(bind(self.served_by(), self.needs))
+        object.__setattr__(self, "handle", handle)
+        return handle(server, request)
 
 
-def _all(key: ApiKey, module: Any, *needs: str) -> Handler:
+def _all(key: ApiKey, module: str, *needs: str) -> Handler:
     """A handler serving every version Kafka 3.9 defines for the API."""
     api = APIS[key]
-    return Handler(module.handle, api.min_version, api.max_version, needs)
+    return Handler(module, api.min_version, api.max_version, needs)
 
 
 ALTER_CONFIGS = ("metadata", "dynamic_config", "broker_defaults", "metadata_support", "authorization")
@@ -128,59 +91,59 @@ ALTER_CONFIGS = ("metadata", "dynamic_config", "broker_defaults", "metadata_supp
 
 
 HANDLERS: dict[int, Handler] = {
-    ApiKey.Produce: Handler(produce.handle, 0, 11, ("replica_manager", "authorization", "quotas")),
-    ApiKey.Fetch: _all(ApiKey.Fetch, fetch, "replica_manager", "fetch_sessions", "config", "authorization", "quotas"),
-    ApiKey.ListOffsets: _all(ApiKey.ListOffsets, list_offsets, "replica_manager", "authorization"),
-    ApiKey.Metadata: _all(ApiKey.Metadata, metadata, "metadata", "config", "auto_create_topic", "authorization"),
-    ApiKey.ApiVersions: Handler(lambda request: api_versions.handle(API_RANGES, request), APIS[ApiKey.ApiVersions].min_version, APIS[ApiKey.ApiVersions].max_version),
-    ApiKey.CreateTopics: _all(ApiKey.CreateTopics, create_topics, "metadata", "config", "metadata_support", "create_topic", "replica_manager", "dynamic_config", "broker_defaults", "authorization", "quotas"),
-    ApiKey.InitProducerId: _all(ApiKey.InitProducerId, init_producer_id, "transaction_coordinator", "next_producer_id", "authorization"),
-    ApiKey.OffsetForLeaderEpoch: _all(ApiKey.OffsetForLeaderEpoch, offset_for_leader_epoch, "replica_manager", "authorization"),
-    ApiKey.DeleteTopics: _all(ApiKey.DeleteTopics, delete_topics, "metadata", "config", "metadata_support", "authorization", "quotas"),
-    ApiKey.DeleteRecords: _all(ApiKey.DeleteRecords, delete_records, "metadata", "replica_manager", "authorization"),
-    ApiKey.DescribeConfigs: _all(ApiKey.DescribeConfigs, describe_configs, "metadata", "dynamic_config", "broker_defaults", "authorization"),
-    ApiKey.AlterConfigs: _all(ApiKey.AlterConfigs, alter_configs, *ALTER_CONFIGS),
-    ApiKey.DescribeLogDirs: _all(ApiKey.DescribeLogDirs, describe_log_dirs, "replica_manager", "authorization"),
-    ApiKey.CreatePartitions: _all(ApiKey.CreatePartitions, create_partitions, "metadata_support", "replica_manager", "authorization", "quotas"),
-    ApiKey.IncrementalAlterConfigs: _all(ApiKey.IncrementalAlterConfigs, incremental_alter_configs, *ALTER_CONFIGS),
-    ApiKey.DescribeCluster: _all(ApiKey.DescribeCluster, describe_cluster, "metadata", "authorization"),
-    ApiKey.DescribeProducers: _all(ApiKey.DescribeProducers, describe_producers, "metadata", "replica_manager", "authorization"),
-    ApiKey.OffsetCommit: _all(ApiKey.OffsetCommit, offset_commit, "group_coordinator", "metadata", "authorization"),
-    ApiKey.OffsetFetch: _all(ApiKey.OffsetFetch, offset_fetch, "group_coordinator", "authorization"),
-    ApiKey.FindCoordinator: _all(ApiKey.FindCoordinator, find_coordinator, "coordinators", "authorization"),
-    ApiKey.JoinGroup: _all(ApiKey.JoinGroup, join_group, "group_coordinator", "authorization"),
-    ApiKey.Heartbeat: _all(ApiKey.Heartbeat, heartbeat, "group_coordinator", "authorization"),
-    ApiKey.LeaveGroup: _all(ApiKey.LeaveGroup, leave_group, "group_coordinator", "authorization"),
-    ApiKey.SyncGroup: _all(ApiKey.SyncGroup, sync_group, "group_coordinator", "authorization"),
-    ApiKey.DescribeGroups: _all(ApiKey.DescribeGroups, describe_groups, "group_coordinator", "authorization"),
-    ApiKey.ListGroups: _all(ApiKey.ListGroups, list_groups, "group_coordinator", "authorization"),
-    ApiKey.DeleteGroups: _all(ApiKey.DeleteGroups, delete_groups, "group_coordinator", "authorization"),
-    ApiKey.OffsetDelete: _all(ApiKey.OffsetDelete, offset_delete, "group_coordinator", "metadata", "authorization"),
-    ApiKey.SaslHandshake: Handler(sasl_handshake.handle, 0, 1),
-    ApiKey.SaslAuthenticate: Handler(sasl_authenticate.handle, 0, 2),
-    ApiKey.DescribeAcls: _all(ApiKey.DescribeAcls, describe_acls, "authorization"),
-    ApiKey.CreateAcls: _all(ApiKey.CreateAcls, create_acls, "authorization", "metadata_support"),
-    ApiKey.DeleteAcls: _all(ApiKey.DeleteAcls, delete_acls, "authorization", "metadata_support"),
-    ApiKey.DescribeClientQuotas: _all(ApiKey.DescribeClientQuotas, describe_client_quotas, "authorization", "client_quotas"),
-    ApiKey.AlterClientQuotas: _all(ApiKey.AlterClientQuotas, alter_client_quotas, "authorization", "client_quotas", "metadata_support"),
-    ApiKey.AlterUserScramCredentials: _all(ApiKey.AlterUserScramCredentials, alter_user_scram_credentials, "credentials", "metadata_support", "authorization"),
-    ApiKey.DescribeUserScramCredentials: _all(ApiKey.DescribeUserScramCredentials, describe_user_scram_credentials, "credentials", "authorization"),
-    ApiKey.AddPartitionsToTxn: _all(ApiKey.AddPartitionsToTxn, add_partitions_to_txn, "metadata", "transaction_coordinator", "authorization"),
-    ApiKey.AddOffsetsToTxn: _all(ApiKey.AddOffsetsToTxn, add_offsets_to_txn, "metadata", "config", "transaction_coordinator", "authorization"),
-    ApiKey.EndTxn: _all(ApiKey.EndTxn, end_txn, "transaction_coordinator", "authorization"),
-    ApiKey.WriteTxnMarkers: _all(ApiKey.WriteTxnMarkers, write_txn_markers, "marker_writer", "authorization"),
-    ApiKey.TxnOffsetCommit: _all(ApiKey.TxnOffsetCommit, txn_offset_commit, "group_coordinator", "metadata", "replica_manager", "authorization"),
-    ApiKey.DescribeTransactions: _all(ApiKey.DescribeTransactions, describe_transactions, "transaction_coordinator", "authorization"),
-    ApiKey.ListTransactions: _all(ApiKey.ListTransactions, list_transactions, "transaction_coordinator", "authorization"),
-    ApiKey.AlterPartition: _all(ApiKey.AlterPartition, alter_partition, "metadata_support", "authorization"),
-    ApiKey.AllocateProducerIds: _all(ApiKey.AllocateProducerIds, allocate_producer_ids, "metadata_support", "authorization"),
-    ApiKey.ControlledShutdown: _all(ApiKey.ControlledShutdown, controlled_shutdown, "metadata_support", "authorization"),
-    ApiKey.AlterPartitionReassignments: _all(ApiKey.AlterPartitionReassignments, alter_partition_reassignments, "metadata_support", "authorization"),
-    ApiKey.ListPartitionReassignments: _all(ApiKey.ListPartitionReassignments, list_partition_reassignments, "metadata_support", "authorization"),
-    ApiKey.ElectLeaders: _all(ApiKey.ElectLeaders, elect_leaders, "metadata_support", "metadata", "authorization"),
-    ApiKey.LeaderAndIsr: _all(ApiKey.LeaderAndIsr, leader_and_isr, "metadata_support", "authorization"),
-    ApiKey.StopReplica: _all(ApiKey.StopReplica, stop_replica, "metadata_support", "authorization"),
-    ApiKey.UpdateMetadata: _all(ApiKey.UpdateMetadata, update_metadata, "metadata_support", "authorization"),
+    ApiKey.Produce: Handler("produce", 0, 11, ("replica_manager", "authorization", "quotas")),
+    ApiKey.Fetch: _all(ApiKey.Fetch, "fetch", "replica_manager", "fetch_sessions", "config", "authorization", "quotas"),
+    ApiKey.ListOffsets: _all(ApiKey.ListOffsets, "list_offsets", "replica_manager", "authorization"),
+    ApiKey.Metadata: _all(ApiKey.Metadata, "metadata", "metadata", "config", "auto_create_topic", "authorization"),
+    ApiKey.ApiVersions: Handler("api_versions", APIS[ApiKey.ApiVersions].min_version, APIS[ApiKey.ApiVersions].max_version, serve=lambda request: api_versions.handle(API_RANGES, request)),
+    ApiKey.CreateTopics: _all(ApiKey.CreateTopics, "create_topics", "metadata", "config", "metadata_support", "create_topic", "replica_manager", "dynamic_config", "broker_defaults", "authorization", "quotas"),
+    ApiKey.InitProducerId: _all(ApiKey.InitProducerId, "init_producer_id", "transaction_coordinator", "next_producer_id", "authorization"),
+    ApiKey.OffsetForLeaderEpoch: _all(ApiKey.OffsetForLeaderEpoch, "offset_for_leader_epoch", "replica_manager", "authorization"),
+    ApiKey.DeleteTopics: _all(ApiKey.DeleteTopics, "delete_topics", "metadata", "config", "metadata_support", "authorization", "quotas"),
+    ApiKey.DeleteRecords: _all(ApiKey.DeleteRecords, "delete_records", "metadata", "replica_manager", "authorization"),
+    ApiKey.DescribeConfigs: _all(ApiKey.DescribeConfigs, "describe_configs", "metadata", "dynamic_config", "broker_defaults", "authorization"),
+    ApiKey.AlterConfigs: _all(ApiKey.AlterConfigs, "alter_configs", *ALTER_CONFIGS),
+    ApiKey.DescribeLogDirs: _all(ApiKey.DescribeLogDirs, "describe_log_dirs", "replica_manager", "authorization"),
+    ApiKey.CreatePartitions: _all(ApiKey.CreatePartitions, "create_partitions", "metadata_support", "replica_manager", "authorization", "quotas"),
+    ApiKey.IncrementalAlterConfigs: _all(ApiKey.IncrementalAlterConfigs, "incremental_alter_configs", *ALTER_CONFIGS),
+    ApiKey.DescribeCluster: _all(ApiKey.DescribeCluster, "describe_cluster", "metadata", "authorization"),
+    ApiKey.DescribeProducers: _all(ApiKey.DescribeProducers, "describe_producers", "metadata", "replica_manager", "authorization"),
+    ApiKey.OffsetCommit: _all(ApiKey.OffsetCommit, "offset_commit", "group_coordinator", "metadata", "authorization"),
+    ApiKey.OffsetFetch: _all(ApiKey.OffsetFetch, "offset_fetch", "group_coordinator", "authorization"),
+    ApiKey.FindCoordinator: _all(ApiKey.FindCoordinator, "find_coordinator", "coordinators", "authorization"),
+    ApiKey.JoinGroup: _all(ApiKey.JoinGroup, "join_group", "group_coordinator", "authorization"),
+    ApiKey.Heartbeat: _all(ApiKey.Heartbeat, "heartbeat", "group_coordinator", "authorization"),
+    ApiKey.LeaveGroup: _all(ApiKey.LeaveGroup, "leave_group", "group_coordinator", "authorization"),
+    ApiKey.SyncGroup: _all(ApiKey.SyncGroup, "sync_group", "group_coordinator", "authorization"),
+    ApiKey.DescribeGroups: _all(ApiKey.DescribeGroups, "describe_groups", "group_coordinator", "authorization"),
+    ApiKey.ListGroups: _all(ApiKey.ListGroups, "list_groups", "group_coordinator", "authorization"),
+    ApiKey.DeleteGroups: _all(ApiKey.DeleteGroups, "delete_groups", "group_coordinator", "authorization"),
+    ApiKey.OffsetDelete: _all(ApiKey.OffsetDelete, "offset_delete", "group_coordinator", "metadata", "authorization"),
+    ApiKey.SaslHandshake: Handler("sasl_handshake", 0, 1),
+    ApiKey.SaslAuthenticate: Handler("sasl_authenticate", 0, 2),
+    ApiKey.DescribeAcls: _all(ApiKey.DescribeAcls, "describe_acls", "authorization"),
+    ApiKey.CreateAcls: _all(ApiKey.CreateAcls, "create_acls", "authorization", "metadata_support"),
+    ApiKey.DeleteAcls: _all(ApiKey.DeleteAcls, "delete_acls", "authorization", "metadata_support"),
+    ApiKey.DescribeClientQuotas: _all(ApiKey.DescribeClientQuotas, "describe_client_quotas", "authorization", "client_quotas"),
+    ApiKey.AlterClientQuotas: _all(ApiKey.AlterClientQuotas, "alter_client_quotas", "authorization", "client_quotas", "metadata_support"),
+    ApiKey.AlterUserScramCredentials: _all(ApiKey.AlterUserScramCredentials, "alter_user_scram_credentials", "credentials", "metadata_support", "authorization"),
+    ApiKey.DescribeUserScramCredentials: _all(ApiKey.DescribeUserScramCredentials, "describe_user_scram_credentials", "credentials", "authorization"),
+    ApiKey.AddPartitionsToTxn: _all(ApiKey.AddPartitionsToTxn, "add_partitions_to_txn", "metadata", "transaction_coordinator", "authorization"),
+    ApiKey.AddOffsetsToTxn: _all(ApiKey.AddOffsetsToTxn, "add_offsets_to_txn", "metadata", "config", "transaction_coordinator", "authorization"),
+    ApiKey.EndTxn: _all(ApiKey.EndTxn, "end_txn", "transaction_coordinator", "authorization"),
+    ApiKey.WriteTxnMarkers: _all(ApiKey.WriteTxnMarkers, "write_txn_markers", "marker_writer", "authorization"),
+    ApiKey.TxnOffsetCommit: _all(ApiKey.TxnOffsetCommit, "txn_offset_commit", "group_coordinator", "metadata", "replica_manager", "authorization"),
+    ApiKey.DescribeTransactions: _all(ApiKey.DescribeTransactions, "describe_transactions", "transaction_coordinator", "authorization"),
+    ApiKey.ListTransactions: _all(ApiKey.ListTransactions, "list_transactions", "transaction_coordinator", "authorization"),
+    ApiKey.AlterPartition: _all(ApiKey.AlterPartition, "alter_partition", "metadata_support", "authorization"),
+    ApiKey.AllocateProducerIds: _all(ApiKey.AllocateProducerIds, "allocate_producer_ids", "metadata_support", "authorization"),
+    ApiKey.ControlledShutdown: _all(ApiKey.ControlledShutdown, "controlled_shutdown", "metadata_support", "authorization"),
+    ApiKey.AlterPartitionReassignments: _all(ApiKey.AlterPartitionReassignments, "alter_partition_reassignments", "metadata_support", "authorization"),
+    ApiKey.ListPartitionReassignments: _all(ApiKey.ListPartitionReassignments, "list_partition_reassignments", "metadata_support", "authorization"),
+    ApiKey.ElectLeaders: _all(ApiKey.ElectLeaders, "elect_leaders", "metadata_support", "metadata", "authorization"),
+    ApiKey.LeaderAndIsr: _all(ApiKey.LeaderAndIsr, "leader_and_isr", "metadata_support", "authorization"),
+    ApiKey.StopReplica: _all(ApiKey.StopReplica, "stop_replica", "metadata_support", "authorization"),
+    ApiKey.UpdateMetadata: _all(ApiKey.UpdateMetadata, "update_metadata", "metadata_support", "authorization"),
 }
 
 

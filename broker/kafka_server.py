@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer import create_authorizer
 from odradek.broker.authorizer.acl_authorizer import AclStore
-from odradek.broker.authorizer.zk_acl_store import ZkAclStore
 from odradek.broker.quotas import ClientQuotaConfigs, ClientQuotas
 from odradek.broker.config import BrokerConfig
 from odradek.broker.coordinator.partitions import ReplicaManagerPartitions
@@ -33,12 +32,10 @@ from odradek.broker.log_dir_failure import LogDirFailureChannel
 from odradek.broker.replica_fetcher import FetcherConfig
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.security.client import inter_broker_security
-from odradek.broker.security.credentials import ZkCredentialStore
 from odradek.broker.security.scram import SCRAM_CREDENTIALS_FILE, CredentialStore, FileCredentialStore
 from odradek.broker.transaction_coordinator import TRANSACTION_STATE_TOPIC, transaction_coordinator_runtime
 from odradek.broker.transaction_markers import MarkerChannel, MarkerWriter, WriteTxnMarkers
 from odradek.broker.transaction_verification import AddPartitionsToTxnVerify, TransactionVerifier
-from odradek.broker.zk_broker import ZkBroker
 from odradek.controller.embedded import EmbeddedController
 from odradek.controller.metadata import BrokerInfo, MetadataImage, TopicInfo
 from odradek.controller.metadata_support import MetadataSupport
@@ -57,6 +54,8 @@ def credential_store(config: BrokerConfig) -> CredentialStore:
     broker's session when it connects, :func:`start_metadata_support`), else in a file beside the embedded
     controller's metadata. Chosen before the broker starts: the listeners' authenticators need it."""
     if config["zookeeper.connect"]:
+        from odradek.broker.security.credentials import ZkCredentialStore  # ZooKeeper mode's modules only in it
+
         return ZkCredentialStore()
     return FileCredentialStore(config.log_dirs[0] / SCRAM_CREDENTIALS_FILE)
 
@@ -67,6 +66,12 @@ def start_metadata_support(server: "KafkaServer", me: BrokerInfo) -> tuple[Metad
     ACLs live. A third mode (KRaft) is a third branch here and a third :class:`MetadataSupport`."""
     config = server.config
     if config["zookeeper.connect"]:
+        # ZooKeeper mode's modules (kazoo, the ZooKeeper controller's) are imported only here: a single node
+        # needs none of them.
+        from odradek.broker.authorizer.zk_acl_store import ZkAclStore
+        from odradek.broker.security.credentials import ZkCredentialStore
+        from odradek.broker.zk_broker import ZkBroker
+
         zk_support = ZkBroker(config, me, server, server.replica_manager, security=server.inter_broker_security)
         server.replica_manager.log_dir_failure = LogDirFailureChannel(server.log_dirs, server.replica_manager.take_log_dir_offline)
         if isinstance(server.credentials, ZkCredentialStore):

@@ -32,8 +32,7 @@ import threading
 import zlib
 from enum import IntEnum
 
-import cramjam
-import zstandard
+from typing import Any
 
 from odradek.protocol.record_batch import CorruptRecordError, DecompressedTooLargeError, UndecompressableRecordsError
 
@@ -61,13 +60,31 @@ def compression_type(codec_id: int) -> CompressionType:
         raise CorruptRecordError(f"unknown compression type id {codec_id}") from None
 
 
+cramjam: Any = None
+zstandard: Any = None
+
+
+def _import_codecs() -> None:
+    """cramjam (snappy, lz4, zstd into a buffer) and zstandard, imported at the first compression or
+    decompression: a broker that starts, or whose clients do not compress, does not wait for them."""
+    global cramjam, zstandard
+    import cramjam as _cramjam
+    import zstandard as _zstandard
+
+    cramjam, zstandard = _cramjam, _zstandard
+
+
 def compress(codec: int, data: Bytes, *, magic: int = 2) -> bytes:
     """Compress ``data`` as Kafka's Java client would for a batch of ``magic`` (only lz4 depends on it)."""
+    if zstandard is None:
+        _import_codecs()
     return _COMPRESSORS[CompressionType(codec)](data, magic)
 
 
 def decompress(codec: int, data: Bytes, *, magic: int = 2, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> bytes | bytearray | memoryview:
     """Decompress ``data`` from a batch (or legacy wrapper message) of ``magic``; at most ``max_size`` bytes."""
+    if zstandard is None:
+        _import_codecs()
     try:
         return _DECOMPRESSORS[compression_type(codec)](memoryview(data), magic, max_size)
     except (zlib.error, cramjam.DecompressionError, zstandard.ZstdError) as e:
@@ -81,9 +98,16 @@ class _Scratch(threading.local):
     own."""
 
     def __init__(self) -> None:
-        self.zstd = zstandard.ZstdDecompressor()
+        self._zstd: Any = None
         self._lz4_block = bytearray()
         self._zstd_output = bytearray()
+
+    @property
+    def zstd(self) -> Any:
+        """This thread's zstd decompression context (made at its first zstd batch)."""
+        if self._zstd is None:
+            self._zstd = zstandard.ZstdDecompressor()
+        return self._zstd
 
     def lz4_block(self, size: int) -> memoryview:
         """A buffer for one lz4 block of at most ``size`` bytes (64 KiB in Kafka's frames, 4 MiB at most)."""

@@ -29,9 +29,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import ClassVar, Iterator
-
-import crc32c as _crc32c
+from typing import Callable, ClassVar, Iterator
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 
@@ -119,9 +117,22 @@ class UnsupportedCompressionTypeError(RecordsError):
     error_code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
 
 
+def _first_crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
+    """Imports the C implementation (the crc32c package) at the first checksum: its import reads package
+    metadata, tens of milliseconds that a broker starting with no batch to check does not wait for."""
+    global _crc32c
+    from crc32c import crc32c as implementation
+
+    _crc32c = implementation
+    return implementation(data, value)
+
+
+_crc32c: Callable[..., int] = _first_crc32c
+
+
 def crc32c(data: bytes | bytearray | memoryview) -> int:
     """CRC-32C (Castagnoli) through a C implementation."""
-    return _crc32c.crc32c(data)
+    return _crc32c(data)
 
 
 @dataclass(slots=True)
@@ -277,7 +288,7 @@ def encode_batch(
         attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch,
         base_sequence, records_count,
     )
-    crc = _crc32c.crc32c(records, _crc32c.crc32c(covered))
+    crc = _crc32c(records, _crc32c(covered))
     batch_length = HEADER_SIZE - LOG_OVERHEAD + len(records)
     prefix = _PREFIX_WITH_MAGIC.pack(base_offset, batch_length, partition_leader_epoch, MAGIC_V2)
     return b"".join((prefix, _UINT32.pack(crc), covered, records))

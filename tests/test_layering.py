@@ -230,6 +230,11 @@ def import_graph() -> dict[str, set[str]]:
                 continue
             deps.update(t for t in targets if t in paths and t != name)
         graph[name] = deps
+    # The dispatch table imports each handler module by its name at the API's first request (Handler.module):
+    # imports all the same.
+    from odradek.broker.kafka_apis import HANDLERS, HANDLERS_PACKAGE
+
+    graph["odradek.broker.kafka_apis"] |= {f"{HANDLERS_PACKAGE}.{handler.module}" for handler in HANDLERS.values()}
     return graph
 
 
