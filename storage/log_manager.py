@@ -23,8 +23,9 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, TypeVar
 
 from odradek.storage.checkpoints import (
     CLEAN_SHUTDOWN,
@@ -39,9 +40,11 @@ from odradek.storage.checkpoints import (
     write_properties,
 )
 from odradek.storage.log import Log, parse_topic_partition
-from odradek.storage.log_cleaner import CleanerConfig, LogCleaner
 from odradek.storage.log_config import LogConfig
 from odradek.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
+
+if TYPE_CHECKING:
+    from odradek.storage.log_cleaner import LogCleaner
 
 log = logging.getLogger("odradek.storage")
 
@@ -105,7 +108,16 @@ class LogManager:
         self._logs_to_be_deleted: list[tuple[Path, int]] = []  # (renamed directory, when it was queued)
         self.offline_dirs: set[Path] = set()
         """Log directories taken offline after an I/O error (Kafka's ``LogManager.handleLogDirFailure``)."""
-        self.cleaner = LogCleaner(CleanerConfig.from_props(self.broker_defaults), self.log_dirs, time_ms=time_ms)
+        self._cleaner_settings = dict(self.broker_defaults)
+        """The ``log.cleaner.*`` settings the cleaner is made with: those of the start."""
+
+    @cached_property
+    def cleaner(self) -> LogCleaner:
+        """The log cleaner, made (its module imported) at its first use: the first cleaning pass, or a deleted
+        partition's removal from its checkpoint. A start-up does not wait for it."""
+        from odradek.storage.log_cleaner import CleanerConfig, LogCleaner
+
+        return LogCleaner(CleanerConfig.from_props(self._cleaner_settings), self.log_dirs, time_ms=self._time_ms)
 
     # -- startup -------------------------------------------------------------------------------------------------
 
