@@ -7,7 +7,7 @@ the broker does per record. ``ODRADEK_BENCH_SCALE`` (default 1.0) scales record 
 Targets (2 cores, client and broker on one host): ≥ 600k records/s for 100-byte records (acks=1,
 linger 5 ms, 1 MB batches); ≥ 200 MB/s with 10 KiB records, also with acks=all; ≥ 1 GB/s consumed with
 10 KiB records; broker CPU ≤ 0.5 s to produce then consume a million 100-byte records; p99 end-to-end
-latency ≤ 5 ms at 10k records/s; RSS ≤ 200 MB with 1,000 partitions; start-up ≤ 0.5 s.
+latency ≤ 5 ms at 10k records/s; RSS ≤ 200 MB with 1,000 partitions. Start-up is bench_startup.py's.
 """
 
 from __future__ import annotations
@@ -34,22 +34,6 @@ def _rss_mb(pid: int) -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
-
-
-def startup() -> list[Result]:
-    with tempfile.TemporaryDirectory() as d:
-        started = time.perf_counter()
-        broker = Broker(log_dir=d, subprocess=True).start()
-        process = time.perf_counter() - started
-        broker.stop()
-        started = time.perf_counter()
-        broker = Broker(log_dir=d).start()
-        in_process = time.perf_counter() - started
-        broker.stop()
-    return [
-        Result("start-up to accepting connections, new process (incl. Python imports)", process * 1000, "ms (lower is better)"),
-        Result("start-up to accepting connections, in-process", in_process * 1000, "ms (lower is better)"),
-    ]
 
 
 def small_records() -> list[Result]:
@@ -173,7 +157,7 @@ def many_partitions() -> list[Result]:
 
 
 def run() -> list[Result]:
-    return startup() + small_records() + large_records() + end_to_end_latency() + many_partitions()
+    return small_records() + large_records() + end_to_end_latency() + many_partitions()
 
 
 if __name__ == "__main__":

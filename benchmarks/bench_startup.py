@@ -1,0 +1,137 @@
+"""Start-up: what a user waits for before a broker accepts connections (issue 21).
+
+* ``Broker()`` in a fresh interpreter, imports included (``from odradek import Broker`` to ``start()``
+  returning): the embedded broker tests start per test. Target ≤ 100 ms.
+* ``odradek serve``, process start to its first answer (ApiVersions) (the interpreter's own start-up and
+  the imports included). Target ≤ 300 ms.
+* A restart with 2,000 partitions (20 topics of 100, created empty), in-process and as ``odradek serve``
+  (process start to its first answer): every log is opened and its partition led again.
+
+Each figure is the best of ``ODRADEK_BENCH_REPEAT`` runs (default 5) after one warm-up run (which writes the
+bytecode caches a first run after an install would write), since interference on a shared machine only ever
+slows a run. Python writes no bytecode caches when ``PYTHONDONTWRITEBYTECODE`` is set, and every import then
+compiles its source: the children here run without it, as an installed package (whose caches ``pip``
+writes) does.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+from run import Result
+
+REPEAT = int(os.environ.get("ODRADEK_BENCH_REPEAT", "5"))
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+EMBEDDED = """
+import os, sys, time
+started, cpu = time.perf_counter(), os.times()
+from odradek import Broker
+broker = Broker(log_dir=sys.argv[1]).start()
+now = os.times()
+print((time.perf_counter() - started) * 1000, (now.user + now.system - cpu.user - cpu.system) * 1000, flush=True)
+broker.stop()
+"""
+
+CREATE_TOPICS = """
+import sys
+from confluent_kafka.admin import AdminClient, NewTopic
+from odradek import Broker
+with Broker(log_dir=sys.argv[1]) as broker:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.create_topics([NewTopic(f"many-{i}", 100, 1) for i in range(20)], operation_timeout=120).values():
+        future.result(180)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def embedded_ms(log_dir: str) -> tuple[float, float]:
+    """``from odradek import Broker`` to ``Broker().start()`` returning, in a fresh interpreter: wall and CPU
+    milliseconds (the CPU time, user and system, is what a busy machine's other work does not inflate)."""
+    done = subprocess.run([sys.executable, "-c", EMBEDDED, log_dir], env=ENV, capture_output=True, text=True, timeout=300, check=True)
+    wall, cpu = done.stdout.split()[:2]
+    return float(wall), float(cpu)
+
+
+def cpu_ms(pid: int) -> float:
+    """A process's CPU time so far (user and system), from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def answers(port: int) -> bool:
+    """Whether the broker answers an ApiVersions request (a listening socket completes a connect before the
+    broker accepts it, so only an answer says it serves)."""
+    from odradek.protocol.api import ApiKey, encode_request
+
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(encode_request(ApiKey.ApiVersions, 0, 1, {}, client_id="bench"))
+            return len(s.recv(4)) == 4
+    except OSError:
+        return False
+
+
+def serve_ms(log_dir: str) -> tuple[float, float]:
+    """``odradek serve`` launched to its first answer: wall and CPU milliseconds."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "odradek", "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={log_dir}"]
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = started + 300
+        while time.perf_counter() < deadline:
+            if answers(port):
+                return (time.perf_counter() - started) * 1000, cpu_ms(proc.pid)
+            if proc.poll() is not None:
+                raise RuntimeError(f"odradek serve exited with {proc.returncode}")
+            time.sleep(0.002)
+        raise RuntimeError("odradek serve did not accept connections within 300 s")
+    finally:
+        proc.terminate()
+        proc.wait(60)
+
+
+def best(measure: Callable[[str], tuple[float, float]], log_dir: str) -> tuple[float, float]:
+    """The best wall time and the best CPU time of the runs."""
+    measure(log_dir)  # warm-up: bytecode caches, page cache
+    runs = [measure(log_dir) for _ in range(REPEAT)]
+    return min(wall for wall, _ in runs), min(cpu for _, cpu in runs)
+
+
+def run() -> list[Result]:
+    with tempfile.TemporaryDirectory() as d:
+        embedded = best(embedded_ms, str(Path(d) / "embedded"))
+        served = best(serve_ms, str(Path(d) / "served"))
+        many = str(Path(d) / "many")
+        subprocess.run([sys.executable, "-c", CREATE_TOPICS, many], env=ENV, check=True, timeout=600, capture_output=True)
+        many_embedded = best(embedded_ms, many)
+        many_served = best(serve_ms, many)
+    load = os.getloadavg()[0]
+    results = []
+    for name, (wall, cpu) in (
+        (f"Broker() start-up in a fresh interpreter, imports included (load {load:.1f})", embedded),
+        ("odradek serve: process start to its first answer", served),
+        ("restart with 2,000 partitions: Broker(), imports included", many_embedded),
+        ("restart with 2,000 partitions: odradek serve to its first answer", many_served),
+    ):
+        results += [Result(name, wall, "ms (lower is better)"), Result(f"{name}: CPU time", cpu, "ms (lower is better)")]
+    return results
+
+
+if __name__ == "__main__":
+    for result in run():
+        print(f"{result.name}: {result.value:,.1f} {result.unit}")
