@@ -389,6 +389,35 @@ def test_a_change_without_the_csrf_token_is_refused(odradek_cluster: tuple[str, 
     assert _post(f"{url}/topics", f"name={name}".encode(), {}) == 403
     assert _post(f"{url}/topics", f"name={name}&csrf=abc".encode(), {"Cookie": "odradek_console_csrf=abc", "Origin": "http://evil.example"}) == 403
     assert name not in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
+    with urllib.request.urlopen(f"{url}/topics", timeout=10) as response:
+        assert "frame-ancestors 'none'" in response.headers["Content-Security-Policy"]
+        assert response.headers["X-Frame-Options"] == "DENY"
+
+
+def test_names_from_the_cluster_are_shown_as_text_never_run(browser, odradek_cluster: tuple[str, str]) -> None:
+    """A group id is any string a client chooses: one that is markup and script shows as itself."""
+    bootstrap, url = odradek_cluster
+    group = f"<img src=x onerror=alert(1)>'\");alert(2);//{time.monotonic_ns() % 10**6}"
+    topic = f"named-{time.monotonic_ns() % 10**9}"
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(topic, value=b"v", partition=0)
+    producer.flush(15)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+    finally:
+        consumer.close()
+    with browser_tab(browser, url) as tab:
+        dialogs: list[str] = []
+        tab.on("dialog", lambda d: (dialogs.append(d.message), d.accept() if d.message.startswith("Delete group") else d.dismiss()))
+        tab.goto("/groups")
+        link = tab.locator("#groups a", has_text=group)
+        assert link.inner_text() == group
+        link.click()
+        assert tab.locator("#group-id").inner_text() == group
+        tab.click("#delete-group button")
+        assert tab.locator(".flash").first.inner_text() == f"Deleted group {group}."
+        assert dialogs == [f"Delete group {group}?"]  # the confirmation, and no script of the name's
 
 
 def test_console_off_loopback_needs_authentication(tmp_path: Path) -> None:

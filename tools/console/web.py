@@ -46,6 +46,16 @@ DEFAULT_LISTENER = "http://127.0.0.1:9644"
 PAGE_LIMIT = 50
 CLIENT_ID = "odradek-console"
 RECONNECT_BACKOFF_S = 2.0
+SECURITY_HEADERS = {
+    # Scripts and styles from the console only (uPlot sets element styles, hence 'unsafe-inline' for
+    # styles alone); no framing, so no page of another site can lay the console's buttons under its own.
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; form-action 'self'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+ACTIONS = frozenset({"delete", "partitions", "configs", "reset"})
+"""The last path segment of the POSTs that have no page of their own: after one, the page above it."""
 
 
 class ConsoleConfigError(ValueError):
@@ -147,6 +157,7 @@ class Console:
         self._sample_interval_s = sample_interval_s
         self.templates = jinja2.Environment(loader=jinja2.PackageLoader("odradek.tools.console", "templates"), autoescape=True, undefined=jinja2.StrictUndefined)
         self.templates.filters["bytes"] = _human_bytes
+        self.templates.filters["path"] = lambda name: urllib.parse.quote(name, safe="")  # one path segment, "/" too
         self.templates.filters["render"] = render
         self.templates.filters["source"] = lambda s: CONFIG_SOURCES.get(s, str(s))
         self.templates.filters["rate"] = lambda r: "–" if r is None else f"{r:,.1f}/s"
@@ -245,7 +256,12 @@ class Console:
             if not token or not hmac.compare_digest(sent.encode(), token.encode()):
                 return web.Response(status=403, text="Missing or wrong CSRF token: reload the page and try again")
         request["csrf"] = token or secrets.token_urlsafe(32)
-        response = await handler(request)
+        try:
+            response = await handler(request)
+        except web.HTTPException as exc:  # redirects and refusals carry the headers too
+            exc.headers.update(SECURITY_HEADERS)
+            raise
+        response.headers.update(SECURITY_HEADERS)
         if token is None:
             response.set_cookie(CSRF_COOKIE, request["csrf"], httponly=True, samesite="Strict", path="/")
         return response
@@ -266,8 +282,9 @@ class Console:
         return await self._page(request, "error.html", status=502, message=message)
 
     def _back(self, request: web.Request, **flash: str) -> str:
-        target = request.headers.get("Referer") or request.path
-        url = urllib.parse.urlsplit(target)
+        """The page the form was on (its path only: never another site), with a message."""
+        parent, _, last = request.path.rpartition("/")
+        url = urllib.parse.urlsplit(request.headers.get("Referer") or (parent if last in ACTIONS else request.path))
         query = {k: v for k, v in urllib.parse.parse_qsl(url.query) if k not in ("ok", "error")} | flash
         return urllib.parse.urlunsplit(("", "", url.path, urllib.parse.urlencode(query), ""))
 
@@ -368,7 +385,7 @@ class Console:
         name = str(form["name"]).strip()
         configs = dict(line.split("=", 1) for line in str(form.get("configs", "")).splitlines() if "=" in line)
         await create_topic(self._client(), name, int(form.get("partitions") or -1), int(form.get("replication_factor") or -1), {k.strip(): v.strip() for k, v in configs.items()})
-        raise web.HTTPSeeOther(f"/topics/{urllib.parse.quote(name)}?" + urllib.parse.urlencode({"ok": f"Created topic {name}."}))
+        raise web.HTTPSeeOther(f"/topics/{urllib.parse.quote(name, safe='')}?" + urllib.parse.urlencode({"ok": f"Created topic {name}."}))
 
     async def delete_topic(self, request: web.Request) -> web.Response:
         name = request.match_info["topic"]

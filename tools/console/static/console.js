@@ -65,5 +65,10 @@
     }
   }
 
+  // Destructive forms ask first (their question in data-confirm: no inline script, which the CSP refuses).
+  document.addEventListener("submit", (event) => {
+    const question = event.target.dataset && event.target.dataset.confirm;
+    if (question && !window.confirm(question)) event.preventDefault();
+  });
   document.addEventListener("DOMContentLoaded", start);
 })();
