@@ -27,8 +27,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup
 
+from odradek.broker.acceptor import Acceptor
 from odradek.broker.config import BrokerConfig
 from odradek.broker.connection import AnswerReady, Endpoint, Event, KafkaConnection, RequestReceived
 from odradek.broker.connection_quotas import ConnectionQuotas
@@ -436,42 +438,32 @@ async def serve(server: KafkaServer, listeners: list[BoundListener], task_status
     indexes = itertools.count()
 
     async def accept_loop(listener: BoundListener, network: Network) -> None:
-        """Accept every connection the listen queue holds at each wake-up, as Kafka's Acceptor does: one
-        accept per readiness wait lets a burst of connects overflow the queue (the kernel drops the SYN and
-        the client retries a second later)."""
-        lsock = listener.sock
+        """Serve the connections the listener's Acceptor thread takes off the listen queue (broker/acceptor.py),
+        once the connection limits let each in."""
         quotas = network.connection_quotas
-        while True:
-            await anyio.wait_readable(lsock)
+        acceptor = Acceptor(listener.sock, lambda sock: _prepare(server, sock), listener.name)
+        acceptor.start()
+        try:
             while True:
-                while not quotas.slot_available(listener.name):
-                    await network.slot_freed.wait()  # max.connections: accept again once one closes
-                try:
-                    sock, addr = lsock.accept()
-                except BlockingIOError:
-                    break
-                except OSError as exc:
-                    # ECONNABORTED, EMFILE, ENOBUFS...: refuse this one connection and keep accepting, after a
-                    # pause when the process is out of descriptors (as Kafka's Acceptor does).
-                    log.warning("Failed to accept a connection: %s", exc)
-                    await anyio.sleep(0.1)
-                    break
-                sock.setblocking(False)
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                _set_buffers(server, sock)
-                try:
-                    local = sock.getsockname()
-                except OSError:  # reset before we got to it
-                    sock.close()
-                    continue
-                if not await _within_creation_rates(network, listener.name, sock, addr[0]):
-                    continue
-                if (limit := quotas.open(addr[0])) is not None:
-                    log.info("Rejected connection from %s, address already has the configured maximum of %d connections.", addr[0], limit)
-                    sock.close()
-                    continue
-                endpoint = Endpoint(listener.name, listener.security_protocol, local[0], local[1], addr[0], addr[1])
-                network.tg.start_soon(Connection(server, network, sock, endpoint, next(indexes), listener.tls, listener.sasl).run)
+                await acceptor.wait()
+                for taken in itertools.count():
+                    if (accepted := acceptor.take()) is None:
+                        break
+                    if taken and taken % 64 == 0:
+                        await anyio.lowlevel.checkpoint()  # a burst does not hold the loop from the requests
+                    sock, addr, local = accepted
+                    while not quotas.slot_available(listener.name):
+                        await network.slot_freed.wait()  # max.connections: serve it once one closes
+                    if not await _within_creation_rates(network, listener.name, sock, addr[0]):
+                        continue
+                    if (limit := quotas.open(addr[0])) is not None:
+                        log.info("Rejected connection from %s, address already has the configured maximum of %d connections.", addr[0], limit)
+                        sock.close()
+                        continue
+                    endpoint = Endpoint(listener.name, listener.security_protocol, local[0], local[1], addr[0], addr[1])
+                    network.tg.start_soon(Connection(server, network, sock, endpoint, next(indexes), listener.tls, listener.sasl).run)
+        finally:
+            acceptor.stop()
 
     async with anyio.create_task_group() as tg:
         network = Network(
@@ -519,7 +511,11 @@ def _now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
-def _set_buffers(server: KafkaServer, sock: socket.socket) -> None:
+def _prepare(server: KafkaServer, sock: socket.socket) -> None:
+    """A connection just accepted (on the Acceptor's thread): non-blocking, no Nagle delay, the configured
+    buffer sizes."""
+    sock.setblocking(False)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     send, recv = server.config["socket.send.buffer.bytes"], server.config["socket.receive.buffer.bytes"]
     if send > 0:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send)
