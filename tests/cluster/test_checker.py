@@ -23,6 +23,8 @@ def test_an_acknowledged_write_missing_or_moved_is_lost() -> None:
 def test_an_acknowledgement_without_offset_is_reported_and_lost_if_the_number_is_nowhere() -> None:
     report = check({0: {2: None, 7: None}}, {}, CLEAN_LOG)
     assert [(v.kind, v.offset, v.number) for v in report.violations] == [(ViolationKind.NO_OFFSET, -1, 2), (ViolationKind.LOST, -1, 7)]
+    assert not report.ok
+    assert check({0: {2: None}}, {}, CLEAN_LOG).ok  # only reported: librdkafka's implicit acknowledgement
 
 
 def test_a_number_twice_is_a_duplicate_and_going_back_is_reordered() -> None:
