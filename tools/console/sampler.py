@@ -111,6 +111,8 @@ class Sampler:
                         await self.sample(http)
                     except ADMIN_ERRORS as exc:
                         log.warning("Console sampling failed: %s", exc)
+                    except Exception:  # noqa: BLE001 -- a fault of the console must never stop the broker it runs in
+                        log.exception("Console sampling failed")
                 await anyio.sleep(self.interval_s)
 
     async def sample(self, http: aiohttp.ClientSession) -> None:

@@ -45,7 +45,9 @@ CSRF_FIELD = "csrf"
 DEFAULT_LISTENER = "http://127.0.0.1:9644"
 PAGE_LIMIT = 50
 CLIENT_ID = "odradek-console"
-RECONNECT_BACKOFF_S = 2.0
+RECONNECT_BACKOFF_S = (1.0, 30.0)
+"""The wait before the console connects to the cluster again: doubling from the first to the second (a
+console whose principal is refused must not fill the broker's log with a login every second)."""
 SECURITY_HEADERS = {
     # Scripts and styles from the console only (uPlot sets element styles, hence 'unsafe-inline' for
     # styles alone); no framing, so no page of another site can lay the console's buttons under its own.
@@ -183,18 +185,24 @@ class Console:
         kwargs = {"client_id": CLIENT_ID, "request_timeout_s": 15.0}
         if self.security is not None:
             kwargs["security"] = self.security
+        backoff_s = RECONNECT_BACKOFF_S[0]
         while True:
             try:
                 async with KafkaClient(self.bootstrap, **kwargs) as client:
                     self.client, self.connect_error = client, None
+                    backoff_s = RECONNECT_BACKOFF_S[0]
                     self.sampler = Sampler(client) if self._sample_interval_s is None else Sampler(client, self._sample_interval_s)
                     await self.sampler.run()
             except ADMIN_ERRORS as exc:
                 self.connect_error = f"cannot reach the cluster at {self.bootstrap}: {exc}"
                 log.warning("Console: %s", self.connect_error)
+            except Exception as exc:  # noqa: BLE001 -- a fault of the console must never stop the broker it runs in
+                self.connect_error = f"the console failed: {exc}"
+                log.exception("Console failed; connecting again")
             finally:
                 self.client = None
-            await anyio.sleep(RECONNECT_BACKOFF_S)
+            await anyio.sleep(backoff_s)
+            backoff_s = min(backoff_s * 2, RECONNECT_BACKOFF_S[1])
 
     # -- the application ---------------------------------------------------------------------------------
 
