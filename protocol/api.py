@@ -9,13 +9,12 @@ broker's versions can still read the answer.
 
 from __future__ import annotations
 
-import enum
 import struct
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from odradek.protocol.messages import MODULES, headers
+from odradek.protocol.messages import MODULES, ApiKey, headers
 from odradek.protocol.schema import Container, DecodeError, Message, Splice, decode, encode_frame
 
 __all__ = [
@@ -59,9 +58,6 @@ def _api(module: ModuleType) -> Api:
 
 
 APIS: dict[int, Api] = {key: _api(module) for key, module in MODULES.items()}
-
-ApiKey = enum.IntEnum("ApiKey", {_api_name: key for key, _api_name in ((k, a.name) for k, a in APIS.items())})  # type: ignore[misc]
-"""Every API key the broker can decode, named as Kafka names them (``ApiKey.Produce == 0``)."""
 
 _CONTROLLED_SHUTDOWN = 7
 _API_VERSIONS = 18

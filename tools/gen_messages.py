@@ -180,7 +180,7 @@ def generate(spec_root: Path, out: Path) -> list[str]:
         text = module_source(title, [("REQUEST", request), ("RESPONSE", responses[key])], extra)
         (out / f"{module}.py").write_text(text)
         written.append(module)
-        modules.append((key, module))
+        modules.append((key, module, api_name))
     headers = [("REQUEST_HEADER", load_spec(message_dir / "RequestHeader.json")), ("RESPONSE_HEADER", load_spec(message_dir / "ResponseHeader.json"))]
     (out / "headers.py").write_text(module_source("Request and response headers.", headers, []))
     data = [(_constant_name(p.stem), spec) for p in sorted(message_dir.glob("*.json")) if (spec := load_spec(p)).get("type") == "data"]
@@ -194,8 +194,14 @@ def generate(spec_root: Path, out: Path) -> list[str]:
             module_source("Keys and values that the coordinators write to their internal topics.", specs, [])
         )
     index = ['"""Every API the broker can decode, by API key (generated; see ``odradek.tools.gen_messages``)."""\n']
-    index.append("from odradek.protocol.messages import (\n" + "".join(f"    {m},\n" for _, m in modules) + ")\n")
-    index.append("MODULES = {\n" + "".join(f"    {k}: {m},\n" for k, m in modules) + "}\n")
+    index.append("import enum\n\nfrom odradek.protocol.messages import (\n" + "".join(f"    {m},\n" for _, m, _ in modules) + ")\n")
+    index.append("MODULES = {\n" + "".join(f"    {k}: {m},\n" for k, m, _ in modules) + "}\n")
+    # A class statement rather than enum.IntEnum("ApiKey", {...}) so that a type checker knows every member.
+    index.append(
+        "\nclass ApiKey(enum.IntEnum):\n"
+        '    """Every API key the broker can decode, named as Kafka names them (``ApiKey.Produce == 0``)."""\n\n'
+        + "".join(f"    {name} = {k}\n" for k, _, name in modules)
+    )
     (out / "__init__.py").write_text("\n".join(index))
     return written
 
