@@ -96,7 +96,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ListOffsets: _all(ApiKey.ListOffsets, "list_offsets", "replica_manager", "authorization"),
     ApiKey.Metadata: _all(ApiKey.Metadata, "metadata", "metadata", "config", "auto_create_topic", "authorization"),
     ApiKey.ApiVersions: Handler("api_versions", APIS[ApiKey.ApiVersions].min_version, APIS[ApiKey.ApiVersions].max_version, serve=lambda request: api_versions.handle(API_RANGES, request)),
-    ApiKey.CreateTopics: _all(ApiKey.CreateTopics, "create_topics", "metadata", "config", "metadata_support", "create_topic", "replica_manager", "dynamic_config", "broker_defaults", "authorization", "quotas"),
+    ApiKey.CreateTopics: _all(ApiKey.CreateTopics, "create_topics", "metadata", "config", "metadata_support", "create_topic", "replica_manager", "dynamic_config", "broker_defaults", "authorization", "quotas", "background"),
     ApiKey.InitProducerId: _all(ApiKey.InitProducerId, "init_producer_id", "transaction_coordinator", "next_producer_id", "authorization"),
     ApiKey.OffsetForLeaderEpoch: _all(ApiKey.OffsetForLeaderEpoch, "offset_for_leader_epoch", "replica_manager", "authorization"),
     ApiKey.DeleteTopics: _all(ApiKey.DeleteTopics, "delete_topics", "metadata", "config", "metadata_support", "authorization", "quotas"),

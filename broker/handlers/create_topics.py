@@ -1,6 +1,9 @@
 """CreateTopics: names, partitions, replication factors or explicit assignments, configs, validate-only.
 
-A topic's logs are made off the event loop before the controller publishes it (:mod:`odradek.broker.new_logs`).
+A topic's logs are made off the event loop before the controller publishes it (:mod:`odradek.broker.new_logs`),
+by a task of the broker's own: a topic whose logs take longer than the request's timeout (thousands of
+partitions) is answered REQUEST_TIMED_OUT then, as Kafka answers a topic its metadata has not led by then,
+and is published when they are made (until then its name is taken: TOPIC_ALREADY_EXISTS to a retry).
 In ZooKeeper mode the topic is validated and written on a worker thread, and the answer waits, up to the
 request's timeout, until this broker's metadata gives every new partition a leader (Kafka's
 ``DelayedCreatePartitions``: REQUEST_TIMED_OUT for a topic not there by then, at once when the timeout is 0),
@@ -12,11 +15,15 @@ topic's configs and layout DESCRIBE_CONFIGS on it (else its topic config error i
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable
+
+import anyio
+from anyio.abc import TaskGroup
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -33,6 +40,8 @@ from odradek.controller.metadata_support import MetadataSupport
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
+
+log = logging.getLogger("odradek.apis")
 
 STRICT_QUOTA_SINCE = 6
 """The version from which ``controller_mutation_rate`` refuses (KIP-599); older ones are let through."""
@@ -52,15 +61,18 @@ class TopicServices:
     dynamic_config: DynamicBrokerConfig
     broker_defaults: dict[str, str]
     authorization: Authorization
+    background: TaskGroup
+    """Where a creation goes on after the request's timeout has answered it."""
 
 
 async def handle(
     metadata: MetadataImage, config: BrokerConfig, metadata_support: MetadataSupport, create_topic: Callable[..., TopicInfo], replica_manager: ReplicaManager,
-    dynamic_config: DynamicBrokerConfig, broker_defaults: dict[str, str], authorization: Authorization, quotas: ClientQuotas,
+    dynamic_config: DynamicBrokerConfig, broker_defaults: dict[str, str], authorization: Authorization, quotas: ClientQuotas, background: TaskGroup,
     request: Request,
 ) -> dict:
-    services = TopicServices(metadata, config, metadata_support, create_topic, replica_manager, dynamic_config, broker_defaults, authorization)
+    services = TopicServices(metadata, config, metadata_support, create_topic, replica_manager, dynamic_config, broker_defaults, authorization, background)
     body = request.body
+    deadline = time.monotonic() + body.timeout_ms / 1000
     if not metadata_support.is_controller():
         # Kafka sets only the code: the message keeps its default, ""
         return {"topics": [_result(t.name, KafkaError(ErrorCode.NOT_CONTROLLER, "")) for t in body.topics]}
@@ -78,6 +90,7 @@ async def handle(
     quota = quotas.controller_mutation_quota(request, STRICT_QUOTA_SINCE, time.monotonic())
     results = []
     created: dict[str, list[int]] = {}
+    unfinished: set[str] = set()
     for t in body.topics:
         result = _result(t.name)
         refused_before_creating = counts[t.name] > 1 or t.name not in creatable
@@ -95,8 +108,16 @@ async def handle(
             topic = await metadata_support.admin_call(services.create_topic, t.name, t.num_partitions, t.replication_factor, configs, assignments, validate_only=True)
             if not body.validate_only:
                 quota.record(len(topic.partitions), time.monotonic())
-                await _make_logs_reserving_name(services, topic)
-                topic = await metadata_support.admin_call(services.create_topic, t.name, t.num_partitions, t.replication_factor, configs, assignments, topic_id=topic.topic_id)
+                creation = _Creation(services, topic, (t.name, t.num_partitions, t.replication_factor, configs, assignments))
+                metadata_support.reserve_topic_name(t.name)  # at once: no other request may create it meanwhile
+                background.start_soon(creation.run)
+                with anyio.move_on_after(deadline - time.monotonic() if body.timeout_ms > 0 else None):
+                    await creation.done.wait()
+                if not creation.done.is_set():
+                    unfinished.add(t.name)
+                    results.append(result)
+                    continue
+                topic = creation.outcome()
                 created[t.name] = sorted(topic.partitions)
             state = next(iter(topic.partitions.values()))
             # Kafka names the topic's id once it is created, not when only validating.
@@ -117,7 +138,7 @@ async def handle(
                 # Kafka marks these before creating anything and, unlike a failed creation, keeps the mark
                 result["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         results.append(result)
-    late = await metadata_support.until_led(created, body.timeout_ms / 1000)
+    late = unfinished | await metadata_support.until_led(created, body.timeout_ms / 1000)
     timed_out = _result("", KafkaError(ErrorCode.REQUEST_TIMED_OUT)) | {"topic_config_error_code": ErrorCode.NONE}
     results = [r | timed_out | {"name": r["name"]} if r["name"] in late else r for r in results]
     return mutation_quota.answer(quotas, request, quota, {"topics": results})
@@ -140,13 +161,39 @@ def _partition_count(services: TopicServices, t: Any) -> int:
     return services.config["num.partitions"] if t.num_partitions == -1 else max(t.num_partitions, 0)
 
 
-async def _make_logs_reserving_name(services: TopicServices, topic: TopicInfo) -> None:
-    """The new topic's logs, its name taken meanwhile so that no other request creates it."""
-    services.metadata_support.reserve_topic_name(topic.name)
-    try:
-        await make_logs(services.replica_manager, topic)
-    finally:
-        services.metadata_support.release_topic_name(topic.name)
+class _Creation:
+    """One topic's logs made, then the topic published, on a task of the broker's, which the request waits for
+    up to its timeout. Its name is taken (``reserve_topic_name``) before it starts and until it is published,
+    so that no other request creates it."""
+
+    def __init__(self, services: TopicServices, planned: TopicInfo, arguments: tuple) -> None:
+        self.services = services
+        self.planned = planned
+        self.arguments = arguments
+        self.done = anyio.Event()
+        self.topic: TopicInfo | None = None
+        self.error: Exception | None = None
+
+    async def run(self) -> None:
+        support = self.services.metadata_support
+        try:
+            try:
+                await make_logs(self.services.replica_manager, self.planned)
+            finally:
+                support.release_topic_name(self.planned.name)
+            self.topic = await support.admin_call(self.services.create_topic, *self.arguments, topic_id=self.planned.topic_id)
+        except Exception as exc:  # told to the request if it still waits, else logged
+            self.error = exc
+            if self.done.statistics().tasks_waiting == 0:
+                log.error("Creating topic %s failed after its request timed out: %s", self.planned.name, exc, exc_info=not isinstance(exc, KafkaError))
+        finally:
+            self.done.set()
+
+    def outcome(self) -> TopicInfo:
+        if self.error is not None:
+            raise self.error
+        assert self.topic is not None
+        return self.topic
 
 
 def _describe(services: TopicServices, configs: dict[str, str]) -> list[dict]:

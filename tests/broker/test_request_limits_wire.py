@@ -1,6 +1,7 @@
 """Values at the edges of what a request can carry, answered as the real Kafka 3.9.1 answers them, on the wire
 against both brokers: strings at Kafka's 32,767-byte limit (compact ones too), an answer that would have to
-carry a longer one, and numbers whose sum overflows a long.
+carry a longer one, numbers whose sum overflows a long, and a topic that takes longer to create than the
+request's timeout.
 
 Kafka's generated readers refuse a string over 32,767 bytes, compact or not (``string field X had invalid
 length``: the request does not parse and the connection is closed), so no string a request carries is too
@@ -81,6 +82,25 @@ def test_a_retention_time_whose_expiry_overflows_a_long_is_committed(bootstrap, 
     body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "retention_time_ms": retention_ms, "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}]}]}
     answer = wire.call(ApiKey.OffsetCommit, version, body)
     assert [(p.partition_index, p.error_code) for t in answer.topics for p in t.partitions] == [(0, ErrorCode.NONE)]
+
+
+def test_a_topic_not_created_within_the_timeout_is_answered_request_timed_out(bootstrap, connect) -> None:
+    """Kafka answers REQUEST_TIMED_OUT for a topic not led when the request's timeout ends (its
+    DelayedCreatePartitions) and goes on creating it: a retry is TOPIC_ALREADY_EXISTS, and the topic is
+    there a moment later. A thousand partitions are not made in a millisecond by either broker."""
+    name = f"limits-slow-{uuid.uuid4()}"
+    wire = connect(bootstrap)
+    wire.sock.settimeout(30)
+    create = {"topics": [{"name": name, "num_partitions": 1000, "replication_factor": 1, "assignments": [], "configs": []}], "timeout_ms": 1}
+    answered = wire.call(ApiKey.CreateTopics, 5, create).topics[0]
+    assert (answered.error_code, answered.error_message, answered.num_partitions) == (ErrorCode.REQUEST_TIMED_OUT, None, -1)
+    retried = wire.call(ApiKey.CreateTopics, 5, create).topics[0]
+    assert (retried.error_code, retried.error_message) == (ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+    deadline = time.monotonic() + 60
+    while (topic := wire.call(ApiKey.Metadata, 4, {"topics": [{"name": name}], "allow_auto_topic_creation": False}).topics[0]).error_code != ErrorCode.NONE or len(topic.partitions) < 1000:
+        assert time.monotonic() < deadline, f"{name} not created a minute after the request timed out"
+        time.sleep(0.5)
+    assert wire.call(ApiKey.DeleteTopics, 4, {"topic_names": [name], "timeout_ms": 30000}).responses[0].error_code == ErrorCode.NONE
 
 
 @pytest.fixture
