@@ -15,14 +15,16 @@ import enum
 import logging
 from dataclasses import dataclass
 import time
-from typing import Any, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from odradek.broker.framing import FrameReader, FrameTooLarge
 from odradek.broker.memory_pool import MemoryPool, Unbounded
-from odradek.broker.security.sasl_authenticator import Failed, SaslServerAuthenticator, SaslSettings, SaslState, Serve, Step
 from odradek.broker.request_context import ANONYMOUS, UNKNOWN_CLIENT, ClientInformation, KafkaPrincipal, RequestContext
 from odradek.protocol.api import ApiKey, Request, UnknownApiKey, UnsupportedApiVersion, decode_request
 from odradek.protocol.schema import DecodeError
+
+if TYPE_CHECKING:  # the SASL modules are imported by SASL listeners' connections only
+    from odradek.broker.security.sasl_authenticator import SaslServerAuthenticator, SaslSettings, Step
 
 log = logging.getLogger("odradek.network")
 
@@ -128,6 +130,8 @@ class KafkaConnection:
         self.authenticator: SaslServerAuthenticator | None = None
         self.state = ConnectionState.READY
         if sasl is not None:
+            from odradek.broker.security.sasl_authenticator import SaslServerAuthenticator  # SASL listeners only
+
             self._authenticate(SaslServerAuthenticator(sasl))
 
     # -- bytes in --------------------------------------------------------------------------------------------
@@ -214,8 +218,11 @@ class KafkaConnection:
                 return AnswerReady(self._fallback(exc.correlation_id), size)
             return self._end(str(exc))
         except (UnknownApiKey, DecodeError) as exc:
-            if authenticating and authenticator is not None and authenticator.state is SaslState.HANDSHAKE_OR_VERSIONS:
-                return self._authentication_step(authenticator.not_a_request(), size, None)
+            if authenticating and authenticator is not None:
+                from odradek.broker.security.sasl_authenticator import SaslState
+
+                if authenticator.state is SaslState.HANDSHAKE_OR_VERSIONS:
+                    return self._authentication_step(authenticator.not_a_request(), size, None)
             return self._end(str(exc) if isinstance(exc, UnknownApiKey) else f"malformed request: {exc}")
         header = request.header
         served = self.served.get(header.api_key)
@@ -228,6 +235,8 @@ class KafkaConnection:
             if header.api_key == ApiKey.SaslHandshake and previous is not None and previous.mechanism is not None and previous.client_supports_reauthentication:
                 # KIP-368: a SaslHandshake on an authenticated connection begins its re-authentication (else
                 # its handler answers ILLEGAL_SASL_STATE, as Kafka's KafkaApis does)
+                from odradek.broker.security.sasl_authenticator import SaslServerAuthenticator
+
                 authenticator = SaslServerAuthenticator(self.sasl, reauthenticating=(previous.mechanism, self.principal))
                 self._authenticate(authenticator)
                 authenticating = True
@@ -280,6 +289,8 @@ class KafkaConnection:
     def _authentication_step(self, step: Step, size: int, request: Request | None) -> Event:
         authenticator = self.authenticator
         assert authenticator is not None and self.sasl is not None
+        from odradek.broker.security.sasl_authenticator import Failed, Serve
+
         if isinstance(step, Serve):
             assert request is not None
             return self._received(request, size)

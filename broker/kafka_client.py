@@ -20,17 +20,19 @@ import itertools
 import logging
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from odradek.broker.security.client import PLAINTEXT, ClientSecurity
-from odradek.broker.security.sasl_client import SaslClient, SaslClientError
 from odradek.protocol.api import APIS, ApiKey, decode_response, encode_request
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.schema import Container, DecodeError
+
+if TYPE_CHECKING:
+    from odradek.broker.security.sasl_client import SaslClient
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +168,8 @@ class BrokerConnection:
     async def _authenticate(self, client: SaslClient) -> None:
         """Kafka's SaslClientAuthenticator: SaslHandshake v1 naming the mechanism, then its tokens in
         SaslAuthenticate requests until it is done; a refusal is a ResponseError with the broker's message."""
+        from odradek.broker.security import sasl_client  # the SASL modules only for a broker that uses SASL
+
         handshake = await self.send(ApiKey.SaslHandshake, 1, {"mechanism": client.mechanism})
         if handshake.error_code != ErrorCode.NONE:
             raise AuthenticationError(handshake.error_code, f"SASL mechanism {client.mechanism}; the broker enables {', '.join(handshake.mechanisms)}")
@@ -177,7 +181,7 @@ class BrokerConnection:
                 raise AuthenticationError(answer.error_code, answer.error_message)
             try:
                 token = client.respond(bytes(answer.auth_bytes))
-            except SaslClientError as exc:
+            except sasl_client.SaslClientError as exc:
                 raise AuthenticationError(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc)) from None
 
     def version_for(self, api_key: int) -> int:

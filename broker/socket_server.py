@@ -24,7 +24,7 @@ import socket
 import ssl
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
@@ -39,12 +39,14 @@ from odradek.broker.kafka_apis import CLOSE_CONNECTION, HANDLERS, error_response
 from odradek.broker.kafka_server import KafkaServer
 from odradek.broker.memory_pool import MemoryPool, Unbounded, memory_pool
 from odradek.broker.request_quota import charge, charged
-from odradek.broker.security.listeners import ListenerSecurity
-from odradek.broker.security.sasl_authenticator import SaslSettings
-from odradek.broker.security.tls import TlsSession, TlsSettings
 from odradek.protocol.api import Request, encode_response
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.schema import EncodeError
+
+if TYPE_CHECKING:
+    from odradek.broker.security.listeners import ListenerSecurity
+    from odradek.broker.security.sasl_authenticator import SaslSettings
+    from odradek.broker.security.tls import TlsSession, TlsSettings
 
 log = logging.getLogger("odradek.network")
 
@@ -53,6 +55,13 @@ _TLS_READ_SIZE = 256 * 1024
 _TLS_FILE_CHUNK = 256 * 1024
 """Record data read from a segment file per TLS write (sendfile cannot encrypt: docs/performance.md)."""
 
+
+
+def _tls_session(settings: TlsSettings) -> TlsSession:
+    """A TLS listener's connection state (the tls module is imported by a TLS listener's first connection)."""
+    from odradek.broker.security.tls import TlsSession
+
+    return TlsSession(settings)
 
 class ConnectionClosed(Exception):
     pass
@@ -123,7 +132,7 @@ class Connection:
             pool=network.pool,
             sasl=sasl,
         )
-        self.tls = TlsSession(tls) if tls is not None else None
+        self.tls = _tls_session(tls) if tls is not None else None
         self.tls_lock = anyio.Lock() if tls is not None else None
         """The reader (handshake, TLS 1.3 tickets) and the writer both send TLS records: one at a time."""
         self.room: anyio.Event | None = None  # set when the writer takes answers from a full outbox

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import ssl
 from dataclasses import dataclass
-from typing import Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.security.listeners import SASL_PROTOCOLS, TLS_PROTOCOLS, inter_broker_listener, jaas_config, security_protocol_map
-from odradek.broker.security.plain import PLAIN
-from odradek.broker.security.sasl_client import SaslClient, sasl_client
-from odradek.broker.security.sasl_mechanism import parse_jaas
-from odradek.broker.security.scram import SCRAM_MECHANISMS
-from odradek.broker.security.tls import client_context
 from odradek.storage.config_types import ConfigError
+
+if TYPE_CHECKING:
+    from odradek.broker.security.sasl_client import SaslClient
+
+# The TLS and SASL modules are imported where a connection needs them: a broker whose inter-broker
+# listener is PLAINTEXT (every single node) never loads them.
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,11 @@ class ClientSecurity:
     password: str = ""
 
     def sasl_client(self) -> SaslClient | None:
-        return sasl_client(self.mechanism, self.username, self.password) if self.mechanism else None
+        if not self.mechanism:
+            return None
+        from odradek.broker.security.sasl_client import sasl_client
+
+        return sasl_client(self.mechanism, self.username, self.password)
 
 
 PLAINTEXT = ClientSecurity()
@@ -39,7 +44,7 @@ def inter_broker_security(config: BrokerConfig) -> ClientSecurity:
     mapping = security_protocol_map(config)
     listener = inter_broker_listener(config, mapping)
     protocol = mapping[listener]
-    context = client_context(lambda key: config.for_listener(listener, key), listener) if protocol in TLS_PROTOCOLS else None
+    context = _client_context(lambda key: config.for_listener(listener, key), listener) if protocol in TLS_PROTOCOLS else None
     if protocol not in SASL_PROTOCOLS:
         return ClientSecurity(protocol, context)
     mechanism = _client_mechanism(config["sasl.mechanism.inter.broker.protocol"], "sasl.mechanism.inter.broker.protocol")
@@ -53,8 +58,18 @@ def inter_broker_security(config: BrokerConfig) -> ClientSecurity:
     return ClientSecurity(protocol, context, mechanism, options["username"], options["password"])
 
 
+def _client_context(setting: Callable[[str], object], name: str) -> ssl.SSLContext:
+    """The TLS context of a connection to a TLS listener (the tls module is imported for one only)."""
+    from odradek.broker.security.tls import client_context
+
+    return client_context(setting, name)
+
+
 def _client_mechanism(mechanism: str, key: str) -> str:
     """A mechanism odradek's client can log in with, or ConfigError naming the setting."""
+    from odradek.broker.security.plain import PLAIN
+    from odradek.broker.security.scram import SCRAM_MECHANISMS
+
     if mechanism != PLAIN and mechanism not in SCRAM_MECHANISMS:
         raise ConfigError(f"{key} {mechanism}: odradek's client implements PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512")
     return mechanism
@@ -73,10 +88,12 @@ def client_security(properties: Mapping[str, str]) -> ClientSecurity:
     protocol = str(setting("security.protocol")).upper()
     if protocol not in ("PLAINTEXT", *TLS_PROTOCOLS, *SASL_PROTOCOLS):
         raise ConfigError(f"Invalid value {protocol} for configuration security.protocol")
-    context = client_context(setting, "client") if protocol in TLS_PROTOCOLS else None
+    context = _client_context(setting, "client") if protocol in TLS_PROTOCOLS else None
     if protocol not in SASL_PROTOCOLS:
         return ClientSecurity(protocol, context)
     mechanism = _client_mechanism(str(setting("sasl.mechanism")), "sasl.mechanism")
+    from odradek.broker.security.sasl_mechanism import parse_jaas
+
     try:
         options = parse_jaas(properties.get("sasl.jaas.config", "")).options
     except ValueError as exc:

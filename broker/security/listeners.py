@@ -5,24 +5,26 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from odradek.broker.config import BrokerConfig
-from odradek.broker.security.oauthbearer import OAUTHBEARER, OAuthBearerServer, TokenValidator, UnsecuredValidator
-from odradek.broker.security.plain import PLAIN, PlainServer
-from odradek.broker.security.sasl_authenticator import SaslSettings
-from odradek.broker.security.sasl_mechanism import JaasConfig, SaslServer, parse_jaas
-from odradek.broker.security.scram import SCRAM_MECHANISMS, CredentialStore, ScramServer
-from odradek.broker.security.ssl_principal import SslPrincipalMapper
-from odradek.broker.security.tls import TlsSettings, server_context
 from odradek.storage.config_types import ConfigError
+
+if TYPE_CHECKING:
+    from odradek.broker.security.oauthbearer import TokenValidator
+    from odradek.broker.security.sasl_authenticator import SaslSettings
+    from odradek.broker.security.sasl_mechanism import JaasConfig, SaslServer
+    from odradek.broker.security.scram import CredentialStore
+    from odradek.broker.security.tls import TlsSettings
+
+# The TLS and SASL modules are imported by the listener that needs them: a broker with PLAINTEXT listeners
+# only (every single node by default) never loads them.
 
 log = logging.getLogger("odradek.config")
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
-IMPLEMENTED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS, OAUTHBEARER)
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,8 @@ def jaas_config(config: BrokerConfig, listener: str, mechanism: str) -> JaasConf
     else ``<mechanism>.sasl.jaas.config``. A broker ignores a bare ``sasl.jaas.config`` (a client's key),
     with Kafka's warning; Kafka's static JAAS file (``java.security.auth.login.config``) is not read."""
     key = f"{mechanism.lower()}.sasl.jaas.config"
+    from odradek.broker.security.sasl_mechanism import parse_jaas
+
     text = config.originals.get(f"listener.name.{listener.lower()}.{key}") or config.originals.get(key)
     if not text:
         if config.originals.get("sasl.jaas.config"):
@@ -77,13 +81,17 @@ def jaas_config(config: BrokerConfig, listener: str, mechanism: str) -> JaasConf
 
 def _mechanism_server(config: BrokerConfig, listener: str, mechanism: str, credentials: CredentialStore) -> Callable[[], SaslServer]:
     """How to make the server side of one enabled mechanism, checking its configuration now."""
+    from odradek.broker.security.oauthbearer import OAUTHBEARER, OAuthBearerServer
+    from odradek.broker.security.plain import PLAIN, PlainServer
+    from odradek.broker.security.scram import SCRAM_MECHANISMS, ScramServer
+
     if mechanism in SCRAM_MECHANISMS:
         scram = SCRAM_MECHANISMS[mechanism]
         return lambda: ScramServer(scram, credentials)
     if mechanism not in (PLAIN, OAUTHBEARER):
         raise ConfigError(
             f"Listener {listener}: SASL mechanism {mechanism} is not implemented by odradek (it implements "
-            f"{', '.join(IMPLEMENTED_MECHANISMS)}): set sasl.enabled.mechanisms"
+            f"{', '.join((PLAIN, *SCRAM_MECHANISMS, OAUTHBEARER))}): set sasl.enabled.mechanisms"
         )
     jaas = jaas_config(config, listener, mechanism)
     if jaas is None:
@@ -101,6 +109,8 @@ def _mechanism_server(config: BrokerConfig, listener: str, mechanism: str, crede
 def _oauthbearer_validator(config: BrokerConfig, listener: str, jaas_options: dict[str, str]) -> TokenValidator:
     """The listener's ``[listener.name.<l>.]oauthbearer.sasl.server.callback.handler.class``: Kafka's
     secured validator (JWKS) when named, else the unsecured one Kafka defaults to."""
+    from odradek.broker.security.oauthbearer import UnsecuredValidator
+
     setting = lambda key: config.for_listener(listener, key, prefix="oauthbearer.")  # noqa: E731
     handler = setting("sasl.server.callback.handler.class")
     if not handler:
@@ -130,6 +140,8 @@ def _oauthbearer_validator(config: BrokerConfig, listener: str, jaas_options: di
 
 
 def sasl_settings(config: BrokerConfig, listener: str, credentials: CredentialStore) -> SaslSettings:
+    from odradek.broker.security.sasl_authenticator import SaslSettings
+
     enabled = list(config.for_listener(listener, "sasl.enabled.mechanisms"))
     if not enabled:
         raise ConfigError(f"Listener {listener}: sasl.enabled.mechanisms is empty")
@@ -178,6 +190,9 @@ def listener_securities(config: BrokerConfig, credentials: CredentialStore) -> d
         protocol = mapping[listener.name]
         tls = None
         if protocol in TLS_PROTOCOLS:
+            from odradek.broker.security.ssl_principal import SslPrincipalMapper
+            from odradek.broker.security.tls import TlsSettings, server_context
+
             setting = lambda key, name=listener.name, sasl=protocol == "SASL_SSL": _tls_setting(config, name, key, sasl)  # noqa: E731
             tls = TlsSettings(server_context(setting, listener.name), SslPrincipalMapper(setting("ssl.principal.mapping.rules")))
         sasl = sasl_settings(config, listener.name, credentials) if protocol in SASL_PROTOCOLS else None
