@@ -138,6 +138,28 @@ def broker_config_synonyms(name: str) -> tuple[str, ...]:
     return BROKER_SYNONYMS.get(name, (name,))
 
 
+LISTENER_MECHANISM_CONFIGS = ("sasl.jaas.config", "sasl.login.callback.handler.class", "sasl.login.class", "sasl.server.callback.handler.class", "connections.max.reauth.ms")
+"""DynamicBrokerConfig.ListenerMechanismConfigs: keys a listener sets per SASL mechanism
+(``listener.name.<l>.<mechanism>.<key>``)."""
+
+
+def listener_key(name: str) -> str | None:
+    """The broker key a listener's own value stands for: ``listener.name.<l>.<key>`` (or
+    ``listener.name.<l>.<mechanism>.<key>`` for :data:`LISTENER_MECHANISM_CONFIGS`) -> ``<key>``; None for
+    any other name."""
+    base = listener_base(name)
+    if base is None:
+        return None
+    return next((key for key in LISTENER_MECHANISM_CONFIGS if base.endswith(key)), base)
+
+
+def described_synonyms(name: str) -> tuple[str, ...]:
+    """brokerConfigSynonyms(name, matchListenerOverride = true), as DescribeConfigs lists them: a listener's
+    own value, then the broker key it overrides; else :func:`broker_config_synonyms`."""
+    key = listener_key(name)
+    return broker_config_synonyms(name) if key is None else (name, key)
+
+
 def is_kafka_key(name: str) -> bool:
     """Whether Kafka knows the name (a custom key is anything else): odradek's table and Kafka's families."""
     return name in BROKER_KEYS or name in DYNAMIC_KEYS or name.startswith(IGNORED_PREFIXES)

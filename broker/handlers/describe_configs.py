@@ -25,7 +25,7 @@ from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation
 from odradek.broker.authorizer.acl import ResourceType as AclResourceType
 from odradek.broker.config import BROKER_CONFIG, BROKER_KEYS
-from odradek.broker.dynamic_config import DYNAMIC_KEYS, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER, DynamicBrokerConfig, broker_config_synonyms
+from odradek.broker.dynamic_config import DYNAMIC_KEYS, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER, DynamicBrokerConfig, described_synonyms, listener_key
 from odradek.controller.metadata import MetadataImage, topic_name_error
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -114,7 +114,7 @@ def config_synonyms(dynamic: DynamicBrokerConfig, name: str, sensitive: bool) ->
     of broker keys (DynamicBrokerConfig.brokerConfigSynonyms) looked up in each level, level by level. The
     list starts at the key asked about, so a later member of a chain (log.flush.scheduler.interval.ms)
     answers only itself, as in Kafka."""
-    chain = broker_config_synonyms(name)
+    chain = described_synonyms(name)
     levels = (
         (dynamic.per_broker, SOURCE_DYNAMIC_BROKER),
         (dynamic.cluster_default, SOURCE_DYNAMIC_DEFAULT_BROKER),
@@ -143,26 +143,40 @@ def topic_config_entries(dynamic: DynamicBrokerConfig, broker_defaults: dict[str
 
 
 def broker_config_entries(dynamic: DynamicBrokerConfig) -> list[DescribedConfig]:
-    """Every broker key with the value it runs with, then any other ``server.properties`` key (unknown type:
-    sensitive)."""
+    """Every broker key with the value it runs with, then any other ``server.properties`` key and every
+    listener's own value (``listener.name.<l>.<key>``, of its key's type) set at either dynamic level; a key
+    of unknown type is sensitive."""
     entries = []
     current = dynamic.current
     for key in BROKER_CONFIG:
         sensitive = _is_sensitive(key)
         value = None if sensitive else key.render(current[key.name])
         entries.append(_broker_entry(dynamic, key.name, value, key, sensitive))
-    for name in dynamic.static.originals:
+    listeners_own = [n for n in {**dynamic.cluster_default, **dynamic.per_broker} if listener_key(n) is not None and n not in dynamic.static.originals]
+    for name in [*dynamic.static.originals, *listeners_own]:
         if name not in BROKER_KEYS:
-            entries.append(_broker_entry(dynamic, name, None, None, True))
+            entries.append(_listener_or_unknown_entry(dynamic, name, current.originals.get(name)))
     return entries
+
+
+def _listener_or_unknown_entry(dynamic: DynamicBrokerConfig, name: str, value: str | None, only_source: int | None = None) -> DescribedConfig:
+    """A key no table has: a listener's own value of a broker key (``listener.name.<l>.<key>``) has that
+    key's type, as Kafka's ``ConfigHelper.configType`` finds it through the synonyms; anything else is of
+    unknown type, so sensitive."""
+    base = listener_key(name)
+    key = None if base is None else BROKER_KEYS.get(base) or DYNAMIC_KEYS.get(base)
+    sensitive = _is_sensitive(key)
+    return _broker_entry(dynamic, name, None if sensitive else value, key, sensitive, only_source=only_source)
 
 
 def default_broker_config_entries(dynamic: DynamicBrokerConfig) -> list[DescribedConfig]:
     """The cluster-wide dynamic defaults: the keys set at that level, each with only that level's synonyms."""
     return [
         _broker_entry(dynamic, name, value, DYNAMIC_KEYS[name], False, only_source=SOURCE_DYNAMIC_DEFAULT_BROKER)
-        for name, value in dynamic.cluster_default.items()
         if name in DYNAMIC_KEYS
+        else _listener_or_unknown_entry(dynamic, name, value, only_source=SOURCE_DYNAMIC_DEFAULT_BROKER)
+        for name, value in dynamic.cluster_default.items()
+        if name in DYNAMIC_KEYS or listener_key(name) is not None
     ]
 
 

@@ -107,35 +107,43 @@ def test_every_dynamic_key_is_answered_as_kafka_answers_it(odradek_as_kafka, rea
 
 
 APPLIED = [
-    ("sasl.kerberos.min.time.before.relogin", "60000"),  # librdkafka's admin test 0081 sets this one
-    ("listener.name.plaintext.max.connections", "2147483647"),
-    ("listener.name.plaintext.ssl.key.password", "secret"),  # refused: no password.encoder.secret
+    ("0", "sasl.kerberos.min.time.before.relogin", "60000"),  # librdkafka's admin test 0081 sets this one
+    ("0", "listener.name.plaintext.max.connections", "2147483647"),
+    ("", "listener.name.plaintext.max.connections", "2147483647"),
+    ("0", "listener.name.plaintext.ssl.key.password", "secret"),  # refused: no password.encoder.secret
 ]
-"""Keys applied for real (per broker, each broker's dynamic configs emptied again after), with values that
-change nothing the broker does."""
+"""Keys applied for real (each broker's dynamic configs emptied again after), with values that change
+nothing the broker does."""
 
 
-def described_source(wire, name: str) -> tuple[str | None, int] | None:
-    body = {"resources": [{"resource_type": BROKER, "resource_name": "0", "configuration_keys": [name]}], "include_synonyms": False, "include_documentation": False}
+def described(wire, resource: str, name: str) -> tuple | None:
+    """The key as DescribeConfigs shows it at that level, synonyms included; None when it is not listed."""
+    body = {"resources": [{"resource_type": BROKER, "resource_name": resource, "configuration_keys": [name]}], "include_synonyms": True, "include_documentation": False}
     configs = wire.call(ApiKey.DescribeConfigs, 4, body).results[0].configs
-    return (configs[0].value, configs[0].config_source) if configs else None
+    return None if not configs else tuple(
+        (c.value, c.config_source, c.read_only, c.config_type, c.is_sensitive, [(s.name, s.value, s.source) for s in c.synonyms]) for c in configs
+    )
 
 
 @pytest.mark.parametrize("api", ["AlterConfigs", "IncrementalAlterConfigs"])
-@pytest.mark.parametrize(("name", "value"), APPLIED)
-def test_applied_per_broker_as_kafka_applies_them(odradek_as_kafka, real_kafka, connect, api, name, value):
+@pytest.mark.parametrize(("resource", "name", "value"), APPLIED)
+def test_applied_as_kafka_applies_them(odradek_as_kafka, real_kafka, connect, api, resource, name, value):
+    """The answer, and then how DescribeConfigs shows the key at both levels (Kafka applies a change when
+    ZooKeeper tells it, a moment after answering: its description is read again for a while)."""
     ours, theirs = connect(odradek_as_kafka.bootstrap), connect(real_kafka.bootstrap)
-    empty = {"resources": [{"resource_type": BROKER, "resource_name": "0", "configs": []}], "validate_only": False}
     try:
-        got = alter_one(ours, api, "0", name, value, validate_only=False)
-        assert got == alter_one(theirs, api, "0", name, value, validate_only=False)
-        if got[0] == 0 and not name.startswith(LISTENER_PREFIX):
-            expected = described_source(ours, name)
-            assert expected == (value, 2)  # DYNAMIC_BROKER_CONFIG
-            deadline = time.monotonic() + 15  # Kafka applies the change when ZooKeeper tells it, just after answering
-            while described_source(theirs, name) != expected and time.monotonic() < deadline:
+        got = alter_one(ours, api, resource, name, value, validate_only=False)
+        assert got == alter_one(theirs, api, resource, name, value, validate_only=False)
+        for level in ("0", ""):
+            expected = described(ours, level, name)
+            deadline = time.monotonic() + 15
+            while described(theirs, level, name) != expected and time.monotonic() < deadline:
                 time.sleep(0.2)
-            assert described_source(theirs, name) == expected
+            assert described(theirs, level, name) == expected, level
+        if got[0] == 0:
+            assert described(ours, resource, name)[0][1] == (2 if resource else 3)  # DYNAMIC_(DEFAULT_)BROKER_CONFIG
     finally:
         for wire in (ours, theirs):
-            assert wire.call(ApiKey.AlterConfigs, 1, empty).responses[0].error_code == 0
+            for level in ("0", ""):
+                empty = {"resources": [{"resource_type": BROKER, "resource_name": level, "configs": []}], "validate_only": False}
+                assert wire.call(ApiKey.AlterConfigs, 1, empty).responses[0].error_code == 0
