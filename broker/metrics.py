@@ -205,7 +205,7 @@ class BrokerMetrics:
             for pd in topic_data["partition_data"]:
                 partition = partitions.get((name, pd["index"]))
                 records = pd["records"]
-                out.append((counters, partition, partition.log.log_end_offset if partition is not None else 0, len(records) if records is not None else 0))
+                out.append((counters, partition, partition.log_end_offset if partition is not None else 0, len(records) if records is not None else 0))
         return out
 
     def _produced(self, appends: list[tuple[TopicCounters, Any, int, int]]) -> None:
@@ -213,7 +213,7 @@ class BrokerMetrics:
         appended batches' size, counted for partitions that took the append."""
         everything = self.all_topics
         for counters, partition, leo_before, size in appends:
-            appended = partition.log.log_end_offset - leo_before if partition is not None else 0
+            appended = partition.log_end_offset - leo_before if partition is not None else 0
             counters.totalproducerequests += 1
             everything.totalproducerequests += 1
             if appended > 0:
@@ -333,15 +333,15 @@ class BrokerMetrics:
         yield _gauge("kafka_controller_kafkacontroller_globaltopiccount", "Topics in the cluster", len(topics))
         yield _gauge("kafka_controller_kafkacontroller_globalpartitioncount", "Partitions in the cluster", len(states))
         log_gauges = {
-            "size": ("Bytes of the partition's segments (Log Size)", lambda log: log.size_in_bytes),
-            "numlogsegments": ("Segments of the partition's log (NumLogSegments)", lambda log: len(log.segments)),
-            "logstartoffset": ("The partition's log start offset (LogStartOffset)", lambda log: log.log_start_offset),
-            "logendoffset": ("The partition's log end offset (LogEndOffset)", lambda log: log.log_end_offset),
+            "size": ("Bytes of the partition's segments (Log Size)", lambda p: p.size_in_bytes),
+            "numlogsegments": ("Segments of the partition's log (NumLogSegments)", lambda p: p.num_log_segments),
+            "logstartoffset": ("The partition's log start offset (LogStartOffset)", lambda p: p.log_start_offset),
+            "logendoffset": ("The partition's log end offset (LogEndOffset)", lambda p: p.log_end_offset),
         }
         for name, (doc, read) in log_gauges.items():
             family = GaugeMetricFamily(f"kafka_log_log_{name}", doc, labels=["topic", "partition"])
             for p in partitions:
-                family.add_metric([p.topic, str(p.index)], read(p.log))
+                family.add_metric([p.topic, str(p.index)], read(p))
             yield family
 
     def _group_metrics(self) -> Iterator[Metric]:

@@ -176,6 +176,10 @@ class Partition:
     def size_in_bytes(self) -> int:
         return self.log.size_in_bytes
 
+    @property
+    def num_log_segments(self) -> int:
+        return len(self.log.segments)
+
     def become_leader(self, state: PartitionState, is_new: bool, now_ms: int) -> None:
         """LeaderAndIsr made us leader (Kafka's ``makeLeader``): a new leader epoch starts at the LEO in the
         log's epoch cache, and every follower's state starts afresh. A state older than the partition's (a
@@ -233,12 +237,67 @@ class Partition:
         try:
             info = self.log.append_as_leader(records, self.leader_epoch, now_ms if config.log_append_time else None, origin=origin, headers=headers)
         except OSError as exc:
-            # Kafka answers an I/O failure on the log (a full or failed disk) with KAFKA_STORAGE_ERROR.
-            self.on_storage_error((self.topic, self.index), f"Error while appending records to {self.topic}-{self.index} in dir {self.log.dir.parent}", exc)
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"Failed to append to {self.topic}-{self.index}: {exc}") from exc
+            raise self._storage_failure(exc, "appending records to", "append to") from exc
         if not self.maybe_increment_high_watermark(now_ms) and not info.duplicate:
             self.on_offsets_moved(self)  # the LEO moved alone (followers to catch up): followers' fetches may complete
         return info
+
+    def _storage_failure(self, exc: OSError, doing: str, failed_to: str) -> KafkaError:
+        """Kafka answers an I/O failure on the log (a full or failed disk) with KAFKA_STORAGE_ERROR, and tells
+        the log directory failure channel, which takes the directory offline."""
+        self.on_storage_error((self.topic, self.index), f"Error while {doing} {self.topic}-{self.index} in dir {self.log.dir.parent}", exc)
+        return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"Failed to {failed_to} {self.topic}-{self.index}: {exc}")
+
+    # -- follower -------------------------------------------------------------------------------------------
+
+    @property
+    def latest_epoch(self) -> int | None:
+        """The log's last leader epoch (None for a log without epochs: the old message format)."""
+        return self.log.latest_epoch
+
+    def append_records_to_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo | None:
+        """Append what the leader fetched, its offsets and epochs kept (Kafka's
+        ``appendRecordsToFollowerOrFutureReplica``); None when nothing was whole. A corrupt batch raises
+        its KafkaError (the fetcher asks again), an I/O failure KAFKA_STORAGE_ERROR."""
+        try:
+            info = self.log.append_as_follower(records)
+        except OSError as exc:
+            raise self._storage_failure(exc, "appending records to", "append to") from exc
+        if info is not None:
+            self.on_offsets_moved(self)
+        return info
+
+    def update_follower_high_watermark(self, leader_high_watermark: int, leader_log_start_offset: int) -> None:
+        """Take the leader's high watermark and log start offset (never past the high watermark), as the
+        follower's fetch response carries them (Kafka's ``processPartitionData``)."""
+        log = self.log
+        old = log.high_watermark
+        log.high_watermark = leader_high_watermark
+        if leader_log_start_offset >= 0:
+            try:
+                log.maybe_increment_log_start_offset(min(leader_log_start_offset, log.high_watermark))
+            except OSError as exc:
+                raise self._storage_failure(exc, "moving the log start offset of", "move the log start offset of") from exc
+        if log.high_watermark != old:
+            self.on_offsets_moved(self)
+
+    def truncate_to(self, offset: int) -> None:
+        """Cut the follower's log at ``offset`` (Kafka's ``Partition.truncateTo``), e.g. where its history
+        parts from the leader's."""
+        try:
+            self.log.truncate_to(offset)
+        except OSError as exc:
+            raise self._storage_failure(exc, "truncating", "truncate") from exc
+        self.on_offsets_moved(self)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the follower's log to start at ``offset`` (Kafka's ``truncateFullyAndStartAt``): it is behind
+        the leader's log start."""
+        try:
+            self.log.truncate_fully_and_start_at(offset)
+        except OSError as exc:
+            raise self._storage_failure(exc, "truncating", "truncate") from exc
+        self.on_offsets_moved(self)
 
     # -- reads ----------------------------------------------------------------------------------------------
 
@@ -308,6 +367,10 @@ class Partition:
     def active_producers(self) -> list[tuple[int, ProducerStateEntry]]:
         """DescribeProducers: the producers the log keeps state for, by id."""
         return sorted(self.log.producer_state.producers.items())
+
+    def last_producer_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        """What the log last took from the producer (its open transaction, if any)."""
+        return self.log.producer_state.last_entry(producer_id)
 
     # -- delete records -------------------------------------------------------------------------------------
 

@@ -17,6 +17,10 @@ no OffsetForLeaderEpoch from followers: that was the way before inter-broker pro
 Partitions that fail (an error the leader answers, a dropped connection) are delayed by
 ``replica.fetch.backoff.ms`` and tried again; a fenced epoch or a local storage failure marks them failed
 until the next LeaderAndIsr adds them again, as Kafka does.
+
+The fetcher reaches each log only through its :class:`~odradek.broker.partition.Partition` (Kafka's fetcher
+calls ``Partition.appendRecordsToFollowerOrFutureReplica`` and ``truncateTo``): the partition tells the
+broker's waits that its offsets moved and the log directory failure channel of an I/O error.
 """
 
 from __future__ import annotations
@@ -31,11 +35,11 @@ from typing import Any, Callable, Mapping
 import anyio
 
 from odradek.broker.kafka_client import BrokerConnection, Node, ResponseError
+from odradek.broker.partition import Partition
 from odradek.broker.security.client import PLAINTEXT, ClientSecurity
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.leader_epoch import UNDEFINED_EPOCH_OFFSET
-from odradek.storage.log import Log
 
 log = logging.getLogger("odradek.replica_fetcher")
 
@@ -131,13 +135,13 @@ class PartitionFetchState:
         return self.state is FetchState.TRUNCATING and not self.delayed(now)
 
 
-def truncation_offset(local: Log, leader_epoch: int, leader_end_offset: int) -> int:
+def truncation_offset(local: Partition, leader_epoch: int, leader_end_offset: int) -> int:
     """Where the follower's log must be cut, given the leader's diverging (epoch, end offset) (Kafka's
     ``getOffsetTruncationState``): both logs agree up to the end of the largest epoch they share. A leader
     epoch the follower does not know cuts only to the follower's earlier epoch, and the next fetch asks again;
     a follower with no epoch that old cuts at the leader's offset."""
     replica_end = local.log_end_offset
-    follower_epoch, follower_end = local.end_offset_for_epoch(leader_epoch)
+    follower_epoch, follower_end = local.last_offset_for_leader_epoch(leader_epoch)
     if follower_end == UNDEFINED_EPOCH_OFFSET:
         return min(leader_end_offset, replica_end)
     if follower_epoch != leader_epoch:
@@ -145,7 +149,7 @@ def truncation_offset(local: Log, leader_epoch: int, leader_end_offset: int) -> 
     return min(follower_end, leader_end_offset, replica_end)
 
 
-def initial_fetch_offset(local: Log) -> int:
+def initial_fetch_offset(local: Partition) -> int:
     """Where a new follower starts (Kafka's ``ReplicaManager.initialFetchOffset``): its log end when its log
     has epochs (the leader will say where they diverge), else its high watermark."""
     return local.log_end_offset if local.latest_epoch is not None else local.high_watermark
@@ -165,18 +169,13 @@ class ReplicaFetcher:
     """The partitions this broker follows on one leader, fetched in one loop (Kafka's fetcher thread)."""
 
     def __init__(
-        self, leader: Node, fetcher_index: int, config: FetcherConfig, local_log: Callable[[TopicPartition], Log], on_appended: Callable[[TopicPartition], None] = lambda tp: None,
-        on_storage_error: Callable[[TopicPartition, str, OSError], None] = lambda tp, message, exc: None,
+        self, leader: Node, fetcher_index: int, config: FetcherConfig, partition: Callable[[TopicPartition], Partition],
     ) -> None:
         self.leader = leader
         self.fetcher_index = fetcher_index
         self.config = config
-        self.local_log = local_log
-        """The follower's log of a partition (KafkaStorageException-like OSError when it is offline)."""
-        self.on_appended = on_appended
-        """Told of each partition whose log or high watermark moved (the broker's waits check again)."""
-        self.on_storage_error = on_storage_error
-        """Told of an I/O error on a follower's log (Kafka's ``LogDirFailureChannel``), which marks it failed."""
+        self.partition = partition
+        """The follower's partition, the one way to its log."""
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
         """In fetch order: a partition just served or delayed goes to the end, so none starves."""
         self.failed: set[TopicPartition] = set()
@@ -195,7 +194,7 @@ class ReplicaFetcher:
             if current is not None and current.current_leader_epoch == start.current_leader_epoch:
                 self.partitions[tp] = current
                 continue
-            last_epoch = self.local_log(tp).latest_epoch
+            last_epoch = self.partition(tp).latest_epoch
             state = FetchState.FETCHING if last_epoch is not None else FetchState.TRUNCATING
             self.partitions[tp] = PartitionFetchState(start.topic_id, start.init_offset, None, start.current_leader_epoch, state, last_epoch)
         self._wake()
@@ -275,22 +274,21 @@ class ReplicaFetcher:
             state = self.partitions.get(tp)
             if state is None:
                 continue
-            offset = truncation_offset(self.local_log(tp), epoch, end_offset)
+            offset = truncation_offset(self.partition(tp), epoch, end_offset)
             log.info("Truncating partition %s-%d to %d due to leader epoch and offset (%d, %d)", *tp, offset, epoch, end_offset)
             done[tp] = self._truncate(tp, offset)
         self._after_truncation(done)
 
     def _truncate(self, tp: TopicPartition, offset: int) -> int | None:
-        local = self.local_log(tp)
+        partition = self.partition(tp)
+        if offset < partition.high_watermark:
+            log.warning("Truncating %s-%d to offset %d below high watermark %d", *tp, offset, partition.high_watermark)
         try:
-            local.truncate_to(offset)
-        except OSError:
+            partition.truncate_to(offset)
+        except KafkaError:
             log.exception("Failed to truncate %s-%d at offset %d", *tp, offset)
             self._mark_failed(tp)
             return None
-        if offset < local.high_watermark:
-            log.warning("Truncating %s-%d to offset %d below high watermark %d", *tp, offset, local.high_watermark)
-        self.on_appended(tp)
         return offset
 
     def _after_truncation(self, truncations: dict[TopicPartition, int | None]) -> None:
@@ -299,7 +297,7 @@ class ReplicaFetcher:
             state = self.partitions.get(tp)
             if offset is None or state is None:
                 continue
-            self.partitions[tp] = replace(state, fetch_offset=offset, state=FetchState.FETCHING, last_fetched_epoch=self.local_log(tp).latest_epoch)
+            self.partitions[tp] = replace(state, fetch_offset=offset, state=FetchState.FETCHING, last_fetched_epoch=self.partition(tp).latest_epoch)
 
     def _on_fenced(self, tp: TopicPartition, request_epoch: int) -> bool:
         """The leader has a newer epoch: if ours is still the one we asked with, wait for LeaderAndIsr
@@ -324,8 +322,8 @@ class ReplicaFetcher:
             if not state.ready_for_fetch(now):
                 continue
             try:
-                log_start = self.local_log(tp).log_start_offset
-            except OSError:
+                log_start = self.partition(tp).log_start_offset
+            except (KeyError, OSError):  # gone with its log directory
                 self._mark_failed(tp)
                 continue
             topic = topics.setdefault(tp[0], {"topic": tp[0], "topic_id": state.topic_id or ZERO_UUID, "partitions": []})
@@ -405,12 +403,13 @@ class ReplicaFetcher:
                 return
             try:
                 self._append(tp, state, data)
-            except KafkaError as exc:  # a corrupt batch: tried again at the next fetch
-                log.error("Found invalid messages during fetch for partition %s-%d offset %d: %s", *tp, state.fetch_offset, exc)
-                errors.add(tp)
-            except OSError as exc:
-                self.on_storage_error(tp, f"Error while processing data for partition {tp[0]}-{tp[1]} at offset {state.fetch_offset}", exc)
-                self._mark_failed(tp)
+            except KafkaError as exc:
+                if exc.code == ErrorCode.KAFKA_STORAGE_ERROR:  # the partition told the log directory failure channel
+                    log.error("Error while processing data for partition %s-%d at offset %d: %s", *tp, state.fetch_offset, exc)
+                    self._mark_failed(tp)
+                else:  # a corrupt batch: tried again at the next fetch
+                    log.error("Found invalid messages during fetch for partition %s-%d offset %d: %s", *tp, state.fetch_offset, exc)
+                    errors.add(tp)
             except Exception:
                 log.exception("Unexpected error occurred while processing data for partition %s-%d at offset %d", *tp, state.fetch_offset)
                 self._mark_failed(tp)
@@ -443,7 +442,7 @@ class ReplicaFetcher:
         """Kafka's ``fetchOffsetAndTruncate``: a follower ahead of the leader's end (after an unclean
         election) cuts to it; one behind the leader's start starts empty there; otherwise fetch from the
         follower's end."""
-        local = self.local_log(tp)
+        local = self.partition(tp)
         replica_end = local.log_end_offset
         leader_end = await self._list_offset(connection, tp, state.current_leader_epoch, LATEST_TIMESTAMP)
         if leader_end < replica_end:
@@ -471,22 +470,17 @@ class ReplicaFetcher:
 
     def _append(self, tp: TopicPartition, state: PartitionFetchState, data: Any) -> None:
         """Kafka's ``processPartitionData``: append at the LEO, then take the leader's watermarks."""
-        local = self.local_log(tp)
+        local = self.partition(tp)
         if state.fetch_offset != local.log_end_offset:
             raise RuntimeError(f"Offset mismatch for partition {tp[0]}-{tp[1]}: fetched offset = {state.fetch_offset}, log end offset = {local.log_end_offset}.")
         records = data.records
-        info = local.append_as_follower(records) if records is not None and len(records) else None
-        old_hw = local.high_watermark
-        local.high_watermark = data.high_watermark
-        if data.log_start_offset >= 0:
-            local.maybe_increment_log_start_offset(min(data.log_start_offset, local.high_watermark))
+        info = local.append_records_to_follower(records) if records is not None and len(records) else None
+        local.update_follower_high_watermark(data.high_watermark, data.log_start_offset)
         next_offset = info.last_offset + 1 if info is not None else state.fetch_offset
         lag = max(0, data.high_watermark - next_offset)
         if info is not None or state.lag is None:
             last_epoch = local.latest_epoch if info is not None else state.last_fetched_epoch
             self._update(tp, replace(state, fetch_offset=next_offset, lag=lag, state=FetchState.FETCHING, last_fetched_epoch=last_epoch))
-        if info is not None or local.high_watermark != old_hw:
-            self.on_appended(tp)
 
 
 @dataclass
@@ -496,10 +490,8 @@ class ReplicaFetcherManager:
 
     config: FetcherConfig
     num_fetchers: int
-    local_log: Callable[[TopicPartition], Log]
+    partition: Callable[[TopicPartition], Partition]
     task_group: Any
-    on_appended: Callable[[TopicPartition], None] = lambda tp: None
-    on_storage_error: Callable[[TopicPartition, str, OSError], None] = lambda tp, message, exc: None
     fetchers: dict[tuple[int, int], ReplicaFetcher] = field(default_factory=dict)
 
     def add_fetcher_for_partitions(self, initial: dict[TopicPartition, InitialFetchState]) -> None:
@@ -513,7 +505,7 @@ class ReplicaFetcherManager:
                 fetcher.shutdown()
                 fetcher = None
             if fetcher is None:
-                fetcher = self.fetchers[key] = ReplicaFetcher(leader, index, self.config, self.local_log, self.on_appended, self.on_storage_error)
+                fetcher = self.fetchers[key] = ReplicaFetcher(leader, index, self.config, self.partition)
                 self.task_group.start_soon(fetcher.run)
             fetcher.add_partitions(partitions)
 

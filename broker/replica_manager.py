@@ -35,6 +35,7 @@ from odradek.controller.metadata import INTERNAL_TOPICS, PartitionState, TopicIn
 from odradek.protocol import legacy_records
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import UnsupportedCompressionTypeError
+from odradek.storage.log import Log
 from odradek.storage.log_config import LogConfig
 from odradek.storage.log_manager import LogManager
 from odradek.storage.log_validator import CheckedBatches, RecordValidationError, WalkElsewhere, check_batches, validate_records
@@ -253,11 +254,9 @@ class ReplicaManager:
             self.purgatory.check_and_complete(key)
         if self._fetchers is None:
             assert self.background is not None, "followers need the network's task group"
-            self._fetchers = ReplicaFetcherManager(
-                self.fetcher_config, self.num_replica_fetchers, lambda key: self.partitions[key].log, self.background, self.purgatory.check_and_complete, self.storage_error
-            )
+            self._fetchers = ReplicaFetcherManager(self.fetcher_config, self.num_replica_fetchers, self.partitions.__getitem__, self.background)
         self._fetchers.add_fetcher_for_partitions(
-            {key: InitialFetchState(self.partitions[key].topic_id, leader, self.partitions[key].leader_epoch, initial_fetch_offset(self.partitions[key].log)) for key, leader in leaders.items()}
+            {key: InitialFetchState(self.partitions[key].topic_id, leader, self.partitions[key].leader_epoch, initial_fetch_offset(self.partitions[key])) for key, leader in leaders.items()}
         )
 
     def _stop_fetching(self, keys: set[TopicPartition]) -> None:
@@ -290,6 +289,11 @@ class ReplicaManager:
         if partition is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return partition
+
+    def get_log(self, topic: str, index: int) -> Log:
+        """The partition's log, read as a whole (Kafka's ``ReplicaManager.getLog``): a coordinator loading
+        its state reads it from start to end."""
+        return self.get_partition(topic, index).log
 
     def leader_partition(self, topic: str, index: int, current_leader_epoch: int = -1) -> Partition:
         partition = self.get_partition(topic, index)

@@ -188,7 +188,7 @@ class TransactionVerifier:
         """The coordinator's verdict on the producer writing to ``partition`` in its transaction (NONE at once
         when the producer's transaction is already open there), or, when another broker coordinates the
         transactional id, how to ask it. TxnOffsetCommit asks it too."""
-        entry = partition.log.producer_state.last_entry(producer_id)
+        entry = partition.last_producer_entry(producer_id)
         if entry is not None and entry.current_txn_first_offset is not None:
             return ErrorCode.NONE  # its transaction is open here: verified when it began
         tp = (partition.topic, partition.index)

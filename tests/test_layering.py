@@ -103,6 +103,43 @@ def test_the_handler_checker_sees_a_log(tmp_path: Path) -> None:
     assert sorted(storage_reaches(module)) == ["1: from odradek.storage.log import ...", "3: .log", "3: .log", "3: .producer_state"]
 
 
+LOG_KEEPERS = frozenset({"broker/partition.py", "broker/replica_manager.py"})
+"""The broker modules that may hold a partition's log: the partition, and the replica manager that opens
+them. The fetchers, coordinators and metrics ask a ``Partition`` (Kafka's fetcher appends and truncates
+through ``Partition``, and a coordinator loads through ``ReplicaManager.getLog``)."""
+
+
+def log_reaches(path: Path) -> list[str]:
+    """Where a module reads an attribute named ``log`` (a partition's log)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [f"{node.lineno}: .log" for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr == "log"]
+
+
+def test_only_partition_and_replica_manager_reach_a_log() -> None:
+    sources = sorted((ROOT / "broker").rglob("*.py"))
+    assert {p.relative_to(ROOT).as_posix() for p in sources} >= LOG_KEEPERS | {"broker/replica_fetcher.py"}
+    violations = [
+        f"{relative}:{reach}"
+        for path in sources
+        for relative in [path.relative_to(ROOT).as_posix()]
+        if relative not in LOG_KEEPERS
+        for reach in log_reaches(path)
+    ]
+    assert violations == []
+
+
+def test_the_log_checker_sees_a_log(tmp_path: Path) -> None:
+    module = tmp_path / "f.py"
+    module.write_text(
+        "import logging\n"
+        "log = logging.getLogger('f')\n"
+        "def process(partitions, tp, records):\n"
+        "    log.info('appending')\n"
+        "    return partitions[tp].log.append_as_follower(records)\n"
+    )
+    assert log_reaches(module) == ["5: .log"]
+
+
 # -- one metadata interface: handlers name no mode, and only the start-up code chooses one ------------------
 
 MODE_CLASSES = frozenset({"EmbeddedController", "ZkBroker", "ZkController", "ZkAclStore", "ZkCredentialStore", "FileCredentialStore"})

@@ -52,7 +52,7 @@ class ReplicaManagerPartitions:
     def load(self, partition: int) -> Iterable[LoadedBatch]:
         """Every batch of the partition, from its log start to its end, read as the runtime replays them
         (on a worker thread); an empty partition is an empty list: nothing to read, it serves at once."""
-        partition_log = self.replica_manager.get_partition(self.topic, partition).log
+        partition_log = self.replica_manager.get_log(self.topic, partition)
         if partition_log.log_end_offset <= partition_log.log_start_offset:
             return []
         return self._read(partition_log)

@@ -4,7 +4,6 @@ and replayed into the group coordinator's shard."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,20 +22,15 @@ TOPIC = "__consumer_offsets"
 T0 = 1_700_000_000_000
 
 
-@dataclass
-class Hosted:
-    """The one partition the loader asks the replica manager for."""
-
-    log: Log
-
-
 class OneLog:
-    def __init__(self, log: Log) -> None:
-        self.hosted = Hosted(log)
+    """The replica manager as the loader asks it: for the one partition's log."""
 
-    def get_partition(self, topic: str, index: int) -> Hosted:
+    def __init__(self, log: Log) -> None:
+        self.log = log
+
+    def get_log(self, topic: str, index: int) -> Log:
         assert (topic, index) == (TOPIC, 0)
-        return self.hosted
+        return self.log
 
 
 def commit(group: str, offset: int, *, producer_id: int = -1) -> bytearray:

@@ -28,6 +28,7 @@ from odradek.controller.metadata import PartitionState
 from odradek.storage.config_types import ConfigError
 from odradek.storage.log import Log
 from odradek.storage.log_config import LogConfig
+from tests.following import follower_partition
 
 TOPIC = "fetched"
 FOLLOWER = 2
@@ -97,9 +98,10 @@ def follow(
 
     async def run() -> None:
         async with anyio.create_task_group() as tg:
-            manager = ReplicaFetcherManager(config, 1, {(topic, 0): local}.__getitem__, tg, lambda tp: appended())
+            following = follower_partition(local, FOLLOWER, 0, 1, lambda p: appended())
+            manager = ReplicaFetcherManager(config, 1, {(topic, 0): following}.__getitem__, tg)
             topic_id = partition.topic_id if partition is not None else None
-            manager.add_fetcher_for_partitions({(topic, 0): InitialFetchState(topic_id, Node(0, host, int(port)), 1, initial_fetch_offset(local))})
+            manager.add_fetcher_for_partitions({(topic, 0): InitialFetchState(topic_id, Node(0, host, int(port)), 1, initial_fetch_offset(following))})
             await anyio.to_thread.run_sync(work, ends)
             with anyio.fail_after(30):
                 while not caught_up(local):
@@ -192,7 +194,7 @@ def test_socket_timeout_bounds_the_wait_for_a_leader_that_never_answers(tmp_path
 
     async def run() -> None:
         async with anyio.create_task_group() as tg:
-            manager = ReplicaFetcherManager(config, 1, {(TOPIC, 0): local}.__getitem__, tg)
+            manager = ReplicaFetcherManager(config, 1, {(TOPIC, 0): follower_partition(local, FOLLOWER, 0, 1)}.__getitem__, tg)
             manager.add_fetcher_for_partitions({(TOPIC, 0): InitialFetchState(None, Node(0, "127.0.0.1", silent.getsockname()[1]), 1, 0)})
             await anyio.to_thread.run_sync(accept)
             manager.close_all()

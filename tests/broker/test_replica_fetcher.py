@@ -53,6 +53,7 @@ from odradek.protocol.record_batch import iter_batch_positions
 from odradek.protocol.records import Record, build_batch
 from odradek.storage.log import Log
 from odradek.storage.log_config import LogConfig
+from tests.following import follower_partition
 from tests.polling import wait_for
 
 FOLLOWER = 2
@@ -140,10 +141,9 @@ class Following:
         self.local = local
         self.log_end_offsets: list[int] = []
         """The follower's log end offset after each append or truncation."""
-        self.manager = ReplicaFetcherManager(
-            FetcherConfig(broker_id=FOLLOWER, max_wait_ms=100, backoff_ms=200), 1, {self.tp: local}.__getitem__, tg, lambda tp: self.log_end_offsets.append(local.log_end_offset)
-        )
-        self.manager.add_fetcher_for_partitions({self.tp: InitialFetchState(topic_id, Node(LEADER, host, int(port)), leader_epoch, initial_fetch_offset(local))})
+        partition = follower_partition(local, FOLLOWER, LEADER, leader_epoch, lambda p: self.log_end_offsets.append(local.log_end_offset))
+        self.manager = ReplicaFetcherManager(FetcherConfig(broker_id=FOLLOWER, max_wait_ms=100, backoff_ms=200), 1, {self.tp: partition}.__getitem__, tg)
+        self.manager.add_fetcher_for_partitions({self.tp: InitialFetchState(topic_id, Node(LEADER, host, int(port)), leader_epoch, initial_fetch_offset(partition))})
 
     @property
     def failed(self) -> bool:
@@ -364,8 +364,9 @@ def test_odradek_leads_its_follower_and_answers_where_their_logs_part(odradek_le
 
         ends: list[int] = []
         async with anyio.create_task_group() as tg:
-            manager = ReplicaFetcherManager(config, 1, {("led", 0): local}.__getitem__, tg, lambda tp: ends.append(local.log_end_offset))
-            manager.add_fetcher_for_partitions({("led", 0): InitialFetchState(leader.topic_id, node, epoch, initial_fetch_offset(local))})
+            partition = follower_partition(local, FOLLOWER, 0, epoch, lambda p: ends.append(local.log_end_offset))
+            manager = ReplicaFetcherManager(config, 1, {("led", 0): partition}.__getitem__, tg)
+            manager.add_fetcher_for_partitions({("led", 0): InitialFetchState(leader.topic_id, node, epoch, initial_fetch_offset(partition))})
             await anyio.to_thread.run_sync(work)
             await until(caught_up, what="the follower's state")
             manager.remove_fetcher_for_partitions({("led", 0)})
