@@ -171,7 +171,7 @@ def test_a_jwks_url_odradek_cannot_read_refuses_the_start(jwks: Path, tmp_path: 
     assert not (tmp_path / "meta.properties").exists()
 
 
-def test_the_java_client_signs_in_with_a_token_from_a_file(brokers: dict[str, str], java_probe: Callable[..., dict[str, Any]], tmp_path: Path) -> None:
+def test_the_java_client_signs_in_with_a_token_from_a_file(brokers: dict[str, str], java_probe: Callable[..., dict[str, Any]], tmp_path: Path) -> None:  # noqa: F811 (java_probe is the fixture imported above)
     """Kafka's own producer with its secured login handler reading a signed token from a file: URL
     (``sasl.oauthbearer.token.endpoint.url``) is acknowledged by both brokers."""
     topic = f"jwks-java-{uuid.uuid4().hex[:8]}"

@@ -8,7 +8,7 @@ import pytest
 
 from odradek.protocol import schema
 from odradek.protocol.api import decode_response, encode_request, encode_response
-from odradek.protocol.messages import add_partitions_to_txn, delete_records, fetch, metadata
+from odradek.protocol.messages import add_partitions_to_txn, delete_records, fetch
 from odradek.protocol.schema import UnknownFieldError, encode
 
 

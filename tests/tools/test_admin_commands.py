@@ -71,7 +71,10 @@ def run_scenario(use_kafka_tools: bool, bootstrap: str, topic: str, scenario: li
             done = kafka_jvm.run_tool(TOOLS[command], *filled)
         else:
             done = subprocess.run([*ODRADEK, command, *filled], capture_output=True, text=True, timeout=60)
-        normalise = lambda text: re.sub(r"TopicId: \S+", "TopicId: <id>", text.replace(topic, "<topic>").replace(bootstrap, "<bootstrap>"))
+
+        def normalise(text: str) -> str:
+            return re.sub(r"TopicId: \S+", "TopicId: <id>", text.replace(topic, "<topic>").replace(bootstrap, "<bootstrap>"))
+
         # kafka-topics logs its failures (with a stack trace) through log4j; its own words go to stdout.
         error_line = "" if command == "topics" else done.stderr.split("\n", 1)[0]
         printed.append(Printed(normalise(" ".join([command, *args])), done.returncode, normalise(done.stdout), normalise(error_line)))
