@@ -43,7 +43,7 @@ from odradek.protocol.record_batch import (
     iter_batch_positions,
     read_batch_header,
 )
-from odradek.protocol.records import Record, RecordLike, build_batch, complete_records, iter_records_unchecked
+from odradek.protocol.records import PlacedRecord, Record, RecordLike, build_batch, complete_records, iter_records_unchecked
 
 Bytes = bytes | bytearray | memoryview
 
@@ -76,7 +76,8 @@ class LegacyMessage:
 
     @property
     def crc(self) -> int:
-        return _CRC.unpack_from(self.body)[0]
+        crc: int = _CRC.unpack_from(self.body)[0]
+        return crc
 
     @property
     def magic(self) -> int:
@@ -104,7 +105,8 @@ class LegacyMessage:
             return NO_TIMESTAMP
         if self.wrapper is not None and self.wrapper[1] is TimestampType.LOG_APPEND_TIME:
             return self.wrapper[0]
-        return _TIMESTAMP.unpack_from(self.body, _TIMESTAMP_AT)[0]
+        timestamp: int = _TIMESTAMP.unpack_from(self.body, _TIMESTAMP_AT)[0]
+        return timestamp
 
     @property
     def is_valid(self) -> bool:
@@ -351,11 +353,11 @@ def down_convert(batches: Bytes, magic: int, *, first_offset: int = 0) -> bytes:
             continue
         if header.compression == CompressionType.ZSTD:
             raise UnsupportedCompressionTypeError(f"zstd batches cannot be down-converted to magic {magic}")
-        records = [
-            Record(r.offset, r.timestamp, r.key, r.value)
-            for r in iter_records_unchecked(view, pos, header)  # read_batch_header just checked the CRC
-            if header.compression or r.offset >= first_offset
-        ]
+        records: list[PlacedRecord] = []
+        for r in iter_records_unchecked(view, pos, header):  # read_batch_header just checked the CRC
+            assert r.offset is not None and r.timestamp is not None  # a decoded record carries both
+            if header.compression or r.offset >= first_offset:
+                records.append(PlacedRecord(r.offset, r.timestamp, r.key, r.value))
         if records:
             parts.append(
                 build_message_set(

@@ -266,7 +266,8 @@ def peek_magic(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
     """
     if len(buf) - pos <= MAGIC_OFFSET:
         raise CorruptRecordError(f"{len(buf) - pos} bytes are too few to hold a record batch")
-    return _PREFIX_WITH_MAGIC.unpack_from(buf, pos)[3]
+    magic: int = _PREFIX_WITH_MAGIC.unpack_from(buf, pos)[3]
+    return magic
 
 
 def encode_batch(

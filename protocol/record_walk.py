@@ -89,7 +89,7 @@ def walk_batch(
     without a key (compacted topics). Records that decompress beyond ``max_decompressed`` raise
     DecompressedTooLargeError: with a bound below the default, the caller's sign to walk the batch elsewhere.
     """
-    payload = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
+    payload: bytes | bytearray | memoryview = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
     if header.compression:
         payload = decompress(header.compression, payload, max_size=max_decompressed)
     bounds = timestamps or TimestampBounds(0, 0, 0)

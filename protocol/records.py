@@ -59,6 +59,15 @@ class Record:
     attributes: int = 0
 
 
+@dataclass(slots=True)
+class PlacedRecord(Record):
+    """A record whose offset and timestamp are known: what ``complete_records`` returns, so that code
+    computing deltas from them needs no None checks."""
+
+    offset: int = 0
+    timestamp: int = 0
+
+
 RecordLike = Record | tuple[bytes | None, bytes | None]
 """What ``build_batch`` accepts: a Record, or a bare (key, value) pair."""
 
@@ -231,14 +240,14 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def complete_records(records: Iterable[RecordLike], base_offset: int) -> list[Record]:
+def complete_records(records: Iterable[RecordLike], base_offset: int) -> list[PlacedRecord]:
     """Records with every offset and timestamp filled in, the way the batch builders number them.
 
     A missing offset is the previous one plus one (the first: ``base_offset``); a missing timestamp is now.
     Offsets must increase and not precede ``base_offset``.
     """
     current_time = _now_ms()
-    completed = []
+    completed: list[PlacedRecord] = []
     next_offset = base_offset
     for item in records:
         record = item if isinstance(item, Record) else Record(key=item[0], value=item[1])
@@ -246,7 +255,7 @@ def complete_records(records: Iterable[RecordLike], base_offset: int) -> list[Re
         if offset < next_offset:
             raise ValueError(f"record offset {offset} does not follow offset {next_offset - 1} (base {base_offset})")
         timestamp = current_time if record.timestamp is None else record.timestamp
-        completed.append(Record(offset, timestamp, record.key, record.value, record.headers, record.attributes))
+        completed.append(PlacedRecord(offset, timestamp, record.key, record.value, record.headers, record.attributes))
         next_offset = offset + 1
     return completed
 

@@ -31,7 +31,7 @@ from functools import cached_property
 from typing import Any
 
 import construct
-from construct import Container
+from construct import Container as Container  # re-exported: decoded messages are Containers
 
 __all__ = [
     "Versions",
@@ -268,7 +268,7 @@ _FIXED = {
 }
 
 
-class _Field(construct.Construct):
+class _Field(construct.Construct):  # type: ignore[misc]  # construct ships no type hints, so its classes are Any
     """Base for our constructs: one implementation (the emitted code); the interpreted path compiles it."""
 
     def _parse(self, stream: Any, context: Any, path: str) -> Any:
@@ -491,7 +491,7 @@ class Message:
     valid: Versions
     flexible: Versions
     fields: tuple[F, ...]
-    _cache: dict = field(default_factory=dict, compare=False, repr=False)
+    _cache: dict[int, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __init__(self, name: str, valid: str, flexible: str, *fields: F) -> None:
         set_ = object.__setattr__
@@ -546,7 +546,7 @@ def decode(message: Message, version: int, data: bytes | bytearray | memoryview,
     # saves copying the records.
     view = memoryview(data)
     if isinstance(data, bytes) or len(view) < _VIEW_STREAM_THRESHOLD:
-        stream = _io.BytesIO(data)
+        stream: _io.BytesIO | _ViewStream = _io.BytesIO(data)
     else:
         stream = _ViewStream(view)
     stream.seek(offset)
@@ -591,14 +591,14 @@ class _ViewStream:
         return self._pos
 
 
-def encode_parts(message: Message, version: int, value: dict) -> tuple[bytes, list[Splice]]:
+def encode_parts(message: Message, version: int, value: dict[str, Any]) -> tuple[bytes, list[Splice]]:
     """Encode ``value``; records fields that are not bytes-like become splices (length written, data not)."""
     stream = _io.BytesIO()
     splices = _build(stream, ((message, version, value),))
     return stream.getvalue(), splices
 
 
-def encode_frame(*parts: tuple[Message, int, dict]) -> tuple[bytes, list[Splice]]:
+def encode_frame(*parts: tuple[Message, int, dict[str, Any]]) -> tuple[bytes, list[Splice]]:
     """A size-prefixed frame of ``parts`` (header, body) encoded in order, with one copy of the output.
 
     The size is written over a placeholder once the parts are built and before the buffer is taken out
@@ -624,7 +624,7 @@ def _build(stream: _io.BytesIO, parts: Any) -> list[Splice]:
     return splices
 
 
-def encode(message: Message, version: int, value: dict) -> bytes:
+def encode(message: Message, version: int, value: dict[str, Any]) -> bytes:
     data, splices = encode_parts(message, version, value)
     if splices:
         raise ValueError("value holds records placeholders; use encode_parts")
@@ -654,7 +654,7 @@ class _Runtime:
 
     @staticmethod
     def read(io: Any, n: int) -> bytes:
-        data = io.read(n)
+        data: bytes = io.read(n)
         if len(data) != n:
             raise DecodeError(f"truncated: wanted {n} bytes, got {len(data)}")
         return data
@@ -675,7 +675,7 @@ class _Runtime:
             b = read(1)
             if not b:
                 raise DecodeError("truncated varint")
-            byte = b[0]
+            byte: int = b[0]
             result |= (byte & 0x7F) << shift
             if not byte & 0x80:
                 return result
@@ -746,7 +746,7 @@ class _Runtime:
             if n == -1:
                 return None  # Kafka's records fields are nullable in every version
             raise DecodeError(f"bad records length {n}")
-        buf = this["_params"].get("_buf")
+        buf: memoryview | None = this["_params"].get("_buf")
         if buf is None:
             return _Runtime.read(io, n)
         pos = io.tell()
@@ -791,7 +791,7 @@ class _Runtime:
         return value
 
     @staticmethod
-    def read_tagged(io: Any, this: Any, result: Container, parsers: dict) -> None:
+    def read_tagged(io: Any, this: Any, result: dict[str, Any], parsers: dict[int, Any]) -> None:
         """Tagged fields in strictly increasing tag order, each consumed exactly: KIP-482 requires both, and
         Kafka writes them so. Kafka's generated readers are laxer (any order, unconsumed bytes ignored);
         refusing such input is deliberate, as no client sends it and it is the shape of a corrupted frame."""
@@ -815,7 +815,7 @@ class _Runtime:
                 raise DecodeError(f"tagged field {tag}: {size - sub.tell()} trailing bytes")
 
     @staticmethod
-    def write_tagged(obj: Any, io: Any, this: Any, entries: tuple) -> None:
+    def write_tagged(obj: Any, io: Any, this: Any, entries: tuple[Any, ...]) -> None:
         fields: list[tuple[int, bytes]] = []
         get = obj.get
         for tag, name, build, default in entries:

@@ -158,6 +158,7 @@ class _Index:
             return -1
         key = self._key_of(target, field)
         unpack, size, mm = self.ENTRY.unpack_from, self.ENTRY.size, self._mm
+        assert mm is not None  # entries > 0: the index is mapped (or read)
         first_hot = max(0, entries - 1 - _WARM_SECTION_BYTES // size)
         if unpack(mm, first_hot * size)[field] < key:
             lo, hi = first_hot, entries - 1

@@ -565,6 +565,7 @@ class Log:
         for position, header in segment.batches_from(segment.find_timestamp_position(timestamp, start)):
             if header.max_timestamp >= timestamp:
                 for record in iter_records(segment.read_batch(position, header)):
+                    assert record.timestamp is not None and record.offset is not None  # a decoded record carries both
                     if record.timestamp >= timestamp and record.offset >= start:
                         return TimestampAndOffset(record.timestamp, record.offset, header.partition_leader_epoch)
         return None
@@ -578,6 +579,7 @@ class Log:
             if header.max_timestamp == max_timestamp:
                 for record in iter_records(segment.read_batch(batch_position, header)):
                     if record.timestamp == max_timestamp:
+                        assert record.offset is not None  # a decoded record carries one
                         return TimestampAndOffset(max_timestamp, record.offset, header.partition_leader_epoch)
                 return None
         return None

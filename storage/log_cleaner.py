@@ -275,7 +275,7 @@ def _rebuild_batch(header: BatchHeader, retained: list[Record], delete_horizon_m
     if header.timestamp_type == TimestampType.LOG_APPEND_TIME:
         max_timestamp = header.max_timestamp
     else:
-        max_timestamp = max(r.timestamp for r in retained)  # type: ignore[type-var]
+        max_timestamp = max(r.timestamp for r in retained)  # type: ignore[type-var, assignment]  # decoded records carry timestamps
     attributes = header.attributes & ~DELETE_HORIZON_FLAG
     if delete_horizon_ms is not None:
         attributes |= DELETE_HORIZON_FLAG

@@ -484,7 +484,7 @@ def _check_table_matches_dataclass() -> None:
     assert attributes == [key.attribute for key in TOPIC_CONFIG], "LogConfig attributes must follow TOPIC_CONFIG"
     for key in TOPIC_CONFIG:
         default = next(f for f in fields(LogConfig) if f.name == key.attribute)
-        value = default.default_factory() if callable(default.default_factory) else default.default  # type: ignore[misc]
+        value = default.default_factory() if callable(default.default_factory) else default.default
         assert value == key.default, f"LogConfig default of {key.name} differs from the table"
 
 

@@ -66,7 +66,7 @@ class WalkElsewhere(Exception):
 class RecordValidationError(KafkaError):
     """Records Kafka's LogValidator refuses one by one: the response names each (ProduceResponse v8+)."""
 
-    def __init__(self, code: ErrorCode, message: str, record_errors: list[dict]) -> None:
+    def __init__(self, code: ErrorCode, message: str, record_errors: list[dict[str, Any]]) -> None:
         super().__init__(code, message)
         self.record_errors = record_errors
 

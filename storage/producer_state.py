@@ -394,7 +394,7 @@ class ProducerStateManager:
         self.on_high_watermark_updated(log_start_offset)
         if self.map_end_offset < log_start_offset:
             self.map_end_offset = log_start_offset
-        self._last_snap_offset = self.latest_snapshot_offset if self._snapshots else log_start_offset
+        self._last_snap_offset = self._snapshots[-1] if self._snapshots else log_start_offset
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self.producers.clear()
@@ -420,7 +420,7 @@ def _snapshot_path(dir: Path, offset: int) -> Path:
 
 
 def _snapshot_offsets(dir: Path) -> list[int]:
-    offsets = []
+    offsets: list[int] = []
     try:
         names = os.listdir(dir)
     except FileNotFoundError:

@@ -1,0 +1,21 @@
+"""Types of the C extension protocol/_records.c, for mypy (which cannot read a compiled module)."""
+
+from typing_extensions import Buffer
+
+class MalformedRecords(ValueError):
+    """args: (kind, message); kind 0: Kafka's InvalidRecordException, 1: a record length varint over five bytes."""
+
+def walk(
+    payload: Buffer,
+    records_count: int,
+    base_timestamp: int,
+    is_log_append_time: bool,
+    log_append_time: int,
+    now: int,
+    before_max: int,
+    after_max: int,
+    check_timestamps: bool,
+    require_keys: bool,
+    /,
+) -> tuple[int, bool, list[tuple[int, int, int, int]] | None]:
+    """(max timestamp, offsets in sequence, problems as (index, kind, timestamp, offset delta) or None)."""
