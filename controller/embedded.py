@@ -125,7 +125,7 @@ class EmbeddedController(MetadataSupport):
 
     # -- persistence ------------------------------------------------------------------------------------
 
-    def _commit(self, undo: Callable[[], None]) -> None:
+    def _commit(self, undo: Callable[[], object]) -> None:
         """Persist a change already applied to the image; if it cannot be written (a full disk), ``undo`` it
         so that the image stays what the file says, and answer KAFKA_STORAGE_ERROR."""
         try:

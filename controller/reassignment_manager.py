@@ -83,7 +83,7 @@ class ReassignmentManager:
             if not answer.done():  # the controller moved half-way
                 answer.set_result(NOT_CONTROLLER)
 
-    def list(self, partitions: Iterable[TopicPartition] | None, answer: "Future[dict[TopicPartition, zd.ReplicaAssignment] | ApiError]") -> None:
+    def list_reassignments(self, partitions: Iterable[TopicPartition] | None, answer: "Future[dict[TopicPartition, zd.ReplicaAssignment] | ApiError]") -> None:
         """``processListPartitionReassignments``: the named partitions (or all) that are being reassigned."""
         if not self.controller.active:
             answer.set_result(NOT_CONTROLLER)

@@ -82,11 +82,11 @@ def rack_alternated_brokers(racks: dict[int, str]) -> list[int]:
         by_rack.setdefault(rack, []).append(broker)
     queues = [sorted(by_rack[rack]) for rack in sorted(by_rack)]
     result: list[int] = []
-    rack = 0
+    turn = 0
     while len(result) < len(racks):
-        if queues[rack]:
-            result.append(queues[rack].pop(0))
-        rack = (rack + 1) % len(queues)
+        if queues[turn]:
+            result.append(queues[turn].pop(0))
+        turn = (turn + 1) % len(queues)
     return result
 
 

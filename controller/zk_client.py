@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
+from typing import Any, Callable
 
 from kazoo.client import KazooClient, KazooState, TransactionRequest
 from kazoo.exceptions import BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError, RolledBackError, SessionExpiredError
@@ -283,8 +283,9 @@ class ZkClient:
         tx.check(zd.CONTROLLER_EPOCH, epoch_zk_version)
         return tx
 
-    def _commit_fenced(self, tx: TransactionRequest) -> list[object]:
-        """Commit a multi whose first op checks the controller epoch; ControllerMovedError if that failed."""
+    def _commit_fenced(self, tx: TransactionRequest) -> list[Any]:
+        """Commit a multi whose first op checks the controller epoch; ControllerMovedError if that failed.
+        The results are kazoo's (untyped): an op's ZnodeStat, path or True, or the exception it met."""
         results = tx.commit()
         if isinstance(results[0], BadVersionError):
             raise ControllerMovedError("Controller epoch zkVersion check fails")

@@ -170,7 +170,7 @@ class ZkController:
             ALTER_PARTITION: self._alter_partition,
             CONTROLLED_SHUTDOWN: self._controlled_shutdown,
             ALTER_REASSIGNMENTS: lambda event: self.reassignments.alter(*event.request),
-            LIST_REASSIGNMENTS: lambda event: self.reassignments.list(*event.request),
+            LIST_REASSIGNMENTS: lambda event: self.reassignments.list_reassignments(*event.request),
             ZK_REASSIGNMENT: lambda _: self.reassignments.on_zk_reassignment(),
             ELECT_LEADERS: self._elect_leaders,
             ALLOCATE_PRODUCER_IDS: self._allocate_producer_ids,

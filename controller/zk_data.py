@@ -284,7 +284,7 @@ class BrokerRegistration:
         js = from_json(data)
         protocols = js.get("listener_security_protocol_map") or {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT", "SASL_SSL": "SASL_SSL"}
         if js["version"] == 1:
-            endpoints = (EndPoint("PLAINTEXT", js["host"], js["port"], "PLAINTEXT"),)
+            endpoints: tuple[EndPoint, ...] = (EndPoint("PLAINTEXT", js["host"], js["port"], "PLAINTEXT"),)
         else:
             endpoints = tuple(cls._endpoint(s, protocols) for s in js["endpoints"])
         return cls(broker_id, endpoints, js.get("rack"), js["jmx_port"], js.get("features") or {}, str(js.get("timestamp", "")), js["version"])
@@ -433,7 +433,7 @@ def encode_log_dir_event(broker_id: int) -> bytes:
     return to_json({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
 
 
-def decode_log_dir_event(data: bytes) -> int:
+def decode_log_dir_event(data: bytes | None) -> int:
     return from_json(data)["broker"]
 
 
