@@ -19,7 +19,9 @@ class ErrorCode(IntEnum):
     retriable: bool
     message: str
 
-    def __new__(cls, code: int, retriable: bool, message: str) -> ErrorCode:
+    # Runs once per member while the class is built, always with all three. Afterwards ErrorCode(5) is Enum's
+    # look-up by value, but a type checker reads this signature for that call too: hence the defaults.
+    def __new__(cls, code: int, retriable: bool = False, message: str = "") -> ErrorCode:
         member = int.__new__(cls, code)
         member._value_ = code
         member.retriable = retriable
