@@ -9,7 +9,7 @@ JAVA_PACKAGE = openjdk-17-jdk-headless
 JVM_SETS = kafka spark-kafka
 JVM_CACHE = .cache/jvm
 
-.PHONY: serve test install install-test system-deps jvm-deps apt build-deps
+.PHONY: serve test lint install install-test system-deps jvm-deps apt build-deps
 
 serve: install
 	$(VENV)/bin/odradek serve
@@ -30,12 +30,13 @@ install: build-deps $(PYTHON)
 	$(PIP) install -q -e .
 
 # Installs everything the suite needs (Debian packages, Java and Maven, Kafka's and Spark's jars, Python
-# packages, kafkajs), then runs it in three parts: two workers, a test file each at a time (most tests wait on
+# packages, kafkajs), runs `make lint` (a lint or type error fails the run before any test starts), then runs
+# the suite in three parts: two workers, a test file each at a time (most tests wait on
 # brokers, JVMs and clients, not on the CPU); the cluster fault tests, two files at a time beside each other
 # only; then the timing-sensitive tests (marked serial) alone. Each part must collect tests: pytest's exit 5
 # (none collected) fails too.
 PYTEST = $(PYTHON) -m pytest -q -p no:cacheprovider --durations=15
-test: system-deps install-test jvm-deps
+test: system-deps install-test jvm-deps lint
 	$(PYTEST) -n 2 --dist loadfile -m "not serial and not cluster_faults" $(PYTEST_ARGS); parallel=$$?; \
 	$(PYTEST) -n 2 --dist loadfile -m cluster_faults $(PYTEST_ARGS); cluster=$$?; \
 	$(PYTEST) -m serial $(PYTEST_ARGS); serial=$$?; \
@@ -43,6 +44,13 @@ test: system-deps install-test jvm-deps
 		if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; \
 		if [ $$status -ne 0 ]; then exit $$status; fi; \
 	done
+
+# ruff, then mypy (configured in pyproject.toml: strict for protocol/ and storage/). mypy finds odradek.* through .mypy-path/odradek, a link to this folder, because
+# the editable install's import hook is invisible to it; its cache is .mypy_cache/.
+lint: install-test
+	$(VENV)/bin/ruff check --quiet .
+	@mkdir -p .mypy-path && ln -sfn .. .mypy-path/odradek
+	$(VENV)/bin/mypy
 
 install-test: build-deps $(PYTHON)
 	$(PIP) install -q -e '.[test]'
