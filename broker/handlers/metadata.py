@@ -101,7 +101,12 @@ def handle(metadata: MetadataImage, config: BrokerConfig, create_topic: TopicCre
         visible = authorization.filter_authorized(request, AclOperation.DESCRIBE, ResourceType.TOPIC, image.topics, log_denied=False)
         topics = [entry(t) for t in image.topics.values() if t.name in visible]
     else:
+        # Kafka answers each topic once however often the request names it (KafkaApis takes the names, and the
+        # ids, as a Set): a request naming one topic a hundred thousand times is one answer, not 100,000.
+        named: dict = {}
         for requested in body.topics:
+            named.setdefault(requested.name if requested.name is not None else requested.topic_id, requested)
+        for requested in named.values():
             name = requested.name
             if name is None:
                 topic = image.topic_by_id(requested.topic_id)

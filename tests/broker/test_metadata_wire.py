@@ -149,3 +149,19 @@ def test_topic_ids_before_v12_refused_as_kafka_refuses_them(broker, real_kafka, 
     }
     assert answer(real_kafka.bootstrap) == expected
     assert answer(broker.bootstrap) == expected
+
+
+@pytest.mark.parametrize("version", [4, 9, 12])
+def test_a_topic_named_many_times_is_answered_once_as_by_kafka(broker, real_kafka, connect, version: int):
+    """KafkaApis takes the requested names as a set: each distinct name is answered once (its order past four
+    names is Java's hash order, so the answers are compared sorted). Without auto-creation: the real Kafka
+    is shared."""
+    names = ["never-created-named-twice", "never-created-named-twice", "", "never-created-named-once", "", "never-created-named-twice"]
+
+    def answer(bootstrap: str) -> list:
+        response = metadata(connect(bootstrap), version, names, allow_auto=False)
+        return sorted((t.name, t.error_code) for t in response.topics)
+
+    expected = [("", ErrorCode.INVALID_TOPIC_EXCEPTION), ("never-created-named-once", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), ("never-created-named-twice", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+    assert answer(real_kafka.bootstrap) == expected
+    assert answer(broker.bootstrap) == expected
