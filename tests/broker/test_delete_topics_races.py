@@ -1,5 +1,6 @@
 """DeleteTopics naming one topic several times, in one request and in requests racing on several
-connections: every entry is answered, as the real Kafka answers it, and the broker stays up.
+connections: every entry is answered, as the real Kafka answers it, and the broker stays up -- odradek on
+a single node and in ZooKeeper mode.
 
 Kafka (``KafkaApis.handleDeleteTopicsRequest``) answers each entry of a request; a name repeated gets NONE
 each time (its one deletion's result is set on the first entry, so with ``timeout_ms`` 0 only that one is
@@ -12,18 +13,38 @@ from __future__ import annotations
 
 import itertools
 import uuid
+from typing import Iterator
 
+import kafka_jvm
 import pytest
 
+from odradek import Broker
 from odradek.protocol.api import ApiKey, decode_response, encode_request
 from odradek.protocol.errors import ErrorCode
+from tests.conftest import Wire
+from tests.polling import wait_for
 
 CONNECTIONS = 8
 
 
-@pytest.fixture(params=["odradek", "kafka"])
-def bootstrap(request, odradek_as_kafka, real_kafka) -> str:
-    return odradek_as_kafka.bootstrap if request.param == "odradek" else real_kafka.bootstrap
+@pytest.fixture(scope="module")
+def odradek_in_zookeeper(real_kafka, tmp_path_factory) -> Iterator[Broker]:
+    """odradek in ZooKeeper mode (its own chroot in the run's ZooKeeper): there a deletion is a mark the
+    controller acts on, and the answer waits for the topic to leave the metadata."""
+    if real_kafka.zookeeper is None:
+        pytest.fail("a ZooKeeper of this run is needed (ODRADEK_COMPAT_KAFKA points at a Kafka this run did not start)", pytrace=False)
+    config = {"broker.id": "0", "zookeeper.connect": f"{real_kafka.zookeeper.connect}/delete-races-{uuid.uuid4().hex[:8]}", **kafka_jvm.BROKER_SETTINGS}
+    with Broker(log_dir=tmp_path_factory.mktemp("delete-races-zk"), subprocess=True, config=config) as broker:
+        # Serving as soon as it listens; the controller (which alone takes CreateTopics) a moment later.
+        wait_for(lambda: Wire.call_once(broker.bootstrap, ApiKey.Metadata, 1, {"topics": []}).controller_id == 0, 30, "broker 0 as controller")
+        yield broker
+
+
+@pytest.fixture(params=["odradek", "odradek-zookeeper", "kafka"])
+def bootstrap(request, real_kafka) -> str:
+    if request.param == "kafka":
+        return real_kafka.bootstrap
+    return request.getfixturevalue("odradek_as_kafka" if request.param == "odradek" else "odradek_in_zookeeper").bootstrap
 
 
 def create_topics(wire, count: int) -> list[str]:
