@@ -327,7 +327,7 @@ class RecordBatch:
 
     @property
     def timestamp_type(self) -> str:
-        return TIMESTAMP_TYPE_NAMES[self.header.timestamp_type]  # an int key finds the IntEnum one
+        return TIMESTAMP_TYPE_NAMES[TimestampType(self.header.timestamp_type)]
 
     @property
     def max_timestamp(self) -> int:
@@ -368,6 +368,7 @@ class RecordBatch:
         if h.records_count == 0:  # Kafka iterates nothing, whatever the batch holds
             return
         for record in iter_records_unchecked(memoryview(self.data)[: self.size], 0, h):
+            assert record.offset is not None and record.timestamp is not None  # a decoded record carries both
             offset_delta = record.offset - h.base_offset
             sequence = _increment_sequence(h.base_sequence, offset_delta) if h.base_sequence >= 0 else NO_SEQUENCE
             header_keys = [key.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for key, _ in record.headers]
@@ -640,17 +641,20 @@ def parse_offsets_record(record: ShownRecord) -> Parsed:
 def _expand_consumer_protocol(group: dict[str, Json]) -> None:
     """For "consumer" groups Kafka shows each member's subscription and assignment decoded (each starts with
     its own version), keeping the raw bytes where they do not decode."""
-    for member in group["members"]:  # type: ignore[union-attr]
+    members = group["members"]
+    assert isinstance(members, list)  # message_json of a GroupMetadataValue
+    for member in members:
+        assert isinstance(member, dict)
         for name, message in (("subscription", CONSUMER_PROTOCOL_SUBSCRIPTION), ("assignment", CONSUMER_PROTOCOL_ASSIGNMENT)):
-            raw = member[name]  # type: ignore[index]
-            if len(raw) < _VERSION.size:
+            raw = member[name]
+            if not isinstance(raw, bytes) or len(raw) < _VERSION.size:
                 continue
             read_as = _read_version(message, _VERSION.unpack_from(raw)[0])
             try:
                 decoded, _ = decode(message, read_as, raw, _VERSION.size, exact=False)
             except DecodeError:
                 continue
-            member[name] = message_json(message.fields, read_as, decoded)  # type: ignore[index]
+            member[name] = message_json(message.fields, read_as, decoded)
 
 
 TRANSACTION_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead", "PrepareEpochFence")

@@ -37,7 +37,7 @@ from odradek.protocol.record_batch import (
     RecordsError,
     read_batch_header,
 )
-from odradek.protocol.records import iter_records
+from odradek.protocol.records import Record, iter_records
 from odradek.storage.checkpoints import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from odradek.storage.file_records import FileRecords, walk_entries
 from odradek.storage.indexes import OffsetIndex
@@ -195,6 +195,12 @@ def _entries_from(records: FileRecords, position: int, base_offset: int, target:
     return _log_entries(records, 0)
 
 
+def _log_records(records: Iterator[Record], timestamp_type: int) -> Iterator[LogRecord]:
+    for r in records:
+        assert r.offset is not None and r.timestamp is not None  # a decoded record carries both
+        yield r.offset, r.timestamp, timestamp_type, r.key, r.value, r.headers
+
+
 def _entry_records(entry: memoryview, start: int) -> Iterable[LogRecord] | None:
     """The records of one log entry at or past ``start`` (control batches have none for readers), or None
     if the entry is corrupt."""
@@ -207,7 +213,7 @@ def _entry_records(entry: memoryview, start: int) -> Iterable[LogRecord] | None:
         if header.is_control or header.last_offset < start:
             return ()
         # The CRC held, so a record that fails to decode is real corruption: iter_records raises it.
-        return ((r.offset, r.timestamp, header.timestamp_type, r.key, r.value, r.headers) for r in iter_records(entry))
+        return _log_records(iter_records(entry), header.timestamp_type)
     if magic in (MAGIC_V0, MAGIC_V1):
         try:
             messages = list(iter_deep(entry))

@@ -298,8 +298,8 @@ def _offset_range(options: ReadOptions, log: PartitionLog) -> tuple[int, int | N
         start = log.log_start_offset
     end = options.ending.offset_for(tp, LATEST)
     if end == LATEST:
-        end = latest
-    elif latest is not None:
+        return start, latest
+    if latest is not None:
         end = min(end, latest)  # never past the checkpointed high watermark
     return start, end
 

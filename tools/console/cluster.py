@@ -69,8 +69,8 @@ class TopicView:
 
     @property
     def records(self) -> int | None:
-        counts = [p.records for p in self.partitions]
-        return None if any(c is None for c in counts) else sum(counts)  # type: ignore[misc]
+        counts = [p.records for p in self.partitions if p.records is not None]
+        return sum(counts) if len(counts) == len(self.partitions) else None
 
     @property
     def problems(self) -> dict[str, int]:

@@ -134,7 +134,10 @@ def decode_messages(records: bytes, offset: int) -> tuple[list[MessageView], int
         next_offset = max(next_offset, header.next_offset)
         if header.is_control:
             continue
-        out += [MessageView(r.offset, r.timestamp, r.key, r.value, r.headers) for r in iter_records(buf, pos) if r.offset >= offset]
+        for r in iter_records(buf, pos):
+            assert r.offset is not None and r.timestamp is not None  # a decoded record carries both
+            if r.offset >= offset:
+                out.append(MessageView(r.offset, r.timestamp, r.key, r.value, r.headers))
     return out, next_offset
 
 
@@ -171,8 +174,8 @@ async def browse(client: KafkaClient, topic_name: str, partition: int, *, offset
         start = log_end if newest_first else log_start
     keep = lambda m: matches(m, key, contains)  # noqa: E731
     if not newest_first:
-        messages, scanned = await _read_range(client, topic, leader, partition, start, log_end, limit, keep)
-        return Browse(topic_name, partition, log_start, log_end, start, False, messages, scanned)
+        oldest, oldest_scanned = await _read_range(client, topic, leader, partition, start, log_end, limit, keep)
+        return Browse(topic_name, partition, log_start, log_end, start, False, oldest, oldest_scanned)
     # Newest first: back from ``start`` (its record included when it was asked for), a window at a time.
     stop = min(start + 1, log_end) if (offset is not None or timestamp is not None) else log_end
     messages: list[MessageView] = []

@@ -182,7 +182,7 @@ class Console:
                 await runner.cleanup()
 
     async def _stay_connected(self) -> None:
-        kwargs = {"client_id": CLIENT_ID, "request_timeout_s": 15.0}
+        kwargs: dict[str, Any] = {"client_id": CLIENT_ID, "request_timeout_s": 15.0}
         if self.security is not None:
             kwargs["security"] = self.security
         backoff_s = RECONNECT_BACKOFF_S[0]
@@ -361,7 +361,8 @@ class Console:
             contains=form["contains"] or None,
         )
         metadata = await read_cluster(self._client(), topics=[name], sizes=False, broker_configs=False)
-        partitions = [p.partition for p in metadata.topic(name).partitions] if metadata.topic(name) else [0]
+        topic = metadata.topic(name)
+        partitions = [p.partition for p in topic.partitions] if topic else [0]
         return await self._page(request, "messages.html", topic=name, result=result, form=form, fmt=fmt, formats=FORMATS, partitions=partitions)
 
     async def groups_page(self, request: web.Request) -> web.Response:
@@ -392,7 +393,7 @@ class Console:
         form = await request.post()
         name = str(form["name"]).strip()
         configs = dict(line.split("=", 1) for line in str(form.get("configs", "")).splitlines() if "=" in line)
-        await create_topic(self._client(), name, int(form.get("partitions") or -1), int(form.get("replication_factor") or -1), {k.strip(): v.strip() for k, v in configs.items()})
+        await create_topic(self._client(), name, int(str(form.get("partitions") or -1)), int(str(form.get("replication_factor") or -1)), {k.strip(): v.strip() for k, v in configs.items()})
         raise web.HTTPSeeOther(f"/topics/{urllib.parse.quote(name, safe='')}?" + urllib.parse.urlencode({"ok": f"Created topic {name}."}))
 
     async def delete_topic(self, request: web.Request) -> web.Response:
@@ -402,7 +403,7 @@ class Console:
 
     async def add_partitions(self, request: web.Request) -> web.Response:
         name = request.match_info["topic"]
-        count = int((await request.post())["count"])
+        count = int(str((await request.post())["count"]))
         await create_partitions(self._client(), [name], count)
         raise web.HTTPSeeOther(self._back(request, ok=f"Topic {name} now has {count} partitions."))
 
@@ -416,9 +417,9 @@ class Console:
     async def produce_message(self, request: web.Request) -> web.Response:
         form = await request.post()
         name = request.match_info["topic"]
-        headers = [(k.strip(), v.strip().encode()) for k, _, v in (line.partition("=") for line in str(form.get("headers", "")).splitlines() if line.strip())]
+        headers: list[tuple[str, bytes | None]] = [(k.strip(), v.strip().encode()) for k, _, v in (line.partition("=") for line in str(form.get("headers", "")).splitlines() if line.strip())]
         key = str(form.get("key", ""))
-        offset = await produce(self._client(), name, int(form.get("partition") or 0), key.encode() if key else None, str(form.get("value", "")).encode(), headers)
+        offset = await produce(self._client(), name, int(str(form.get("partition") or 0)), key.encode() if key else None, str(form.get("value", "")).encode(), headers)
         raise web.HTTPSeeOther(self._back(request, ok=f"Produced a record at offset {offset}."))
 
     async def reset_offsets(self, request: web.Request) -> web.Response:
