@@ -30,8 +30,11 @@ log = logging.getLogger("odradek.network")
 
 
 class VersionRange(Protocol):
-    min_version: int
-    max_version: int
+    # Read-only, so that frozen dataclasses (the handler table's entries) match.
+    @property
+    def min_version(self) -> int: ...
+    @property
+    def max_version(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from odradek.protocol.errors import ErrorCode
 
@@ -269,5 +270,5 @@ class TransactionMetadata:
         self.pending_state = None
         self.state = to
 
-    def _fail(self, target: TxnTransitMetadata) -> None:
+    def _fail(self, target: TxnTransitMetadata) -> NoReturn:
         raise IllegalTransitionError(f"TransactionalId {self.transactional_id} failed transition to state {target} due to unexpected metadata")

@@ -118,14 +118,14 @@ class Request:
 _PEEK = struct.Struct(">hhi")
 
 
-def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
+def peek_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
     """(api key, api version, correlation id): the fields every request header version starts with."""
     if len(frame) < _PEEK.size:
         raise DecodeError("request shorter than a request header")
     return _PEEK.unpack_from(frame, 0)
 
 
-def decode_request(frame: bytes) -> Request:
+def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     """Decode a request frame (without its 4-byte size prefix); bytes after the body are ignored, as by Kafka.
 
     Raises :class:`UnknownApiKey`, :class:`UnsupportedApiVersion` or :class:`DecodeError`.

@@ -25,7 +25,8 @@ def handle(authorization: "Authorization", client_quotas: "ClientQuotaConfigs", 
         entries = []
         for entry in body.entries:
             entity = {e.entity_type: e.entity_name for e in entry.entity}
-            code, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED.message  # Kafka's getErrorResponse text
+            code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            message: str | None = code.message  # Kafka's getErrorResponse text
             if allowed:
                 try:
                     client_quotas.alter(entity, [(op.key, None if op.remove else op.value) for op in entry.ops], body.validate_only)

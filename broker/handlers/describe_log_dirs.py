@@ -9,6 +9,8 @@ file system holding the directory.
 
 from __future__ import annotations
 
+from typing import Any
+
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.broker.replica_manager import ReplicaManager
@@ -21,7 +23,7 @@ def handle(replica_manager: ReplicaManager, authorization: Authorization, reques
         return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []}
     topics = request.body.topics
     wanted = None if topics is None else {(t.topic, p) for t in topics for p in t.partitions}
-    results = []
+    results: list[dict[str, Any]] = []
     for described in replica_manager.describe_log_dirs(wanted):
         if described.error != ErrorCode.NONE:
             results.append({"error_code": described.error, "log_dir": str(described.path), "topics": []})

@@ -26,7 +26,7 @@ from typing import Any
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.broker.config import BrokerConfig
-from odradek.broker.fetch_session import FetchContext, FetchPartition, FetchSessionCache, PartitionOutcome
+from odradek.broker.fetch_session import FetchContext, FetchPartition, FetchSessionCache, PartitionKey, PartitionOutcome
 from odradek.broker.quotas import ClientQuotas
 from odradek.broker.replica_manager import FetchParams, PartitionRead, ReplicaManager
 from odradek.protocol.api import Request
@@ -60,7 +60,7 @@ def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, c
             requested.append(
                 FetchPartition((key_topic, index), name, topic_id, index, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch, p.log_start_offset, p.last_fetched_epoch)
             )
-    forgotten = []
+    forgotten: list[PartitionKey] = []
     for topic in body.forgotten_topics_data:
         key_topic = topic.topic_id if uses_ids else topic.topic
         forgotten.extend((key_topic, p) for p in topic.partitions)

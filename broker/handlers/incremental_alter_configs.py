@@ -39,7 +39,7 @@ def _list_value(current: dict[str, str], name: str, op: OpType, keys: Mapping[st
     old = current.get(name, key.render(key.default))
     if op is OpType.APPEND:
         return old.split(",") if old else []
-    return old.split(",")
+    return (old or "").split(",")  # Kafka's getOrElse(""): a key with neither value nor default
 
 
 def apply_ops(current: dict[str, str], configs: list[Any], keys: Mapping[str, ConfigKey]) -> dict[str, str]:

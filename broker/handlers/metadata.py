@@ -11,7 +11,7 @@ auto-creation needs CREATE on the cluster or on the topic; authorized operations
 
 from __future__ import annotations
 
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 import uuid
 
@@ -52,8 +52,8 @@ def topic_entry(topic: TopicInfo, authorized_operations: int = AUTHORIZED_OPERAT
     }
 
 
-def _error_entry(name: str | None, error: ErrorCode, topic_id=None) -> dict:
-    entry = {"error_code": error, "name": name, "is_internal": False, "partitions": [], "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+def _error_entry(name: str | None, error: ErrorCode, topic_id=None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"error_code": error, "name": name, "is_internal": False, "partitions": [], "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
     if topic_id is not None:
         entry["topic_id"] = topic_id
     return entry

@@ -67,18 +67,18 @@ class OAuthBearerServer:
         if not auth.startswith("Bearer "):
             raise SaslError("Invalid OAUTHBEARER client first message: no Bearer token")
         try:
-            token = self._validator(auth[len("Bearer ") :].strip())
+            valid = self._validator(auth[len("Bearer ") :].strip())
         except InvalidToken as exc:
             log.warning("OAUTHBEARER token refused: %s", exc)
             self._error = json.dumps({"status": "invalid_token"}, separators=(",", ":"))
             return self._error.encode()
-        principal = token.principal
+        principal = valid.principal
         if authzid and authzid != principal:
             raise SaslAuthenticationError(
                 f"Authentication failed: Client requested an authorization id ({authzid}) that is different from the token's principal name ({principal})"
             )
         self.authorization_id = principal
-        self.credential_expiration_ms = token.expiration_ms
+        self.credential_expiration_ms = valid.expiration_ms
         self.complete = True
         return b""
 

@@ -114,7 +114,7 @@ class FileCredentialStore:
 
 
 def _attributes(message: str) -> dict[str, str]:
-    out = {}
+    out: dict[str, str] = {}
     for item in message.split(","):
         key, sep, value = item.partition("=")
         if not sep or len(key) != 1:
