@@ -153,6 +153,6 @@ class ConnectionQuotas:
 
 def _address(host: str) -> str:
     try:
-        return socket.getaddrinfo(host, None)[0][4][0]
+        return str(socket.getaddrinfo(host, None)[0][4][0])  # an IP address (typeshed: str | int)
     except OSError as exc:
         raise ConfigError(f"max.connections.per.ip.overrides: cannot resolve {host}: {exc}") from None

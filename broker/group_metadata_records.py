@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 
 from odradek.protocol.messages.coordinator_records import GROUP_METADATA_KEY, GROUP_METADATA_VALUE, OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE
 from odradek.protocol.messages.data import CONSUMER_PROTOCOL_SUBSCRIPTION
-from odradek.protocol.schema import DecodeError, Message, decode, encode
+from odradek.protocol.schema import Container, DecodeError, Message, decode, encode
 
 _VERSION = struct.Struct(">h")
 
@@ -94,7 +94,7 @@ def _framed(message: Message, version: int, value: dict) -> bytes:
     return _VERSION.pack(version) + encode(message, version, value)
 
 
-def _unframe(data: bytes | memoryview, message: Message) -> tuple[int, object]:
+def _unframe(data: bytes | memoryview, message: Message) -> tuple[int, Container]:
     if len(data) < 2:
         raise DecodeError(f"{message.name}: no version prefix")
     (version,) = _VERSION.unpack_from(data, 0)

@@ -84,7 +84,8 @@ def entity_path(entity: Entity) -> tuple[str, dict[str, str]]:
     if ip is not None:
         if user is not None or client is not None:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Invalid quota entity combination, IP entity should not be used with user/client ID entity.")
-        if entity[IP] is not None and not is_ip(entity[IP]):
+        named_ip = entity[IP]
+        if named_ip is not None and not is_ip(named_ip):
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"{ip} is not a valid IP or resolvable host.")
         return f"ips/{ip}", IP_KEYS
     if user is not None and client is not None:

@@ -28,14 +28,15 @@ class QueuedLogHandler(logging.handlers.QueueHandler):
     when there is room again. Closing (``logging.shutdown``, at exit and before a halt) writes what waits."""
 
     def __init__(self, target: logging.Handler) -> None:
-        super().__init__(queue.Queue(LOG_QUEUE_RECORDS))
+        self.records: queue.Queue[logging.LogRecord] = queue.Queue(LOG_QUEUE_RECORDS)
+        super().__init__(self.records)
         self.setFormatter(logging.Formatter("%(message)s"))  # the message and its traceback, made now; the target lays it out
         self.dropped = 0
         self.listener = logging.handlers.QueueListener(self.queue, target, respect_handler_level=True)
         self.listener.start()
 
     def enqueue(self, record: logging.LogRecord) -> None:
-        if self.dropped and not self.queue.full():
+        if self.dropped and not self.records.full():
             dropped, self.dropped = self.dropped, 0
             self.queue.put_nowait(logging.LogRecord("odradek", logging.WARNING, __file__, 0, "%d log records dropped: the log's reader fell behind", (dropped,), None))
         try:
