@@ -45,7 +45,8 @@ test: system-deps install-test jvm-deps lint
 		if [ $$status -ne 0 ]; then exit $$status; fi; \
 	done
 
-# ruff, then mypy (configured in pyproject.toml: strict for protocol/ and storage/). mypy finds odradek.* through .mypy-path/odradek, a link to this folder, because
+# ruff, then mypy (configured in pyproject.toml: strict for protocol/ and storage/, mypy's defaults for
+# controller/ and tools/). mypy finds odradek.* through .mypy-path/odradek, a link to this folder, because
 # the editable install's import hook is invisible to it; its cache is .mypy_cache/.
 lint: install-test
 	$(VENV)/bin/ruff check --quiet .
