@@ -16,6 +16,8 @@ from pathlib import Path
 from odradek.protocol.records import Record, build_batch
 from odradek.storage.log import Log
 from odradek.storage.log_config import LogConfig
+from odradek.storage.log_validator import ValidationResult, check_batches, validate_records
+from odradek.storage.producer_state import AppendOrigin
 
 BUDGET_S = 4.0
 
@@ -26,16 +28,22 @@ def _batch(total_bytes: int, record_bytes: int = 1024) -> bytes:
     return build_batch([Record(timestamp=1_700_000_000_000 + i, key=None, value=value) for i in range(count)])
 
 
+def _validated(template: bytes, config: LogConfig) -> ValidationResult:
+    """A copy of ``template`` through the validator, as a broker-built (trusted) append: framing and CRC."""
+    return validate_records(check_batches(template, config, AppendOrigin.COORDINATOR, 0, "bench-0"), None)
+
+
 def bench_append(root: Path, batch_bytes: int) -> tuple[float, int]:
     """MB/s of append_as_leader with ``batch_bytes`` batches (each append patches offsets into a copy)."""
     template = _batch(batch_bytes)
-    log = Log.open(root / f"append{batch_bytes}-0", LogConfig.from_props({"segment.bytes": str(256 * 1024 * 1024)}))
+    config = LogConfig.from_props({"segment.bytes": str(256 * 1024 * 1024)})
+    log = Log.open(root / f"append{batch_bytes}-0", config)
     written = 0
     appends = 0
     started = time.perf_counter()
     while time.perf_counter() - started < BUDGET_S:
         for _ in range(16):
-            log.append_as_leader(bytearray(template), leader_epoch=0)
+            log.append_as_leader(_validated(template, config), leader_epoch=0)
         appends += 16
         written += 16 * len(template)
     elapsed = time.perf_counter() - started
@@ -46,9 +54,10 @@ def bench_append(root: Path, batch_bytes: int) -> tuple[float, int]:
 def bench_reads(root: Path) -> tuple[float, int]:
     """Random-offset reads per second over a multi-segment log of 16 KiB batches of 16 records."""
     template = _batch(16 * 1024)
-    log = Log.open(root / "reads-0", LogConfig.from_props({"segment.bytes": str(8 * 1024 * 1024)}))
+    config = LogConfig.from_props({"segment.bytes": str(8 * 1024 * 1024)})
+    log = Log.open(root / "reads-0", config)
     for _ in range(4000):
-        log.append_as_leader(bytearray(template), leader_epoch=0)
+        log.append_as_leader(_validated(template, config), leader_epoch=0)
     log.high_watermark = log.log_end_offset
     rng = random.Random(1)
     offsets = [rng.randrange(log.log_end_offset) for _ in range(10_000)]

@@ -17,10 +17,10 @@ from typing import Callable
 
 from odradek.controller.metadata import PartitionState
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.record_batch import BatchHeader
 from odradek.storage.log import AppendInfo, FetchDataInfo, Log, LogOffsetMetadata
 from odradek.storage.log_config import LogConfig
-from odradek.storage.producer_state import AppendOrigin, ProducerStateEntry
+from odradek.storage.log_validator import ValidationResult
+from odradek.storage.producer_state import ProducerStateEntry
 from odradek.storage.transaction_index import AbortedTxn
 
 log = logging.getLogger("odradek.partition")
@@ -224,9 +224,9 @@ class Partition:
 
     # -- append ---------------------------------------------------------------------------------------------
 
-    def append_records_to_leader(self, records: bytearray | memoryview, headers: list[tuple[int, BatchHeader]], required_acks: int, origin: AppendOrigin, now_ms: int) -> AppendInfo:
-        """Append validated batches (``storage.log_validator``) at the LEO; acks=all needs the ISR to hold
-        ``min.insync.replicas``. A LogAppendTime topic stamps them with ``now_ms``."""
+    def append_records_to_leader(self, validated: ValidationResult, required_acks: int, now_ms: int) -> AppendInfo:
+        """Append what the validator passed (``storage.log_validator``) at the LEO; acks=all needs the ISR to
+        hold ``min.insync.replicas``. A LogAppendTime topic stamps it with ``now_ms``."""
         self.check_leader()
         config = self.log.config
         if required_acks == -1 and len(self.isr) < self.effective_min_isr:
@@ -235,7 +235,7 @@ class Partition:
                 f"The size of the current ISR {set(self.isr)} is insufficient to satisfy the min.isr requirement of {self.effective_min_isr} for partition {self.topic}-{self.index}",
             )
         try:
-            info = self.log.append_as_leader(records, self.leader_epoch, now_ms if config.log_append_time else None, origin=origin, headers=headers)
+            info = self.log.append_as_leader(validated, self.leader_epoch, now_ms if config.log_append_time else None)
         except OSError as exc:
             raise self._storage_failure(exc, "appending records to", "append to") from exc
         if not self.maybe_increment_high_watermark(now_ms) and not info.duplicate:

@@ -38,7 +38,7 @@ from odradek.protocol.record_batch import UnsupportedCompressionTypeError
 from odradek.storage.log import Log
 from odradek.storage.log_config import LogConfig
 from odradek.storage.log_manager import LogManager
-from odradek.storage.log_validator import CheckedBatches, RecordValidationError, WalkElsewhere, check_batches, validate_records
+from odradek.storage.log_validator import CheckedBatches, RecordValidationError, ValidationResult, WalkElsewhere, check_batches, validate_records
 from odradek.storage.producer_state import AppendOrigin, ProducerStateEntry
 from odradek.storage.transaction_index import AbortedTxn, CorruptTransactionIndexError
 
@@ -503,7 +503,7 @@ class AppendOutcome:
                 walked = checked.walk_inline() if checked.needs_walk else None
             except WalkElsewhere:
                 return partition, checked
-            self._append(partition, *validate_records(checked, walked), self.results[index])
+            self._append(partition, validate_records(checked, walked), self.results[index])
         except KafkaError as exc:
             self._refuse(append, self.results[index], exc)
         except AskCoordinator:
@@ -539,7 +539,7 @@ class AppendOutcome:
                             # The rest of LogValidator's work too: a rebuild into the topic's codec
                             # decodes and re-encodes every record.
                             validated = await anyio.to_thread.run_sync(lambda: validate_records(checked, checked.walk()))
-                        self._append(partition, *validated, result)
+                        self._append(partition, validated, result)
                     except KafkaError as exc:
                         self._refuse(append, result, exc)
                     except Exception:
@@ -591,8 +591,8 @@ class AppendOutcome:
             verifier.verify(self.transactional_id, partition, checked.validated.batches, self.produce_version, self._verdicts.get((append.topic, append.index)))
         return partition, checked
 
-    def _append(self, partition: Partition, records: Any, validated: Any, result: AppendResult) -> None:
-        info = partition.append_records_to_leader(records, validated.batches, self.required_acks, self.origin, self.now_ms)
+    def _append(self, partition: Partition, validated: ValidationResult, result: AppendResult) -> None:
+        info = partition.append_records_to_leader(validated, self.required_acks, self.now_ms)
         result.base_offset = info.first_offset
         # The log's answer: for a duplicate of one of the producer's last batches, its original time.
         result.log_append_time_ms = info.log_append_time

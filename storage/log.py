@@ -43,6 +43,7 @@ from odradek.storage.file_records import FileSlice
 from odradek.storage.leader_epoch import LeaderEpochFileCache
 from odradek.storage.log_config import LogConfig
 from odradek.storage.log_loader import LogLoader, rebuild_producer_state
+from odradek.storage.log_validator import ValidationResult
 from odradek.storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     AppendOrigin,
@@ -302,28 +303,20 @@ class Log:
 
     # -- append --------------------------------------------------------------------------------------------------
 
-    def append_as_leader(
-        self,
-        batches: bytearray | memoryview,
-        leader_epoch: int,
-        log_append_time: int | None = None,
-        origin: AppendOrigin = AppendOrigin.CLIENT,
-        headers: list[tuple[int, BatchHeader]] | None = None,
-    ) -> AppendInfo:
-        """Append a produce request's validated magic-2 batches for this partition at the LEO.
+    def append_as_leader(self, validated: ValidationResult, leader_epoch: int, log_append_time: int | None = None) -> AppendInfo:
+        """Append an append the validator passed (``storage.log_validator``) for this partition at the LEO.
 
-        Offsets, the partition leader epoch and (for LogAppendTime topics) the timestamp are patched into
-        ``batches`` in place -- header fields only, no record is decoded -- and the bytes are written as they
-        are. ``headers`` are the batches' (position, header) pairs from ``record_batch.validate_batches``
-        (Kafka's analyzeAndValidateRecords), which the produce path has already run; without them the
-        batches are validated here. Idempotent-producer checks run before anything is written and raise
-        KafkaError (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE); a duplicate of
-        one of the producer's last 5 batches is not written and answered with its original offsets.
+        Only a :class:`ValidationResult` is taken: what the log writes has passed Kafka's LogValidator
+        checks for its origin. Offsets, the partition leader epoch and (for LogAppendTime topics) the
+        timestamp are patched into its records in place -- header fields only, no record is decoded -- and
+        the bytes are written as they are. Idempotent-producer checks run before anything is written and
+        raise KafkaError (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE); a
+        duplicate of one of the producer's last 5 batches is not written and answered with its original
+        offsets.
         """
-        if not isinstance(batches, (bytearray, memoryview)) or (isinstance(batches, memoryview) and batches.readonly):
-            batches = bytearray(batches)
-        if headers is None:
-            headers = validate_batches(batches, from_client=False).batches
+        if not isinstance(validated, ValidationResult):
+            raise TypeError(f"a leader appends only what LogValidator passed, not {type(validated).__name__}")
+        batches, headers, origin = validated.records, validated.batches, validated.origin
         size = len(batches)
         if size > self._config.segment_bytes:
             raise KafkaError(

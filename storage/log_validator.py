@@ -15,7 +15,11 @@ batch takes its max timestamp from its records (rewritten in place, with its CRC
 differs) and is appended as received. A compressed batch is rebuilt only into the topic's
 ``compression.type`` when that names another codec, with offsets assigned, as Kafka rebuilds it.
 
-Nothing here touches shared state, so every step may run on a worker thread.
+What passes is a :class:`ValidationResult`, the only thing ``Log.append_as_leader`` takes: the log cannot be
+given batches nobody validated (Kafka keeps ``LogValidator`` behind ``UnifiedLog.appendAsLeader``). Nothing
+here touches shared state, so every step may run on a worker thread; that is why, unlike Kafka's validator,
+this one assigns no offsets: the log patches offsets, the leader epoch and LogAppendTime into the batch
+headers under its lock, when it appends.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from odradek.protocol.java_hash import int64
 from odradek.protocol.record_batch import (
     MAGIC_V2,
     NO_TIMESTAMP,
+    BatchHeader,
     DecompressedTooLargeError,
     TimestampType,
     ValidatedBatches,
@@ -69,6 +74,17 @@ class RecordValidationError(KafkaError):
     def __init__(self, code: ErrorCode, message: str, record_errors: list[dict[str, Any]]) -> None:
         super().__init__(code, message)
         self.record_errors = record_errors
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationResult:
+    """An append the validator passed (Kafka's ``LogValidator.ValidationResult``): the records to write, as
+    received or rebuilt, writable so the log can patch their headers in place, and each batch's (position,
+    header); validated for ``origin``, whose producer-state rules the log applies."""
+
+    records: bytearray | memoryview
+    batches: list[tuple[int, BatchHeader]]
+    origin: AppendOrigin
 
 
 @dataclass(slots=True)
@@ -127,12 +143,12 @@ def check_batches(records: Any, config: LogConfig, origin: AppendOrigin, now_ms:
     return CheckedBatches(records, validated, config, origin, now_ms, topic_partition)
 
 
-def validate_records(checked: CheckedBatches, walked: WalkedBatch | None) -> tuple[Any, ValidatedBatches]:
+def validate_records(checked: CheckedBatches, walked: WalkedBatch | None) -> ValidationResult:
     """What Kafka's LogValidator makes of the batches, given a client batch's record walk: the records to
     append and their validated headers (new ones when the batch was rebuilt). A trusted append is taken as
     it is."""
     if not checked.needs_walk:
-        return checked.records, checked.validated
+        return ValidationResult(checked.records, checked.validated.batches, checked.origin)
     assert walked is not None
     records, validated, config = checked.records, checked.validated, checked.config
     (position, header), = validated.batches
@@ -145,15 +161,15 @@ def validate_records(checked: CheckedBatches, walked: WalkedBatch | None) -> tup
         rebuilt = _rebuild(records, position, header, target, config.log_append_time)
         validated = validate_batches(rebuilt)
         _check_sizes(validated, config.max_message_bytes)
-        return rebuilt, validated
+        return ValidationResult(rebuilt, validated.batches, checked.origin)
+    if not isinstance(records, bytearray) and (not isinstance(records, memoryview) or records.readonly):
+        records = bytearray(records)  # the log patches headers in place: a read-only buffer is copied once
     if not config.log_append_time and (walked.max_timestamp != header.max_timestamp or header.timestamp_type != TimestampType.CREATE_TIME):
         # Kafka stores the records' max timestamp, whatever the client wrote (DefaultRecordBatch.setMaxTimestamp).
-        if not isinstance(records, bytearray) and (not isinstance(records, memoryview) or records.readonly):
-            records = bytearray(records)
         set_max_timestamp(records, position, TimestampType.CREATE_TIME, walked.max_timestamp)
         validated.batches[0] = (position, parse_header(records, position))
         validated.max_timestamp = walked.max_timestamp
-    return records, validated
+    return ValidationResult(records, validated.batches, checked.origin)
 
 
 def _check_sizes(validated: ValidatedBatches, max_message_bytes: int) -> None:

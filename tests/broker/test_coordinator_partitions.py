@@ -17,6 +17,7 @@ from odradek.protocol.records import ControlRecordType, EndTransactionMarker, Re
 from odradek.storage.log import Log
 from odradek.storage.log_config import LogConfig
 from odradek.storage.producer_state import AppendOrigin
+from tests.validated import validated
 
 TOPIC = "__consumer_offsets"
 T0 = 1_700_000_000_000
@@ -56,7 +57,7 @@ def loader(log: Log) -> ReplicaManagerPartitions:
 
 def test_transactional_offset_commits_load_with_their_markers(log: Log) -> None:
     for batch in (commit("plain", 3), commit("txn", 7, producer_id=5), marker(5, True), commit("txn", 9, producer_id=6), marker(6, False), commit("open", 11, producer_id=8)):
-        log.append_as_leader(batch, leader_epoch=0, origin=AppendOrigin.COORDINATOR)
+        log.append_as_leader(validated(batch, AppendOrigin.COORDINATOR), leader_epoch=0)
 
     batches = list(loader(log).load(0))
     assert [(b.producer_id, b.is_transactional, b.commit, len(b.records)) for b in batches] == [

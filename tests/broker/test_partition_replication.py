@@ -16,7 +16,7 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.records import Record, build_batch
 from odradek.storage.log import Log
 from odradek.storage.log_config import LogConfig
-from odradek.storage.producer_state import AppendOrigin
+from tests.validated import validated
 
 LAG_MS = 10_000
 T0 = 1_000_000
@@ -36,7 +36,7 @@ def partition(tmp_path: Path, sent: list[PendingIsrChange]) -> Partition:
     p = Partition("t", 0, uuid.uuid4(), log, state, 0, replica_lag_time_max_ms=LAG_MS, alter_partition=lambda _, change: sent.append(change))
     p.become_leader(state, True, T0)
     for _ in range(2):
-        log.append_as_leader(bytearray(build_batch([Record(value=b"v")] * 5)), leader_epoch=3)
+        log.append_as_leader(validated(build_batch([Record(value=b"v")] * 5)), leader_epoch=3)
     return p
 
 
@@ -52,7 +52,7 @@ def test_the_high_watermark_waits_for_the_isr_and_for_a_caught_up_follower_outsi
     fetch(partition, 1, 10, T0 + 2)
     fetch(partition, 2, 10, T0 + 3)  # follower 2 reaches the leader's end
     assert partition.high_watermark == 10
-    partition.log.append_as_leader(bytearray(build_batch([Record(value=b"v")] * 5)), leader_epoch=3)
+    partition.log.append_as_leader(validated(build_batch([Record(value=b"v")] * 5)), leader_epoch=3)
     fetch(partition, 1, 15, T0 + 4)
     assert partition.high_watermark == 10  # follower 2, caught up within the lag, is waited for though not in the ISR
     fetch(partition, 2, 15, T0 + 5)
@@ -71,10 +71,10 @@ def test_under_min_isr_the_high_watermark_stays(tmp_path: Path) -> None:
     state = PartitionState(0, 1, [0], [0, 1], 0)
     p = Partition("t", 0, uuid.uuid4(), log, state, 0)
     p.become_leader(state, True, T0)
-    log.append_as_leader(bytearray(build_batch([Record(value=b"v")])), leader_epoch=1)
+    log.append_as_leader(validated(build_batch([Record(value=b"v")])), leader_epoch=1)
     assert not p.maybe_increment_high_watermark(T0) and p.high_watermark == 0
     with pytest.raises(KafkaError) as refused:  # refused before the batch is looked at
-        p.append_records_to_leader(bytearray(build_batch([Record(value=b"v")])), [], -1, AppendOrigin.CLIENT, T0)
+        p.append_records_to_leader(validated(build_batch([Record(value=b"v")])), -1, T0)
     assert refused.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
 
 

@@ -55,6 +55,7 @@ from odradek.storage.log import Log
 from odradek.storage.log_config import LogConfig
 from tests.following import follower_partition
 from tests.polling import wait_for
+from tests.validated import validated
 
 FOLLOWER = 2
 LEADER = 1
@@ -202,7 +203,7 @@ def test_a_follower_with_records_of_an_old_epoch_truncates_where_the_leaders_his
     # Records of epoch 0 the leader never had (written by the follower while it led epoch 0's last moments,
     # as far as its log can tell).
     records = [Record(timestamp=int(time.time() * 1000), key=b"lost-%d" % i, value=b"never replicated") for i in range(3)]
-    local.append_as_leader(bytearray(build_batch(records)), leader_epoch=0)
+    local.append_as_leader(validated(build_batch(records)), leader_epoch=0)
     # The follower restarts with its high watermark checkpoint behind (Kafka writes it every 5 s).
     local.close()
     local = Log.open(tmp_path / f"{topic}-0", LogConfig(), high_watermark=0)
@@ -384,7 +385,7 @@ def test_odradek_leads_its_follower_and_answers_where_their_logs_part(odradek_le
 
     # The follower writes in an epoch the leader never had (2); the leader moves on to epoch 3 at its end.
     records = [Record(timestamp=int(time.time() * 1000), key=b"lost-%d" % i, value=b"never replicated") for i in range(3)]
-    local.append_as_leader(bytearray(build_batch(records)), leader_epoch=2)
+    local.append_as_leader(validated(build_batch(records)), leader_epoch=2)
     lead_with_follower(odradek_leader, 3)
     ends = run_on_the_broker(3, lambda: local.log_end_offset == leader.log_end_offset == 105, lambda: produce(5))
     assert ends[0] == 100  # told epoch 1 ends at 100: cut there, and only there

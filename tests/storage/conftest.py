@@ -15,6 +15,7 @@ from odradek.storage.log import Log
 from odradek.storage.log import AppendInfo
 from odradek.storage.log_config import LogConfig
 from odradek.storage.producer_state import AppendOrigin
+from tests.validated import validated
 
 T0 = 1_700_000_000_000
 BASE_TIMESTAMP_OFFSET = 27
@@ -87,7 +88,7 @@ def _write_marker(log: Log, producer_id: int, producer_epoch: int, coordinator_e
     """A transaction's COMMIT or ABORT, appended as the leader appends WriteTxnMarkers' batch (COORDINATOR origin)."""
     marker = EndTransactionMarker(ControlRecordType.COMMIT if commit else ControlRecordType.ABORT, coordinator_epoch)
     batch = build_end_txn_marker_batch(marker, producer_id=producer_id, producer_epoch=producer_epoch, timestamp=T0)
-    return log.append_as_leader(bytearray(batch), leader_epoch=0, origin=AppendOrigin.COORDINATOR)
+    return log.append_as_leader(validated(batch, AppendOrigin.COORDINATOR), leader_epoch=0)
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from odradek.storage.checkpoints import LEADER_EPOCH_CHECKPOINT
 from odradek.storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochFileCache
+from tests.validated import validated
 
 
 def _cache(tmp_path, entries):
@@ -52,7 +53,7 @@ def test_epoch_for_offset(tmp_path):
 def test_log_truncation_updates_the_epoch_cache(open_log, make_batch):
     log = open_log()
     for epoch in (1, 1, 2, 4, 4):
-        log.append_as_leader(make_batch(2), leader_epoch=epoch)
+        log.append_as_leader(validated(make_batch(2)), leader_epoch=epoch)
     assert log.epoch_cache.entries == [(1, 0), (2, 4), (4, 6)]
     assert log.end_offset_for_epoch(2) == (2, 6)
     log.truncate_to(5)
@@ -106,7 +107,7 @@ def test_a_restart_rewrites_no_checkpoint(open_log, make_batch):
     truncation nothing restores is written at the log's close."""
     empty, held = open_log(name="empty-0"), open_log(name="held-0")
     empty.assign_epoch_start_offset(0, 0)
-    held.append_as_leader(make_batch(3), leader_epoch=0)
+    held.append_as_leader(validated(make_batch(3)), leader_epoch=0)
     held.assign_epoch_start_offset(1, 3)
     paths = [log.dir / LEADER_EPOCH_CHECKPOINT for log in (empty, held)]
     inodes = [p.stat().st_ino for p in paths]

@@ -21,6 +21,7 @@ from odradek.protocol.records import Record, build_batch, iter_records
 from odradek.storage.log import Log
 from odradek.storage.log_cleaner import CLEANER_OFFSET_CHECKPOINT, CleanerConfig, LogCleaner
 from odradek.storage.log_config import LogConfig
+from tests.validated import validated
 
 TP = ("topic", 0)
 COMPACT = {"cleanup.policy": "compact"}
@@ -50,7 +51,7 @@ def clean(tmp_path, clock) -> Cleaning:
 def append(log: Log, records: list[tuple], **batch_options) -> None:
     """One batch of (key, value[, timestamp]) records, then the high watermark to the log end."""
     built = [Record(key=r[0], value=r[1], timestamp=r[2] if len(r) > 2 else None) for r in records]
-    log.append_as_leader(bytearray(build_batch(built, **batch_options)), leader_epoch=0)
+    log.append_as_leader(validated(build_batch(built, **batch_options)), leader_epoch=0)
     log.high_watermark = log.log_end_offset
 
 
@@ -275,10 +276,7 @@ def test_rebuilt_batches_keep_codec_offsets_timestamps_and_headers(open_log, cle
     log = open_log({**COMPACT, "segment.bytes": "4000"})
     for n in range(40):
         records = [Record(timestamp=clock.now - 1000 + n * 10 + i, key=b"key-%d" % ((n * 10 + i) % 13), value=b"value-%d" % (n * 10 + i) * 5, headers=[("h", b"%d" % i)]) for i in range(10)]
-        log.append_as_leader(
-            bytearray(build_batch(records, compression=codec, timestamp_type=timestamp_type)), leader_epoch=3,
-            log_append_time=clock.now if timestamp_type == TimestampType.LOG_APPEND_TIME else None,
-        )
+        log.append_as_leader(validated(build_batch(records, compression=codec, timestamp_type=timestamp_type)), leader_epoch=3, log_append_time=clock.now if timestamp_type == TimestampType.LOG_APPEND_TIME else None)
     log.high_watermark = log.log_end_offset
     active_base = log.active_segment.base_offset
     original = {}

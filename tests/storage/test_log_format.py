@@ -8,6 +8,7 @@ import uuid
 
 from odradek.protocol.record_batch import parse_header, set_base_offset, set_partition_leader_epoch, verify_crc
 from odradek.protocol.records import iter_records
+from tests.validated import validated
 
 
 def _read(path) -> bytes:
@@ -22,7 +23,7 @@ def test_log_file_is_exactly_the_batches_with_assigned_offsets_and_epoch(open_lo
     offset = 0
     for batch in sent:
         original = bytearray(batch)
-        info = log.append_as_leader(batch, leader_epoch=7)
+        info = log.append_as_leader(validated(batch), leader_epoch=7)
         assert (info.first_offset, info.last_offset) == (offset, offset + parse_header(original).last_offset_delta)
         set_base_offset(original, 0, offset)
         set_partition_leader_epoch(original, 0, 7)
@@ -44,7 +45,7 @@ def test_log_file_is_exactly_the_batches_with_assigned_offsets_and_epoch(open_lo
 def test_offset_index_entries_point_at_batch_starts_every_interval(open_log, make_batch, tmp_path):
     log = open_log({"index.interval.bytes": "1000"})
     for i in range(200):
-        log.append_as_leader(make_batch(1 + i % 4, value_size=100), leader_epoch=0)
+        log.append_as_leader(validated(make_batch(1 + i % 4, value_size=100)), leader_epoch=0)
     log.close()
     data = _read(tmp_path / "topic-0" / "00000000000000000000.log")
     index = _read(tmp_path / "topic-0" / "00000000000000000000.index")
@@ -61,7 +62,7 @@ def test_time_index_holds_the_running_max_timestamp(open_log, make_batch, tmp_pa
     log = open_log({"index.interval.bytes": "500"})
     timestamps = [1000, 5000, 3000, 7000, 7000, 2000, 9000, 8000] * 10
     for ts in timestamps:
-        log.append_as_leader(make_batch(2, value_size=200, timestamp=ts), leader_epoch=0)
+        log.append_as_leader(validated(make_batch(2, value_size=200, timestamp=ts)), leader_epoch=0)
     log.close()
     data = _read(tmp_path / "topic-0" / "00000000000000000000.log")
     entries = list(struct.iter_unpack(">qi", _read(tmp_path / "topic-0" / "00000000000000000000.timeindex")))
@@ -82,11 +83,11 @@ def test_time_index_holds_the_running_max_timestamp(open_log, make_batch, tmp_pa
 def test_indexes_are_preallocated_while_active_and_trimmed_on_roll_and_close(open_log, make_batch, tmp_path):
     log = open_log({"segment.index.bytes": "8192", "segment.bytes": "4000", "index.interval.bytes": "100"})
     dir = tmp_path / "topic-0"
-    log.append_as_leader(make_batch(1, value_size=50), leader_epoch=0)
+    log.append_as_leader(validated(make_batch(1, value_size=50)), leader_epoch=0)
     assert os.path.getsize(dir / "00000000000000000000.index") == 8192
     assert os.path.getsize(dir / "00000000000000000000.timeindex") == 8184  # 682 whole 12-byte entries
     while len(log.segments) == 1:
-        log.append_as_leader(make_batch(1, value_size=200), leader_epoch=0)
+        log.append_as_leader(validated(make_batch(1, value_size=200)), leader_epoch=0)
     rolled = log.segments[0]
     assert os.path.getsize(dir / "00000000000000000000.index") == rolled.offset_index.entries * 8 > 0
     assert os.path.getsize(dir / "00000000000000000000.timeindex") == rolled.time_index.entries * 12 > 0
@@ -100,7 +101,7 @@ def test_indexes_are_preallocated_while_active_and_trimmed_on_roll_and_close(ope
 def test_segment_and_snapshot_files_are_named_by_20_digit_base_offsets(open_log, make_batch, tmp_path):
     log = open_log({"segment.bytes": "1000"})
     for _ in range(10):
-        log.append_as_leader(make_batch(3, value_size=150), leader_epoch=0)
+        log.append_as_leader(validated(make_batch(3, value_size=150)), leader_epoch=0)
     bases = [segment.base_offset for segment in log.segments]
     log.close()
     names = set(os.listdir(tmp_path / "topic-0"))
@@ -112,7 +113,7 @@ def test_segment_and_snapshot_files_are_named_by_20_digit_base_offsets(open_log,
 
 def test_log_append_time_is_stamped_into_the_batch(open_log, make_batch, tmp_path):
     log = open_log({"message.timestamp.type": "LogAppendTime"})
-    info = log.append_as_leader(make_batch(3, timestamp=5), leader_epoch=0, log_append_time=123456)
+    info = log.append_as_leader(validated(make_batch(3, timestamp=5)), leader_epoch=0, log_append_time=123456)
     assert (info.log_append_time, info.max_timestamp) == (123456, 123456)
     log.close()
     data = _read(tmp_path / "topic-0" / "00000000000000000000.log")

@@ -18,6 +18,7 @@ from odradek.storage.checkpoints import (
 )
 from odradek.storage.log_config import LogConfig
 from odradek.storage.log_manager import InconsistentBrokerIdError, InconsistentClusterIdError, LogManager
+from tests.validated import validated
 
 
 @pytest.fixture
@@ -56,7 +57,7 @@ def test_checkpoints_are_written_in_kafkas_text_format(dirs, clock, make_batch):
     manager = _manager(dirs, clock, {"log.segment.bytes": "1000"})
     log = manager.get_or_create_log("a-topic", 0)
     for _ in range(10):
-        log.append_as_leader(make_batch(2, value_size=200), leader_epoch=0)
+        log.append_as_leader(validated(make_batch(2, value_size=200)), leader_epoch=0)
     log.high_watermark = 16
     log.flush()
     log.delete_records_before(log.segments[1].base_offset + 1)
@@ -73,7 +74,7 @@ def test_a_clean_restart_restores_offsets_without_recovery(dirs, clock, make_bat
     manager = _manager(dirs, clock)
     log = manager.get_or_create_log("t", 0)
     for _ in range(5):
-        log.append_as_leader(make_batch(3), leader_epoch=2)
+        log.append_as_leader(validated(make_batch(3)), leader_epoch=2)
     log.high_watermark = 12
     manager.shutdown()
     assert (log.dir.parent / CLEAN_SHUTDOWN).read_text() == '{"version":"0","broker_epoch":"-1"}'
@@ -89,10 +90,10 @@ def test_a_clean_restart_restores_offsets_without_recovery(dirs, clock, make_bat
 def test_an_unclean_restart_recovers_from_the_checkpointed_recovery_point(dirs, clock, make_batch):
     manager = _manager(dirs, clock)
     log = manager.get_or_create_log("t", 0)
-    log.append_as_leader(make_batch(3), leader_epoch=0)
+    log.append_as_leader(validated(make_batch(3)), leader_epoch=0)
     log.flush()
     manager.checkpoint()
-    log.append_as_leader(make_batch(3), leader_epoch=0)
+    log.append_as_leader(validated(make_batch(3)), leader_epoch=0)
     path = log.active_segment.path(".log")
     size = log.active_segment.size
     del manager, log  # crash: no shutdown
@@ -108,7 +109,7 @@ def test_delete_log_renames_the_directory_and_removes_it_after_the_delay(dirs, c
     and a renamed directory found at startup waits the delay again from then."""
     manager = _manager(dirs, clock, defaults={"log.segment.delete.delay.ms": "1000"})
     log = manager.get_or_create_log("gone", 1)
-    log.append_as_leader(make_batch(1), leader_epoch=0)
+    log.append_as_leader(validated(make_batch(1)), leader_epoch=0)
     info = log.read(0, 100)
     manager.delete_log("gone", 1)
     renamed = [p for d in dirs for p in d.iterdir() if p.name.startswith("gone-1")]
@@ -135,7 +136,7 @@ def test_delete_log_renames_the_directory_and_removes_it_after_the_delay(dirs, c
 def test_a_long_topic_name_is_cut_so_the_delete_name_fits_255_characters(dirs, clock, make_batch):
     manager = _manager(dirs, clock)
     topic = "t" * 249
-    manager.get_or_create_log(topic, 7).append_as_leader(make_batch(1), leader_epoch=0)
+    manager.get_or_create_log(topic, 7).append_as_leader(validated(make_batch(1)), leader_epoch=0)
     manager.delete_log(topic, 7)
     (renamed,) = [p.name for d in dirs for p in d.iterdir() if p.name.endswith("-delete")]
     assert len(renamed) == 255 and re.fullmatch(r"t+-7\.[0-9a-f]{32}-delete", renamed)
@@ -146,7 +147,7 @@ def test_retention_and_flush_run_from_the_brokers_timers(dirs, clock, make_batch
     manager = _manager(dirs, clock, {"log.retention.ms": "1000", "log.segment.bytes": "500", "log.flush.interval.ms": "5000"})
     log = manager.get_or_create_log("r", 0)
     for _ in range(6):
-        log.append_as_leader(make_batch(1, value_size=300, timestamp=clock.now), leader_epoch=0)
+        log.append_as_leader(validated(make_batch(1, value_size=300, timestamp=clock.now)), leader_epoch=0)
     log.high_watermark = log.log_end_offset
     assert manager.flush_due(clock.now) == 1  # the rolled segments
     assert log.recovery_point == log.active_segment.base_offset
@@ -170,7 +171,7 @@ def test_startup_after_clean_shutdown_does_not_grow_with_data(dirs, clock, make_
     for p in range(20):
         log = manager.get_or_create_log("many", p)
         for _ in range(20):
-            log.append_as_leader(bytearray(payload), leader_epoch=0)
+            log.append_as_leader(validated(payload), leader_epoch=0)
     manager.shutdown()
     started = time.perf_counter()
     manager = _manager(dirs, clock)
@@ -187,7 +188,7 @@ def test_idle_logs_hold_no_file_or_map_after_a_restart_until_used(dirs, clock, m
     """vm.max_map_count bounds memory maps per process: loading a log maps nothing until it is written or read."""
     manager = _manager(dirs, clock)
     for p in range(50):
-        manager.get_or_create_log("idle", p).append_as_leader(make_batch(3), leader_epoch=0)
+        manager.get_or_create_log("idle", p).append_as_leader(validated(make_batch(3)), leader_epoch=0)
     manager.shutdown()
 
     def maps() -> int:
@@ -199,7 +200,7 @@ def test_idle_logs_hold_no_file_or_map_after_a_restart_until_used(dirs, clock, m
     logs = manager.all_logs()
     assert [log.log_end_offset for log in logs] == [3] * 50
     assert maps() - before < 5 and not set().union(*(open_segment_files(d) for d in dirs))
-    logs[0].append_as_leader(make_batch(1), leader_epoch=0)
+    logs[0].append_as_leader(validated(make_batch(1)), leader_epoch=0)
     assert 2 <= maps() - before < 7, "the log written to maps its two indexes"
     assert set().union(*(open_segment_files(d) for d in dirs)) == {str(logs[0].active_segment.path(".log"))}
     manager.shutdown()
@@ -244,7 +245,7 @@ def test_one_partitions_bad_config_stops_no_duty_for_the_others(dirs, clock, mak
     manager.get_or_create_log("bad", 0, LogConfig.from_props({"retention.ms": None, "cleanup.policy": None}))
     good = manager.get_or_create_log("good", 0)
     for _ in range(3):
-        good.append_as_leader(make_batch(1, value_size=300, timestamp=clock.now), leader_epoch=0)
+        good.append_as_leader(validated(make_batch(1, value_size=300, timestamp=clock.now)), leader_epoch=0)
     good.high_watermark = good.log_end_offset
     assert manager.flush_due(clock.now) == 1
     assert manager.run_retention(clock.now + 2000) == 3

@@ -11,6 +11,7 @@ from odradek.protocol.record_batch import CRC_OFFSET, compute_crc, parse_header
 from odradek.protocol.records import Record, build_batch
 from odradek.storage.log import Log
 from odradek.storage.log_config import LogConfig
+from tests.validated import validated
 
 RECORDS_PER_BATCH = 1000
 BATCHES = 1000
@@ -26,7 +27,7 @@ def million(tmp_path_factory):
         batch = bytearray(template)
         struct.pack_into(">qq", batch, 27, T_BASE + k * RECORDS_PER_BATCH, T_BASE + k * RECORDS_PER_BATCH + RECORDS_PER_BATCH - 1)
         struct.pack_into(">I", batch, CRC_OFFSET, compute_crc(batch))
-        log.append_as_leader(batch, leader_epoch=k // 100)
+        log.append_as_leader(validated(batch), leader_epoch=k // 100)
     log.high_watermark = log.log_end_offset
     yield log
     log.close()

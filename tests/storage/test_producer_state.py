@@ -9,6 +9,7 @@ import pytest
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import crc32c
 from odradek.storage.producer_state import read_snapshot
+from tests.validated import validated
 
 PID = 1001
 
@@ -19,7 +20,7 @@ def log(open_log):
 
 
 def _send(log, make_batch, seq, count=1, epoch=0, pid=PID, **kwargs):
-    return log.append_as_leader(make_batch(count, producer_id=pid, producer_epoch=epoch, base_sequence=seq, **kwargs), leader_epoch=0)
+    return log.append_as_leader(validated(make_batch(count, producer_id=pid, producer_epoch=epoch, base_sequence=seq, **kwargs)), leader_epoch=0)
 
 
 def _error(call) -> ErrorCode:
@@ -90,7 +91,7 @@ def test_sequences_wrap_after_int32_max(log, make_batch):
     assert log.producer_state.last_entry(PID).last_seq == 2**31 - 1
     assert _send(log, make_batch, 0).first_offset == 2
     batch = make_batch(3, producer_id=PID, producer_epoch=0, base_sequence=2**31 - 1 - 1)
-    assert _error(lambda: log.append_as_leader(batch, leader_epoch=0)) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert _error(lambda: log.append_as_leader(validated(batch), leader_epoch=0)) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
 def test_producers_are_independent(log, make_batch):
@@ -101,8 +102,8 @@ def test_producers_are_independent(log, make_batch):
 
 
 def test_non_idempotent_batches_skip_the_checks(log, make_batch):
-    log.append_as_leader(make_batch(1), leader_epoch=0)
-    log.append_as_leader(make_batch(1), leader_epoch=0)
+    log.append_as_leader(validated(make_batch(1)), leader_epoch=0)
+    log.append_as_leader(validated(make_batch(1)), leader_epoch=0)
     assert log.log_end_offset == 2 and not log.producer_state.producers
 
 

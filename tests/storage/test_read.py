@@ -9,6 +9,7 @@ import pytest
 
 from odradek.protocol.record_batch import parse_header
 from odradek.storage.log import OffsetOutOfRangeError
+from tests.validated import validated
 
 
 @pytest.fixture
@@ -16,7 +17,7 @@ def log_of_batches(open_log, make_batch):
     """Batches of 10 records (offsets 0-9, 10-19, ...) in segments of about 2 KB."""
     log = open_log({"segment.bytes": "2000", "index.interval.bytes": "300"})
     for _ in range(60):
-        log.append_as_leader(make_batch(10, value_size=20), leader_epoch=1)
+        log.append_as_leader(validated(make_batch(10, value_size=20)), leader_epoch=1)
     log.high_watermark = log.log_end_offset
     return log
 

@@ -15,6 +15,7 @@ import pytest
 
 from odradek.protocol.record_batch import parse_header, verify_crc
 from odradek.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, OffsetCheckpointFile
+from tests.validated import validated
 
 SEGMENT = {"segment.bytes": "3000", "index.interval.bytes": "300"}
 
@@ -30,7 +31,7 @@ def written(open_log, make_batch):
     """A log of 4+ segments whose every batch is remembered as (base offset, bytes on disk)."""
     log = open_log(SEGMENT)
     for i in range(60):
-        log.append_as_leader(make_batch(1 + i % 5, value_size=60), leader_epoch=i // 20)
+        log.append_as_leader(validated(make_batch(1 + i % 5, value_size=60)), leader_epoch=i // 20)
     batches = []
     for segment in log.segments:
         data = segment.log.read(0, segment.size)
@@ -64,7 +65,7 @@ def test_a_tail_cut_mid_batch_is_truncated_to_the_last_whole_batch(written, open
     os.truncate(path, size - len(last_batch) // 2)
     recovered = open_log(SEGMENT, recovery_point=0)
     _assert_log_holds(recovered, batches[:-1])
-    info = recovered.append_as_leader(make_batch(2), leader_epoch=5)
+    info = recovered.append_as_leader(validated(make_batch(2)), leader_epoch=5)
     assert info.first_offset == parse_header(batches[-2][2]).last_offset + 1
 
 
@@ -137,7 +138,7 @@ def test_the_active_segment_left_preallocated_by_a_crash_is_recovered(written, o
     assert os.path.getsize(active) == 10 * 1024 * 1024  # still preallocated
     recovered = open_log(SEGMENT, recovery_point=0)
     _assert_log_holds(recovered, batches)
-    recovered.append_as_leader(make_batch(1), leader_epoch=9)
+    recovered.append_as_leader(validated(make_batch(1)), leader_epoch=9)
     assert recovered.read(recovered.log_end_offset - 1, 1).size > 0
 
 
@@ -157,11 +158,11 @@ def test_a_clean_shutdown_opens_without_scanning(written, open_log, open_segment
 def test_producer_state_and_epochs_survive_a_crash(open_log, make_batch):
     log = open_log(SEGMENT)
     for seq in range(0, 40, 4):
-        log.append_as_leader(make_batch(4, value_size=80, producer_id=7, producer_epoch=2, base_sequence=seq), leader_epoch=3)
+        log.append_as_leader(validated(make_batch(4, value_size=80, producer_id=7, producer_epoch=2, base_sequence=seq)), leader_epoch=3)
     _crash(log)
     recovered = open_log(SEGMENT, recovery_point=0)
     assert recovered.producer_state.last_entry(7).last_seq == 39
-    duplicate = recovered.append_as_leader(make_batch(4, producer_id=7, producer_epoch=2, base_sequence=36), leader_epoch=3)
+    duplicate = recovered.append_as_leader(validated(make_batch(4, producer_id=7, producer_epoch=2, base_sequence=36)), leader_epoch=3)
     assert duplicate.duplicate and duplicate.first_offset == 36
     assert recovered.end_offset_for_epoch(3) == (3, 40)
 
@@ -173,11 +174,12 @@ WRITER = textwrap.dedent(
     from odradek.protocol.records import build_batch
     from odradek.storage.log import Log
     from odradek.storage.log_config import LogConfig
+    from tests.validated import validated
     log = Log.open(Path(sys.argv[1]), LogConfig.from_props({"segment.bytes": "20000", "flush.messages": "50"}))
     print("ready", flush=True)
     i = 0
     while True:
-        log.append_as_leader(bytearray(build_batch([(b"k", b"v" * (i % 300))] * (1 + i % 7))), leader_epoch=i // 500)
+        log.append_as_leader(validated(build_batch([(b"k", b"v" * (i % 300))] * (1 + i % 7))), leader_epoch=i // 500)
         i += 1
     """
 )

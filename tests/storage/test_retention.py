@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 
 from odradek.storage.log import OffsetOutOfRangeError
+from tests.validated import validated
 
 
 def _fill(log, make_batch, timestamps):
     for ts in timestamps:
-        log.append_as_leader(make_batch(4, value_size=100, timestamp=ts), leader_epoch=0)
+        log.append_as_leader(validated(make_batch(4, value_size=100, timestamp=ts)), leader_epoch=0)
     log.high_watermark = log.log_end_offset
 
 
@@ -55,7 +56,7 @@ def test_when_every_segment_expired_the_log_rolls_and_keeps_its_offsets(open_log
     assert log.delete_old_segments(clock.now) == 1
     assert [s.base_offset for s in log.segments] == [end]
     assert (log.log_start_offset, log.log_end_offset) == (end, end)
-    info = log.append_as_leader(make_batch(1, timestamp=clock.now), leader_epoch=0)
+    info = log.append_as_leader(validated(make_batch(1, timestamp=clock.now)), leader_epoch=0)
     assert info.first_offset == end
 
 

@@ -14,6 +14,7 @@ import struct
 import pytest
 
 from odradek.storage.transaction_index import CorruptTransactionIndexError, read_transaction_index
+from tests.validated import validated
 
 
 def txn_index(*entries: tuple[int, int, int, int], version: int = 0) -> bytes:
@@ -26,7 +27,7 @@ def log_of_batches(open_log, make_batch):
     after the first gets an offset index entry: (19, position of batch 10-19), (29, ...), ..."""
     log = open_log({"segment.bytes": "100000", "index.interval.bytes": "300"})
     for _ in range(6):
-        log.append_as_leader(make_batch(10, value_size=30), leader_epoch=1)
+        log.append_as_leader(validated(make_batch(10, value_size=30)), leader_epoch=1)
     log.high_watermark = log.log_end_offset
     return log
 

@@ -22,6 +22,7 @@ import pytest
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import iter_batch_positions
 from odradek.storage.transaction_index import AbortedTxn, read_transaction_index
+from tests.validated import validated
 
 SEGMENT = {"segment.bytes": "2000", "index.interval.bytes": "300"}
 TXN_INDEX = "00000000000000000000.txnindex"
@@ -37,7 +38,7 @@ class Producer:
     def send(self, count: int = 1, **kwargs) -> int:
         batch = self.make_batch(count, producer_id=self.producer_id, producer_epoch=self.epoch, base_sequence=self.sequence, is_transactional=True, **kwargs)
         self.sequence += count
-        info = self.log.append_as_leader(batch, leader_epoch=0)
+        info = self.log.append_as_leader(validated(batch), leader_epoch=0)
         self.log.high_watermark = self.log.log_end_offset
         return info.first_offset
 
@@ -70,7 +71,7 @@ def producer(make_batch, write_marker):
 
 
 def test_an_open_transaction_holds_the_last_stable_offset_until_its_commit(log, make_batch, producer):
-    log.append_as_leader(make_batch(3), leader_epoch=0)
+    log.append_as_leader(validated(make_batch(3)), leader_epoch=0)
     log.high_watermark = log.log_end_offset
     assert log.last_stable_offset == 3
     a = producer(log, 10)
@@ -95,7 +96,7 @@ def test_a_marker_not_yet_below_the_high_watermark_still_holds_the_last_stable_o
 
 def test_the_last_stable_offset_is_never_below_the_log_start_offset(log, make_batch, producer):
     producer(log, 10).send(2)  # 0-1, open
-    log.append_as_leader(make_batch(3), leader_epoch=0)
+    log.append_as_leader(validated(make_batch(3)), leader_epoch=0)
     log.high_watermark = log.log_end_offset
     assert log.last_stable_offset == 0
     log.delete_records_before(1)
@@ -142,7 +143,7 @@ def test_a_marker_from_a_fenced_coordinator_or_producer_epoch_is_refused(log, pr
 def test_a_non_transactional_write_inside_a_transaction_is_refused(log, make_batch, producer):
     producer(log, 10).send(1)
     with pytest.raises(KafkaError) as raised:
-        log.append_as_leader(make_batch(1, producer_id=10, producer_epoch=0, base_sequence=1), leader_epoch=0)
+        log.append_as_leader(validated(make_batch(1, producer_id=10, producer_epoch=0, base_sequence=1)), leader_epoch=0)
     assert raised.value.code == ErrorCode.INVALID_TXN_STATE
 
 
@@ -209,7 +210,7 @@ def test_retention_deletes_a_segments_transaction_index_with_it(open_log, make_b
     first = log.dir / TXN_INDEX
     assert first.exists()
     log.roll()
-    log.append_as_leader(make_batch(1, timestamp=clock.now + 5000), leader_epoch=0)
+    log.append_as_leader(validated(make_batch(1, timestamp=clock.now + 5000)), leader_epoch=0)
     log.high_watermark = log.log_end_offset
     clock.advance(2000)
     assert log.delete_old_segments() == 1
@@ -224,6 +225,7 @@ TRANSACTIONAL_WRITER = textwrap.dedent(
     from odradek.storage.log import Log
     from odradek.storage.log_config import LogConfig
     from odradek.storage.producer_state import AppendOrigin
+    from tests.validated import validated
     log = Log.open(Path(sys.argv[1]), LogConfig.from_props({"segment.bytes": "20000", "flush.messages": "50"}))
     sequences = {}
     i = 0
@@ -232,12 +234,12 @@ TRANSACTIONAL_WRITER = textwrap.dedent(
         if i % 5 == 4 and producer_id != 100:  # producer 100 never ends its transaction
             marker = EndTransactionMarker(ControlRecordType.COMMIT if i % 2 == 0 else ControlRecordType.ABORT, 0)
             batch = build_end_txn_marker_batch(marker, producer_id=producer_id, producer_epoch=0)
-            log.append_as_leader(bytearray(batch), leader_epoch=0, origin=AppendOrigin.COORDINATOR)
+            log.append_as_leader(validated(batch, AppendOrigin.COORDINATOR), leader_epoch=0)
         else:
             sequence = sequences.get(producer_id, 0)
             count = 1 + i % 4
             batch = build_batch([(b"k", b"v" * (i % 200))] * count, producer_id=producer_id, producer_epoch=0, base_sequence=sequence, is_transactional=True)
-            log.append_as_leader(bytearray(batch), leader_epoch=0)
+            log.append_as_leader(validated(batch), leader_epoch=0)
             sequences[producer_id] = sequence + count
         log.high_watermark = log.log_end_offset
         if i == 50:

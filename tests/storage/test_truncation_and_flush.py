@@ -8,12 +8,13 @@ import pytest
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import set_base_offset, set_partition_leader_epoch
+from tests.validated import validated
 
 
 def test_truncate_to_removes_later_batches_segments_and_index_entries(open_log, make_batch, batches_in):
     log = open_log({"segment.bytes": "2000", "index.interval.bytes": "200"})
     for i in range(40):
-        log.append_as_leader(make_batch(5, value_size=40), leader_epoch=i // 10)
+        log.append_as_leader(validated(make_batch(5, value_size=40)), leader_epoch=i // 10)
     log.high_watermark = log.log_end_offset
     target = 102  # offsets 100-104 form one batch: it goes too, as in Kafka
     holder = next(s for s in reversed(log.segments) if s.base_offset <= target)
@@ -25,14 +26,14 @@ def test_truncate_to_removes_later_batches_segments_and_index_entries(open_log, 
     data = b"".join(s.log.read(0, s.size) for s in log.segments)
     assert batches_in(data)[-1][2] == 99
     assert log.epoch_cache.entries == [(0, 0), (1, 50), (2, 100)]  # epochs starting below the target stay
-    assert log.append_as_leader(make_batch(1), leader_epoch=7).first_offset == target
+    assert log.append_as_leader(validated(make_batch(1)), leader_epoch=7).first_offset == target
     assert batches_in(log.read(99, 10_000).read())[-1][1:] == (102, 102)
 
 
 def test_truncating_below_the_first_segment_starts_the_log_over(open_log, make_batch):
     log = open_log({"segment.bytes": "600"})
     for _ in range(10):
-        log.append_as_leader(make_batch(2, value_size=100), leader_epoch=1)
+        log.append_as_leader(validated(make_batch(2, value_size=100)), leader_epoch=1)
     log.high_watermark = log.log_end_offset
     log.delete_records_before(log.segments[2].base_offset)
     log.truncate_to(1)
@@ -61,15 +62,15 @@ def test_follower_appends_keep_the_leaders_offsets_and_epochs(open_log, make_bat
 def test_flush_messages_fsyncs_every_n_messages(open_log, make_batch):
     log = open_log({"flush.messages": "10"})
     for _ in range(4):
-        log.append_as_leader(make_batch(3), leader_epoch=0)
+        log.append_as_leader(validated(make_batch(3)), leader_epoch=0)
     assert log.recovery_point == 12 and log.unflushed_messages == 0
-    log.append_as_leader(make_batch(3), leader_epoch=0)
+    log.append_as_leader(validated(make_batch(3)), leader_epoch=0)
     assert log.recovery_point == 12 and log.unflushed_messages == 3
 
 
 def test_flush_ms_fsyncs_when_due(open_log, make_batch, clock):
     log = open_log({"flush.ms": "1000"})
-    log.append_as_leader(make_batch(3), leader_epoch=0)
+    log.append_as_leader(validated(make_batch(3)), leader_epoch=0)
     assert not log.flush_due(clock.now + 999) and log.recovery_point == 0
     assert log.flush_due(clock.now + 1000) and log.recovery_point == 3
 
@@ -77,7 +78,7 @@ def test_flush_ms_fsyncs_when_due(open_log, make_batch, clock):
 def test_without_a_flush_policy_only_rolled_segments_are_flushed(open_log, make_batch, clock):
     log = open_log({"segment.bytes": "500"})
     for _ in range(5):
-        log.append_as_leader(make_batch(1, value_size=300), leader_epoch=0)
+        log.append_as_leader(validated(make_batch(1, value_size=300)), leader_epoch=0)
     assert log.recovery_point == 0
     assert log.flush_due(clock.now + 10**9)
     assert log.recovery_point == log.active_segment.base_offset < log.log_end_offset

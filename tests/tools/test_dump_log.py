@@ -25,6 +25,7 @@ import snappy
 import zstandard
 
 from odradek.cli import main as odradek_main
+from tests.validated import validated
 
 SEGMENT = "00000000000000000000"
 
@@ -938,7 +939,7 @@ def test_segments_written_by_odradek_storage_are_consistent(tmp_path, capsys):
     log = Log.open(tmp_path / "topic-0", LogConfig(index_interval_bytes=128))
     for n in range(12):
         records = [Record(timestamp=10_000 + 3 * n + i, key=b"key %d" % i, value=b"value %d" % i * 5) for i in range(n % 4 + 1)]
-        log.append_as_leader(bytearray(build_batch(records, compression=n % 3)), leader_epoch=0)
+        log.append_as_leader(validated(build_batch(records, compression=n % 3)), leader_epoch=0)
     log.flush()
     segment = tmp_path / "topic-0" / SEGMENT
     files = ",".join(f"{segment}.{suffix}" for suffix in ("log", "index", "timeindex"))
