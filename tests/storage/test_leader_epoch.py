@@ -2,9 +2,28 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from typing import IO
+
 from odradek.storage.checkpoints import LEADER_EPOCH_CHECKPOINT
 from odradek.storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochFileCache
 from tests.validated import validated
+
+
+class Pinned:
+    """A checkpoint file as it is now, held open so that the filesystem cannot give its inode to another file:
+    a rewrite (a new file renamed over it) then always shows as another inode, and no rewrite as the same."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.file: IO[bytes] = open(path, "rb")  # held open on purpose; ``rewritten`` closes it
+
+    def rewritten(self) -> bool:
+        try:
+            return os.stat(self.path).st_ino != os.fstat(self.file.fileno()).st_ino
+        finally:
+            self.file.close()
 
 
 def _cache(tmp_path, entries):
@@ -65,18 +84,18 @@ def test_a_write_that_changes_nothing_is_skipped(tmp_path):
     """Kafka writes the checkpoint only when its entries change: a restart's LeaderAndIsr assigning the epoch
     the file already holds writes nothing (with thousands of partitions, thousands of fsyncs saved)."""
     _cache(tmp_path, [(0, 0), (3, 10)])
-    written = (tmp_path / LEADER_EPOCH_CHECKPOINT).stat().st_ino
+    written = Pinned(tmp_path / LEADER_EPOCH_CHECKPOINT)
     cache = LeaderEpochFileCache(tmp_path)
     cache.assign(3, 10)
     cache.assign(3, 12)
     cache.clear_and_flush()
     cache.assign(0, 0)
     cache.assign(3, 10)
-    assert (tmp_path / LEADER_EPOCH_CHECKPOINT).stat().st_ino != written  # the clear was written
-    written = (tmp_path / LEADER_EPOCH_CHECKPOINT).stat().st_ino
+    assert written.rewritten()  # the clear was written
+    written = Pinned(tmp_path / LEADER_EPOCH_CHECKPOINT)
     assert LeaderEpochFileCache(tmp_path).entries == [(0, 0), (3, 10)]
     cache.assign(3, 10)
-    assert (tmp_path / LEADER_EPOCH_CHECKPOINT).stat().st_ino == written
+    assert not written.rewritten()
     cache.assign(4, 20)  # a new epoch is written (and synced) before assign returns
     assert (tmp_path / LEADER_EPOCH_CHECKPOINT).read_text() == "0\n3\n0 0\n3 10\n4 20\n"
 
@@ -85,13 +104,12 @@ def test_a_loading_truncation_is_written_at_the_next_write_or_flush(tmp_path):
     """The log loader's truncations (``write=False``) stay in memory: an assignment that restores the file's
     entries writes nothing, one that does not writes them all, and ``flush`` writes a truncation left alone."""
     _cache(tmp_path, [(0, 0), (2, 5)])
-    written = (tmp_path / LEADER_EPOCH_CHECKPOINT).stat().st_ino
+    written = Pinned(tmp_path / LEADER_EPOCH_CHECKPOINT)
     cache = LeaderEpochFileCache(tmp_path)
     cache.truncate_from_end(5, write=False)  # epoch 2 has no records: a loaded log ends where it starts
     assert cache.entries == [(0, 0)]
-    assert (tmp_path / LEADER_EPOCH_CHECKPOINT).stat().st_ino == written
     cache.assign(2, 5)  # the restarted leader's epoch: what the file holds
-    assert (tmp_path / LEADER_EPOCH_CHECKPOINT).stat().st_ino == written
+    assert not written.rewritten()
     cache.truncate_from_end(5, write=False)
     cache.assign(3, 5)
     assert (tmp_path / LEADER_EPOCH_CHECKPOINT).read_text() == "0\n2\n0 0\n3 5\n"
@@ -110,14 +128,14 @@ def test_a_restart_rewrites_no_checkpoint(open_log, make_batch):
     held.append_as_leader(validated(make_batch(3)), leader_epoch=0)
     held.assign_epoch_start_offset(1, 3)
     paths = [log.dir / LEADER_EPOCH_CHECKPOINT for log in (empty, held)]
-    inodes = [p.stat().st_ino for p in paths]
+    written = [Pinned(p) for p in paths]
     for log in (empty, held):
         log.close()
     empty, held = open_log(name="empty-0"), open_log(name="held-0")
     assert empty.epoch_cache.entries == [] and held.epoch_cache.entries == [(0, 0)]
     empty.assign_epoch_start_offset(0, 0)
     held.assign_epoch_start_offset(1, 3)
-    assert [p.stat().st_ino for p in paths] == inodes
+    assert [pinned.rewritten() for pinned in written] == [False, False]
     assert held.epoch_cache.entries == [(0, 0), (1, 3)]
     empty.close()
     held.close()
