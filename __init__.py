@@ -13,7 +13,7 @@ __all__ = ["Broker", "__version__"]
 
 def __getattr__(name: str) -> Any:
     if name == "Broker":
-        from odradek.broker.embedded import Broker
+        from odradek.broker.embedded_broker import Broker
 
         return Broker
     raise AttributeError(name)

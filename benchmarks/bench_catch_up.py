@@ -28,8 +28,8 @@ sys.path.insert(0, str(REPO / "tests" / "jvm"))
 
 import kafka_jvm  # noqa: E402
 
-from odradek.broker.kafka_client import KafkaClient, Node  # noqa: E402
-from odradek.broker.replica_fetcher import FetcherConfig, InitialFetchState, ReplicaFetcherManager, initial_fetch_offset  # noqa: E402
+from odradek.broker.network.kafka_client import KafkaClient, Node  # noqa: E402
+from odradek.broker.replication.replica_fetcher import FetcherConfig, InitialFetchState, ReplicaFetcherManager, initial_fetch_offset  # noqa: E402
 from odradek.controller import zk_data as zd  # noqa: E402
 from odradek.controller.zk_client import ZkClient  # noqa: E402
 from odradek.storage.log import Log  # noqa: E402

@@ -1,5 +1,5 @@
 """The controller's connections to the brokers (Kafka's ``ControllerChannelManager``), on odradek's own
-inter-broker client (:mod:`odradek.broker.kafka_client`).
+inter-broker client (:mod:`odradek.broker.network.kafka_client`).
 
 The ZooKeeper controller decides on its own thread and hands each request here without waiting. Requests
 run on a separate thread with its own event loop (never the broker's), one queue and one sender task per
@@ -19,7 +19,7 @@ import anyio
 import anyio.from_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from odradek.broker.kafka_client import BrokerConnection, DisconnectedError, ResponseError, retry_backoff_s
+from odradek.broker.network.kafka_client import BrokerConnection, DisconnectedError, ResponseError, retry_backoff_s
 from odradek.broker.security.client import PLAINTEXT, ClientSecurity
 from odradek.controller import zk_data as zd
 from odradek.controller.zk_controller_state import ControlRequest

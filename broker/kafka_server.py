@@ -23,21 +23,21 @@ from odradek.broker.quotas import ClientQuotaConfigs, ClientQuotas
 from odradek.broker.config import BrokerConfig
 from odradek.broker.coordinator.partitions import ReplicaManagerPartitions
 from odradek.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
-from odradek.broker.fetch_session import FetchSessionCache
-from odradek.broker.group_coordinator import GROUP_METADATA_TOPIC, group_coordinator_runtime
-from odradek.broker.new_logs import make_logs, unmake_logs
-from odradek.broker.inter_broker_send import InterBrokerSender
-from odradek.broker.kafka_client import Node
-from odradek.broker.log_dir_failure import LogDirFailureChannel
-from odradek.broker.replica_fetcher import FetcherConfig
-from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.replication.fetch_session import FetchSessionCache
+from odradek.broker.coordinator.group.group_coordinator import GROUP_METADATA_TOPIC, group_coordinator_runtime
+from odradek.broker.replication.new_logs import make_logs, unmake_logs
+from odradek.broker.network.inter_broker_send import InterBrokerSender
+from odradek.broker.network.kafka_client import Node
+from odradek.broker.replication.log_dir_failure import LogDirFailureChannel
+from odradek.broker.replication.replica_fetcher import FetcherConfig
+from odradek.broker.replication.replica_manager import ReplicaManager
 from odradek.broker.security.client import inter_broker_security
 from odradek.broker.security.scram import SCRAM_CREDENTIALS_FILE, CredentialStore, FileCredentialStore
-from odradek.broker.transaction_coordinator import TRANSACTION_STATE_TOPIC, transaction_coordinator_runtime
-from odradek.broker.transaction_markers import MarkerChannel, MarkerWriter, WriteTxnMarkers
-from odradek.broker.transaction_verification import AddPartitionsToTxnVerify, TransactionVerifier
-from odradek.controller.embedded import EmbeddedController
-from odradek.controller.metadata import BrokerInfo, MetadataImage, TopicInfo
+from odradek.broker.coordinator.transaction.transaction_coordinator import TRANSACTION_STATE_TOPIC, transaction_coordinator_runtime
+from odradek.broker.coordinator.transaction.transaction_markers import MarkerChannel, MarkerWriter, WriteTxnMarkers
+from odradek.broker.coordinator.transaction.transaction_verification import AddPartitionsToTxnVerify, TransactionVerifier
+from odradek.controller.embedded_controller import EmbeddedController
+from odradek.controller.metadata_image import BrokerInfo, MetadataImage, TopicInfo
 from odradek.controller.metadata_support import MetadataSupport
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.config_types import ConfigError

@@ -12,7 +12,7 @@ from typing import Callable, Iterable, Mapping
 
 import anyio
 
-from odradek.controller.metadata import MetadataImage
+from odradek.controller.metadata_image import MetadataImage
 
 
 class MetadataWaits:

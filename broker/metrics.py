@@ -27,7 +27,7 @@ import anyio
 from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from odradek.broker.group import GroupState
+from odradek.broker.coordinator.group.group import GroupState
 from odradek.protocol.api import ApiKey, Request
 from odradek.protocol.errors import ErrorCode
 

@@ -25,7 +25,7 @@ import anyio
 from odradek.broker.config import BrokerConfig, Listener
 from odradek.broker.kafka_server import KafkaServer, credential_store
 from odradek.broker.security.listeners import listener_securities
-from odradek.broker.socket_server import BoundListener, open_listeners, serve
+from odradek.broker.network.socket_server import BoundListener, open_listeners, serve
 from odradek.storage.config_types import ConfigError
 from odradek.storage.log_manager import InconsistentBrokerIdError, InconsistentClusterIdError
 

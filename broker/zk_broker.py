@@ -32,23 +32,23 @@ from kazoo.exceptions import NodeExistsError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch
 
-from odradek.broker.alter_partition import AlterPartitionManager
+from odradek.broker.replication.alter_partition_manager import AlterPartitionManager
 from odradek.broker.config import BrokerConfig
 from odradek.broker.controller_channel import ControllerChannelManager
 from odradek.broker.dynamic_config import DEFAULT_ENTITY
-from odradek.broker.kafka_client import BrokerConnection, DisconnectedError, Node, ResponseError
+from odradek.broker.network.kafka_client import BrokerConnection, DisconnectedError, Node, ResponseError
 from odradek.broker.metadata_waits import MetadataWaits
 from odradek.broker.quotas import IP_KEYS, USER_CLIENT_KEYS, quota_configs
-from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.replication.replica_manager import ReplicaManager
 from odradek.broker.security.client import PLAINTEXT, ClientSecurity
 from odradek.broker.security.credentials import ZkCredentialStore
 from odradek.broker.zk_metadata_cache import LEADER_DURING_DELETE, ZkMetadataCache
 from odradek.controller import zk_admin
 from odradek.controller import zk_data as zd
 from odradek.controller import leader_election
-from odradek.controller.embedded import new_cluster_id
+from odradek.controller.embedded_controller import new_cluster_id
 from odradek.controller.leader_election import ElectionError, ElectionType
-from odradek.controller.metadata import BrokerInfo, MetadataImage, MetadataListener, PartitionState, TopicInfo
+from odradek.controller.metadata_image import BrokerInfo, MetadataImage, MetadataListener, PartitionState, TopicInfo
 from odradek.controller.metadata_support import ControllerForBrokers, MetadataSupport, PartitionErrors
 from odradek.controller.reassignment import ApiError
 from odradek.controller.replica_assignment import assign_replicas_to_brokers

@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from odradek.controller.metadata import BrokerInfo, MetadataImage, PartitionState, TopicInfo
+from odradek.controller.metadata_image import BrokerInfo, MetadataImage, PartitionState, TopicInfo
 
 LEADER_DURING_DELETE = -2
 """The leader UpdateMetadata names for a partition whose topic is being deleted: it leaves the cache."""

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from odradek.controller.metadata import PartitionState, TopicInfo
+from odradek.controller.metadata_image import PartitionState, TopicInfo
 from odradek.storage.checkpoints import (
     LEADER_EPOCH_CHECKPOINT,
     META_PROPERTIES,

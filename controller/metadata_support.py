@@ -4,7 +4,7 @@ Kafka 3.9 hands its request handlers a ``MetadataSupport``, a ``ZkSupport`` or a
 handler that only one mode serves downcasts it (``requireZkOrThrow``). Here the handlers never ask which mode
 they run in: every difference is a method of :class:`MetadataSupport`, answering the same types in every mode.
 
-- :class:`odradek.controller.embedded.EmbeddedController`: a single node that is its own controller. Its
+- :class:`odradek.controller.embedded_controller.EmbeddedController`: a single node that is its own controller. Its
   changes are in the image when the call returns; it answers the controller's requests from other brokers
   as a broker no controller leads would (STALE_CONTROLLER_EPOCH, NOT_CONTROLLER).
 - :class:`odradek.broker.zk_broker.ZkBroker` (``zookeeper.connect``): a broker of a ZooKeeper cluster. It
@@ -25,7 +25,7 @@ from concurrent.futures import Future
 from typing import Any, Awaitable, Callable, Iterable, Mapping, Protocol, TypeVar
 
 from odradek.controller.leader_election import ElectionError, ElectionType
-from odradek.controller.metadata import MetadataImage, TopicInfo
+from odradek.controller.metadata_image import MetadataImage, TopicInfo
 from odradek.controller.reassignment import ApiError
 from odradek.controller.zk_controller_state import TopicPartition
 from odradek.controller.zk_data import ReplicaAssignment

@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 from kazoo.exceptions import NodeExistsError
 
 from odradek.controller import zk_data as zd
-from odradek.controller.metadata import topic_name_error, unify_collision_chars
+from odradek.controller.metadata_image import topic_name_error, unify_collision_chars
 from odradek.controller.replica_assignment import BrokerMetadata, assign_replicas_to_brokers
 from odradek.controller.zk_client import ZkClient
 from odradek.protocol.errors import ErrorCode, KafkaError

@@ -23,7 +23,7 @@ from typing import Any, Callable, Protocol
 
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from odradek.controller import alter_partition, leader_election
+from odradek.controller import alter_partition_judge, leader_election
 from odradek.controller import zk_data as zd
 from odradek.controller.leader_election import ElectionResult, ElectionType
 from odradek.controller.reassignment_manager import ReassignmentManager, Targets
@@ -602,7 +602,7 @@ class ZkController:
             answer.set_result({"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "topics": []})
             return
         try:
-            result = alter_partition.process(self.context, body, version, self._write, self._update_metadata)
+            result = alter_partition_judge.process(self.context, body, version, self._write, self._update_metadata)
             answer.set_result(result)
         except BaseException:
             answer.set_result({"throttle_time_ms": 0, "error_code": ErrorCode.UNKNOWN_SERVER_ERROR, "topics": []})

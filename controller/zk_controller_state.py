@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from odradek.controller import zk_data as zd
-from odradek.controller.metadata import PartitionState
+from odradek.controller.metadata_image import PartitionState
 from odradek.protocol.api import ApiKey
 
 TopicPartition = tuple[str, int]

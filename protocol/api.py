@@ -107,7 +107,7 @@ class Request:
     client_address: str | None = None
     """The peer's IP address, set by the network layer (Kafka reports it, e.g. as a group member's host)."""
     context: Any = None
-    """Who sent it and how (``odradek.broker.request_context.RequestContext``), set by the connection before
+    """Who sent it and how (``odradek.broker.network.request_context.RequestContext``), set by the connection before
     the handler runs; ``None`` for requests decoded outside a broker (tools, tests)."""
 
     @property

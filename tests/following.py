@@ -6,8 +6,8 @@ from __future__ import annotations
 import uuid
 from typing import Callable
 
-from odradek.broker.partition import Partition
-from odradek.controller.metadata import PartitionState
+from odradek.broker.replication.partition import Partition
+from odradek.controller.metadata_image import PartitionState
 from odradek.storage.log import Log
 
 

@@ -103,7 +103,7 @@ def test_the_handler_checker_sees_a_log(tmp_path: Path) -> None:
     assert sorted(storage_reaches(module)) == ["1: from odradek.storage.log import ...", "3: .log", "3: .log", "3: .producer_state"]
 
 
-LOG_KEEPERS = frozenset({"broker/partition.py", "broker/replica_manager.py"})
+LOG_KEEPERS = frozenset({"broker/replication/partition.py", "broker/replication/replica_manager.py"})
 """The broker modules that may hold a partition's log: the partition, and the replica manager that opens
 them. The fetchers, coordinators and metrics ask a ``Partition`` (Kafka's fetcher appends and truncates
 through ``Partition``, and a coordinator loads through ``ReplicaManager.getLog``)."""
@@ -117,7 +117,7 @@ def log_reaches(path: Path) -> list[str]:
 
 def test_only_partition_and_replica_manager_reach_a_log() -> None:
     sources = sorted((ROOT / "broker").rglob("*.py"))
-    assert {p.relative_to(ROOT).as_posix() for p in sources} >= LOG_KEEPERS | {"broker/replica_fetcher.py"}
+    assert {p.relative_to(ROOT).as_posix() for p in sources} >= LOG_KEEPERS | {"broker/replication/replica_fetcher.py"}
     violations = [
         f"{relative}:{reach}"
         for path in sources
@@ -220,9 +220,9 @@ def test_the_mode_checkers_see_a_mode(tmp_path: Path) -> None:
     handler = tmp_path / "h.py"
     handler.write_text(
         "from odradek.broker.zk_broker import ZkBroker\n"
-        "import odradek.controller.embedded\n"
+        "import odradek.controller.embedded_controller\n"
         "def handle(controller: 'EmbeddedController | None', request):\n"
-        "    return odradek.controller.embedded.EmbeddedController\n"
+        "    return odradek.controller.embedded_controller.EmbeddedController\n"
     )
     assert mode_classes_named(handler) == ["1: ZkBroker", "3: EmbeddedController", "4: EmbeddedController"]
     module = tmp_path / "m.py"

@@ -1,6 +1,6 @@
 """What the admin commands (``odradek topics | configs | offsets | groups``) share: the bootstrap and
 ``--command-config`` options (Kafka's client properties, to reach a secured broker), running a command on
-odradek's own client (broker/kafka_client.py), Kafka's topic filters, and the look-ups they all do.
+odradek's own client (broker/network/kafka_client.py), Kafka's topic filters, and the look-ups they all do.
 
 Each command prints what the matching Kafka tool prints (kafka-topics.sh, kafka-configs.sh,
 kafka-get-offsets.sh), so that scripts written for Kafka's tools read odradek's the same way.
@@ -20,9 +20,9 @@ from typing import Awaitable, Callable
 import anyio
 
 from odradek.broker.config import read_properties
-from odradek.broker.kafka_client import DisconnectedError, KafkaClient, ResponseError, UnsupportedVersionError
+from odradek.broker.network.kafka_client import DisconnectedError, KafkaClient, ResponseError, UnsupportedVersionError
 from odradek.broker.security.client import client_security
-from odradek.controller.metadata import INTERNAL_TOPICS
+from odradek.controller.metadata_image import INTERNAL_TOPICS
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.schema import Container

@@ -15,7 +15,7 @@ import argparse
 import re
 import sys
 
-from odradek.broker.kafka_client import KafkaClient
+from odradek.broker.network.kafka_client import KafkaClient
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.tools.admin_common import (

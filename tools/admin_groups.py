@@ -15,7 +15,7 @@ import datetime
 import struct
 import sys
 
-from odradek.broker.kafka_client import KafkaClient
+from odradek.broker.network.kafka_client import KafkaClient
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.java_hash import topic_partition_hash

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from odradek.broker.kafka_client import KafkaClient
+from odradek.broker.network.kafka_client import KafkaClient
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.tools.admin_common import CommandError, add_bootstrap_server, include_list, is_internal, print_error, run_command, topic_metadata

@@ -12,14 +12,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Awaitable, Callable, Iterable, Iterator
 
 from odradek.broker.coordinator.runtime import AppendResult, LoadedBatch
-from odradek.broker.deferred import Deferred
-from odradek.broker.replica_manager import PartitionAppend
+from odradek.broker.coordinator.deferred import Deferred
+from odradek.broker.replication.replica_manager import PartitionAppend
 from odradek.protocol.record_batch import iter_batch_positions, read_batch_header
 from odradek.protocol.records import ControlRecordType, iter_records_unchecked, parse_control_record_type
 from odradek.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
-    from odradek.broker.replica_manager import ReplicaManager
+    from odradek.broker.replication.replica_manager import ReplicaManager
     from odradek.storage.log import Log
 
 Spawn = Callable[[Callable[[], Awaitable[None]]], None]

@@ -15,7 +15,7 @@ everything that is the same for every coordinator:
 - runs a write operation: the shard decides, returning a :class:`CoordinatorResult` (records and how to
   answer); the runtime appends the records to the shard's partition as one batch and answers once the
   append is committed (acks=all: the high watermark passed it) or failed, so that the shard can revert;
-- runs each shard's timers (:class:`~odradek.broker.timers.Timers`, dropped with the shard).
+- runs each shard's timers (:class:`~odradek.broker.coordinator.timers.Timers`, dropped with the shard).
 
 It does no I/O of its own and imports no server: it receives a :class:`PartitionWriter` (append a batch,
 complete when committed), a loader (the partition's batches), the metadata and a topic creator. The event
@@ -49,8 +49,8 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generic, Iterable, I
 
 import anyio
 
-from odradek.broker.deferred import Deferred
-from odradek.broker.timers import Timer, Timers
+from odradek.broker.coordinator.deferred import Deferred
+from odradek.broker.coordinator.timers import Timer, Timers
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.java_hash import java_string_hash, kafka_abs
 from odradek.protocol.records import Record as LogRecord
@@ -59,7 +59,7 @@ from odradek.protocol.records import build_batch
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
-    from odradek.controller.metadata import BrokerInfo, TopicInfo
+    from odradek.controller.metadata_image import BrokerInfo, TopicInfo
 
 log = logging.getLogger("odradek.coordinator")
 

@@ -10,9 +10,9 @@ from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.config import BrokerConfig
 from odradek.broker.coordinator.runtime import CoordinatorRuntime, partition_for
-from odradek.broker.group_coordinator import GROUP_METADATA_TOPIC
-from odradek.broker.transaction_coordinator import TransactionCoordinator
-from odradek.controller.metadata import MetadataImage
+from odradek.broker.coordinator.group.group_coordinator import GROUP_METADATA_TOPIC
+from odradek.broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
+from odradek.controller.metadata_image import MetadataImage
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 

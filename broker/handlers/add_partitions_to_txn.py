@@ -14,10 +14,10 @@ from typing import Any
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
-from odradek.broker.deferred import Deferred
-from odradek.broker.transaction_coordinator import TransactionCoordinator
-from odradek.broker.transaction_metadata import TopicPartition
-from odradek.controller.metadata import INTERNAL_TOPICS, MetadataImage
+from odradek.broker.coordinator.deferred import Deferred
+from odradek.broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
+from odradek.broker.coordinator.transaction.transaction_metadata import TopicPartition
+from odradek.controller.metadata_image import INTERNAL_TOPICS, MetadataImage
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 

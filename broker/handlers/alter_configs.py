@@ -26,7 +26,7 @@ from odradek.broker.authorizer.acl import AclOperation
 from odradek.broker.config import BROKER_KEYS
 from odradek.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from odradek.broker.handlers.describe_configs import ResourceType, config_refusal, resource_type_name
-from odradek.controller.metadata import MetadataImage
+from odradek.controller.metadata_image import MetadataImage
 from odradek.controller.metadata_support import ConfigWrites, MetadataSupport
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError

@@ -2,7 +2,7 @@
 
 Kafka's checks (``KafkaApis.handleCreatePartitionsRequest``, ``ZkAdminManager.createPartitions``): a topic
 named twice is INVALID_REQUEST; then the controller's count and assignment checks. The new partitions' logs
-are made off the event loop before they are published (:mod:`odradek.broker.new_logs`).
+are made off the event loop before they are published (:mod:`odradek.broker.replication.new_logs`).
 As with DeleteTopics, ``timeout_ms <= 0`` answers REQUEST_TIMED_OUT for partitions created without waiting.
 In ZooKeeper mode the request is checked and written on a worker thread, and the answer waits, up to the
 request's timeout, until this broker's metadata gives every new partition a leader (Kafka's
@@ -18,9 +18,9 @@ from collections import Counter
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.handlers import mutation_quota
-from odradek.broker.new_logs import make_logs
+from odradek.broker.replication.new_logs import make_logs
 from odradek.broker.quotas import ClientQuotas
-from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.replication.replica_manager import ReplicaManager
 from odradek.controller.metadata_support import MetadataSupport
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError

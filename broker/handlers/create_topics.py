@@ -1,6 +1,6 @@
 """CreateTopics: names, partitions, replication factors or explicit assignments, configs, validate-only.
 
-A topic's logs are made off the event loop before the controller publishes it (:mod:`odradek.broker.new_logs`),
+A topic's logs are made off the event loop before the controller publishes it (:mod:`odradek.broker.replication.new_logs`),
 by a task of the broker's own: a topic whose logs take longer than the request's timeout (thousands of
 partitions) is answered REQUEST_TIMED_OUT then, as Kafka answers a topic its metadata has not led by then,
 and is published when they are made (until then its name is taken: TOPIC_ALREADY_EXISTS to a retry).
@@ -31,11 +31,11 @@ from odradek.broker.config import BrokerConfig
 from odradek.broker.dynamic_config import DynamicBrokerConfig
 from odradek.broker.handlers import mutation_quota
 from odradek.broker.handlers.describe_configs import topic_config_entries
-from odradek.broker.new_logs import make_logs
+from odradek.broker.replication.new_logs import make_logs
 from odradek.broker.quotas import ClientQuotas
-from odradek.broker.replica_manager import ReplicaManager
-from odradek.controller.embedded import check_batch_size
-from odradek.controller.metadata import MetadataImage, TopicInfo
+from odradek.broker.replication.replica_manager import ReplicaManager
+from odradek.controller.embedded_controller import check_batch_size
+from odradek.controller.metadata_image import MetadataImage, TopicInfo
 from odradek.controller.metadata_support import MetadataSupport
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError

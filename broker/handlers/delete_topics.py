@@ -23,7 +23,7 @@ from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.config import BrokerConfig
 from odradek.broker.handlers import mutation_quota
 from odradek.broker.quotas import ClientQuotas, ControllerMutationQuota
-from odradek.controller.metadata import MetadataImage
+from odradek.controller.metadata_image import MetadataImage
 from odradek.controller.metadata_support import MetadataSupport
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError

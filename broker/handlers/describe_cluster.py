@@ -10,8 +10,8 @@ from __future__ import annotations
 import enum
 
 from odradek.broker.authorization import Authorization
-from odradek.broker.request_context import listener_name
-from odradek.controller.metadata import MetadataImage
+from odradek.broker.network.request_context import listener_name
+from odradek.controller.metadata_image import MetadataImage
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 

@@ -26,7 +26,7 @@ from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation
 from odradek.broker.authorizer.acl import ResourceType as AclResourceType
 from odradek.broker.config import BROKER_CONFIG, BROKER_KEYS
 from odradek.broker.dynamic_config import DYNAMIC_KEYS, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER, DynamicBrokerConfig, described_synonyms, listener_key
-from odradek.controller.metadata import MetadataImage, topic_name_error
+from odradek.controller.metadata_image import MetadataImage, topic_name_error
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.config_types import ConfigKey, ConfigType

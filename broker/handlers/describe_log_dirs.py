@@ -13,7 +13,7 @@ from typing import Any
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
-from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.replication.replica_manager import ReplicaManager
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
-from odradek.broker.replica_manager import ReplicaManager
-from odradek.controller.metadata import MetadataImage, topic_name_error
+from odradek.broker.replication.replica_manager import ReplicaManager
+from odradek.controller.metadata_image import MetadataImage, topic_name_error
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 

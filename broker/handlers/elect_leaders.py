@@ -19,7 +19,7 @@ from typing import Awaitable
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.controller.leader_election import ElectionError, ElectionType
-from odradek.controller.metadata import MetadataImage
+from odradek.controller.metadata_image import MetadataImage
 from odradek.controller.metadata_support import MetadataSupport
 from odradek.controller.zk_controller_state import TopicPartition
 from odradek.protocol.api import Request

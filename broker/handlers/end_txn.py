@@ -9,7 +9,7 @@ from typing import Any
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
-from odradek.broker.transaction_coordinator import TransactionCoordinator
+from odradek.broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 

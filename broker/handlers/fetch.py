@@ -26,9 +26,9 @@ from typing import Any
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.broker.config import BrokerConfig
-from odradek.broker.fetch_session import FetchContext, FetchPartition, FetchSessionCache, PartitionKey, PartitionOutcome
+from odradek.broker.replication.fetch_session import FetchContext, FetchPartition, FetchSessionCache, PartitionKey, PartitionOutcome
 from odradek.broker.quotas import ClientQuotas
-from odradek.broker.replica_manager import FetchParams, PartitionRead, ReplicaManager
+from odradek.broker.replication.replica_manager import FetchParams, PartitionRead, ReplicaManager
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 

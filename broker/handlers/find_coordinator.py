@@ -12,7 +12,7 @@ from typing import Any
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
-from odradek.broker.request_context import listener_name
+from odradek.broker.network.request_context import listener_name
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 

@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Mapping
 from odradek.broker.authorization import Authorization
 from odradek.broker.dynamic_config import DynamicBrokerConfig
 from odradek.broker.handlers.alter_configs import alter
-from odradek.controller.metadata import MetadataImage
+from odradek.controller.metadata_image import MetadataImage
 from odradek.controller.metadata_support import MetadataSupport
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError

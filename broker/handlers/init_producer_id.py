@@ -15,8 +15,8 @@ from typing import Any, Callable
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
-from odradek.broker.transaction_coordinator import InitProducerIdResult, TransactionCoordinator
-from odradek.broker.transaction_metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from odradek.broker.coordinator.transaction.transaction_coordinator import InitProducerIdResult, TransactionCoordinator
+from odradek.broker.coordinator.transaction.transaction_metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 

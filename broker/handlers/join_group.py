@@ -12,9 +12,9 @@ from typing import Any
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
-from odradek.broker.group import JoinResult
-from odradek.broker.group_coordinator import JoinRequest
-from odradek.broker.group_requests import client_host
+from odradek.broker.coordinator.group.group import JoinResult
+from odradek.broker.coordinator.group.group_coordinator import JoinRequest
+from odradek.broker.coordinator.group.group_requests import client_host
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 

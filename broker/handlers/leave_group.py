@@ -9,7 +9,7 @@ from __future__ import annotations
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
-from odradek.broker.group_coordinator import LeavingMember
+from odradek.broker.coordinator.group.group_coordinator import LeavingMember
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 

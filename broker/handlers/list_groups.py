@@ -6,7 +6,7 @@ from __future__ import annotations
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
-from odradek.broker.group_coordinator import CLASSIC_GROUP_TYPE
+from odradek.broker.coordinator.group.group_coordinator import CLASSIC_GROUP_TYPE
 from odradek.protocol.api import Request
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
-from odradek.broker.transaction_coordinator import TransactionCoordinator
+from odradek.broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
 from odradek.protocol.api import Request
 
 

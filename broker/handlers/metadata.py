@@ -18,8 +18,8 @@ import uuid
 from odradek.broker.authorization import AUTHORIZED_OPERATIONS_OMITTED, Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.broker.config import BrokerConfig
-from odradek.broker.request_context import listener_name
-from odradek.controller.metadata import MetadataImage, TopicInfo, topic_name_error
+from odradek.broker.network.request_context import listener_name
+from odradek.controller.metadata_image import MetadataImage, TopicInfo, topic_name_error
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
@@ -148,7 +148,7 @@ def handle(metadata: MetadataImage, config: BrokerConfig, create_topic: TopicCre
 
 
 async def _with_auto_created(metadata: MetadataImage, create_topic: TopicCreator, response: dict, to_create: list[tuple[int, str]]) -> dict:
-    """Auto-created topics' logs are made off the event loop (broker/new_logs.py); the answer waits for them."""
+    """Auto-created topics' logs are made off the event loop (broker/replication/new_logs.py); the answer waits for them."""
     for index, name in to_create:
         response["topics"][index] = await _auto_create(metadata, create_topic, name)
     return response

@@ -14,9 +14,9 @@ from typing import Any
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
-from odradek.broker.group_metadata_records import OffsetAndMetadata
-from odradek.broker.group_requests import partition_exists
-from odradek.controller.metadata import MetadataImage
+from odradek.broker.coordinator.group.group_metadata_records import OffsetAndMetadata
+from odradek.broker.coordinator.group.group_requests import partition_exists
+from odradek.controller.metadata_image import MetadataImage
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.java_hash import int64

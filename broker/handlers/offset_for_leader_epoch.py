@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
-from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.replication.replica_manager import ReplicaManager
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 

@@ -24,7 +24,7 @@ from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.handlers import CLOSE_CONNECTION, internal_topics_allowed
 from odradek.broker.quotas import ClientQuotas
-from odradek.broker.replica_manager import AppendOutcome, AppendResult, PartitionAppend, ReplicaManager
+from odradek.broker.replication.replica_manager import AppendOutcome, AppendResult, PartitionAppend, ReplicaManager
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.record_batch import ATTRIBUTES_OFFSET, HEADER_SIZE, MAGIC_OFFSET, TRANSACTIONAL_FLAG

@@ -11,7 +11,7 @@ from typing import Any
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
-from odradek.broker.group import SyncResult
+from odradek.broker.coordinator.group.group import SyncResult
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 

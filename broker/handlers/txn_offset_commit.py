@@ -19,12 +19,12 @@ from typing import Any
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
-from odradek.broker.group_coordinator import GROUP_METADATA_TOPIC
-from odradek.broker.group_metadata_manager import STORE_OFFSETS_ERRORS
-from odradek.broker.group_metadata_records import OffsetAndMetadata
-from odradek.broker.replica_manager import ReplicaManager
-from odradek.broker.transaction_verification import AskCoordinator
-from odradek.controller.metadata import MetadataImage
+from odradek.broker.coordinator.group.group_coordinator import GROUP_METADATA_TOPIC
+from odradek.broker.coordinator.group.group_metadata_manager import STORE_OFFSETS_ERRORS
+from odradek.broker.coordinator.group.group_metadata_records import OffsetAndMetadata
+from odradek.broker.replication.replica_manager import ReplicaManager
+from odradek.broker.coordinator.transaction.transaction_verification import AskCoordinator
+from odradek.controller.metadata_image import MetadataImage
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 

@@ -1,5 +1,5 @@
 """WriteTxnMarkers: a transaction coordinator asks this broker, as the partitions' leader, to write the
-COMMIT or ABORT markers of a producer's transaction (``broker/transaction_markers.py`` writes them; the
+COMMIT or ABORT markers of a producer's transaction (``broker/coordinator/transaction/transaction_markers.py`` writes them; the
 local coordinator uses the same writer directly). One error per partition, grouped by producer id."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
-from odradek.broker.transaction_coordinator import TxnMarkerEntry
-from odradek.broker.transaction_markers import MarkerWriter
+from odradek.broker.coordinator.transaction.transaction_coordinator import TxnMarkerEntry
+from odradek.broker.coordinator.transaction.transaction_markers import MarkerWriter
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from odradek.broker.request_context import KafkaPrincipal
+from odradek.broker.network.request_context import KafkaPrincipal
 from odradek.broker.security.sasl_mechanism import SaslAuthenticationError, SaslError, SaslServer
 from odradek.protocol.api import ApiKey, Request, encode_response
 from odradek.protocol.errors import ErrorCode

@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from odradek.broker.request_context import ANONYMOUS, KafkaPrincipal
+from odradek.broker.network.request_context import ANONYMOUS, KafkaPrincipal
 from odradek.broker.security.ssl_principal import SslPrincipalMapper, distinguished_name
 from odradek.storage.config_types import ConfigError
 

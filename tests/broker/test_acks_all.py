@@ -9,8 +9,8 @@ import anyio.from_thread
 import pytest
 
 from odradek import Broker
-from odradek.broker.partition import FollowerState
-from odradek.controller.metadata import PartitionState
+from odradek.broker.replication.partition import FollowerState
+from odradek.controller.metadata_image import PartitionState
 from odradek.protocol.api import ApiKey, decode_response, encode_request
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import Record, build_batch

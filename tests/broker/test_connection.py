@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import struct
 
-from odradek.broker.connection import AnswerReady, ConnectionEnded, ConnectionState, Endpoint, KafkaConnection, RequestReceived
+from odradek.broker.network.connection import AnswerReady, ConnectionEnded, ConnectionState, Endpoint, KafkaConnection, RequestReceived
 from odradek.broker.kafka_apis import HANDLERS, unsupported_api_versions_response
-from odradek.broker.memory_pool import MemoryPool
-from odradek.broker.request_context import ANONYMOUS, ClientInformation, KafkaPrincipal
+from odradek.broker.network.memory_pool import MemoryPool
+from odradek.broker.network.request_context import ANONYMOUS, ClientInformation, KafkaPrincipal
 from odradek.protocol.api import ApiKey, decode_response, encode_request
 
 ENDPOINT = Endpoint("CLIENTS", "PLAINTEXT", "127.0.0.1", 9092, "10.0.0.7", 51234)

@@ -10,7 +10,7 @@ import pytest
 
 from kafka_jvm import free_port
 from odradek import Broker
-from odradek.broker.connection_quotas import ConnectionQuotas, parse_overrides
+from odradek.broker.network.connection_quotas import ConnectionQuotas, parse_overrides
 from odradek.protocol.api import ApiKey, decode_response, encode_request
 from odradek.storage.config_types import ConfigError
 

@@ -10,8 +10,8 @@ import pytest
 
 from odradek.broker.coordinator.partitions import ReplicaManagerPartitions
 from odradek.broker.coordinator.runtime import CoordinatorRuntime, CoordinatorTopic
-from odradek.broker.group_coordinator import GroupConfig, GroupCoordinator, GroupCoordinatorShard
-from odradek.broker.group_metadata_records import OffsetAndMetadata, offset_commit_key, offset_commit_value
+from odradek.broker.coordinator.group.group_coordinator import GroupConfig, GroupCoordinator, GroupCoordinatorShard
+from odradek.broker.coordinator.group.group_metadata_records import OffsetAndMetadata, offset_commit_key, offset_commit_value
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import ControlRecordType, EndTransactionMarker, Record, build_batch, build_end_txn_marker_batch
 from odradek.storage.log import Log

@@ -28,8 +28,8 @@ from odradek.broker.coordinator.runtime import (
     now_ms,
     partition_for,
 )
-from odradek.broker.deferred import Deferred
-from odradek.controller.metadata import BrokerInfo, PartitionState, TopicInfo
+from odradek.broker.coordinator.deferred import Deferred
+from odradek.controller.metadata_image import BrokerInfo, PartitionState, TopicInfo
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.java_hash import java_string_hash
 from odradek.protocol.record_batch import read_batch_header
@@ -405,9 +405,9 @@ def test_the_runtime_and_the_group_coordinator_import_no_server():
     """They receive what they need: importing them loads neither the server nor the handlers (no cycle)."""
     code = (
         "import sys\n"
-        "import odradek.broker.coordinator.runtime, odradek.broker.coordinator.partitions, odradek.broker.group_coordinator\n"
+        "import odradek.broker.coordinator.runtime, odradek.broker.coordinator.partitions, odradek.broker.coordinator.group.group_coordinator\n"
         "print(' '.join(sorted(sys.modules)))\n"
     )
     loaded = set(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.split())
-    assert "odradek.broker.group_coordinator" in loaded
+    assert "odradek.broker.coordinator.group.group_coordinator" in loaded
     assert not {m for m in loaded if m in ("odradek.broker.kafka_server", "odradek.broker.kafka_apis") or m.startswith("odradek.broker.handlers")}

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from odradek import Broker
-from odradek.broker.fetch_session import EVICTION_MS, FetchPartition, FetchSessionCache, PartitionOutcome
+from odradek.broker.replication.fetch_session import EVICTION_MS, FetchPartition, FetchSessionCache, PartitionOutcome
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import Record, build_batch

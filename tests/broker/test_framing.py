@@ -2,8 +2,8 @@ import struct
 
 import pytest
 
-from odradek.broker.framing import FIRST_GROWTH, FrameReader, FrameTooLarge
-from odradek.broker.memory_pool import MemoryPool
+from odradek.broker.network.framing import FIRST_GROWTH, FrameReader, FrameTooLarge
+from odradek.broker.network.memory_pool import MemoryPool
 
 
 def frame(payload: bytes) -> bytes:

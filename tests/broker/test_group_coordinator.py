@@ -11,9 +11,9 @@ from collections import defaultdict
 
 
 from odradek.broker.coordinator.runtime import AppendResult, CoordinatorRuntime, CoordinatorTopic, LoadedBatch
-from odradek.broker.deferred import Deferred
-from odradek.broker.group import GroupState
-from odradek.broker.group_coordinator import (
+from odradek.broker.coordinator.deferred import Deferred
+from odradek.broker.coordinator.group.group import GroupState
+from odradek.broker.coordinator.group.group_coordinator import (
     NEW_MEMBER_JOIN_TIMEOUT_MS,
     GroupConfig,
     GroupCoordinator,
@@ -22,7 +22,7 @@ from odradek.broker.group_coordinator import (
     LeavingMember,
 )
 from odradek.broker.coordinator.runtime import partition_for
-from odradek.broker.group_metadata_records import CONSUMER_PROTOCOL_SUBSCRIPTION, OffsetAndMetadata, read_key
+from odradek.broker.coordinator.group.group_metadata_records import CONSUMER_PROTOCOL_SUBSCRIPTION, OffsetAndMetadata, read_key
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.record_batch import read_batch_header
 from odradek.protocol.records import iter_records_unchecked

@@ -1,4 +1,4 @@
-"""odradek's own Kafka client (broker/kafka_client.py) against odradek and against the real Kafka: bootstrap,
+"""odradek's own Kafka client (broker/network/kafka_client.py) against odradek and against the real Kafka: bootstrap,
 ApiVersions negotiation, pipelined requests, timeouts, coordinator lookup, and a broker closing the connection."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from odradek import Broker
-from odradek.broker.kafka_client import CoordinatorType, DisconnectedError, KafkaClient, UnsupportedVersionError
+from odradek.broker.network.kafka_client import CoordinatorType, DisconnectedError, KafkaClient, UnsupportedVersionError
 from odradek.protocol.api import APIS, ApiKey
 from odradek.protocol.errors import ErrorCode
 

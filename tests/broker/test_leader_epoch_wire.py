@@ -6,7 +6,7 @@ from __future__ import annotations
 import anyio.from_thread
 
 from odradek import Broker
-from odradek.controller.metadata import PartitionState
+from odradek.controller.metadata_image import PartitionState
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import Record, build_batch

@@ -1,4 +1,4 @@
-"""The leader's replication rules of broker/partition.py on a real log, sans-IO (Kafka's Partition and
+"""The leader's replication rules of broker/replication/partition.py on a real log, sans-IO (Kafka's Partition and
 ReplicaState): when a follower counts as caught up, what the high watermark waits for, when the ISR is asked
 to shrink or grow and how the controller's answers are taken. The same rules run end to end against a real
 Kafka in test_replica_fetcher.py."""
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from odradek.broker.partition import AlterPartitionResult, FollowerState, Partition, PendingIsrChange
-from odradek.controller.metadata import PartitionState
+from odradek.broker.replication.partition import AlterPartitionResult, FollowerState, Partition, PendingIsrChange
+from odradek.controller.metadata_image import PartitionState
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.records import Record, build_batch
 from odradek.storage.log import Log

@@ -22,9 +22,9 @@ from confluent_kafka import Producer
 
 from odradek import Broker
 from odradek.broker.config import BrokerConfig
-from odradek.broker.kafka_client import Node
-from odradek.broker.replica_fetcher import SETTING_KEYS, FetcherConfig, InitialFetchState, ReplicaFetcherManager, initial_fetch_offset
-from odradek.controller.metadata import PartitionState
+from odradek.broker.network.kafka_client import Node
+from odradek.broker.replication.replica_fetcher import SETTING_KEYS, FetcherConfig, InitialFetchState, ReplicaFetcherManager, initial_fetch_offset
+from odradek.controller.metadata_image import PartitionState
 from odradek.storage.config_types import ConfigError
 from odradek.storage.log import Log
 from odradek.storage.log_config import LogConfig

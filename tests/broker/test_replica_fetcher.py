@@ -37,12 +37,12 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek import Broker
-from odradek.broker.alter_partition import AlterPartitionManager
-from odradek.broker.kafka_client import KafkaClient, Node
-from odradek.broker.partition import Partition
-from odradek.broker.replica_fetcher import FetcherConfig, InitialFetchState, ReplicaFetcherManager, initial_fetch_offset
-from odradek.broker.replica_manager import PartitionAppend, ReplicaManager
-from odradek.controller.metadata import PartitionState, TopicInfo
+from odradek.broker.replication.alter_partition_manager import AlterPartitionManager
+from odradek.broker.network.kafka_client import KafkaClient, Node
+from odradek.broker.replication.partition import Partition
+from odradek.broker.replication.replica_fetcher import FetcherConfig, InitialFetchState, ReplicaFetcherManager, initial_fetch_offset
+from odradek.broker.replication.replica_manager import PartitionAppend, ReplicaManager
+from odradek.controller.metadata_image import PartitionState, TopicInfo
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.log_manager import LogManager

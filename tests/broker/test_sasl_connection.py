@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from odradek.broker.connection import AnswerReady, ConnectionEnded, ConnectionState, Endpoint, KafkaConnection, RequestReceived
+from odradek.broker.network.connection import AnswerReady, ConnectionEnded, ConnectionState, Endpoint, KafkaConnection, RequestReceived
 from odradek.broker.kafka_apis import HANDLERS, unsupported_api_versions_response
-from odradek.broker.memory_pool import MemoryPool
-from odradek.broker.request_context import KafkaPrincipal
+from odradek.broker.network.memory_pool import MemoryPool
+from odradek.broker.network.request_context import KafkaPrincipal
 from odradek.broker.security.oauthbearer import OAuthBearerServer, UnsecuredValidator
 from odradek.broker.security.plain import PlainServer
 from odradek.broker.security.sasl_authenticator import SaslSettings

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from odradek.broker.config import BrokerConfig
-from odradek.broker.request_context import ANONYMOUS, KafkaPrincipal
+from odradek.broker.network.request_context import ANONYMOUS, KafkaPrincipal
 from odradek.broker.security.ssl_principal import SslPrincipalMapper, distinguished_name
 from odradek.broker.security.tls import TlsSession, TlsSettings, server_context
 from odradek.storage.config_types import ConfigError

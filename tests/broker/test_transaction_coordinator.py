@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from odradek.broker.coordinator.runtime import AppendResult, CoordinatorRuntime, CoordinatorTopic, LoadedBatch
-from odradek.broker.deferred import Deferred
-from odradek.broker.transaction_coordinator import MarkerResult, TransactionConfig, TransactionCoordinator, TxnMarkerEntry
-from odradek.broker.transaction_log import key_bytes, read_key, read_value, value_bytes
-from odradek.broker.transaction_metadata import IllegalTransitionError, TransactionMetadata, TransactionState
+from odradek.broker.coordinator.deferred import Deferred
+from odradek.broker.coordinator.transaction.transaction_coordinator import MarkerResult, TransactionConfig, TransactionCoordinator, TxnMarkerEntry
+from odradek.broker.coordinator.transaction.transaction_log import key_bytes, read_key, read_value, value_bytes
+from odradek.broker.coordinator.transaction.transaction_metadata import IllegalTransitionError, TransactionMetadata, TransactionState
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.record_batch import read_batch_header
 from odradek.protocol.records import iter_records_unchecked

@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from harness import CLUSTER_SETTINGS, Cluster
 
 from odradek.broker.coordinator.runtime import partition_for
-from odradek.broker.kafka_client import CoordinatorType, KafkaClient
+from odradek.broker.network.kafka_client import CoordinatorType, KafkaClient
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import Record, build_batch

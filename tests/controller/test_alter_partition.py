@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient
 
 from odradek.broker.controller_channel import ControllerChannelManager
 from odradek.controller import zk_data as zd
-from odradek.controller.embedded import new_cluster_id
+from odradek.controller.embedded_controller import new_cluster_id
 from odradek.controller.zk_client import ZkClient
 from odradek.controller.zk_controller import ZkController
 from odradek.protocol.api import ApiKey, decode_request, encode_request

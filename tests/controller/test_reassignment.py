@@ -28,7 +28,7 @@ from kazoo.client import KazooClient
 from tests.polling import wait_for
 from odradek import Broker
 from odradek.broker.coordinator.runtime import partition_for
-from odradek.broker.group_coordinator import GROUP_METADATA_TOPIC
+from odradek.broker.coordinator.group.group_coordinator import GROUP_METADATA_TOPIC
 from odradek.controller import zk_data as zd
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import MAX_ERROR_MESSAGE_CHARS, ErrorCode

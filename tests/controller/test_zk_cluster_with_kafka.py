@@ -22,7 +22,7 @@ from kazoo.client import KazooClient
 
 from odradek.broker.controller_channel import ControllerChannelManager
 from odradek.controller import zk_data as zd
-from odradek.controller.embedded import new_cluster_id
+from odradek.controller.embedded_controller import new_cluster_id
 from odradek.controller.zk_client import ZkClient
 from odradek.controller.zk_controller import ZkController
 from odradek.controller.zk_controller_state import Leadership

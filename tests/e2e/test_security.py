@@ -413,11 +413,11 @@ def inter_broker_config(pki: Pki, port: int, protocol: str, mechanism: str, user
 
 @pytest.mark.parametrize("protocol, mechanism, user, password", [("SASL_SSL", "SCRAM-SHA-512", "sue", "sue-secret"), ("SASL_PLAINTEXT", "PLAIN", "admin", "admin-secret")])
 def test_the_brokers_own_client_authenticates_as_the_inter_broker_listener_says(secured, pki, ports, protocol, mechanism, user, password) -> None:
-    """Inter-broker traffic authenticates too: odradek's client (broker/kafka_client.py, which brokers use to
+    """Inter-broker traffic authenticates too: odradek's client (broker/network/kafka_client.py, which brokers use to
     reach each other) connects with TLS and SASL from the inter-broker settings of a broker's configuration."""
     import anyio
 
-    from odradek.broker.kafka_client import KafkaClient, ResponseError
+    from odradek.broker.network.kafka_client import KafkaClient, ResponseError
     from odradek.broker.security.client import inter_broker_security
 
     async def brokers(password: str) -> list[tuple[str, int]]:
@@ -436,7 +436,7 @@ def test_the_brokers_own_client_offers_its_keystore_certificate_where_the_listen
     import anyio
 
     from odradek.broker.config import BrokerConfig
-    from odradek.broker.kafka_client import DisconnectedError, KafkaClient
+    from odradek.broker.network.kafka_client import DisconnectedError, KafkaClient
     from odradek.broker.security.client import inter_broker_security
 
     trust = {"listeners": f"SSL://127.0.0.1:{ports['SSL']}", "security.inter.broker.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca)}

@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from odradek.protocol.api import APIS
-from odradek.broker.group_metadata_records import GROUP_METADATA_VALUE_VERSION
+from odradek.broker.coordinator.group.group_metadata_records import GROUP_METADATA_VALUE_VERSION
 from odradek.protocol.messages.coordinator_records import GROUP_METADATA_VALUE, TRANSACTION_LOG_VALUE
 from odradek.protocol.schema import Message, decode, encode
 

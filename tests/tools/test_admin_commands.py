@@ -122,7 +122,7 @@ def prepare_group(bootstrap: str, topic: str) -> None:
     """The topic, records on each partition, and the group's committed offsets (the group is named as the topic)."""
     import anyio
 
-    from odradek.broker.kafka_client import KafkaClient
+    from odradek.broker.network.kafka_client import KafkaClient
     from odradek.protocol.api import ApiKey
     from odradek.protocol.records import build_batch
 

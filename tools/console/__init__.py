@@ -1,6 +1,6 @@
 """The web console: a cluster's brokers, topics, messages, consumer groups and live rates in a browser.
 
-It reads everything through odradek's own Kafka client (broker/kafka_client.py), as any admin client
+It reads everything through odradek's own Kafka client (broker/network/kafka_client.py), as any admin client
 would, so the same code serves odradek (``console.listener`` in ``odradek serve``) and any other
 Kafka-compatible cluster (``odradek console --bootstrap-server``). See docs/console.md.
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from odradek.broker.kafka_client import KafkaClient
+from odradek.broker.network.kafka_client import KafkaClient
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.tools.admin_common import CommandError, broker_error

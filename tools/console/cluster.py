@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from odradek.broker.kafka_client import DisconnectedError, KafkaClient, ResponseError, UnsupportedVersionError
+from odradek.broker.network.kafka_client import DisconnectedError, KafkaClient, ResponseError, UnsupportedVersionError
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.tools.admin_common import EARLIEST, LATEST, CommandError, ConfigEntry, describe_configs, list_offsets

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import anyio
 import anyio.to_thread
 
-from odradek.broker.kafka_client import KafkaClient, ResponseError
+from odradek.broker.network.kafka_client import KafkaClient, ResponseError
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.record_batch import RecordsError, iter_batch_positions, peek_magic, read_batch_header

@@ -25,7 +25,7 @@ import anyio
 import anyio.to_thread
 from prometheus_client.parser import text_string_to_metric_families
 
-from odradek.broker.kafka_client import KafkaClient
+from odradek.broker.network.kafka_client import KafkaClient
 from odradek.tools.console.cluster import ADMIN_ERRORS, ClusterView, read_cluster
 from odradek.tools.admin_groups import committed_offsets
 from odradek.tools.console.groups import list_group_states

@@ -29,7 +29,7 @@ import anyio.to_thread
 import jinja2
 from aiohttp import web
 
-from odradek.broker.kafka_client import KafkaClient
+from odradek.broker.network.kafka_client import KafkaClient
 from odradek.tools.admin_common import CONFIG_SOURCES
 from odradek.tools.admin_topics import create_partitions, create_topic, delete_topics
 from odradek.tools.console import actions

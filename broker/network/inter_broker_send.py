@@ -3,7 +3,7 @@
 
 Items (a transaction's markers, a transaction to verify) are queued per destination broker; while no
 request is in flight to a broker, everything queued for it goes out in one request. Each item's
-:class:`~odradek.broker.deferred.Deferred` completes with its share of the answer, or with the failure
+:class:`~odradek.broker.coordinator.deferred.Deferred` completes with its share of the answer, or with the failure
 the :class:`RequestKind` says when the broker cannot be reached (no endpoint, a lost connection, a timeout):
 the callers retry, finding the destination again, as Kafka's managers do.
 
@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, Protocol, TypeVar
 
 import anyio
 
-from odradek.broker.deferred import Deferred
-from odradek.broker.kafka_client import BrokerConnection, DisconnectedError, Node, ResponseError, UnsupportedVersionError
+from odradek.broker.coordinator.deferred import Deferred
+from odradek.broker.network.kafka_client import BrokerConnection, DisconnectedError, Node, ResponseError, UnsupportedVersionError
 from odradek.broker.security.client import PLAINTEXT, ClientSecurity
 from odradek.protocol.schema import Container
 

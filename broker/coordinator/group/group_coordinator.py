@@ -4,11 +4,11 @@ It runs on the :mod:`coordinator runtime <odradek.broker.coordinator.runtime>` o
 :class:`GroupCoordinator` is the service the handlers call (it checks the group id and whether this broker
 serves the group's partition, then runs the request on that partition's shard); a
 :class:`GroupCoordinatorShard` per partition holds the protocol (membership, rebalances, heartbeats,
-offset commits), and its :class:`~odradek.broker.group_metadata_manager.GroupMetadataManager` the groups,
+offset commits), and its :class:`~odradek.broker.coordinator.group.group_metadata_manager.GroupMetadataManager` the groups,
 their records, loading and offset expiry. Nothing here does I/O or reads a clock of its own: time is the
-runtime's clock, delays are the shard's keyed :class:`~odradek.broker.timers.Timers`, writes are
+runtime's clock, delays are the shard's keyed :class:`~odradek.broker.coordinator.timers.Timers`, writes are
 :class:`~odradek.broker.coordinator.runtime.CoordinatorResult` records, and parked JoinGroup/SyncGroup
-requests are Deferreds (:class:`~odradek.broker.deferred.Deferred`).
+requests are Deferreds (:class:`~odradek.broker.coordinator.deferred.Deferred`).
 
 The request paths follow Kafka's step for step, including the moments each error is answered:
 MEMBER_ID_REQUIRED on a dynamic member's first JoinGroup (v4+), REBALANCE_IN_PROGRESS to heartbeats and
@@ -32,8 +32,8 @@ from odradek.broker.coordinator.runtime import (
     Producer,
     ShardContext,
 )
-from odradek.broker.deferred import Deferred
-from odradek.broker.group import (
+from odradek.broker.coordinator.deferred import Deferred
+from odradek.broker.coordinator.group.group import (
     UNKNOWN_MEMBER_ID,
     Group,
     GroupOverview,
@@ -46,10 +46,10 @@ from odradek.broker.group import (
     TopicPartition,
     distinct_protocols,
 )
-from odradek.broker.group_config import GroupConfig
-from odradek.broker.group_metadata_manager import GROUP_METADATA_TOPIC, OFFSET_EXPIRATION_TIMER, GroupMetadataManager
-from odradek.broker.group_metadata_records import MemberMetadata, OffsetAndMetadata
-from odradek.broker.timers import Timer
+from odradek.broker.coordinator.group.group_config import GroupConfig
+from odradek.broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC, OFFSET_EXPIRATION_TIMER, GroupMetadataManager
+from odradek.broker.coordinator.group.group_metadata_records import MemberMetadata, OffsetAndMetadata
+from odradek.broker.coordinator.timers import Timer
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
 

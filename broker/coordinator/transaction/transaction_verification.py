@@ -26,19 +26,19 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import anyio
 
-from odradek.broker.deferred import Deferred
-from odradek.broker.inter_broker_send import InterBrokerSender
-from odradek.broker.kafka_client import UnsupportedVersionError
-from odradek.broker.transaction_coordinator import TRANSACTION_STATE_TOPIC
-from odradek.broker.transaction_metadata import TopicPartition
+from odradek.broker.coordinator.deferred import Deferred
+from odradek.broker.network.inter_broker_send import InterBrokerSender
+from odradek.broker.network.kafka_client import UnsupportedVersionError
+from odradek.broker.coordinator.transaction.transaction_coordinator import TRANSACTION_STATE_TOPIC
+from odradek.broker.coordinator.transaction.transaction_metadata import TopicPartition
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import BatchHeader
 
 if TYPE_CHECKING:
-    from odradek.broker.partition import Partition
-    from odradek.broker.transaction_coordinator import TransactionCoordinator
-    from odradek.controller.metadata import MetadataImage
+    from odradek.broker.replication.partition import Partition
+    from odradek.broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
+    from odradek.controller.metadata_image import MetadataImage
 
 ABORTABLE_KNOWN_SINCE_PRODUCE = 11
 VERIFY_SINCE = 4

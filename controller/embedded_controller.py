@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 from odradek.controller import leader_election
 from odradek.controller.leader_election import ElectionError, ElectionType
 
-from odradek.controller.metadata import (
+from odradek.controller.metadata_image import (
     BrokerInfo,
     MetadataImage,
     MetadataListener,
@@ -391,7 +391,7 @@ class EmbeddedController(MetadataSupport):
         return call(*args, **kwargs)
 
     def makes_logs_before_publishing(self) -> bool:
-        """Yes: publishing then only finds them (they are made off the event loop, see broker/new_logs.py)."""
+        """Yes: publishing then only finds them (they are made off the event loop, see broker/replication/new_logs.py)."""
         return True
 
     async def until_led(self, partitions: Mapping[str, Iterable[int]], timeout_s: float) -> set[str]:

@@ -3,7 +3,7 @@
 A partition leader never writes its ISR itself: :meth:`AlterPartitionManager.submit` queues the change it
 proposes, and one AlterPartition request at a time carries every queued change to the active controller,
 with this broker's id and epoch (its registration's czxid in ZooKeeper mode). Each partition's answer goes
-back to it (:meth:`~odradek.broker.partition.Partition.on_alter_partition`), which commits the ISR the
+back to it (:meth:`~odradek.broker.replication.partition.Partition.on_alter_partition`), which commits the ISR the
 controller wrote, gives up until the next LeaderAndIsr, or asks to send again. A request that fails as a
 whole (no controller, a lost connection, NOT_CONTROLLER, STALE_BROKER_EPOCH) is sent again after a pause.
 """
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Callable
 
 import anyio
 
-from odradek.broker.kafka_client import BrokerConnection, Node, ResponseError, retry_backoff_s
-from odradek.broker.partition import AlterPartitionResult, PendingIsrChange
+from odradek.broker.network.kafka_client import BrokerConnection, Node, ResponseError, retry_backoff_s
+from odradek.broker.replication.partition import AlterPartitionResult, PendingIsrChange
 from odradek.broker.security.client import PLAINTEXT, ClientSecurity
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -25,7 +25,7 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
-    from odradek.broker.partition import Partition
+    from odradek.broker.replication.partition import Partition
 
 log = logging.getLogger("odradek.alter_partition")
 

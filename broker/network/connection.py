@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
-from odradek.broker.framing import FrameReader, FrameTooLarge
-from odradek.broker.memory_pool import MemoryPool, Unbounded
-from odradek.broker.request_context import ANONYMOUS, UNKNOWN_CLIENT, ClientInformation, KafkaPrincipal, RequestContext
+from odradek.broker.network.framing import FrameReader, FrameTooLarge
+from odradek.broker.network.memory_pool import MemoryPool, Unbounded
+from odradek.broker.network.request_context import ANONYMOUS, UNKNOWN_CLIENT, ClientInformation, KafkaPrincipal, RequestContext
 from odradek.protocol.api import ApiKey, Request, UnknownApiKey, UnsupportedApiVersion, decode_request
 from odradek.protocol.schema import DecodeError
 

@@ -9,7 +9,7 @@ COORDINATOR origin and acks=all, and answers an error per partition; a marker th
 each partition's leader in the metadata; partitions this broker leads are written through the same
 :class:`MarkerWriter` the WriteTxnMarkers handler uses, without a network hop, the others are sent to their
 leaders in WriteTxnMarkers over the inter-broker listener, the entries for one broker batched into one
-request (``broker/inter_broker_send.py``). A partition whose topic is gone is reported as having no leader
+request (``broker/network/inter_broker_send.py``). A partition whose topic is gone is reported as having no leader
 (the coordinator skips it, as Kafka does); a partition whose leader is unknown, a leader that answers
 NOT_LEADER_OR_FOLLOWER and a request that fails on the way are retried by the coordinator, which finds the
 leaders again each time: the markers follow a leadership that moved.
@@ -22,20 +22,20 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 
-from odradek.broker.deferred import Deferred
-from odradek.broker.group_coordinator import GROUP_METADATA_TOPIC
-from odradek.broker.replica_manager import PartitionAppend
-from odradek.broker.transaction_coordinator import MarkerResult, TxnMarkerEntry
-from odradek.broker.transaction_metadata import TopicPartition
+from odradek.broker.coordinator.deferred import Deferred
+from odradek.broker.coordinator.group.group_coordinator import GROUP_METADATA_TOPIC
+from odradek.broker.replication.replica_manager import PartitionAppend
+from odradek.broker.coordinator.transaction.transaction_coordinator import MarkerResult, TxnMarkerEntry
+from odradek.broker.coordinator.transaction.transaction_metadata import TopicPartition
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import ControlRecordType, EndTransactionMarker, build_end_txn_marker_batch
 from odradek.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
-    from odradek.broker.inter_broker_send import InterBrokerSender
-    from odradek.broker.replica_manager import ReplicaManager
-    from odradek.controller.metadata import MetadataImage
+    from odradek.broker.network.inter_broker_send import InterBrokerSender
+    from odradek.broker.replication.replica_manager import ReplicaManager
+    from odradek.controller.metadata_image import MetadataImage
 
 log = logging.getLogger("odradek.transaction_markers")
 

@@ -13,7 +13,7 @@ import struct
 from collections import defaultdict
 from dataclasses import dataclass
 
-from odradek.broker.transaction_metadata import TransactionMetadata, TransactionState, TxnTransitMetadata
+from odradek.broker.coordinator.transaction.transaction_metadata import TransactionMetadata, TransactionState, TxnTransitMetadata
 from odradek.protocol.messages.coordinator_records import TRANSACTION_LOG_KEY, TRANSACTION_LOG_VALUE
 from odradek.protocol.schema import DecodeError, decode, encode
 

@@ -1,6 +1,6 @@
 """The network shell: accept connections, move their bytes, dispatch, send answers in order.
 
-Only bytes move here; what they mean is the sans-IO :class:`KafkaConnection`'s (broker/connection.py). Each
+Only bytes move here; what they mean is the sans-IO :class:`KafkaConnection`'s (broker/network/connection.py). Each
 connection has a reader that takes whatever the socket holds (large reads into the receive buffer the event
 loop's connections share: several times faster than exact-size reads through stream wrappers), hands it to
 its ``KafkaConnection`` and calls the handler of each request that comes out in turn, so requests take
@@ -30,14 +30,14 @@ import anyio
 import anyio.lowlevel
 from anyio.abc import TaskGroup
 
-from odradek.broker.acceptor import Acceptor
+from odradek.broker.network.acceptor import Acceptor
 from odradek.broker.config import BrokerConfig
-from odradek.broker.connection import AnswerReady, Endpoint, Event, KafkaConnection, RequestReceived
-from odradek.broker.connection_quotas import ConnectionQuotas
-from odradek.broker.framing import RECEIVE_BUFFER_SIZE
+from odradek.broker.network.connection import AnswerReady, Endpoint, Event, KafkaConnection, RequestReceived
+from odradek.broker.network.connection_quotas import ConnectionQuotas
+from odradek.broker.network.framing import RECEIVE_BUFFER_SIZE
 from odradek.broker.kafka_apis import CLOSE_CONNECTION, HANDLERS, error_response, unsupported_api_versions_response
 from odradek.broker.kafka_server import KafkaServer
-from odradek.broker.memory_pool import MemoryPool, Unbounded, memory_pool
+from odradek.broker.network.memory_pool import MemoryPool, Unbounded, memory_pool
 from odradek.broker.request_quota import charge, charged
 from odradek.protocol.api import Request, encode_response
 from odradek.protocol.errors import ErrorCode
@@ -447,7 +447,7 @@ async def serve(server: KafkaServer, listeners: list[BoundListener], task_status
     indexes = itertools.count()
 
     async def accept_loop(listener: BoundListener, network: Network) -> None:
-        """Serve the connections the listener's Acceptor thread takes off the listen queue (broker/acceptor.py),
+        """Serve the connections the listener's Acceptor thread takes off the listen queue (broker/network/acceptor.py),
         once the connection limits let each in."""
         quotas = network.connection_quotas
         acceptor = Acceptor(listener.sock, lambda sock: _prepare(server, sock), listener.name)

@@ -18,7 +18,7 @@ Partitions that fail (an error the leader answers, a dropped connection) are del
 ``replica.fetch.backoff.ms`` and tried again; a fenced epoch or a local storage failure marks them failed
 until the next LeaderAndIsr adds them again, as Kafka does.
 
-The fetcher reaches each log only through its :class:`~odradek.broker.partition.Partition` (Kafka's fetcher
+The fetcher reaches each log only through its :class:`~odradek.broker.replication.partition.Partition` (Kafka's fetcher
 calls ``Partition.appendRecordsToFollowerOrFutureReplica`` and ``truncateTo``): the partition tells the
 broker's waits that its offsets moved and the log directory failure channel of an I/O error.
 """
@@ -34,8 +34,8 @@ from typing import Any, Callable, Mapping
 
 import anyio
 
-from odradek.broker.kafka_client import BrokerConnection, Node, ResponseError
-from odradek.broker.partition import Partition
+from odradek.broker.network.kafka_client import BrokerConnection, Node, ResponseError
+from odradek.broker.replication.partition import Partition
 from odradek.broker.security.client import PLAINTEXT, ClientSecurity
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError

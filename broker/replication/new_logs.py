@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import anyio
 
-from odradek.broker.replica_manager import ReplicaManager
-from odradek.controller.metadata import TopicInfo
+from odradek.broker.replication.replica_manager import ReplicaManager
+from odradek.controller.metadata_image import TopicInfo
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 CHUNK = 100

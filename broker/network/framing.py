@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import struct
 
-from odradek.broker.memory_pool import UNBOUNDED, MemoryPool, Unbounded
+from odradek.broker.network.memory_pool import UNBOUNDED, MemoryPool, Unbounded
 
 _SIZE = struct.Struct(">i")
 RECEIVE_BUFFER_SIZE = 256 * 1024

@@ -2,7 +2,7 @@
 ``TransactionStateManager`` and ``TransactionMarkerChannelManager``).
 
 Each ``__transaction_state`` partition this broker leads is a :class:`TransactionShard`: the
-:class:`~odradek.broker.transaction_metadata.TransactionMetadata` of the transactional ids that hash to
+:class:`~odradek.broker.coordinator.transaction.transaction_metadata.TransactionMetadata` of the transactional ids that hash to
 it, its pending markers and its timers. :class:`TransactionCoordinator` answers InitProducerId,
 AddPartitionsToTxn (also verify-only, KIP-890), AddOffsetsToTxn, EndTxn, DescribeTransactions and
 ListTransactions as Kafka 3.9 does. Every state change is written to the transaction log first (the
@@ -33,9 +33,9 @@ from odradek.broker.coordinator.runtime import (
     Producer,
     ShardContext,
 )
-from odradek.broker.deferred import Deferred
-from odradek.broker.transaction_log import UnknownKey, key_bytes, read_key, read_value, value_bytes
-from odradek.broker.transaction_metadata import (
+from odradek.broker.coordinator.deferred import Deferred
+from odradek.broker.coordinator.transaction.transaction_log import UnknownKey, key_bytes, read_key, read_value, value_bytes
+from odradek.broker.coordinator.transaction.transaction_metadata import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     TopicPartition,

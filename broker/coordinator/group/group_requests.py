@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from odradek.controller.metadata import MetadataImage
+from odradek.controller.metadata_image import MetadataImage
 from odradek.protocol.api import Request
 
 

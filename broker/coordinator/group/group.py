@@ -4,7 +4,7 @@ This module holds the group's data and the rules that only look at the group its
 (Kafka's ``GroupState`` with the same allowed transitions), membership with static ``group.instance.id``
 mappings and MEMBER_ID_REQUIRED pending members, protocol selection by member votes, the members parked in
 JoinGroup and SyncGroup, and the offsets cache with its pending commits and expiry rules. Timers and the
-offsets log belong to :mod:`odradek.broker.group_coordinator`, which drives this.
+offsets log belong to :mod:`odradek.broker.coordinator.group.group_coordinator`, which drives this.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from odradek.broker.deferred import Deferred
-from odradek.broker.group_metadata_records import GroupRecord, MemberMetadata, MemberRecord, OffsetAndMetadata, subscribed_topics
+from odradek.broker.coordinator.deferred import Deferred
+from odradek.broker.coordinator.group.group_metadata_records import GroupRecord, MemberMetadata, MemberRecord, OffsetAndMetadata, subscribed_topics
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.schema import DecodeError
 

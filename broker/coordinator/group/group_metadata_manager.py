@@ -4,7 +4,7 @@ The cache of groups and their offsets, kept in step with the partition's records
 (offset commits, group metadata, tombstones; transactional offset commits stay pending until their
 producer's COMMIT marker, and an ABORT drops them), writes turn state into records (offset commits, a
 group's metadata, tombstones), and a timer expires offsets past their retention. Membership and
-rebalances are the protocol's (:mod:`odradek.broker.group_coordinator`), which resumes the groups loaded
+rebalances are the protocol's (:mod:`odradek.broker.coordinator.group.group_coordinator`), which resumes the groups loaded
 and is told when one is removed.
 """
 
@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from odradek.broker.coordinator.runtime import AppendResult, CoordinatorResult, Producer, Record, ShardContext
-from odradek.broker.deferred import Deferred
-from odradek.broker.group import CommitRecord, Group, GroupState, TopicPartition
-from odradek.broker.group_config import GroupConfig
-from odradek.broker.group_metadata_records import (
+from odradek.broker.coordinator.deferred import Deferred
+from odradek.broker.coordinator.group.group import CommitRecord, Group, GroupState, TopicPartition
+from odradek.broker.coordinator.group.group_config import GroupConfig
+from odradek.broker.coordinator.group.group_metadata_records import (
     GroupMetadataKey,
     GroupRecord,
     OffsetAndMetadata,

@@ -6,7 +6,7 @@ controller makes all go through here; handlers translate requests into these cal
 
 Handlers run on the event loop without awaiting for their synchronous part, so appends happen in the order
 requests arrived. What must wait — a fetch for ``min_bytes``, an acks=all produce for the high watermark —
-waits in the :class:`~odradek.broker.purgatory.Purgatory`, woken when an append or a high-watermark move
+waits in the :class:`~odradek.broker.replication.purgatory.Purgatory`, woken when an append or a high-watermark move
 changes its partition. A client batch too large to validate on the event loop is validated on a worker
 thread and appended in the background; later appends to its partition wait their turn behind it.
 """
@@ -23,15 +23,15 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import anyio
 
-from odradek.broker.alter_partition import AlterPartitionManager
-from odradek.broker.fetch_session import FetchPartition
-from odradek.broker.kafka_client import Node
-from odradek.broker.partition import LogReadInfo, Partition
-from odradek.broker.purgatory import Purgatory
-from odradek.broker.log_dir_failure import LogDirFailureChannel
-from odradek.broker.replica_fetcher import FetcherConfig, InitialFetchState, ReplicaFetcherManager, initial_fetch_offset
-from odradek.broker.transaction_verification import AskCoordinator
-from odradek.controller.metadata import INTERNAL_TOPICS, PartitionState, TopicInfo
+from odradek.broker.replication.alter_partition_manager import AlterPartitionManager
+from odradek.broker.replication.fetch_session import FetchPartition
+from odradek.broker.network.kafka_client import Node
+from odradek.broker.replication.partition import LogReadInfo, Partition
+from odradek.broker.replication.purgatory import Purgatory
+from odradek.broker.replication.log_dir_failure import LogDirFailureChannel
+from odradek.broker.replication.replica_fetcher import FetcherConfig, InitialFetchState, ReplicaFetcherManager, initial_fetch_offset
+from odradek.broker.coordinator.transaction.transaction_verification import AskCoordinator
+from odradek.controller.metadata_image import INTERNAL_TOPICS, PartitionState, TopicInfo
 from odradek.protocol import legacy_records
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import UnsupportedCompressionTypeError
@@ -45,7 +45,7 @@ from odradek.storage.transaction_index import AbortedTxn, CorruptTransactionInde
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
-    from odradek.broker.transaction_verification import TransactionVerifier
+    from odradek.broker.coordinator.transaction.transaction_verification import TransactionVerifier
 
 log = logging.getLogger("odradek.replica_manager")
 

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable
 
-from odradek.controller.metadata import PartitionState
+from odradek.controller.metadata_image import PartitionState
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.log import AppendInfo, FetchDataInfo, Log, LogOffsetMetadata
 from odradek.storage.log_config import LogConfig
