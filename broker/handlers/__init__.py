@@ -1,6 +1,8 @@
-"""One module per API. A handler takes the server and the decoded request and returns the response body
-(a dict), an awaitable of it (waits: long polls, acks=all), ``None`` (no response: acks=0) or
-``CLOSE_CONNECTION``."""
+"""One module per API, named after it. A handler only translates: its ``handle`` takes the services its entry
+in :data:`odradek.broker.kafka_apis.HANDLERS` names (the replica manager, ``metadata_support``, a
+coordinator, authorization, ...; never the whole server, so what it may touch is declared) and the decoded
+request, calls them, and returns the response body (a dict), an awaitable of it (waits: long polls,
+acks=all), ``None`` (no response: acks=0) or ``CLOSE_CONNECTION``."""
 
 from __future__ import annotations
 
