@@ -9,7 +9,7 @@ the partition ``load_buffer_size`` bytes at a time (``offsets.load.buffer.size``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Awaitable, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable, Iterator
 
 from odradek.broker.coordinator.runtime import AppendResult, LoadedBatch
 from odradek.broker.coordinator.deferred import Deferred
@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from odradek.broker.replication.replica_manager import ReplicaManager
     from odradek.storage.log import Log
 
-Spawn = Callable[[Callable[[], Awaitable[None]]], None]
+Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
+"""Starts work no request waits for (the network's task group's ``start_soon``)."""
 
 
 class ReplicaManagerPartitions:
@@ -67,13 +68,14 @@ class ReplicaManagerPartitions:
             for position, base_offset, _ in iter_batch_positions(data):
                 header = read_batch_header(data, position)
                 offset = header.last_offset + 1
-                records = [(r.key, r.value) for r in iter_records_unchecked(data, position, header)]
-                commit = None
+                records = list(iter_records_unchecked(data, position, header))
                 if header.is_control:
                     if not records:
                         continue
-                    marker = parse_control_record_type(records[0][0])
-                    if marker not in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
-                        continue
-                    commit, records = marker is ControlRecordType.COMMIT, []
-                yield LoadedBatch(base_offset, header.producer_id, header.producer_epoch, header.is_transactional, records, commit)
+                    marker = parse_control_record_type(records[0].key)
+                    if marker in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+                        yield LoadedBatch(base_offset, header.producer_id, header.producer_epoch, header.is_transactional, [], marker is ControlRecordType.COMMIT)
+                    continue
+                # A record without a key is no record of the coordinator's: nothing to replay.
+                keyed = [(r.key, r.value) for r in records if r.key is not None]
+                yield LoadedBatch(base_offset, header.producer_id, header.producer_epoch, header.is_transactional, keyed)

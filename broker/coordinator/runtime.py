@@ -337,8 +337,7 @@ class CoordinatorRuntime(Generic[S]):
                 continue
             producer = Producer(batch.producer_id, batch.producer_epoch) if batch.is_transactional else None
             for key, value in batch.records:
-                if key is not None:
-                    shard.replay(batch.base_offset, producer, key, value)
+                shard.replay(batch.base_offset, producer, key, value)
 
     def _activate(self, slot: _Slot[S]) -> None:
         slot.state = ShardState.ACTIVE

@@ -709,7 +709,7 @@ class GroupCoordinatorShard(CoordinatorShard):
         """A timer failed half-way through a group's state change: start that group over, so that the
         failure is contained to one rebalance instead of wedging the group for good."""
         log.error("Group coordinator timer %s failed", timer.key, exc_info=exc)
-        if timer.key != OFFSET_EXPIRATION_TIMER:
+        if timer.key != OFFSET_EXPIRATION_TIMER and isinstance(timer.key, tuple):  # a group's timer: (kind, group id, ...)
             group = self.groups.get(timer.key[1])
             if group is not None:
                 self._reset_group(group)

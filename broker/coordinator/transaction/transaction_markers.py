@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable
 
 from odradek.broker.coordinator.deferred import Deferred
 from odradek.broker.coordinator.group.group_coordinator import GROUP_METADATA_TOPIC
@@ -115,7 +115,7 @@ class MarkerChannel:
     """Each entry split by its partitions' leaders: this broker's written through the :class:`MarkerWriter`,
     the others' sent in WriteTxnMarkers to their leaders (``remote``), batched per broker."""
 
-    def __init__(self, broker_id: int, metadata: Callable[[], "MetadataImage"], writer: MarkerWriter, spawn: Callable[[Callable[[], Awaitable[None]]], Any], remote: "InterBrokerSender[TxnMarkerEntry, dict[TopicPartition, ErrorCode]]") -> None:
+    def __init__(self, broker_id: int, metadata: Callable[[], "MetadataImage"], writer: MarkerWriter, spawn: Callable[[Callable[[], Coroutine[Any, Any, None]]], Any], remote: "InterBrokerSender[TxnMarkerEntry, dict[TopicPartition, ErrorCode]]") -> None:
         self.broker_id = broker_id
         self.metadata = metadata
         self.writer = writer
