@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Coroutine
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer import create_authorizer
@@ -112,7 +112,7 @@ class KafkaServer:
         self.coordinators: dict[str, Any] = {}
         offsets = ReplicaManagerPartitions(
             self.replica_manager, GROUP_METADATA_TOPIC, commit_timeout_ms=config["offsets.commit.timeout.ms"],
-            load_buffer_size=config["offsets.load.buffer.size"], spawn=lambda wait: self.background.start_soon(wait),
+            load_buffer_size=config["offsets.load.buffer.size"], spawn=self._spawn,
         )
         self.coordinators["group"] = group_coordinator_runtime(
             config, offsets, offsets.load, broker_id=self.broker_id, metadata=lambda: self.metadata,
@@ -121,12 +121,12 @@ class KafkaServer:
         self.marker_writer = MarkerWriter(self.replica_manager, self.coordinators["group"].coordinator.complete_transaction, config["request.timeout.ms"])
         transactions = ReplicaManagerPartitions(
             self.replica_manager, TRANSACTION_STATE_TOPIC, commit_timeout_ms=config["request.timeout.ms"],
-            load_buffer_size=config["transaction.state.log.load.buffer.size"], spawn=lambda wait: self.background.start_soon(wait),
+            load_buffer_size=config["transaction.state.log.load.buffer.size"], spawn=self._spawn,
         )
         self.coordinators["transaction"] = transaction_coordinator_runtime(
             config, transactions, transactions.load,
             MarkerChannel(
-                self.broker_id, lambda: self.metadata, self.marker_writer, lambda write: self.background.start_soon(write),
+                self.broker_id, lambda: self.metadata, self.marker_writer, self._spawn,
                 InterBrokerSender(self.broker_id, "txn-markers", WriteTxnMarkers(), self._inter_broker_node, lambda: self.background, config["request.timeout.ms"] / 1000, self.inter_broker_security),
             ),
             self.next_producer_id, broker_id=self.broker_id, metadata=lambda: self.metadata,
@@ -156,6 +156,11 @@ class KafkaServer:
     @background.setter
     def background(self, task_group: "TaskGroup | None") -> None:
         self.replica_manager.background = task_group
+
+    def _spawn(self, work: "Callable[[], Coroutine[Any, Any, None]]") -> None:
+        """Start ``work`` in the network's task group: coordinator appends waiting for their replicas,
+        transaction markers."""
+        self.replica_manager.tasks.start_soon(work)
 
     def startup(self, advertised_host: str, advertised_port: int, endpoints: tuple[tuple[str, str, int], ...] = ()) -> None:
         """Bring up storage, then the controller, which hands this broker its partitions. ``endpoints``: the
@@ -310,7 +315,6 @@ class KafkaServer:
         """A creation Kafka answers before it is done (the offsets topic at a group's first FindCoordinator,
         answered COORDINATOR_NOT_AVAILABLE): the client asks again until it is published."""
         planned = self.reserve_topic(self.create_topic(name, num_partitions, replication_factor, configs, validate_only=True))
-        assert self.background is not None
 
         async def create() -> None:
             try:
@@ -318,7 +322,7 @@ class KafkaServer:
             except KafkaError as exc:
                 log.error("Could not create topic %s: %s", name, exc.message)
 
-        self.background.start_soon(create)
+        self.replica_manager.tasks.start_soon(create)
 
     def next_producer_id(self) -> int:
         """Producer ids come in blocks from the controller, as brokers get them from ZooKeeper."""

@@ -284,7 +284,7 @@ class ZkBroker(MetadataSupport):
         LeaderAndIsr, on the event loop: before it this broker leads nothing, and the network's task group the
         sender runs in exists only once the broker serves."""
         if self.replica_manager.alter_partition_manager is None:
-            manager = AlterPartitionManager(self.broker_id, lambda: self.broker_epoch, self._controller_node, self.replica_manager.background, security=self.security)
+            manager = AlterPartitionManager(self.broker_id, lambda: self.broker_epoch, self._controller_node, self.replica_manager.tasks, security=self.security)
             self.replica_manager.start_isr_changes(manager)
 
     def _controller_node(self) -> Node | None:

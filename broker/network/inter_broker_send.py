@@ -38,7 +38,9 @@ class Unreachable(Exception):
 
 
 class RequestKind(Protocol[Item, Result]):
-    api_key: int
+    @property
+    def api_key(self) -> int:
+        """The API the request is (read-only: a kind's class attribute, an ``ApiKey``)."""
 
     def body(self, items: list[Item], version: int) -> dict[str, Any]:
         """One request carrying every item."""

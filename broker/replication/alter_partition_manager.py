@@ -115,6 +115,9 @@ class AlterPartitionManager:
         answers = {}
         for topic in response.topics:
             name = topic.topic_name if version < 2 else names.get(topic.topic_id)
+            if name is None:  # as Kafka: its partitions stay unanswered (UNKNOWN_SERVER_ERROR, retried)
+                log.error("Received an unexpected topic %s in the AlterPartition response, ignoring it", topic.topic_id)
+                continue
             for p in topic.partitions:
                 answers[(name, p.partition_index)] = AlterPartitionResult(ErrorCode(p.error_code), p.leader_epoch, tuple(p.isr), p.partition_epoch)
         return answers

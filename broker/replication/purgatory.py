@@ -9,7 +9,7 @@ condition again. Replication will complete the same operations from follower fet
 from __future__ import annotations
 
 import time
-from typing import Callable, Hashable, Iterable
+from typing import Callable, Hashable, Iterable, Sequence
 
 import anyio
 
@@ -43,7 +43,7 @@ class Purgatory:
             for event in waiting:
                 event.set()
 
-    async def wait(self, keys: list[Key], timeout_s: float, watching: anyio.Event | None = None) -> None:
+    async def wait(self, keys: Sequence[Key], timeout_s: float, watching: anyio.Event | None = None) -> None:
         """Wait until any of ``keys`` changes, or the timeout passes. ``watching``, from :meth:`watch`, lets
         an operation that read before it yields wait from the moment it read: a change in between is not
         missed."""

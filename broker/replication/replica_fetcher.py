@@ -379,6 +379,8 @@ class ReplicaFetcher:
         out_of_range: dict[TopicPartition, int] = {}
         for topic in response.responses:
             name = topic.topic if version < 13 else names.get(topic.topic_id)
+            if name is None:
+                continue  # a topic id the request did not carry: nothing of it was asked
             for p in topic.partitions:
                 tp = (name, p.partition_index)
                 state = self.partitions.get(tp)

@@ -19,7 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 import anyio
 
@@ -35,6 +35,7 @@ from odradek.controller.metadata_image import INTERNAL_TOPICS, PartitionState, T
 from odradek.protocol import legacy_records
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import UnsupportedCompressionTypeError
+from odradek.storage.file_records import FileSlice
 from odradek.storage.log import Log
 from odradek.storage.log_config import LogConfig
 from odradek.storage.log_manager import LogManager
@@ -58,7 +59,7 @@ LONG_MAX = 2**63 - 1
 class FetchRecords:
     """A records placeholder for a response: the file slices to send with sendfile, and their total length."""
 
-    slices: list = field(default_factory=list)
+    slices: tuple[FileSlice, ...] = ()
     length: int = 0
 
 
@@ -150,7 +151,8 @@ class ReplicaManager:
         sets when done: a later append to such a partition waits for it, so appends keep the order requests
         arrived in (a pipelining idempotent producer's sequence numbers depend on it)."""
         self.background: TaskGroup | None = None
-        """The network's task group, for appends that finish after their request's synchronous part."""
+        """The network's task group, for appends that finish after their request's synchronous part; set
+        once the broker serves (read it as :attr:`tasks`)."""
         self.transaction_verifier: TransactionVerifier | None = None
         """Checks a transactional produce with the transaction coordinator (``transaction.partition.verification.enable``)."""
         self.leader_node: Callable[[int], Node | None] = lambda broker_id: None
@@ -211,11 +213,18 @@ class ReplicaManager:
         if self.log_dir_failure is not None and partition is not None:
             self.log_dir_failure.maybe_add_offline_log_dir(partition.log.dir.parent, message, exc)
 
+    @property
+    def tasks(self) -> TaskGroup:
+        """The network's task group, for work no request waits for. Work is started there only once the
+        broker serves: before that it is a programming error, not something to skip."""
+        if self.background is None:
+            raise RuntimeError("background work started before the broker serves")
+        return self.background
+
     def take_log_dir_offline(self, log_dir: Path) -> None:
         """Kafka's ``handleLogDirFailure``, after the failing request's own stack unwound: the directory's
         partitions stop fetching and go offline, its logs close, and the controller hears of it."""
-        assert self.background is not None, "a log directory fails while the broker serves"
-        self.background.start_soon(self._handle_log_dir_failure, log_dir)
+        self.tasks.start_soon(self._handle_log_dir_failure, log_dir)
 
     async def _handle_log_dir_failure(self, log_dir: Path) -> None:
         offline = {key for key, partition in self.partitions.items() if partition.log.dir.parent.resolve() == log_dir}
@@ -236,8 +245,7 @@ class ReplicaManager:
         self.alter_partition_manager = manager
         for partition in self.partitions.values():
             partition.alter_partition = manager.submit
-        assert self.background is not None, "the ISR checks run in the network's task group"
-        self.background.start_soon(self._isr_expiration)
+        self.tasks.start_soon(self._isr_expiration)
 
     async def _isr_expiration(self) -> None:
         while True:
@@ -253,8 +261,7 @@ class ReplicaManager:
         for key in leaders:
             self.purgatory.check_and_complete(key)
         if self._fetchers is None:
-            assert self.background is not None, "followers need the network's task group"
-            self._fetchers = ReplicaFetcherManager(self.fetcher_config, self.num_replica_fetchers, self.partitions.__getitem__, self.background)
+            self._fetchers = ReplicaFetcherManager(self.fetcher_config, self.num_replica_fetchers, self.partitions.__getitem__, self.tasks)
         self._fetchers.add_fetcher_for_partitions(
             {key: InitialFetchState(self.partitions[key].topic_id, leader, self.partitions[key].leader_epoch, initial_fetch_offset(self.partitions[key])) for key, leader in leaders.items()}
         )
@@ -491,7 +498,7 @@ class AppendOutcome:
         """Whether :meth:`completion` has anything to wait for."""
         return self._done is not None or bool(self._waits)
 
-    def append_inline(self, index: int) -> "_Checked | None | bool":
+    def append_inline(self, index: int) -> "_Checked | None | Literal[True]":
         """Append one partition's records on the event loop: True when done (or refused); otherwise what the
         background has to go on from (None: the partition waits for an earlier append's turn)."""
         append = self.appends[index]
@@ -553,8 +560,7 @@ class AppendOutcome:
                     _end_turn(turns, (self.appends[index].topic, self.appends[index].index), mine)
                 done.set()
 
-        assert self.replicas.background is not None
-        self.replicas.background.start_soon(run)
+        self.replicas.tasks.start_soon(run)
 
     async def _check_verified(self, append: PartitionAppend, later: list[PartitionAppend]) -> "_Checked":
         """:meth:`_check`, first asking the transaction coordinator on another broker when it must be asked;
@@ -588,6 +594,7 @@ class AppendOutcome:
         checked = check_batches(append.records, partition.config, self.origin, self.now_ms, f"{partition.topic}-{partition.index}", self.produce_version)
         verifier = self.replicas.transaction_verifier
         if self.transactional_id is not None and verifier is not None:
+            assert self.produce_version is not None, "a transactional append comes with its produce request's version"
             verifier.verify(self.transactional_id, partition, checked.validated.batches, self.produce_version, self._verdicts.get((append.topic, append.index)))
         return partition, checked
 
