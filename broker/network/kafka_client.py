@@ -122,8 +122,12 @@ class BrokerConnection:
         address = f"{host}:{port}"
         try:
             with anyio.fail_after(request_timeout_s):
-                # no TLS closing handshake: closing must not read while the answer reader does (as Kafka's clients)
-                stream = await anyio.connect_tcp(host, port, ssl_context=security.ssl_context, tls_hostname=host if security.ssl_context else None, tls_standard_compatible=False)
+                stream: anyio.abc.ByteStream
+                if security.ssl_context is None:
+                    stream = await anyio.connect_tcp(host, port)
+                else:
+                    # no TLS closing handshake: closing must not read while the answer reader does (as Kafka's clients)
+                    stream = await anyio.connect_tcp(host, port, ssl_context=security.ssl_context, tls_hostname=host, tls_standard_compatible=False)
         except (OSError, TimeoutError) as exc:
             raise DisconnectedError(f"Connection to {address} failed: {exc}") from None
         except (anyio.BrokenResourceError, anyio.EndOfStream) as exc:  # the TLS handshake failed or was cut short

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ssl
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.security.listeners import SASL_PROTOCOLS, TLS_PROTOCOLS, inter_broker_listener, jaas_config, security_protocol_map
@@ -16,6 +16,7 @@ from odradek.storage.config_types import ConfigError
 
 if TYPE_CHECKING:
     from odradek.broker.security.sasl_client import SaslClient
+    from odradek.broker.security.tls import TlsSetting
 
 # The TLS and SASL modules are imported where a connection needs them: a broker whose inter-broker
 # listener is PLAINTEXT (every single node) never loads them.
@@ -58,7 +59,7 @@ def inter_broker_security(config: BrokerConfig) -> ClientSecurity:
     return ClientSecurity(protocol, context, mechanism, options["username"], options["password"])
 
 
-def _client_context(setting: Callable[[str], object], name: str) -> ssl.SSLContext:
+def _client_context(setting: "TlsSetting", name: str) -> ssl.SSLContext:
     """The TLS context of a connection to a TLS listener (the tls module is imported for one only)."""
     from odradek.broker.security.tls import client_context
 

@@ -154,7 +154,7 @@ def sasl_settings(config: BrokerConfig, listener: str, credentials: CredentialSt
     )
 
 
-def _tls_setting(config: BrokerConfig, listener: str, key: str, sasl: bool) -> object:
+def _tls_setting(config: BrokerConfig, listener: str, key: str, sasl: bool) -> "str | list[str] | None":
     """A listener's TLS key; on SASL_SSL, ``ssl.client.auth`` only listener-prefixed, as in Kafka (clients
     authenticate with SASL there; the broker-wide value is for SSL listeners)."""
     if sasl and key == "ssl.client.auth" and f"listener.name.{listener.lower()}.{key}" not in config.originals:
@@ -194,7 +194,7 @@ def listener_securities(config: BrokerConfig, credentials: CredentialStore) -> d
             from odradek.broker.security.tls import TlsSettings, server_context
 
             setting = lambda key, name=listener.name, sasl=protocol == "SASL_SSL": _tls_setting(config, name, key, sasl)  # noqa: E731
-            tls = TlsSettings(server_context(setting, listener.name), SslPrincipalMapper(setting("ssl.principal.mapping.rules")))
+            tls = TlsSettings(server_context(setting, listener.name), SslPrincipalMapper(config.for_listener(listener.name, "ssl.principal.mapping.rules")))
         sasl = sasl_settings(config, listener.name, credentials) if protocol in SASL_PROTOCOLS else None
         securities[listener.name] = ListenerSecurity(listener.name, protocol, tls, sasl)
     return securities

@@ -134,7 +134,7 @@ class JwksValidator:
         candidates = [
             k.key for k in self._keys
             if (kid is None or k.jwk.get("kid") == kid)
-            and alg in _ALGORITHMS.get(k.key.key_type, ())
+            and alg in _ALGORITHMS.get(k.key.key_type or "", ())  # PyJWK refuses a key without kty
             and k.jwk.get("alg", alg) == alg
             and k.jwk.get("use", "sig") == "sig"
         ]

@@ -37,7 +37,11 @@ def _escape(value: str) -> str:
     return out
 
 
-def distinguished_name(subject: tuple) -> str:
+Subject = tuple[tuple[tuple[str, str], ...], ...]
+"""A certificate's subject as ``getpeercert()`` gives it: its RDNs, each a tuple of (attribute, value)."""
+
+
+def distinguished_name(subject: Subject) -> str:
     """RFC 2253 name of a subject as ``ssl.SSLObject.getpeercert()`` gives it (RDNs in certificate order)."""
     rdns = []
     for rdn in reversed(subject):

@@ -18,10 +18,10 @@ import re
 import ssl
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from odradek.broker.network.request_context import ANONYMOUS, KafkaPrincipal
-from odradek.broker.security.ssl_principal import SslPrincipalMapper, distinguished_name
+from odradek.broker.security.ssl_principal import SslPrincipalMapper, Subject, distinguished_name
 from odradek.storage.config_types import ConfigError
 
 _PROTOCOLS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3, "TLSv1.1": ssl.TLSVersion.TLSv1_1, "TLSv1": ssl.TLSVersion.TLSv1}
@@ -44,7 +44,11 @@ def _openssl_cipher(name: str) -> str:
     return f"{prefix}AES{bits}-GCM-{mac}" if mode == "GCM" else f"{prefix}AES{bits}-{mac}"
 
 
-def server_context(setting: Callable[[str], object], listener: str) -> ssl.SSLContext:
+TlsSetting = Callable[[str], "str | list[str] | None"]
+"""A listener's TLS key as configured (listener prefix first): a string, a LIST key's items, or None."""
+
+
+def server_context(setting: TlsSetting, listener: str) -> ssl.SSLContext:
     """The TLS context of a listener; ``setting(key)`` is the key's value for it (listener prefix first)."""
 
     def text(key: str) -> str | None:
@@ -79,7 +83,7 @@ def server_context(setting: Callable[[str], object], listener: str) -> ssl.SSLCo
     return context
 
 
-def client_context(setting: Callable[[str], object], listener: str) -> ssl.SSLContext:
+def client_context(setting: TlsSetting, listener: str) -> ssl.SSLContext:
     """The TLS context of the broker's own connections to a listener (inter-broker): the server verified
     against the truststore, its name checked when ssl.endpoint.identification.algorithm is https (Kafka's
     default), the keystore's certificate offered if one is configured."""
@@ -111,8 +115,8 @@ def _load_keystore(context: ssl.SSLContext, text: Setting, listener: str) -> Non
             raise ConfigError(f"Listener {listener}: ssl.keystore.type={store_type} is not supported (odradek reads {', '.join(STORE_TYPES)})")
         elif location is not None:
             context.load_cert_chain(location, password=key_password)
-        elif (chain := text("ssl.keystore.certificate.chain")) is not None and (key := text("ssl.keystore.key")) is not None:
-            _load_inline_chain(context, chain, key, key_password)
+        elif (chain_pem := text("ssl.keystore.certificate.chain")) is not None and (key_pem := text("ssl.keystore.key")) is not None:
+            _load_inline_chain(context, chain_pem, key_pem, key_password)
         else:
             raise ConfigError(f"Listener {listener}: an SSL listener needs ssl.keystore.location, or ssl.keystore.certificate.chain and ssl.keystore.key")
     except (ssl.SSLError, OSError) as exc:
@@ -296,4 +300,4 @@ class TlsSession:
         cert = self._tls.getpeercert()
         if not cert:
             return ANONYMOUS
-        return KafkaPrincipal.user(self._settings.principal_mapper.principal_name(distinguished_name(cert["subject"])))
+        return KafkaPrincipal.user(self._settings.principal_mapper.principal_name(distinguished_name(cast(Subject, cert["subject"]))))
