@@ -225,7 +225,7 @@ class AclAuthorizer:
                 entries = [bindings[i].entry for i in indexes]
                 for entry in entries:
                     parse_principal(entry.principal)
-                self._update(pattern, lambda current, entries=entries: list(dict.fromkeys([*current, *entries])))
+                self._update(pattern, lambda current: list(dict.fromkeys([*current, *entries])))  # called before the loop moves on
             except (ValueError, KafkaError) as exc:
                 error = exc if isinstance(exc, KafkaError) else KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, None)
                 for i in indexes:

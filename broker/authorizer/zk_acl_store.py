@@ -10,6 +10,7 @@ of them when the broker starts; those older than 15 minutes are purged).
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import threading
@@ -121,8 +122,12 @@ class ZkAclStore:
             except (ValueError, KeyError, UnicodeDecodeError) as exc:
                 log.error("error processing change notification %r from %s/%s: %s", change, path, child, exc)
                 continue
-            on_change(pattern, lambda path=pattern.zk_path: zd.decode_acls(self.zk.get_data_and_version(path)[0]))
+            on_change(pattern, functools.partial(self._read_acls, pattern.zk_path))
         self.zk.purge_obsolete_notifications(path, children)
+
+    def _read_acls(self, path: str) -> "dict | None":
+        """A pattern's znode JSON, read when the change is handled."""
+        return zd.decode_acls(self.zk.get_data_and_version(path)[0])
 
 
 def _entries(data: dict | None) -> set:

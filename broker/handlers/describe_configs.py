@@ -57,14 +57,9 @@ def _broker_defaults() -> dict[str, str]:
     A few broker keys topic configs fall back to (``compression.gzip.level``...) are not in the broker
     table; their default is the topic key's, as in Kafka.
     """
-    defaults = {
-        synonym.name: key.render(key.default)
-        for key in TOPIC_CONFIG
-        for synonym in key.synonyms
-        if synonym.scale == 1 and synonym.name not in BROKER_KEYS and key.default is not None
-    }
-    defaults.update({key.name: key.render(key.default) for key in BROKER_CONFIG if key.default is not None})
-    return defaults
+    rendered = [(synonym.name, key.render(key.default)) for key in TOPIC_CONFIG for synonym in key.synonyms if synonym.scale == 1 and synonym.name not in BROKER_KEYS]
+    rendered += [(key.name, key.render(key.default)) for key in BROKER_CONFIG]
+    return {name: text for name, text in rendered if text is not None}  # a default of None renders as None
 
 
 BROKER_DEFAULTS: dict[str, str] = _broker_defaults()
