@@ -54,9 +54,10 @@ from odradek.controller.reassignment import ApiError
 from odradek.controller.replica_assignment import assign_replicas_to_brokers
 from odradek.controller.zk_client import ZkClient
 from odradek.controller.zk_controller import LeaderBalance, ZkController
-from odradek.controller.zk_controller_state import NO_EPOCH, TopicPartition, leader_and_isr_states, stop_replica_states
+from odradek.controller.zk_controller_state import NO_EPOCH, leader_and_isr_states, stop_replica_states
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.storage.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from odradek.controller import zk_data as zd
-from odradek.controller.zk_controller_state import ControllerContext, Leadership, TopicPartition
+from odradek.controller.zk_controller_state import ControllerContext, Leadership
 from odradek.protocol.errors import ErrorCode
+from odradek.storage.topic_partition import TopicPartition
 
 RECOVERING = 1
 """LeaderRecoveryState of a partition led after an unclean election, until its leader has recovered."""

@@ -35,10 +35,11 @@ from odradek.controller.metadata_image import (
 from odradek.controller.log_dir_discovery import recover_metadata
 from odradek.controller.metadata_support import ControllerForBrokers, MetadataSupport, PartitionErrors
 from odradek.controller.reassignment import ApiError, single_node_answers
-from odradek.controller.zk_controller_state import TopicPartition, leader_and_isr_states
+from odradek.controller.zk_controller_state import leader_and_isr_states
 from odradek.controller.zk_data import ReplicaAssignment
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.checkpoints import write_atomically
+from odradek.storage.topic_partition import TopicPartition
 
 STATE_FILE = "odradek-controller.json"
 PRODUCER_ID_BLOCK_SIZE = 1000

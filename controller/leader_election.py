@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Iterable, Mapping
 
-from odradek.controller.zk_controller_state import TopicPartition
 from odradek.protocol.errors import ErrorCode
+from odradek.storage.topic_partition import TopicPartition
 
 
 class ElectionType(IntEnum):

@@ -27,9 +27,9 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping, Protocol, TypeVa
 from odradek.controller.leader_election import ElectionError, ElectionType
 from odradek.controller.metadata_image import MetadataImage, TopicInfo
 from odradek.controller.reassignment import ApiError
-from odradek.controller.zk_controller_state import TopicPartition
 from odradek.controller.zk_data import ReplicaAssignment
 from odradek.protocol.errors import ErrorCode
+from odradek.storage.topic_partition import TopicPartition
 
 T = TypeVar("T")
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 from typing import Collection, Mapping, Sequence
 
 from odradek.controller import zk_data as zd
-from odradek.controller.zk_controller_state import TopicPartition
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.storage.topic_partition import TopicPartition
 
 
 @dataclass(frozen=True)

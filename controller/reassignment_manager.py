@@ -21,8 +21,9 @@ from odradek.controller import reassignment as ra
 from odradek.controller import zk_data as zd
 from odradek.controller.reassignment import ApiError
 from odradek.controller.zk_client import ControllerMovedError, ZkClient
-from odradek.controller.zk_controller_state import ControllerContext, Leadership, RequestBatch, TopicPartition, without_replica
+from odradek.controller.zk_controller_state import ControllerContext, Leadership, RequestBatch, without_replica
 from odradek.protocol.errors import ErrorCode
+from odradek.storage.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from typing import Any, Iterable
 from odradek.controller import zk_data as zd
 from odradek.controller.metadata_image import PartitionState
 from odradek.protocol.api import ApiKey
+from odradek.storage.topic_partition import TopicPartition
 
-TopicPartition = tuple[str, int]
 
 LEADER_AND_ISR_VERSION = 7
 UPDATE_METADATA_VERSION = 8

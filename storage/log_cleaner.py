@@ -55,10 +55,10 @@ from odradek.storage.file_records import FileRecords
 from odradek.storage.indexes import INT32_MAX
 from odradek.storage.log import Log
 from odradek.storage.segment import CLEANED_FILE_SUFFIX, LogSegment
+from odradek.storage.topic_partition import TopicPartition
 
 log = logging.getLogger("odradek.storage.cleaner")
 
-TopicPartition = tuple[str, int]
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 _MAP_SLOT_BYTES = 24
 """What one key costs in Kafka's SkimpyOffsetMap: a 16-byte MD5 of the key and an 8-byte offset."""

@@ -42,13 +42,13 @@ from odradek.storage.checkpoints import (
 from odradek.storage.log import Log, parse_topic_partition
 from odradek.storage.log_config import LogConfig
 from odradek.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
+from odradek.storage.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from odradek.storage.log_cleaner import LogCleaner
 
 log = logging.getLogger("odradek.storage")
 
-TopicPartition = tuple[str, int]
 T = TypeVar("T")
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"

@@ -26,6 +26,7 @@ from odradek.controller.metadata_image import INTERNAL_TOPICS
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.schema import Container
+from odradek.storage.topic_partition import TopicPartition
 
 CLIENT_ID = "odradek-admin"
 REQUEST_TIMEOUT_S = 30.0
@@ -145,7 +146,6 @@ async def describe_configs(client: KafkaClient, resource_type: int, name: str, *
     ]
 
 
-TopicPartition = tuple[str, int]
 LATEST, EARLIEST = -1, -2
 """ListOffsets' timestamps for the log end and the log start offset."""
 UNKNOWN_OFFSET = -1

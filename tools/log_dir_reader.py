@@ -41,8 +41,8 @@ from odradek.protocol.records import Record, iter_records
 from odradek.storage.checkpoints import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from odradek.storage.file_records import FileRecords, walk_entries
 from odradek.storage.indexes import OffsetIndex
+from odradek.storage.topic_partition import TopicPartition
 
-TopicPartition = tuple[str, int]
 Header = tuple[str, bytes | None]
 LogRecord = tuple[int, int, int, bytes | None, bytes | None, list[Header]]
 """(offset, timestamp ms, timestamp type, key, value, headers): one record as a consumer sees it."""

@@ -16,10 +16,10 @@ from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceTy
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.broker.coordinator.deferred import Deferred
 from odradek.broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
-from odradek.broker.coordinator.transaction.transaction_metadata import TopicPartition
 from odradek.controller.metadata_image import INTERNAL_TOPICS, MetadataImage
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
+from odradek.storage.topic_partition import TopicPartition
 
 FENCED_AS_INVALID_EPOCH_BELOW = 2
 BATCHED_SINCE = 4

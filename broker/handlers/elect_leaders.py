@@ -21,9 +21,9 @@ from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceTy
 from odradek.controller.leader_election import ElectionError, ElectionType
 from odradek.controller.metadata_image import MetadataImage
 from odradek.controller.metadata_support import MetadataSupport
-from odradek.controller.zk_controller_state import TopicPartition
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
+from odradek.storage.topic_partition import TopicPartition
 
 
 def handle(metadata_support: MetadataSupport, metadata: MetadataImage, authorization: Authorization, request: Request) -> dict | Awaitable[dict]:

@@ -27,11 +27,10 @@ from odradek.broker.coordinator.transaction.transaction_verification import AskC
 from odradek.controller.metadata_image import MetadataImage
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.storage.topic_partition import TopicPartition
 
 LOAD_IN_PROGRESS_KNOWN_SINCE = 2
 ABORTABLE_KNOWN_SINCE = 4
-
-TopicPartition = tuple[str, int]
 
 
 def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, replica_manager: ReplicaManager, authorization: Authorization, request: Request) -> Any:

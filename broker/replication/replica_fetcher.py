@@ -40,10 +40,10 @@ from odradek.broker.security.client import PLAINTEXT, ClientSecurity
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.leader_epoch import UNDEFINED_EPOCH_OFFSET
+from odradek.storage.topic_partition import TopicPartition
 
 log = logging.getLogger("odradek.replica_fetcher")
 
-TopicPartition = tuple[str, int]
 ZERO_UUID = uuid.UUID(int=0)
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1

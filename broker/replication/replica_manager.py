@@ -41,6 +41,7 @@ from odradek.storage.log_config import LogConfig
 from odradek.storage.log_manager import LogManager
 from odradek.storage.log_validator import CheckedBatches, RecordValidationError, ValidationResult, WalkElsewhere, check_batches, validate_records
 from odradek.storage.producer_state import AppendOrigin, ProducerStateEntry
+from odradek.storage.topic_partition import TopicPartition
 from odradek.storage.transaction_index import AbortedTxn, CorruptTransactionIndexError
 
 if TYPE_CHECKING:
@@ -50,7 +51,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("odradek.replica_manager")
 
-TopicPartition = tuple[str, int]
 VALID_ACKS = (-1, 0, 1)
 LONG_MAX = 2**63 - 1
 

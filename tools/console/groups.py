@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from odradek.broker.network.kafka_client import KafkaClient
-from odradek.tools.admin_common import LATEST, TopicPartition, list_offsets
+from odradek.storage.topic_partition import TopicPartition
+from odradek.tools.admin_common import LATEST, list_offsets
 from odradek.tools.admin_groups import committed_offsets, decode_assignment, describe_group, listed_groups
 
 

@@ -20,6 +20,7 @@ from odradek.broker.coordinator.deferred import Deferred
 from odradek.broker.coordinator.group.group_metadata_records import GroupRecord, MemberMetadata, MemberRecord, OffsetAndMetadata, subscribed_topics
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.schema import DecodeError
+from odradek.storage.topic_partition import TopicPartition
 
 log = logging.getLogger("odradek.group")
 
@@ -27,7 +28,6 @@ CONSUMER_PROTOCOL_TYPE = "consumer"
 UNKNOWN_MEMBER_ID = ""
 NO_GENERATION = -1
 
-TopicPartition = tuple[str, int]
 Protocols = list[tuple[str, bytes]]
 
 

@@ -16,7 +16,7 @@ from typing import Callable, Protocol
 
 from odradek.broker.coordinator.runtime import AppendResult, CoordinatorResult, Producer, Record, ShardContext
 from odradek.broker.coordinator.deferred import Deferred
-from odradek.broker.coordinator.group.group import CommitRecord, Group, GroupState, TopicPartition
+from odradek.broker.coordinator.group.group import CommitRecord, Group, GroupState
 from odradek.broker.coordinator.group.group_config import GroupConfig
 from odradek.broker.coordinator.group.group_metadata_records import (
     GroupMetadataKey,
@@ -32,6 +32,7 @@ from odradek.broker.coordinator.group.group_metadata_records import (
     read_offset_value,
 )
 from odradek.protocol.errors import ErrorCode
+from odradek.storage.topic_partition import TopicPartition
 
 log = logging.getLogger("odradek.group_coordinator")
 

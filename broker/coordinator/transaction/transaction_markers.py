@@ -26,11 +26,11 @@ from odradek.broker.coordinator.deferred import Deferred
 from odradek.broker.coordinator.group.group_coordinator import GROUP_METADATA_TOPIC
 from odradek.broker.replication.replica_manager import PartitionAppend
 from odradek.broker.coordinator.transaction.transaction_coordinator import MarkerResult, TxnMarkerEntry
-from odradek.broker.coordinator.transaction.transaction_metadata import TopicPartition
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import ControlRecordType, EndTransactionMarker, build_end_txn_marker_batch
 from odradek.storage.producer_state import AppendOrigin
+from odradek.storage.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from odradek.broker.network.inter_broker_send import InterBrokerSender

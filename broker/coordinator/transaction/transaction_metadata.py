@@ -25,12 +25,11 @@ from dataclasses import dataclass, field
 from typing import NoReturn
 
 from odradek.protocol.errors import ErrorCode
+from odradek.storage.topic_partition import TopicPartition
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 SHORT_MAX = 2**15 - 1
-
-TopicPartition = tuple[str, int]
 
 
 class TransactionState(enum.Enum):

@@ -30,10 +30,10 @@ from odradek.broker.coordinator.deferred import Deferred
 from odradek.broker.network.inter_broker_send import InterBrokerSender
 from odradek.broker.network.kafka_client import UnsupportedVersionError
 from odradek.broker.coordinator.transaction.transaction_coordinator import TRANSACTION_STATE_TOPIC
-from odradek.broker.coordinator.transaction.transaction_metadata import TopicPartition
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import BatchHeader
+from odradek.storage.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from odradek.broker.replication.partition import Partition
