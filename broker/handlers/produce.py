@@ -24,7 +24,7 @@ from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.handlers import CLOSE_CONNECTION, internal_topics_allowed
 from odradek.broker.quotas import ClientQuotas
-from odradek.broker.replication.replica_manager import AppendOutcome, AppendResult, PartitionAppend, ReplicaManager
+from odradek.broker.replication.replica_manager import AppendOutcome, PartitionAppend, PartitionResponse, ReplicaManager
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.record_batch import ATTRIBUTES_OFFSET, HEADER_SIZE, MAGIC_OFFSET, TRANSACTIONAL_FLAG
@@ -88,13 +88,13 @@ def has_transactional_records(appends: list[PartitionAppend]) -> bool:
 
 
 def _refused(topic_data: Any, error: ErrorCode) -> dict:
-    result = AppendResult(error)
+    result = PartitionResponse(error)
     return _entries(topic_data, lambda topic: result)
 
 
 def _response(topic_data: Any, outcome: AppendOutcome, writable: set[str], throttle_ms: int) -> dict:
     results = iter(outcome.results)
-    refused = AppendResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    refused = PartitionResponse(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     response = _entries(topic_data, lambda topic: next(results) if topic in writable else refused)
     response["throttle_time_ms"] = throttle_ms
     return response

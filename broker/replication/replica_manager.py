@@ -67,8 +67,10 @@ class FetchRecords:
 
 
 @dataclass(slots=True)
-class AppendResult:
-    """One partition's outcome of an append (Kafka's ProduceResponse.PartitionResponse)."""
+class PartitionResponse:
+    """One partition's outcome of an append, as the produce response carries it (Kafka's
+    ProduceResponse.PartitionResponse). The coordinators see less: ``coordinator.runtime.AppendResult``,
+    committed or not."""
 
     error: ErrorCode = ErrorCode.NONE
     base_offset: int = -1
@@ -474,9 +476,9 @@ class AppendOutcome:
         self.transactional_id = transactional_id
         self.produce_version = produce_version
         self.now_ms = int(time.time() * 1000)
-        self.results = [AppendResult() for _ in appends]
+        self.results = [PartitionResponse() for _ in appends]
         self.failed = False
-        self._waits: list[tuple[Partition, int, AppendResult]] = []
+        self._waits: list[tuple[Partition, int, PartitionResponse]] = []
         self._done: anyio.Event | None = None
         self._verdicts: dict[TopicPartition, ErrorCode] = {}
         """What another broker's transaction coordinator answered of a partition (transaction verification)."""
@@ -598,7 +600,7 @@ class AppendOutcome:
             verifier.verify(self.transactional_id, partition, checked.validated.batches, self.produce_version, self._verdicts.get((append.topic, append.index)))
         return partition, checked
 
-    def _append(self, partition: Partition, validated: ValidationResult, result: AppendResult) -> None:
+    def _append(self, partition: Partition, validated: ValidationResult, result: PartitionResponse) -> None:
         info = partition.append_records_to_leader(validated, self.required_acks, self.now_ms)
         result.base_offset = info.first_offset
         # The log's answer: for a duplicate of one of the producer's last batches, its original time.
@@ -610,7 +612,7 @@ class AppendOutcome:
                 self._waits.append((partition, info.last_offset, result))
             result.error = error
 
-    def _refuse(self, append: PartitionAppend, result: AppendResult, exc: KafkaError) -> None:
+    def _refuse(self, append: PartitionAppend, result: PartitionResponse, exc: KafkaError) -> None:
         self.failed = True
         result.error = exc.code
         if isinstance(exc, RecordValidationError):
