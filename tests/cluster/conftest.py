@@ -32,11 +32,7 @@ def cluster(broker_kind: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     removed after the module. A machine that cannot run it (not root, no ``ip``/``nft``, no jars) fails."""
     root = tmp_path_factory.mktemp(f"cluster-{broker_kind}")
     try:
-        cluster = harness.Cluster(root, broker_kind)
-    except harness.HarnessUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    try:
-        yield cluster
+        with harness.running_cluster(root, broker_kind) as cluster:
+            yield cluster
     finally:
-        cluster.close()
         shutil.rmtree(root, ignore_errors=True)

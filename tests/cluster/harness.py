@@ -24,6 +24,7 @@ are removed by :meth:`Cluster.close`, whatever happened.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -34,8 +35,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Callable, Iterable, Mapping, Protocol, Sequence
+from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
+import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
@@ -604,3 +606,16 @@ class Cluster:
         if getattr(self, "zookeeper", None) is not None and self.zookeeper.process is not None:
             self.zookeeper.process.kill()
         self.network.close()
+
+
+@contextlib.contextmanager
+def running_cluster(root: Path, *args: Any, **kwargs: Any) -> Iterator[Cluster]:
+    """A :class:`Cluster` (same arguments) for a fixture: a machine that cannot run one (not root, no
+    ``ip``/``nft``, no jars) fails the test rather than skipping it, and the cluster is closed on the way
+    out, whatever happened. ``root`` stays: a caller that mounted disks under it removes it after them."""
+    try:
+        cluster = Cluster(root, *args, **kwargs)
+    except HarnessUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    with cluster:
+        yield cluster

@@ -21,7 +21,7 @@ from typing import Iterator
 
 import pytest
 from checker import Workload
-from harness import Cluster, HarnessUnavailable
+from harness import Cluster, running_cluster
 from tests.small_disks import fill, tmpfs
 
 from odradek.tools.log_dir_reader import read_segment, scan_log_dirs
@@ -46,14 +46,7 @@ def cluster(broker_kind: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
         with contextlib.ExitStack() as disks:
             for broker_id in (1, 2, 3):
                 disks.enter_context(tmpfs(log_dir(root, broker_kind, broker_id), DISK_SIZE))
-            try:
-                cluster = Cluster(root, broker_kind)
-            except HarnessUnavailable as exc:
-                pytest.fail(str(exc), pytrace=False)
-            try:
-                yield cluster
-            finally:
-                cluster.close()
+            yield disks.enter_context(running_cluster(root, broker_kind))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -28,7 +28,7 @@ import kafka_jvm
 import pytest
 from checker import Workload
 from confluent_kafka.admin import NewTopic
-from harness import Cluster, HarnessUnavailable
+from harness import Cluster, running_cluster
 
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -66,14 +66,7 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
                 disk.mkdir(parents=True)
                 mounted.enter_context(tmpfs(on_tmpfs, DISK_SIZE))
             settings = {b: {"log.dirs": ",".join(str(d) for d in disks(root, b))} for b in (1, 2, 3)}
-            try:
-                cluster = Cluster(root, kinds=LAYOUTS[request.param], broker_settings=settings)
-            except HarnessUnavailable as exc:
-                pytest.fail(str(exc), pytrace=False)
-            try:
-                yield cluster
-            finally:
-                cluster.close()
+            yield mounted.enter_context(running_cluster(root, kinds=LAYOUTS[request.param], broker_settings=settings))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

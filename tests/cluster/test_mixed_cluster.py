@@ -33,7 +33,7 @@ from typing import Iterator
 import pytest
 from checker import Workload
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from harness import CLUSTER_SETTINGS, Cluster, HarnessUnavailable, KafkaBrokerProcess
+from harness import CLUSTER_SETTINGS, Cluster, KafkaBrokerProcess, running_cluster
 
 from odradek.broker.coordinator.runtime import partition_for
 from odradek.controller.replica_assignment import BrokerMetadata, assign_replicas_to_brokers
@@ -57,13 +57,9 @@ RACKS = {1: "rack-a", 2: "rack-b", 3: "rack-a"}
 def mixed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp(f"mixed-{request.param}")
     try:
-        cluster = Cluster(root, kinds=CLUSTERS[request.param], broker_settings={b: {"broker.rack": rack} for b, rack in RACKS.items()})
-    except HarnessUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    try:
-        yield cluster
+        with running_cluster(root, kinds=CLUSTERS[request.param], broker_settings={b: {"broker.rack": rack} for b, rack in RACKS.items()}) as cluster:
+            yield cluster
     finally:
-        cluster.close()
         shutil.rmtree(root, ignore_errors=True)
 
 
