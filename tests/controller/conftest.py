@@ -15,6 +15,7 @@ from typing import Iterator
 import kafka_jvm
 import pytest
 from kazoo.client import KazooClient
+from tests.controller.zk_brokers import zk_session
 
 CHROOT = "/kafka"
 KAFKA_RACK = "rack-a"
@@ -48,10 +49,5 @@ def zk_kafka(zookeeper: kafka_jvm.ZooKeeper, tmp_path_factory: pytest.TempPathFa
 @pytest.fixture
 def kazoo(zookeeper: kafka_jvm.ZooKeeper) -> Iterator[KazooClient]:
     """A ZooKeeper session under :data:`CHROOT`, closed after the test."""
-    client = KazooClient(hosts=zookeeper.connect + CHROOT)
-    client.start(timeout=15)
-    try:
+    with zk_session(zookeeper.connect + CHROOT) as client:
         yield client
-    finally:
-        client.stop()
-        client.close()

@@ -28,6 +28,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from tests import polling
 from tests.conftest import Wire
+from tests.controller.zk_brokers import kafka_brokers, odradek_brokers
 
 from odradek import Broker
 from odradek.protocol.api import ApiKey
@@ -110,30 +111,14 @@ class ZkCluster:
 
 @contextlib.contextmanager
 def odradek_cluster(zookeeper: kafka_jvm.ZooKeeper, root: Path) -> Iterator[ZkCluster]:
-    brokers = {
-        b: Broker(root / f"odradek-{b}", config={"zookeeper.connect": zookeeper.connect + "/elect-odradek", "broker.id": b, **SETTINGS}, subprocess=True)
-        for b in range(3)
-    }
-    try:
-        for broker in brokers.values():
-            broker.start()
+    with odradek_brokers(zookeeper.connect + "/elect-odradek", lambda b: root / f"odradek-{b}", SETTINGS) as brokers:
         yield ZkCluster("odradek", lambda b: brokers[b].start() and None, lambda b: brokers[b].stop(), lambda: {b: x.bootstrap for b, x in brokers.items()})
-    finally:
-        for broker in brokers.values():
-            with contextlib.suppress(RuntimeError):
-                broker.kill()
 
 
 @contextlib.contextmanager
 def kafka_cluster(zookeeper: kafka_jvm.ZooKeeper, root: Path) -> Iterator[ZkCluster]:
-    brokers = {b: kafka_jvm.KafkaBroker(root / f"kafka-{b}", zookeeper.connect + "/elect-kafka", b, dict(SETTINGS)) for b in range(3)}
-    try:
-        for broker in brokers.values():
-            broker.start(heap="384m")
+    with kafka_brokers(zookeeper.connect + "/elect-kafka", lambda b: root / f"kafka-{b}", SETTINGS) as brokers:
         yield ZkCluster("kafka", lambda b: brokers[b].start(heap="384m") and None, lambda b: brokers[b].stop(), lambda: {b: x.bootstrap for b, x in brokers.items()})
-    finally:
-        for broker in brokers.values():
-            broker.kill()
 
 
 @pytest.fixture(scope="module", params=["kafka", "odradek"])

@@ -10,7 +10,6 @@ compares the tool's output and a move waiting for a dead broker with a real Kafk
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -26,6 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from tests.polling import wait_for
+from tests.controller.zk_brokers import odradek_brokers, zk_session
 from odradek import Broker
 from odradek.broker.coordinator.runtime import partition_for
 from odradek.broker.coordinator.group.group_coordinator import GROUP_METADATA_TOPIC
@@ -43,31 +43,15 @@ DELETE_DELAY_MS = 500
 @pytest.fixture(scope="module")
 def brokers(zookeeper: kafka_jvm.ZooKeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, Broker]]:
     """Brokers 0, 1 and 2 under :data:`CHROOT`, killed after the module."""
-    started: dict[int, Broker] = {}
-    try:
-        for broker_id in range(3):
-            started[broker_id] = Broker(
-                Path(tmp_path_factory.mktemp(f"reassign-{broker_id}")),
-                config={"zookeeper.connect": zookeeper.connect + CHROOT, "broker.id": broker_id, "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
-                        "replica.lag.time.max.ms": LAG_TIME_MAX_MS, "log.segment.delete.delay.ms": DELETE_DELAY_MS},
-                subprocess=True,
-            ).start()
+    settings = {"zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS, "replica.lag.time.max.ms": LAG_TIME_MAX_MS, "log.segment.delete.delay.ms": DELETE_DELAY_MS}
+    with odradek_brokers(zookeeper.connect + CHROOT, lambda b: tmp_path_factory.mktemp(f"reassign-{b}"), settings) as started:
         yield started
-    finally:
-        for broker in started.values():
-            with contextlib.suppress(RuntimeError):
-                broker.kill()
 
 
 @pytest.fixture(scope="module")
 def zk(zookeeper: kafka_jvm.ZooKeeper, brokers: dict[int, Broker]) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zookeeper.connect + CHROOT)
-    client.start(timeout=15)
-    try:
+    with zk_session(zookeeper.connect + CHROOT) as client:
         yield client
-    finally:
-        client.stop()
-        client.close()
 
 
 def bootstrap(brokers: dict[int, Broker]) -> str:

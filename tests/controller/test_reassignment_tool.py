@@ -24,9 +24,9 @@ import kafka_jvm
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kazoo.client import KazooClient
 from tests import polling
 from tests.conftest import Wire
+from tests.controller.zk_brokers import kafka_brokers, odradek_brokers, zk_session
 
 from odradek import Broker
 from odradek.controller import zk_data as zd
@@ -81,13 +81,8 @@ class ZkCluster:
         return {p.partition_index: (list(p.replica_nodes), list(p.isr_nodes)) for p in response.topics[0].partitions}
 
     def topic_znode(self, topic: str) -> bytes:
-        zk = KazooClient(hosts=self.zookeeper_connect)
-        zk.start(timeout=15)
-        try:
+        with zk_session(self.zookeeper_connect) as zk:
             return zk.get(zd.topic_path(topic))[0]
-        finally:
-            zk.stop()
-            zk.close()
 
     def reassigning(self) -> dict[tuple[str, int], list[int]] | None:
         """ListPartitionReassignments from the controller: each partition being moved and its replicas."""
@@ -109,27 +104,14 @@ class ZkCluster:
 
 @contextlib.contextmanager
 def odradek_cluster(zookeeper: kafka_jvm.ZooKeeper, root: Path) -> Iterator[ZkCluster]:
-    brokers = {b: Broker(root / f"odradek-{b}", config={"zookeeper.connect": zookeeper.connect + "/reassign-odradek", "broker.id": b, **SETTINGS}, subprocess=True) for b in range(3)}
-    try:
-        for broker in brokers.values():
-            broker.start()
+    with odradek_brokers(zookeeper.connect + "/reassign-odradek", lambda b: root / f"odradek-{b}", SETTINGS) as brokers:
         yield ZkCluster("odradek", {b: Node(x.bootstrap, lambda x=x: x.pid, x.kill) for b, x in brokers.items()}, zookeeper.connect + "/reassign-odradek")
-    finally:
-        for broker in brokers.values():
-            with contextlib.suppress(RuntimeError):
-                broker.kill()
 
 
 @contextlib.contextmanager
 def kafka_cluster(zookeeper: kafka_jvm.ZooKeeper, root: Path) -> Iterator[ZkCluster]:
-    brokers = {b: kafka_jvm.KafkaBroker(root / f"kafka-{b}", zookeeper.connect + "/reassign-kafka", b, dict(SETTINGS)) for b in range(3)}
-    try:
-        for broker in brokers.values():
-            broker.start(heap="384m")
+    with kafka_brokers(zookeeper.connect + "/reassign-kafka", lambda b: root / f"kafka-{b}", SETTINGS) as brokers:
         yield ZkCluster("kafka", {b: Node(x.bootstrap, lambda x=x: x.process.pid, x.kill) for b, x in brokers.items()}, zookeeper.connect + "/reassign-kafka")
-    finally:
-        for broker in brokers.values():
-            broker.kill()
 
 
 @pytest.fixture(scope="module", params=["kafka", "odradek"])

@@ -8,12 +8,10 @@ The brokers are processes (``Broker(subprocess=True)``), talked to over real soc
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import time
 import uuid
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import kafka_jvm
@@ -23,6 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from tests.polling import wait_for
+from tests.controller.zk_brokers import odradek_brokers, zk_session
 from odradek import Broker
 from odradek.controller import zk_data as zd
 from odradek.protocol.api import ApiKey
@@ -42,31 +41,15 @@ session timeout, so the session expires no sooner than two thirds of it after th
 @pytest.fixture(scope="module")
 def brokers(zookeeper: kafka_jvm.ZooKeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, Broker]]:
     """Brokers 0, 1 and 2 under :data:`CHROOT`; those still in the dict killed after the module."""
-    started: dict[int, Broker] = {}
-    try:
-        for broker_id in range(3):
-            started[broker_id] = Broker(
-                Path(tmp_path_factory.mktemp(f"zk-odradek-{broker_id}")),
-                config={"zookeeper.connect": zookeeper.connect + CHROOT, "broker.id": broker_id, "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
-                        "replica.lag.time.max.ms": LAG_TIME_MAX_MS},
-                subprocess=True,
-            ).start()
+    settings = {"zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS, "replica.lag.time.max.ms": LAG_TIME_MAX_MS}
+    with odradek_brokers(zookeeper.connect + CHROOT, lambda b: tmp_path_factory.mktemp(f"zk-odradek-{b}"), settings) as started:
         yield started
-    finally:
-        for broker in started.values():
-            with contextlib.suppress(RuntimeError):  # one a test stopped and could not start again is down already
-                broker.kill()
 
 
 @pytest.fixture(scope="module")
 def zk(zookeeper: kafka_jvm.ZooKeeper, brokers: dict[int, Broker]) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zookeeper.connect + CHROOT)
-    client.start(timeout=15)
-    try:
+    with zk_session(zookeeper.connect + CHROOT) as client:
         yield client
-    finally:
-        client.stop()
-        client.close()
 
 
 def view(connect: Callable[..., Any], broker: Broker, topic: str = TOPIC) -> tuple[int, tuple[int, ...], dict[int, tuple[int, int, list[int], list[int], list[int]]]]:

@@ -32,6 +32,7 @@ from odradek.controller.zk_client import ZkClient
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
 from tests.polling import wait_for
+from tests.controller.zk_brokers import zk_session
 
 CHROOT = "/odradek-security"
 ODRADEK_IDS = (0, 1, 2)
@@ -105,13 +106,8 @@ def cluster(zookeeper: kafka_jvm.ZooKeeper, tmp_path_factory: pytest.TempPathFac
 
 @pytest.fixture(scope="module")
 def zk(zookeeper: kafka_jvm.ZooKeeper, cluster: dict[int, Node]) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zookeeper.connect + CHROOT)
-    client.start(timeout=15)
-    try:
+    with zk_session(zookeeper.connect + CHROOT) as client:
         yield client
-    finally:
-        client.stop()
-        client.close()
 
 
 def acl(resource_type: int, name: str, principal: str, operation: int, permission: int, pattern: int = LITERAL) -> dict[str, Any]:

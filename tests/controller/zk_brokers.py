@@ -1,0 +1,60 @@
+"""The ZooKeeper-mode fixtures' common parts: odradek or Kafka brokers started on the session's ZooKeeper
+under a chroot of the module's own, and a ZooKeeper session there.
+
+Each module chooses its brokers' settings and directories; starting them, and killing those still running
+whatever happened, is written once here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+import kafka_jvm
+from kazoo.client import KazooClient
+
+from odradek import Broker
+
+
+@contextlib.contextmanager
+def odradek_brokers(zookeeper_connect: str, log_dir: Callable[[int], Path], settings: Mapping[str, Any], ids: Iterable[int] = range(3)) -> Iterator[dict[int, Broker]]:
+    """odradek brokers ``ids``, each a subprocess on ``zookeeper_connect`` (with the chroot) with ``settings``
+    and its log in ``log_dir(id)``; on the way out, those still in the dict are killed (one a test stopped
+    and could not start again is down already)."""
+    started: dict[int, Broker] = {}
+    try:
+        for broker_id in ids:
+            config = {"zookeeper.connect": zookeeper_connect, "broker.id": broker_id, **settings}
+            started[broker_id] = Broker(log_dir(broker_id), config=config, subprocess=True).start()
+        yield started
+    finally:
+        for broker in started.values():
+            with contextlib.suppress(RuntimeError):
+                broker.kill()
+
+
+@contextlib.contextmanager
+def kafka_brokers(zookeeper_connect: str, log_dir: Callable[[int], Path], settings: Mapping[str, str], ids: Iterable[int] = range(3), heap: str = "384m") -> Iterator[dict[int, kafka_jvm.KafkaBroker]]:
+    """Kafka brokers ``ids`` on ``zookeeper_connect`` (with the chroot) with ``settings``, each with its
+    log in ``log_dir(id)`` and a ``heap`` small enough for three beside the tests; all killed on the way out."""
+    brokers = {b: kafka_jvm.KafkaBroker(log_dir(b), zookeeper_connect, b, dict(settings)) for b in ids}
+    try:
+        for broker in brokers.values():
+            broker.start(heap=heap)
+        yield brokers
+    finally:
+        for broker in brokers.values():
+            broker.kill()
+
+
+@contextlib.contextmanager
+def zk_session(zookeeper_connect: str) -> Iterator[KazooClient]:
+    """A ZooKeeper session on ``zookeeper_connect`` (with its chroot), closed on the way out."""
+    client = KazooClient(hosts=zookeeper_connect)
+    client.start(timeout=15)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
