@@ -157,7 +157,9 @@ def produce(bootstrap: str, topic: str, num_records: int, record_size: int, *, a
     def report(now: float, produced: int) -> None:
         nonlocal window
         if progress is not None and now - window.started >= reporting_interval_ms / 1000:
-            acked = produced - len(producer)
+            # len(producer) counts protocol requests in flight as well as records, so this estimate of the
+            # records acknowledged can step back between windows: a window never reports fewer than none.
+            acked = max(window.acked, produced - len(producer))
             progress(window.line(now, acked, latencies))
             window = Window(record_size, now, acked, len(latencies))
 
