@@ -6,7 +6,7 @@ PYTHON = $(VENV)/bin/python
 PIP = $(PYTHON) -m pip
 APT_PACKAGES = zookeeper kcat maven iproute2 nftables chromium
 JAVA_PACKAGE = openjdk-17-jdk-headless
-JVM_SETS = kafka spark-kafka
+JVM_SETS = kafka kafka44 spark-kafka
 JVM_CACHE = .cache/jvm
 
 .PHONY: serve test lint install install-test system-deps jvm-deps apt build-deps
@@ -57,8 +57,9 @@ install-test: build-deps $(PYTHON)
 	$(PIP) install -q -e '.[test]'
 	@if command -v npm >/dev/null 2>&1; then npm ci --prefix tests/e2e/js --no-audit --no-fund --loglevel=error >/dev/null; fi
 
-# Apache Kafka 3.9.1 (broker, tools, ZooKeeper, Java client) and Spark's Kafka connector, copied by Maven as
-# configured on the machine into .cache/jvm/<set>/ once; a set is fetched again only when its pom changes.
+# Apache Kafka 3.9.1 (broker, tools, ZooKeeper, Java client), Kafka 4.4.0 (KRaft broker, tools, client)
+# and Spark's Kafka connector, copied by Maven as configured on the machine into .cache/jvm/<set>/ once;
+# a set is fetched again only when its pom changes.
 jvm-deps: $(foreach set,$(JVM_SETS),$(JVM_CACHE)/$(set)/.resolved)
 
 $(JVM_CACHE)/%/.resolved: tests/jvm/%/pom.xml
