@@ -255,7 +255,7 @@ class ZkBroker(MetadataSupport):
             log.warning("Ignoring LeaderAndIsr from controller %d with epoch %d: %s", body.controller_id, body.controller_epoch, error.name)
             return error, {key: error for key in states}
         self._start_isr_changes()
-        errors: dict[tuple[str, int], ErrorCode] = {}
+        errors: dict[TopicPartition, ErrorCode] = {}
         changed: dict[str, TopicInfo] = {}
         for (name, index), (topic_id, state) in states.items():
             current = self.replica_manager.partitions.get((name, index))
@@ -300,7 +300,7 @@ class ZkBroker(MetadataSupport):
         if (error := self._stale(body)) is not None:
             log.warning("Ignoring StopReplica from controller %d with epoch %d: %s", body.controller_id, body.controller_epoch, error.name)
             return error, {}  # Kafka names no partition then
-        errors: dict[tuple[str, int], ErrorCode] = {}
+        errors: dict[TopicPartition, ErrorCode] = {}
         stopped: dict[tuple[str, bool, bool], TopicInfo] = {}
         """(topic, delete, the topic is being deleted) -> the partitions."""
         for (name, index), (leader_epoch, delete) in wanted.items():

@@ -19,6 +19,7 @@ from kazoo.protocol.states import ZnodeStat
 from kazoo.retry import KazooRetry
 
 from odradek.controller import zk_data as zd
+from odradek.storage.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -318,7 +319,7 @@ class ZkClient:
             except NoNodeError:
                 pass
 
-    def preferred_replica_election(self) -> list[tuple[str, int]] | None:
+    def preferred_replica_election(self) -> list[TopicPartition] | None:
         """The partitions ``/admin/preferred_replica_election`` asks to hand back to their preferred replica
         (None when nothing asks)."""
         data, version = self.get_data_and_version(zd.PREFERRED_REPLICA_ELECTION)
@@ -338,7 +339,7 @@ class ZkClient:
         if isinstance(results[1], Exception):
             raise results[1]
 
-    def partition_reassignment(self) -> dict[tuple[str, int], list[int]] | None:
+    def partition_reassignment(self) -> dict[TopicPartition, list[int]] | None:
         """What the legacy ``/admin/reassign_partitions`` asks (None when it does not exist; data that is not
         a reassignment reads as none, as Kafka's ``getPartitionReassignment``)."""
         data, version = self.get_data_and_version(zd.REASSIGN_PARTITIONS)
@@ -350,7 +351,7 @@ class ZkClient:
             log.warning("Ignoring %s: not a partition reassignment", zd.REASSIGN_PARTITIONS)
             return {}
 
-    def set_partition_reassignment(self, reassignment: dict[tuple[str, int], list[int]], epoch_zk_version: int) -> None:
+    def set_partition_reassignment(self, reassignment: dict[TopicPartition, list[int]], epoch_zk_version: int) -> None:
         """``setOrCreatePartitionReassignment``: what is left of the legacy request, as this controller only."""
         tx = self._fenced(epoch_zk_version)
         tx.set_data(zd.REASSIGN_PARTITIONS, zd.encode_reassignment(reassignment))
@@ -368,8 +369,8 @@ class ZkClient:
         """The sequence znodes under ``/isr_change_notification`` (written by brokers before AlterPartition)."""
         return sorted(self.kazoo.get_children(zd.ISR_CHANGE_NOTIFICATION))
 
-    def isr_change_partitions(self, names: list[str]) -> list[tuple[str, int]]:
-        partitions: list[tuple[str, int]] = []
+    def isr_change_partitions(self, names: list[str]) -> list[TopicPartition]:
+        partitions: list[TopicPartition] = []
         for name in names:
             data, _ = self.get_data_and_version(f"{zd.ISR_CHANGE_NOTIFICATION}/{name}")
             partitions += [p for p in zd.decode_isr_change(data) if p not in partitions]

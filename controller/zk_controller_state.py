@@ -306,9 +306,9 @@ class RequestBatch:
 # -- what a broker reads of them -------------------------------------------------------------------------------
 
 
-def leader_and_isr_states(body: Any) -> dict[tuple[str, int], tuple[uuid.UUID, PartitionState]]:
+def leader_and_isr_states(body: Any) -> dict[TopicPartition, tuple[uuid.UUID, PartitionState]]:
     """Each partition's state: ungrouped before v2, by topic from v2 (with the topic id from v5)."""
-    found: dict[tuple[str, int], tuple[uuid.UUID, PartitionState]] = {}
+    found: dict[TopicPartition, tuple[uuid.UUID, PartitionState]] = {}
     grouped = [(t.topic_name, t.topic_id or uuid.UUID(int=0), s) for t in body.topic_states or () for s in t.partition_states]
     for name, topic_id, s in [(s.topic_name, uuid.UUID(int=0), s) for s in body.ungrouped_partition_states or ()] + grouped:
         found[(name, s.partition_index)] = (topic_id, PartitionState(
@@ -318,9 +318,9 @@ def leader_and_isr_states(body: Any) -> dict[tuple[str, int], tuple[uuid.UUID, P
     return found
 
 
-def stop_replica_states(body: Any) -> dict[tuple[str, int], tuple[int, bool]]:
+def stop_replica_states(body: Any) -> dict[TopicPartition, tuple[int, bool]]:
     """(leader epoch, delete) of each partition, in every version's layout."""
-    found: dict[tuple[str, int], tuple[int, bool]] = {}
+    found: dict[TopicPartition, tuple[int, bool]] = {}
     for p in body.ungrouped_partitions or ():
         found[(p.topic_name, p.partition_index)] = (NO_EPOCH, body.delete_partitions)
     for t in body.topics or ():

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from odradek.protocol.java_hash import int32, java_string_hash
+from odradek.storage.topic_partition import TopicPartition
 
 # -- paths ------------------------------------------------------------------------------------------------
 
@@ -406,20 +407,20 @@ def decode_config_change(data: bytes) -> tuple[ConfigType, str]:
     return ConfigType(entity_type), name
 
 
-def _encode_partitions(partitions: Iterable[tuple[str, int]]) -> list[dict[str, Any]]:
+def _encode_partitions(partitions: Iterable[TopicPartition]) -> list[dict[str, Any]]:
     return [{"topic": t, "partition": p} for t, p in partitions]
 
 
-def _decode_partitions(data: bytes | None) -> list[tuple[str, int]]:
+def _decode_partitions(data: bytes | None) -> list[TopicPartition]:
     js = from_json(data)
     return [(p["topic"], p["partition"]) for p in js["partitions"]] if js else []
 
 
-def encode_isr_change(partitions: Iterable[tuple[str, int]]) -> bytes:
+def encode_isr_change(partitions: Iterable[TopicPartition]) -> bytes:
     return to_json({"version": 1, "partitions": _encode_partitions(partitions)})
 
 
-def encode_preferred_replica_election(partitions: Iterable[tuple[str, int]]) -> bytes:
+def encode_preferred_replica_election(partitions: Iterable[TopicPartition]) -> bytes:
     return to_json({"version": 1, "partitions": _encode_partitions(partitions)})
 
 
@@ -437,13 +438,13 @@ def decode_log_dir_event(data: bytes | None) -> int:
     return from_json(data)["broker"]
 
 
-def encode_reassignment(reassignment: Mapping[tuple[str, int], Sequence[int]]) -> bytes:
+def encode_reassignment(reassignment: Mapping[TopicPartition, Sequence[int]]) -> bytes:
     """``/admin/reassign_partitions`` (legacy, before the AlterPartitionReassignments API): a Jackson bean,
     its properties in constructor order."""
     return to_json({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": list(r)} for (t, p), r in reassignment.items()]})
 
 
-def decode_reassignment(data: bytes) -> dict[tuple[str, int], list[int]]:
+def decode_reassignment(data: bytes) -> dict[TopicPartition, list[int]]:
     return {(a["topic"], a["partition"]): list(a["replicas"]) for a in from_json(data)["partitions"]}
 
 

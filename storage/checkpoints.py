@@ -22,6 +22,8 @@ import uuid
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from odradek.storage.topic_partition import TopicPartition
+
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -129,10 +131,10 @@ class OffsetCheckpointFile:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def write(self, offsets: Mapping[tuple[str, int], int]) -> None:
+    def write(self, offsets: Mapping[TopicPartition, int]) -> None:
         write_atomically(self.path, _format(f"{topic} {partition} {offset}" for (topic, partition), offset in offsets.items()))
 
-    def read(self) -> dict[tuple[str, int], int]:
+    def read(self) -> dict[TopicPartition, int]:
         try:
             return {(topic, int(partition)): int(offset) for topic, partition, offset in _parse(self.path, 3)}
         except ValueError:

@@ -62,6 +62,7 @@ from odradek.storage.segment import (
     create_segment,
     unlink_if_exists,
 )
+from odradek.storage.topic_partition import TopicPartition
 from odradek.storage.transaction_index import AbortedTxn
 
 log = logging.getLogger("odradek.storage")
@@ -129,7 +130,7 @@ def log_delete_dir_name(topic: str, partition: int) -> str:
     return topic[: 255 - len(suffix)] + suffix
 
 
-def parse_topic_partition(dir_name: str) -> tuple[str, int]:
+def parse_topic_partition(dir_name: str) -> TopicPartition:
     """``<topic>-<partition>`` (topics may contain '-', partitions never do)."""
     topic, dash, partition = dir_name.rpartition("-")
     if not dash or not topic or not partition.isdigit():

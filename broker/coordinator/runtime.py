@@ -55,6 +55,7 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.java_hash import java_string_hash, kafka_abs
 from odradek.protocol.records import Record as LogRecord
 from odradek.protocol.records import build_batch
+from odradek.storage.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -184,7 +185,7 @@ class CoordinatorShard:
     def on_unloaded(self) -> None:
         """Another broker leads the partition now; answer whatever waits on this shard."""
 
-    def on_partitions_deleted(self, partitions: list[tuple[str, int]]) -> None:
+    def on_partitions_deleted(self, partitions: list[TopicPartition]) -> None:
         """Topics were deleted: forget what the shard keeps about their partitions."""
 
     def on_timer_failed(self, timer: Timer, exc: Exception) -> None:

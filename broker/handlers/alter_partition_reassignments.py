@@ -17,6 +17,7 @@ from odradek.controller.metadata_support import MetadataSupport
 from odradek.controller.reassignment import ApiError
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
+from odradek.storage.topic_partition import TopicPartition
 
 
 def handle(metadata_support: MetadataSupport, authorization: Authorization, request: Request) -> dict | Awaitable[dict]:
@@ -29,14 +30,14 @@ def handle(metadata_support: MetadataSupport, authorization: Authorization, requ
     return answer(metadata_support.alter_partition_reassignments(targets))
 
 
-async def answer(result: Awaitable[dict[tuple[str, int], ApiError] | ApiError]) -> dict:
+async def answer(result: Awaitable[dict[TopicPartition, ApiError] | ApiError]) -> dict:
     outcome = await result
     if isinstance(outcome, ApiError):
         return {"throttle_time_ms": 0, "error_code": outcome.code, "error_message": outcome.message, "responses": []}
     return response(outcome)
 
 
-def response(outcome: dict[tuple[str, int], ApiError]) -> dict:
+def response(outcome: dict[TopicPartition, ApiError]) -> dict:
     by_topic: dict[str, list[dict]] = {}
     for (topic, index), error in outcome.items():
         by_topic.setdefault(topic, []).append({"partition_index": index, "error_code": error.code, "error_message": error.message})

@@ -17,6 +17,7 @@ from odradek.controller.reassignment import ApiError
 from odradek.controller.zk_data import ReplicaAssignment
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
+from odradek.storage.topic_partition import TopicPartition
 
 
 def handle(metadata_support: MetadataSupport, authorization: Authorization, request: Request) -> dict | Awaitable[dict]:
@@ -29,7 +30,7 @@ def handle(metadata_support: MetadataSupport, authorization: Authorization, requ
     return answer(metadata_support.list_partition_reassignments(partitions))
 
 
-async def answer(result: Awaitable[dict[tuple[str, int], ReplicaAssignment] | ApiError]) -> dict:
+async def answer(result: Awaitable[dict[TopicPartition, ReplicaAssignment] | ApiError]) -> dict:
     outcome = await result
     if isinstance(outcome, ApiError):
         return {"throttle_time_ms": 0, "error_code": outcome.code, "error_message": outcome.message, "topics": []}

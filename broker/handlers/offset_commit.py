@@ -20,6 +20,7 @@ from odradek.controller.metadata_image import MetadataImage
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.java_hash import int64
+from odradek.storage.topic_partition import TopicPartition
 
 DEFAULT_TIMESTAMP = -1
 DEFAULT_RETENTION_TIME = -1
@@ -34,9 +35,9 @@ def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, autho
     runtime = group_coordinator
     now = runtime.coordinator.clock()  # the clock offset expiry compares these timestamps with
     expire = None if body.retention_time_ms == DEFAULT_RETENTION_TIME else int64(now + body.retention_time_ms)
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-    order: list[tuple[str, int]] = []
+    errors: dict[TopicPartition, ErrorCode] = {}
+    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    order: list[TopicPartition] = []
     for topic in body.topics:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
@@ -55,7 +56,7 @@ def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, autho
                 expire_timestamp=expire,
             )
 
-    def response(results: dict[tuple[str, int], ErrorCode]) -> dict:
+    def response(results: dict[TopicPartition, ErrorCode]) -> dict:
         merged = {**errors, **results}
         topics: dict[str, list[dict]] = {}
         for name, index in dict.fromkeys(order):

@@ -13,6 +13,7 @@ from odradek.broker.coordinator.group.group_requests import partition_exists
 from odradek.controller.metadata_image import MetadataImage
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
+from odradek.storage.topic_partition import TopicPartition
 
 
 def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, authorization: Authorization, request: Request) -> dict:
@@ -22,7 +23,7 @@ def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, autho
     if not authorization.authorize(request, AclOperation.DELETE, ResourceType.GROUP, body.group_id):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "topics": []}
     readable = authorization.filter_authorized(request, AclOperation.READ, ResourceType.TOPIC, {t.name for t in body.topics})
-    errors: dict[tuple[str, int], ErrorCode] = {}
+    errors: dict[TopicPartition, ErrorCode] = {}
     known = []
     for topic in body.topics:
         for p in topic.partitions:

@@ -21,6 +21,7 @@ from odradek.broker.replication.partition import AlterPartitionResult, PendingIs
 from odradek.broker.security.client import PLAINTEXT, ClientSecurity
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.storage.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -44,7 +45,7 @@ class AlterPartitionManager:
         self.request_timeout_s = request_timeout_s
         self.security = security
         """How the controller's inter-broker listener is connected to."""
-        self.queued: dict[tuple[str, int], tuple[Partition, PendingIsrChange]] = {}
+        self.queued: dict[TopicPartition, tuple[Partition, PendingIsrChange]] = {}
         self._wake = anyio.Event()
         self._connection: BrokerConnection | None = None
         self._connected_to: Node | None = None
@@ -73,7 +74,7 @@ class AlterPartitionManager:
                 if partition.on_alter_partition(change, answers.get(key, AlterPartitionResult(ErrorCode.UNKNOWN_SERVER_ERROR))):
                     self._requeue({key: (partition, change)})
 
-    def _requeue(self, items: dict[tuple[str, int], tuple["Partition", PendingIsrChange]]) -> None:
+    def _requeue(self, items: dict[TopicPartition, tuple["Partition", PendingIsrChange]]) -> None:
         for key, item in items.items():
             self.queued.setdefault(key, item)
 
@@ -88,7 +89,7 @@ class AlterPartitionManager:
             self._connected_to = controller
         return self._connection
 
-    async def _send(self, items: dict[tuple[str, int], tuple["Partition", PendingIsrChange]], task_group: "TaskGroup") -> dict[tuple[str, int], AlterPartitionResult]:
+    async def _send(self, items: dict[TopicPartition, tuple["Partition", PendingIsrChange]], task_group: "TaskGroup") -> dict[TopicPartition, AlterPartitionResult]:
         connection = await self._connect(task_group)
         version = connection.version_for(ApiKey.AlterPartition)
         if any(p.topic_id in (None, ZERO_UUID) for p, _ in items.values()):

@@ -21,6 +21,7 @@ from odradek.storage.log import AppendInfo, FetchDataInfo, Log, LogOffsetMetadat
 from odradek.storage.log_config import LogConfig
 from odradek.storage.log_validator import ValidationResult
 from odradek.storage.producer_state import ProducerStateEntry
+from odradek.storage.topic_partition import TopicPartition
 from odradek.storage.transaction_index import AbortedTxn
 
 log = logging.getLogger("odradek.partition")
@@ -136,7 +137,7 @@ class Partition:
     """Sends an ISR change to the controller (AlterPartition); None where no controller takes one (the
     embedded single-node controller: no followers, no ISR changes)."""
     pending_isr: PendingIsrChange | None = None
-    on_storage_error: Callable[[tuple[str, int], str, OSError], None] = lambda tp, message, exc: None
+    on_storage_error: Callable[[TopicPartition, str, OSError], None] = lambda tp, message, exc: None
     """Told of an I/O error on the log (Kafka's ``LogDirFailureChannel``): in a cluster, the broker's last
     log directory failing halts it."""
 

@@ -9,6 +9,7 @@ import argparse
 from odradek.broker.network.kafka_client import KafkaClient
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
+from odradek.storage.topic_partition import TopicPartition
 from odradek.tools.admin_common import CommandError, broker_error
 from odradek.tools.admin_groups import commit_offsets, committed_offsets, describe_group, new_offsets
 
@@ -32,7 +33,7 @@ async def delete_group(client: KafkaClient, group_id: str) -> None:
         raise broker_error(result.error_code, None)
 
 
-async def reset_offsets(client: KafkaClient, group_id: str, scenario: str, value: str) -> dict[tuple[str, int], int]:
+async def reset_offsets(client: KafkaClient, group_id: str, scenario: str, value: str) -> dict[TopicPartition, int]:
     """kafka-consumer-groups.sh --reset-offsets --all-topics --execute with one scenario (the same code,
     tools/admin_groups.py): only for a group without members. The offsets committed."""
     state = (await describe_group(client, group_id)).group_state
