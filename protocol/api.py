@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, Generic, Mapping, TypeVar
 
 from odradek.protocol.messages import MODULES, ApiKey, headers
 from odradek.protocol.schema import Container, DecodeError, Message, Splice, decode, encode_frame
@@ -100,10 +100,15 @@ class RequestHeader:
     header_version: int
 
 
+Body = TypeVar("Body")
+"""A request's decoded body, for mypy: a handler names its API's type, ``Request[ProduceRequest]`` (generated
+in ``protocol/message_types``); at run time every body is a ``Container``."""
+
+
 @dataclass(slots=True)
-class Request:
+class Request(Generic[Body]):
     header: RequestHeader
-    body: Container
+    body: Body
     client_address: str | None = None
     """The peer's IP address, set by the network layer (Kafka reports it, e.g. as a group member's host)."""
     context: Any = None
@@ -125,7 +130,7 @@ def peek_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
     return _PEEK.unpack_from(frame, 0)
 
 
-def decode_request(frame: bytes | bytearray | memoryview) -> Request:
+def decode_request(frame: bytes | bytearray | memoryview) -> Request[Any]:
     """Decode a request frame (without its 4-byte size prefix); bytes after the body are ignored, as by Kafka.
 
     Raises :class:`UnknownApiKey`, :class:`UnsupportedApiVersion` or :class:`DecodeError`.
@@ -148,13 +153,13 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     )
 
 
-def encode_response(api_key: int, api_version: int, correlation_id: int, body: dict[str, Any]) -> tuple[bytes, list[Splice]]:
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]) -> tuple[bytes, list[Splice]]:
     """A size-prefixed response frame, plus the splices where record data must be inserted."""
     header = (headers.RESPONSE_HEADER, response_header_version(api_key, api_version), {"correlation_id": correlation_id})
     return encode_frame(header, (APIS[api_key].response, api_version, body))
 
 
-def encode_request(api_key: int, api_version: int, correlation_id: int, body: dict[str, Any], client_id: str | None = "odradek") -> bytes:
+def encode_request(api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any], client_id: str | None = "odradek") -> bytes:
     """A size-prefixed request frame (for inter-broker calls, tools and tests)."""
     header_body = {"request_api_key": api_key, "request_api_version": api_version, "correlation_id": correlation_id, "client_id": client_id}
     data, splices = encode_frame(

@@ -28,7 +28,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Mapping, Protocol
 
 import construct
 from construct import Container as Container  # re-exported: decoded messages are Containers
@@ -42,6 +42,8 @@ __all__ = [
     "DecodeError",
     "EncodeError",
     "Splice",
+    "SplicedRecords",
+    "Records",
     "encode",
     "encode_parts",
     "encode_frame",
@@ -526,6 +528,18 @@ class Message:
         return compiled
 
 
+class SplicedRecords(Protocol):
+    """Record data sent beside the encoded frame (a segment's file slice, for sendfile): only its length is
+    encoded, and :func:`encode_parts` returns its position as a :class:`Splice`."""
+
+    @property
+    def length(self) -> int: ...
+
+
+Records = bytes | bytearray | memoryview | SplicedRecords
+"""What a ``records`` field may be given to encode (``protocol/message_types``' type for it)."""
+
+
 @dataclass(slots=True)
 class Splice:
     """Where encoded output must be interleaved with data sent separately (a records placeholder)."""
@@ -591,14 +605,14 @@ class _ViewStream:
         return self._pos
 
 
-def encode_parts(message: Message, version: int, value: dict[str, Any]) -> tuple[bytes, list[Splice]]:
+def encode_parts(message: Message, version: int, value: Mapping[str, Any]) -> tuple[bytes, list[Splice]]:
     """Encode ``value``; records fields that are not bytes-like become splices (length written, data not)."""
     stream = _io.BytesIO()
     splices = _build(stream, ((message, version, value),))
     return stream.getvalue(), splices
 
 
-def encode_frame(*parts: tuple[Message, int, dict[str, Any]]) -> tuple[bytes, list[Splice]]:
+def encode_frame(*parts: tuple[Message, int, Mapping[str, Any]]) -> tuple[bytes, list[Splice]]:
     """A size-prefixed frame of ``parts`` (header, body) encoded in order, with one copy of the output.
 
     The size is written over a placeholder once the parts are built and before the buffer is taken out
@@ -624,7 +638,7 @@ def _build(stream: _io.BytesIO, parts: Any) -> list[Splice]:
     return splices
 
 
-def encode(message: Message, version: int, value: dict[str, Any]) -> bytes:
+def encode(message: Message, version: int, value: Mapping[str, Any]) -> bytes:
     data, splices = encode_parts(message, version, value)
     if splices:
         raise ValueError("value holds records placeholders; use encode_parts")
