@@ -6,7 +6,7 @@ PYTHON = $(VENV)/bin/python
 PIP = $(PYTHON) -m pip
 APT_PACKAGES = zookeeper kcat maven iproute2 nftables chromium
 JAVA_PACKAGE = openjdk-17-jdk-headless
-JVM_SETS = kafka kafka44 spark-kafka
+JVM_SETS = kafka kafka44 kafka44-log4j2 spark-kafka
 JVM_CACHE = .cache/jvm
 
 .PHONY: serve test lint install install-test system-deps jvm-deps apt build-deps

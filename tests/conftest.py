@@ -22,6 +22,7 @@ from odradek.protocol.api import ApiKey, decode_response, encode_request  # noqa
 
 sys.path.insert(0, str(Path(__file__).parent / "jvm"))
 
+import kafka44_jvm  # noqa: E402
 import kafka_jvm  # noqa: E402
 
 
@@ -146,6 +147,25 @@ def real_kafka() -> kafka_jvm.RealKafka:
     """
     try:
         return kafka_jvm.shared_kafka()
+    except kafka_jvm.JvmUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def real_kafka44() -> kafka44_jvm.RealKafka44:
+    """Apache Kafka 4.4.0, one combined KRaft node started once for the whole run (see tests/jvm/kafka44_jvm.py);
+    a missing jar set fails the test, as for :func:`real_kafka`."""
+    try:
+        return kafka44_jvm.shared_kafka44()
+    except kafka_jvm.JvmUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def java44(tmp_path_factory: pytest.TempPathFactory) -> kafka44_jvm.JavaPrograms:
+    """tests/e2e/java44/*.java compiled once against kafka-clients 4.4.0: ``java44.run("Client44Probe", ...)``."""
+    try:
+        return kafka44_jvm.JavaPrograms.compile(sorted((ROOT / "tests" / "e2e" / "java44").glob("*.java")), tmp_path_factory.mktemp("java44"))
     except kafka_jvm.JvmUnavailable as exc:
         pytest.fail(str(exc), pytrace=False)
 

@@ -301,11 +301,12 @@ class ClassDataArchive:
     dump_to: Path | None
 
     @classmethod
-    def of(cls, name: str) -> "ClassDataArchive":
-        jars = sorted(jar_dir(name).glob("*.jar"))
+    def of(cls, *names: str) -> "ClassDataArchive":
+        """The archive of the classpath made of jar sets ``names``, in that order."""
+        jars = [jar for name in names for jar in sorted(jar_dir(name).glob("*.jar"))]
         java = os.path.realpath(shutil.which("java") or "java")
         listing = "\n".join([java, *(f"{j.name}:{j.stat().st_size}:{j.stat().st_mtime_ns}" for j in jars)])
-        path = JAR_ROOT / f"{name}-{hashlib.sha256(listing.encode()).hexdigest()[:16]}.jsa"
+        path = JAR_ROOT / f"{names[0]}-{hashlib.sha256(listing.encode()).hexdigest()[:16]}.jsa"
         return cls(path, None if path.exists() else path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"))
 
     def flags(self) -> list[str]:
