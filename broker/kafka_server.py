@@ -14,28 +14,22 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable, Coroutine
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer import create_authorizer
 from odradek.broker.authorizer.acl_authorizer import AclStore
 from odradek.broker.quotas import ClientQuotaConfigs, ClientQuotas
 from odradek.broker.config import BrokerConfig
-from odradek.broker.coordinator.partitions import ReplicaManagerPartitions
+from odradek.broker.coordinator.coordinators import CoordinatorKind, Coordinators, CoordinatorTopic, offsets_topic, transaction_state_topic
 from odradek.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from odradek.broker.replication.fetch_session import FetchSessionCache
-from odradek.broker.coordinator.group.group_coordinator import GROUP_METADATA_TOPIC, group_coordinator_runtime
 from odradek.broker.replication.new_logs import make_logs, unmake_logs
-from odradek.broker.network.inter_broker_send import InterBrokerSender
-from odradek.broker.network.kafka_client import Node
 from odradek.broker.replication.log_dir_failure import LogDirFailureChannel
-from odradek.broker.replication.replica_fetcher import FetcherConfig
 from odradek.broker.replication.replica_manager import ReplicaManager
 from odradek.broker.security.client import inter_broker_security
 from odradek.broker.security.scram import SCRAM_CREDENTIALS_FILE, CredentialStore, FileCredentialStore
-from odradek.broker.coordinator.transaction.transaction_coordinator import TRANSACTION_STATE_TOPIC, transaction_coordinator_runtime
-from odradek.broker.coordinator.transaction.transaction_markers import MarkerChannel, MarkerWriter, WriteTxnMarkers
-from odradek.broker.coordinator.transaction.transaction_verification import AddPartitionsToTxnVerify, TransactionVerifier
 from odradek.controller.embedded_controller import EmbeddedController
 from odradek.controller.metadata_image import BrokerInfo, MetadataImage, TopicInfo
 from odradek.controller.metadata_support import MetadataSupport
@@ -45,6 +39,11 @@ from odradek.storage.log_manager import LogManager
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
+
+    from odradek.broker.coordinator.transaction.transaction_markers import MarkerWriter
+    from odradek.broker.network.kafka_client import Node
+    from odradek.broker.replication.replica_fetcher import FetcherConfig
+    from odradek.broker.coordinator.transaction.transaction_verification import TransactionVerifier
 
 log = logging.getLogger("odradek.server")
 
@@ -77,7 +76,7 @@ def start_metadata_support(server: "KafkaServer", me: BrokerInfo) -> tuple[Metad
         if isinstance(server.credentials, ZkCredentialStore):
             zk_support.follow_credentials(server.credentials)
         return zk_support, ZkAclStore(zk_support.zk)
-    internal_topic_configs = {runtime.topic.name: runtime.topic.configs for runtime in server.coordinators.values()}
+    internal_topic_configs = {topic.name: topic.configs for topic in server.coordinators.topics()}
     embedded = EmbeddedController(me, server.log_dirs[0], server, config["cluster.id"], log_dirs=server.log_dirs, internal_topic_configs=internal_topic_configs)
     return embedded, embedded
 
@@ -101,7 +100,7 @@ class KafkaServer:
         controller, transaction markers): the inter-broker listener's TLS and SASL."""
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, self.broker_defaults,
-            fetcher_config=replace(FetcherConfig.from_broker_config(self.broker_id, config.values), security=self.inter_broker_security),
+            fetcher_config=self._fetcher_config,
             num_replica_fetchers=config["num.replica.fetchers"], replica_lag_time_max_ms=config["replica.lag.time.max.ms"],
         )
         self.replica_manager.leader_node = self._inter_broker_node
@@ -109,35 +108,13 @@ class KafkaServer:
         self.metadata_support: MetadataSupport | None = None
         """The metadata mode, chosen at :meth:`startup` (:func:`start_metadata_support`)."""
         self.authorization = Authorization()
-        self.coordinators: dict[str, Any] = {}
-        offsets = ReplicaManagerPartitions(
-            self.replica_manager, GROUP_METADATA_TOPIC, commit_timeout_ms=config["offsets.commit.timeout.ms"],
-            load_buffer_size=config["offsets.load.buffer.size"], spawn=self._spawn,
-        )
-        self.coordinators["group"] = group_coordinator_runtime(
-            config, offsets, offsets.load, broker_id=self.broker_id, metadata=lambda: self.metadata,
-            create_topic=lambda t: self.create_topic_in_background(t.name, t.num_partitions, t.replication_factor, t.configs),
-        )
-        self.marker_writer = MarkerWriter(self.replica_manager, self.coordinators["group"].coordinator.complete_transaction, config["request.timeout.ms"])
-        transactions = ReplicaManagerPartitions(
-            self.replica_manager, TRANSACTION_STATE_TOPIC, commit_timeout_ms=config["request.timeout.ms"],
-            load_buffer_size=config["transaction.state.log.load.buffer.size"], spawn=self._spawn,
-        )
-        self.coordinators["transaction"] = transaction_coordinator_runtime(
-            config, transactions, transactions.load,
-            MarkerChannel(
-                self.broker_id, lambda: self.metadata, self.marker_writer, self._spawn,
-                InterBrokerSender(self.broker_id, "txn-markers", WriteTxnMarkers(), self._inter_broker_node, lambda: self.background, config["request.timeout.ms"] / 1000, self.inter_broker_security),
-            ),
-            self.next_producer_id, broker_id=self.broker_id, metadata=lambda: self.metadata,
-            create_topic=lambda t: self.create_topic_in_background(t.name, t.num_partitions, t.replication_factor, t.configs),
-        )
-        self.transaction_coordinator = self.coordinators["transaction"].coordinator
+        self.coordinators = Coordinators({
+            "group": CoordinatorKind(offsets_topic(config), self._group_coordinator),
+            "transaction": CoordinatorKind(transaction_state_topic(config), self._transaction_coordinator),
+        })
+        """Built at their first use (broker/coordinator/coordinators.py)."""
         if config["transaction.partition.verification.enable"]:
-            self.replica_manager.transaction_verifier = TransactionVerifier(
-                self.transaction_coordinator, lambda: self.metadata,
-                InterBrokerSender(self.broker_id, "txn-verification", AddPartitionsToTxnVerify(), self._inter_broker_node, lambda: self.background, config["request.timeout.ms"] / 1000, self.inter_broker_security),
-            )
+            self.replica_manager.make_transaction_verifier = self._transaction_verifier
         self.metrics: Any = None
         """The runner's ``BrokerMetrics`` (broker/metrics.py, which reads this server), when prometheus.port is set."""
         self._producer_ids: range = range(0)
@@ -147,6 +124,70 @@ class KafkaServer:
     def group_coordinator(self) -> Any:
         """The group coordinator's runtime (``.coordinator``, ``.respond``), the group handlers' service."""
         return self.coordinators["group"]
+
+    @property
+    def transaction_coordinator(self) -> Any:
+        """The transaction coordinator, the transaction handlers' service."""
+        return self.coordinators["transaction"].coordinator
+
+    def _group_coordinator(self, topic: CoordinatorTopic) -> Any:
+        from odradek.broker.coordinator.group.group_coordinator import group_coordinator_runtime
+        from odradek.broker.coordinator.partitions import ReplicaManagerPartitions
+
+        config = self.config
+        offsets = ReplicaManagerPartitions(
+            self.replica_manager, topic.name, commit_timeout_ms=config["offsets.commit.timeout.ms"],
+            load_buffer_size=config["offsets.load.buffer.size"], spawn=self._spawn,
+        )
+        return group_coordinator_runtime(
+            config, topic, offsets, offsets.load, broker_id=self.broker_id, metadata=lambda: self.metadata,
+            create_topic=lambda t: self.create_topic_in_background(t.name, t.num_partitions, t.replication_factor, t.configs),
+        )
+
+    def _transaction_coordinator(self, topic: CoordinatorTopic) -> Any:
+        from odradek.broker.coordinator.partitions import ReplicaManagerPartitions
+        from odradek.broker.coordinator.transaction.transaction_coordinator import transaction_coordinator_runtime
+        from odradek.broker.coordinator.transaction.transaction_markers import MarkerChannel, WriteTxnMarkers
+        from odradek.broker.network.inter_broker_send import InterBrokerSender
+
+        config = self.config
+        transactions = ReplicaManagerPartitions(
+            self.replica_manager, topic.name, commit_timeout_ms=config["request.timeout.ms"],
+            load_buffer_size=config["transaction.state.log.load.buffer.size"], spawn=self._spawn,
+        )
+        return transaction_coordinator_runtime(
+            config, topic, transactions, transactions.load,
+            MarkerChannel(
+                self.broker_id, lambda: self.metadata, self.marker_writer, self._spawn,
+                InterBrokerSender(self.broker_id, "txn-markers", WriteTxnMarkers(), self._inter_broker_node, lambda: self.background, config["request.timeout.ms"] / 1000, self.inter_broker_security),
+            ),
+            self.next_producer_id, broker_id=self.broker_id, metadata=lambda: self.metadata,
+            create_topic=lambda t: self.create_topic_in_background(t.name, t.num_partitions, t.replication_factor, t.configs),
+        )
+
+    @cached_property
+    def marker_writer(self) -> "MarkerWriter":
+        """Appends the transaction markers (WriteTxnMarkers, and this broker's own coordinator's)."""
+        from odradek.broker.coordinator.transaction.transaction_markers import MarkerWriter
+
+        return MarkerWriter(self.replica_manager, self._complete_group_transaction, self.config["request.timeout.ms"])
+
+    def _complete_group_transaction(self, producer_id: int, producer_epoch: int, offsets_partitions: "Iterable[int]", committed: bool) -> None:
+        """A marker written to ``__consumer_offsets`` partitions: the group coordinator applies or drops the
+        transaction's offsets there. One not built leads none of them (it loads the marker with the log)."""
+        group = self.coordinators.built.get("group")
+        if group is not None:
+            group.coordinator.complete_transaction(producer_id, producer_epoch, offsets_partitions, committed)
+
+    def _transaction_verifier(self) -> "TransactionVerifier":
+        """The check of a transactional produce against the transaction coordinator, made at the first one."""
+        from odradek.broker.coordinator.transaction.transaction_verification import AddPartitionsToTxnVerify, TransactionVerifier
+        from odradek.broker.network.inter_broker_send import InterBrokerSender
+
+        return TransactionVerifier(
+            self.transaction_coordinator, lambda: self.metadata,
+            InterBrokerSender(self.broker_id, "txn-verification", AddPartitionsToTxnVerify(), self._inter_broker_node, lambda: self.background, self.config["request.timeout.ms"] / 1000, self.inter_broker_security),
+        )
 
     @property
     def background(self) -> "TaskGroup | None":
@@ -191,9 +232,17 @@ class KafkaServer:
             self.metadata_support.shutdown()
         self.log_manager.shutdown()
 
-    def _inter_broker_node(self, broker_id: int) -> Node | None:
+    def _fetcher_config(self) -> "FetcherConfig":
+        """The replica fetchers' settings, from the broker's configuration (when this broker first follows)."""
+        from odradek.broker.replication.replica_fetcher import FetcherConfig
+
+        return replace(FetcherConfig.from_broker_config(self.broker_id, self.config.values), security=self.inter_broker_security)
+
+    def _inter_broker_node(self, broker_id: int) -> "Node | None":
         """A live broker's endpoint on the inter-broker listener (named, or that of
         ``security.inter.broker.protocol``): where a follower fetches from."""
+        from odradek.broker.network.kafka_client import Node  # the inter-broker client only where it connects
+
         broker = self.metadata.brokers.get(broker_id) if self.metadata_support is not None else None
         endpoint = broker.endpoint(self.config["inter.broker.listener.name"] or self.config["security.inter.broker.protocol"]) if broker is not None else None
         return Node(broker_id, *endpoint) if endpoint is not None else None
@@ -202,11 +251,12 @@ class KafkaServer:
 
     def on_partitions_changed(self, topic: TopicInfo, partitions: list[int]) -> None:
         self.replica_manager.become_leader_or_follower(topic, partitions)
-        for coordinator in self.coordinators.values():
+        coordinator = self.coordinators.leading(topic, partitions, self.broker_id)
+        if coordinator is not None:
             coordinator.on_partitions_changed(topic, partitions)
 
     def on_topic_deleted(self, topic: TopicInfo) -> None:
-        for coordinator in self.coordinators.values():
+        for coordinator in list(self.coordinators.built.values()):
             coordinator.on_topic_deleted(topic)
         self.replica_manager.stop_replicas(topic, delete=True)
         log.info("Deleted topic %s (id %s)", topic.name, topic.topic_id)
@@ -217,7 +267,7 @@ class KafkaServer:
         the moved one, stay."""
         self.replica_manager.stop_replicas(topic, delete=delete)
         if delete:
-            for coordinator in self.coordinators.values():
+            for coordinator in list(self.coordinators.built.values()):
                 if coordinator.topic.name == topic.name:
                     for index in topic.partitions:
                         coordinator.unload(index)

@@ -345,7 +345,8 @@ class BrokerMetrics:
             yield family
 
     def _group_metrics(self) -> Iterator[Metric]:
-        groups = list(self.server.coordinators["group"].coordinator.groups.values())
+        coordinator = self.server.coordinators.built.get("group")  # none built: no group yet, none to build for it
+        groups = list(coordinator.coordinator.groups.values()) if coordinator is not None else []
         by_state = {state: 0 for state in GroupState}
         for group in groups:
             by_state[group.state] += 1

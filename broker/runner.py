@@ -184,8 +184,7 @@ async def run(config: BrokerConfig, *, handle_signals: bool = True, on_started: 
         async with anyio.create_task_group() as tg:
             await tg.start(serve, server, bound)
             tg.start_soon(_periodic, server)
-            for coordinator in server.coordinators.values():
-                await tg.start(coordinator.run)
+            await server.coordinators.run(tg)
             if server.metrics is not None:
                 tg.start_soon(server.metrics.probe_event_loop)
             if console is not None:

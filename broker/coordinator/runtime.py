@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generic, Iterable, I
 
 import anyio
 
+from odradek.broker.coordinator.coordinators import CoordinatorTopic as CoordinatorTopic  # re-exported: a runtime's topic
 from odradek.broker.coordinator.deferred import Deferred
 from odradek.broker.coordinator.timers import Timer, Timers
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -117,18 +118,6 @@ class CoordinatorResult(Generic[T]):
     def of(cls, value: T) -> "CoordinatorResult[T]":
         """A decision that writes nothing."""
         return cls((), lambda _: value)
-
-
-@dataclass(frozen=True)
-class CoordinatorTopic:
-    """A coordinator's internal topic, as the first FindCoordinator creates it."""
-
-    name: str
-    num_partitions: int
-    replication_factor: int
-    configs: dict[str, str]
-    compression: int = 0
-    """The codec of the batches the runtime writes (``offsets.topic.compression.codec``)."""
 
 
 @dataclass(frozen=True)

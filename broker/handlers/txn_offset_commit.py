@@ -23,7 +23,7 @@ from odradek.broker.coordinator.group.group_coordinator import GROUP_METADATA_TO
 from odradek.broker.coordinator.group.group_metadata_manager import STORE_OFFSETS_ERRORS
 from odradek.broker.coordinator.group.group_metadata_records import OffsetAndMetadata
 from odradek.broker.replication.replica_manager import ReplicaManager
-from odradek.broker.coordinator.transaction.transaction_verification import AskCoordinator
+from odradek.broker.coordinator.transaction.ask_coordinator import AskCoordinator
 from odradek.controller.metadata_image import MetadataImage
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError

@@ -23,14 +23,11 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 
 import anyio
 
-from odradek.broker.replication.alter_partition_manager import AlterPartitionManager
 from odradek.broker.replication.fetch_session import FetchPartition
-from odradek.broker.network.kafka_client import Node
 from odradek.broker.replication.partition import LogReadInfo, Partition
 from odradek.broker.replication.purgatory import Purgatory
 from odradek.broker.replication.log_dir_failure import LogDirFailureChannel
-from odradek.broker.replication.replica_fetcher import FetcherConfig, InitialFetchState, ReplicaFetcherManager, initial_fetch_offset
-from odradek.broker.coordinator.transaction.transaction_verification import AskCoordinator
+from odradek.broker.coordinator.transaction.ask_coordinator import AskCoordinator
 from odradek.controller.metadata_image import INTERNAL_TOPICS, PartitionState, TopicInfo
 from odradek.protocol import legacy_records
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -48,6 +45,9 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
     from odradek.broker.coordinator.transaction.transaction_verification import TransactionVerifier
+    from odradek.broker.network.kafka_client import Node
+    from odradek.broker.replication.alter_partition_manager import AlterPartitionManager
+    from odradek.broker.replication.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 
 log = logging.getLogger("odradek.replica_manager")
 
@@ -141,7 +141,7 @@ class LogDirDescription:
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, log_manager: LogManager, broker_defaults: dict[str, str], *, fetcher_config: FetcherConfig | None = None, num_replica_fetchers: int = 1, replica_lag_time_max_ms: int = 30000) -> None:
+    def __init__(self, broker_id: int, log_manager: LogManager, broker_defaults: dict[str, str], *, fetcher_config: "Callable[[], FetcherConfig] | None" = None, num_replica_fetchers: int = 1, replica_lag_time_max_ms: int = 30000) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.broker_defaults = broker_defaults
@@ -155,11 +155,15 @@ class ReplicaManager:
         self.background: TaskGroup | None = None
         """The network's task group, for appends that finish after their request's synchronous part; set
         once the broker serves (read it as :attr:`tasks`)."""
-        self.transaction_verifier: TransactionVerifier | None = None
-        """Checks a transactional produce with the transaction coordinator (``transaction.partition.verification.enable``)."""
+        self.make_transaction_verifier: Callable[[], TransactionVerifier] | None = None
+        """Makes the check of a transactional produce with the transaction coordinator
+        (``transaction.partition.verification.enable``), at the first one: see :attr:`transaction_verifier`."""
+        self._transaction_verifier: TransactionVerifier | None = None
         self.leader_node: Callable[[int], Node | None] = lambda broker_id: None
         """A live broker's inter-broker endpoint (the metadata's), or None: where a follower fetches from."""
-        self.fetcher_config = fetcher_config or FetcherConfig(broker_id)
+        self.fetcher_config = fetcher_config
+        """Makes the fetchers' settings (Kafka's defaults without it) when this broker first follows a leader:
+        a single node never does, nor imports the fetchers and the inter-broker client."""
         self.num_replica_fetchers = num_replica_fetchers
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._fetchers: ReplicaFetcherManager | None = None
@@ -172,6 +176,13 @@ class ReplicaManager:
         """Partitions whose log directory failed (Kafka's ``HostedPartition.Offline``): KAFKA_STORAGE_ERROR."""
         self.on_log_dir_offline: Callable[[], None] = lambda: None
         """Tells the controller a log directory went offline (``/log_dir_event_notification``)."""
+
+    @property
+    def transaction_verifier(self) -> "TransactionVerifier | None":
+        """Checks a transactional produce with the transaction coordinator; None when the broker does not."""
+        if self._transaction_verifier is None and self.make_transaction_verifier is not None:
+            self._transaction_verifier = self.make_transaction_verifier()
+        return self._transaction_verifier
 
     # -- metadata from the controller ---------------------------------------------------------------------
 
@@ -262,8 +273,11 @@ class ReplicaManager:
         self._stop_fetching(set(leaders))
         for key in leaders:
             self.purgatory.check_and_complete(key)
+        from odradek.broker.replication.replica_fetcher import FetcherConfig, InitialFetchState, ReplicaFetcherManager, initial_fetch_offset
+
         if self._fetchers is None:
-            self._fetchers = ReplicaFetcherManager(self.fetcher_config, self.num_replica_fetchers, self.partitions.__getitem__, self.tasks)
+            config = self.fetcher_config() if self.fetcher_config is not None else FetcherConfig(self.broker_id)
+            self._fetchers = ReplicaFetcherManager(config, self.num_replica_fetchers, self.partitions.__getitem__, self.tasks)
         self._fetchers.add_fetcher_for_partitions(
             {key: InitialFetchState(self.partitions[key].topic_id, leader, self.partitions[key].leader_epoch, initial_fetch_offset(self.partitions[key])) for key, leader in leaders.items()}
         )
@@ -594,8 +608,7 @@ class AppendOutcome:
         if append.topic in INTERNAL_TOPICS and self.origin is AppendOrigin.CLIENT and not self.internal_topics_allowed:
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {append.topic}")
         checked = check_batches(append.records, partition.config, self.origin, self.now_ms, f"{partition.topic}-{partition.index}", self.produce_version)
-        verifier = self.replicas.transaction_verifier
-        if self.transactional_id is not None and verifier is not None:
+        if self.transactional_id is not None and (verifier := self.replicas.transaction_verifier) is not None:
             assert self.produce_version is not None, "a transactional append comes with its produce request's version"
             verifier.verify(self.transactional_id, partition, checked.validated.batches, self.produce_version, self._verdicts.get((append.topic, append.index)))
         return partition, checked

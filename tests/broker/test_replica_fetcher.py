@@ -238,7 +238,7 @@ def test_the_replica_manager_follows_then_leads_as_leader_and_isr_says(kafka_lea
     host, port = kafka_leader.kafka.bootstrap.split(":")
     log_manager = LogManager([tmp_path / "logs"], {})
     log_manager.startup(None, FOLLOWER)
-    replicas = ReplicaManager(FOLLOWER, log_manager, {}, fetcher_config=FetcherConfig(FOLLOWER, max_wait_ms=100, backoff_ms=200))
+    replicas = ReplicaManager(FOLLOWER, log_manager, {}, fetcher_config=lambda: FetcherConfig(FOLLOWER, max_wait_ms=100, backoff_ms=200))
     replicas.leader_node = {LEADER: Node(LEADER, host, int(port))}.get
     epoch = kafka_leader.state(topic)["leader_epoch"]
     replicated: list[int] = []

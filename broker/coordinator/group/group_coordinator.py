@@ -860,20 +860,10 @@ class GroupCoordinator:
         return ErrorCode.NONE, self.runtime.shard(partition).describe_group(group_id)
 
 
-def offsets_topic(config: "BrokerConfig") -> CoordinatorTopic:
-    """``__consumer_offsets`` as the broker's ``offsets.topic.*`` configs make it."""
-    return CoordinatorTopic(
-        GROUP_METADATA_TOPIC,
-        config["offsets.topic.num.partitions"],
-        config["offsets.topic.replication.factor"],
-        {"cleanup.policy": "compact", "segment.bytes": str(config["offsets.topic.segment.bytes"]), "compression.type": "producer"},
-        config["offsets.topic.compression.codec"],
-    )
-
-
-def group_coordinator_runtime(config: "BrokerConfig", partitions: PartitionWriter, load: Callable[[int], Iterable[LoadedBatch]], *, broker_id: int, metadata: Callable[[], Any], create_topic: Callable[[CoordinatorTopic], None]) -> CoordinatorRuntime[GroupCoordinatorShard]:
-    """The group coordinator on its runtime, its service at ``.coordinator``."""
+def group_coordinator_runtime(config: "BrokerConfig", topic: CoordinatorTopic, partitions: PartitionWriter, load: Callable[[int], Iterable[LoadedBatch]], *, broker_id: int, metadata: Callable[[], Any], create_topic: Callable[[CoordinatorTopic], None]) -> CoordinatorRuntime[GroupCoordinatorShard]:
+    """The group coordinator on its runtime, its service at ``.coordinator``; ``topic``: ``__consumer_offsets``
+    (:func:`~odradek.broker.coordinator.coordinators.offsets_topic`)."""
     group_config = GroupConfig.from_broker_config(config)
-    runtime = CoordinatorRuntime(offsets_topic(config), lambda context: GroupCoordinatorShard(context, group_config), partitions, broker_id=broker_id, load=load, metadata=metadata, create_topic=create_topic)
+    runtime = CoordinatorRuntime(topic, lambda context: GroupCoordinatorShard(context, group_config), partitions, broker_id=broker_id, load=load, metadata=metadata, create_topic=create_topic)
     GroupCoordinator(runtime)
     return runtime

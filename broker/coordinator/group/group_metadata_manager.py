@@ -14,6 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
+from odradek.broker.coordinator.coordinators import GROUP_METADATA_TOPIC as GROUP_METADATA_TOPIC  # re-exported
 from odradek.broker.coordinator.runtime import AppendResult, CoordinatorResult, Producer, Record, ShardContext
 from odradek.broker.coordinator.deferred import Deferred
 from odradek.broker.coordinator.group.group import CommitRecord, Group, GroupState
@@ -36,7 +37,6 @@ from odradek.storage.topic_partition import TopicPartition
 
 log = logging.getLogger("odradek.group_coordinator")
 
-GROUP_METADATA_TOPIC = "__consumer_offsets"
 OFFSET_EXPIRATION_TIMER = ("expire-offsets",)
 
 # How an offsets-topic append error is reported to the client (Kafka's GroupMetadataManager mappings).

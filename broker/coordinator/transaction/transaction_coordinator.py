@@ -33,6 +33,7 @@ from odradek.broker.coordinator.runtime import (
     Producer,
     ShardContext,
 )
+from odradek.broker.coordinator.coordinators import TRANSACTION_STATE_TOPIC as TRANSACTION_STATE_TOPIC  # re-exported
 from odradek.broker.coordinator.deferred import Deferred
 from odradek.broker.coordinator.transaction.transaction_log import UnknownKey, key_bytes, read_key, read_value, value_bytes
 from odradek.broker.coordinator.transaction.transaction_metadata import (
@@ -51,7 +52,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("odradek.transaction_coordinator")
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 MARKER_RETRY_BACKOFF_MS = 100
 
 _S = TransactionState
@@ -580,24 +580,9 @@ class TransactionCoordinator:
         return {"error_code": ErrorCode.NONE, "unknown_state_filters": unknown, "transaction_states": listed}
 
 
-def transaction_state_topic(config: "BrokerConfig") -> CoordinatorTopic:
-    """``__transaction_state`` as Kafka makes it: compacted, uncompressed, no unclean leader election."""
-    return CoordinatorTopic(
-        TRANSACTION_STATE_TOPIC,
-        config["transaction.state.log.num.partitions"],
-        config["transaction.state.log.replication.factor"],
-        {
-            "unclean.leader.election.enable": "false",
-            "compression.type": "uncompressed",
-            "cleanup.policy": "compact",
-            "min.insync.replicas": str(config["transaction.state.log.min.isr"]),
-            "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
-        },
-    )
-
-
 def transaction_coordinator_runtime(
     config: "BrokerConfig",
+    topic: CoordinatorTopic,
     partitions: PartitionWriter,
     load: Callable[[int], Iterable[LoadedBatch]],
     markers: MarkerSender,
@@ -607,9 +592,10 @@ def transaction_coordinator_runtime(
     metadata: Callable[[], Any],
     create_topic: Callable[[CoordinatorTopic], None],
 ) -> CoordinatorRuntime[TransactionShard]:
-    """The transaction coordinator on its runtime, its service at ``.coordinator``."""
+    """The transaction coordinator on its runtime, its service at ``.coordinator``; ``topic``:
+    ``__transaction_state`` (:func:`~odradek.broker.coordinator.coordinators.transaction_state_topic`)."""
     runtime: CoordinatorRuntime[TransactionShard] = CoordinatorRuntime(
-        transaction_state_topic(config), lambda context: coordinator.build_shard(context), partitions,
+        topic, lambda context: coordinator.build_shard(context), partitions,
         broker_id=broker_id, load=load, metadata=metadata, create_topic=create_topic,
     )
     coordinator = TransactionCoordinator(TransactionConfig.from_broker_config(config), runtime, markers, producer_ids)

@@ -24,9 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-import anyio
 
 from odradek.broker.coordinator.deferred import Deferred
+from odradek.broker.coordinator.transaction.ask_coordinator import AskCoordinator
 from odradek.broker.network.inter_broker_send import InterBrokerSender
 from odradek.broker.network.kafka_client import UnsupportedVersionError
 from odradek.broker.coordinator.transaction.transaction_coordinator import TRANSACTION_STATE_TOPIC
@@ -62,32 +62,6 @@ class Verification:
     producer_epoch: int
     partitions: frozenset[TopicPartition]
     abortable_known: bool
-
-
-class AskCoordinator(Exception):
-    """Another broker coordinates the transactional id: ``answer()`` asks it (the append waits for it), and
-    the check is made again with its verdict."""
-
-    def __init__(self, ask: Callable[[], Deferred[ErrorCode]]) -> None:
-        super().__init__("the transaction coordinator is another broker")
-        self._ask = ask
-
-    async def answer(self) -> ErrorCode:
-        [verdict] = await self.answers([self])
-        return verdict
-
-    @staticmethod
-    async def answers(asks: list["AskCoordinator"]) -> list[ErrorCode]:
-        """Every ask sent before any answer is awaited: those for one coordinator share its next request."""
-        deferreds = [ask._ask() for ask in asks]
-        verdicts = []
-        for deferred in deferreds:
-            if not deferred.done:
-                arrived = anyio.Event()
-                deferred.add_callback(lambda _: arrived.set())
-                await arrived.wait()
-            verdicts.append(deferred.value)
-        return verdicts
 
 
 class AddPartitionsToTxnVerify:

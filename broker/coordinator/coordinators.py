@@ -1,0 +1,122 @@
+"""The broker's coordinators, each built at its first use (``KafkaServer.coordinators``).
+
+A single node whose clients form no group and open no transaction needs neither coordinator, and their
+modules (the runtime, the group state machine, the transaction log, the markers, the verification) are a
+good part of a broker's start-up. So a coordinator is built, and its modules imported, when something first
+needs it: a request of one of its APIs, or this broker becoming the leader of a partition of its topic --
+at start-up too, where a restart on a log directory holding ``__consumer_offsets`` or ``__transaction_state``
+builds it and loads those partitions as before. One that is not built has no shards: no partition of its
+topic to unload or forget, no timers, no transaction to complete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
+    from odradek.broker.config import BrokerConfig
+    from odradek.controller.metadata_image import TopicInfo
+
+Runtime = Any
+"""A :class:`~odradek.broker.coordinator.runtime.CoordinatorRuntime` (not imported here: the runtime imports
+this module's :class:`CoordinatorTopic`)."""
+
+GROUP_METADATA_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+
+
+@dataclass(frozen=True)
+class CoordinatorTopic:
+    """A coordinator's internal topic, as the first FindCoordinator creates it."""
+
+    name: str
+    num_partitions: int
+    replication_factor: int
+    configs: dict[str, str]
+    compression: int = 0
+    """The codec of the batches the runtime writes (``offsets.topic.compression.codec``)."""
+
+
+def offsets_topic(config: "BrokerConfig") -> CoordinatorTopic:
+    """``__consumer_offsets`` as the broker's ``offsets.topic.*`` configs make it."""
+    return CoordinatorTopic(
+        GROUP_METADATA_TOPIC,
+        config["offsets.topic.num.partitions"],
+        config["offsets.topic.replication.factor"],
+        {"cleanup.policy": "compact", "segment.bytes": str(config["offsets.topic.segment.bytes"]), "compression.type": "producer"},
+        config["offsets.topic.compression.codec"],
+    )
+
+
+def transaction_state_topic(config: "BrokerConfig") -> CoordinatorTopic:
+    """``__transaction_state`` as Kafka makes it: compacted, uncompressed, no unclean leader election."""
+    return CoordinatorTopic(
+        TRANSACTION_STATE_TOPIC,
+        config["transaction.state.log.num.partitions"],
+        config["transaction.state.log.replication.factor"],
+        {
+            "unclean.leader.election.enable": "false",
+            "compression.type": "uncompressed",
+            "cleanup.policy": "compact",
+            "min.insync.replicas": str(config["transaction.state.log.min.isr"]),
+            "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
+        },
+    )
+
+
+class CoordinatorKind(NamedTuple):
+    """A coordinator: the internal topic it keeps its state in, and how to build it on that topic."""
+
+    topic: CoordinatorTopic
+    build: Callable[[CoordinatorTopic], Runtime]
+
+
+class Coordinators(Mapping[str, Runtime]):
+    """The coordinators by kind (FindCoordinator's key type names: ``group``, ``transaction``); looking one
+    up builds it. Each runs on the
+    event loop (:meth:`CoordinatorRuntime.run`, its loads and timers) from the time the broker serves, or
+    from its building when that comes later."""
+
+    def __init__(self, kinds: dict[str, CoordinatorKind]) -> None:
+        self.kinds = kinds
+        self.built: dict[str, Runtime] = {}
+        """The coordinators built so far: those with state to follow leadership changes and deletions."""
+        self._tasks: TaskGroup | None = None
+
+    def __getitem__(self, kind: str) -> Runtime:
+        runtime = self.built.get(kind)
+        if runtime is None:
+            runtime = self.built[kind] = self.kinds[kind].build(self.kinds[kind].topic)
+            if self._tasks is not None:
+                # Its loads (queued meanwhile) start with it.
+                self._tasks.start_soon(runtime.run)
+        return runtime
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.kinds)
+
+    def __len__(self) -> int:
+        return len(self.kinds)
+
+    def topics(self) -> list[CoordinatorTopic]:
+        return [kind.topic for kind in self.kinds.values()]
+
+    def leading(self, topic: "TopicInfo", partitions: list[int], broker_id: int) -> Runtime | None:
+        """The coordinator to tell of a leadership change of ``partitions`` of ``topic``: a built one of that
+        topic, or, when this broker now leads one of them, the topic's coordinator built now."""
+        for name, kind in self.kinds.items():
+            if kind.topic.name == topic.name:
+                if name in self.built or any(topic.partitions[index].leader == broker_id for index in partitions):
+                    return self[name]
+                return None
+        return None
+
+    async def run(self, tasks: "TaskGroup") -> None:
+        """Run the coordinators built so far in ``tasks`` (each once started), and those built later."""
+        for runtime in list(self.built.values()):
+            await tasks.start(runtime.run)
+        self._tasks = tasks
