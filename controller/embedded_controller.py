@@ -18,10 +18,7 @@ import base64
 import json
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
-
-from odradek.controller import leader_election
-from odradek.controller.leader_election import ElectionError, ElectionType
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from odradek.controller.metadata_image import (
     BrokerInfo,
@@ -34,12 +31,16 @@ from odradek.controller.metadata_image import (
 )
 from odradek.controller.log_dir_discovery import recover_metadata
 from odradek.controller.metadata_support import ControllerForBrokers, MetadataSupport, PartitionErrors
-from odradek.controller.reassignment import ApiError, single_node_answers
-from odradek.controller.zk_controller_state import leader_and_isr_states
-from odradek.controller.zk_data import ReplicaAssignment
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.checkpoints import write_atomically
 from odradek.storage.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    # Imported by the requests that need them (elections, reassignments, another controller's LeaderAndIsr),
+    # not by every single node's start-up.
+    from odradek.controller.leader_election import ElectionError, ElectionType
+    from odradek.controller.reassignment import ApiError
+    from odradek.controller.zk_data import ReplicaAssignment
 
 STATE_FILE = "odradek-controller.json"
 PRODUCER_ID_BLOCK_SIZE = 1000
@@ -405,6 +406,8 @@ class EmbeddedController(MetadataSupport):
     async def elect_leaders(self, partitions: set[TopicPartition], election_type: ElectionType, timeout_s: float) -> dict[TopicPartition, ElectionError]:
         """The election rules' triage over the image; a partition left to elect has no other replica that
         could lead."""
+        from odradek.controller import leader_election
+
         states = {(t.name, p): s for t in self.image.topics.values() for p, s in t.partitions.items()}
         electable, answered = leader_election.triage(
             partitions, election_type, {tp: tuple(s.replicas) for tp, s in states.items()}, {tp: s.leader for tp, s in states.items()}, set(self.image.brokers), set()
@@ -413,6 +416,9 @@ class EmbeddedController(MetadataSupport):
 
     async def alter_partition_reassignments(self, targets: dict[TopicPartition, tuple[int, ...] | None]) -> dict[TopicPartition, ApiError] | ApiError:
         """As a one-broker Kafka cluster answers (:func:`single_node_answers`)."""
+        from odradek.controller.reassignment import single_node_answers
+        from odradek.controller.zk_data import ReplicaAssignment
+
         assignments = {(t.name, p): ReplicaAssignment(tuple(s.replicas)) for t in self.image.topics.values() for p, s in t.partitions.items()}
         return single_node_answers(assignments, self.image.brokers, targets)
 
@@ -422,6 +428,8 @@ class EmbeddedController(MetadataSupport):
 
     def leader_and_isr(self, body: Any) -> tuple[ErrorCode, PartitionErrors]:
         """Any controller but its own is a stale one."""
+        from odradek.controller.zk_controller_state import leader_and_isr_states
+
         return ErrorCode.STALE_CONTROLLER_EPOCH, dict.fromkeys(leader_and_isr_states(body), ErrorCode.STALE_CONTROLLER_EPOCH)
 
     def stop_replica(self, body: Any) -> tuple[ErrorCode, PartitionErrors]:

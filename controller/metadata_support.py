@@ -22,14 +22,18 @@ from __future__ import annotations
 import uuid
 from abc import ABC, abstractmethod
 from concurrent.futures import Future
-from typing import Any, Awaitable, Callable, Iterable, Mapping, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping, Protocol, TypeVar
 
-from odradek.controller.leader_election import ElectionError, ElectionType
 from odradek.controller.metadata_image import MetadataImage, TopicInfo
-from odradek.controller.reassignment import ApiError
-from odradek.controller.zk_data import ReplicaAssignment
 from odradek.protocol.errors import ErrorCode
 from odradek.storage.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    # The election, reassignment and ZooKeeper data modules are imported where they are used: a single node
+    # starts without them.
+    from odradek.controller.leader_election import ElectionError, ElectionType
+    from odradek.controller.reassignment import ApiError
+    from odradek.controller.zk_data import ReplicaAssignment
 
 T = TypeVar("T")
 

@@ -13,14 +13,13 @@ file, never a torn one.
 from __future__ import annotations
 
 import base64
-import ctypes
-import ctypes.util
+import functools
 import json
 import os
 import time
 import uuid
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from odradek.storage.topic_partition import TopicPartition
 
@@ -70,19 +69,28 @@ def fsync_file(path: Path) -> None:
         os.close(fd)
 
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+@functools.cache
+def _syncfs() -> Any:
+    """libc's ``syncfs``, or None. ctypes is imported and the C library's symbols looked up (in the process
+    itself: ``find_library`` would run ``ldconfig``) at the first call, not by every process that imports
+    this module."""
+    import ctypes
+
+    return getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
 
 
 def sync_filesystem(path: Path) -> None:
     """Make everything written to ``path``'s filesystem durable with one call (Linux ``syncfs``; elsewhere
     ``sync``): many small files written with ``sync=False`` cost one journal commit instead of two each."""
-    syncfs = getattr(_libc, "syncfs", None)
+    syncfs = _syncfs()
     if syncfs is None:
         os.sync()
         return
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
         if syncfs(fd) != 0:
+            import ctypes
+
             error = ctypes.get_errno()
             raise OSError(error, os.strerror(error), str(path))
     finally:
