@@ -14,12 +14,15 @@ import importlib
 import logging
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from odradek.broker.handlers import CLOSE_CONNECTION  # noqa: F401  (re-exported for the socket server)
 from odradek.broker.handlers import api_versions
 from odradek.protocol.api import APIS, ApiKey, Request, encode_response
 from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.api_versions import ApiVersionDict
 
 log = logging.getLogger("odradek.apis")
 
@@ -147,7 +150,7 @@ HANDLERS: dict[int, Handler] = {
 }
 
 
-API_RANGES: list[dict[str, int]] = [{"api_key": key, "min_version": h.min_version, "max_version": h.max_version} for key, h in sorted(HANDLERS.items())]
+API_RANGES: list[ApiVersionDict] = [{"api_key": key, "min_version": h.min_version, "max_version": h.max_version} for key, h in sorted(HANDLERS.items())]
 """What ApiVersions advertises: the table above, and nothing it does not serve."""
 
 

@@ -22,7 +22,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -58,6 +58,9 @@ from odradek.controller.zk_controller_state import NO_EPOCH, leader_and_isr_stat
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.alter_configs import AlterConfigsResponseDict
 
 log = logging.getLogger(__name__)
 
@@ -496,7 +499,7 @@ class ZooKeeperConfigWrites:
     def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
         self.writes.append((zd.ConfigType.BROKER, entity, dict(configs)))
 
-    async def written(self, answer: dict) -> dict:
+    async def written(self, answer: AlterConfigsResponseDict) -> AlterConfigsResponseDict:
         for entity_type, name, configs in self.writes:
             await self.broker.change_config(entity_type, name, configs)
         return answer

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from odradek.controller.leader_election import ElectionError, ElectionType
     from odradek.controller.reassignment import ApiError
     from odradek.controller.zk_data import ReplicaAssignment
+    from odradek.protocol.message_types.alter_configs import AlterConfigsResponseDict
 
 STATE_FILE = "odradek-controller.json"
 PRODUCER_ID_BLOCK_SIZE = 1000
@@ -305,7 +306,7 @@ class EmbeddedController(MetadataSupport):
     def config_writes(self) -> EmbeddedController:
         return self
 
-    def written(self, answer: dict) -> dict:
+    def written(self, answer: AlterConfigsResponseDict) -> AlterConfigsResponseDict:
         return answer
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:

@@ -34,6 +34,10 @@ if TYPE_CHECKING:
     from odradek.controller.leader_election import ElectionError, ElectionType
     from odradek.controller.reassignment import ApiError
     from odradek.controller.zk_data import ReplicaAssignment
+    from odradek.protocol.message_types.allocate_producer_ids import AllocateProducerIdsResponseDict
+    from odradek.protocol.message_types.alter_configs import AlterConfigsResponseDict
+    from odradek.protocol.message_types.alter_partition import AlterPartitionResponseDict
+    from odradek.protocol.message_types.controlled_shutdown import ControlledShutdownResponseDict
 
 T = TypeVar("T")
 
@@ -45,11 +49,11 @@ class ControllerForBrokers(Protocol):
     """The active controller as other brokers reach it (AlterPartition, AllocateProducerIds,
     ControlledShutdown): each answer a response body, made on the controller's own thread."""
 
-    def alter_partition(self, body: Any, version: int) -> "Future[dict]": ...
+    def alter_partition(self, body: Any, version: int) -> "Future[AlterPartitionResponseDict]": ...
 
-    def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> "Future[dict]": ...
+    def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> "Future[AllocateProducerIdsResponseDict]": ...
 
-    def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> "Future[dict]": ...
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> "Future[ControlledShutdownResponseDict]": ...
 
 
 class ConfigWrites(Protocol):
@@ -62,8 +66,9 @@ class ConfigWrites(Protocol):
     def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
         """A broker's dynamic configs (its id) or the cluster default's (``<default>``), replaced."""
 
-    def written(self, answer: dict) -> dict | Awaitable[dict]:
-        """``answer``, once every change is written."""
+    def written(self, answer: AlterConfigsResponseDict) -> AlterConfigsResponseDict | Awaitable[AlterConfigsResponseDict]:
+        """``answer`` (an AlterConfigs or IncrementalAlterConfigs response: the two have one shape), once every
+        change is written."""
 
 
 class MetadataSupport(ABC):

@@ -19,7 +19,7 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
@@ -43,6 +43,11 @@ from odradek.controller.zk_controller_state import (
     preferred_election,
     without_replica,
 )
+
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.allocate_producer_ids import AllocateProducerIdsResponseDict
+    from odradek.protocol.message_types.alter_partition import AlterPartitionResponseDict
+    from odradek.protocol.message_types.controlled_shutdown import ControlledShutdownResponseDict
 
 log = logging.getLogger(__name__)
 
@@ -590,9 +595,9 @@ class ZkController:
 
     # -- ISR changes ------------------------------------------------------------------------------------------
 
-    def alter_partition(self, body: Any, version: int) -> "Future[dict]":
+    def alter_partition(self, body: Any, version: int) -> "Future[AlterPartitionResponseDict]":
         """A leader's AlterPartition request, answered from the event thread (Kafka's AlterPartitionReceived)."""
-        answer: Future[dict] = Future()
+        answer: Future[AlterPartitionResponseDict] = Future()
         self._enqueue(Event(ALTER_PARTITION, request=(body, version, answer)))
         return answer
 
@@ -612,11 +617,11 @@ class ZkController:
 
     # -- producer ids -------------------------------------------------------------------------------------------
 
-    def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> "Future[dict]":
+    def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> "Future[AllocateProducerIdsResponseDict]":
         """A broker's AllocateProducerIds, answered from the event thread. Kafka 3.9's own brokers ask the
         controller for their blocks (odradek's take them from ZooKeeper themselves, as Kafka before 3.0 did:
         both go through the same conditional write of ``/latest_producer_id_block``)."""
-        answer: Future[dict] = Future()
+        answer: Future[AllocateProducerIdsResponseDict] = Future()
         self._enqueue(Event(ALLOCATE_PRODUCER_IDS, request=(broker_id, broker_epoch, answer)))
         return answer
 
@@ -643,9 +648,9 @@ class ZkController:
 
     # -- controlled shutdown ------------------------------------------------------------------------------------
 
-    def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> "Future[dict]":
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> "Future[ControlledShutdownResponseDict]":
         """A stopping broker's ControlledShutdown, answered from the event thread."""
-        answer: Future[dict] = Future()
+        answer: Future[ControlledShutdownResponseDict] = Future()
         self._enqueue(Event(CONTROLLED_SHUTDOWN, request=(broker_id, broker_epoch, answer)))
         return answer
 

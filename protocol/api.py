@@ -100,9 +100,10 @@ class RequestHeader:
     header_version: int
 
 
-Body = TypeVar("Body")
+Body = TypeVar("Body", covariant=True)
 """A request's decoded body, for mypy: a handler names its API's type, ``Request[ProduceRequest]`` (generated
-in ``protocol/message_types``); at run time every body is a ``Container``."""
+in ``protocol/message_types``); at run time every body is a ``Container``. Covariant: a function that two APIs
+share (AlterConfigs and IncrementalAlterConfigs) takes ``Request[AlterConfigsRequest | IncrementalAlterConfigsRequest]``."""
 
 
 @dataclass(slots=True)

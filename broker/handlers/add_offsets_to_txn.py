@@ -4,7 +4,7 @@ commit or abort marker reaches it too. Before v2 PRODUCER_FENCED is INVALID_PROD
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
@@ -15,6 +15,9 @@ from odradek.broker.coordinator.transaction.transaction_coordinator import Trans
 from odradek.controller.metadata_image import MetadataImage
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.add_offsets_to_txn import AddOffsetsToTxnRequest
 
 FENCED_AS_INVALID_EPOCH_BELOW = 2
 
@@ -27,7 +30,7 @@ def offsets_partition(metadata: MetadataImage, config: BrokerConfig, group_id: s
     return partition_for(group_id, count)
 
 
-def handle(metadata: MetadataImage, config: BrokerConfig, transaction_coordinator: TransactionCoordinator, authorization: Authorization, request: Request) -> Any:
+def handle(metadata: MetadataImage, config: BrokerConfig, transaction_coordinator: TransactionCoordinator, authorization: Authorization, request: Request[AddOffsetsToTxnRequest]) -> Any:
     body = request.body
     if not authorization.authorize(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
         return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}

@@ -9,7 +9,7 @@ answer (verification answers per partition). Before v2 PRODUCER_FENCED is INVALI
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -21,13 +21,16 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 from odradek.storage.topic_partition import TopicPartition
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.add_partitions_to_txn import AddPartitionsToTxnRequest
+
 FENCED_AS_INVALID_EPOCH_BELOW = 2
 BATCHED_SINCE = 4
 
 Results = dict[TopicPartition, ErrorCode]
 
 
-def handle(metadata: MetadataImage, transaction_coordinator: TransactionCoordinator, authorization: Authorization, request: Request) -> Any:
+def handle(metadata: MetadataImage, transaction_coordinator: TransactionCoordinator, authorization: Authorization, request: Request[AddPartitionsToTxnRequest]) -> Any:
     body = request.body
     version = request.header.api_version
     if version >= BATCHED_SINCE and not authorization.authorize(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):

@@ -9,7 +9,7 @@ A broker that is not the active controller, or one without ZooKeeper, answers NO
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable
+from typing import TYPE_CHECKING, Awaitable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -17,12 +17,15 @@ from odradek.controller.metadata_support import MetadataSupport
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.allocate_producer_ids import AllocateProducerIdsRequest, AllocateProducerIdsResponseDict
 
-def refused(code: ErrorCode) -> dict:
+
+def refused(code: ErrorCode) -> AllocateProducerIdsResponseDict:
     return {"throttle_time_ms": 0, "error_code": code, "producer_id_start": 0, "producer_id_len": 0}
 
 
-def handle(metadata_support: MetadataSupport, authorization: Authorization, request: Request) -> dict | Awaitable[dict]:
+def handle(metadata_support: MetadataSupport, authorization: Authorization, request: Request[AllocateProducerIdsRequest]) -> AllocateProducerIdsResponseDict | Awaitable[AllocateProducerIdsResponseDict]:
     if not authorization.authorize(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
         return refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     controller = metadata_support.controller_for_brokers()

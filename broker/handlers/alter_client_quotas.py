@@ -11,18 +11,21 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
+    from odradek.protocol.message_types.alter_client_quotas import AlterClientQuotasRequest, AlterClientQuotasResponseDict, ResponseEntryDataDict
+
+if TYPE_CHECKING:
     from odradek.broker.authorization import Authorization
     from odradek.broker.quotas import ClientQuotaConfigs
     from odradek.controller.metadata_support import MetadataSupport
 
 
-def handle(authorization: "Authorization", client_quotas: "ClientQuotaConfigs", metadata_support: "MetadataSupport", request: Request) -> Awaitable[dict]:
+def handle(authorization: "Authorization", client_quotas: "ClientQuotaConfigs", metadata_support: "MetadataSupport", request: Request[AlterClientQuotasRequest]) -> Awaitable[AlterClientQuotasResponseDict]:
     """Each entry altered in turn (in a cluster its ZooKeeper reads and writes made on a worker thread)."""
     body = request.body
     allowed = authorization.authorize(request, AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME)
 
-    def alter() -> dict:
-        entries = []
+    def alter() -> AlterClientQuotasResponseDict:
+        entries: list[ResponseEntryDataDict] = []
         for entry in body.entries:
             entity = {e.entity_type: e.entity_name for e in entry.entity}
             code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation
@@ -32,6 +32,10 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.config_types import ConfigError, ConfigKey, InvalidValueError
 from odradek.storage.log_config import TOPIC_CONFIG_BY_NAME, LogConfig
+
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.alter_configs import AlterConfigsRequest, AlterConfigsResourceResponseDict, AlterConfigsResponseDict
+    from odradek.protocol.message_types.incremental_alter_configs import IncrementalAlterConfigsRequest
 
 NewOverrides = Callable[[dict[str, str], list[Any], Mapping[str, ConfigKey]], dict[str, str]]
 """(current overrides, the resource's requested configs, the resource's config table) -> the new overrides."""
@@ -51,9 +55,10 @@ class ConfigServices:
 
 def alter(
     metadata: MetadataImage, dynamic_config: DynamicBrokerConfig, broker_defaults: dict[str, str], metadata_support: MetadataSupport, authorization: Authorization,
-    request: Request, new_overrides: NewOverrides, null_allowed: Callable[[Any], bool],
-) -> dict | Awaitable[dict]:
-    """:func:`alter_resources`, answered once its changes are written."""
+    request: Request[AlterConfigsRequest | IncrementalAlterConfigsRequest], new_overrides: NewOverrides, null_allowed: Callable[[Any], bool],
+) -> AlterConfigsResponseDict | Awaitable[AlterConfigsResponseDict]:
+    """:func:`alter_resources`, answered once its changes are written (IncrementalAlterConfigs' answer has
+    AlterConfigs' shape)."""
     writes = metadata_support.config_writes()
     answer = alter_resources(ConfigServices(metadata, dynamic_config, broker_defaults, writes, authorization), request, new_overrides, null_allowed)
     return writes.written(answer)
@@ -112,12 +117,14 @@ def _alter_topic(services: ConfigServices, name: str, configs: list[Any], new_ov
         services.writes.set_topic_configs(name, overrides)
 
 
-def alter_resources(services: ConfigServices, request: Request, new_overrides: NewOverrides, null_allowed: Callable[[Any], bool]) -> dict:
+def alter_resources(
+    services: ConfigServices, request: Request[AlterConfigsRequest | IncrementalAlterConfigsRequest], new_overrides: NewOverrides, null_allowed: Callable[[Any], bool],
+) -> AlterConfigsResponseDict:
     body = request.body
     seen = Counter((r.resource_type, r.resource_name) for r in body.resources)
-    responses = []
+    responses: list[AlterConfigsResourceResponseDict] = []
     for resource in body.resources:
-        response = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": resource.resource_type, "resource_name": resource.resource_name}
+        response: AlterConfigsResourceResponseDict = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": resource.resource_type, "resource_name": resource.resource_name}
         try:
             if seen[resource.resource_type, resource.resource_name] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
@@ -132,7 +139,7 @@ def alter_resources(services: ConfigServices, request: Request, new_overrides: N
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {resource_type_name(resource.resource_type)}")
         except KafkaError as exc:
-            response.update(error_code=exc.code, error_message=exc.message)
+            response.update({"error_code": exc.code, "error_message": exc.message})
         responses.append(response)
     return {"responses": responses}
 
@@ -143,6 +150,6 @@ def _replace(current: dict[str, str], configs: list[Any], keys: Mapping[str, Con
 
 def handle(
     metadata: MetadataImage, dynamic_config: DynamicBrokerConfig, broker_defaults: dict[str, str], metadata_support: MetadataSupport, authorization: Authorization,
-    request: Request,
-) -> dict | Awaitable[dict]:
+    request: Request[AlterConfigsRequest],
+) -> AlterConfigsResponseDict | Awaitable[AlterConfigsResponseDict]:
     return alter(metadata, dynamic_config, broker_defaults, metadata_support, authorization, request, _replace, lambda config: False)

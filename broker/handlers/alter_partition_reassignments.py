@@ -9,7 +9,7 @@ controller and answers as a one-broker Kafka cluster.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable
+from typing import TYPE_CHECKING, Awaitable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -19,8 +19,11 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 from odradek.storage.topic_partition import TopicPartition
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.alter_partition_reassignments import AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponseDict, ReassignablePartitionResponseDict
 
-def handle(metadata_support: MetadataSupport, authorization: Authorization, request: Request) -> dict | Awaitable[dict]:
+
+def handle(metadata_support: MetadataSupport, authorization: Authorization, request: Request[AlterPartitionReassignmentsRequest]) -> AlterPartitionReassignmentsResponseDict | Awaitable[AlterPartitionReassignmentsResponseDict]:
     body = request.body
     if not authorization.authorize(request, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         return refused(body, ApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))  # Kafka's text describes its request object
@@ -30,21 +33,21 @@ def handle(metadata_support: MetadataSupport, authorization: Authorization, requ
     return answer(metadata_support.alter_partition_reassignments(targets))
 
 
-async def answer(result: Awaitable[dict[TopicPartition, ApiError] | ApiError]) -> dict:
+async def answer(result: Awaitable[dict[TopicPartition, ApiError] | ApiError]) -> AlterPartitionReassignmentsResponseDict:
     outcome = await result
     if isinstance(outcome, ApiError):
         return {"throttle_time_ms": 0, "error_code": outcome.code, "error_message": outcome.message, "responses": []}
     return response(outcome)
 
 
-def response(outcome: dict[TopicPartition, ApiError]) -> dict:
-    by_topic: dict[str, list[dict]] = {}
+def response(outcome: dict[TopicPartition, ApiError]) -> AlterPartitionReassignmentsResponseDict:
+    by_topic: dict[str, list[ReassignablePartitionResponseDict]] = {}
     for (topic, index), error in outcome.items():
         by_topic.setdefault(topic, []).append({"partition_index": index, "error_code": error.code, "error_message": error.message})
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": "", "responses": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
 
-def refused(body: Any, error: ApiError) -> dict:
+def refused(body: AlterPartitionReassignmentsRequest, error: ApiError) -> AlterPartitionReassignmentsResponseDict:
     """``AlterPartitionReassignmentsRequest.getErrorResponse``: the error at the top and for every partition."""
     return {
         "throttle_time_ms": 0, "error_code": error.code, "error_message": error.message,

@@ -7,14 +7,18 @@ UNSUPPORTED_VERSION and our ranges (KIP-511), so clients can downgrade.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.api_versions import ApiVersionDict, ApiVersionsRequest, ApiVersionsResponseDict
+
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
-def handle(api_ranges: list[dict[str, int]], request: Request) -> dict:
+def handle(api_ranges: list[ApiVersionDict], request: Request[ApiVersionsRequest]) -> ApiVersionsResponseDict:
     """``api_ranges``: what the broker's handler table serves (``kafka_apis.API_RANGES``)."""
     body = request.body
     if request.header.api_version >= 3 and not (_SOFTWARE.match(body.client_software_name) and _SOFTWARE.match(body.client_software_version)):

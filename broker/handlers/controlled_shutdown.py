@@ -8,7 +8,7 @@ NOT_CONTROLLER, and the stopping broker tries again.
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable
+from typing import TYPE_CHECKING, Awaitable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -16,8 +16,11 @@ from odradek.controller.metadata_support import MetadataSupport
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.controlled_shutdown import ControlledShutdownRequest, ControlledShutdownResponseDict
 
-def handle(metadata_support: MetadataSupport, authorization: Authorization, request: Request) -> dict | Awaitable[dict]:
+
+def handle(metadata_support: MetadataSupport, authorization: Authorization, request: Request[ControlledShutdownRequest]) -> ControlledShutdownResponseDict | Awaitable[ControlledShutdownResponseDict]:
     if not authorization.authorize(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
         return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "remaining_partitions": []}
     controller = metadata_support.controller_for_brokers()

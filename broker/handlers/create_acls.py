@@ -25,13 +25,16 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
+    from odradek.protocol.message_types.create_acls import CreateAclsRequest
+
+if TYPE_CHECKING:
     from odradek.broker.authorization import Authorization
     from odradek.controller.metadata_support import MetadataSupport
 
 NO_AUTHORIZER = "No Authorizer is configured."
 
 
-def handle(authorization: "Authorization", metadata_support: "MetadataSupport", request: Request) -> object:
+def handle(authorization: "Authorization", metadata_support: "MetadataSupport", request: Request[CreateAclsRequest]) -> object:
     creations = request.body.creations
     if any(0 in (c.resource_type, c.resource_pattern_type, c.operation, c.permission_type) for c in creations):
         return CLOSE_CONNECTION

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
@@ -25,14 +26,17 @@ from odradek.controller.metadata_support import MetadataSupport
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.create_partitions import CreatePartitionsRequest, CreatePartitionsResponseDict, CreatePartitionsTopicResultDict
+
 
 STRICT_QUOTA_SINCE = 3
 """The version from which ``controller_mutation_rate`` refuses (KIP-599); older ones are let through."""
 
 
 async def handle(
-    metadata_support: MetadataSupport, replica_manager: ReplicaManager, authorization: Authorization, quotas: ClientQuotas, request: Request
-) -> dict:
+    metadata_support: MetadataSupport, replica_manager: ReplicaManager, authorization: Authorization, quotas: ClientQuotas, request: Request[CreatePartitionsRequest]
+) -> CreatePartitionsResponseDict:
     """Needs ALTER on each topic, else TOPIC_AUTHORIZATION_FAILED with Kafka's message."""
     body = request.body
     if not metadata_support.is_controller():
@@ -40,10 +44,10 @@ async def handle(
     counts = Counter(t.name for t in body.topics)
     alterable = authorization.filter_authorized(request, AclOperation.ALTER, ResourceType.TOPIC, {t.name for t in body.topics if counts[t.name] == 1})
     quota = quotas.controller_mutation_quota(request, STRICT_QUOTA_SINCE, time.monotonic())
-    results = []
+    results: list[CreatePartitionsTopicResultDict] = []
     created: dict[str, list[int]] = {}
     for t in body.topics:
-        result = {"name": t.name, "error_code": ErrorCode.NONE, "error_message": None}
+        result: CreatePartitionsTopicResultDict = {"name": t.name, "error_code": ErrorCode.NONE, "error_message": None}
         try:
             if counts[t.name] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
@@ -58,10 +62,11 @@ async def handle(
             if body.timeout_ms <= 0 and not body.validate_only:
                 result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
         except KafkaError as exc:
-            result.update(error_code=exc.code, error_message=exc.message)
+            result.update({"error_code": exc.code, "error_message": exc.message})
         results.append(result)
     late = await metadata_support.until_led(created, body.timeout_ms / 1000)
     for result in results:
         if result["name"] in late:
             result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
-    return mutation_quota.answer(quotas, request, quota, {"results": results})
+    response: CreatePartitionsResponseDict = {"results": results}
+    return mutation_quota.answer(quotas, request, quota, response)

@@ -20,7 +20,7 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import anyio
 from anyio.abc import TaskGroup
@@ -39,6 +39,9 @@ from odradek.controller.metadata_image import MetadataImage, TopicInfo
 from odradek.controller.metadata_support import MetadataSupport
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.create_topics import CreatableTopicConfigsDict, CreatableTopicResultDict, CreateTopicsRequest, CreateTopicsResponseDict
 
 
 log = logging.getLogger("odradek.apis")
@@ -68,8 +71,8 @@ class TopicServices:
 async def handle(
     metadata: MetadataImage, config: BrokerConfig, metadata_support: MetadataSupport, create_topic: Callable[..., TopicInfo], replica_manager: ReplicaManager,
     dynamic_config: DynamicBrokerConfig, broker_defaults: dict[str, str], authorization: Authorization, quotas: ClientQuotas, background: TaskGroup,
-    request: Request,
-) -> dict:
+    request: Request[CreateTopicsRequest],
+) -> CreateTopicsResponseDict:
     services = TopicServices(metadata, config, metadata_support, create_topic, replica_manager, dynamic_config, broker_defaults, authorization, background)
     body = request.body
     deadline = time.monotonic() + body.timeout_ms / 1000
@@ -88,7 +91,7 @@ async def handle(
         creatable = authorization.filter_authorized(request, AclOperation.CREATE, ResourceType.TOPIC, names)
     describable = authorization.filter_authorized(request, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names, log_denied=False)
     quota = quotas.controller_mutation_quota(request, STRICT_QUOTA_SINCE, time.monotonic())
-    results = []
+    results: list[CreatableTopicResultDict] = []
     created: dict[str, list[int]] = {}
     unfinished: set[str] = set()
     for t in body.topics:
@@ -123,14 +126,17 @@ async def handle(
             # Kafka names the topic's id once it is created, not when only validating.
             topic_id = uuid.UUID(int=0) if body.validate_only else topic.topic_id
             if t.name not in describable:
-                result.update(topic_id=topic_id, topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                result.update({"topic_id": topic_id, "topic_config_error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED})
                 results.append(result)
                 continue
+            # A created topic has no null config (refused above, or the topic existed and creating it failed).
             result.update(
-                topic_id=topic_id,
-                num_partitions=len(topic.partitions),
-                replication_factor=len(state.replicas),
-                configs=_describe(services, configs),
+                {
+                    "topic_id": topic_id,
+                    "num_partitions": len(topic.partitions),
+                    "replication_factor": len(state.replicas),
+                    "configs": _describe(services, {name: value for name, value in configs.items() if value is not None}),
+                }
             )
         except KafkaError as exc:
             result = _result(t.name, exc)
@@ -141,10 +147,11 @@ async def handle(
     late = unfinished | await metadata_support.until_led(created, body.timeout_ms / 1000)
     timed_out = _result("", KafkaError(ErrorCode.REQUEST_TIMED_OUT)) | {"topic_config_error_code": ErrorCode.NONE}
     results = [r | timed_out | {"name": r["name"]} if r["name"] in late else r for r in results]
-    return mutation_quota.answer(quotas, request, quota, {"topics": results})
+    response: CreateTopicsResponseDict = {"topics": results}
+    return mutation_quota.answer(quotas, request, quota, response)
 
 
-def _result(name: str, error: KafkaError | None = None) -> dict[str, Any]:
+def _result(name: str, error: KafkaError | None = None) -> CreatableTopicResultDict:
     return {
         "name": name,
         "error_code": ErrorCode.NONE if error is None else error.code,
@@ -196,7 +203,7 @@ class _Creation:
         return self.topic
 
 
-def _describe(services: TopicServices, configs: dict[str, str]) -> list[dict]:
+def _describe(services: TopicServices, configs: dict[str, str]) -> list[CreatableTopicConfigsDict]:
     """The topic's effective configs, which CreateTopics v5+ returns (KIP-525), as DescribeConfigs reports them."""
     return [
         {"name": e.name, "value": e.value, "read_only": e.read_only, "config_source": e.source, "is_sensitive": e.is_sensitive}

@@ -12,11 +12,14 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from odradek.protocol.message_types.delete_acls import DeleteAclsRequest
+
+if TYPE_CHECKING:
     from odradek.broker.authorization import Authorization
     from odradek.controller.metadata_support import MetadataSupport
 
 
-def handle(authorization: "Authorization", metadata_support: "MetadataSupport", request: Request) -> object:
+def handle(authorization: "Authorization", metadata_support: "MetadataSupport", request: Request[DeleteAclsRequest]) -> object:
     if any(unparsable_filter(f) for f in request.body.filters):
         return CLOSE_CONNECTION
     filters = [binding_filter(f) for f in request.body.filters]

@@ -5,17 +5,23 @@ Groups with members answer NON_EMPTY_GROUP, unknown ones GROUP_ID_NOT_FOUND.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.delete_groups import DeletableGroupResultDict, DeleteGroupsRequest, DeleteGroupsResponseDict
 
-def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request) -> dict:
+
+def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request[DeleteGroupsRequest]) -> DeleteGroupsResponseDict:
     """Groups the client may not DELETE are answered GROUP_AUTHORIZATION_FAILED and kept."""
     names = list(dict.fromkeys(request.body.groups_names))
     deletable = authorization.filter_authorized(request, AclOperation.DELETE, ResourceType.GROUP, names)
     errors = group_coordinator.coordinator.delete_groups([g for g in names if g in deletable])
-    refused = [{"group_id": g, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED} for g in names if g not in deletable]
-    return {"results": [{"group_id": group_id, "error_code": error} for group_id, error in errors.items()] + refused}
+    refused: list[DeletableGroupResultDict] = [{"group_id": g, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED} for g in names if g not in deletable]
+    deleted: list[DeletableGroupResultDict] = [{"group_id": group_id, "error_code": error} for group_id, error in errors.items()]
+    return {"results": deleted + refused}

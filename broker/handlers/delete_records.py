@@ -9,12 +9,17 @@ offset is the low watermark every replica has reached.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.replication.replica_manager import ReplicaManager
 from odradek.controller.metadata_image import MetadataImage
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.delete_records import DeleteRecordsPartitionResultDict, DeleteRecordsRequest, DeleteRecordsResponseDict, DeleteRecordsTopicResultDict
 
 INVALID_LOW_WATERMARK = -1
 
@@ -27,14 +32,14 @@ def delete_records(metadata: MetadataImage, replica_manager: ReplicaManager, top
     return replica_manager.delete_records(topic_name, index, offset)
 
 
-def handle(metadata: MetadataImage, replica_manager: ReplicaManager, authorization: Authorization, request: Request) -> dict:
+def handle(metadata: MetadataImage, replica_manager: ReplicaManager, authorization: Authorization, request: Request[DeleteRecordsRequest]) -> DeleteRecordsResponseDict:
     """Needs DELETE on each topic, else its partitions are answered TOPIC_AUTHORIZATION_FAILED (Kafka)."""
     deletable = authorization.filter_authorized(request, AclOperation.DELETE, ResourceType.TOPIC, {t.name for t in request.body.topics})
-    topics = []
+    topics: list[DeleteRecordsTopicResultDict] = []
     for t in request.body.topics:
-        partitions = []
+        partitions: list[DeleteRecordsPartitionResultDict] = []
         for p in t.partitions:
-            entry = {"partition_index": p.partition_index, "low_watermark": INVALID_LOW_WATERMARK, "error_code": ErrorCode.NONE}
+            entry: DeleteRecordsPartitionResultDict = {"partition_index": p.partition_index, "low_watermark": INVALID_LOW_WATERMARK, "error_code": ErrorCode.NONE}
             if t.name not in deletable:
                 entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 partitions.append(entry)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Awaitable
+from typing import TYPE_CHECKING, Awaitable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
@@ -28,26 +28,29 @@ from odradek.controller.metadata_support import MetadataSupport
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.delete_topics import DeletableTopicResultDict, DeleteTopicsRequest, DeleteTopicsResponseDict
+
 ZERO_UUID = uuid.UUID(int=0)
 STRICT_QUOTA_SINCE = 5
 """The version from which ``controller_mutation_rate`` refuses (KIP-599); older ones are let through."""
 
 
-def _requested(request: Request) -> list[tuple[str | None, uuid.UUID]]:
+def _requested(request: Request[DeleteTopicsRequest]) -> list[tuple[str | None, uuid.UUID]]:
     body = request.body
     if request.header.api_version >= 6:
         return [(t.name, t.topic_id) for t in body.topics]
     return [(name, ZERO_UUID) for name in body.topic_names]
 
 
-def _result(name: str | None, topic_id: uuid.UUID, code: ErrorCode, message: str | None = None) -> dict:
+def _result(name: str | None, topic_id: uuid.UUID, code: ErrorCode, message: str | None = None) -> DeletableTopicResultDict:
     return {"name": name, "topic_id": topic_id, "error_code": code, "error_message": message}
 
 
 def handle(
     metadata: MetadataImage, config: BrokerConfig, metadata_support: MetadataSupport, authorization: Authorization, quotas: ClientQuotas,
-    request: Request,
-) -> dict | Awaitable[dict]:
+    request: Request[DeleteTopicsRequest],
+) -> DeleteTopicsResponseDict | Awaitable[DeleteTopicsResponseDict]:
     requested = _requested(request)
     if not metadata_support.is_controller():
         return {"responses": [_result(name, topic_id, ErrorCode.NOT_CONTROLLER) for name, topic_id in requested]}
@@ -59,8 +62,8 @@ def handle(
         return {"responses": [_result(name, topic_id, ErrorCode.INVALID_REQUEST, message) for name, topic_id in requested]}
 
     image = metadata
-    results = []
-    to_delete: dict[str, dict] = {}
+    results: list[DeletableTopicResultDict] = []
+    to_delete: dict[str, DeletableTopicResultDict] = {}
     names = {n for n, _ in requested if n is not None} | {t.name for _, i in requested if i != ZERO_UUID and (t := image.topic_by_id(i)) is not None}
     deletable = authorization.filter_authorized(request, AclOperation.DELETE, ResourceType.TOPIC, names)
     for name, topic_id in requested:
@@ -89,8 +92,8 @@ def handle(
 
 async def _delete(
     metadata_support: MetadataSupport, image: MetadataImage, quotas: ClientQuotas, quota: ControllerMutationQuota,
-    request: Request, results: list[dict], to_delete: dict[str, dict],
-) -> dict:
+    request: Request[DeleteTopicsRequest], results: list[DeletableTopicResultDict], to_delete: dict[str, DeletableTopicResultDict],
+) -> DeleteTopicsResponseDict:
     """Each topic deleted (marked for deletion, in ZooKeeper mode); there, the answer waits for the topics to
     leave this broker's metadata. A topic deleted is REQUEST_TIMED_OUT when the request did not wait
     (``timeout_ms <= 0``) or when the wait ended with it still there.
@@ -110,11 +113,12 @@ async def _delete(
                 continue
             # Over the mutation quota, or the deletion could not be persisted (a full disk): the topic stays,
             # and the client may retry.
-            answer.update(error_code=exc.code, error_message=exc.message)
+            answer.update({"error_code": exc.code, "error_message": exc.message})
     timeout_s = request.body.timeout_ms / 1000
     deleted = [name for name, answer in to_delete.items() if answer["error_code"] == ErrorCode.NONE]
     late = await metadata_support.until_gone(deleted, timeout_s)
     for name in deleted:
         if timeout_s <= 0 or name in late:
             to_delete[name]["error_code"] = ErrorCode.REQUEST_TIMED_OUT
-    return mutation_quota.answer(quotas, request, quota, {"responses": results})
+    response: DeleteTopicsResponseDict = {"responses": results}
+    return mutation_quota.answer(quotas, request, quota, response)

@@ -12,10 +12,13 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from odradek.protocol.message_types.describe_acls import DescribeAclsRequest
+
+if TYPE_CHECKING:
     from odradek.broker.authorization import Authorization
 
 
-def handle(authorization: "Authorization", request: Request) -> object:
+def handle(authorization: "Authorization", request: Request[DescribeAclsRequest]) -> object:
     if unparsable_filter(request.body):
         return CLOSE_CONNECTION
     acl_filter = binding_filter(request.body)

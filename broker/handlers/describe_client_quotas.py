@@ -12,13 +12,16 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
+    from odradek.protocol.message_types.describe_client_quotas import DescribeClientQuotasRequest, DescribeClientQuotasResponseDict
+
+if TYPE_CHECKING:
     from odradek.broker.authorization import Authorization
     from odradek.broker.quotas import ClientQuotaConfigs
 
 EXACT, DEFAULT, ANY = 0, 1, 2
 
 
-def handle(authorization: "Authorization", client_quotas: "ClientQuotaConfigs", request: Request) -> dict:
+def handle(authorization: "Authorization", client_quotas: "ClientQuotaConfigs", request: Request[DescribeClientQuotasRequest]) -> DescribeClientQuotasResponseDict:
     body = request.body
     if not authorization.authorize(request, AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):
         return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "entries": None}

@@ -8,12 +8,16 @@ The cluster's authorized operations, when asked for, come from the authorizer (a
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.network.request_context import listener_name
 from odradek.controller.metadata_image import MetadataImage
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.describe_cluster import DescribeClusterRequest, DescribeClusterResponseDict
 
 
 class EndpointType(enum.IntEnum):
@@ -22,7 +26,7 @@ class EndpointType(enum.IntEnum):
     CONTROLLER = 2
 
 
-def handle(metadata: MetadataImage, authorization: Authorization, request: Request) -> dict:
+def handle(metadata: MetadataImage, authorization: Authorization, request: Request[DescribeClusterRequest]) -> DescribeClusterResponseDict:
     body = request.body
     if body.endpoint_type != EndpointType.BROKER:
         if body.endpoint_type == EndpointType.CONTROLLER:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 import itertools
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation
@@ -31,6 +31,9 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.config_types import ConfigKey, ConfigType
 from odradek.storage.log_config import SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC, TOPIC_CONFIG, LogConfig
+
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.describe_configs import DescribeConfigsRequest, DescribeConfigsResourceResultDict, DescribeConfigsResponseDict, DescribeConfigsResultDict
 
 
 class ResourceType(enum.IntEnum):
@@ -85,7 +88,7 @@ class DescribedConfig:
     is_sensitive: bool = False
     synonyms: tuple[Synonym, ...] = ()
 
-    def response(self, include_synonyms: bool, include_documentation: bool) -> dict[str, Any]:
+    def response(self, include_synonyms: bool, include_documentation: bool) -> DescribeConfigsResourceResultDict:
         return {
             "name": self.name,
             "value": self.value,
@@ -237,13 +240,13 @@ def _selected(entries: Iterable[DescribedConfig], keys: list[str] | None) -> lis
     return [e for e in entries if e.name in wanted]
 
 
-def handle(metadata: MetadataImage, dynamic_config: DynamicBrokerConfig, broker_defaults: dict[str, str], authorization: Authorization, request: Request) -> dict:
+def handle(metadata: MetadataImage, dynamic_config: DynamicBrokerConfig, broker_defaults: dict[str, str], authorization: Authorization, request: Request[DescribeConfigsRequest]) -> DescribeConfigsResponseDict:
     """Resources the client may not DESCRIBE_CONFIGS are answered after the others, as Kafka does."""
     body = request.body
-    results = []
-    refused = []
+    results: list[DescribeConfigsResultDict] = []
+    refused: list[DescribeConfigsResultDict] = []
     for resource in body.resources:
-        result = {
+        result: DescribeConfigsResultDict = {
             "error_code": ErrorCode.NONE,
             "error_message": None,
             "resource_type": resource.resource_type,
@@ -252,13 +255,13 @@ def handle(metadata: MetadataImage, dynamic_config: DynamicBrokerConfig, broker_
         }
         refusal = config_refusal(authorization, request, resource.resource_type, resource.resource_name, AclOperation.DESCRIBE_CONFIGS)
         if refusal is not None:
-            result.update(error_code=refusal, error_message=refusal.message)
+            result.update({"error_code": refusal, "error_message": refusal.message})
             refused.append(result)
             continue
         try:
             entries = _selected(resource_config_entries(metadata, dynamic_config, broker_defaults, resource.resource_type, resource.resource_name), resource.configuration_keys)
             result["configs"] = [e.response(body.include_synonyms, body.include_documentation) for e in entries]
         except KafkaError as exc:
-            result.update(error_code=exc.code, error_message=exc.message)
+            result.update({"error_code": exc.code, "error_message": exc.message})
         results.append(result)
     return {"results": results + refused}

@@ -7,18 +7,23 @@ every operation on a group is allowed, so the requested authorized operations ar
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
-def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request) -> dict:
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.describe_groups import DescribedGroupDict, DescribeGroupsRequest, DescribeGroupsResponseDict
+
+def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request[DescribeGroupsRequest]) -> DescribeGroupsResponseDict:
     """Groups the client may not DESCRIBE are answered GROUP_AUTHORIZATION_FAILED, before the others (as Kafka)."""
     body = request.body
     coordinator = group_coordinator.coordinator
-    refused = []
-    groups = []
+    refused: list[DescribedGroupDict] = []
+    groups: list[DescribedGroupDict] = []
     for group_id in body.groups:
         if not authorization.authorize(request, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
             refused.append({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": group_id, "group_state": "", "protocol_type": "", "protocol_data": "", "members": []})

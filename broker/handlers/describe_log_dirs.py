@@ -9,7 +9,7 @@ file system holding the directory.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -17,18 +17,21 @@ from odradek.broker.replication.replica_manager import ReplicaManager
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.describe_log_dirs import DescribeLogDirsPartitionDict, DescribeLogDirsRequest, DescribeLogDirsResponseDict, DescribeLogDirsResultDict
 
-def handle(replica_manager: ReplicaManager, authorization: Authorization, request: Request) -> dict:
+
+def handle(replica_manager: ReplicaManager, authorization: Authorization, request: Request[DescribeLogDirsRequest]) -> DescribeLogDirsResponseDict:
     if not authorization.authorize(request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []}
     topics = request.body.topics
     wanted = None if topics is None else {(t.topic, p) for t in topics for p in t.partitions}
-    results: list[dict[str, Any]] = []
+    results: list[DescribeLogDirsResultDict] = []
     for described in replica_manager.describe_log_dirs(wanted):
         if described.error != ErrorCode.NONE:
             results.append({"error_code": described.error, "log_dir": str(described.path), "topics": []})
             continue
-        by_topic: dict[str, list[dict]] = {}
+        by_topic: dict[str, list[DescribeLogDirsPartitionDict]] = {}
         for p in described.partitions:
             by_topic.setdefault(p.topic, []).append({"partition_index": p.index, "partition_size": p.size, "offset_lag": p.offset_lag, "is_future_key": False})
         results.append({

@@ -9,6 +9,8 @@ led elsewhere NOT_LEADER_OR_FOLLOWER.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.replication.replica_manager import ReplicaManager
@@ -16,8 +18,11 @@ from odradek.controller.metadata_image import MetadataImage, topic_name_error
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.describe_producers import DescribeProducersRequest, DescribeProducersResponseDict, PartitionResponseDict, ProducerStateDict, TopicResponseDict
 
-def active_producers(replica_manager: ReplicaManager, topic: str, index: int) -> list[dict]:
+
+def active_producers(replica_manager: ReplicaManager, topic: str, index: int) -> list[ProducerStateDict]:
     return [
         {
             "producer_id": producer_id,
@@ -42,19 +47,19 @@ def _topic_error(metadata: MetadataImage, authorization: Authorization, request:
     return None
 
 
-def handle(metadata: MetadataImage, replica_manager: ReplicaManager, authorization: Authorization, request: Request) -> dict:
-    topics = []
+def handle(metadata: MetadataImage, replica_manager: ReplicaManager, authorization: Authorization, request: Request[DescribeProducersRequest]) -> DescribeProducersResponseDict:
+    topics: list[TopicResponseDict] = []
     for t in request.body.topics:
         topic_error = _topic_error(metadata, authorization, request, t.name)
-        partitions = []
+        partitions: list[PartitionResponseDict] = []
         for index in t.partition_indexes:
-            entry = {"partition_index": index, "error_code": ErrorCode.NONE, "error_message": None, "active_producers": []}
+            entry: PartitionResponseDict = {"partition_index": index, "error_code": ErrorCode.NONE, "error_message": None, "active_producers": []}
             try:
                 if topic_error is not None:
                     raise topic_error
                 entry["active_producers"] = active_producers(replica_manager, t.name, index)
             except KafkaError as exc:
-                entry.update(error_code=exc.code, error_message=exc.message)
+                entry.update({"error_code": exc.code, "error_message": exc.message})
             partitions.append(entry)
         topics.append({"name": t.name, "partitions": partitions})
     return {"topics": topics}

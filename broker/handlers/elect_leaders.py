@@ -14,7 +14,7 @@ controller of single-replica partitions, each already led by its preferred repli
 
 from __future__ import annotations
 
-from typing import Awaitable
+from typing import TYPE_CHECKING, Awaitable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -25,8 +25,11 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 from odradek.storage.topic_partition import TopicPartition
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.elect_leaders import ElectLeadersRequest, ElectLeadersResponseDict, PartitionResultDict
 
-def handle(metadata_support: MetadataSupport, metadata: MetadataImage, authorization: Authorization, request: Request) -> dict | Awaitable[dict]:
+
+def handle(metadata_support: MetadataSupport, metadata: MetadataImage, authorization: Authorization, request: Request[ElectLeadersRequest]) -> ElectLeadersResponseDict | Awaitable[ElectLeadersResponseDict]:
     body = request.body
     requested = None if body.topic_partitions is None else {(t.topic, p) for t in body.topic_partitions for p in t.partitions}
     try:
@@ -41,13 +44,13 @@ def handle(metadata_support: MetadataSupport, metadata: MetadataImage, authoriza
     return elect(metadata_support.elect_leaders(partitions, election_type, body.timeout_ms / 1000), all_partitions=requested is None)
 
 
-async def elect(outcome: Awaitable[dict[TopicPartition, ElectionError]], *, all_partitions: bool) -> dict:
+async def elect(outcome: Awaitable[dict[TopicPartition, ElectionError]], *, all_partitions: bool) -> ElectLeadersResponseDict:
     return response(ErrorCode.NONE, await outcome, all_partitions=all_partitions)
 
 
-def response(error: ErrorCode, answers: dict[TopicPartition, ElectionError], *, all_partitions: bool) -> dict:
+def response(error: ErrorCode, answers: dict[TopicPartition, ElectionError], *, all_partitions: bool) -> ElectLeadersResponseDict:
     """Grouped by topic; an election over all partitions leaves out those that needed none."""
-    by_topic: dict[str, list[dict]] = {}
+    by_topic: dict[str, list[PartitionResultDict]] = {}
     for (topic, partition), answer in sorted(answers.items()):
         if not (all_partitions and answer.code == ErrorCode.ELECTION_NOT_NEEDED):
             by_topic.setdefault(topic, []).append({"partition_id": partition, "error_code": answer.code, "error_message": answer.message})

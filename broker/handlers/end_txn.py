@@ -4,7 +4,7 @@ PRODUCER_FENCED is INVALID_PRODUCER_EPOCH."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
@@ -13,10 +13,13 @@ from odradek.broker.coordinator.transaction.transaction_coordinator import Trans
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.end_txn import EndTxnRequest
+
 FENCED_AS_INVALID_EPOCH_BELOW = 2
 
 
-def handle(transaction_coordinator: TransactionCoordinator, authorization: Authorization, request: Request) -> Any:
+def handle(transaction_coordinator: TransactionCoordinator, authorization: Authorization, request: Request[EndTxnRequest]) -> Any:
     body = request.body
     if not authorization.authorize(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
         return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}

@@ -20,7 +20,8 @@ does not hold their answer back either).
 from __future__ import annotations
 
 import time
-from typing import Any
+import uuid
+from typing import TYPE_CHECKING, Any
 
 
 from odradek.broker.authorization import Authorization
@@ -32,6 +33,9 @@ from odradek.broker.replication.replica_manager import FetchParams, PartitionRea
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.fetch import FetchRequest
+
 READ_COMMITTED = 1
 _LOOKUP_ERRORS = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.TOPIC_AUTHORIZATION_FAILED})
 """A consumer's partitions Kafka's KafkaApis sets aside before reading (not authorized, or the topic or
@@ -40,7 +44,7 @@ _MAGIC_FOR_VERSION = {0: 0, 1: 0, 2: 1, 3: 1}
 """Fetch v0-v3 read message sets of magic 0 (v0-v1) or 1 (v2-v3): the only versions that copy records."""
 
 
-def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, config: BrokerConfig, authorization: Authorization, quotas: ClientQuotas, request: Request) -> Any:
+def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, config: BrokerConfig, authorization: Authorization, quotas: ClientQuotas, request: Request[FetchRequest]) -> Any:
     body = request.body
     version = request.header.api_version
     uses_ids = version >= 13
@@ -49,6 +53,7 @@ def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, c
     now_ms = int(time.time() * 1000)
 
     requested = []
+    key_topic: str | uuid.UUID  # a session's partitions are keyed by topic id from v13, by name before
     for topic in body.topics:
         topic_id = topic.topic_id  # each decoded-field read is a Python call: each read once
         if uses_ids:
@@ -61,9 +66,9 @@ def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, c
                 FetchPartition((key_topic, index), name, topic_id, index, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch, p.log_start_offset, p.last_fetched_epoch)
             )
     forgotten: list[PartitionKey] = []
-    for topic in body.forgotten_topics_data:
-        key_topic = topic.topic_id if uses_ids else topic.topic
-        forgotten.extend((key_topic, p) for p in topic.partitions)
+    for forgotten_topic in body.forgotten_topics_data:
+        key_topic = forgotten_topic.topic_id if uses_ids else forgotten_topic.topic
+        forgotten.extend((key_topic, p) for p in forgotten_topic.partitions)
 
     if version >= 7:
         context = fetch_sessions.new_context(body.session_id, body.session_epoch, requested, forgotten, is_follower, now_ms)

@@ -8,13 +8,16 @@ success (``"NONE"``), and so do we; from v4 it sets no key's message (the field'
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.network.request_context import listener_name
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.find_coordinator import CoordinatorDict, FindCoordinatorRequest, FindCoordinatorResponseDict
 
 COORDINATOR_KEY_TYPES = {0: "group", 1: "transaction"}
 """FindCoordinator key types and the coordinator (in ``KafkaServer.coordinators``) that answers each.
@@ -51,12 +54,12 @@ def _locate_authorized(coordinators: dict[str, Any], authorization: Authorizatio
     return _locate(coordinators, key_type, key, listener_name(request))
 
 
-def handle(coordinators: dict[str, Any], authorization: Authorization, request: Request) -> dict:
+def handle(coordinators: dict[str, Any], authorization: Authorization, request: Request[FindCoordinatorRequest]) -> FindCoordinatorResponseDict:
     body = request.body
     if request.header.api_version < 4:
         error, message, (node_id, host, port) = _locate_authorized(coordinators, authorization, request, body.key_type, body.key)
         return {"error_code": error, "error_message": message, "node_id": node_id, "host": host, "port": port}
-    answers = []
+    answers: list[CoordinatorDict] = []
     for key in body.coordinator_keys:
         error, _, (node_id, host, port) = _locate_authorized(coordinators, authorization, request, body.key_type, key)
         answers.append({"key": key, "node_id": node_id, "host": host, "port": port, "error_code": error})

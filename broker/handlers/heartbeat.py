@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.heartbeat import HeartbeatRequest, HeartbeatResponseDict
 
-def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request) -> dict:
+
+def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request[HeartbeatRequest]) -> HeartbeatResponseDict:
     body = request.body
     if not authorization.authorize(request, AclOperation.READ, ResourceType.GROUP, body.group_id):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}

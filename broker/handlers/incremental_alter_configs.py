@@ -9,7 +9,7 @@ validate-only, dynamic broker configs).
 from __future__ import annotations
 
 import enum
-from typing import Any, Awaitable, Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Mapping
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.dynamic_config import DynamicBrokerConfig
@@ -19,6 +19,9 @@ from odradek.controller.metadata_support import MetadataSupport
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.config_types import ConfigKey, ConfigType
+
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.incremental_alter_configs import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponseDict
 
 
 class OpType(enum.IntEnum):
@@ -68,6 +71,6 @@ def apply_ops(current: dict[str, str], configs: list[Any], keys: Mapping[str, Co
 
 def handle(
     metadata: MetadataImage, dynamic_config: DynamicBrokerConfig, broker_defaults: dict[str, str], metadata_support: MetadataSupport, authorization: Authorization,
-    request: Request,
-) -> dict | Awaitable[dict]:
+    request: Request[IncrementalAlterConfigsRequest],
+) -> IncrementalAlterConfigsResponseDict | Awaitable[IncrementalAlterConfigsResponseDict]:
     return alter(metadata, dynamic_config, broker_defaults, metadata_support, authorization, request, apply_ops, lambda config: config.config_operation == OpType.DELETE)

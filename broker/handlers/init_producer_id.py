@@ -10,7 +10,7 @@ PRODUCER_FENCED: they get INVALID_PRODUCER_EPOCH instead, as Kafka answers them.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -20,10 +20,13 @@ from odradek.broker.coordinator.transaction.transaction_metadata import NO_PRODU
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.init_producer_id import InitProducerIdRequest
+
 FENCED_AS_INVALID_EPOCH_BELOW = 4
 
 
-def handle(transaction_coordinator: TransactionCoordinator, next_producer_id: Callable[[], int], authorization: Authorization, request: Request) -> Any:
+def handle(transaction_coordinator: TransactionCoordinator, next_producer_id: Callable[[], int], authorization: Authorization, request: Request[InitProducerIdRequest]) -> Any:
     """A transactional producer needs WRITE on its transactional id; an idempotent one IDEMPOTENT_WRITE on the
     cluster or WRITE on some topic (KIP-679), as Kafka."""
     body = request.body

@@ -7,7 +7,7 @@ answer a null protocol name; earlier versions get an empty string.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
@@ -18,8 +18,11 @@ from odradek.broker.coordinator.group.group_requests import client_host
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.join_group import JoinGroupRequest
 
-def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request) -> Any:
+
+def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request[JoinGroupRequest]) -> Any:
     body = request.body
     version = request.header.api_version
     runtime = group_coordinator

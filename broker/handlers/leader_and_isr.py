@@ -8,6 +8,7 @@ follows only its embedded controller and answers any other STALE_CONTROLLER_EPOC
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -16,11 +17,14 @@ from odradek.controller.zk_controller_state import leader_and_isr_states
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.leader_and_isr import LeaderAndIsrPartitionErrorDict, LeaderAndIsrRequest, LeaderAndIsrResponseDict
+
 TOPIC_IDS_VERSION = 5
 """From v5 the answer groups partitions by topic id."""
 
 
-def handle(metadata_support: MetadataSupport, authorization: Authorization, request: Request) -> dict:
+def handle(metadata_support: MetadataSupport, authorization: Authorization, request: Request[LeaderAndIsrRequest]) -> LeaderAndIsrResponseDict:
     body = request.body
     states = leader_and_isr_states(body)
     if not authorization.authorize(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
@@ -32,7 +36,7 @@ def handle(metadata_support: MetadataSupport, authorization: Authorization, requ
             "error_code": error,
             "partition_errors": [{"topic_name": t, "partition_index": p, "error_code": code} for (t, p), code in errors.items()],
         }
-    by_topic: dict[uuid.UUID, list[dict]] = {}
+    by_topic: dict[uuid.UUID, list[LeaderAndIsrPartitionErrorDict]] = {}
     for (topic, index), code in errors.items():
         by_topic.setdefault(states[(topic, index)][0], []).append({"partition_index": index, "error_code": code})
     return {"error_code": error, "topics": [{"topic_id": topic_id, "partition_errors": errors} for topic_id, errors in by_topic.items()]}

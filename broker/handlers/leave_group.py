@@ -6,6 +6,8 @@ group-level one.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
@@ -13,8 +15,11 @@ from odradek.broker.coordinator.group.group_coordinator import LeavingMember
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.leave_group import LeaveGroupRequest, LeaveGroupResponseDict
 
-def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request) -> dict:
+
+def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request[LeaveGroupRequest]) -> LeaveGroupResponseDict:
     body = request.body
     version = request.header.api_version
     if not authorization.authorize(request, AclOperation.READ, ResourceType.GROUP, body.group_id):

@@ -3,14 +3,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.broker.coordinator.group.group_coordinator import CLASSIC_GROUP_TYPE
 from odradek.protocol.api import Request
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.list_groups import ListGroupsRequest, ListGroupsResponseDict
 
-def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request) -> dict:
+
+def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request[ListGroupsRequest]) -> ListGroupsResponseDict:
     """All groups with DESCRIBE on the cluster; otherwise only those the client may DESCRIBE (as Kafka)."""
     body = request.body
     error, groups = group_coordinator.coordinator.list_groups(list(body.states_filter), list(body.types_filter))

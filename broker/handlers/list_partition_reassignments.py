@@ -8,7 +8,7 @@ A broker without ZooKeeper, its own controller, has none in progress.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable
+from typing import TYPE_CHECKING, Awaitable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -19,8 +19,11 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 from odradek.storage.topic_partition import TopicPartition
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.list_partition_reassignments import ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponseDict, OngoingPartitionReassignmentDict, OngoingTopicReassignmentDict
 
-def handle(metadata_support: MetadataSupport, authorization: Authorization, request: Request) -> dict | Awaitable[dict]:
+
+def handle(metadata_support: MetadataSupport, authorization: Authorization, request: Request[ListPartitionReassignmentsRequest]) -> ListPartitionReassignmentsResponseDict | Awaitable[ListPartitionReassignmentsResponseDict]:
     body = request.body
     if not authorization.authorize(request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         return refused(body, ApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))  # Kafka's text describes its request object
@@ -30,11 +33,11 @@ def handle(metadata_support: MetadataSupport, authorization: Authorization, requ
     return answer(metadata_support.list_partition_reassignments(partitions))
 
 
-async def answer(result: Awaitable[dict[TopicPartition, ReplicaAssignment] | ApiError]) -> dict:
+async def answer(result: Awaitable[dict[TopicPartition, ReplicaAssignment] | ApiError]) -> ListPartitionReassignmentsResponseDict:
     outcome = await result
     if isinstance(outcome, ApiError):
         return {"throttle_time_ms": 0, "error_code": outcome.code, "error_message": outcome.message, "topics": []}
-    by_topic: dict[str, list[dict]] = {}
+    by_topic: dict[str, list[OngoingPartitionReassignmentDict]] = {}
     for (topic, index), assignment in sorted(outcome.items()):
         by_topic.setdefault(topic, []).append({
             "partition_index": index, "replicas": list(assignment.replicas),
@@ -43,7 +46,7 @@ async def answer(result: Awaitable[dict[TopicPartition, ReplicaAssignment] | Api
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": "", "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
 
-def refused(body: Any, error: ApiError) -> dict:
+def refused(body: ListPartitionReassignmentsRequest, error: ApiError) -> ListPartitionReassignmentsResponseDict:
     """``ListPartitionReassignmentsRequest.getErrorResponse``: the error, and each named partition bare."""
-    topics = [] if body.topics is None else [{"name": t.name, "partitions": [{"partition_index": i, "replicas": [], "adding_replicas": [], "removing_replicas": []} for i in t.partition_indexes]} for t in body.topics]
+    topics: list[OngoingTopicReassignmentDict] = [] if body.topics is None else [{"name": t.name, "partitions": [{"partition_index": i, "replicas": [], "adding_replicas": [], "removing_replicas": []} for i in t.partition_indexes]} for t in body.topics]
     return {"throttle_time_ms": 0, "error_code": error.code, "error_message": error.message, "topics": topics}

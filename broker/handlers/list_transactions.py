@@ -4,13 +4,18 @@ they have been running (``duration_filter`` ms; -1: any)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
 from odradek.protocol.api import Request
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.list_transactions import ListTransactionsRequest, ListTransactionsResponseDict
 
-def handle(transaction_coordinator: TransactionCoordinator, authorization: Authorization, request: Request) -> dict:
+
+def handle(transaction_coordinator: TransactionCoordinator, authorization: Authorization, request: Request[ListTransactionsRequest]) -> ListTransactionsResponseDict:
     """Only the transactional ids the client may DESCRIBE are listed (Kafka)."""
     body = request.body
     duration = body.duration_filter if request.header.api_version >= 1 else -1

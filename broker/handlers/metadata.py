@@ -11,7 +11,7 @@ auto-creation needs CREATE on the cluster or on the topic; authorized operations
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 import uuid
 
@@ -23,12 +23,15 @@ from odradek.controller.metadata_image import MetadataImage, TopicInfo, topic_na
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponseDict, MetadataResponsePartitionDict, MetadataResponseTopicDict
+
 TopicCreator = Callable[[str], Awaitable[TopicInfo]]
 """Creates a topic with the broker's defaults, its logs made off the event loop (``KafkaServer.auto_create_topic``)."""
 
 
-def topic_entry(topic: TopicInfo, authorized_operations: int = AUTHORIZED_OPERATIONS_OMITTED) -> dict:
-    partitions = []
+def topic_entry(topic: TopicInfo, authorized_operations: int = AUTHORIZED_OPERATIONS_OMITTED) -> MetadataResponseTopicDict:
+    partitions: list[MetadataResponsePartitionDict] = []
     for index, state in sorted(topic.partitions.items()):
         partitions.append(
             {
@@ -52,8 +55,8 @@ def topic_entry(topic: TopicInfo, authorized_operations: int = AUTHORIZED_OPERAT
     }
 
 
-def _error_entry(name: str | None, error: ErrorCode, topic_id=None) -> dict[str, Any]:
-    entry: dict[str, Any] = {"error_code": error, "name": name, "is_internal": False, "partitions": [], "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+def _error_entry(name: str | None, error: ErrorCode, topic_id: uuid.UUID | None = None) -> MetadataResponseTopicDict:
+    entry: MetadataResponseTopicDict = {"error_code": error, "name": name, "is_internal": False, "partitions": [], "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
     if topic_id is not None:
         entry["topic_id"] = topic_id
     return entry
@@ -63,7 +66,7 @@ TOPIC_IDS_VERSION = 12
 """Metadata v10 and v11 carry a topic id field but Kafka looks topics up by id only from v12."""
 
 
-def _refused_before_topic_ids(body, version: int) -> dict | None:
+def _refused_before_topic_ids(body: MetadataRequest, version: int) -> MetadataResponseDict | None:
     """Kafka's answer to a v10/v11 request naming a topic by id (or by a null name): its generic error
     response, INVALID_REQUEST on every requested topic and nothing else (KafkaApis refuses the whole request)."""
     if version >= TOPIC_IDS_VERSION or body.topics is None or not any(t.name is None or t.topic_id.int != 0 for t in body.topics):
@@ -77,7 +80,7 @@ def _refused_before_topic_ids(body, version: int) -> dict | None:
     }
 
 
-def handle(metadata: MetadataImage, config: BrokerConfig, create_topic: TopicCreator, authorization: Authorization, request: Request) -> dict | Awaitable[dict]:
+def handle(metadata: MetadataImage, config: BrokerConfig, create_topic: TopicCreator, authorization: Authorization, request: Request[MetadataRequest]) -> MetadataResponseDict | Awaitable[MetadataResponseDict]:
     body = request.body
     version = request.header.api_version
     refused = _refused_before_topic_ids(body, version)
@@ -86,7 +89,7 @@ def handle(metadata: MetadataImage, config: BrokerConfig, create_topic: TopicCre
     image = metadata
     allow_auto_create = config["auto.create.topics.enable"] and (version < 4 or body.allow_auto_topic_creation)
 
-    def entry(topic: TopicInfo) -> dict:
+    def entry(topic: TopicInfo) -> MetadataResponseTopicDict:
         if not body.include_topic_authorized_operations:
             return topic_entry(topic)
         return topic_entry(topic, authorization.authorized_operations(request, ResourceType.TOPIC, topic.name))
@@ -94,8 +97,8 @@ def handle(metadata: MetadataImage, config: BrokerConfig, create_topic: TopicCre
     def may(operation: AclOperation, name: str) -> bool:
         return authorization.authorize(request, operation, ResourceType.TOPIC, name)
 
-    topics: list = []
-    refused_topics: list[dict] = []
+    topics: list[MetadataResponseTopicDict] = []
+    refused_topics: list[MetadataResponseTopicDict] = []
     to_create: list[tuple[int, str]] = []
     if body.topics is None or (version == 0 and not body.topics):
         visible = authorization.filter_authorized(request, AclOperation.DESCRIBE, ResourceType.TOPIC, image.topics, log_denied=False)
@@ -103,7 +106,7 @@ def handle(metadata: MetadataImage, config: BrokerConfig, create_topic: TopicCre
     else:
         # Kafka answers each topic once however often the request names it (KafkaApis takes the names, and the
         # ids, as a Set): a request naming one topic a hundred thousand times is one answer, not 100,000.
-        named: dict = {}
+        named: dict[str | uuid.UUID, MetadataRequestTopic] = {}
         for requested in body.topics:
             named.setdefault(requested.name if requested.name is not None else requested.topic_id, requested)
         for requested in named.values():
@@ -128,12 +131,12 @@ def handle(metadata: MetadataImage, config: BrokerConfig, create_topic: TopicCre
             elif allow_auto_create:
                 if authorization.authorize(request, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False) or may(AclOperation.CREATE, name):
                     to_create.append((len(topics), name))
-                    topics.append(None)
+                    topics.append({})  # answered once the topic is created
                 else:
                     refused_topics.append(_error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, uuid.UUID(int=0)))
             else:
                 topics.append(_error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-    response = {
+    response: MetadataResponseDict = {
         "brokers": [
             {"node_id": b.node_id, "host": endpoint[0], "port": endpoint[1], "rack": b.rack}
             for b in image.brokers.values()
@@ -147,14 +150,15 @@ def handle(metadata: MetadataImage, config: BrokerConfig, create_topic: TopicCre
     return _with_auto_created(metadata, create_topic, response, to_create) if to_create else response
 
 
-async def _with_auto_created(metadata: MetadataImage, create_topic: TopicCreator, response: dict, to_create: list[tuple[int, str]]) -> dict:
+async def _with_auto_created(metadata: MetadataImage, create_topic: TopicCreator, response: MetadataResponseDict, to_create: list[tuple[int, str]]) -> MetadataResponseDict:
     """Auto-created topics' logs are made off the event loop (broker/replication/new_logs.py); the answer waits for them."""
     for index, name in to_create:
         response["topics"][index] = await _auto_create(metadata, create_topic, name)
     return response
 
 
-async def _auto_create(metadata: MetadataImage, create_topic: TopicCreator, name: str) -> dict:
+async def _auto_create(metadata: MetadataImage, create_topic: TopicCreator, name: str) -> MetadataResponseTopicDict:
+
     try:
         topic = await create_topic(name)
     except KafkaError as exc:

@@ -9,7 +9,7 @@ offset is committed (and expires at the next expiration pass) rather than refuse
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
@@ -22,11 +22,14 @@ from odradek.protocol.errors import ErrorCode
 from odradek.protocol.java_hash import int64
 from odradek.storage.topic_partition import TopicPartition
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.offset_commit import OffsetCommitRequest
+
 DEFAULT_TIMESTAMP = -1
 DEFAULT_RETENTION_TIME = -1
 
 
-def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, authorization: Authorization, request: Request) -> Any:
+def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, authorization: Authorization, request: Request[OffsetCommitRequest]) -> Any:
     body = request.body
     if not authorization.authorize(request, AclOperation.READ, ResourceType.GROUP, body.group_id):
         error = ErrorCode.GROUP_AUTHORIZATION_FAILED

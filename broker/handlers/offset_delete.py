@@ -6,6 +6,8 @@ to (the others answer GROUP_SUBSCRIBED_TO_TOPIC); other groups with members refu
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
@@ -15,8 +17,11 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 from odradek.storage.topic_partition import TopicPartition
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.offset_delete import OffsetDeleteRequest, OffsetDeleteResponseDict, OffsetDeleteResponsePartitionDict
 
-def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, authorization: Authorization, request: Request) -> dict:
+
+def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, authorization: Authorization, request: Request[OffsetDeleteRequest]) -> OffsetDeleteResponseDict:
     """Needs DELETE on the group (else GROUP_AUTHORIZATION_FAILED) and READ on each topic (else its
     partitions get TOPIC_AUTHORIZATION_FAILED), as Kafka."""
     body = request.body
@@ -38,7 +43,7 @@ def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, autho
     if error != ErrorCode.NONE:
         return {"error_code": error, "topics": []}
     errors.update(results)
-    by_topic: dict[str, list[dict]] = {}
-    for (topic, index), e in errors.items():
-        by_topic.setdefault(topic, []).append({"partition_index": index, "error_code": e})
+    by_topic: dict[str, list[OffsetDeleteResponsePartitionDict]] = {}
+    for (name, index), e in errors.items():
+        by_topic.setdefault(name, []).append({"partition_index": index, "error_code": e})
     return {"error_code": ErrorCode.NONE, "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()]}

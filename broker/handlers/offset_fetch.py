@@ -8,14 +8,30 @@ carries it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.offset_fetch import (
+        OffsetFetchRequest,
+        OffsetFetchRequestTopic,
+        OffsetFetchRequestTopics,
+        OffsetFetchResponseDict,
+        OffsetFetchResponseGroupDict,
+        OffsetFetchResponsePartitionDict,
+        OffsetFetchResponseTopicDict,
+    )
 
-def _fetch(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request, group_id: str, topics: list | None, require_stable: bool) -> tuple[ErrorCode, list[dict]]:
+
+def _fetch(
+    group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request[OffsetFetchRequest], group_id: str,
+    topics: list[OffsetFetchRequestTopic] | list[OffsetFetchRequestTopics] | None, require_stable: bool,
+) -> tuple[ErrorCode, list[OffsetFetchResponseTopicDict]]:
     """Kafka's authorization: DESCRIBE on the group, and offsets only of topics the client may DESCRIBE
     (others asked for by name answered TOPIC_AUTHORIZATION_FAILED, after the rest; left out of "all")."""
     if not authorization.authorize(request, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
@@ -32,19 +48,20 @@ def _fetch(group_coordinator: CoordinatorRuntime, authorization: Authorization, 
     if topics is None:
         describable = authorization.filter_authorized(request, AclOperation.DESCRIBE, ResourceType.TOPIC, {topic for topic, _ in offsets})
         offsets = {tp: r for tp, r in offsets.items() if tp[0] in describable}
-    by_topic: dict[str, list[dict]] = {}
+    by_topic: dict[str, list[OffsetFetchResponsePartitionDict]] = {}
     for (topic, index), r in offsets.items():
         by_topic.setdefault(topic, []).append(
             {"partition_index": index, "committed_offset": r.offset, "committed_leader_epoch": r.leader_epoch, "metadata": r.metadata, "error_code": r.error}
         )
-    denied = [
+    denied: list[OffsetFetchResponseTopicDict] = [
         {"name": t.name, "partitions": [{"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "", "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED} for p in t.partition_indexes]}
         for t in refused
     ]
-    return ErrorCode.NONE, [{"name": name, "partitions": parts} for name, parts in by_topic.items()] + denied
+    answered: list[OffsetFetchResponseTopicDict] = [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+    return ErrorCode.NONE, answered + denied
 
 
-def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request) -> dict:
+def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request[OffsetFetchRequest]) -> OffsetFetchResponseDict:
     body = request.body
     if request.header.api_version < 8:
         error, topics = _fetch(group_coordinator, authorization, request, body.group_id, body.topics, body.require_stable)
@@ -55,7 +72,7 @@ def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, 
                 for t in body.topics
             ]
         return {"error_code": error, "topics": topics}
-    groups = []
+    groups: list[OffsetFetchResponseGroupDict] = []
     for group in body.groups:
         error, topics = _fetch(group_coordinator, authorization, request, group.group_id, group.topics, body.require_stable)
         groups.append({"group_id": group.group_id, "error_code": error, "topics": topics})

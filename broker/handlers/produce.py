@@ -17,7 +17,7 @@ muted connection slows such a client down).
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 
 from odradek.broker.authorization import Authorization
@@ -30,8 +30,11 @@ from odradek.protocol.errors import ErrorCode
 from odradek.protocol.record_batch import ATTRIBUTES_OFFSET, HEADER_SIZE, MAGIC_OFFSET, TRANSACTIONAL_FLAG
 from odradek.storage.producer_state import AppendOrigin
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.produce import ProduceRequest
 
-def handle(replica_manager: ReplicaManager, authorization: Authorization, quotas: ClientQuotas, request: Request) -> Any:
+
+def handle(replica_manager: ReplicaManager, authorization: Authorization, quotas: ClientQuotas, request: Request[ProduceRequest]) -> Any:
     # The request's fields are read once: each read of a decoded field is a Python call.
     body = request.body
     topic_data, acks, transactional_id = body.topic_data, body.acks, body.transactional_id

@@ -5,6 +5,8 @@ Only brokers send it (CLUSTER_ACTION). A single-node broker answers any controll
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.controller.metadata_support import MetadataSupport
@@ -12,8 +14,11 @@ from odradek.controller.zk_controller_state import stop_replica_states
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.stop_replica import StopReplicaRequest, StopReplicaResponseDict
 
-def handle(metadata_support: MetadataSupport, authorization: Authorization, request: Request) -> dict:
+
+def handle(metadata_support: MetadataSupport, authorization: Authorization, request: Request[StopReplicaRequest]) -> StopReplicaResponseDict:
     if not authorization.authorize(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
         error, errors = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, dict.fromkeys(stop_replica_states(request.body), ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     else:

@@ -14,7 +14,7 @@ COORDINATOR_NOT_AVAILABLE, which 0.11-2.0 clients expect.
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
@@ -29,11 +29,14 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.topic_partition import TopicPartition
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.txn_offset_commit import TxnOffsetCommitRequest
+
 LOAD_IN_PROGRESS_KNOWN_SINCE = 2
 ABORTABLE_KNOWN_SINCE = 4
 
 
-def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, replica_manager: ReplicaManager, authorization: Authorization, request: Request) -> Any:
+def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, replica_manager: ReplicaManager, authorization: Authorization, request: Request[TxnOffsetCommitRequest]) -> Any:
     """Needs WRITE on the transactional id, READ on the group and READ on each topic, as Kafka."""
     body = request.body
     version = request.header.api_version

@@ -4,7 +4,7 @@ local coordinator uses the same writer directly). One error per partition, group
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -13,8 +13,11 @@ from odradek.broker.coordinator.transaction.transaction_markers import MarkerWri
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.write_txn_markers import WriteTxnMarkersRequest
 
-def handle(marker_writer: MarkerWriter, authorization: Authorization, request: Request) -> Any:
+
+def handle(marker_writer: MarkerWriter, authorization: Authorization, request: Request[WriteTxnMarkersRequest]) -> Any:
     markers = request.body.markers  # transaction_result: True for COMMIT, False for ABORT
     if not authorization.authorize(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):  # only brokers send markers
         refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED

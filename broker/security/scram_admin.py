@@ -6,16 +6,23 @@ that user's whole alteration with Kafka's code and message; the other users' cha
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from odradek.broker.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, SCRAM_MECHANISMS, CredentialStore, ScramCredential
 from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.alter_user_scram_credentials import AlterUserScramCredentialsResultDict, ScramCredentialDeletion, ScramCredentialUpsertion
+    from odradek.protocol.message_types.describe_user_scram_credentials import CredentialInfoDict, DescribeUserScramCredentialsResultDict
 
 _BY_TYPE = {m.mechanism_type: m for m in SCRAM_MECHANISMS.values()}
 _EMPTY_USER = "Username must not be empty"
 _UNKNOWN_MECHANISM = "Unknown SCRAM mechanism"
 
 
-def alter_user_scram_credentials(store: CredentialStore, upsertions: list, deletions: list) -> list[dict]:
+def alter_user_scram_credentials(
+    store: CredentialStore, upsertions: list[ScramCredentialUpsertion], deletions: list[ScramCredentialDeletion]
+) -> list[AlterUserScramCredentialsResultDict]:
     results: dict[str, tuple[ErrorCode, str | None]] = {}
 
     def fail(user: str, code: ErrorCode, message: str) -> None:
@@ -56,16 +63,16 @@ def alter_user_scram_credentials(store: CredentialStore, upsertions: list, delet
     return [{"user": user, "error_code": code, "error_message": message} for user, (code, message) in results.items()]
 
 
-def describe_user_scram_credentials(store: CredentialStore, users: list[str] | None) -> list[dict]:
+def describe_user_scram_credentials(store: CredentialStore, users: list[str] | None) -> list[DescribeUserScramCredentialsResultDict]:
     credentials = store.credentials()
 
-    def infos(user: str) -> list[dict]:
+    def infos(user: str) -> list[CredentialInfoDict]:
         return [{"mechanism": SCRAM_MECHANISMS[m].mechanism_type, "iterations": c.iterations} for m, c in sorted(credentials.get(user, {}).items(), key=lambda i: SCRAM_MECHANISMS[i[0]].mechanism_type)]
 
     if users is None:
         return [{"user": user, "error_code": ErrorCode.NONE, "error_message": None, "credential_infos": infos(user)} for user in sorted(credentials)]
     counts = Counter(users)
-    results = []
+    results: list[DescribeUserScramCredentialsResultDict] = []
     for user in dict.fromkeys(users):
         if not user:
             results.append({"user": user, "error_code": ErrorCode.RESOURCE_NOT_FOUND, "error_message": _EMPTY_USER, "credential_infos": []})

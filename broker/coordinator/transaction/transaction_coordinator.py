@@ -49,6 +49,8 @@ from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.broker.config import BrokerConfig
+    from odradek.protocol.message_types.describe_transactions import TransactionStateDict
+    from odradek.protocol.message_types.list_transactions import ListTransactionsResponseDict, TransactionStateDict as ListedTransactionDict
 
 log = logging.getLogger("odradek.transaction_coordinator")
 
@@ -534,9 +536,9 @@ class TransactionCoordinator:
 
     # -- DescribeTransactions / ListTransactions ----------------------------------------------------------
 
-    def describe(self, transactional_id: str) -> dict:
+    def describe(self, transactional_id: str) -> TransactionStateDict:
         # An id without a state is answered with the schema's zeros beside its error code, as Kafka does.
-        out: dict = {"transactional_id": transactional_id, "error_code": ErrorCode.NONE, "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": 0, "producer_id": 0, "producer_epoch": 0, "topics": []}
+        out: TransactionStateDict = {"transactional_id": transactional_id, "error_code": ErrorCode.NONE, "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": 0, "producer_id": 0, "producer_epoch": 0, "topics": []}
         if transactional_id == "":
             out["error_code"] = ErrorCode.INVALID_REQUEST
             return out
@@ -550,22 +552,24 @@ class TransactionCoordinator:
             for topic, index in sorted(metadata.partitions):
                 by_topic.setdefault(topic, []).append(index)
             out.update(
-                transaction_state=metadata.state.state_name,
-                transaction_timeout_ms=metadata.txn_timeout_ms,
-                transaction_start_time_ms=metadata.txn_start_timestamp,
-                producer_id=metadata.producer_id,
-                producer_epoch=metadata.producer_epoch,
-                topics=[{"topic": topic, "partitions": indexes} for topic, indexes in by_topic.items()],
+                {
+                    "transaction_state": metadata.state.state_name,
+                    "transaction_timeout_ms": metadata.txn_timeout_ms,
+                    "transaction_start_time_ms": metadata.txn_start_timestamp,
+                    "producer_id": metadata.producer_id,
+                    "producer_epoch": metadata.producer_epoch,
+                    "topics": [{"topic": topic, "partitions": indexes} for topic, indexes in by_topic.items()],
+                }
             )
         return out
 
-    def list_transactions(self, producer_ids: set[int], state_names: set[str], duration_ms: int = -1) -> dict:
+    def list_transactions(self, producer_ids: set[int], state_names: set[str], duration_ms: int = -1) -> ListTransactionsResponseDict:
         if self.runtime.is_loading:
             return {"error_code": ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "unknown_state_filters": [], "transaction_states": []}
         states = {s for s in map(TransactionState.from_name, state_names) if s is not None}
         unknown = [name for name in state_names if TransactionState.from_name(name) is None]
         now = self.clock()
-        listed = []
+        listed: list[ListedTransactionDict] = []
         for shard in self.runtime.shards():
             for metadata in shard.transactions.values():
                 if metadata.state == _S.DEAD:
