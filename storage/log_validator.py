@@ -25,7 +25,7 @@ headers under its lock, when it appends.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.protocol import legacy_records
 from odradek.protocol.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType
@@ -47,6 +47,9 @@ from odradek.protocol.record_walk import RecordErrorKind, RecordProblem, Timesta
 from odradek.protocol.records import Record, build_batch, iter_records_unchecked
 from odradek.storage.log_config import LogConfig
 from odradek.storage.producer_state import AppendOrigin
+
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.produce import BatchIndexAndErrorMessageDict
 
 INLINE_WALK_BYTES = 1 << 20
 """Records up to this size (decompressed) may be walked on the event loop; a larger batch, or a compressed one
@@ -71,7 +74,7 @@ class WalkElsewhere(Exception):
 class RecordValidationError(KafkaError):
     """Records Kafka's LogValidator refuses one by one: the response names each (ProduceResponse v8+)."""
 
-    def __init__(self, code: ErrorCode, message: str, record_errors: list[dict[str, Any]]) -> None:
+    def __init__(self, code: ErrorCode, message: str, record_errors: list[BatchIndexAndErrorMessageDict]) -> None:
         super().__init__(code, message)
         self.record_errors = record_errors
 
@@ -214,7 +217,7 @@ def _check_record_errors(records: Any, position: int, header: Any, problems: lis
             ))
     if not errors:
         return
-    record_errors = [{"batch_index": index, "batch_index_error_message": message} for index, (message, _) in sorted(errors.items())]
+    record_errors: list[BatchIndexAndErrorMessageDict] = [{"batch_index": index, "batch_index_error_message": message} for index, (message, _) in sorted(errors.items())]
     if any(is_timestamp for _, is_timestamp in errors.values()):
         raise RecordValidationError(ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to invalid timestamp", record_errors)
     shown = ", ".join(f"RecordError(batchIndex={e['batch_index']}, message='{e['batch_index_error_message']}')" for e in record_errors[:3])

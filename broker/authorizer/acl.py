@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Iterable, NamedTuple
+from typing import TYPE_CHECKING, Iterable, NamedTuple
+
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.delete_acls import DeleteAclsMatchingAclDict
 
 WILDCARD_RESOURCE = "*"
 WILDCARD_HOST = "*"
@@ -253,8 +256,8 @@ def binding_filter(fields) -> AclBindingFilter:
     )
 
 
-def binding_to_fields(pattern: ResourcePattern, entry: AccessControlEntry) -> dict:
-    """A binding as the ACL responses' fields name it."""
+def binding_to_fields(pattern: ResourcePattern, entry: AccessControlEntry) -> DeleteAclsMatchingAclDict:
+    """A binding as DeleteAcls' answer names its fields."""
     return {
         "resource_type": pattern.resource_type,
         "resource_name": pattern.name,

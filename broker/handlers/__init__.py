@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from odradek.protocol.api import Request
 
-CLOSE_CONNECTION = object()
+class CloseConnection:
+    """The type of :data:`CLOSE_CONNECTION`, so that a handler's return type can name it."""
+
+    __slots__ = ()
+
+
+CLOSE_CONNECTION = CloseConnection()
 """Send nothing and close the connection (Kafka's CloseConnectionResponse, e.g. acks=0 errors)."""
 
 ADMIN_CLIENT_ID = "__admin_client"

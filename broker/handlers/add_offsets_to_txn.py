@@ -4,7 +4,7 @@ commit or abort marker reaches it too. Before v2 PRODUCER_FENCED is INVALID_PROD
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Awaitable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
@@ -17,7 +17,7 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from odradek.protocol.message_types.add_offsets_to_txn import AddOffsetsToTxnRequest
+    from odradek.protocol.message_types.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponseDict
 
 FENCED_AS_INVALID_EPOCH_BELOW = 2
 
@@ -30,7 +30,7 @@ def offsets_partition(metadata: MetadataImage, config: BrokerConfig, group_id: s
     return partition_for(group_id, count)
 
 
-def handle(metadata: MetadataImage, config: BrokerConfig, transaction_coordinator: TransactionCoordinator, authorization: Authorization, request: Request[AddOffsetsToTxnRequest]) -> Any:
+def handle(metadata: MetadataImage, config: BrokerConfig, transaction_coordinator: TransactionCoordinator, authorization: Authorization, request: Request[AddOffsetsToTxnRequest]) -> AddOffsetsToTxnResponseDict | Awaitable[AddOffsetsToTxnResponseDict]:
     body = request.body
     if not authorization.authorize(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
         return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
@@ -39,7 +39,7 @@ def handle(metadata: MetadataImage, config: BrokerConfig, transaction_coordinato
     version = request.header.api_version
     partition = (GROUP_METADATA_TOPIC, offsets_partition(metadata, config, body.group_id))
 
-    def response(error: ErrorCode) -> dict:
+    def response(error: ErrorCode) -> AddOffsetsToTxnResponseDict:
         if error == ErrorCode.PRODUCER_FENCED and version < FENCED_AS_INVALID_EPOCH_BELOW:
             error = ErrorCode.INVALID_PRODUCER_EPOCH
         return {"error_code": error}

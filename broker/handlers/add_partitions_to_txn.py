@@ -9,7 +9,7 @@ answer (verification answers per partition). Before v2 PRODUCER_FENCED is INVALI
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Awaitable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -22,7 +22,7 @@ from odradek.protocol.errors import ErrorCode
 from odradek.storage.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
-    from odradek.protocol.message_types.add_partitions_to_txn import AddPartitionsToTxnRequest
+    from odradek.protocol.message_types.add_partitions_to_txn import AddPartitionsToTxnPartitionResultDict, AddPartitionsToTxnRequest, AddPartitionsToTxnResponseDict, AddPartitionsToTxnTopicResultDict
 
 FENCED_AS_INVALID_EPOCH_BELOW = 2
 BATCHED_SINCE = 4
@@ -30,7 +30,7 @@ BATCHED_SINCE = 4
 Results = dict[TopicPartition, ErrorCode]
 
 
-def handle(metadata: MetadataImage, transaction_coordinator: TransactionCoordinator, authorization: Authorization, request: Request[AddPartitionsToTxnRequest]) -> Any:
+def handle(metadata: MetadataImage, transaction_coordinator: TransactionCoordinator, authorization: Authorization, request: Request[AddPartitionsToTxnRequest]) -> AddPartitionsToTxnResponseDict | Awaitable[AddPartitionsToTxnResponseDict]:
     body = request.body
     version = request.header.api_version
     if version >= BATCHED_SINCE and not authorization.authorize(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
@@ -50,7 +50,7 @@ def handle(metadata: MetadataImage, transaction_coordinator: TransactionCoordina
     return CoordinatorRuntime.respond(_all_of([d for _, d in answers]), lambda results: _response(version, [t for t, _ in answers], results))
 
 
-def _client_refusals(metadata: MetadataImage, authorization: Authorization, request: Request, transactional_id: str, partitions: list[TopicPartition]) -> Results | None:
+def _client_refusals(metadata: MetadataImage, authorization: Authorization, request: Request[AddPartitionsToTxnRequest], transactional_id: str, partitions: list[TopicPartition]) -> Results | None:
     """Kafka's checks of a client's (v0-v3) request: WRITE on the transactional id, then on every topic (an
     internal topic never passes); any refusal fails the whole transaction's request, the partitions that
     passed answered OPERATION_NOT_ATTEMPTED (or UNKNOWN_TOPIC_OR_PARTITION)."""
@@ -101,14 +101,14 @@ def _all_of(deferreds: list[Deferred[Results]]) -> Deferred[list[Results]]:
     return out
 
 
-def _topic_results(results: Results) -> list[dict]:
-    by_topic: dict[str, list[dict]] = {}
+def _topic_results(results: Results) -> list[AddPartitionsToTxnTopicResultDict]:
+    by_topic: dict[str, list[AddPartitionsToTxnPartitionResultDict]] = {}
     for (topic, index), error in results.items():
         by_topic.setdefault(topic, []).append({"partition_index": index, "partition_error_code": error})
     return [{"name": topic, "results_by_partition": partitions} for topic, partitions in by_topic.items()]
 
 
-def _response(version: int, transactional_ids: list[str], results: list[Results]) -> dict:
+def _response(version: int, transactional_ids: list[str], results: list[Results]) -> AddPartitionsToTxnResponseDict:
     if version < BATCHED_SINCE:
         return {"results_by_topic_v3_and_below": _topic_results(results[0])}
     return {

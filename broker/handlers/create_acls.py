@@ -20,21 +20,19 @@ from odradek.broker.authorizer.acl import (
     ResourcePattern,
     ResourceType,
 )
-from odradek.broker.handlers import CLOSE_CONNECTION
+from odradek.broker.handlers import CLOSE_CONNECTION, CloseConnection
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from odradek.protocol.message_types.create_acls import CreateAclsRequest
-
-if TYPE_CHECKING:
     from odradek.broker.authorization import Authorization
     from odradek.controller.metadata_support import MetadataSupport
+    from odradek.protocol.message_types.create_acls import AclCreation, AclCreationResultDict, CreateAclsRequest, CreateAclsResponseDict
 
 NO_AUTHORIZER = "No Authorizer is configured."
 
 
-def handle(authorization: "Authorization", metadata_support: "MetadataSupport", request: Request[CreateAclsRequest]) -> object:
+def handle(authorization: "Authorization", metadata_support: "MetadataSupport", request: Request[CreateAclsRequest]) -> CreateAclsResponseDict | Awaitable[CreateAclsResponseDict] | CloseConnection:
     creations = request.body.creations
     if any(0 in (c.resource_type, c.resource_pattern_type, c.operation, c.permission_type) for c in creations):
         return CLOSE_CONNECTION
@@ -60,18 +58,18 @@ def handle(authorization: "Authorization", metadata_support: "MetadataSupport", 
     return answer(results, [i for i, _ in valid], metadata_support.admin_call(authorization.authorizer.create_acls, [b for _, b in valid]))
 
 
-async def answer(results: list[KafkaError | None], indexes: list[int], created: Awaitable[list[KafkaError | None]]) -> dict:
+async def answer(results: list[KafkaError | None], indexes: list[int], created: Awaitable[list[KafkaError | None]]) -> CreateAclsResponseDict:
     """The authorizer's outcome for the valid creations (in a cluster, its ZooKeeper writes made on a worker thread)."""
     for i, error in zip(indexes, await created):
         results[i] = error
     return {"results": [result(e) for e in results]}
 
 
-def result(error: KafkaError | None) -> dict:
+def result(error: KafkaError | None) -> AclCreationResultDict:
     if error is None:
         return {"error_code": ErrorCode.NONE, "error_message": ""}
     return {"error_code": error.code, "error_message": error.message}
 
 
-def every(creations: list, error: KafkaError) -> dict:
+def every(creations: list[AclCreation], error: KafkaError) -> CreateAclsResponseDict:
     return {"results": [result(error) for _ in creations]}

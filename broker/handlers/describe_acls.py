@@ -6,19 +6,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType, binding_filter, binding_to_fields, unparsable_filter
-from odradek.broker.handlers import CLOSE_CONNECTION
+from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourcePattern, ResourceType, binding_filter, unparsable_filter
+from odradek.broker.handlers import CLOSE_CONNECTION, CloseConnection
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from odradek.protocol.message_types.describe_acls import DescribeAclsRequest
-
-if TYPE_CHECKING:
     from odradek.broker.authorization import Authorization
+    from odradek.protocol.message_types.describe_acls import AclDescriptionDict, DescribeAclsRequest, DescribeAclsResourceDict, DescribeAclsResponseDict
 
 
-def handle(authorization: "Authorization", request: Request[DescribeAclsRequest]) -> object:
+def handle(authorization: "Authorization", request: Request[DescribeAclsRequest]) -> DescribeAclsResponseDict | CloseConnection:
     if unparsable_filter(request.body):
         return CLOSE_CONNECTION
     acl_filter = binding_filter(request.body)
@@ -26,9 +24,10 @@ def handle(authorization: "Authorization", request: Request[DescribeAclsRequest]
         return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "resources": []}
     if authorization.authorizer is None:
         return {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": "No Authorizer is configured on the broker", "resources": []}
-    resources: dict = {}
+    resources: dict[ResourcePattern, DescribeAclsResourceDict] = {}
     for binding in authorization.authorizer.acls(acl_filter):
-        fields = binding_to_fields(binding.pattern, binding.entry)
-        resource = resources.setdefault(binding.pattern, {k: fields[k] for k in ("resource_type", "resource_name", "pattern_type")} | {"acls": []})
-        resource["acls"].append({k: fields[k] for k in ("principal", "host", "operation", "permission_type")})
+        pattern, entry = binding.pattern, binding.entry
+        resource = resources.setdefault(pattern, {"resource_type": pattern.resource_type, "resource_name": pattern.name, "pattern_type": pattern.pattern_type, "acls": []})
+        described: AclDescriptionDict = {"principal": entry.principal, "host": entry.host, "operation": entry.operation, "permission_type": entry.permission_type}
+        resource["acls"].append(described)
     return {"error_code": ErrorCode.NONE, "error_message": "", "resources": list(resources.values())}

@@ -4,7 +4,7 @@ PRODUCER_FENCED is INVALID_PRODUCER_EPOCH."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Awaitable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
@@ -14,18 +14,18 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from odradek.protocol.message_types.end_txn import EndTxnRequest
+    from odradek.protocol.message_types.end_txn import EndTxnRequest, EndTxnResponseDict
 
 FENCED_AS_INVALID_EPOCH_BELOW = 2
 
 
-def handle(transaction_coordinator: TransactionCoordinator, authorization: Authorization, request: Request[EndTxnRequest]) -> Any:
+def handle(transaction_coordinator: TransactionCoordinator, authorization: Authorization, request: Request[EndTxnRequest]) -> EndTxnResponseDict | Awaitable[EndTxnResponseDict]:
     body = request.body
     if not authorization.authorize(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
         return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
     version = request.header.api_version
 
-    def response(error: ErrorCode) -> dict:
+    def response(error: ErrorCode) -> EndTxnResponseDict:
         if error == ErrorCode.PRODUCER_FENCED and version < FENCED_AS_INVALID_EPOCH_BELOW:
             error = ErrorCode.INVALID_PRODUCER_EPOCH
         return {"error_code": error}

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Awaitable
 
 
 from odradek.broker.authorization import Authorization
@@ -34,7 +34,7 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from odradek.protocol.message_types.fetch import FetchRequest
+    from odradek.protocol.message_types.fetch import FetchableTopicResponseDict, FetchRequest, FetchResponseDict, PartitionDataDict
 
 READ_COMMITTED = 1
 _LOOKUP_ERRORS = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.TOPIC_AUTHORIZATION_FAILED})
@@ -44,7 +44,7 @@ _MAGIC_FOR_VERSION = {0: 0, 1: 0, 2: 1, 3: 1}
 """Fetch v0-v3 read message sets of magic 0 (v0-v1) or 1 (v2-v3): the only versions that copy records."""
 
 
-def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, config: BrokerConfig, authorization: Authorization, quotas: ClientQuotas, request: Request[FetchRequest]) -> Any:
+def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, config: BrokerConfig, authorization: Authorization, quotas: ClientQuotas, request: Request[FetchRequest]) -> FetchResponseDict | Awaitable[FetchResponseDict]:
     body = request.body
     version = request.header.api_version
     uses_ids = version >= 13
@@ -96,7 +96,7 @@ def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, c
             return _respond(fetch_sessions, context, reads + denied, version, is_follower, read_committed, now_ms)
         return _throttled(context, throttle_ms)
 
-    async def after_wait() -> dict:
+    async def after_wait() -> FetchResponseDict:
         done = await reads
         throttle_ms = 0 if is_follower else _charge(quotas, request, done)
         if throttle_ms == 0:
@@ -116,7 +116,7 @@ def _charge(quotas: ClientQuotas, request: Request, reads: list[PartitionRead]) 
     return quotas.record_fetch(request, sum(r.length for r in reads), time.monotonic())
 
 
-def _throttled(context: FetchContext, throttle_ms: int) -> dict:
+def _throttled(context: FetchContext, throttle_ms: int) -> FetchResponseDict:
     """Kafka's ``getThrottledResponse``: no partitions, the session left as it was (a new one not created)."""
     session_id = context.session.session_id if context.incremental and context.session is not None else 0
     return {"error_code": ErrorCode.NONE, "session_id": session_id, "responses": [], "throttle_time_ms": throttle_ms}
@@ -138,7 +138,7 @@ def _authorized(authorization: Authorization, request: Request, partitions: list
     return [fp for fp in partitions if fp.topic is None or fp.topic in readable], [PartitionRead(fp, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for fp in denied]
 
 
-def _respond(fetch_sessions: FetchSessionCache, context: FetchContext, reads: list[PartitionRead], version: int, is_follower: bool, read_committed: bool, now_ms: int) -> dict:
+def _respond(fetch_sessions: FetchSessionCache, context: FetchContext, reads: list[PartitionRead], version: int, is_follower: bool, read_committed: bool, now_ms: int) -> FetchResponseDict:
     outcomes = {r.request.key: PartitionOutcome(r.error, r.high_watermark, r.last_stable_offset, r.log_start_offset, r.length) for r in reads}
     if version >= 7:
         session_id, included = fetch_sessions.finish(context, outcomes, is_follower, now_ms)
@@ -148,7 +148,7 @@ def _respond(fetch_sessions: FetchSessionCache, context: FetchContext, reads: li
     if not is_follower:
         # Kafka answers a consumer's partitions it cannot look up after the others (KafkaApis' "erroneous").
         included = [k for k in included if by_key[k].error not in _LOOKUP_ERRORS] + [k for k in included if by_key[k].error in _LOOKUP_ERRORS]
-    topics: list[dict] = []
+    topics: list[FetchableTopicResponseDict] = []
     last_topic = object()
     for key in included:
         r = by_key[key]
@@ -156,7 +156,7 @@ def _respond(fetch_sessions: FetchSessionCache, context: FetchContext, reads: li
         if fp.key[0] != last_topic:
             topics.append({"topic": fp.topic or "", "topic_id": fp.topic_id, "partitions": []})
             last_topic = fp.key[0]
-        partition: dict[str, Any] = {}
+        partition: PartitionDataDict = {}
         if r.diverging_epoch is not None:
             partition["diverging_epoch"] = {"epoch": r.diverging_epoch[0], "end_offset": r.diverging_epoch[1]}
         topics[-1]["partitions"].append(

@@ -10,7 +10,7 @@ PRODUCER_FENCED: they get INVALID_PRODUCER_EPOCH instead, as Kafka answers them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -21,12 +21,12 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from odradek.protocol.message_types.init_producer_id import InitProducerIdRequest
+    from odradek.protocol.message_types.init_producer_id import InitProducerIdRequest, InitProducerIdResponseDict
 
 FENCED_AS_INVALID_EPOCH_BELOW = 4
 
 
-def handle(transaction_coordinator: TransactionCoordinator, next_producer_id: Callable[[], int], authorization: Authorization, request: Request[InitProducerIdRequest]) -> Any:
+def handle(transaction_coordinator: TransactionCoordinator, next_producer_id: Callable[[], int], authorization: Authorization, request: Request[InitProducerIdRequest]) -> InitProducerIdResponseDict | Awaitable[InitProducerIdResponseDict]:
     """A transactional producer needs WRITE on its transactional id; an idempotent one IDEMPOTENT_WRITE on the
     cluster or WRITE on some topic (KIP-679), as Kafka."""
     body = request.body
@@ -47,7 +47,7 @@ def handle(transaction_coordinator: TransactionCoordinator, next_producer_id: Ca
     return CoordinatorRuntime.respond(result, lambda r: _response(request, r))
 
 
-def _response(request: Request, result: InitProducerIdResult) -> dict:
+def _response(request: Request[InitProducerIdRequest], result: InitProducerIdResult) -> InitProducerIdResponseDict:
     error = result.error
     if error == ErrorCode.PRODUCER_FENCED and request.header.api_version < FENCED_AS_INVALID_EPOCH_BELOW:
         error = ErrorCode.INVALID_PRODUCER_EPOCH

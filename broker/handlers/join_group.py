@@ -7,7 +7,7 @@ answer a null protocol name; earlier versions get an empty string.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Awaitable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
@@ -19,15 +19,15 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from odradek.protocol.message_types.join_group import JoinGroupRequest
+    from odradek.protocol.message_types.join_group import JoinGroupRequest, JoinGroupResponseDict
 
 
-def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request[JoinGroupRequest]) -> Any:
+def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request[JoinGroupRequest]) -> JoinGroupResponseDict | Awaitable[JoinGroupResponseDict]:
     body = request.body
     version = request.header.api_version
     runtime = group_coordinator
 
-    def response(result: JoinResult) -> dict:
+    def response(result: JoinResult) -> JoinGroupResponseDict:
         return {
             "error_code": result.error,
             "generation_id": result.generation_id,

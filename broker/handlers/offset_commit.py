@@ -9,7 +9,7 @@ offset is committed (and expires at the next expiration pass) rather than refuse
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Awaitable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
@@ -23,13 +23,13 @@ from odradek.protocol.java_hash import int64
 from odradek.storage.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
-    from odradek.protocol.message_types.offset_commit import OffsetCommitRequest
+    from odradek.protocol.message_types.offset_commit import OffsetCommitRequest, OffsetCommitResponseDict, OffsetCommitResponsePartitionDict
 
 DEFAULT_TIMESTAMP = -1
 DEFAULT_RETENTION_TIME = -1
 
 
-def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, authorization: Authorization, request: Request[OffsetCommitRequest]) -> Any:
+def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, authorization: Authorization, request: Request[OffsetCommitRequest]) -> OffsetCommitResponseDict | Awaitable[OffsetCommitResponseDict]:
     body = request.body
     if not authorization.authorize(request, AclOperation.READ, ResourceType.GROUP, body.group_id):
         error = ErrorCode.GROUP_AUTHORIZATION_FAILED
@@ -59,9 +59,9 @@ def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, autho
                 expire_timestamp=expire,
             )
 
-    def response(results: dict[TopicPartition, ErrorCode]) -> dict:
+    def response(results: dict[TopicPartition, ErrorCode]) -> OffsetCommitResponseDict:
         merged = {**errors, **results}
-        topics: dict[str, list[dict]] = {}
+        topics: dict[str, list[OffsetCommitResponsePartitionDict]] = {}
         for name, index in dict.fromkeys(order):
             topics.setdefault(name, []).append({"partition_index": index, "error_code": merged[(name, index)]})
         return {"topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]}

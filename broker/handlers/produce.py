@@ -17,12 +17,12 @@ muted connection slows such a client down).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
-from odradek.broker.handlers import CLOSE_CONNECTION, internal_topics_allowed
+from odradek.broker.handlers import CLOSE_CONNECTION, CloseConnection, internal_topics_allowed
 from odradek.broker.quotas import ClientQuotas
 from odradek.broker.replication.replica_manager import AppendOutcome, PartitionAppend, PartitionResponse, ReplicaManager
 from odradek.protocol.api import Request
@@ -31,10 +31,12 @@ from odradek.protocol.record_batch import ATTRIBUTES_OFFSET, HEADER_SIZE, MAGIC_
 from odradek.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
-    from odradek.protocol.message_types.produce import ProduceRequest
+    from odradek.protocol.message_types.produce import PartitionProduceResponseDict, ProduceRequest, ProduceResponseDict, TopicProduceData, TopicProduceResponseDict
 
 
-def handle(replica_manager: ReplicaManager, authorization: Authorization, quotas: ClientQuotas, request: Request[ProduceRequest]) -> Any:
+def handle(
+    replica_manager: ReplicaManager, authorization: Authorization, quotas: ClientQuotas, request: Request[ProduceRequest]
+) -> ProduceResponseDict | Awaitable[ProduceResponseDict] | CloseConnection | None:
     # The request's fields are read once: each read of a decoded field is a Python call.
     body = request.body
     topic_data, acks, transactional_id = body.topic_data, body.acks, body.transactional_id
@@ -61,7 +63,7 @@ def handle(replica_manager: ReplicaManager, authorization: Authorization, quotas
     if not outcome.pending:
         return _response(topic_data, outcome, writable, throttle_ms)
 
-    async def answer() -> dict:
+    async def answer() -> ProduceResponseDict:
         await outcome.completion()
         return _response(topic_data, outcome, writable, throttle_ms)
 
@@ -90,12 +92,12 @@ def has_transactional_records(appends: list[PartitionAppend]) -> bool:
     return False
 
 
-def _refused(topic_data: Any, error: ErrorCode) -> dict:
+def _refused(topic_data: list[TopicProduceData], error: ErrorCode) -> ProduceResponseDict:
     result = PartitionResponse(error)
     return _entries(topic_data, lambda topic: result)
 
 
-def _response(topic_data: Any, outcome: AppendOutcome, writable: set[str], throttle_ms: int) -> dict:
+def _response(topic_data: list[TopicProduceData], outcome: AppendOutcome, writable: set[str], throttle_ms: int) -> ProduceResponseDict:
     results = iter(outcome.results)
     refused = PartitionResponse(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     response = _entries(topic_data, lambda topic: next(results) if topic in writable else refused)
@@ -103,16 +105,16 @@ def _response(topic_data: Any, outcome: AppendOutcome, writable: set[str], throt
     return response
 
 
-def _entries(topic_data: Any, result_of: Any) -> dict:
+def _entries(topic_data: list[TopicProduceData], result_of: Callable[[str], PartitionResponse]) -> ProduceResponseDict:
     """One entry per topic of the request, in its order (not merged by name); ``result_of(topic)`` gives
     each partition's result in turn."""
-    responses = []
+    responses: list[TopicProduceResponseDict] = []
     for topic in topic_data:
         name = topic.name
-        entries = []
+        entries: list[PartitionProduceResponseDict] = []
         for pd in topic.partition_data:
             result = result_of(name)
-            entry = {
+            entry: PartitionProduceResponseDict = {
                 "index": pd.index,
                 "error_code": result.error,
                 "base_offset": result.base_offset,

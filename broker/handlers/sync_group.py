@@ -6,7 +6,7 @@ nothing. v5+ requests must name the protocol type and name, which must match the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Awaitable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
@@ -16,14 +16,14 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from odradek.protocol.message_types.sync_group import SyncGroupRequest
+    from odradek.protocol.message_types.sync_group import SyncGroupRequest, SyncGroupResponseDict
 
 
-def _response(result: SyncResult) -> dict:
+def _response(result: SyncResult) -> SyncGroupResponseDict:
     return {"error_code": result.error, "protocol_type": result.protocol_type, "protocol_name": result.protocol_name, "assignment": result.assignment}
 
 
-def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request[SyncGroupRequest]) -> Any:
+def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request[SyncGroupRequest]) -> SyncGroupResponseDict | Awaitable[SyncGroupResponseDict]:
     body = request.body
     if request.header.api_version >= 5 and (body.protocol_type is None or body.protocol_name is None):
         return _response(SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))

@@ -14,7 +14,7 @@ COORDINATOR_NOT_AVAILABLE, which 0.11-2.0 clients expect.
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Awaitable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
@@ -30,13 +30,13 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
-    from odradek.protocol.message_types.txn_offset_commit import TxnOffsetCommitRequest
+    from odradek.protocol.message_types.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponseDict, TxnOffsetCommitResponsePartitionDict
 
 LOAD_IN_PROGRESS_KNOWN_SINCE = 2
 ABORTABLE_KNOWN_SINCE = 4
 
 
-def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, replica_manager: ReplicaManager, authorization: Authorization, request: Request[TxnOffsetCommitRequest]) -> Any:
+def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, replica_manager: ReplicaManager, authorization: Authorization, request: Request[TxnOffsetCommitRequest]) -> TxnOffsetCommitResponseDict | Awaitable[TxnOffsetCommitResponseDict]:
     """Needs WRITE on the transactional id, READ on the group and READ on each topic, as Kafka."""
     body = request.body
     version = request.header.api_version
@@ -68,9 +68,9 @@ def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, repli
             metadata_text = p.committed_metadata if p.committed_metadata is not None else ""
             offsets[tp] = OffsetAndMetadata(offset=p.committed_offset, leader_epoch=p.committed_leader_epoch, metadata=metadata_text, commit_timestamp=now)
 
-    def response(results: dict[TopicPartition, ErrorCode]) -> dict:
+    def response(results: dict[TopicPartition, ErrorCode]) -> TxnOffsetCommitResponseDict:
         merged = {**errors, **results}
-        topics: dict[str, list[dict]] = {}
+        topics: dict[str, list[TxnOffsetCommitResponsePartitionDict]] = {}
         for name, index in dict.fromkeys(order):
             error = merged[(name, index)]
             if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and version < LOAD_IN_PROGRESS_KNOWN_SINCE:
@@ -81,7 +81,7 @@ def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, repli
     if not offsets:
         return response({})
 
-    def commit(verified: ErrorCode) -> Any:
+    def commit(verified: ErrorCode) -> TxnOffsetCommitResponseDict | Awaitable[TxnOffsetCommitResponseDict]:
         if verified != ErrorCode.NONE:
             return response(dict.fromkeys(offsets, STORE_OFFSETS_ERRORS.get(verified, verified)))
         committed = group.commit_transactional_offsets(
@@ -93,14 +93,14 @@ def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, repli
     if not isinstance(verified, AskCoordinator):
         return commit(verified)
 
-    async def commit_once_verified() -> dict:
+    async def commit_once_verified() -> TxnOffsetCommitResponseDict:
         answer = commit(await verified.answer())
         return await answer if inspect.isawaitable(answer) else answer
 
     return commit_once_verified()
 
 
-def _verify(replica_manager: ReplicaManager, offsets_partition: int, body: Any, *, abortable_known: bool) -> ErrorCode | AskCoordinator:
+def _verify(replica_manager: ReplicaManager, offsets_partition: int, body: TxnOffsetCommitRequest, *, abortable_known: bool) -> ErrorCode | AskCoordinator:
     """The transaction coordinator's verdict on the group's offsets partition being in the transaction
     (NONE when ``transaction.partition.verification.enable`` is off), or how to ask it on another broker."""
     verifier = replica_manager.transaction_verifier

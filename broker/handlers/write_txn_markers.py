@@ -4,7 +4,7 @@ local coordinator uses the same writer directly). One error per partition, group
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Awaitable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -14,10 +14,10 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from odradek.protocol.message_types.write_txn_markers import WriteTxnMarkersRequest
+    from odradek.protocol.message_types.write_txn_markers import WritableTxnMarkerPartitionResultDict, WritableTxnMarkerResultDict, WriteTxnMarkersRequest, WriteTxnMarkersResponseDict
 
 
-def handle(marker_writer: MarkerWriter, authorization: Authorization, request: Request[WriteTxnMarkersRequest]) -> Any:
+def handle(marker_writer: MarkerWriter, authorization: Authorization, request: Request[WriteTxnMarkersRequest]) -> WriteTxnMarkersResponseDict | Awaitable[WriteTxnMarkersResponseDict]:
     markers = request.body.markers  # transaction_result: True for COMMIT, False for ABORT
     if not authorization.authorize(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):  # only brokers send markers
         refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
@@ -27,11 +27,11 @@ def handle(marker_writer: MarkerWriter, authorization: Authorization, request: R
         for m in markers
     ]
 
-    async def answer() -> dict:
+    async def answer() -> WriteTxnMarkersResponseDict:
         results = await marker_writer.write(entries)
-        out = []
+        out: list[WritableTxnMarkerResultDict] = []
         for marker, errors in zip(markers, results):
-            by_topic: dict[str, list[dict]] = {}
+            by_topic: dict[str, list[WritableTxnMarkerPartitionResultDict]] = {}
             for (topic, index), error in sorted(errors.items()):
                 by_topic.setdefault(topic, []).append({"partition_index": index, "error_code": error})
             out.append({"producer_id": marker.producer_id, "topics": [{"name": t, "partitions": p} for t, p in by_topic.items()]})

@@ -11,6 +11,7 @@ Kafka's ``FetchSessionCache`` does. Answering without a session (id 0) is always
 from __future__ import annotations
 
 import random
+import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Hashable
@@ -32,7 +33,8 @@ class FetchPartition:
 
     key: PartitionKey
     topic: str | None
-    topic_id: object
+    topic_id: uuid.UUID
+    """The request's topic id (zeros before v13, which name topics)."""
     partition: int
     fetch_offset: int
     max_bytes: int

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from odradek.broker.network.kafka_client import Node
     from odradek.broker.replication.alter_partition_manager import AlterPartitionManager
     from odradek.broker.replication.replica_fetcher import FetcherConfig, ReplicaFetcherManager
+    from odradek.protocol.message_types.produce import BatchIndexAndErrorMessageDict
 
 log = logging.getLogger("odradek.replica_manager")
 
@@ -77,7 +78,7 @@ class PartitionResponse:
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
-    record_errors: list[dict] | None = None
+    record_errors: list[BatchIndexAndErrorMessageDict] | None = None
     """Set only for records the validator refused one by one: Kafka fills the message for those alone."""
 
 
