@@ -30,7 +30,7 @@ import jinja2
 from aiohttp import web
 
 from odradek.broker.network.kafka_client import KafkaClient
-from odradek.tools.admin_common import CONFIG_SOURCES
+from odradek.tools.admin_common import CONFIG_SOURCES, topic_metadata
 from odradek.tools.admin_topics import create_partitions, create_topic, delete_topics
 from odradek.tools.console import actions
 from odradek.tools.console.cluster import ADMIN_ERRORS, read_cluster, read_controller_epoch, topic_configs
@@ -56,8 +56,25 @@ SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",
 }
+TOPIC_CHANGE_WAIT_S = 15.0
+"""How long the page after a topic's creation, growth or deletion waits for the console's broker to show
+it; past it the page is shown as it is (a created topic's: the topics' list, which says it was created)."""
+TOPIC_CHANGE_POLL_S = 0.1
 ACTIONS = frozenset({"delete", "partitions", "configs", "reset"})
 """The last path segment of the POSTs that have no page of their own: after one, the page above it."""
+
+
+async def _until_seen(client: KafkaClient, topic: str, seen: Callable[[Any], bool]) -> bool:
+    """Whether the broker the console reads its metadata from shows a change to ``topic`` (``seen`` of its
+    metadata, None while it describes no such topic) within :data:`TOPIC_CHANGE_WAIT_S`. The controller
+    answers CreateTopics, CreatePartitions and DeleteTopics once its own metadata shows the change; the other
+    brokers learn of it from its UpdateMetadata a moment later, and the page shown next must not predate it
+    (a new topic's page "not found", the old partition count)."""
+    with anyio.move_on_after(TOPIC_CHANGE_WAIT_S):
+        while not seen((await topic_metadata(client, [topic])).get(topic)):
+            await anyio.sleep(TOPIC_CHANGE_POLL_S)
+        return True
+    return False
 
 
 class ConsoleConfigError(ValueError):
@@ -393,18 +410,24 @@ class Console:
         form = await request.post()
         name = str(form["name"]).strip()
         configs = dict(line.split("=", 1) for line in str(form.get("configs", "")).splitlines() if "=" in line)
-        await create_topic(self._client(), name, int(str(form.get("partitions") or -1)), int(str(form.get("replication_factor") or -1)), {k.strip(): v.strip() for k, v in configs.items()})
-        raise web.HTTPSeeOther(f"/topics/{urllib.parse.quote(name, safe='')}?" + urllib.parse.urlencode({"ok": f"Created topic {name}."}))
+        client = self._client()
+        await create_topic(client, name, int(str(form.get("partitions") or -1)), int(str(form.get("replication_factor") or -1)), {k.strip(): v.strip() for k, v in configs.items()})
+        page = f"/topics/{urllib.parse.quote(name, safe='')}" if await _until_seen(client, name, lambda topic: topic is not None) else "/topics"
+        raise web.HTTPSeeOther(f"{page}?" + urllib.parse.urlencode({"ok": f"Created topic {name}."}))
 
     async def delete_topic(self, request: web.Request) -> web.Response:
         name = request.match_info["topic"]
-        await delete_topics(self._client(), [name])
+        client = self._client()
+        await delete_topics(client, [name])
+        await _until_seen(client, name, lambda topic: topic is None)
         raise web.HTTPSeeOther("/topics?" + urllib.parse.urlencode({"ok": f"Deleted topic {name}."}))
 
     async def add_partitions(self, request: web.Request) -> web.Response:
         name = request.match_info["topic"]
         count = int(str((await request.post())["count"]))
-        await create_partitions(self._client(), [name], count)
+        client = self._client()
+        await create_partitions(client, [name], count)
+        await _until_seen(client, name, lambda topic: topic is not None and len(topic.partitions) >= count)
         raise web.HTTPSeeOther(self._back(request, ok=f"Topic {name} now has {count} partitions."))
 
     async def alter_config(self, request: web.Request) -> web.Response:
