@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeVar
 
-from odradek.storage.config_types import ConfigKey, ConfigType, ConfigError
+from odradek.storage.config_types import ConfigKey, ConfigType, ConfigError, ConfigValue
 
 log = logging.getLogger("odradek.config")
 
@@ -274,6 +274,16 @@ def parse_listeners(value: str) -> list[Listener]:
     return out
 
 
+T = TypeVar("T")
+
+
+def _of_type(value: ConfigValue, kind: type[T], name: str) -> T:
+    """``value``, which its key's declared type makes a ``kind``: anything else is a lookup of the wrong key."""
+    if not isinstance(value, kind):
+        raise TypeError(f"{name} is not a {kind.__name__} key (its value: {value!r})")
+    return value
+
+
 class BrokerConfig:
     """Parsed broker configuration: the values of every key in the table, from properties and overrides."""
 
@@ -324,7 +334,7 @@ class BrokerConfig:
     def is_set(self, name: str) -> bool:
         return name in self.originals
 
-    def for_listener(self, listener: str, name: str, prefix: str = "") -> Any:
+    def for_listener(self, listener: str, name: str, prefix: str = "") -> ConfigValue:
         """A key's value for one listener: ``listener.name.<listener>.<prefix><name>`` if set, as Kafka's
         listener-prefixed configs override the broker-wide one; else the broker-wide value."""
         raw = self.originals.get(f"listener.name.{listener.lower()}.{prefix}{name}")
@@ -333,6 +343,20 @@ class BrokerConfig:
             value = self.values[name]
             return key.parse(value) if key.type is ConfigType.LIST and isinstance(value, str) else value  # a LIST default is its string
         return key.parse(raw)
+
+    def int_for_listener(self, listener: str, name: str, prefix: str = "") -> int:
+        """:meth:`for_listener` of an INT, SHORT or LONG key."""
+        return _of_type(self.for_listener(listener, name, prefix), int, name)
+
+    def str_for_listener(self, listener: str, name: str, prefix: str = "") -> str | None:
+        """:meth:`for_listener` of a STRING, CLASS or PASSWORD key (None when unset)."""
+        value = self.for_listener(listener, name, prefix)
+        return None if value is None else _of_type(value, str, name)
+
+    def list_for_listener(self, listener: str, name: str, prefix: str = "") -> list[str]:
+        """:meth:`for_listener` of a LIST key (empty when unset)."""
+        value = self.for_listener(listener, name, prefix)
+        return [] if value is None else _of_type(value, list, name)
 
     def broker_defaults_for_topics(self) -> dict[str, str]:
         """The ``log.*``-style broker keys, as strings, that topic configs fall back to."""

@@ -21,6 +21,11 @@ class InvalidValueError(ConfigError):
     across keys): AlterConfigs answers name the resource before it."""
 
 
+ConfigValue = bool | int | float | str | list[str] | None
+"""A parsed config value: BOOLEAN a bool, INT, SHORT and LONG an int, DOUBLE a float, LIST its items, the others
+(STRING, CLASS, PASSWORD) a string; None when unset."""
+
+
 class ConfigType(enum.IntEnum):
     """Numbered as DescribeConfigs v3+ reports ``ConfigType``."""
 

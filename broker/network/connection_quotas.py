@@ -89,7 +89,7 @@ class ConnectionQuotas:
         return cls(
             config["max.connections"], config["max.connections.per.ip"], overrides, inter_broker, frozenset(listeners),
             broker_rate=broker_rate or (lambda: config["max.connection.creation.rate"]),
-            listener_rates={name: config.for_listener(name, "max.connection.creation.rate") for name in listeners},
+            listener_rates={name: config.int_for_listener(name, "max.connection.creation.rate") for name in listeners},
             ip_rate=ip_rate,
             samples=config["quota.window.num"],
             window_ms=config["quota.window.size.seconds"] * 1000,

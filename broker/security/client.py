@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
 from odradek.broker.config import BrokerConfig
-from odradek.broker.security.listeners import SASL_PROTOCOLS, TLS_PROTOCOLS, inter_broker_listener, jaas_config, security_protocol_map
+from odradek.broker.security.listeners import SASL_PROTOCOLS, TLS_PROTOCOLS, inter_broker_listener, jaas_config, security_protocol_map, tls_setting
 from odradek.storage.config_types import ConfigError
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def inter_broker_security(config: BrokerConfig) -> ClientSecurity:
     mapping = security_protocol_map(config)
     listener = inter_broker_listener(config, mapping)
     protocol = mapping[listener]
-    context = _client_context(lambda key: config.for_listener(listener, key), listener) if protocol in TLS_PROTOCOLS else None
+    context = _client_context(lambda key: tls_setting(config, listener, key, sasl=False), listener) if protocol in TLS_PROTOCOLS else None
     if protocol not in SASL_PROTOCOLS:
         return ClientSecurity(protocol, context)
     mechanism = _client_mechanism(config["sasl.mechanism.inter.broker.protocol"], "sasl.mechanism.inter.broker.protocol")

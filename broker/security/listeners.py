@@ -111,7 +111,7 @@ def _oauthbearer_validator(config: BrokerConfig, listener: str, jaas_options: di
     secured validator (JWKS) when named, else the unsecured one Kafka defaults to."""
     from odradek.broker.security.oauthbearer import UnsecuredValidator
 
-    setting = lambda key: config.for_listener(listener, key, prefix="oauthbearer.")  # noqa: E731
+    setting = lambda key: config.str_for_listener(listener, key, prefix="oauthbearer.")  # noqa: E731
     handler = setting("sasl.server.callback.handler.class")
     if not handler:
         return UnsecuredValidator(jaas_options)
@@ -125,16 +125,17 @@ def _oauthbearer_validator(config: BrokerConfig, listener: str, jaas_options: di
 
     if handler not in VALIDATOR_CLASSES:
         raise ConfigError(f"Listener {listener}: OAUTHBEARER sasl.server.callback.handler.class {handler} is not implemented by odradek (it implements {', '.join(VALIDATOR_CLASSES)})")
-    if not setting("sasl.oauthbearer.jwks.endpoint.url"):
+    jwks_url = setting("sasl.oauthbearer.jwks.endpoint.url")
+    if not jwks_url:
         raise ConfigError("The OAuth configuration option sasl.oauthbearer.jwks.endpoint.url must be non-null")
     return JwksValidator(
         JwksValidatorSettings(
-            jwks_url=setting("sasl.oauthbearer.jwks.endpoint.url"),
-            clock_skew_seconds=setting("sasl.oauthbearer.clock.skew.seconds"),
-            expected_audience=tuple(setting("sasl.oauthbearer.expected.audience") or ()),
+            jwks_url=jwks_url,
+            clock_skew_seconds=config.int_for_listener(listener, "sasl.oauthbearer.clock.skew.seconds", prefix="oauthbearer."),
+            expected_audience=tuple(config.list_for_listener(listener, "sasl.oauthbearer.expected.audience", prefix="oauthbearer.")),
             expected_issuer=setting("sasl.oauthbearer.expected.issuer"),
-            scope_claim_name=setting("sasl.oauthbearer.scope.claim.name"),
-            sub_claim_name=setting("sasl.oauthbearer.sub.claim.name"),
+            scope_claim_name=setting("sasl.oauthbearer.scope.claim.name") or "",
+            sub_claim_name=setting("sasl.oauthbearer.sub.claim.name") or "",
         )
     )
 
@@ -142,19 +143,19 @@ def _oauthbearer_validator(config: BrokerConfig, listener: str, jaas_options: di
 def sasl_settings(config: BrokerConfig, listener: str, credentials: CredentialStore) -> SaslSettings:
     from odradek.broker.security.sasl_authenticator import SaslSettings
 
-    enabled = list(config.for_listener(listener, "sasl.enabled.mechanisms"))
+    enabled = config.list_for_listener(listener, "sasl.enabled.mechanisms")
     if not enabled:
         raise ConfigError(f"Listener {listener}: sasl.enabled.mechanisms is empty")
     return SaslSettings(
         enabled,
         {m: _mechanism_server(config, listener, m, credentials) for m in enabled},
-        {m: config.for_listener(listener, "connections.max.reauth.ms", prefix=f"{m.lower()}.") for m in enabled},
+        {m: config.int_for_listener(listener, "connections.max.reauth.ms", prefix=f"{m.lower()}.") for m in enabled},
         config["connection.failed.authentication.delay.ms"],
-        config.for_listener(listener, "sasl.server.max.receive.size"),
+        config.int_for_listener(listener, "sasl.server.max.receive.size"),
     )
 
 
-def _tls_setting(config: BrokerConfig, listener: str, key: str, sasl: bool) -> "str | list[str] | None":
+def tls_setting(config: BrokerConfig, listener: str, key: str, sasl: bool) -> "str | list[str] | None":
     """A listener's TLS key; on SASL_SSL, ``ssl.client.auth`` only listener-prefixed, as in Kafka (clients
     authenticate with SASL there; the broker-wide value is for SSL listeners)."""
     if sasl and key == "ssl.client.auth" and f"listener.name.{listener.lower()}.{key}" not in config.originals:
@@ -164,7 +165,10 @@ def _tls_setting(config: BrokerConfig, listener: str, key: str, sasl: bool) -> "
                 "to enable SSL client authentication for SASL_SSL listeners."
             )
         return "none"
-    return config.for_listener(listener, key)
+    value = config.for_listener(listener, key)
+    if isinstance(value, (int, float)):  # bool is an int
+        raise TypeError(f"{key} is not a TLS key (its value: {value!r})")
+    return value
 
 
 def listener_securities(config: BrokerConfig, credentials: CredentialStore) -> dict[str, ListenerSecurity]:
@@ -184,7 +188,7 @@ def listener_securities(config: BrokerConfig, credentials: CredentialStore) -> d
         )
     if mapping[inter_broker] in SASL_PROTOCOLS:
         mechanism = config["sasl.mechanism.inter.broker.protocol"]
-        if mechanism not in config.for_listener(inter_broker, "sasl.enabled.mechanisms"):
+        if mechanism not in config.list_for_listener(inter_broker, "sasl.enabled.mechanisms"):
             raise ConfigError("sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms when SASL is used for inter-broker communication")
     for listener in config.listeners:
         protocol = mapping[listener.name]
@@ -193,8 +197,9 @@ def listener_securities(config: BrokerConfig, credentials: CredentialStore) -> d
             from odradek.broker.security.ssl_principal import SslPrincipalMapper
             from odradek.broker.security.tls import TlsSettings, server_context
 
-            setting = lambda key, name=listener.name, sasl=protocol == "SASL_SSL": _tls_setting(config, name, key, sasl)  # noqa: E731
-            tls = TlsSettings(server_context(setting, listener.name), SslPrincipalMapper(config.for_listener(listener.name, "ssl.principal.mapping.rules")))
+            setting = lambda key, name=listener.name, sasl=protocol == "SASL_SSL": tls_setting(config, name, key, sasl)  # noqa: E731
+            rules = config.str_for_listener(listener.name, "ssl.principal.mapping.rules")
+            tls = TlsSettings(server_context(setting, listener.name), SslPrincipalMapper("DEFAULT" if rules is None else rules))
         sasl = sasl_settings(config, listener.name, credentials) if protocol in SASL_PROTOCOLS else None
         securities[listener.name] = ListenerSecurity(listener.name, protocol, tls, sasl)
     return securities

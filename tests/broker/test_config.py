@@ -95,3 +95,16 @@ def test_a_broker_whose_zookeeper_cannot_be_reached_does_not_start(tmp_path: Pat
     )
     assert result.returncode == 1
     assert "Timed out waiting for connection while in state: CONNECTING" in result.stdout + result.stderr
+
+
+def test_a_listener_prefixed_key_is_read_with_its_declared_type() -> None:
+    """``listener.name.<l>.<key>`` overrides the broker-wide value for that listener alone, parsed as its key
+    declares; asking for another type is a lookup of the wrong key, refused rather than returned."""
+    config = BrokerConfig({"listener.name.external.sasl.enabled.mechanisms": "PLAIN, SCRAM-SHA-256", "listener.name.external.max.connection.creation.rate": "7"})
+    assert config.list_for_listener("EXTERNAL", "sasl.enabled.mechanisms") == ["PLAIN", "SCRAM-SHA-256"]
+    assert config.list_for_listener("INTERNAL", "sasl.enabled.mechanisms") == ["GSSAPI"]
+    assert config.int_for_listener("EXTERNAL", "max.connection.creation.rate") == 7
+    assert config.str_for_listener("EXTERNAL", "ssl.principal.mapping.rules") == "DEFAULT"
+    assert config.list_for_listener("EXTERNAL", "sasl.oauthbearer.expected.audience") == []
+    with pytest.raises(TypeError, match="max.connection.creation.rate is not a list key"):
+        config.list_for_listener("EXTERNAL", "max.connection.creation.rate")
