@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -84,9 +84,11 @@ class Handler:
 
 
 def _all(key: ApiKey, module: str, *needs: str) -> Handler:
-    """A handler serving every version Kafka 3.9 defines for the API."""
-    api = APIS[key]
-    return Handler(module, api.min_version, api.max_version, needs)
+    """A handler serving every version Kafka 3.9 defines for the API. Not the versions declared: those
+    include what Kafka 4.4 adds (Produce 12-13, ...), served only once a handler lists them explicitly."""
+    served = APIS[key].kafka_3_9
+    assert served.high is not None, f"{key.name}: Kafka 3.9 does not define it; list its served versions"
+    return Handler(module, served.low, served.high, needs)
 
 
 ALTER_CONFIGS = ("metadata", "dynamic_config", "broker_defaults", "metadata_support", "authorization")
@@ -98,7 +100,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.Fetch: _all(ApiKey.Fetch, "fetch", "replica_manager", "fetch_sessions", "config", "authorization", "quotas"),
     ApiKey.ListOffsets: _all(ApiKey.ListOffsets, "list_offsets", "replica_manager", "authorization"),
     ApiKey.Metadata: _all(ApiKey.Metadata, "metadata", "metadata", "config", "auto_create_topic", "authorization"),
-    ApiKey.ApiVersions: Handler("api_versions", APIS[ApiKey.ApiVersions].min_version, APIS[ApiKey.ApiVersions].max_version, serve=lambda request: api_versions.handle(API_RANGES, request)),
+    ApiKey.ApiVersions: replace(_all(ApiKey.ApiVersions, "api_versions"), serve=lambda request: api_versions.handle(API_RANGES, request)),
     ApiKey.CreateTopics: _all(ApiKey.CreateTopics, "create_topics", "metadata", "config", "metadata_support", "create_topic", "replica_manager", "dynamic_config", "broker_defaults", "authorization", "quotas", "background"),
     ApiKey.InitProducerId: _all(ApiKey.InitProducerId, "init_producer_id", "transaction_coordinator", "next_producer_id", "authorization"),
     ApiKey.OffsetForLeaderEpoch: _all(ApiKey.OffsetForLeaderEpoch, "offset_for_leader_epoch", "replica_manager", "authorization"),

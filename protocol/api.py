@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import Any, Generic, Mapping, TypeVar
 
 from odradek.protocol.messages import MODULES, ApiKey, headers
-from odradek.protocol.schema import Container, DecodeError, Message, Splice, decode, encode_frame
+from odradek.protocol.schema import Container, DecodeError, Message, Splice, Versions, decode, encode_frame
 
 __all__ = [
     "ApiKey",
@@ -37,11 +37,19 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Api:
+    """An API as declared: every version odradek can decode (Kafka 3.9's, and those Kafka 4.4 adds).
+
+    What the broker serves is not this: ``broker/kafka_apis.py`` says per API, by default the versions
+    Kafka 3.9 defines (``kafka_3_9``), so declaring a newer version advertises nothing by itself.
+    """
+
     key: int
     name: str
     request: Message
     response: Message
     listeners: tuple[str, ...]
+    kafka_3_9: Versions
+    """The versions Kafka 3.9 defines (empty for an API Kafka added later, such as the share-group APIs)."""
 
     @property
     def min_version(self) -> int:
@@ -54,7 +62,7 @@ class Api:
 
 
 def _api(module: ModuleType) -> Api:
-    return Api(module.API_KEY, module.NAME, module.REQUEST, module.RESPONSE, module.LISTENERS)
+    return Api(module.API_KEY, module.NAME, module.REQUEST, module.RESPONSE, module.LISTENERS, Versions.parse(module.KAFKA_3_9_VERSIONS))
 
 
 APIS: dict[int, Api] = {key: _api(module) for key, module in MODULES.items()}

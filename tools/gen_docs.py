@@ -73,18 +73,29 @@ def render_protocol() -> str:
         "",
         "Generated from the dispatch table by `python -m odradek.tools.gen_docs`; do not edit by hand.",
         "",
-        "Every API key a Kafka 3.9 broker listens for is declared in `protocol/messages/` for all of its",
-        "versions (checked against Kafka's JSON specs). The broker serves, and ApiVersions advertises, the",
-        "versions below; a request for any other API key closes the connection, as Kafka does, and an",
-        "unsupported version of a served API closes it too (ApiVersions answers UNSUPPORTED_VERSION in v0).",
+        "Every API key a Kafka 3.9 or Kafka 4.4 broker listens for is declared in `protocol/messages/`, generated",
+        "by `tools/gen_messages.py` from both releases' JSON specs and checked against them",
+        "(`tests/protocol/test_spec_crosscheck.py`): all the versions Kafka 3.9 defines, including the old ones",
+        "Kafka 4.0 dropped, and the versions and APIs Kafka 4.4 adds (the share-group, streams-group and",
+        "share-state APIs, Produce 12-13, EndTxn 5, ...). Where 4.4 adds versions to an API of 3.9, a version up",
+        "to 3.9's highest is declared as 3.9's spec has it and a version above as 4.4's has it; the generator",
+        "refuses to write anything where the two specs disagree on a version both define. Kafka 4.4's",
+        "coordinator records (ConsumerGroup\\*, ShareGroup\\*, ShareSnapshot, ShareUpdate, StreamsGroup\\*) are",
+        "declared beside 3.9's.",
         "",
-        "| key | API | served versions | Kafka 3.9 versions |",
-        "| --- | --- | --- | --- |",
+        "Declaring a version serves nothing. The broker serves, and ApiVersions advertises, the versions below,",
+        "listed per API in `broker/kafka_apis.py` (by default the versions Kafka 3.9 defines); a request for an",
+        "API key or version it does not serve closes the connection, as Kafka does (ApiVersions answers",
+        "UNSUPPORTED_VERSION in v0).",
+        "",
+        "| key | API | served versions | Kafka 3.9 versions | declared versions |",
+        "| --- | --- | --- | --- | --- |",
     ]
     for key, api in sorted(APIS.items()):
         handler = HANDLERS.get(key)
         served = f"{handler.min_version}-{handler.max_version}" if handler else "not served"
-        lines.append(f"| {key} | {api.name} | {served} | {api.min_version}-{api.max_version} |")
+        kafka_3_9 = f"{api.kafka_3_9.low}-{api.kafka_3_9.high}" if api.kafka_3_9.high is not None else "none"
+        lines.append(f"| {key} | {api.name} | {served} | {kafka_3_9} | {api.min_version}-{api.max_version} |")
     return "\n".join(lines) + "\n"
 
 

@@ -42,6 +42,15 @@ CLIENT_SOFTWARE_NAME = "odradek"
 _SIZE = struct.Struct(">i")
 
 
+def our_versions(api_key: int) -> range:
+    """The versions odradek's own requests are written for: Kafka 3.9's, or, for an API Kafka added later,
+    every version declared. Not every version declared: those include what Kafka 4.4 adds to 3.9's APIs."""
+    api = APIS[api_key]
+    versions = api.kafka_3_9 if api.kafka_3_9.high is not None else api.request.valid
+    assert versions.high is not None
+    return range(versions.low, versions.high + 1)
+
+
 class DisconnectedError(ConnectionError):
     """The connection closed (or could not be opened) before the answer came (Kafka's DisconnectException)."""
 
@@ -160,7 +169,7 @@ class BrokerConnection:
         """ApiVersions at our highest version; a broker that does not know it answers UNSUPPORTED_VERSION in
         the v0 layout with its own range of ApiVersions, and the request is repeated at its highest."""
         body = {"client_software_name": CLIENT_SOFTWARE_NAME, "client_software_version": "1"}
-        version = APIS[ApiKey.ApiVersions].max_version
+        version = our_versions(ApiKey.ApiVersions).stop - 1
         response = await self.send(ApiKey.ApiVersions, version, body)
         if response.error_code == ErrorCode.UNSUPPORTED_VERSION:
             theirs = {k.api_key: k.max_version for k in response.api_keys}
@@ -191,7 +200,7 @@ class BrokerConnection:
     def version_for(self, api_key: int) -> int:
         """The highest version of the API both the broker and odradek know."""
         theirs = self.api_versions.get(api_key)
-        ours = range(APIS[api_key].min_version, APIS[api_key].max_version + 1)
+        ours = our_versions(api_key)
         common = range(max(ours.start, theirs.start), min(ours.stop, theirs.stop)) if theirs else range(0)
         if not common:
             name = APIS[api_key].name

@@ -69,10 +69,26 @@ from odradek.protocol.messages import (
     consumer_group_describe,
     get_telemetry_subscriptions,
     push_telemetry,
-    list_client_metrics_resources,
+    list_config_resources,
     describe_topic_partitions,
+    share_group_heartbeat,
+    share_group_describe,
+    share_fetch,
+    share_acknowledge,
     add_raft_voter,
     remove_raft_voter,
+    initialize_share_group_state,
+    read_share_group_state,
+    write_share_group_state,
+    delete_share_group_state,
+    read_share_group_state_summary,
+    streams_group_heartbeat,
+    streams_group_describe,
+    describe_share_group_offsets,
+    alter_share_group_offsets,
+    delete_share_group_offsets,
+    streams_group_topology_description_update,
+    unregister_controller,
 )
 
 MODULES = {
@@ -142,10 +158,26 @@ MODULES = {
     69: consumer_group_describe,
     71: get_telemetry_subscriptions,
     72: push_telemetry,
-    74: list_client_metrics_resources,
+    74: list_config_resources,
     75: describe_topic_partitions,
+    76: share_group_heartbeat,
+    77: share_group_describe,
+    78: share_fetch,
+    79: share_acknowledge,
     80: add_raft_voter,
     81: remove_raft_voter,
+    83: initialize_share_group_state,
+    84: read_share_group_state,
+    85: write_share_group_state,
+    86: delete_share_group_state,
+    87: read_share_group_state_summary,
+    88: streams_group_heartbeat,
+    89: streams_group_describe,
+    90: describe_share_group_offsets,
+    91: alter_share_group_offsets,
+    92: delete_share_group_offsets,
+    93: streams_group_topology_description_update,
+    94: unregister_controller,
 }
 
 
@@ -218,7 +250,23 @@ class ApiKey(enum.IntEnum):
     ConsumerGroupDescribe = 69
     GetTelemetrySubscriptions = 71
     PushTelemetry = 72
-    ListClientMetricsResources = 74
+    ListConfigResources = 74
     DescribeTopicPartitions = 75
+    ShareGroupHeartbeat = 76
+    ShareGroupDescribe = 77
+    ShareFetch = 78
+    ShareAcknowledge = 79
     AddRaftVoter = 80
     RemoveRaftVoter = 81
+    InitializeShareGroupState = 83
+    ReadShareGroupState = 84
+    WriteShareGroupState = 85
+    DeleteShareGroupState = 86
+    ReadShareGroupStateSummary = 87
+    StreamsGroupHeartbeat = 88
+    StreamsGroupDescribe = 89
+    DescribeShareGroupOffsets = 90
+    AlterShareGroupOffsets = 91
+    DeleteShareGroupOffsets = 92
+    StreamsGroupTopologyDescriptionUpdate = 93
+    UnregisterController = 94

@@ -10,6 +10,8 @@ NAME = 'AddOffsetsToTxn'
 
 LISTENERS = ('zkBroker', 'broker')
 
+KAFKA_3_9_VERSIONS = '0-4'
+
 REQUEST = Message(
     'AddOffsetsToTxnRequest',
     '0-4',

@@ -10,6 +10,8 @@ NAME = 'AddPartitionsToTxn'
 
 LISTENERS = ('zkBroker', 'broker')
 
+KAFKA_3_9_VERSIONS = '0-5'
+
 _REQUEST_AddPartitionsToTxnTopic = S(
     'AddPartitionsToTxnTopic',
     # The name of the topic.

@@ -10,6 +10,8 @@ NAME = 'AllocateProducerIds'
 
 LISTENERS = ('zkBroker', 'controller')
 
+KAFKA_3_9_VERSIONS = '0'
+
 REQUEST = Message(
     'AllocateProducerIdsRequest',
     '0',

@@ -10,6 +10,8 @@ NAME = 'AlterClientQuotas'
 
 LISTENERS = ('zkBroker', 'broker', 'controller')
 
+KAFKA_3_9_VERSIONS = '0-1'
+
 REQUEST = Message(
     'AlterClientQuotasRequest',
     '0-1',

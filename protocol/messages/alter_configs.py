@@ -10,6 +10,8 @@ NAME = 'AlterConfigs'
 
 LISTENERS = ('zkBroker', 'broker', 'controller')
 
+KAFKA_3_9_VERSIONS = '0-2'
+
 REQUEST = Message(
     'AlterConfigsRequest',
     '0-2',

@@ -10,6 +10,8 @@ NAME = 'AlterPartition'
 
 LISTENERS = ('zkBroker', 'controller')
 
+KAFKA_3_9_VERSIONS = '0-3'
+
 REQUEST = Message(
     'AlterPartitionRequest',
     '0-3',

@@ -10,6 +10,8 @@ NAME = 'AlterReplicaLogDirs'
 
 LISTENERS = ('zkBroker', 'broker')
 
+KAFKA_3_9_VERSIONS = '0-2'
+
 REQUEST = Message(
     'AlterReplicaLogDirsRequest',
     '0-2',

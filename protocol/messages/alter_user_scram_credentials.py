@@ -10,6 +10,8 @@ NAME = 'AlterUserScramCredentials'
 
 LISTENERS = ('zkBroker', 'broker', 'controller')
 
+KAFKA_3_9_VERSIONS = '0'
+
 REQUEST = Message(
     'AlterUserScramCredentialsRequest',
     '0',

@@ -10,6 +10,8 @@ NAME = 'ControlledShutdown'
 
 LISTENERS = ('zkBroker', 'controller')
 
+KAFKA_3_9_VERSIONS = '0-3'
+
 REQUEST = Message(
     'ControlledShutdownRequest',
     '0-3',

@@ -10,6 +10,8 @@ NAME = 'CreateAcls'
 
 LISTENERS = ('zkBroker', 'broker', 'controller')
 
+KAFKA_3_9_VERSIONS = '0-3'
+
 REQUEST = Message(
     'CreateAclsRequest',
     '0-3',

@@ -10,6 +10,8 @@ NAME = 'CreateDelegationToken'
 
 LISTENERS = ('zkBroker', 'broker', 'controller')
 
+KAFKA_3_9_VERSIONS = '0-3'
+
 REQUEST = Message(
     'CreateDelegationTokenRequest',
     '0-3',

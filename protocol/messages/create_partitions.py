@@ -10,6 +10,8 @@ NAME = 'CreatePartitions'
 
 LISTENERS = ('zkBroker', 'broker', 'controller')
 
+KAFKA_3_9_VERSIONS = '0-3'
+
 REQUEST = Message(
     'CreatePartitionsRequest',
     '0-3',

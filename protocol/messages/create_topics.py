@@ -10,6 +10,8 @@ NAME = 'CreateTopics'
 
 LISTENERS = ('zkBroker', 'broker', 'controller')
 
+KAFKA_3_9_VERSIONS = '0-7'
+
 REQUEST = Message(
     'CreateTopicsRequest',
     '0-7',

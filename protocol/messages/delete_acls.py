@@ -10,6 +10,8 @@ NAME = 'DeleteAcls'
 
 LISTENERS = ('zkBroker', 'broker', 'controller')
 
+KAFKA_3_9_VERSIONS = '0-3'
+
 REQUEST = Message(
     'DeleteAclsRequest',
     '0-3',

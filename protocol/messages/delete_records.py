@@ -10,6 +10,8 @@ NAME = 'DeleteRecords'
 
 LISTENERS = ('zkBroker', 'broker')
 
+KAFKA_3_9_VERSIONS = '0-2'
+
 REQUEST = Message(
     'DeleteRecordsRequest',
     '0-2',

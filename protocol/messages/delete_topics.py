@@ -10,6 +10,8 @@ NAME = 'DeleteTopics'
 
 LISTENERS = ('zkBroker', 'broker', 'controller')
 
+KAFKA_3_9_VERSIONS = '0-6'
+
 REQUEST = Message(
     'DeleteTopicsRequest',
     '0-6',

@@ -10,6 +10,8 @@ NAME = 'DescribeAcls'
 
 LISTENERS = ('zkBroker', 'broker', 'controller')
 
+KAFKA_3_9_VERSIONS = '0-3'
+
 REQUEST = Message(
     'DescribeAclsRequest',
     '0-3',

@@ -10,6 +10,8 @@ NAME = 'DescribeClientQuotas'
 
 LISTENERS = ('zkBroker', 'broker')
 
+KAFKA_3_9_VERSIONS = '0-1'
+
 REQUEST = Message(
     'DescribeClientQuotasRequest',
     '0-1',

@@ -10,6 +10,8 @@ NAME = 'DescribeConfigs'
 
 LISTENERS = ('zkBroker', 'broker', 'controller')
 
+KAFKA_3_9_VERSIONS = '0-4'
+
 REQUEST = Message(
     'DescribeConfigsRequest',
     '0-4',

@@ -10,6 +10,8 @@ NAME = 'DescribeDelegationToken'
 
 LISTENERS = ('zkBroker', 'broker', 'controller')
 
+KAFKA_3_9_VERSIONS = '0-3'
+
 REQUEST = Message(
     'DescribeDelegationTokenRequest',
     '0-3',

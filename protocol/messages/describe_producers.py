@@ -10,6 +10,8 @@ NAME = 'DescribeProducers'
 
 LISTENERS = ('zkBroker', 'broker')
 
+KAFKA_3_9_VERSIONS = '0'
+
 REQUEST = Message(
     'DescribeProducersRequest',
     '0',

@@ -10,6 +10,8 @@ NAME = 'DescribeQuorum'
 
 LISTENERS = ('broker', 'controller')
 
+KAFKA_3_9_VERSIONS = '0-2'
+
 REQUEST = Message(
     'DescribeQuorumRequest',
     '0-2',

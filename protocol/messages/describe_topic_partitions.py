@@ -10,6 +10,8 @@ NAME = 'DescribeTopicPartitions'
 
 LISTENERS = ('broker',)
 
+KAFKA_3_9_VERSIONS = '0'
+
 REQUEST = Message(
     'DescribeTopicPartitionsRequest',
     '0',

@@ -10,6 +10,8 @@ NAME = 'DescribeTransactions'
 
 LISTENERS = ('zkBroker', 'broker')
 
+KAFKA_3_9_VERSIONS = '0'
+
 REQUEST = Message(
     'DescribeTransactionsRequest',
     '0',

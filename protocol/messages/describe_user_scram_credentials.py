@@ -10,6 +10,8 @@ NAME = 'DescribeUserScramCredentials'
 
 LISTENERS = ('zkBroker', 'broker', 'controller')
 
+KAFKA_3_9_VERSIONS = '0'
+
 REQUEST = Message(
     'DescribeUserScramCredentialsRequest',
     '0',

@@ -10,6 +10,8 @@ NAME = 'ElectLeaders'
 
 LISTENERS = ('zkBroker', 'broker', 'controller')
 
+KAFKA_3_9_VERSIONS = '0-2'
+
 REQUEST = Message(
     'ElectLeadersRequest',
     '0-2',

@@ -10,6 +10,8 @@ NAME = 'Envelope'
 
 LISTENERS = ('controller', 'zkBroker')
 
+KAFKA_3_9_VERSIONS = '0'
+
 REQUEST = Message(
     'EnvelopeRequest',
     '0',

@@ -10,6 +10,8 @@ NAME = 'ExpireDelegationToken'
 
 LISTENERS = ('zkBroker', 'broker', 'controller')
 
+KAFKA_3_9_VERSIONS = '0-2'
+
 REQUEST = Message(
     'ExpireDelegationTokenRequest',
     '0-2',

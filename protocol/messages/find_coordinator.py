@@ -10,6 +10,8 @@ NAME = 'FindCoordinator'
 
 LISTENERS = ('zkBroker', 'broker')
 
+KAFKA_3_9_VERSIONS = '0-6'
+
 REQUEST = Message(
     'FindCoordinatorRequest',
     '0-6',

@@ -10,6 +10,8 @@ NAME = 'GetTelemetrySubscriptions'
 
 LISTENERS = ('broker',)
 
+KAFKA_3_9_VERSIONS = '0'
+
 REQUEST = Message(
     'GetTelemetrySubscriptionsRequest',
     '0',

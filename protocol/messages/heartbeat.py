@@ -10,6 +10,8 @@ NAME = 'Heartbeat'
 
 LISTENERS = ('zkBroker', 'broker')
 
+KAFKA_3_9_VERSIONS = '0-4'
+
 REQUEST = Message(
     'HeartbeatRequest',
     '0-4',

@@ -10,6 +10,8 @@ NAME = 'IncrementalAlterConfigs'
 
 LISTENERS = ('zkBroker', 'broker', 'controller')
 
+KAFKA_3_9_VERSIONS = '0-1'
+
 REQUEST = Message(
     'IncrementalAlterConfigsRequest',
     '0-1',

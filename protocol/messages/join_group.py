@@ -10,6 +10,8 @@ NAME = 'JoinGroup'
 
 LISTENERS = ('zkBroker', 'broker')
 
+KAFKA_3_9_VERSIONS = '0-9'
+
 REQUEST = Message(
     'JoinGroupRequest',
     '0-9',

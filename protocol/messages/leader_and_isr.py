@@ -10,6 +10,8 @@ NAME = 'LeaderAndIsr'
 
 LISTENERS = ('zkBroker',)
 
+KAFKA_3_9_VERSIONS = '0-7'
+
 _REQUEST_LeaderAndIsrPartitionState = S(
     'LeaderAndIsrPartitionState',
     # The topic name. This is only present in v0 or v1.

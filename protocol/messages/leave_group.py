@@ -10,6 +10,8 @@ NAME = 'LeaveGroup'
 
 LISTENERS = ('zkBroker', 'broker')
 
+KAFKA_3_9_VERSIONS = '0-5'
+
 REQUEST = Message(
     'LeaveGroupRequest',
     '0-5',

@@ -10,6 +10,8 @@ NAME = 'ListGroups'
 
 LISTENERS = ('zkBroker', 'broker')
 
+KAFKA_3_9_VERSIONS = '0-5'
+
 REQUEST = Message(
     'ListGroupsRequest',
     '0-5',

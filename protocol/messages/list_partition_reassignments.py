@@ -10,6 +10,8 @@ NAME = 'ListPartitionReassignments'
 
 LISTENERS = ('broker', 'controller', 'zkBroker')
 
+KAFKA_3_9_VERSIONS = '0'
+
 REQUEST = Message(
     'ListPartitionReassignmentsRequest',
     '0',

@@ -10,6 +10,8 @@ NAME = 'OffsetDelete'
 
 LISTENERS = ('zkBroker', 'broker')
 
+KAFKA_3_9_VERSIONS = '0'
+
 REQUEST = Message(
     'OffsetDeleteRequest',
     '0',

@@ -10,6 +10,8 @@ NAME = 'OffsetForLeaderEpoch'
 
 LISTENERS = ('zkBroker', 'broker')
 
+KAFKA_3_9_VERSIONS = '0-4'
+
 REQUEST = Message(
     'OffsetForLeaderEpochRequest',
     '0-4',

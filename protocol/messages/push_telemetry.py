@@ -10,6 +10,8 @@ NAME = 'PushTelemetry'
 
 LISTENERS = ('broker',)
 
+KAFKA_3_9_VERSIONS = '0'
+
 REQUEST = Message(
     'PushTelemetryRequest',
     '0',

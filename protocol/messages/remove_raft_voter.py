@@ -10,6 +10,8 @@ NAME = 'RemoveRaftVoter'
 
 LISTENERS = ('controller', 'broker')
 
+KAFKA_3_9_VERSIONS = '0'
+
 REQUEST = Message(
     'RemoveRaftVoterRequest',
     '0',

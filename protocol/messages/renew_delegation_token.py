@@ -10,6 +10,8 @@ NAME = 'RenewDelegationToken'
 
 LISTENERS = ('zkBroker', 'broker', 'controller')
 
+KAFKA_3_9_VERSIONS = '0-2'
+
 REQUEST = Message(
     'RenewDelegationTokenRequest',
     '0-2',

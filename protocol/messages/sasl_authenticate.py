@@ -10,6 +10,8 @@ NAME = 'SaslAuthenticate'
 
 LISTENERS = ('zkBroker', 'broker', 'controller')
 
+KAFKA_3_9_VERSIONS = '0-2'
+
 REQUEST = Message(
     'SaslAuthenticateRequest',
     '0-2',

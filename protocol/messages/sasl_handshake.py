@@ -10,6 +10,8 @@ NAME = 'SaslHandshake'
 
 LISTENERS = ('zkBroker', 'broker', 'controller')
 
+KAFKA_3_9_VERSIONS = '0-1'
+
 REQUEST = Message(
     'SaslHandshakeRequest',
     '0-1',

@@ -10,6 +10,8 @@ NAME = 'StopReplica'
 
 LISTENERS = ('zkBroker',)
 
+KAFKA_3_9_VERSIONS = '0-4'
+
 REQUEST = Message(
     'StopReplicaRequest',
     '0-4',

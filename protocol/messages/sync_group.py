@@ -10,6 +10,8 @@ NAME = 'SyncGroup'
 
 LISTENERS = ('zkBroker', 'broker')
 
+KAFKA_3_9_VERSIONS = '0-5'
+
 REQUEST = Message(
     'SyncGroupRequest',
     '0-5',

@@ -10,6 +10,8 @@ NAME = 'UnregisterBroker'
 
 LISTENERS = ('broker', 'controller')
 
+KAFKA_3_9_VERSIONS = '0'
+
 REQUEST = Message(
     'UnregisterBrokerRequest',
     '0',

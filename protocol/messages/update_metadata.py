@@ -10,6 +10,8 @@ NAME = 'UpdateMetadata'
 
 LISTENERS = ('zkBroker',)
 
+KAFKA_3_9_VERSIONS = '0-8'
+
 _REQUEST_UpdateMetadataPartitionState = S(
     'UpdateMetadataPartitionState',
     # In older versions of this RPC, the topic name.

@@ -64,8 +64,18 @@ def test_api_keys_are_named_as_kafka_names_them() -> None:
     assert (ApiKey.Produce, ApiKey.Fetch, ApiKey.ApiVersions, ApiKey.DescribeTopicPartitions) == (0, 1, 18, 75)
     assert ApiKey(36).name == "SaslAuthenticate"
     assert {int(k) for k in ApiKey} == set(APIS)
-    assert (APIS[ApiKey.Produce].min_version, APIS[ApiKey.Produce].max_version) == (0, 11)
-    assert (APIS[ApiKey.Fetch].min_version, APIS[ApiKey.Fetch].max_version) == (0, 17)
+    assert ApiKey(76).name == "ShareGroupHeartbeat" and ApiKey(74).name == "ListConfigResources"
+
+
+def test_declared_versions_are_kafka_3_9s_and_those_kafka_4_4_adds() -> None:
+    """Declared (decodable) is not served: every version 3.9 defines, even those 4.0 dropped, plus 4.4's."""
+    assert (APIS[ApiKey.Produce].min_version, APIS[ApiKey.Produce].max_version) == (0, 13)
+    assert str(APIS[ApiKey.Produce].kafka_3_9) == "0-11"
+    assert (APIS[ApiKey.Fetch].min_version, APIS[ApiKey.Fetch].max_version) == (0, 18)
+    assert str(APIS[ApiKey.Fetch].kafka_3_9) == "0-17"
+    assert (APIS[ApiKey.EndTxn].max_version, APIS[ApiKey.ShareGroupHeartbeat].min_version) == (5, 1)
+    assert str(APIS[ApiKey.ShareGroupHeartbeat].kafka_3_9) == "none"
+    assert str(APIS[ApiKey.InitProducerId].request.valid) == "0-5"  # 4.4's v6 is marked unstable
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -141,9 +151,9 @@ def test_peek_header_reads_the_common_prefix() -> None:
 # Refusals.
 
 
-@pytest.mark.parametrize("api_key", [-1, 76, 77, 78, 79, 1000, 32767], ids=lambda k: f"key{k}")
+@pytest.mark.parametrize("api_key", [-1, 95, 1000, 32767], ids=lambda k: f"key{k}")
 def test_unknown_api_key(api_key: int) -> None:
-    """Share-group keys (76-79, KIP-932, unstable in 3.9) are unknown to the broker like any other."""
+    """A key neither Kafka 3.9 nor 4.4 defines (94, UnregisterController, is 4.4's last)."""
     with pytest.raises(UnknownApiKey) as caught:
         decode_request(struct.pack(">hhi", api_key, 0, 1) + b"\x00\x00")
     assert isinstance(caught.value, DecodeError)
@@ -151,7 +161,7 @@ def test_unknown_api_key(api_key: int) -> None:
 
 @pytest.mark.parametrize(
     "api_key,version",
-    [(ApiKey.Produce, 12), (ApiKey.Produce, -1), (ApiKey.Fetch, 18), (ApiKey.ApiVersions, 5), (ApiKey.ApiVersions, 32767)],
+    [(ApiKey.Produce, 14), (ApiKey.Produce, -1), (ApiKey.Fetch, 19), (ApiKey.ApiVersions, 6), (ApiKey.ApiVersions, 32767), (ApiKey.ShareGroupHeartbeat, 0)],
     ids=lambda x: str(int(x)),
 )
 def test_unsupported_version_carries_the_correlation_id(api_key: int, version: int) -> None:

@@ -1,8 +1,12 @@
-"""Our committed message declarations against Kafka 3.9's JSON specs, read here by an independent loader.
+"""Our committed message declarations against Kafka's JSON specs (3.9's and 4.4's), read here by an independent loader.
 
 The generator (``odradek.tools.gen_messages``) wrote the declarations from these specs; this file re-reads
 the specs with its own small parser and compares field by field, so a bug in the generator, a hand edit of a
 generated module, or a spec update that was not regenerated all show up here, named by API and field.
+
+A message declared from one spec set alone must equal that spec exactly. A message both sets define, where
+4.4 adds versions, is compared version by version: at each version it must read as the spec that defines
+it (3.9's up to 3.9's highest version, 4.4's above), and at each version both define, as both.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from odradek.protocol.schema import NULL, Array, F, Message, S
 
 REPO = Path(__file__).resolve().parents[2]
 SPECS = REPO.parent / "shared" / "kafka-protocol"
+SPECS_4_4 = REPO.parent / "shared" / "kafka-protocol-4.4"
 
 PRIMITIVE_TYPES = {"bool", "int8", "int16", "uint16", "int32", "int64", "float64", "uuid", "string", "bytes", "records"}
 INTEGER_TYPES = {"int8", "int16", "uint16", "int32", "int64"}
@@ -33,32 +38,32 @@ def read_spec(path: Path) -> dict[str, Any]:
     return json.loads(text)
 
 
-def spec_dir(name: str) -> Path:
-    path = SPECS / name
+def spec_dir(name: str, root: Path = SPECS) -> Path:
+    path = root / name
     if not path.is_dir():
         pytest.skip(f"Kafka's specs are absent ({path})")
     return path
 
 
-_spec_cache: dict[str, list[dict[str, Any]]] = {}
+_spec_cache: dict[tuple[Path, str], list[dict[str, Any]]] = {}
 
 
-def specs_in(name: str) -> list[dict[str, Any]]:
-    if name not in _spec_cache:
-        _spec_cache[name] = [read_spec(p) for p in sorted(spec_dir(name).glob("*.json"))]
-    return _spec_cache[name]
+def specs_in(name: str, root: Path = SPECS) -> list[dict[str, Any]]:
+    if (root, name) not in _spec_cache:
+        _spec_cache[root, name] = [read_spec(p) for p in sorted(spec_dir(name, root).glob("*.json"))]
+    return _spec_cache[root, name]
 
 
-def api_spec(api_key: int, kind: str) -> dict[str, Any]:
-    found = [s for s in specs_in("message") if s.get("type") == kind and s.get("apiKey") == api_key]
-    assert len(found) == 1, f"{len(found)} {kind} specs for API key {api_key}"
-    return found[0]
+def api_spec(api_key: int, kind: str, root: Path = SPECS) -> dict[str, Any] | None:
+    found = [s for s in specs_in("message", root) if s.get("type") == kind and s.get("apiKey") == api_key]
+    assert len(found) <= 1, f"{len(found)} {kind} specs for API key {api_key}"
+    return found[0] if found else None
 
 
-def named_spec(directory: str, name: str) -> dict[str, Any]:
-    found = [s for s in specs_in(directory) if s["name"] == name]
-    assert len(found) == 1, f"{len(found)} specs named {name} in {directory}"
-    return found[0]
+def named_spec(directory: str, name: str, root: Path = SPECS) -> dict[str, Any] | None:
+    found = [s for s in specs_in(directory, root) if s["name"] == name]
+    assert len(found) <= 1, f"{len(found)} specs named {name} in {directory}"
+    return found[0] if found else None
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -121,10 +126,16 @@ def compare_fields(path: str, ours: tuple[F, ...], spec_fields: list[dict[str, A
         yield from compare_field(f"{path}.{s['name']}", f, s, common)
 
 
+def spec_field_versions(path: str, s: dict[str, Any]) -> str:
+    """A field's versions; Kafka's generator takes a tagged field's taggedVersions when it gives no versions."""
+    versions = s.get("versions") or s.get("taggedVersions")
+    assert versions, f"{path}: the spec gives no versions"
+    return str(versions)
+
+
 def compare_field(path: str, f: F, s: dict[str, Any], common: dict[str, Any]) -> Iterator[str]:
-    assert "versions" in s, f"{path}: the spec gives no versions"
     checks = {
-        "versions": (our_range(f.versions), spec_range(s["versions"])),
+        "versions": (our_range(f.versions), spec_range(spec_field_versions(path, s))),
         "nullableVersions": (our_range(f.nullable), spec_range(s.get("nullableVersions"))),
         "tag": (f.tag, s.get("tag")),
         "taggedVersions": (our_range(f.tagged), spec_range(s.get("taggedVersions"))),
@@ -190,9 +201,104 @@ def compare_message(ours: Message, spec: dict[str, Any]) -> list[str]:
 
 
 def spec_versions(spec: dict[str, Any]) -> range:
-    low, high = spec_range(spec["validVersions"])  # type: ignore[misc]
+    """The versions a spec defines, less a latest one it marks unstable (the declarations leave it out)."""
+    valid = spec_range(spec["validVersions"])
+    if valid is None:
+        return range(0)  # an API Kafka 4.x removed: LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown
+    low, high = valid
     assert high is not None
-    return range(low, high + 1)
+    return range(low, high + (0 if spec.get("latestVersionUnstable", False) else 1))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Version by version: what a message is at one version, for messages both spec sets define.
+
+
+def our_shape(fields: tuple[F, ...], version: int) -> list[Any]:
+    out = []
+    for f in fields:
+        if version not in f.versions:
+            continue
+        t = f.type
+        element = t.element if isinstance(t, Array) else t
+        inner = our_shape(element.fields, version) if isinstance(element, S) else None
+        type_name = element.name if isinstance(element, S) else element
+        out.append(
+            (
+                f.name,
+                ("[]" if isinstance(t, Array) else "") + type_name,
+                version in f.nullable,
+                f.tag if version in f.tagged else None,
+                f.default,
+                None if f.flexible is None else version in f.flexible,
+                inner,
+            )
+        )
+    return out
+
+
+def spec_shape(fields: list[dict[str, Any]], version: int, common: dict[str, Any], renames: dict[str, str]) -> list[Any]:
+    out = []
+    for s in fields:
+        if not in_range(spec_range(spec_field_versions(s["name"], s)), version):
+            continue
+        t: str = s["type"]
+        base = t.removeprefix("[]")
+        struct = s.get("fields") or (common[base]["fields"] if base in common else None)
+        out.append(
+            (
+                renames.get(s["name"], s["name"]),
+                t,
+                in_range(spec_range(s.get("nullableVersions")), version),
+                s.get("tag") if in_range(spec_range(s.get("taggedVersions")), version) else None,
+                spec_default(s),
+                in_range(spec_range(s["flexibleVersions"]), version) if "flexibleVersions" in s else None,
+                None if struct is None else spec_shape(struct, version, common, renames),
+            )
+        )
+    return out
+
+
+def without_names(shape: list[Any]) -> list[Any]:
+    """The wire shape alone: what an API Kafka renamed must keep at the versions both names define."""
+    return [(None, t if inner is None else t.startswith("[]"), *rest, None if inner is None else without_names(inner)) for _, t, *rest, inner in shape]
+
+
+def compare_at_version(ours: Message, spec: dict[str, Any], version: int, names: bool = True) -> list[str]:
+    from odradek.tools.gen_messages import FIELDS_RENAMED_AFTER_3_9
+
+    renames = FIELDS_RENAMED_AFTER_3_9.get(spec["name"], {})
+    common = {c["name"]: c for c in spec.get("commonStructs", [])}
+    mine, theirs = our_shape(ours.fields, version), spec_shape(spec.get("fields", []), version, common, renames)
+    if not names:
+        mine, theirs = without_names(mine), without_names(theirs)
+    problems = []
+    if ours.is_flexible(version) != in_range(spec_range(spec.get("flexibleVersions")), version):
+        problems.append(f"{spec['name']} v{version}: flexible {ours.is_flexible(version)} differs from the spec")
+    if mine != theirs:
+        problems.append(f"{spec['name']} v{version}: ours {mine} != spec {theirs}")
+    return problems
+
+
+def compare_declaration(ours: Message, old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[str]:
+    """Ours against Kafka 3.9's spec (``old``) and 4.4's (``new``), either of which may be absent."""
+    old_versions = spec_versions(old) if old else range(0)
+    new_versions = spec_versions(new) if new else range(0)
+    if old and (not new_versions or new_versions.stop <= old_versions.stop):
+        return compare_message(ours, old)  # 3.9's alone, exactly
+    assert new is not None
+    if not old:
+        return compare_message(ours, new)  # 4.4's alone, exactly
+    problems = []
+    want = f"{old_versions.start}-{new_versions.stop - 1}"
+    if str(ours.valid) != want:
+        problems.append(f"{ours.name}: valid versions {ours.valid} != {want} (3.9's lowest to 4.4's highest)")
+    renamed = old["name"] != new["name"]
+    for version in old_versions:
+        problems += compare_at_version(ours, old, version, names=not renamed)
+    for version in new_versions:
+        problems += compare_at_version(ours, new, version)
+    return problems
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -200,7 +306,7 @@ def spec_versions(spec: dict[str, Any]) -> range:
 
 
 def served_by_a_broker(spec: dict[str, Any]) -> bool:
-    """Listened for by a ZooKeeper-mode or KRaft broker; the unstable share-group APIs (KIP-932) are left out."""
+    """Listened for by a ZooKeeper-mode or KRaft broker; 3.9's unstable share-group previews (KIP-932) are left out."""
     listeners = set(spec.get("listeners", ()))
     if not listeners & {"zkBroker", "broker"}:
         return False
@@ -208,41 +314,60 @@ def served_by_a_broker(spec: dict[str, Any]) -> bool:
     return not (share_group and spec.get("latestVersionUnstable", False))
 
 
+def broker_requests(root: Path) -> dict[int, dict[str, Any]]:
+    return {s["apiKey"]: s for s in specs_in("message", root) if s.get("type") == "request" and served_by_a_broker(s)}
+
+
 def test_the_broker_defines_exactly_the_apis_brokers_listen_for() -> None:
-    wanted = {s["apiKey"]: s["name"] for s in specs_in("message") if s.get("type") == "request" and served_by_a_broker(s)}
+    """Kafka 3.9's and Kafka 4.4's, by 4.4's name where Kafka renamed one (ListConfigResources)."""
+    wanted = {key: s["name"] for key, s in broker_requests(SPECS).items()} | {key: s["name"] for key, s in broker_requests(SPECS_4_4).items()}
     ours = {key: module.REQUEST.name for key, module in MODULES.items()}
     assert ours == wanted
+    assert ours[74] == "ListConfigResourcesRequest"
+    assert ours[0] == "ProduceRequest" and str(MODULES[0].REQUEST.valid) == "0-13"
 
 
-def test_share_group_apis_are_left_out_because_unstable() -> None:
-    left_out = {
-        s["name"]
+def test_share_group_apis_are_declared_from_kafka_4_4_not_from_3_9s_previews() -> None:
+    previews = {
+        s["apiKey"]
         for s in specs_in("message")
         if s.get("type") == "request" and {"zkBroker", "broker"} & set(s.get("listeners", ())) and not served_by_a_broker(s)
     }
-    assert left_out, "expected the KIP-932 share-group APIs among the specs"
-    assert all("Share" in name for name in left_out)
-    assert not left_out & {m.REQUEST.name for m in MODULES.values()}
+    assert previews, "expected the KIP-932 share-group APIs among 3.9's specs"
+    for key in previews:
+        assert "Share" in MODULES[key].NAME
+        assert MODULES[key].KAFKA_3_9_VERSIONS is None
+        assert compare_message(MODULES[key].REQUEST, api_spec(key, "request", SPECS_4_4)) == []  # type: ignore[arg-type]
+    assert str(MODULES[76].REQUEST.valid) == "1"  # ShareGroupHeartbeat: 4.4 dropped 3.9's v0 preview
 
 
 API_MODULES = sorted(MODULES.items())
 
 
+def api_specs(api_key: int, kind: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(3.9's spec, 4.4's spec) for an API, 3.9's only if a 3.9 broker serves it (not a preview)."""
+    old = api_spec(api_key, kind) if api_key in broker_requests(SPECS) else None
+    return old, api_spec(api_key, kind, SPECS_4_4)
+
+
 @pytest.mark.parametrize("api_key,module", API_MODULES, ids=[m.NAME for _, m in API_MODULES])
 def test_api_module_matches_spec(api_key: int, module: ModuleType) -> None:
-    request = api_spec(api_key, "request")
-    response = api_spec(api_key, "response")
+    old, new = api_specs(api_key, "request")
+    request = old or new
+    assert request is not None
     assert module.API_KEY == api_key
-    assert module.NAME == request["name"].removesuffix("Request")
+    renamed = old is not None and new is not None and old["name"] != new["name"]
+    assert module.NAME == (new if renamed else request)["name"].removesuffix("Request")  # type: ignore[index]
     assert module.LISTENERS == tuple(request["listeners"])
-    problems = compare_message(module.REQUEST, request) + compare_message(module.RESPONSE, response)
+    assert module.KAFKA_3_9_VERSIONS == (old["validVersions"] if old else None)
+    problems = compare_declaration(module.REQUEST, old, new) + compare_declaration(module.RESPONSE, *api_specs(api_key, "response"))
     assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("api_key,module", API_MODULES, ids=[m.NAME for _, m in API_MODULES])
 def test_every_version_of_the_api_compiles(api_key: int, module: ModuleType) -> None:
     for message in (module.REQUEST, module.RESPONSE):
-        versions = spec_versions(api_spec(api_key, "request" if message is module.REQUEST else "response"))
+        versions = message.versions()
         for version in versions:
             codec = message.codec(version)
             assert callable(codec.parse) and callable(codec.build), f"{message.name} v{version}"
@@ -253,9 +378,9 @@ def test_every_version_of_the_api_compiles(api_key: int, module: ModuleType) -> 
 @pytest.mark.parametrize("var,spec_name", [("REQUEST_HEADER", "RequestHeader"), ("RESPONSE_HEADER", "ResponseHeader")])
 def test_header_matches_spec(var: str, spec_name: str) -> None:
     spec = named_spec("message", spec_name)
-    assert spec["type"] == "header"
+    assert spec is not None and spec["type"] == "header"
     ours: Message = getattr(headers, var)
-    problems = compare_message(ours, spec)
+    problems = compare_declaration(ours, spec, named_spec("message", spec_name, SPECS_4_4))
     assert not problems, "\n".join(problems)
     for version in spec_versions(spec):
         ours.codec(version)
@@ -266,16 +391,18 @@ def coordinator_record_messages() -> dict[str, Message]:
 
 
 def test_coordinator_records_are_exactly_the_specs() -> None:
-    assert set(coordinator_record_messages()) == {s["name"] for s in specs_in("coordinator-records")}
+    """Kafka 3.9's and the ones 4.4 adds: ConsumerGroup*, ShareGroup*, ShareSnapshot/ShareUpdate, StreamsGroup*."""
+    names = {s["name"] for s in specs_in("coordinator-records")} | {s["name"] for s in specs_in("coordinator-records", SPECS_4_4)}
+    assert set(coordinator_record_messages()) == names
+    assert {"ConsumerGroupMetadataValue", "ShareSnapshotValue", "ShareUpdateValue"} <= names
 
 
 @pytest.mark.parametrize("name", sorted(coordinator_record_messages()))
 def test_coordinator_record_matches_spec(name: str) -> None:
-    spec = named_spec("coordinator-records", name)
     ours = coordinator_record_messages()[name]
-    problems = compare_message(ours, spec)
+    problems = compare_declaration(ours, named_spec("coordinator-records", name), named_spec("coordinator-records", name, SPECS_4_4))
     assert not problems, "\n".join(problems)
-    for version in spec_versions(spec):
+    for version in ours.versions():
         ours.codec(version)
 
 
@@ -284,16 +411,16 @@ def data_messages() -> dict[str, Message]:
 
 
 def test_data_structures_are_exactly_the_specs() -> None:
-    assert set(data_messages()) == {s["name"] for s in specs_in("message") if s.get("type") == "data"}
+    wanted = {s["name"] for root in (SPECS, SPECS_4_4) for s in specs_in("message", root) if s.get("type") == "data"}
+    assert set(data_messages()) == wanted
 
 
 @pytest.mark.parametrize("name", sorted(data_messages()))
 def test_data_structure_matches_spec(name: str) -> None:
-    spec = named_spec("message", name)
     ours = data_messages()[name]
-    problems = compare_message(ours, spec)
+    problems = compare_declaration(ours, named_spec("message", name), named_spec("message", name, SPECS_4_4))
     assert not problems, "\n".join(problems)
-    for version in spec_versions(spec):
+    for version in ours.versions():
         ours.codec(version)
 
 
@@ -312,7 +439,7 @@ def test_committed_modules_are_what_the_generator_writes(tmp_path: Path) -> None
     """Regenerating changes nothing: the modules carry every field's ``about`` text and no hand edits."""
     from odradek.tools.gen_messages import generate
 
-    generate(SPECS, tmp_path)
+    generate(SPECS, SPECS_4_4, tmp_path)
     committed = REPO / "protocol" / "messages"
     generated = sorted(p.name for p in tmp_path.glob("*.py"))
     assert generated == sorted(p.name for p in committed.glob("*.py"))
@@ -322,3 +449,48 @@ def test_committed_modules_are_what_the_generator_writes(tmp_path: Path) -> None
 def test_generated_fields_carry_kafkas_about_text_as_their_doc() -> None:
     text = (REPO / "protocol" / "messages" / "delete_records.py").read_text()
     assert "# The partition low water mark.\n                    F('LowWatermark', 'int64')," in text
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The generator's merge rule, on small specs: 3.9's up to its highest version, 4.4's above, or a loud refusal.
+
+
+def tiny_spec(valid: str, *fields: dict[str, Any]) -> dict[str, Any]:
+    return {"apiKey": 0, "type": "request", "name": "TinyRequest", "validVersions": valid, "flexibleVersions": "1+", "fields": list(fields)}
+
+
+def test_the_merge_keeps_3_9s_versions_and_adds_4_4s() -> None:
+    from odradek.tools.gen_messages import declare
+
+    old = tiny_spec("0-1", {"name": "A", "type": "int32", "versions": "0+"}, {"name": "Gone", "type": "string", "versions": "0+"})
+    new = tiny_spec("1-2", {"name": "A", "type": "int32", "versions": "0+"}, {"name": "Gone", "type": "string", "versions": "0-1"}, {"name": "B", "type": "int64", "versions": "2+"})
+    declared = declare(old, new)
+    assert declared.kafka_3_9_versions == "0-1"
+    assert declared.spec["validVersions"] == "0-2"
+    assert [(f["name"], f["versions"]) for f in declared.spec["fields"]] == [("A", "0+"), ("Gone", "0-1"), ("B", "2+")]
+
+
+@pytest.mark.parametrize(
+    "new_field",
+    [
+        {"name": "A", "type": "int64", "versions": "0+"},  # another type
+        {"name": "A", "type": "int32", "versions": "0+", "nullableVersions": "1+"},  # nullable at a shared version
+        {"name": "A", "type": "int32", "versions": "0+", "default": 7},  # another default
+    ],
+    ids=["type", "nullable", "default"],
+)
+def test_the_generator_refuses_specs_that_disagree_on_a_shared_version(new_field: dict[str, Any]) -> None:
+    from odradek.tools.gen_messages import SpecMismatch, declare
+
+    old = tiny_spec("0-1", {"name": "A", "type": "int32", "versions": "0+"})
+    with pytest.raises(SpecMismatch, match="Tiny"):
+        declare(old, tiny_spec("1-2", new_field))
+
+
+def test_the_generator_refuses_a_field_4_4_adds_at_a_version_3_9_defines() -> None:
+    from odradek.tools.gen_messages import SpecMismatch, declare
+
+    old = tiny_spec("0-1", {"name": "A", "type": "int32", "versions": "0+"})
+    new = tiny_spec("0-2", {"name": "A", "type": "int32", "versions": "0+"}, {"name": "B", "type": "int8", "versions": "1+"})
+    with pytest.raises(SpecMismatch, match=r"TinyRequest v1"):
+        declare(old, new)
