@@ -8,7 +8,7 @@ carries it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         OffsetFetchResponseGroupDict,
         OffsetFetchResponsePartitionDict,
         OffsetFetchResponseTopicDict,
+        OffsetFetchResponseTopicsDict,
     )
 
 
@@ -75,5 +76,7 @@ def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, 
     groups: list[OffsetFetchResponseGroupDict] = []
     for group in body.groups:
         error, topics = _fetch(group_coordinator, authorization, request, group.group_id, group.topics, body.require_stable)
-        groups.append({"group_id": group.group_id, "error_code": error, "topics": topics})
+        # The same dicts: a group's topics (OffsetFetchResponseTopics) have the fields of v0-v7's up to v9;
+        # v10's TopicId (Kafka 4.x) is declared but not served.
+        groups.append({"group_id": group.group_id, "error_code": error, "topics": cast("list[OffsetFetchResponseTopicsDict]", topics)})
     return {"groups": groups}

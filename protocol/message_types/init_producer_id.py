@@ -21,6 +21,8 @@ class InitProducerIdResponse(Protocol):
     error_code: int
     producer_id: int
     producer_epoch: int
+    ongoing_txn_producer_id: int
+    ongoing_txn_producer_epoch: int
 
 
 class InitProducerIdRequestDict(TypedDict, total=False):
@@ -35,3 +37,5 @@ class InitProducerIdResponseDict(TypedDict, total=False):
     error_code: int
     producer_id: int
     producer_epoch: int
+    ongoing_txn_producer_id: int
+    ongoing_txn_producer_epoch: int
