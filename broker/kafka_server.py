@@ -113,8 +113,9 @@ class KafkaServer:
             "transaction": CoordinatorKind(transaction_state_topic(config), self._transaction_coordinator),
         })
         """Built at their first use (broker/coordinator/coordinators.py)."""
-        if config["transaction.partition.verification.enable"]:
-            self.replica_manager.make_transaction_verifier = self._transaction_verifier
+        self.replica_manager.make_transaction_verifier = self._transaction_verifier
+        """Verifies a v1 transactional client's writes (``transaction.partition.verification.enable``) and adds
+        a v2 client's partitions to its transaction (always)."""
         self.metrics: Any = None
         """The runner's ``BrokerMetrics`` (broker/metrics.py, which reads this server), when prometheus.port is set."""
         self._producer_ids: range = range(0)
@@ -187,6 +188,7 @@ class KafkaServer:
         return TransactionVerifier(
             self.transaction_coordinator, lambda: self.metadata,
             InterBrokerSender(self.broker_id, "txn-verification", AddPartitionsToTxnVerify(), self._inter_broker_node, lambda: self.background, self.config["request.timeout.ms"] / 1000, self.inter_broker_security),
+            verification_enabled=self.config["transaction.partition.verification.enable"],
         )
 
     @property

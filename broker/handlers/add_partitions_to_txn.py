@@ -1,7 +1,8 @@
 """AddPartitionsToTxn: a transactional producer adds the partitions it is about to write to its transaction.
 
 v0-v3 carry one transaction (from clients); v4+ a batch of them (from partition leaders, KIP-890 part 1),
-each either added or, with ``verify_only``, checked: is the partition already in the transaction? Any
+each either added (a transactions v2 client's first write to the partition: the transaction becomes a v2
+one) or, with ``verify_only``, checked: is the partition already in the transaction? Any
 unknown partition fails the whole transaction: those partitions get UNKNOWN_TOPIC_OR_PARTITION and the
 others OPERATION_NOT_ATTEMPTED. Otherwise every partition of a transaction gets the coordinator's one
 answer (verification answers per partition). Before v2 PRODUCER_FENCED is INVALID_PRODUCER_EPOCH.
@@ -16,6 +17,7 @@ from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceTy
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.broker.coordinator.deferred import Deferred
 from odradek.broker.coordinator.transaction.transaction_coordinator import TransactionCoordinator
+from odradek.broker.coordinator.transaction.transaction_metadata import TV_2
 from odradek.controller.metadata_image import INTERNAL_TOPICS, MetadataImage
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
@@ -81,7 +83,9 @@ def _one(metadata: MetadataImage, coordinator: TransactionCoordinator, version: 
             error = ErrorCode.INVALID_PRODUCER_EPOCH
         return dict.fromkeys(partitions, error)
 
-    return coordinator.add_partitions(transactional_id, producer_id, producer_epoch, partitions).then(per_partition)
+    # A broker's add (v4+) is a transactions v2 client's implicit one (Kafka: TV_2 above v3).
+    client_transaction_version = TV_2 if version >= BATCHED_SINCE else 0
+    return coordinator.add_partitions(transactional_id, producer_id, producer_epoch, partitions, client_transaction_version).then(per_partition)
 
 
 def _all_of(deferreds: list[Deferred[Results]]) -> Deferred[list[Results]]:

@@ -9,6 +9,9 @@ transaction coordinator verifies that the group's offsets partition is in the pr
 failure answers every partition with the error (translated as an offset commit's store error). Partitions of unknown topics are
 UNKNOWN_TOPIC_OR_PARTITION and not stored. Before v2 COORDINATOR_LOAD_IN_PROGRESS is answered as
 COORDINATOR_NOT_AVAILABLE, which 0.11-2.0 clients expect.
+
+v5 is a transactions v2 client's (KIP-890 part 2), which sends no AddOffsetsToTxn: the group's offsets
+partition is added to the transaction here instead of verified, whatever the verification setting.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from odradek.broker.coordinator.group.group_metadata_manager import STORE_OFFSET
 from odradek.broker.coordinator.group.group_metadata_records import OffsetAndMetadata
 from odradek.broker.replication.replica_manager import ReplicaManager
 from odradek.broker.coordinator.transaction.ask_coordinator import AskCoordinator
+from odradek.broker.coordinator.transaction.transaction_verification import ADDS_PARTITION_SINCE_TXN_OFFSET_COMMIT
 from odradek.controller.metadata_image import MetadataImage
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -89,7 +93,7 @@ def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, repli
         )
         return runtime.respond(committed, response)
 
-    verified = _verify(replica_manager, runtime.partition_for(body.group_id), body, abortable_known=version >= ABORTABLE_KNOWN_SINCE)
+    verified = _verify(replica_manager, runtime.partition_for(body.group_id), body, abortable_known=version >= ABORTABLE_KNOWN_SINCE, add=version >= ADDS_PARTITION_SINCE_TXN_OFFSET_COMMIT)
     if not isinstance(verified, AskCoordinator):
         return commit(verified)
 
@@ -100,14 +104,15 @@ def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, repli
     return commit_once_verified()
 
 
-def _verify(replica_manager: ReplicaManager, offsets_partition: int, body: TxnOffsetCommitRequest, *, abortable_known: bool) -> ErrorCode | AskCoordinator:
+def _verify(replica_manager: ReplicaManager, offsets_partition: int, body: TxnOffsetCommitRequest, *, abortable_known: bool, add: bool) -> ErrorCode | AskCoordinator:
     """The transaction coordinator's verdict on the group's offsets partition being in the transaction
-    (NONE when ``transaction.partition.verification.enable`` is off), or how to ask it on another broker."""
+    (NONE when ``transaction.partition.verification.enable`` is off), or how to ask it on another broker;
+    with ``add`` (v5), the partition is added rather than verified."""
     verifier = replica_manager.transaction_verifier
-    if verifier is None:
+    if verifier is None or not (add or verifier.verification_enabled):
         return ErrorCode.NONE
     try:
         partition = replica_manager.get_partition(GROUP_METADATA_TOPIC, offsets_partition)
     except KafkaError as exc:
         return exc.code
-    return verifier.error_for(body.transactional_id, partition, body.producer_id, body.producer_epoch, abortable_known=abortable_known)
+    return verifier.error_for(body.transactional_id, partition, body.producer_id, body.producer_epoch, abortable_known=abortable_known, add=add)

@@ -95,7 +95,7 @@ def test_init_gives_epoch_zero_then_bumps_and_fences_the_old_epoch(env):
     second = init(coordinator)
     assert (second.producer_id, second.producer_epoch) == (1000, 1)
     assert coordinator.add_partitions("t", 1000, 0, [("a", 0)]).value == ErrorCode.PRODUCER_FENCED
-    assert coordinator.end_transaction("t", 1000, 0, True).value == ErrorCode.PRODUCER_FENCED
+    assert coordinator.end_transaction("t", 1000, 0, True).value.error == ErrorCode.PRODUCER_FENCED
     assert log.states("t") == [S.EMPTY, S.EMPTY]
 
 
@@ -122,7 +122,7 @@ def test_commit_writes_prepare_then_markers_then_complete(env):
     assert coordinator.add_partitions("t", 1000, 0, [("a", 0), ("a", 1)]).value == ErrorCode.NONE
     assert coordinator.add_partitions("t", 1000, 0, [("a", 0)]).value == ErrorCode.NONE  # already in: nothing written
     assert coordinator.describe("t")["transaction_state"] == "Ongoing"
-    assert coordinator.end_transaction("t", 1000, 0, True).value == ErrorCode.NONE
+    assert coordinator.end_transaction("t", 1000, 0, True).value.error == ErrorCode.NONE
     [(entry, _)] = markers.sent
     assert entry == TxnMarkerEntry(1000, 0, 5, True, frozenset({("a", 0), ("a", 1)}))
     # While the markers are out, the producer's next moves wait.
@@ -132,8 +132,8 @@ def test_commit_writes_prepare_then_markers_then_complete(env):
     assert log.states("t") == [S.EMPTY, S.ONGOING, S.PREPARE_COMMIT, S.COMPLETE_COMMIT]
     assert coordinator.describe("t")["transaction_state"] == "CompleteCommit"
     # A retried EndTxn of the finished commit succeeds; an abort of it is an invalid state.
-    assert coordinator.end_transaction("t", 1000, 0, True).value == ErrorCode.NONE
-    assert coordinator.end_transaction("t", 1000, 0, False).value == ErrorCode.INVALID_TXN_STATE
+    assert coordinator.end_transaction("t", 1000, 0, True).value.error == ErrorCode.NONE
+    assert coordinator.end_transaction("t", 1000, 0, False).value.error == ErrorCode.INVALID_TXN_STATE
 
 
 def test_retriable_marker_errors_are_retried(env):
@@ -162,7 +162,7 @@ def test_init_over_an_open_transaction_aborts_it_with_a_bumped_epoch(env):
     again = init(coordinator)
     assert (again.error, again.producer_epoch) == (ErrorCode.NONE, 2)
     # The zombie's commit is fenced.
-    assert coordinator.end_transaction("t", 1000, 0, True).value == ErrorCode.PRODUCER_FENCED
+    assert coordinator.end_transaction("t", 1000, 0, True).value.error == ErrorCode.PRODUCER_FENCED
 
 
 def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(env):
@@ -174,7 +174,7 @@ def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(env):
     markers.answer_all()
     assert log.states("t")[-1] == S.COMPLETE_ABORT
     assert coordinator.describe("t")["producer_epoch"] == 1
-    assert coordinator.end_transaction("t", 1000, 0, True).value == ErrorCode.PRODUCER_FENCED
+    assert coordinator.end_transaction("t", 1000, 0, True).value.error == ErrorCode.PRODUCER_FENCED
 
 
 def test_failed_log_write_leaves_the_state_unchanged(env):
@@ -270,4 +270,72 @@ def test_an_exhausted_epoch_rotates_the_producer_id(env):
     # A retry of that call, whose answer the client lost, is recognised by the previous id's exhausted epoch
     # and gets the same answer again.
     retried = init(coordinator, expected=(1000, 32766))
+    assert (retried.error, retried.producer_id, retried.producer_epoch) == (ErrorCode.NONE, 1001, 0)
+
+
+# -- transactions v2 (KIP-890 part 2): EndTxn v5 and the leaders' implicit adds ----------------------------
+
+TV2 = 2
+
+
+def test_v2_end_bumps_the_epoch_writes_markers_with_it_and_answers_it(env):
+    coordinator, log, markers, _ = env
+    init(coordinator)
+    assert coordinator.add_partitions("t", 1000, 0, [("a", 0)], TV2).value == ErrorCode.NONE  # a leader's implicit add
+    ended = coordinator.end_transaction("t", 1000, 0, True, TV2).value
+    assert (ended.error, ended.producer_id, ended.producer_epoch) == (ErrorCode.NONE, 1000, 1)
+    [(entry, _)] = markers.sent
+    assert entry == TxnMarkerEntry(1000, 1, 5, True, frozenset({("a", 0)}))  # the old epoch's late writes are fenced
+    markers.answer_all()
+    described = coordinator.describe("t")
+    assert (described["transaction_state"], described["producer_epoch"]) == ("CompleteCommit", 1)
+    # A retry (the answer was lost) carries the old epoch: the same answer, nothing written.
+    written = len(log.records)
+    retried = coordinator.end_transaction("t", 1000, 0, True, TV2).value
+    assert (retried.error, retried.producer_epoch) == (ErrorCode.NONE, 1) and len(log.records) == written
+    # The old epoch may not abort it, nor start anything.
+    assert coordinator.end_transaction("t", 1000, 0, False, TV2).value.error == ErrorCode.INVALID_TXN_STATE
+    assert coordinator.add_partitions("t", 1000, 0, [("a", 0)], TV2).value == ErrorCode.PRODUCER_FENCED
+    # The next transaction goes on with epoch 1 and ends with 2.
+    assert coordinator.add_partitions("t", 1000, 1, [("a", 1)], TV2).value == ErrorCode.NONE
+    assert coordinator.end_transaction("t", 1000, 1, False, TV2).value.producer_epoch == 2
+    assert log.states("t") == [S.EMPTY, S.ONGOING, S.PREPARE_COMMIT, S.COMPLETE_COMMIT, S.ONGOING, S.PREPARE_ABORT]
+
+
+def test_v2_abort_with_no_partition_is_accepted_and_a_commit_of_nothing_refused(env):
+    coordinator, log, markers, _ = env
+    init(coordinator)
+    assert coordinator.end_transaction("t", 1000, 0, True, TV2).value.error == ErrorCode.INVALID_TXN_STATE
+    aborted = coordinator.end_transaction("t", 1000, 0, False, TV2).value
+    assert (aborted.error, aborted.producer_epoch) == (ErrorCode.NONE, 1)
+    assert markers.sent == []  # no partition, no marker
+    assert log.states("t") == [S.EMPTY, S.PREPARE_ABORT, S.COMPLETE_ABORT]
+    assert coordinator.describe("t")["producer_epoch"] == 1
+
+
+def test_v2_fence_of_an_open_transaction_bumps_once_and_the_successor_once_more(env):
+    coordinator, _, markers, _ = env
+    init(coordinator)
+    coordinator.add_partitions("t", 1000, 0, [("a", 0)], TV2)
+    assert init(coordinator).error == ErrorCode.CONCURRENT_TRANSACTIONS  # aborts the open transaction first
+    [(entry, _)] = markers.sent
+    assert (entry.producer_epoch, entry.commit) == (1, False)
+    markers.answer_all()
+    assert init(coordinator).producer_epoch == 2
+    assert coordinator.end_transaction("t", 1000, 0, True, TV2).value.error == ErrorCode.PRODUCER_FENCED  # the zombie
+
+
+def test_v2_the_last_epoch_moves_the_transaction_to_a_new_producer_id(env):
+    coordinator, log, markers, _ = env
+    init(coordinator)
+    shard = coordinator.runtime.shard(0)
+    shard.transactions["t"].producer_epoch = 32766  # Short.MAX_VALUE - 1: clients never get the last one
+    coordinator.add_partitions("t", 1000, 32766, [("a", 0)], TV2)
+    ended = coordinator.end_transaction("t", 1000, 32766, True, TV2).value
+    assert ended.error == ErrorCode.NONE
+    markers.answer_all()
+    described = coordinator.describe("t")
+    assert (described["producer_id"], described["producer_epoch"], described["transaction_state"]) == (1001, 0, "CompleteCommit")
+    # The producer's retry with the id and epoch it had is recognised.
+    retried = coordinator.end_transaction("t", 1000, 32766, True, TV2).value
     assert (retried.error, retried.producer_id, retried.producer_epoch) == (ErrorCode.NONE, 1001, 0)

@@ -39,6 +39,8 @@ from odradek.broker.coordinator.transaction.transaction_log import UnknownKey, k
 from odradek.broker.coordinator.transaction.transaction_metadata import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
+    SHORT_MAX,
+    TV_2,
     TopicPartition,
     TransactionMetadata,
     TransactionState,
@@ -80,6 +82,15 @@ class TransactionConfig:
 
 @dataclass(frozen=True)
 class InitProducerIdResult:
+    error: ErrorCode
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+@dataclass(frozen=True)
+class EndTxnResult:
+    """EndTxn's answer: v5 (transactions v2) also carries the producer id and epoch the client goes on with."""
+
     error: ErrorCode
     producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
@@ -209,7 +220,7 @@ class TransactionShard(CoordinatorShard):
                 elif error not in (ErrorCode.INVALID_PRODUCER_ID_MAPPING, ErrorCode.PRODUCER_FENCED, ErrorCode.CONCURRENT_TRANSACTIONS):
                     log.warning("Rollback of ongoing transaction for transactionalId %s failed due to error %s", transactional_id, error.name)
 
-            self.coordinator.end_transaction_internal(transactional_id, target.producer_id, target.producer_epoch, False, from_client=False).add_callback(done)
+            self.coordinator.end_transaction_internal(transactional_id, target.producer_id, target.producer_epoch, False, from_client=False).then(_error).add_callback(done)
 
     def remove_expired_transactional_ids(self) -> None:
         """Tombstone the ids idle for ``transactional.id.expiration.ms`` in a finished state, then forget them."""
@@ -297,7 +308,7 @@ class TransactionCoordinator:
             def retriable(error: ErrorCode) -> InitProducerIdResult:
                 return InitProducerIdResult(error if error != ErrorCode.NONE else ErrorCode.CONCURRENT_TRANSACTIONS)
 
-            return self.end_transaction_internal(transactional_id, prepared.producer_id, prepared.producer_epoch, False, from_client=False).then(retriable)
+            return self.end_transaction_internal(transactional_id, prepared.producer_id, prepared.producer_epoch, False, from_client=False).then(_error).then(retriable)
 
         def answer(error: ErrorCode) -> InitProducerIdResult:
             if error != ErrorCode.NONE:
@@ -332,7 +343,9 @@ class TransactionCoordinator:
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn -------------------------------------------------------------
 
-    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]) -> Deferred[ErrorCode]:
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition], client_transaction_version: int = 0) -> Deferred[ErrorCode]:
+        """``client_transaction_version`` 2 for a leader's implicit add of a v2 client's partition (Produce
+        v12, TxnOffsetCommit v5, sent as AddPartitionsToTxn v4+): the transaction becomes a v2 one."""
         if not transactional_id:
             return Deferred.completed(ErrorCode.INVALID_REQUEST)
         added = frozenset(partitions)
@@ -347,7 +360,7 @@ class TransactionCoordinator:
             return Deferred.completed(ErrorCode.CONCURRENT_TRANSACTIONS)
         if metadata.state == _S.ONGOING and added <= metadata.partitions:
             return Deferred.completed(ErrorCode.NONE)
-        return self._append(shard, metadata, metadata.prepare_add_partitions(added, self.clock()))
+        return self._append(shard, metadata, metadata.prepare_add_partitions(added, self.clock(), client_transaction_version))
 
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
         """KIP-890: a partition leader asks whether a transactional produce's partition is in the transaction."""
@@ -381,68 +394,103 @@ class TransactionCoordinator:
 
     # -- EndTxn -------------------------------------------------------------------------------------------
 
-    def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> Deferred[ErrorCode]:
-        return self.end_transaction_internal(transactional_id, producer_id, producer_epoch, commit, from_client=True)
+    def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, client_transaction_version: int = 0) -> Deferred[EndTxnResult]:
+        """EndTxn; ``client_transaction_version`` 2 for v5 (the epoch is bumped, the answer carries it)."""
+        return self.end_transaction_internal(transactional_id, producer_id, producer_epoch, commit, from_client=True, client_transaction_version=client_transaction_version)
 
-    def end_transaction_internal(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, *, from_client: bool) -> Deferred[ErrorCode]:
-        """EndTxn, and the coordinator's own aborts (fencing, timeouts), which may carry a bumped epoch."""
+    def end_transaction_internal(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, *, from_client: bool, client_transaction_version: int | None = None) -> Deferred[EndTxnResult]:
+        """EndTxn, and the coordinator's own aborts (fencing, timeouts), which may carry a bumped epoch.
+
+        The coordinator's own aborts follow the version the transaction's client uses (Kafka 4.4 takes the
+        cluster's finalized ``transaction.version`` for them: see docs/transactions.md)."""
         if not transactional_id:
-            return Deferred.completed(ErrorCode.INVALID_REQUEST)
+            return Deferred.completed(EndTxnResult(ErrorCode.INVALID_REQUEST))
         error, shard, metadata = self._state(transactional_id)
         if shard is None:
-            return Deferred.completed(error)
-        if metadata is None or metadata.producer_id != producer_id:
-            return Deferred.completed(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
-        if (from_client and producer_epoch != metadata.producer_epoch) or producer_epoch < metadata.producer_epoch:
-            return Deferred.completed(ErrorCode.PRODUCER_FENCED)
-        if metadata.pending_transition_in_progress and metadata.pending_state != _S.PREPARE_EPOCH_FENCE:
-            return Deferred.completed(ErrorCode.CONCURRENT_TRANSACTIONS)
-        state = metadata.state
-        is_epoch_fence = False
-        if state == _S.ONGOING:
-            next_state = _S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT
-            if next_state == _S.PREPARE_ABORT and metadata.pending_state == _S.PREPARE_EPOCH_FENCE:
-                # Make way for PrepareAbort, and write it with the bumped epoch.
-                is_epoch_fence = True
-                metadata.pending_state = None
-                metadata.producer_epoch = producer_epoch
-                metadata.last_producer_epoch = NO_PRODUCER_EPOCH
-            target = metadata.prepare_abort_or_commit(next_state, self.clock())
-        elif state == _S.COMPLETE_COMMIT:
-            return Deferred.completed(ErrorCode.NONE if commit else ErrorCode.INVALID_TXN_STATE)
-        elif state == _S.COMPLETE_ABORT:
-            return Deferred.completed(ErrorCode.INVALID_TXN_STATE if commit else ErrorCode.NONE)
-        elif state == _S.PREPARE_COMMIT:
-            return Deferred.completed(ErrorCode.CONCURRENT_TRANSACTIONS if commit else ErrorCode.INVALID_TXN_STATE)
-        elif state == _S.PREPARE_ABORT:
-            return Deferred.completed(ErrorCode.INVALID_TXN_STATE if commit else ErrorCode.CONCURRENT_TRANSACTIONS)
-        elif state == _S.EMPTY:
-            return Deferred.completed(ErrorCode.INVALID_TXN_STATE)
-        else:
-            raise AssertionError(f"Found transactionalId {transactional_id} with state {state.state_name}")
+            return Deferred.completed(EndTxnResult(error))
+        if metadata is None:
+            return Deferred.completed(EndTxnResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING))
+        tv = metadata.client_transaction_version if client_transaction_version is None else client_transaction_version
+        prepare = self._prepare_end_v2 if tv >= TV_2 else self._prepare_end_v1
+        prepared = prepare(metadata, producer_id, producer_epoch, commit, from_client)
+        if isinstance(prepared, EndTxnResult):
+            return Deferred.completed(prepared)
+        target, is_epoch_fence = prepared
 
-        def written(error: ErrorCode) -> ErrorCode:
+        def written(error: ErrorCode) -> EndTxnResult:
             if error != ErrorCode.NONE:
                 if is_epoch_fence and self.serving(shard):
                     metadata.has_failed_epoch_fence = True
-                return error
-            return self._send_markers_after_prepare(shard, metadata, producer_id, producer_epoch, commit)
+                return EndTxnResult(error)
+            return self._send_markers_after_prepare(shard, metadata, producer_id, producer_epoch, commit, bumped=tv >= TV_2)
 
         return self._append(shard, metadata, target).then(written)
 
-    def _send_markers_after_prepare(self, shard: TransactionShard, metadata: TransactionMetadata, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:
-        if not self.serving(shard) or shard.transactions.get(metadata.transactional_id) is not metadata:
-            return ErrorCode.NOT_COORDINATOR
+    def _prepare_end_v1(self, metadata: TransactionMetadata, producer_id: int, producer_epoch: int, commit: bool, from_client: bool) -> tuple[TxnTransitMetadata, bool] | EndTxnResult:
+        """Kafka's ``endTransactionWithTV1``: the target to write and whether it fences, or the answer."""
         if metadata.producer_id != producer_id:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        if metadata.producer_epoch != producer_epoch:
-            return ErrorCode.PRODUCER_FENCED
+            return EndTxnResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if (from_client and producer_epoch != metadata.producer_epoch) or producer_epoch < metadata.producer_epoch:
+            return EndTxnResult(ErrorCode.PRODUCER_FENCED)
+        if metadata.pending_transition_in_progress and metadata.pending_state != _S.PREPARE_EPOCH_FENCE:
+            return EndTxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if metadata.state == _S.ONGOING:
+            next_state = _S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT
+            is_epoch_fence = next_state == _S.PREPARE_ABORT and metadata.pending_state == _S.PREPARE_EPOCH_FENCE
+            if is_epoch_fence:
+                _make_way_for_fenced_abort(metadata, producer_epoch)
+            return metadata.prepare_abort_or_commit(next_state, self.clock()), is_epoch_fence
+        return _end_answer(metadata, commit, retry=True)
+
+    def _prepare_end_v2(self, metadata: TransactionMetadata, producer_id: int, producer_epoch: int, commit: bool, from_client: bool) -> tuple[TxnTransitMetadata, bool] | EndTxnResult:
+        """Kafka's ``endTransaction`` for transactions v2: a retry is recognised by its epoch (one below the
+        bumped one), an abort may come with no partition added, and the prepare bumps the epoch."""
+        is_epoch_fence = metadata.pending_state == _S.PREPARE_EPOCH_FENCE
+        retry_on_overflow = not is_epoch_fence and metadata.last_producer_id == producer_id and producer_epoch == SHORT_MAX - 1 and metadata.producer_epoch == 0
+        retry_on_bump = not is_epoch_fence and metadata.producer_epoch == producer_epoch + 1
+        state = metadata.state
+        if is_epoch_fence:
+            valid = (not from_client or producer_epoch == metadata.producer_epoch) and producer_epoch >= metadata.producer_epoch
+        elif state.is_prepare:
+            valid = retry_on_bump
+        elif state in (_S.COMPLETE_COMMIT, _S.COMPLETE_ABORT):
+            valid = retry_on_bump or retry_on_overflow or producer_epoch == metadata.producer_epoch
+        else:
+            valid = producer_epoch == metadata.producer_epoch
+        if metadata.producer_id != producer_id and not retry_on_overflow:
+            return EndTxnResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if not valid:
+            return EndTxnResult(ErrorCode.PRODUCER_FENCED)
+        if metadata.pending_transition_in_progress and not is_epoch_fence:
+            return EndTxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+        is_retry = retry_on_bump or retry_on_overflow
+        if state == _S.ONGOING:
+            next_state, no_partition_added = (_S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT), False
+        elif not commit and not is_retry and state in (_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT):
+            next_state, no_partition_added = _S.PREPARE_ABORT, True
+        else:
+            return _end_answer(metadata, commit, retry=is_retry)
+        next_producer_id = self.producer_ids() if not is_epoch_fence and metadata.is_producer_epoch_exhausted else NO_PRODUCER_ID
+        if is_epoch_fence and next_state == _S.PREPARE_ABORT:
+            _make_way_for_fenced_abort(metadata, producer_epoch)
+        return metadata.prepare_abort_or_commit(next_state, self.clock(), TV_2, next_producer_id, no_partition_added, bump=not is_epoch_fence), is_epoch_fence
+
+    def _send_markers_after_prepare(self, shard: TransactionShard, metadata: TransactionMetadata, producer_id: int, producer_epoch: int, commit: bool, *, bumped: bool) -> EndTxnResult:
+        """The Prepare state is written: answer the client with the producer id and epoch it goes on with
+        and send the markers (``bumped``: the prepare raised the epoch by one, transactions v2)."""
+        if not self.serving(shard) or shard.transactions.get(metadata.transactional_id) is not metadata:
+            return EndTxnResult(ErrorCode.NOT_COORDINATOR)
+        if metadata.producer_id != producer_id:
+            return EndTxnResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if metadata.producer_epoch != producer_epoch and not (bumped and metadata.producer_epoch == producer_epoch + 1):
+            return EndTxnResult(ErrorCode.PRODUCER_FENCED)
         if metadata.pending_transition_in_progress:
-            return ErrorCode.CONCURRENT_TRANSACTIONS
+            return EndTxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
         if metadata.state != (_S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT):
-            return ErrorCode.INVALID_TXN_STATE
+            return EndTxnResult(ErrorCode.INVALID_TXN_STATE)
+        answer = EndTxnResult(ErrorCode.NONE, metadata.producer_id, metadata.producer_epoch)
         self.add_markers_to_send(shard, commit, metadata, metadata.prepare_complete(self.clock()))
-        return ErrorCode.NONE
+        return answer
 
     # -- markers (TransactionMarkerChannelManager) --------------------------------------------------------
 
@@ -582,6 +630,31 @@ class TransactionCoordinator:
                     continue
                 listed.append({"transactional_id": metadata.transactional_id, "producer_id": metadata.producer_id, "transaction_state": metadata.state.state_name})
         return {"error_code": ErrorCode.NONE, "unknown_state_filters": unknown, "transaction_states": listed}
+
+
+def _error(result: EndTxnResult) -> ErrorCode:
+    return result.error
+
+
+def _make_way_for_fenced_abort(metadata: TransactionMetadata, fenced_epoch: int) -> None:
+    """A fence's abort: clear PrepareEpochFence for PrepareAbort, written with the fenced (bumped) epoch."""
+    metadata.pending_state = None
+    metadata.producer_epoch = fenced_epoch
+    metadata.last_producer_epoch = NO_PRODUCER_EPOCH
+
+
+def _end_answer(metadata: TransactionMetadata, commit: bool, *, retry: bool) -> EndTxnResult:
+    """EndTxn against a transaction that is not Ongoing and is not aborted anew: a retry of the transaction's
+    own outcome is answered with it (and the producer id and epoch it left), a prepared one is still being
+    completed, anything else is refused."""
+    state = metadata.state
+    if state == (_S.COMPLETE_COMMIT if commit else _S.COMPLETE_ABORT):
+        return EndTxnResult(ErrorCode.NONE, metadata.producer_id, metadata.producer_epoch) if retry else EndTxnResult(ErrorCode.INVALID_TXN_STATE)
+    if state == (_S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT):
+        return EndTxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+    if state in (_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT, _S.PREPARE_COMMIT, _S.PREPARE_ABORT):
+        return EndTxnResult(ErrorCode.INVALID_TXN_STATE)
+    raise AssertionError(f"Found a transaction in state {state.state_name}")
 
 
 def transaction_coordinator_runtime(

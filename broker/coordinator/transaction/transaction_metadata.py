@@ -12,10 +12,17 @@ The states and their legal predecessors::
     Ongoing           <- Ongoing, Empty, CompleteCommit, CompleteAbort   (AddPartitions/AddOffsets)
     PrepareCommit     <- Ongoing                                   (EndTxn commit)
     PrepareAbort      <- Ongoing, PrepareEpochFence                (EndTxn abort, timeout, fencing)
+                         Empty, CompleteCommit, CompleteAbort      (transactions v2: an abort with no partition)
     CompleteCommit    <- PrepareCommit                             (markers written)
     CompleteAbort     <- PrepareAbort
     Dead              <- Empty, CompleteCommit, CompleteAbort      (transactional.id.expiration.ms)
     PrepareEpochFence <- Ongoing                                   (InitProducerId over an open transaction)
+
+Transactions v2 (KIP-890 part 2, a client's EndTxn v5): every EndTxn bumps the producer epoch, written
+with the Prepare state (``last_producer_epoch`` keeps the one the client wrote with), so the markers carry
+the new epoch and any write of the old one is fenced; the epoch's last value moves the transaction to a
+new producer id (``next_producer_id``) when it completes. ``client_transaction_version`` is the version
+the transaction's client uses (0 for v1 clients, 2 for v2), as Kafka keeps it.
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ from odradek.storage.topic_partition import TopicPartition
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 SHORT_MAX = 2**15 - 1
+TV_2 = 2
+"""The ``transaction.version`` whose clients bump the epoch on every EndTxn (Kafka's ``supportsEpochBump``)."""
 
 
 class TransactionState(enum.Enum):
@@ -79,7 +88,7 @@ VALID_PREVIOUS_STATES: dict[TransactionState, frozenset[TransactionState]] = {
     _S.EMPTY: frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.ONGOING: frozenset({_S.ONGOING, _S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.PREPARE_COMMIT: frozenset({_S.ONGOING}),
-    _S.PREPARE_ABORT: frozenset({_S.ONGOING, _S.PREPARE_EPOCH_FENCE}),
+    _S.PREPARE_ABORT: frozenset({_S.ONGOING, _S.PREPARE_EPOCH_FENCE, _S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.COMPLETE_COMMIT: frozenset({_S.PREPARE_COMMIT}),
     _S.COMPLETE_ABORT: frozenset({_S.PREPARE_ABORT}),
     _S.DEAD: frozenset({_S.EMPTY, _S.COMPLETE_ABORT, _S.COMPLETE_COMMIT}),
@@ -109,6 +118,8 @@ class TxnTransitMetadata:
     partitions: frozenset[TopicPartition]
     txn_start_timestamp: int
     txn_last_update_timestamp: int
+    next_producer_id: int = NO_PRODUCER_ID
+    client_transaction_version: int = 0
 
 
 @dataclass(eq=False)
@@ -124,6 +135,9 @@ class TransactionMetadata:
     partitions: set[TopicPartition] = field(default_factory=set)
     txn_start_timestamp: int = -1
     pending_state: TransactionState | None = None
+    next_producer_id: int = NO_PRODUCER_ID
+    """The producer id an epoch-exhausting v2 EndTxn moves the transaction to once it completes."""
+    client_transaction_version: int = 0
     has_failed_epoch_fence: bool = False
     """A fence whose write failed already bumped the epoch (never returned to a client): do not bump again."""
 
@@ -152,6 +166,7 @@ class TransactionMetadata:
         return TxnTransitMetadata(
             self.producer_id, self.last_producer_id, self.producer_epoch, self.last_producer_epoch, self.txn_timeout_ms,
             self.state, frozenset(self.partitions), self.txn_start_timestamp, self.txn_last_update_timestamp,
+            self.next_producer_id, self.client_transaction_version,
         )
 
     def prepare_fence_producer_epoch(self) -> TxnTransitMetadata:
@@ -185,25 +200,39 @@ class TransactionMetadata:
         last_epoch = self.producer_epoch if record_last_epoch else NO_PRODUCER_EPOCH
         return self._prepare(TransactionState.EMPTY, new_producer_id, 0, last_epoch, new_timeout_ms, frozenset(), -1, now_ms)
 
-    def prepare_add_partitions(self, added: frozenset[TopicPartition], now_ms: int) -> TxnTransitMetadata:
+    def prepare_add_partitions(self, added: frozenset[TopicPartition], now_ms: int, client_transaction_version: int = 0) -> TxnTransitMetadata:
         starts = self.state in (TransactionState.EMPTY, TransactionState.COMPLETE_ABORT, TransactionState.COMPLETE_COMMIT)
         return self._prepare(
             TransactionState.ONGOING, self.producer_id, self.producer_epoch, self.last_producer_epoch, self.txn_timeout_ms,
             frozenset(self.partitions) | added, now_ms if starts else self.txn_start_timestamp, now_ms,
+            client_transaction_version=client_transaction_version,
         )
 
-    def prepare_abort_or_commit(self, new_state: TransactionState, now_ms: int) -> TxnTransitMetadata:
+    def prepare_abort_or_commit(
+        self, new_state: TransactionState, now_ms: int, client_transaction_version: int = 0, next_producer_id: int = NO_PRODUCER_ID, no_partition_added: bool = False, *, bump: bool = True,
+    ) -> TxnTransitMetadata:
+        """v2 bumps the epoch here (the caller made sure it does not overflow: ``next_producer_id`` is set when
+        it reaches its last value), except for the abort of a fence, whose epoch the fence already bumped (as
+        a Kafka 4.4 coordinator does). An abort with no partition added (v2 only) starts and ends at ``now_ms``."""
+        if client_transaction_version >= TV_2 and bump:
+            epoch, last_epoch = self.producer_epoch + 1, self.producer_epoch
+        else:
+            epoch, last_epoch = self.producer_epoch, self.last_producer_epoch
         return self._prepare(
-            new_state, self.producer_id, self.producer_epoch, self.last_producer_epoch, self.txn_timeout_ms,
-            frozenset(self.partitions), self.txn_start_timestamp, now_ms,
+            new_state, self.producer_id, epoch, last_epoch, self.txn_timeout_ms,
+            frozenset(self.partitions), now_ms if no_partition_added else self.txn_start_timestamp, now_ms,
+            next_producer_id=next_producer_id, client_transaction_version=client_transaction_version,
         )
 
     def prepare_complete(self, now_ms: int) -> TxnTransitMetadata:
+        """The last epoch of a producer id moves a v2 transaction to ``next_producer_id`` at epoch 0 (the client
+        learnt both from its EndTxn answer); ``last_producer_epoch`` stays the one it last wrote with."""
         new_state = TransactionState.COMPLETE_COMMIT if self.state == TransactionState.PREPARE_COMMIT else TransactionState.COMPLETE_ABORT
         self.has_failed_epoch_fence = False  # the PrepareCommit/Abort it follows was written
+        rotate = self.client_transaction_version >= TV_2 and self.next_producer_id != NO_PRODUCER_ID
         return self._prepare(
-            new_state, self.producer_id, self.producer_epoch, self.last_producer_epoch, self.txn_timeout_ms,
-            frozenset(), self.txn_start_timestamp, now_ms,
+            new_state, self.next_producer_id if rotate else self.producer_id, 0 if rotate else self.producer_epoch, self.last_producer_epoch,
+            self.txn_timeout_ms, frozenset(), self.txn_start_timestamp, now_ms,
         )
 
     def prepare_dead(self) -> TxnTransitMetadata:
@@ -212,7 +241,10 @@ class TransactionMetadata:
             frozenset(), self.txn_start_timestamp, self.txn_last_update_timestamp,
         )
 
-    def _prepare(self, new_state: TransactionState, producer_id: int, epoch: int, last_epoch: int, timeout_ms: int, partitions: frozenset[TopicPartition], start: int, now_ms: int) -> TxnTransitMetadata:
+    def _prepare(
+        self, new_state: TransactionState, producer_id: int, epoch: int, last_epoch: int, timeout_ms: int, partitions: frozenset[TopicPartition], start: int, now_ms: int,
+        *, next_producer_id: int = NO_PRODUCER_ID, client_transaction_version: int | None = None,
+    ) -> TxnTransitMetadata:
         if self.pending_state is not None:
             raise IllegalTransitionError(f"Preparing transaction state transition to {new_state.state_name} while it already a pending state {self.pending_state.state_name}")
         if producer_id < 0:
@@ -225,7 +257,8 @@ class TransactionMetadata:
                 f"{new_state.state_name} is not a valid previous state of the current state {self.state.state_name}"
             )
         self.pending_state = new_state
-        return TxnTransitMetadata(producer_id, self.producer_id, epoch, last_epoch, timeout_ms, new_state, partitions, start, now_ms)
+        tv = self.client_transaction_version if client_transaction_version is None else client_transaction_version
+        return TxnTransitMetadata(producer_id, self.producer_id, epoch, last_epoch, timeout_ms, new_state, partitions, start, now_ms, next_producer_id, tv)
 
     # -- completing a transition --------------------------------------------------------------------------
 
@@ -235,6 +268,11 @@ class TransactionMetadata:
         if to is None or to != target.state:
             self._fail(target)
         same_producer = target.producer_epoch == self.producer_epoch and target.producer_id == self.producer_id
+        v2 = target.client_transaction_version >= TV_2
+        if v2 and to.is_prepare and target.producer_epoch == self.producer_epoch + 1:
+            same_producer = target.last_producer_epoch == self.producer_epoch and target.producer_id == self.producer_id  # bumped
+        elif v2 and to in (TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT) and target.producer_epoch == 0 and target.producer_id != self.producer_id:
+            same_producer = target.last_producer_epoch == self.last_producer_epoch and target.last_producer_id == self.producer_id  # rotated
         if to == TransactionState.EMPTY:
             bump = target.producer_epoch == self.producer_epoch + 1 or (target.producer_epoch == 0 and target.producer_id != self.producer_id)
             if (self.producer_epoch != target.producer_epoch and not bump) or target.partitions or target.txn_start_timestamp != -1:
@@ -250,22 +288,34 @@ class TransactionMetadata:
             self.txn_start_timestamp = target.txn_start_timestamp
             self.partitions |= target.partitions
         elif to.is_prepare:
+            # v2 may abort from Empty or a completed transaction: a start of its own, no partitions.
+            empty_abort = v2 and to == TransactionState.PREPARE_ABORT and self.state in (TransactionState.EMPTY, TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT)
             if (
                 not same_producer
                 or self.partitions != target.partitions
                 or self.txn_timeout_ms != target.txn_timeout_ms
-                or self.txn_start_timestamp != target.txn_start_timestamp
+                or (self.txn_start_timestamp != target.txn_start_timestamp and not empty_abort)
             ):
                 self._fail(target)
+            self.txn_start_timestamp = target.txn_start_timestamp
+            self.producer_epoch = target.producer_epoch
+            self.last_producer_epoch = target.last_producer_epoch
+            self.next_producer_id = target.next_producer_id
         elif to in (TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT):
             if not same_producer or self.txn_timeout_ms != target.txn_timeout_ms or target.txn_start_timestamp == -1:
                 self._fail(target)
             self.txn_start_timestamp = target.txn_start_timestamp
             self.partitions.clear()
+            if target.producer_id != self.producer_id:
+                self.last_producer_id = target.last_producer_id
+            self.producer_id = target.producer_id
+            self.producer_epoch = target.producer_epoch
+            self.next_producer_id = NO_PRODUCER_ID
         else:
             # PrepareEpochFence is left for PrepareAbort before anything is written; Dead is removed, not kept.
             self._fail(target)
         self.txn_last_update_timestamp = target.txn_last_update_timestamp
+        self.client_transaction_version = target.client_transaction_version
         self.pending_state = None
         self.state = to
 

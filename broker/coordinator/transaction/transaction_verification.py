@@ -17,6 +17,12 @@ Answers as Kafka's ReplicaManager gives them to a producer: a partition not in t
 INVALID_TXN_STATE (TRANSACTION_ABORTABLE for Produce v11+, whose clients know it); a coordinator that cannot
 answer yet (CONCURRENT_TRANSACTIONS, loading, moved, unreachable) is NOT_ENOUGH_REPLICAS, which producers
 retry. A coordinator that does not know AddPartitionsToTxn v4 lets the write through unverified, as Kafka.
+
+Transactions v2 (KIP-890 part 2): a client that sends Produce v12+ or TxnOffsetCommit v5+ never sends
+AddPartitionsToTxn (or AddOffsetsToTxn). The leader adds the partition to the transaction itself: the same
+request, not verify-only, which makes the transaction a v2 one (Kafka's ``TransactionSupportedOperation``
+ADD_PARTITION). That is done whatever ``transaction.partition.verification.enable`` says, as in Kafka:
+nothing else would put the partition in the transaction.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from odradek.broker.coordinator.transaction.ask_coordinator import AskCoordinato
 from odradek.broker.network.inter_broker_send import InterBrokerSender
 from odradek.broker.network.kafka_client import UnsupportedVersionError
 from odradek.broker.coordinator.transaction.transaction_coordinator import TRANSACTION_STATE_TOPIC
+from odradek.broker.coordinator.transaction.transaction_metadata import TV_2
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import BatchHeader
@@ -41,6 +48,8 @@ if TYPE_CHECKING:
     from odradek.controller.metadata_image import MetadataImage
 
 ABORTABLE_KNOWN_SINCE_PRODUCE = 11
+ADDS_PARTITION_SINCE_PRODUCE = 12
+ADDS_PARTITION_SINCE_TXN_OFFSET_COMMIT = 5
 VERIFY_SINCE = 4
 """AddPartitionsToTxn carries batches of transactions, and verify-only, from v4."""
 
@@ -62,6 +71,8 @@ class Verification:
     producer_epoch: int
     partitions: frozenset[TopicPartition]
     abortable_known: bool
+    add: bool = False
+    """Add the partitions (a transactions v2 client's first write there) rather than only verify them."""
 
 
 class AddPartitionsToTxnVerify:
@@ -85,7 +96,7 @@ class AddPartitionsToTxnVerify:
                 by_topic.setdefault(topic, []).append(index)
             entries.append({
                 "transactional_id": item.transactional_id, "producer_id": item.producer_id, "producer_epoch": item.producer_epoch,
-                "verify_only": True, "topics": [{"name": name, "partitions": indexes} for name, indexes in by_topic.items()],
+                "verify_only": not item.add, "topics": [{"name": name, "partitions": indexes} for name, indexes in by_topic.items()],
             })
         return {"transactions": entries}
 
@@ -124,7 +135,12 @@ class AddPartitionsToTxnVerify:
         return ErrorCode.NETWORK_EXCEPTION
 
     def conflicts(self, queued: Verification, item: Verification) -> bool:
-        return queued.transactional_id == item.transactional_id and (queued.producer_id, queued.producer_epoch) != (item.producer_id, item.producer_epoch)
+        return queued.transactional_id == item.transactional_id and (queued.producer_id, queued.producer_epoch, queued.add) != (item.producer_id, item.producer_epoch, item.add)
+
+
+def _as_producer_error(error: ErrorCode) -> ErrorCode:
+    """The coordinator's answer to an add as a producer is told it (Kafka's AddPartitionsToTxnManager)."""
+    return ErrorCode.INVALID_PRODUCER_EPOCH if error == ErrorCode.PRODUCER_FENCED else error
 
 
 def _error(code: int) -> ErrorCode:
@@ -137,6 +153,8 @@ class TransactionVerifier:
     metadata: Callable[[], "MetadataImage"]
     remote: InterBrokerSender[Verification, ErrorCode]
     """How another broker's coordinator is asked."""
+    verification_enabled: bool = True
+    """``transaction.partition.verification.enable``: verify a v1 client's writes (v2's are always added)."""
 
     def verify(self, transactional_id: str, partition: "Partition", headers: Iterable[tuple[int, BatchHeader]], produce_version: int, verdict: ErrorCode | None = None) -> None:
         """Raise the produce error for ``partition`` unless its transactional batches may be appended;
@@ -148,7 +166,10 @@ class TransactionVerifier:
         if len(producers) > 1:
             raise KafkaError(ErrorCode.INVALID_PRODUCER_ID_MAPPING, "Transactional records contained more than one producer ID")
         [(producer_id, producer_epoch)] = producers
-        error = verdict if verdict is not None else self.error_for(transactional_id, partition, producer_id, producer_epoch, abortable_known=produce_version >= ABORTABLE_KNOWN_SINCE_PRODUCE)
+        add = produce_version >= ADDS_PARTITION_SINCE_PRODUCE
+        if not add and not self.verification_enabled:
+            return
+        error = verdict if verdict is not None else self.error_for(transactional_id, partition, producer_id, producer_epoch, abortable_known=produce_version >= ABORTABLE_KNOWN_SINCE_PRODUCE, add=add)
         if isinstance(error, AskCoordinator):
             raise error
         if error == ErrorCode.INVALID_TXN_STATE:
@@ -158,18 +179,23 @@ class TransactionVerifier:
         if error != ErrorCode.NONE:
             raise KafkaError(error)
 
-    def error_for(self, transactional_id: str, partition: "Partition", producer_id: int, producer_epoch: int, *, abortable_known: bool) -> ErrorCode | AskCoordinator:
+    def error_for(self, transactional_id: str, partition: "Partition", producer_id: int, producer_epoch: int, *, abortable_known: bool, add: bool = False) -> ErrorCode | AskCoordinator:
         """The coordinator's verdict on the producer writing to ``partition`` in its transaction (NONE at once
         when the producer's transaction is already open there), or, when another broker coordinates the
-        transactional id, how to ask it. TxnOffsetCommit asks it too."""
+        transactional id or the partition is to be added (``add``, transactions v2: a write to the log),
+        how to ask it. TxnOffsetCommit asks it too."""
         entry = partition.last_producer_entry(producer_id)
-        if entry is not None and entry.current_txn_first_offset is not None:
-            return ErrorCode.NONE  # its transaction is open here: verified when it began
+        if entry is not None and entry.current_txn_first_offset is not None and entry.producer_epoch == producer_epoch:
+            return ErrorCode.NONE  # its transaction is open here: verified (or added) when it began
         tp = (partition.topic, partition.index)
-        [error] = self.coordinator.verify_for_append(transactional_id, producer_id, producer_epoch, [tp], abortable_known=abortable_known).values()
-        if error != ErrorCode.NOT_COORDINATOR:
-            return error
-        verification = Verification(transactional_id, producer_id, producer_epoch, frozenset([tp]), abortable_known)
+        if add:
+            if self.coordinator.runtime.status(self.coordinator.partition_for(transactional_id)) is None:
+                return AskCoordinator(lambda: self.coordinator.add_partitions(transactional_id, producer_id, producer_epoch, [tp], TV_2).then(_as_producer_error))
+        else:
+            [error] = self.coordinator.verify_for_append(transactional_id, producer_id, producer_epoch, [tp], abortable_known=abortable_known).values()
+            if error != ErrorCode.NOT_COORDINATOR:
+                return error
+        verification = Verification(transactional_id, producer_id, producer_epoch, frozenset([tp]), abortable_known, add)
         return AskCoordinator(lambda: self._ask(verification))
 
     def _ask(self, verification: Verification) -> Deferred[ErrorCode]:
