@@ -65,6 +65,7 @@ def render_configuration() -> str:
 
 
 def render_protocol() -> str:
+    from odradek.broker.features import FEATURES
     from odradek.broker.kafka_apis import HANDLERS
     from odradek.protocol.api import APIS
 
@@ -96,6 +97,20 @@ def render_protocol() -> str:
         served = f"{handler.min_version}-{handler.max_version}" if handler else "not served"
         kafka_3_9 = f"{api.kafka_3_9.low}-{api.kafka_3_9.high}" if api.kafka_3_9.high is not None else "none"
         lines.append(f"| {key} | {api.name} | {served} | {kafka_3_9} | {api.min_version}-{api.max_version} |")
+    lines += [
+        "",
+        "## Features",
+        "",
+        "ApiVersions (v3+) reports the features listed in `broker/features.py` (KIP-584), which Kafka 4.x clients",
+        "go by (`transaction.version` for transactions v2, `group.version` for the consumer group protocol) and",
+        "`kafka-features.sh describe` prints.",
+        "",
+    ]
+    if FEATURES:
+        lines += ["| feature | supported levels | finalized level |", "| --- | --- | --- |"]
+        lines += [f"| {f.name} | {f.min_version}-{f.max_version} | {f.level} |" for f in FEATURES]
+    else:
+        lines.append("None yet: no supported or finalized features, and finalized features epoch -1.")
     return "\n".join(lines) + "\n"
 
 

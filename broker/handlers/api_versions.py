@@ -1,4 +1,4 @@
-"""ApiVersions: the API ranges this broker serves, and nothing it does not.
+"""ApiVersions: the API ranges this broker serves, and nothing it does not, and its features (``broker/features.py``).
 
 An ApiVersions request at a version we do not know is answered by the socket server in the v0 format with
 UNSUPPORTED_VERSION and our ranges (KIP-511), so clients can downgrade.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from odradek.broker.features import Feature, api_versions_features
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
@@ -18,9 +19,11 @@ if TYPE_CHECKING:
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
-def handle(api_ranges: list[ApiVersionDict], request: Request[ApiVersionsRequest]) -> ApiVersionsResponseDict:
-    """``api_ranges``: what the broker's handler table serves (``kafka_apis.API_RANGES``)."""
+def handle(api_ranges: list[ApiVersionDict], features: tuple[Feature, ...], request: Request[ApiVersionsRequest]) -> ApiVersionsResponseDict:
+    """``api_ranges``: what the broker's handler table serves (``kafka_apis.API_RANGES``); ``features``:
+    ``features.FEATURES``."""
     body = request.body
-    if request.header.api_version >= 3 and not (_SOFTWARE.match(body.client_software_name) and _SOFTWARE.match(body.client_software_version)):
+    version = request.header.api_version
+    if version >= 3 and not (_SOFTWARE.match(body.client_software_name) and _SOFTWARE.match(body.client_software_version)):
         return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": api_ranges}
-    return {"error_code": ErrorCode.NONE, "api_keys": api_ranges}
+    return {"error_code": ErrorCode.NONE, "api_keys": api_ranges, **api_versions_features(features, version)}

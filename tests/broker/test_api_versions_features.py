@@ -1,0 +1,70 @@
+"""ApiVersions' feature fields (KIP-584) as a client reads them off the wire, from the broker's feature table.
+
+The table is empty until the features' handlers land (transactions v2, the consumer group protocol, share
+groups); these tests give the handler a table of their own and decode its answer as a client would.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from odradek.broker.features import FEATURES, Feature
+from odradek.broker.handlers import api_versions
+from odradek.broker.kafka_apis import API_RANGES, HANDLERS
+from odradek.protocol.api import ApiKey, decode_request, decode_response, encode_request, encode_response
+
+TABLE = (
+    Feature("transaction.version", 0, 2, 2),
+    Feature("group.version", 0, 1, 1),
+    Feature("share.version", 0, 1, 0),  # supported, not finalized
+    Feature("metadata.version", 1, 27, 27),
+)
+
+
+def answer(features: tuple[Feature, ...], version: int) -> tuple[bytes, object]:
+    """The ApiVersions answer's frame and the response as a client decodes it."""
+    body = {"client_software_name": "probe", "client_software_version": "1"}
+    request = decode_request(encode_request(ApiKey.ApiVersions, version, 7, body)[4:])
+    frame, _ = encode_response(ApiKey.ApiVersions, version, 7, api_versions.handle(API_RANGES, features, request))
+    _, response = decode_response(ApiKey.ApiVersions, version, frame[4:])
+    return frame, response
+
+
+@pytest.mark.parametrize("version", range(HANDLERS[ApiKey.ApiVersions].min_version, HANDLERS[ApiKey.ApiVersions].max_version + 1))
+def test_with_no_features_the_answer_is_what_it_always_was(version: int) -> None:
+    assert FEATURES == ()
+    frame, response = answer(FEATURES, version)
+    plain, _ = encode_response(ApiKey.ApiVersions, version, 7, {"error_code": 0, "api_keys": API_RANGES})
+    assert frame == plain
+    if version >= 3:
+        assert (response.supported_features, response.finalized_features, response.finalized_features_epoch) == ([], [], -1)
+
+
+def test_v4_lists_every_supported_feature_and_the_finalized_levels() -> None:
+    _, response = answer(TABLE, 4)
+    assert [(f.name, f.min_version, f.max_version) for f in response.supported_features] == [
+        ("transaction.version", 0, 2),
+        ("group.version", 0, 1),
+        ("share.version", 0, 1),
+        ("metadata.version", 1, 27),
+    ]
+    # A feature finalized at level 0 is off and not listed, as Kafka's ApiVersionsResponse leaves it out.
+    assert [(f.name, f.min_version_level, f.max_version_level) for f in response.finalized_features] == [
+        ("transaction.version", 2, 2),
+        ("group.version", 1, 1),
+        ("metadata.version", 27, 27),
+    ]
+    assert response.finalized_features_epoch >= 0  # clients ignore finalized levels under a negative epoch
+
+
+def test_below_v4_a_supported_feature_from_level_0_is_left_out() -> None:
+    """KAFKA-17492: clients before ApiVersions v4 fail to read a supported range starting at 0."""
+    _, response = answer(TABLE, 3)
+    assert [f.name for f in response.supported_features] == ["metadata.version"]
+    assert [f.name for f in response.finalized_features] == ["transaction.version", "group.version", "metadata.version"]
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_before_v3_the_answer_has_no_feature_fields(version: int) -> None:
+    frame, _ = answer(TABLE, version)
+    assert frame == encode_response(ApiKey.ApiVersions, version, 7, {"error_code": 0, "api_keys": API_RANGES})[0]
