@@ -30,10 +30,15 @@ class Feature:
     """The finalized level clients go by (0: off, and not listed as finalized, as Kafka does)."""
 
 
-FEATURES: tuple[Feature, ...] = ()
-"""What ApiVersions reports. None yet, so it answers as it always has: no features, epoch -1. A feature's
-handlers land with its line here, e.g. ``Feature("transaction.version", 0, 2, 2)`` (transactions v2) or
-``Feature("group.version", 0, 1, 1)`` (the consumer group protocol)."""
+FEATURES: tuple[Feature, ...] = (
+    Feature("transaction.version", 0, 2, 2),
+)
+"""What ApiVersions reports. A feature's handlers land with its line here, e.g.
+``Feature("group.version", 0, 1, 1)`` (the consumer group protocol).
+
+``transaction.version`` 2, transactions v2 (KIP-890 part 2, docs/transactions.md): a 4.x client's EndTxn v5
+bumps the producer epoch and answers the new one, its Produce v12 and TxnOffsetCommit v5 add their partition
+to the transaction (no AddPartitionsToTxn or AddOffsetsToTxn from the client)."""
 
 FINALIZED_FEATURES_EPOCH = 0
 """The epoch of the finalized levels when any is finalized. Kafka's grows with each change (the metadata

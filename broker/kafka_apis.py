@@ -96,8 +96,14 @@ ALTER_CONFIGS = ("metadata", "dynamic_config", "broker_defaults", "metadata_supp
 """What AlterConfigs and IncrementalAlterConfigs need (``alter_configs.alter``)."""
 
 
+TXN_V2_PRODUCE, TXN_V2_END_TXN, TXN_V2_TXN_OFFSET_COMMIT, TXN_V2_ADD_PARTITIONS_TO_TXN = 12, 5, 5, 5
+"""Transactions v2 (KIP-890 part 2, ``transaction.version`` 2 in broker/features.py): Produce and
+TxnOffsetCommit that add their partition to the transaction, EndTxn that bumps the epoch, and
+AddPartitionsToTxn with TRANSACTION_ABORTABLE between brokers. Produce 13 and TxnOffsetCommit 6 (topic ids)
+are not served."""
+
 HANDLERS: dict[int, Handler] = {
-    ApiKey.Produce: Handler("produce", 0, 11, ("replica_manager", "authorization", "quotas")),
+    ApiKey.Produce: Handler("produce", 0, TXN_V2_PRODUCE, ("replica_manager", "authorization", "quotas")),
     ApiKey.Fetch: _all(ApiKey.Fetch, "fetch", "replica_manager", "fetch_sessions", "config", "authorization", "quotas"),
     ApiKey.ListOffsets: _all(ApiKey.ListOffsets, "list_offsets", "replica_manager", "authorization"),
     ApiKey.Metadata: _all(ApiKey.Metadata, "metadata", "metadata", "config", "auto_create_topic", "authorization"),
@@ -134,11 +140,11 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.AlterClientQuotas: _all(ApiKey.AlterClientQuotas, "alter_client_quotas", "authorization", "client_quotas", "metadata_support"),
     ApiKey.AlterUserScramCredentials: _all(ApiKey.AlterUserScramCredentials, "alter_user_scram_credentials", "credentials", "metadata_support", "authorization"),
     ApiKey.DescribeUserScramCredentials: _all(ApiKey.DescribeUserScramCredentials, "describe_user_scram_credentials", "credentials", "authorization"),
-    ApiKey.AddPartitionsToTxn: _all(ApiKey.AddPartitionsToTxn, "add_partitions_to_txn", "metadata", "transaction_coordinator", "authorization"),
+    ApiKey.AddPartitionsToTxn: Handler("add_partitions_to_txn", 0, TXN_V2_ADD_PARTITIONS_TO_TXN, ("metadata", "transaction_coordinator", "authorization")),
     ApiKey.AddOffsetsToTxn: _all(ApiKey.AddOffsetsToTxn, "add_offsets_to_txn", "metadata", "config", "transaction_coordinator", "authorization"),
-    ApiKey.EndTxn: _all(ApiKey.EndTxn, "end_txn", "transaction_coordinator", "authorization"),
+    ApiKey.EndTxn: Handler("end_txn", 0, TXN_V2_END_TXN, ("transaction_coordinator", "authorization")),
     ApiKey.WriteTxnMarkers: _all(ApiKey.WriteTxnMarkers, "write_txn_markers", "marker_writer", "authorization"),
-    ApiKey.TxnOffsetCommit: _all(ApiKey.TxnOffsetCommit, "txn_offset_commit", "group_coordinator", "metadata", "replica_manager", "authorization"),
+    ApiKey.TxnOffsetCommit: Handler("txn_offset_commit", 0, TXN_V2_TXN_OFFSET_COMMIT, ("group_coordinator", "metadata", "replica_manager", "authorization")),
     ApiKey.DescribeTransactions: _all(ApiKey.DescribeTransactions, "describe_transactions", "transaction_coordinator", "authorization"),
     ApiKey.ListTransactions: _all(ApiKey.ListTransactions, "list_transactions", "transaction_coordinator", "authorization"),
     ApiKey.AlterPartition: _all(ApiKey.AlterPartition, "alter_partition", "metadata_support", "authorization"),

@@ -103,7 +103,12 @@ def render_protocol() -> str:
         "",
         "ApiVersions (v3+) reports the features listed in `broker/features.py` (KIP-584), which Kafka 4.x clients",
         "go by (`transaction.version` for transactions v2, `group.version` for the consumer group protocol) and",
-        "`kafka-features.sh describe` prints.",
+        "`kafka-features.sh describe` prints. Kafka finalizes features only in KRaft mode (a ZooKeeper-mode Kafka",
+        "3.9 finalizes none); odradek finalizes these in single-node and ZooKeeper mode alike, at fixed levels",
+        "(no UpdateFeatures). In a ZooKeeper cluster mixing odradek and Kafka 3.9 brokers a client sees odradek's",
+        "levels (the highest epoch wins) for the Kafka brokers too, which do not serve them (docs/transactions.md).",
+        "`transaction.version` 2 is transactions v2 (KIP-890 part 2): EndTxn v5 bumps the producer epoch, Produce",
+        "v12 and TxnOffsetCommit v5 add their partition to the transaction (docs/transactions.md).",
         "",
     ]
     if FEATURES:

@@ -1,7 +1,8 @@
 """ApiVersions' feature fields (KIP-584) as a client reads them off the wire, from the broker's feature table.
 
-The table is empty until the features' handlers land (transactions v2, the consumer group protocol, share
-groups); these tests give the handler a table of their own and decode its answer as a client would.
+These tests give the handler tables of their own (an empty one answers as before features existed) and
+decode its answer as a client would; the broker's own table finalizes a level only with the versions it
+implies served.
 """
 
 from __future__ import annotations
@@ -32,8 +33,7 @@ def answer(features: tuple[Feature, ...], version: int) -> tuple[bytes, object]:
 
 @pytest.mark.parametrize("version", range(HANDLERS[ApiKey.ApiVersions].min_version, HANDLERS[ApiKey.ApiVersions].max_version + 1))
 def test_with_no_features_the_answer_is_what_it_always_was(version: int) -> None:
-    assert FEATURES == ()
-    frame, response = answer(FEATURES, version)
+    frame, response = answer((), version)
     plain, _ = encode_response(ApiKey.ApiVersions, version, 7, {"error_code": 0, "api_keys": API_RANGES})
     assert frame == plain
     if version >= 3:
@@ -68,3 +68,12 @@ def test_below_v4_a_supported_feature_from_level_0_is_left_out() -> None:
 def test_before_v3_the_answer_has_no_feature_fields(version: int) -> None:
     frame, _ = answer(TABLE, version)
     assert frame == encode_response(ApiKey.ApiVersions, version, 7, {"error_code": 0, "api_keys": API_RANGES})[0]
+
+
+def test_a_finalized_transaction_version_2_comes_with_the_versions_it_implies() -> None:
+    """A 4.x client that sees ``transaction.version`` 2 sends EndTxn v5, Produce v12 and TxnOffsetCommit v5
+    (and no AddPartitionsToTxn): advertising the level without them would break its transactions."""
+    levels = {f.name: f.level for f in FEATURES}
+    assert levels["transaction.version"] == 2
+    served = {key: handler.max_version for key, handler in HANDLERS.items()}
+    assert served[ApiKey.EndTxn] >= 5 and served[ApiKey.Produce] >= 12 and served[ApiKey.TxnOffsetCommit] >= 5

@@ -6,13 +6,20 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.Future;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.ProducerState;
+import org.apache.kafka.clients.admin.TransactionDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
@@ -25,6 +32,12 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   roundtrip BOOTSTRAP TOPIC COUNT GROUP PROTOCOL  the idempotent producer sends COUNT records, then a consumer
  *                                                 of GROUP (group.protocol PROTOCOL: classic or consumer) reads
  *                                                 them back and commits its offsets
+ *   transactions BOOTSTRAP TOPIC   a transactional producer's commits and aborts (the state and producer epoch
+ *                                  the coordinator describes after each), a zombie fenced by its successor,
+ *                                  the partition's producers, read_committed and read_uncommitted read-backs
+ *   eos BOOTSTRAP IN OUT GROUP     consume-transform-produce: IN's records copied to OUT in transactions that
+ *                                  commit the group's offsets too (the first one aborted and redone), then
+ *                                  OUT read read_committed
  * </pre>
  */
 public final class Client44Probe {
@@ -36,6 +49,8 @@ public final class Client44Probe {
         String bootstrap = args[1];
         switch (args[0]) {
             case "roundtrip" -> roundtrip(bootstrap, args[2], Integer.parseInt(args[3]), args[4], args[5]);
+            case "transactions" -> transactions(bootstrap, args[2]);
+            case "eos" -> eos(bootstrap, args[2], args[3], args[4]);
             default -> throw new IllegalArgumentException("unknown sub-command " + args[0]);
         }
     }
@@ -94,6 +109,143 @@ public final class Client44Probe {
             }
             consumer.commitSync();
             emit("consumed", "records", consumed);
+        }
+    }
+
+    /** The coordinator's view of a transactional id: its state and producer epoch. */
+    private static List<Object> described(Admin admin, String transactionalId) throws Exception {
+        TransactionDescription d = admin.describeTransactions(List.of(transactionalId)).description(transactionalId).get();
+        return List.of(d.state().toString(), d.producerEpoch());
+    }
+
+    private static void transaction(KafkaProducer<String, String> producer, String topic, boolean commit, String... values) throws Exception {
+        producer.beginTransaction();
+        for (String value : values) {
+            producer.send(new ProducerRecord<>(topic, 0, null, value)).get();
+        }
+        if (commit) {
+            producer.commitTransaction();
+        } else {
+            producer.abortTransaction();
+        }
+    }
+
+    private static void transactions(String bootstrap, String topic) throws Exception {
+        String transactionalId = "txn44-" + topic;
+        Map<String, String> transactional = Map.of(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
+        try (Admin admin = Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap));
+             KafkaProducer<String, String> producer = producer(bootstrap, transactional)) {
+            producer.initTransactions();
+            emit("init", "described", described(admin, transactionalId));
+            transaction(producer, topic, true, "c1", "c2", "c3");
+            emit("commit", "described", described(admin, transactionalId));
+            transaction(producer, topic, false, "a1", "a2");
+            emit("abort", "described", described(admin, transactionalId));
+            transaction(producer, topic, true, "c4");
+            emit("commit", "described", described(admin, transactionalId));
+            producer.beginTransaction();  // an abort with nothing sent
+            producer.abortTransaction();
+            emit("empty-abort", "described", described(admin, transactionalId));
+            producer.beginTransaction();
+            producer.send(new ProducerRecord<>(topic, 0, null, "zombie")).get();
+            try (KafkaProducer<String, String> successor = producer(bootstrap, transactional)) {
+                successor.initTransactions();  // aborts the zombie's open transaction and fences its epoch
+                emit("successor", "described", described(admin, transactionalId));
+                try {
+                    producer.commitTransaction();
+                    emit("zombie", "fenced", false);
+                } catch (ProducerFencedException e) {
+                    emit("zombie", "fenced", true);
+                }
+                transaction(successor, topic, true, "c5");
+                emit("commit", "described", described(admin, transactionalId));
+            }
+            TopicPartition partition = new TopicPartition(topic, 0);
+            List<Object> producers = new ArrayList<>();
+            for (ProducerState state : admin.describeProducers(List.of(partition)).partitionResult(partition).get().activeProducers()) {
+                producers.add(List.of(state.producerEpoch(), state.currentTransactionStartOffset().orElse(-1L)));
+            }
+            emit("producers", "epochs", producers);
+        }
+        TopicPartition partition = new TopicPartition(topic, 0);
+        for (String isolation : List.of("read_committed", "read_uncommitted")) {
+            try (KafkaConsumer<String, String> consumer = consumer(bootstrap, Map.of(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation))) {
+                consumer.assign(List.of(partition));
+                consumer.seekToBeginning(List.of(partition));
+                long end = consumer.endOffsets(List.of(partition)).get(partition);
+                List<String> values = new ArrayList<>();
+                long deadline = System.currentTimeMillis() + TIMEOUT_MS;
+                while (consumer.position(partition) < end && System.currentTimeMillis() < deadline) {
+                    for (ConsumerRecord<String, String> r : consumer.poll(POLL)) {
+                        values.add(r.value());
+                    }
+                }
+                emit("read", "isolation", isolation, "values", values, "end", end);
+            }
+        }
+    }
+
+    /** Copies IN to OUT exactly once: each poll's records go out in a transaction that also commits the
+     * group's offsets (TxnOffsetCommit); the first such transaction is aborted and the consumer rewound. */
+    private static void eos(String bootstrap, String in, String out, String group) throws Exception {
+        int expected = 0;
+        try (KafkaConsumer<String, String> probe = consumer(bootstrap, Map.of())) {
+            TopicPartition p = new TopicPartition(in, 0);
+            expected = probe.endOffsets(List.of(p)).get(p).intValue();
+        }
+        Map<String, String> transactional = Map.of(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "eos44-" + group);
+        Map<String, String> consumerConfig = Map.of(ConsumerConfig.GROUP_ID_CONFIG, group, ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed",
+            ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "7");
+        int transactions = 0;
+        int aborted = 0;
+        try (KafkaProducer<String, String> producer = producer(bootstrap, transactional);
+             KafkaConsumer<String, String> consumer = consumer(bootstrap, consumerConfig)) {
+            producer.initTransactions();
+            consumer.subscribe(List.of(in));
+            long copied = 0;
+            long deadline = System.currentTimeMillis() + TIMEOUT_MS;
+            while (copied < expected && System.currentTimeMillis() < deadline) {
+                var records = consumer.poll(POLL);
+                if (records.isEmpty()) {
+                    continue;
+                }
+                producer.beginTransaction();
+                Map<TopicPartition, OffsetAndMetadata> offsets = new java.util.HashMap<>();
+                for (ConsumerRecord<String, String> r : records) {
+                    producer.send(new ProducerRecord<>(out, 0, r.key(), r.value().toUpperCase()));
+                    offsets.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                }
+                producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
+                transactions++;
+                if (aborted == 0) {
+                    producer.abortTransaction();
+                    aborted++;
+                    for (TopicPartition tp : offsets.keySet()) {
+                        OffsetAndMetadata committed = consumer.committed(java.util.Set.of(tp)).get(tp);
+                        consumer.seek(tp, committed == null ? 0 : committed.offset());
+                    }
+                    continue;
+                }
+                producer.commitTransaction();
+                copied += records.count();
+            }
+            TopicPartition p = new TopicPartition(in, 0);
+            OffsetAndMetadata committed = consumer.committed(java.util.Set.of(p)).get(p);
+            emit("copied", "records", copied, "transactions", transactions, "aborted", aborted, "committed", committed == null ? -1 : committed.offset());
+        }
+        TopicPartition partition = new TopicPartition(out, 0);
+        try (KafkaConsumer<String, String> consumer = consumer(bootstrap, Map.of(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed"))) {
+            consumer.assign(List.of(partition));
+            consumer.seekToBeginning(List.of(partition));
+            long end = consumer.endOffsets(List.of(partition)).get(partition);
+            List<String> values = new ArrayList<>();
+            long deadline = System.currentTimeMillis() + TIMEOUT_MS;
+            while (consumer.position(partition) < end && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : consumer.poll(POLL)) {
+                    values.add(r.value());
+                }
+            }
+            emit("out", "values", values);
         }
     }
 }
