@@ -74,7 +74,7 @@ def state(zk: KazooClient, topic: str, partition: int) -> zd.LeaderIsrAndControl
 
 def create_topic(brokers: dict[int, Broker], zk: KazooClient, topic: str, replicas: list[list[int]]) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap(brokers)})
-    admin.create_topics([NewTopic(topic, num_partitions=len(replicas), replica_assignment=replicas)])[topic].result(60)
+    admin.create_topics([NewTopic(topic, num_partitions=len(replicas), replica_assignment=replicas)])[topic].result(30)
     wait_for(lambda: all(zk.exists(zd.partition_state_path(topic, p)) and len(state(zk, topic, p).isr) == len(r) for p, r in enumerate(replicas)), what=f"{topic} online, every replica in sync")
 
 

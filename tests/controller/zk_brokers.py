@@ -20,13 +20,19 @@ from odradek import Broker
 @contextlib.contextmanager
 def odradek_brokers(zookeeper_connect: str, log_dir: Callable[[int], Path], settings: Mapping[str, Any], ids: Iterable[int] = range(3)) -> Iterator[dict[int, Broker]]:
     """odradek brokers ``ids``, each a subprocess on ``zookeeper_connect`` (with the chroot) with ``settings``
-    and its log in ``log_dir(id)``; on the way out, those still in the dict are killed (one a test stopped
-    and could not start again is down already)."""
+    and its log in ``log_dir(id)``, each waited for as :func:`kafka_brokers` waits for Kafka's: until it
+    answers Metadata with a broker in it; on the way out, those still in the dict are killed (one a test
+    stopped and could not start again is down already).
+
+    A broker serves from its start-up banner on, but knows the brokers and the controller only from the
+    controller's first UpdateMetadata (as Kafka's): until then it answers Metadata with none, and an admin
+    client that met that answer (librdkafka) waits for a controller without asking again."""
     started: dict[int, Broker] = {}
     try:
         for broker_id in ids:
             config = {"zookeeper.connect": zookeeper_connect, "broker.id": broker_id, **settings}
             started[broker_id] = Broker(log_dir(broker_id), config=config, subprocess=True).start()
+            kafka_jvm.wait_until_serving(started[broker_id].bootstrap, kafka_jvm.STARTUP_TIMEOUT_S)
         yield started
     finally:
         for broker in started.values():
