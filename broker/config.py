@@ -225,6 +225,10 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     _k("group.min.session.timeout.ms", I, 6000, "The minimum allowed session timeout for registered consumers."),
     _k("group.max.session.timeout.ms", I, 1800000, "The maximum allowed session timeout for registered consumers."),
     _k("group.max.size", I, INT_MAX, "The maximum number of consumers that a single consumer group can accommodate.", at_least=1),
+    _k("group.consumer.heartbeat.interval.ms", I, 5000, "The heartbeat interval given to the members of a consumer group (KIP-848 consumer protocol).", at_least=1),
+    _k("group.consumer.session.timeout.ms", I, 45000, "The timeout to detect client failures when using the consumer group protocol.", at_least=1),
+    _k("group.consumer.max.size", I, INT_MAX, "The maximum number of consumers that a single consumer group (consumer protocol) can accommodate.", at_least=1),
+    _k("group.consumer.assignors", LIST, "uniform,range", "The server-side assignors of the consumer group protocol, by name (uniform, range) or Kafka's class name; the first is the default."),
     # producers and transactions
     _k("transaction.state.log.num.partitions", I, 50, "The number of partitions for the transaction topic (should not change after deployment).", at_least=1),
     _k("transaction.state.log.replication.factor", I, 1, "Replication factor of the transaction topic (Kafka's default 3; 1 here, as for offsets).", at_least=1),

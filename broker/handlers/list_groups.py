@@ -1,5 +1,5 @@
 """ListGroups: the groups this broker coordinates, optionally filtered by state (v4+, KIP-518) and type
-(v5+, KIP-848; every group here is a classic group)."""
+(v5+, KIP-848: ``classic`` or ``consumer``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
-from odradek.broker.coordinator.group.group_coordinator import CLASSIC_GROUP_TYPE
 from odradek.protocol.api import Request
 
 if TYPE_CHECKING:
@@ -24,5 +23,5 @@ def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, 
         groups = [g for g in groups if g.group_id in visible]
     return {
         "error_code": error,
-        "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state, "group_type": CLASSIC_GROUP_TYPE} for g in groups],
+        "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state, "group_type": g.group_type} for g in groups],
     }

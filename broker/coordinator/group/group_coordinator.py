@@ -30,6 +30,7 @@ from odradek.broker.coordinator.runtime import (
     LoadedBatch,
     PartitionWriter,
     Producer,
+    Record,
     ShardContext,
 )
 from odradek.broker.coordinator.deferred import Deferred
@@ -46,7 +47,10 @@ from odradek.broker.coordinator.group.group import (
     TopicPartition,
     distinct_protocols,
 )
+from odradek.broker.coordinator.group.consumer_group import CONSUMER_GROUP_TYPE, CONSUMER_PROTOCOL_TYPE
+from odradek.broker.coordinator.group.consumer_group_manager import ConsumerGroupConfig, ConsumerGroupManager, DescribedGroup, HeartbeatRequest, HeartbeatResult
 from odradek.broker.coordinator.group.group_config import GroupConfig
+from odradek.broker.coordinator.group.group_metadata_records import group_metadata_key
 from odradek.broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC, OFFSET_EXPIRATION_TIMER, GroupMetadataManager
 from odradek.broker.coordinator.group.group_metadata_records import MemberMetadata, OffsetAndMetadata
 from odradek.broker.coordinator.timers import Timer
@@ -99,20 +103,26 @@ class OffsetFetchResult:
 
 
 class GroupCoordinatorShard(CoordinatorShard):
-    """The classic group protocol for the groups of one ``__consumer_offsets`` partition."""
+    """The groups of one ``__consumer_offsets`` partition: the classic protocol here, the consumer protocol
+    (KIP-848) in its :class:`ConsumerGroupManager` (``consumer``). A group id is one or the other; a
+    consumer group's offsets are kept like a classic group's, in an Empty classic group that only holds
+    them."""
 
-    def __init__(self, context: ShardContext, config: GroupConfig) -> None:
+    def __init__(self, context: ShardContext, config: GroupConfig, consumer_config: ConsumerGroupConfig | None = None, metadata: Callable[[], Any] = lambda: None) -> None:
         self.config = config
         self.clock = context.clock
         self.timers = context.timers
         self.partition = context.partition
         self.metadata = GroupMetadataManager(context, config, self)
         self.groups = self.metadata.groups
+        self.consumer = ConsumerGroupManager(context, consumer_config or ConsumerGroupConfig(), metadata, self)
+        self.consumer_groups = self.consumer.groups
 
     # -- the runtime's hooks --------------------------------------------------------------------------------
 
     def replay(self, offset: int, producer: Producer | None, key: bytes, value: bytes | None) -> None:
-        self.metadata.replay(offset, producer, key, value)
+        if not self.consumer.replay(key, value):
+            self.metadata.replay(offset, producer, key, value)
 
     def replay_end_transaction_marker(self, producer_id: int, producer_epoch: int, committed: bool) -> None:
         self.metadata.replay_end_transaction_marker(producer_id, committed)
@@ -120,7 +130,34 @@ class GroupCoordinatorShard(CoordinatorShard):
     def on_loaded(self) -> None:
         for group in self.metadata.finish_loading():
             self.on_group_loaded(group)
+        self.consumer.on_loaded()
         self.metadata.schedule_offset_expiration()
+
+    # -- the consumer protocol's view of the classic groups ---------------------------------------------------
+
+    def classic_group_conflict(self, group_id: str) -> tuple[bool, list[Record] | None]:
+        """Whether a classic group holds ``group_id`` (an Empty group that only holds offsets does not), and
+        the records that retire it so a consumer group can take the id: none while it has members."""
+        group = self.groups.get(group_id)
+        if group is None or (group.is_(GroupState.EMPTY) and group.generation_id == 0):
+            return False, []
+        if not group.is_(GroupState.EMPTY):
+            return True, None
+        log.info("[GroupId %s] Converted the empty classic group to a consumer group.", group_id)
+        return True, [(group_metadata_key(group_id), None)]
+
+    # -- ConsumerGroupHeartbeat ---------------------------------------------------------------------------------
+
+    def consumer_group_heartbeat(self, req: HeartbeatRequest) -> CoordinatorResult[HeartbeatResult]:
+        result = self.consumer.heartbeat(req)
+        group = self.groups.get(req.group_id)
+        if group is not None and req.group_id in self.consumer_groups and group.generation_id > 0 and group.is_(GroupState.EMPTY):
+            # The retired classic group stays as the holder of the group's offsets.
+            group.generation_id = 0
+            group.protocol_type = None
+            group.protocol_name = None
+            group.leader_id = None
+        return result
 
     def on_partitions_deleted(self, partitions: list[TopicPartition]) -> None:
         self.metadata.handle_deleted_partitions(partitions)
@@ -129,6 +166,14 @@ class GroupCoordinatorShard(CoordinatorShard):
 
     def join_group(self, req: JoinRequest) -> Deferred[JoinResult]:
         out: Deferred[JoinResult] = Deferred()
+        consumer_group = self.consumer_groups.get(req.group_id)
+        if consumer_group is not None:
+            if not consumer_group.is_empty:
+                # Kafka 4.x lets a classic consumer join a consumer group (a mixed group); odradek does not.
+                out.complete(JoinResult(req.member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+                return out
+            log.info("[GroupId %s] Converted the empty consumer group to a classic group.", req.group_id)
+            self.metadata.context.write(CoordinatorResult(self.consumer.delete(consumer_group), lambda r: r.error))
         if not self.config.min_session_timeout_ms <= req.session_timeout_ms <= self.config.max_session_timeout_ms:
             out.complete(JoinResult(req.member_id, ErrorCode.INVALID_SESSION_TIMEOUT))
             return out
@@ -578,13 +623,22 @@ class GroupCoordinatorShard(CoordinatorShard):
 
     # -- offsets ----------------------------------------------------------------------------------------------
 
-    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata], producer: Producer | None = None) -> CoordinatorResult[dict[TopicPartition, ErrorCode]]:
-        """OffsetCommit, or TxnOffsetCommit for ``producer`` (its offsets count once its transaction commits)."""
+    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata], producer: Producer | None = None, api_version: int = 9) -> CoordinatorResult[dict[TopicPartition, ErrorCode]]:
+        """OffsetCommit, or TxnOffsetCommit for ``producer`` (its offsets count once its transaction commits).
+        For a consumer group the generation is the member epoch (Kafka's ``generationIdOrMemberEpoch``)."""
 
         def fail(error: ErrorCode) -> CoordinatorResult[dict[TopicPartition, ErrorCode]]:
             return CoordinatorResult.of({tp: error for tp in offsets})
 
         group = self.groups.get(group_id)
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            refused = consumer_group.validate_offset_commit(member_id, generation_id, producer is not None, api_version)
+            if refused is not None:
+                return fail(refused)
+            if group is None:
+                group = self.metadata.add_group(Group(group_id, GroupState.EMPTY, self.clock))
+            return self.metadata.store_offsets(group, offsets, producer)
         if group is None:
             if generation_id >= 0 and producer is None:
                 # A member of a generation this coordinator never saw (or a group that expired).
@@ -619,6 +673,11 @@ class GroupCoordinatorShard(CoordinatorShard):
             # Only members commit for a group that has members; old TxnOffsetCommits carry no member.
             return ErrorCode.UNKNOWN_MEMBER_ID
         return None
+
+    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode | None:
+        """OffsetFetch v9+ from a consumer group's member: at its current epoch (classic groups check nothing)."""
+        consumer_group = self.consumer_groups.get(group_id)
+        return None if consumer_group is None else consumer_group.validate_offset_fetch(member_id, member_epoch)
 
     def fetch_offsets(self, group_id: str, require_stable: bool, partitions: list[TopicPartition] | None) -> dict[TopicPartition, OffsetFetchResult]:
         group = self.groups.get(group_id)
@@ -659,6 +718,15 @@ class GroupCoordinatorShard(CoordinatorShard):
         eligible = []
         for group_id in group_ids:
             group = self.groups.get(group_id)
+            consumer_group = self.consumer_groups.get(group_id)
+            if consumer_group is not None:
+                if not consumer_group.is_empty:
+                    errors[group_id] = ErrorCode.NON_EMPTY_GROUP
+                    continue
+                self.metadata.context.write(CoordinatorResult(self.consumer.delete(consumer_group), lambda r: r.error))
+                if group is None:
+                    errors[group_id] = ErrorCode.NONE
+                    continue
             if group is None or group.is_(GroupState.DEAD):
                 errors[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
             elif group.is_(GroupState.EMPTY):
@@ -673,8 +741,16 @@ class GroupCoordinatorShard(CoordinatorShard):
         return errors
 
     def describe_group(self, group_id: str) -> GroupSummary:
+        """A consumer group is not a classic group: DescribeGroups shows it Dead, as Kafka does (before v6,
+        which answers GROUP_ID_NOT_FOUND)."""
         group = self.groups.get(group_id)
-        return DEAD_GROUP if group is None else group.summary()
+        return DEAD_GROUP if group is None or group_id in self.consumer_groups else group.summary()
+
+    def overviews(self) -> list[GroupOverview]:
+        """ListGroups' view: classic groups, and consumer groups in place of the groups holding their offsets."""
+        out = [g.overview() for g in self.groups.values() if g.group_id not in self.consumer_groups]
+        out += [GroupOverview(g.group_id, CONSUMER_PROTOCOL_TYPE, g.state.value, CONSUMER_GROUP_TYPE) for g in self.consumer_groups.values()]
+        return out
 
     # -- the groups cache ------------------------------------------------------------------------------------
 
@@ -792,11 +868,11 @@ class GroupCoordinator:
 
     # -- offsets --------------------------------------------------------------------------------------------
 
-    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata]) -> Deferred[dict[TopicPartition, ErrorCode]]:
+    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata], api_version: int = 9) -> Deferred[dict[TopicPartition, ErrorCode]]:
         error, partition = self._route(group_id, ApiKey.OffsetCommit)
         if error is not None:
             return Deferred.completed({tp: error for tp in offsets})
-        return self.runtime.write(partition, lambda shard: shard.commit_offsets(group_id, member_id, group_instance_id, generation_id, offsets))
+        return self.runtime.write(partition, lambda shard: shard.commit_offsets(group_id, member_id, group_instance_id, generation_id, offsets, api_version=api_version))
 
     def commit_transactional_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str, group_instance_id: str | None, generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata]) -> Deferred[dict[TopicPartition, ErrorCode]]:
         """TxnOffsetCommit (Kafka's ``handleTxnCommitOffsets``): written as the producer's transactional
@@ -815,13 +891,18 @@ class GroupCoordinator:
         for partition in offsets_partitions:
             self.runtime.complete_transaction(partition, producer_id, producer_epoch, committed)
 
-    def fetch_offsets(self, group_id: str, require_stable: bool, partitions: list[TopicPartition] | None) -> tuple[ErrorCode, dict[TopicPartition, OffsetFetchResult]]:
+    def fetch_offsets(self, group_id: str, require_stable: bool, partitions: list[TopicPartition] | None, member_id: str | None = None, member_epoch: int = -1) -> tuple[ErrorCode, dict[TopicPartition, OffsetFetchResult]]:
         """Committed offsets regardless of the group's state: a group may use Kafka for offsets only.
-        ``partitions`` None means every partition the group has an offset for."""
+        ``partitions`` None means every partition the group has an offset for. A consumer group's member
+        (OffsetFetch v9+) fetches at its current member epoch."""
         error, partition = self._route(group_id, ApiKey.OffsetFetch)
         if error is not None:
             return error, {}
-        return ErrorCode.NONE, self.runtime.shard(partition).fetch_offsets(group_id, require_stable, partitions)
+        shard = self.runtime.shard(partition)
+        error = shard.validate_offset_fetch(group_id, member_id, member_epoch)
+        if error is not None:
+            return error, {}
+        return ErrorCode.NONE, shard.fetch_offsets(group_id, require_stable, partitions)
 
     def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
         error, partition = self._route(group_id, ApiKey.OffsetDelete)
@@ -845,13 +926,16 @@ class GroupCoordinator:
         return {group_id: errors[group_id] for group_id in dict.fromkeys(group_ids)}
 
     def list_groups(self, states: list[str], types: list[str]) -> tuple[ErrorCode, list[GroupOverview]]:
-        """States filter case-insensitively; every group here is a classic group, so a type filter either
-        admits them all or none."""
+        """States and types filter case-insensitively (types: ``classic``, ``consumer``)."""
         error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.runtime.is_loading else ErrorCode.NONE
         wanted_states = {s.lower() for s in states}
-        if types and CLASSIC_GROUP_TYPE not in {t.lower() for t in types}:
-            return error, []
-        return error, [g.overview() for shard in self.runtime.shards() for g in shard.groups.values() if not wanted_states or g.state.value.lower() in wanted_states]
+        wanted_types = {t.lower() for t in types}
+        return error, [
+            g
+            for shard in self.runtime.shards()
+            for g in shard.overviews()
+            if (not wanted_states or g.state.lower() in wanted_states) and (not wanted_types or g.group_type in wanted_types)
+        ]
 
     def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:
         error, partition = self._route(group_id, ApiKey.DescribeGroups)
@@ -859,11 +943,38 @@ class GroupCoordinator:
             return error, EMPTY_GROUP
         return ErrorCode.NONE, self.runtime.shard(partition).describe_group(group_id)
 
+    # -- the consumer group protocol (KIP-848) --------------------------------------------------------------
+
+    def consumer_group_heartbeat(self, req: HeartbeatRequest) -> Deferred[HeartbeatResult]:
+        error, partition = self._route(req.group_id, ApiKey.ConsumerGroupHeartbeat)
+        if error is not None:
+            return Deferred.completed(HeartbeatResult(error))
+        return self.runtime.write(partition, lambda shard: shard.consumer_group_heartbeat(req))
+
+    def consumer_group_describe(self, group_ids: list[str]) -> list[DescribedGroup]:
+        out = []
+        for group_id in group_ids:
+            error, partition = self._route(group_id, ApiKey.ConsumerGroupDescribe)
+            if error is not None:
+                out.append(DescribedGroup(group_id, error))
+            else:
+                out.extend(self.runtime.shard(partition).consumer.describe([group_id]))
+        return out
+
 
 def group_coordinator_runtime(config: "BrokerConfig", topic: CoordinatorTopic, partitions: PartitionWriter, load: Callable[[int], Iterable[LoadedBatch]], *, broker_id: int, metadata: Callable[[], Any], create_topic: Callable[[CoordinatorTopic], None]) -> CoordinatorRuntime[GroupCoordinatorShard]:
     """The group coordinator on its runtime, its service at ``.coordinator``; ``topic``: ``__consumer_offsets``
     (:func:`~odradek.broker.coordinator.coordinators.offsets_topic`)."""
     group_config = GroupConfig.from_broker_config(config)
-    runtime = CoordinatorRuntime(topic, lambda context: GroupCoordinatorShard(context, group_config), partitions, broker_id=broker_id, load=load, metadata=metadata, create_topic=create_topic)
+    consumer_config = ConsumerGroupConfig.from_broker_config(config)
+    runtime = CoordinatorRuntime(
+        topic,
+        lambda context: GroupCoordinatorShard(context, group_config, consumer_config, metadata),
+        partitions,
+        broker_id=broker_id,
+        load=load,
+        metadata=metadata,
+        create_topic=create_topic,
+    )
     GroupCoordinator(runtime)
     return runtime

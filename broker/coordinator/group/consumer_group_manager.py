@@ -1,0 +1,645 @@
+"""The consumer group protocol (KIP-848) on one ``__consumer_offsets`` partition (sans-IO).
+
+Kafka's ``GroupMetadataManager.consumerGroupHeartbeat`` and its helpers, step for step. A heartbeat
+
+1. creates or updates the member; a changed subscription (or a change in the subscribed topics' metadata)
+   bumps the **group epoch**;
+2. recomputes the **target assignment** with the group's server assignor when the group epoch passed the
+   assignment epoch;
+3. moves the member one step towards its target (:func:`~odradek.broker.coordinator.group.consumer_group.reconcile`):
+   revoke first, assign what is free, wait for unreleased partitions;
+
+and answers with the member's epoch, the heartbeat interval and -- on a full request or when it changed --
+its assignment. Every change is a record; the records are replayed into the groups at once and appended
+as one batch; the answer goes out once the batch is committed, and the groups are put back as they were
+if it is not (Kafka reverts to its snapshot the same way).
+
+Members are fenced when their session expires (``group.consumer.session.timeout.ms`` without a
+heartbeat) or when they keep partitions to revoke beyond their rebalance timeout.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import logging
+import re
+import uuid
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+
+from odradek.broker.coordinator.group.assignors import ASSIGNORS, GroupSpec, MemberSpec, PartitionAssignorError
+from odradek.broker.coordinator.group.consumer_group import (
+    EMPTY_ASSIGNMENT,
+    JOIN_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    Assignment,
+    ConsumerGroup,
+    ConsumerGroupMember,
+    GroupError,
+    MemberState,
+    reconcile,
+)
+from odradek.broker.coordinator.group.consumer_group_records import (
+    ConsumerGroupRecord,
+    CurrentAssignmentRecord,
+    GroupEpochRecord,
+    MemberSubscriptionRecord,
+    RegularExpressionRecord,
+    TargetAssignmentEpochRecord,
+    TargetAssignmentMemberRecord,
+    decode_record,
+    encode_record,
+    group_tombstones,
+    member_tombstones,
+    replay,
+)
+from odradek.broker.coordinator.runtime import AppendResult, CoordinatorResult, Record, ShardContext
+from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.broker.config import BrokerConfig
+    from odradek.controller.metadata_image import MetadataImage
+
+log = logging.getLogger("odradek.group_coordinator")
+
+INT_MAX = 2**31 - 1
+REGEX_REFRESH_INTERVAL_MS = 10_000
+"""How stale a resolved regular expression may get before a heartbeat resolves it again (Kafka's
+``REGEX_REFRESH_INTERVAL``-like bound; Kafka also refreshes when the metadata image changes)."""
+CONSUMER_GENERATED_MEMBER_ID_VERSION = 1
+"""From ConsumerGroupHeartbeat v1 the member generates its own id (KIP-1082)."""
+
+ASSIGNOR_CLASS_NAMES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
+
+APPEND_ERRORS: dict[ErrorCode, ErrorCode] = {
+    # Kafka's CoordinatorRuntime normalizes what a failed append means to the client.
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+
+
+@dataclass(frozen=True)
+class ConsumerGroupConfig:
+    heartbeat_interval_ms: int = 5000
+    session_timeout_ms: int = 45000
+    max_size: int = INT_MAX
+    assignors: tuple[str, ...] = ("uniform", "range")
+
+    @classmethod
+    def from_broker_config(cls, config: "BrokerConfig") -> "ConsumerGroupConfig":
+        names = tuple(ASSIGNOR_CLASS_NAMES.get(n.strip(), n.strip()) for n in str(config["group.consumer.assignors"]).split(",") if n.strip())
+        unknown = [n for n in names if n not in ASSIGNORS]
+        if unknown or not names:
+            raise ValueError(f"group.consumer.assignors: unknown assignor(s) {unknown}; odradek has {sorted(ASSIGNORS)}")
+        return cls(
+            heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
+            session_timeout_ms=config["group.consumer.session.timeout.ms"],
+            max_size=config["group.consumer.max.size"],
+            assignors=names,
+        )
+
+
+@dataclass(frozen=True)
+class HeartbeatRequest:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: list[str] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    owned: Mapping[uuid.UUID, frozenset[int]] | None = None
+    """TopicPartitions: what the member owns (None: unchanged since its last heartbeat)."""
+    client_id: str = ""
+    client_host: str = ""
+    api_version: int = 1
+
+
+@dataclass(frozen=True)
+class HeartbeatResult:
+    error: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: Assignment | None = None
+    """None: unchanged (the member keeps what it has)."""
+
+
+@dataclass(frozen=True)
+class DescribedMember:
+    member: ConsumerGroupMember
+    assignment: list[tuple[uuid.UUID, str, list[int]]]
+    target_assignment: list[tuple[uuid.UUID, str, list[int]]]
+
+
+@dataclass(frozen=True)
+class DescribedGroup:
+    group_id: str
+    error: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    state: str = ""
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor_name: str = ""
+    members: tuple[DescribedMember, ...] = ()
+
+
+class ClassicGroups:
+    """What the consumer groups need of the classic groups sharing the partition: whether an id is taken by
+    a classic group, and the records that retire an empty one (Kafka deletes an empty classic group when
+    a consumer-protocol member joins under its id)."""
+
+    def classic_group_conflict(self, group_id: str) -> tuple[bool, list[Record]]:  # pragma: no cover - protocol
+        raise NotImplementedError
+
+
+class ConsumerGroupManager:
+    def __init__(self, context: ShardContext, config: ConsumerGroupConfig, metadata: Callable[[], "MetadataImage | None"], classic: ClassicGroups) -> None:
+        self.context = context
+        self.config = config
+        self.clock = context.clock
+        self.timers = context.timers
+        self.metadata = metadata
+        self.classic = classic
+        self.groups: dict[str, ConsumerGroup] = {}
+
+    # -- loading ----------------------------------------------------------------------------------------------
+
+    def replay(self, key: bytes, value: bytes | None) -> bool:
+        """Replay a loaded record; False if it is not a consumer group's."""
+        record = decode_record(key, value)
+        if record is None:
+            return False
+        replay(self.groups, record)
+        return True
+
+    def on_loaded(self) -> None:
+        """Kafka's ``onLoaded``: every member gets a session; members still revoking get a rebalance timeout."""
+        for group in self.groups.values():
+            for member in group.members.values():
+                self._schedule_session_timeout(group.group_id, member.member_id)
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    self._schedule_rebalance_timeout(group.group_id, member)
+
+    # -- writes -------------------------------------------------------------------------------------------------
+
+    def _write(self, records: list[ConsumerGroupRecord], respond: Callable[[ErrorCode], Any], raw: Iterable[Record] = ()) -> CoordinatorResult[Any]:
+        """Replay ``records`` now and append them: ``respond`` gets NONE once committed, or the client's error
+        after the groups were put back as they were."""
+        encoded = list(raw) + [encode_record(r) for r in records]
+        touched = {r.group_id for r in records}
+        saved = {gid: copy.deepcopy(self.groups.get(gid)) for gid in touched}
+        for record in records:
+            replay(self.groups, record)
+
+        def appended(result: AppendResult) -> Any:
+            if result.error == ErrorCode.NONE:
+                return respond(ErrorCode.NONE)
+            for gid, group in saved.items():
+                if group is None:
+                    self.groups.pop(gid, None)
+                else:
+                    self.groups[gid] = group
+            return respond(APPEND_ERRORS.get(result.error, result.error))
+
+        return CoordinatorResult(encoded, appended)
+
+    # -- ConsumerGroupHeartbeat ------------------------------------------------------------------------------
+
+    def heartbeat(self, req: HeartbeatRequest) -> CoordinatorResult[HeartbeatResult]:
+        try:
+            self._validate(req)
+            if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                records, result = self._leave(req)
+                raw: list[Record] = []
+            else:
+                records, raw, result = self._heartbeat(req)
+        except GroupError as e:
+            return CoordinatorResult.of(HeartbeatResult(e.error, e.message))
+        except PartitionAssignorError as e:
+            msg = f"Failed to compute a new target assignment: {e}"
+            log.error("[GroupId %s] %s", req.group_id, msg)
+            return CoordinatorResult.of(HeartbeatResult(ErrorCode.UNKNOWN_SERVER_ERROR, msg))
+        return self._write(records, lambda error: result if error == ErrorCode.NONE else HeartbeatResult(error), raw)
+
+    def _validate(self, req: HeartbeatRequest) -> None:
+        """Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid``."""
+
+        def invalid(message: str) -> GroupError:
+            return GroupError(ErrorCode.INVALID_REQUEST, message)
+
+        if req.group_id == "":
+            raise invalid("GroupId can't be empty.")
+        if req.instance_id == "":
+            raise invalid("InstanceId can't be empty.")
+        if req.rack_id == "":
+            raise invalid("RackId can't be empty.")
+        if req.api_version >= CONSUMER_GENERATED_MEMBER_ID_VERSION and req.member_id == "":
+            raise invalid("MemberId can't be empty.")
+        epoch = req.member_epoch
+        if epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH:
+            if req.member_id == "":
+                raise invalid("MemberId can't be empty.")
+        elif epoch == JOIN_GROUP_MEMBER_EPOCH:
+            if req.rebalance_timeout_ms == -1:
+                raise invalid("RebalanceTimeoutMs must be provided in first request.")
+            if req.owned is None or req.owned:
+                raise invalid("TopicPartitions must be empty when (re-)joining.")
+            if not req.subscribed_topic_names and not req.subscribed_topic_regex:
+                raise invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+        elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if req.member_id == "":
+                raise invalid("MemberId can't be empty.")
+            if req.instance_id is None:
+                raise invalid("InstanceId can't be null.")
+        else:
+            raise invalid("MemberEpoch is invalid.")
+        if req.subscribed_topic_regex is not None:
+            try:
+                re.compile(req.subscribed_topic_regex)
+            except re.error as e:
+                raise GroupError(ErrorCode.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a valid regular expression: {e}.") from None
+        if req.server_assignor is not None and req.server_assignor not in self.config.assignors:
+            raise GroupError(ErrorCode.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: {', '.join(self.config.assignors)}.")
+
+    def _group(self, group_id: str, create: bool) -> tuple[ConsumerGroup, list[Record]]:
+        """Kafka's ``getOrMaybeCreateConsumerGroup``: a classic group under the id is a conflict unless it is
+        empty and a member joins, which retires it."""
+        group = self.groups.get(group_id)
+        if group is not None:
+            return group, []
+        conflict, retire = self.classic.classic_group_conflict(group_id)
+        if conflict and not (create and retire is not None):
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        if not create:
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+        return ConsumerGroup(group_id), retire
+
+    def _heartbeat(self, req: HeartbeatRequest) -> tuple[list[ConsumerGroupRecord], list[Record], HeartbeatResult]:
+        now = self.clock()
+        records: list[ConsumerGroupRecord] = []
+        joining = req.member_epoch == JOIN_GROUP_MEMBER_EPOCH
+        group, raw = self._group(req.group_id, joining)
+        member_id = req.member_id or str(uuid.uuid4())
+        if len(group.members) >= self.config.max_size and (not req.member_id or req.member_id not in group.members):
+            raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity of {self.config.max_size} members.")
+        if req.instance_id is None:
+            member = self._dynamic_member(group, member_id, req, joining)
+        else:
+            member = self._static_member(group, member_id, req, joining, records)
+
+        # 1. The member, its subscription and the group epoch.
+        updated = replace(
+            member,
+            instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
+            rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
+            rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1 else member.rebalance_timeout_ms,
+            server_assignor=req.server_assignor if req.server_assignor is not None else member.server_assignor,
+            subscribed_topic_names=frozenset(req.subscribed_topic_names) if req.subscribed_topic_names is not None else member.subscribed_topic_names,
+            subscribed_topic_regex=req.subscribed_topic_regex if req.subscribed_topic_regex is not None else member.subscribed_topic_regex,
+            client_id=req.client_id,
+            client_host=req.client_host,
+        )
+        bump = False
+        if updated != member:
+            records.append(MemberSubscriptionRecord(group.group_id, member_id, updated))
+            bump = not updated.same_subscription(member)
+        image = self.metadata()
+        records += self._resolve_regexes(group, member, updated, image, now)
+        resolved = self._resolved_after(group, records)
+        topics = self._subscribed_topics(group, member, updated, resolved)
+        metadata = self._topic_metadata(topics, image)
+        metadata_hash = _metadata_hash(metadata)
+        group_epoch = group.group_epoch
+        if bump or metadata_hash != group.metadata_hash:
+            group_epoch += 1
+            records.append(GroupEpochRecord(group.group_id, group_epoch, metadata_hash))
+            log.info("[GroupId %s] Bumped group epoch to %d.", group.group_id, group_epoch)
+
+        # 2. The target assignment, when the group epoch moved past it.
+        if group_epoch > group.assignment_epoch:
+            target = self._update_target_assignment(group, group_epoch, member, updated, topics, metadata, resolved, records, now)
+            target_epoch = group_epoch
+        else:
+            target_epoch = group.assignment_epoch
+            target = group.member_target(updated.member_id, updated.instance_id)
+
+        # 3. One step of reconciliation.
+        reconciled = updated
+        if not updated.is_reconciled_to(target_epoch):
+            reconciled = reconcile(updated, target_epoch, target, group.current_partition_epoch, req.owned)
+            if reconciled != updated:
+                records.append(CurrentAssignmentRecord(group.group_id, member_id, reconciled))
+                if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
+                    self._schedule_rebalance_timeout(group.group_id, reconciled)
+                else:
+                    self.timers.cancel(("consumer-rebalance", group.group_id, member_id))
+        self._schedule_session_timeout(group.group_id, member_id)
+
+        full = joining or (req.rebalance_timeout_ms != -1 and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None) and req.owned is not None)
+        changed = reconciled.assigned_partitions != member.assigned_partitions
+        result = HeartbeatResult(
+            member_id=member_id,
+            member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            assignment=reconciled.assigned_partitions if full or changed else None,
+        )
+        return records, raw, result
+
+    def _dynamic_member(self, group: ConsumerGroup, member_id: str, req: HeartbeatRequest, joining: bool) -> ConsumerGroupMember:
+        member = group.members.get(member_id)
+        if member is None:
+            if not joining:
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group.group_id}.")
+            log.info("[GroupId %s] Member %s joins the consumer group using the consumer protocol.", group.group_id, member_id)
+            return ConsumerGroupMember(member_id)
+        _check_member_epoch(member, req.member_epoch, req.owned)
+        return member
+
+    def _static_member(self, group: ConsumerGroup, member_id: str, req: HeartbeatRequest, joining: bool, records: list[ConsumerGroupRecord]) -> ConsumerGroupMember:
+        instance_id = req.instance_id
+        existing = group.static_member(instance_id)
+        if joining:
+            if existing is None:
+                if member_id in group.members:
+                    # A dynamic member's id rejoining as a static member: it stays the member it was.
+                    return group.members[member_id]
+                log.info("[GroupId %s] Static member %s with instance id %s joins the consumer group using the consumer protocol.", group.group_id, member_id, instance_id)
+                return ConsumerGroupMember(member_id)
+            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                raise GroupError(
+                    ErrorCode.UNRELEASED_INSTANCE_ID,
+                    f"Static member {member_id} with instance id {instance_id} cannot join the group because the instance id is owned by {existing.member_id} member.",
+                )
+            new = replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+            records += member_tombstones(group.group_id, existing.member_id)
+            records.append(MemberSubscriptionRecord(group.group_id, member_id, new))
+            records.append(TargetAssignmentMemberRecord(group.group_id, member_id, group.target_assignment.get(existing.member_id, EMPTY_ASSIGNMENT)))
+            records.append(CurrentAssignmentRecord(group.group_id, member_id, new))
+            log.info("[GroupId %s] Static member with instance id %s re-joins the consumer group using the consumer protocol. Created a new member %s to replace the existing member %s.", group.group_id, instance_id, member_id, existing.member_id)
+            return new
+        if existing is None:
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+        if existing.member_id != member_id:
+            raise GroupError(ErrorCode.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id {instance_id} was fenced by member {existing.member_id}.")
+        _check_member_epoch(existing, req.member_epoch, req.owned)
+        return existing
+
+    # -- subscriptions and topics ---------------------------------------------------------------------------
+
+    def _resolve_regexes(self, group: ConsumerGroup, old: ConsumerGroupMember, new: ConsumerGroupMember, image: "MetadataImage | None", now: int) -> list[ConsumerGroupRecord]:
+        """Resolve the regular expressions the group uses after this heartbeat: a new one at once, the others
+        when their resolution is older than the refresh interval; a record when the topics differ."""
+        regexes = {m.subscribed_topic_regex for m in group.members.values() if m.member_id != old.member_id and m.subscribed_topic_regex is not None}
+        if new.subscribed_topic_regex is not None:
+            regexes.add(new.subscribed_topic_regex)
+        records: list[ConsumerGroupRecord] = []
+        for regex in sorted(regexes):
+            known = group.resolved_regexes.get(regex)
+            if known is not None and now - group.regex_resolved_at.get(regex, 0) < REGEX_REFRESH_INTERVAL_MS:
+                continue
+            pattern = re.compile(regex)
+            topics = frozenset(name for name, info in (image.topics.items() if image is not None else ()) if not info.is_internal and pattern.fullmatch(name))
+            group.regex_resolved_at[regex] = now
+            if topics != known:
+                records.append(RegularExpressionRecord(group.group_id, regex, topics, 0, now))
+        for regex in list(group.resolved_regexes):
+            if regex not in regexes:
+                records.append(RegularExpressionRecord(group.group_id, regex, None))
+        return records
+
+    @staticmethod
+    def _resolved_after(group: ConsumerGroup, records: list[ConsumerGroupRecord]) -> dict[str, frozenset[str]]:
+        resolved = dict(group.resolved_regexes)
+        for r in records:
+            if isinstance(r, RegularExpressionRecord):
+                if r.topics is None:
+                    resolved.pop(r.regex, None)
+                else:
+                    resolved[r.regex] = r.topics
+        return resolved
+
+    @staticmethod
+    def _member_topics(member: ConsumerGroupMember, resolved: Mapping[str, frozenset[str]]) -> frozenset[str]:
+        if member.subscribed_topic_regex is not None:
+            return member.subscribed_topic_names | resolved.get(member.subscribed_topic_regex, frozenset())
+        return member.subscribed_topic_names
+
+    def _subscribed_topics(self, group: ConsumerGroup, old: ConsumerGroupMember | None, new: ConsumerGroupMember | None, resolved: Mapping[str, frozenset[str]]) -> dict[str, int]:
+        """Topic name -> how many members subscribe, once ``old`` became ``new``."""
+        counts: dict[str, int] = {}
+        for m in group.members.values():
+            if old is not None and m.member_id == old.member_id:
+                continue
+            if new is not None and m.instance_id is not None and m.instance_id == new.instance_id:
+                continue  # the static member being replaced
+            for t in self._member_topics(m, resolved):
+                counts[t] = counts.get(t, 0) + 1
+        if new is not None:
+            for t in self._member_topics(new, resolved):
+                counts[t] = counts.get(t, 0) + 1
+        return counts
+
+    @staticmethod
+    def _topic_metadata(topics: Iterable[str], image: "MetadataImage | None") -> dict[str, tuple[uuid.UUID, int]]:
+        """The subscribed topics that exist: name -> (topic id, partition count)."""
+        out = {}
+        if image is not None:
+            for name in topics:
+                info = image.topics.get(name)
+                if info is not None:
+                    out[name] = (info.topic_id, len(info.partitions))
+        return out
+
+    # -- the target assignment ----------------------------------------------------------------------------
+
+    def _update_target_assignment(
+        self,
+        group: ConsumerGroup,
+        group_epoch: int,
+        old: ConsumerGroupMember,
+        new: ConsumerGroupMember,
+        topics: Mapping[str, int],
+        metadata: Mapping[str, tuple[uuid.UUID, int]],
+        resolved: Mapping[str, frozenset[str]],
+        records: list[ConsumerGroupRecord],
+        now: int,
+    ) -> Assignment:
+        """Kafka's ``TargetAssignmentBuilder``: the assignor over every member (this one updated, a replaced
+        static member dropped), a record per member whose target changed, then the new assignment epoch."""
+        counts = group.server_assignors_with(old if old.member_id in group.members else None, new)
+        assignor_name = group.preferred_server_assignor(counts) or self.config.assignors[0]
+        previous_static = group.static_members.get(new.instance_id) if new.instance_id is not None else None
+        members: dict[str, ConsumerGroupMember] = dict(group.members)
+        if previous_static is not None and previous_static != new.member_id:
+            members.pop(previous_static, None)
+        members[new.member_id] = new
+        num_members = len(members)
+        homogeneous = all(n == num_members for n in topics.values())
+
+        def topic_ids(m: ConsumerGroupMember) -> frozenset[uuid.UUID]:
+            return frozenset(metadata[t][0] for t in self._member_topics(m, resolved) if t in metadata)
+
+        specs = {}
+        for member_id, m in members.items():
+            current = group.target_assignment.get(member_id, EMPTY_ASSIGNMENT)
+            if member_id == new.member_id and previous_static is not None and previous_static != member_id:
+                current = group.target_assignment.get(previous_static, EMPTY_ASSIGNMENT)
+            specs[member_id] = MemberSpec(member_id, m.instance_id, topic_ids(m), current)
+        spec = GroupSpec(specs, homogeneous, group.is_partition_in_target)
+        partitions = {topic_id: n for topic_id, n in metadata.values()}
+        assignment = ASSIGNORS[assignor_name](spec, partitions)
+        log.info("[GroupId %s] Computed a new target assignment for epoch %d with '%s' assignor.", group.group_id, group_epoch, assignor_name)
+        for member_id in specs:
+            new_target = assignment.get(member_id, EMPTY_ASSIGNMENT)
+            if member_id not in group.target_assignment or group.target_assignment[member_id] != new_target:
+                records.append(TargetAssignmentMemberRecord(group.group_id, member_id, new_target))
+        records.append(TargetAssignmentEpochRecord(group.group_id, group_epoch, now))
+        return assignment.get(new.member_id, EMPTY_ASSIGNMENT)
+
+    # -- leaving and fencing ------------------------------------------------------------------------------------
+
+    def _leave(self, req: HeartbeatRequest) -> tuple[list[ConsumerGroupRecord], HeartbeatResult]:
+        group = self.groups.get(req.group_id)
+        if group is None:
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {req.group_id} not found.")
+        result = HeartbeatResult(member_id=req.member_id, member_epoch=req.member_epoch)
+        if req.instance_id is None:
+            member = group.member(req.member_id)
+            log.info("[GroupId %s] Member %s left the consumer group.", group.group_id, member.member_id)
+            return self._fence(group, member), result
+        member_or_none = group.static_member(req.instance_id)
+        if member_or_none is None:
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
+        member = member_or_none
+        if member.member_id != req.member_id:
+            raise GroupError(ErrorCode.FENCED_INSTANCE_ID, f"Static member {req.member_id} with instance id {req.instance_id} was fenced by member {member.member_id}.")
+        if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            log.info("[GroupId %s] Static Member %s with instance id %s temporarily left the consumer group.", group.group_id, member.member_id, req.instance_id)
+            leaving = replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, partitions_pending_revocation={})
+            return [CurrentAssignmentRecord(group.group_id, member.member_id, leaving)], HeartbeatResult(member_id=member.member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH)
+        log.info("[GroupId %s] Static Member %s with instance id %s left the consumer group.", group.group_id, member.member_id, req.instance_id)
+        return self._fence(group, member), result
+
+    def _fence(self, group: ConsumerGroup, member: ConsumerGroupMember) -> list[ConsumerGroupRecord]:
+        """Kafka's ``consumerGroupFenceMember``: the member's records go and the group epoch is bumped (with
+        the subscribed topics' metadata without it), so the others rebalance."""
+        records: list[ConsumerGroupRecord] = list(member_tombstones(group.group_id, member.member_id))
+        remaining = {m.subscribed_topic_regex for m in group.members.values() if m.member_id != member.member_id}
+        if member.subscribed_topic_regex is not None and member.subscribed_topic_regex not in remaining:
+            records.append(RegularExpressionRecord(group.group_id, member.subscribed_topic_regex, None))
+        resolved = self._resolved_after(group, records)
+        topics = self._subscribed_topics(group, member, None, resolved)
+        metadata_hash = _metadata_hash(self._topic_metadata(topics, self.metadata()))
+        records.append(GroupEpochRecord(group.group_id, group.group_epoch + 1, metadata_hash))
+        for kind in ("consumer-session", "consumer-rebalance"):
+            self.timers.cancel((kind, group.group_id, member.member_id))
+        return records
+
+    def _fence_by_timer(self, group_id: str, member_id: str, reason: str, epoch: int | None = None) -> None:
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if group is None or member is None:
+            return
+        if epoch is not None and member.member_epoch != epoch:
+            return
+        log.info("[GroupId %s] Member %s fenced from the group because %s", group_id, member_id, reason)
+        self.context.write(self._write(self._fence(group, member), lambda error: error))
+
+    def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
+        self.timers.schedule(("consumer-session", group_id, member_id), self.config.session_timeout_ms, lambda: self._fence_by_timer(group_id, member_id, "the member session expired."))
+
+    def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
+        epoch, member_id, timeout = member.member_epoch, member.member_id, member.rebalance_timeout_ms
+        self.timers.schedule(
+            ("consumer-rebalance", group_id, member_id),
+            timeout,
+            lambda: self._fence_by_timer(group_id, member_id, f"it failed to transition from epoch {epoch} within {timeout}ms.", epoch),
+        )
+
+    # -- groups as a whole -------------------------------------------------------------------------------------
+
+    def describe(self, group_ids: list[str]) -> list[DescribedGroup]:
+        """Kafka's ``consumerGroupDescribe``."""
+        image = self.metadata()
+        names = {info.topic_id: name for name, info in image.topics.items()} if image is not None else {}
+
+        def partitions(assignment: Assignment) -> list[tuple[uuid.UUID, str, list[int]]]:
+            return [(topic_id, names[topic_id], sorted(ps)) for topic_id, ps in assignment.items() if topic_id in names]
+
+        out = []
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is None:
+                conflict, _ = self.classic.classic_group_conflict(group_id)
+                message = f"Group {group_id} is not a consumer group." if conflict else f"Group {group_id} not found."
+                out.append(DescribedGroup(group_id, ErrorCode.GROUP_ID_NOT_FOUND, message))
+                continue
+            members = tuple(DescribedMember(m, partitions(m.assigned_partitions), partitions(group.target_assignment.get(m.member_id, EMPTY_ASSIGNMENT))) for m in group.members.values())
+            out.append(
+                DescribedGroup(
+                    group_id,
+                    state=group.state.value,
+                    group_epoch=group.group_epoch,
+                    assignment_epoch=group.assignment_epoch,
+                    assignor_name=group.preferred_server_assignor() or self.config.assignors[0],
+                    members=members,
+                )
+            )
+        return out
+
+    def delete(self, group: ConsumerGroup) -> list[Record]:
+        """The records that delete an empty group (DeleteGroups, or its last offsets expired); applied now."""
+        records = group_tombstones(group)
+        for record in records:
+            replay(self.groups, record)
+        self.groups.pop(group.group_id, None)
+        return [encode_record(r) for r in records]
+
+
+def _check_member_epoch(member: ConsumerGroupMember, epoch: int, owned: Mapping[uuid.UUID, frozenset[int]] | None) -> None:
+    """Kafka's ``throwIfConsumerGroupMemberEpochIsInvalid``: the previous epoch is accepted with a subset of
+    the current assignment, in case the answer that bumped it was lost."""
+    if epoch > member.member_epoch:
+        raise GroupError(
+            ErrorCode.FENCED_MEMBER_EPOCH,
+            f"The consumer group member has a greater member epoch ({epoch}) than the one known by the group coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.",
+        )
+    if epoch < member.member_epoch and (epoch != member.previous_member_epoch or not _is_subset(owned, member.assigned_partitions)):
+        raise GroupError(
+            ErrorCode.FENCED_MEMBER_EPOCH,
+            f"The consumer group member has a smaller member epoch ({epoch}) than the one known by the group coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.",
+        )
+
+
+def _is_subset(owned: Mapping[uuid.UUID, frozenset[int]] | None, assigned: Assignment) -> bool:
+    if owned is None:
+        return False
+    return all(ps <= assigned.get(topic_id, frozenset()) if ps else topic_id in assigned for topic_id, ps in owned.items())
+
+
+def _metadata_hash(metadata: Mapping[str, tuple[uuid.UUID, int]]) -> int:
+    """A 64-bit hash of the subscribed topics (name, id, partition count); 0 for none. It plays the part of
+    KIP-1101's MetadataHash (a change bumps the group epoch) but is not Kafka's Murmur3 digest."""
+    if not metadata:
+        return 0
+    digest = hashlib.blake2b(digest_size=8)
+    for name in sorted(metadata):
+        topic_id, partitions = metadata[name]
+        digest.update(f"{name}\0{topic_id}\0{partitions}\0".encode())
+    return int.from_bytes(digest.digest(), "big", signed=True)

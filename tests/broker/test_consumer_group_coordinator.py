@@ -1,0 +1,323 @@
+"""The consumer group protocol (KIP-848) driven directly on the sans-IO coordinator: member epochs, the
+target assignment, revocation before assignment, unreleased partitions, static members, fencing, offsets
+and the records, reloaded from the in-memory offsets log as a restarted coordinator would."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from odradek.broker.coordinator.group.assignors import GroupSpec, MemberSpec, range_, uniform
+from odradek.broker.coordinator.group.consumer_group import MemberState
+from odradek.broker.coordinator.group.consumer_group_manager import ConsumerGroupConfig, HeartbeatRequest
+from odradek.broker.coordinator.group.consumer_group_records import decode_record, encode_record, GroupEpochRecord, CurrentAssignmentRecord
+from odradek.broker.coordinator.group.group_coordinator import GroupConfig, GroupCoordinator, GroupCoordinatorShard, JoinRequest
+from odradek.broker.coordinator.group.group_metadata_records import OffsetAndMetadata
+from odradek.broker.coordinator.runtime import CoordinatorRuntime
+from odradek.controller.metadata_image import PartitionState, TopicInfo
+from odradek.protocol.errors import ErrorCode
+from tests.broker.test_group_coordinator import OFFSETS_TOPIC, PARTITIONS, ManualClock, MemoryLog, subscription
+
+E = ErrorCode
+T1 = uuid.UUID(int=1)
+T2 = uuid.UUID(int=2)
+
+
+class Image:
+    def __init__(self) -> None:
+        self.topics: dict[str, TopicInfo] = {}
+
+    def add(self, name: str, topic_id: uuid.UUID, partitions: int) -> None:
+        self.topics[name] = TopicInfo(name, topic_id, {p: PartitionState(0, 0, [0], [0]) for p in range(partitions)})
+
+
+class Harness:
+    def __init__(self, log: MemoryLog | None = None, clock: ManualClock | None = None, image: Image | None = None, **consumer) -> None:
+        self.clock = clock or ManualClock()
+        self.log = log or MemoryLog()
+        self.image = image or Image()
+        if image is None:
+            self.image.add("t", T1, 6)
+        config = ConsumerGroupConfig(**consumer)
+        self.runtime = CoordinatorRuntime(OFFSETS_TOPIC, lambda context: GroupCoordinatorShard(context, GroupConfig(initial_rebalance_delay_ms=0), config, lambda: self.image), self.log, broker_id=0, clock=self.clock)
+        self.coordinator = GroupCoordinator(self.runtime)
+        for p in range(PARTITIONS):
+            self.runtime.load(p, self.log.loaded_batches[p])
+
+    def advance(self, ms: int) -> None:
+        self.clock.now += ms
+        self.runtime.run_due_timers()
+
+    def hb(self, member_id: str, epoch: int, *, group: str = "g", topics=None, owned=None, instance=None, assignor=None, regex=None, rebalance_timeout=-1, version=1):
+        req = HeartbeatRequest(
+            group_id=group, member_id=member_id, member_epoch=epoch, instance_id=instance, rebalance_timeout_ms=rebalance_timeout,
+            subscribed_topic_names=topics, subscribed_topic_regex=regex, server_assignor=assignor, owned=owned, client_id="c", client_host="/127.0.0.1", api_version=version,
+        )
+        deferred = self.coordinator.consumer_group_heartbeat(req)
+        assert deferred.done
+        return deferred.value
+
+    def join(self, member_id: str, topics=("t",), **kw):
+        return self.hb(member_id, 0, topics=list(topics), owned={}, rebalance_timeout=kw.pop("rebalance_timeout", 30000), **kw)
+
+    def shard(self, group: str = "g") -> GroupCoordinatorShard:
+        return self.runtime.shard(self.coordinator.partition_for(group))
+
+    def group(self, group: str = "g"):
+        return self.shard(group).consumer_groups[group]
+
+
+def parts(assignment) -> set[tuple[uuid.UUID, int]]:
+    return {(t, p) for t, ps in (assignment or {}).items() for p in ps}
+
+
+def test_first_member_gets_every_partition_and_the_group_epoch():
+    h = Harness()
+    r = h.join("m1")
+    assert r.error == E.NONE and r.member_id == "m1" and r.member_epoch == 1 and r.heartbeat_interval_ms == 5000
+    assert parts(r.assignment) == {(T1, p) for p in range(6)}
+    g = h.group()
+    assert (g.group_epoch, g.assignment_epoch, g.state.value) == (1, 1, "Stable")
+    # A heartbeat with nothing changed answers no assignment (the member keeps what it has).
+    r = h.hb("m1", 1)
+    assert r.error == E.NONE and r.member_epoch == 1 and r.assignment is None
+
+
+def test_second_member_waits_for_revocation_before_its_partitions():
+    h = Harness()
+    h.join("m1")
+    r2 = h.join("m2")
+    # The target gives m2 half, but m1 still owns them: unreleased, nothing yet, epoch 2.
+    assert r2.member_epoch == 2 and parts(r2.assignment) == set()
+    assert h.group().members["m2"].state is MemberState.UNRELEASED_PARTITIONS
+    # m1 is asked to revoke three partitions and stays at epoch 1.
+    r1 = h.hb("m1", 1)
+    kept = parts(r1.assignment)
+    assert r1.member_epoch == 1 and len(kept) == 3
+    assert h.group().members["m1"].state is MemberState.UNREVOKED_PARTITIONS
+    assert h.group().state.value == "Reconciling"
+    # m2 still cannot have them while m1 reports owning all six.
+    assert h.hb("m2", 2).assignment is None
+    all_six = {T1: frozenset(range(6))}
+    assert h.hb("m1", 1, owned=all_six).member_epoch == 1
+    # Once m1 reports only what it keeps, it moves to epoch 2 and m2 gets the rest.
+    r1 = h.hb("m1", 1, owned={T1: frozenset(p for _, p in kept)})
+    assert r1.member_epoch == 2
+    r2 = h.hb("m2", 2)
+    assert parts(r2.assignment) == {(T1, p) for p in range(6)} - kept
+    assert h.group().state.value == "Stable"
+
+
+def test_epoch_errors():
+    h = Harness()
+    h.join("m1")
+    assert h.hb("m1", 5).error == E.FENCED_MEMBER_EPOCH
+    assert h.hb("nobody", 1).error == E.UNKNOWN_MEMBER_ID
+    assert h.hb("m1", 1, group="other").error == E.GROUP_ID_NOT_FOUND
+    assert h.hb("", 0, topics=["t"], owned={}, rebalance_timeout=1).error == E.INVALID_REQUEST
+    assert h.hb("m9", 0, topics=["t"], owned={}).error == E.INVALID_REQUEST  # no rebalance timeout
+    assert h.hb("m9", -3).error == E.INVALID_REQUEST
+    assert h.join("m9", assignor="sticky").error == E.UNSUPPORTED_ASSIGNOR
+    assert h.join("m9", topics=(), regex="a(").error == E.INVALID_REGULAR_EXPRESSION
+
+
+def test_previous_epoch_accepted_with_a_subset_of_the_assignment():
+    h = Harness()
+    h.join("m1")
+    h.join("m2")
+    r1 = h.hb("m1", 1, owned={T1: frozenset(range(6))})
+    kept = frozenset(p for _, p in parts(r1.assignment))
+    assert h.hb("m1", 1, owned={T1: kept}).member_epoch == 2
+    # The answer with epoch 2 was lost: epoch 1 with a subset of the assignment is still accepted.
+    assert h.hb("m1", 1, owned={T1: kept}).error == E.NONE
+    assert h.hb("m1", 1, owned={T1: frozenset(range(6))}).error == E.FENCED_MEMBER_EPOCH
+
+
+def test_leave_fences_and_the_others_take_over():
+    h = Harness()
+    h.join("m1")
+    h.join("m2")
+    r1 = h.hb("m1", 1, owned={T1: frozenset(range(6))})
+    h.hb("m1", 1, owned={T1: frozenset(p for _, p in parts(r1.assignment))})
+    h.hb("m2", 2)
+    r = h.hb("m1", -1)
+    assert (r.error, r.member_id, r.member_epoch) == (E.NONE, "m1", -1)
+    assert set(h.group().members) == {"m2"}
+    r2 = h.hb("m2", 2)
+    assert r2.member_epoch == 3 and parts(r2.assignment) == {(T1, p) for p in range(6)}
+
+
+def test_session_timeout_fences_a_silent_member():
+    h = Harness(session_timeout_ms=45000)
+    h.join("m1")
+    h.join("m2")
+    for _ in range(9):
+        h.advance(5000)
+        h.hb("m2", h.group().members["m2"].member_epoch)
+    h.advance(1000)
+    assert set(h.group().members) == {"m2"}
+
+
+def test_rebalance_timeout_fences_a_member_that_does_not_revoke():
+    h = Harness()
+    h.join("m1", rebalance_timeout=10000)
+    h.join("m2")
+    h.hb("m1", 1, owned={T1: frozenset(range(6))})
+    h.advance(10001)
+    assert set(h.group().members) == {"m2"}
+
+
+def test_static_member_rejoins_with_its_assignment():
+    h = Harness()
+    h.join("a1", instance="i1")
+    h.join("b1", instance="i2")
+    r = h.hb("a1", 1, owned={T1: frozenset(range(6))}, instance="i1")
+    kept = frozenset(p for _, p in parts(r.assignment))
+    h.hb("a1", 1, owned={T1: kept}, instance="i1")
+    h.hb("b1", 2, instance="i2")
+    assert h.join("a2", instance="i1").error == E.UNRELEASED_INSTANCE_ID
+    r = h.hb("a1", -2, instance="i1")
+    assert (r.error, r.member_epoch) == (E.NONE, -2)
+    epoch = h.group().group_epoch
+    r = h.join("a2", instance="i1")
+    assert r.error == E.NONE and frozenset(p for _, p in parts(r.assignment)) == kept
+    assert h.group().group_epoch == epoch  # no rebalance
+    assert "a1" not in h.group().members
+    assert h.hb("a1", 2, instance="i1").error == E.FENCED_INSTANCE_ID
+
+
+def test_group_max_size():
+    h = Harness(max_size=1)
+    h.join("m1")
+    assert h.join("m2").error == E.GROUP_MAX_SIZE_REACHED
+
+
+def test_offsets_commit_and_fetch_with_member_epoch():
+    h = Harness()
+    h.join("m1")
+    offsets = {("t", 0): OffsetAndMetadata(42)}
+    assert h.coordinator.commit_offsets("g", "m1", None, 1, offsets, api_version=9).value == {("t", 0): E.NONE}
+    assert h.coordinator.commit_offsets("g", "m1", None, 0, offsets, api_version=9).value == {("t", 0): E.STALE_MEMBER_EPOCH}
+    assert h.coordinator.commit_offsets("g", "m1", None, 1, offsets, api_version=8).value == {("t", 0): E.UNSUPPORTED_VERSION}
+    assert h.coordinator.commit_offsets("g", "zz", None, 1, offsets, api_version=9).value == {("t", 0): E.UNKNOWN_MEMBER_ID}
+    assert h.coordinator.commit_offsets("g", "", None, -1, offsets, api_version=9).value == {("t", 0): E.UNKNOWN_MEMBER_ID}
+    error, fetched = h.coordinator.fetch_offsets("g", False, [("t", 0)], "m1", 1)
+    assert error == E.NONE and fetched[("t", 0)].offset == 42
+    assert h.coordinator.fetch_offsets("g", False, [("t", 0)], "m1", 7)[0] == E.STALE_MEMBER_EPOCH
+    assert h.coordinator.fetch_offsets("g", False, [("t", 0)])[0] == E.NONE
+
+
+def test_classic_and_consumer_groups_with_the_same_id_conflict():
+    h = Harness()
+    h.join("m1")
+    join = JoinRequest(member_id="", group_instance_id=None, client_id="c", client_host="/h", rebalance_timeout_ms=1000, session_timeout_ms=10000, group_id="g", protocol_type="consumer", protocols=[("range", subscription("t"))])
+    assert h.coordinator.join_group(join).value.error == E.INCONSISTENT_GROUP_PROTOCOL
+    classic = JoinRequest(member_id="", group_instance_id=None, client_id="c", client_host="/h", rebalance_timeout_ms=1000, session_timeout_ms=10000, group_id="cg", protocol_type="consumer", protocols=[("range", subscription("t"))], require_known_member_id=False)
+    h.coordinator.join_group(classic)
+    assert h.join("x", group="cg").error == E.GROUP_ID_NOT_FOUND
+    [described] = h.coordinator.consumer_group_describe(["cg"])
+    assert described.error == E.GROUP_ID_NOT_FOUND
+    error, groups = h.coordinator.list_groups([], [])
+    assert {(g.group_id, g.group_type, g.state) for g in groups} == {("g", "consumer", "Stable"), ("cg", "classic", "PreparingRebalance")}
+    assert [g.group_id for g in h.coordinator.list_groups([], ["consumer"])[1]] == ["g"]
+    assert h.coordinator.describe_group("g")[1].state == "Dead"
+
+
+def test_describe():
+    h = Harness()
+    h.join("m1", assignor="range")
+    [d] = h.coordinator.consumer_group_describe(["g"])
+    assert (d.error, d.state, d.group_epoch, d.assignment_epoch, d.assignor_name) == (E.NONE, "Stable", 1, 1, "range")
+    [m] = d.members
+    assert m.member.member_id == "m1" and m.assignment == [(T1, "t", list(range(6)))] and m.target_assignment == m.assignment
+
+
+def test_group_survives_a_coordinator_restart():
+    log, clock, image = MemoryLog(), ManualClock(), Image()
+    image.add("t", T1, 6)
+    h = Harness(log, clock, image)
+    h.join("m1")
+    h.join("m2", instance="i2")
+    h.hb("m1", 1, owned={T1: frozenset(range(6))})
+    h.coordinator.commit_offsets("g", "m1", None, 1, {("t", 1): OffsetAndMetadata(7)})
+    before = h.group()
+    restarted = Harness(log, clock, image)
+    after = restarted.group()
+    assert after.members == before.members
+    assert after.target_assignment == before.target_assignment
+    assert (after.group_epoch, after.assignment_epoch, after.metadata_hash, after.static_members) == (before.group_epoch, before.assignment_epoch, before.metadata_hash, before.static_members)
+    assert after.partition_epochs == before.partition_epochs
+    assert restarted.coordinator.fetch_offsets("g", False, [("t", 1)])[1][("t", 1)].offset == 7
+    # The reloaded members carry on at their epochs, without a rebalance.
+    assert restarted.hb("m2", 2, instance="i2").error == E.NONE
+    assert restarted.group().group_epoch == before.group_epoch
+
+
+def test_failed_append_puts_the_group_back():
+    h = Harness()
+    h.join("m1")
+    h.log.hold = True
+    deferred = h.coordinator.consumer_group_heartbeat(HeartbeatRequest("g", "m2", 0, rebalance_timeout_ms=1000, subscribed_topic_names=["t"], owned={}))
+    assert "m2" in h.group().members
+    h.log.release(E.NOT_LEADER_OR_FOLLOWER)
+    assert deferred.value.error == E.NOT_COORDINATOR
+    assert set(h.group().members) == {"m1"} and h.group().group_epoch == 1
+
+
+def test_new_topic_partitions_bump_the_group_epoch():
+    h = Harness()
+    h.join("m1", topics=("t", "later"))
+    assert h.group().group_epoch == 1
+    h.image.add("later", T2, 2)
+    r = h.hb("m1", 1)
+    assert r.member_epoch == 2 and parts(r.assignment) == {(T1, p) for p in range(6)} | {(T2, 0), (T2, 1)}
+
+
+def test_regex_subscription():
+    h = Harness()
+    h.image.add("orders-eu", T2, 2)
+    r = h.join("m1", topics=(), regex="orders-.*")
+    assert parts(r.assignment) == {(T2, 0), (T2, 1)}
+    [d] = h.coordinator.consumer_group_describe(["g"])
+    assert d.members[0].member.subscribed_topic_regex == "orders-.*"
+
+
+def test_delete_group_only_when_empty():
+    h = Harness()
+    h.join("m1")
+    assert h.coordinator.delete_groups(["g"]) == {"g": E.NON_EMPTY_GROUP}
+    h.hb("m1", -1)
+    assert h.coordinator.delete_groups(["g"]) == {"g": E.NONE}
+    assert "g" not in h.shard().consumer_groups
+    assert Harness(h.log, h.clock, h.image).shard().consumer_groups == {}
+
+
+def test_records_round_trip():
+    for record in (GroupEpochRecord("g", 3, -5), GroupEpochRecord("g", None), CurrentAssignmentRecord("g", "m", None)):
+        key, value = encode_record(record)
+        assert decode_record(key, value) == record
+
+
+def spec(members: dict[str, tuple[set[uuid.UUID], dict]], homogeneous=True, assigned=lambda t, p: False) -> GroupSpec:
+    return GroupSpec({m: MemberSpec(m, None, frozenset(topics), {t: frozenset(ps) for t, ps in a.items()}) for m, (topics, a) in members.items()}, homogeneous, assigned)
+
+
+def test_uniform_is_sticky_and_balanced():
+    current = {"a": {T1: {0, 1, 2, 3, 4, 5}}}
+    out = uniform(spec({"a": ({T1}, current["a"]), "b": ({T1}, {}), "c": ({T1}, {})}, assigned=lambda t, p: True), {T1: 6})
+    assert out["a"] == {T1: frozenset({0, 1})}
+    assert sorted(len(a.get(T1, ())) for a in out.values()) == [2, 2, 2]
+    assert set().union(*(a[T1] for a in out.values())) == set(range(6))
+
+
+@pytest.mark.parametrize("heterogeneous", [False, True])
+def test_range_gives_contiguous_ranges_by_member_id(heterogeneous):
+    out = range_(spec({"b": ({T1, T2}, {}), "a": ({T1, T2}, {})}, homogeneous=not heterogeneous), {T1: 5, T2: 3})
+    assert out == {"a": {T1: frozenset({0, 1, 2}), T2: frozenset({0, 1})}, "b": {T1: frozenset({3, 4}), T2: frozenset({2})}}
+
+
+def test_uniform_heterogeneous_respects_subscriptions():
+    out = uniform(spec({"a": ({T1}, {}), "b": ({T1, T2}, {})}, homogeneous=False), {T1: 4, T2: 2})
+    assert T2 not in out["a"] and out["b"][T2] == frozenset({0, 1})
+    assert out["a"][T1] | out["b"].get(T1, frozenset()) == frozenset(range(4))
