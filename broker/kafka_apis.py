@@ -131,6 +131,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ListGroups: _all(ApiKey.ListGroups, "list_groups", "group_coordinator", "authorization"),
     ApiKey.DeleteGroups: _all(ApiKey.DeleteGroups, "delete_groups", "group_coordinator", "authorization"),
     ApiKey.OffsetDelete: _all(ApiKey.OffsetDelete, "offset_delete", "group_coordinator", "metadata", "authorization"),
+    ApiKey.ConsumerGroupHeartbeat: _all(ApiKey.ConsumerGroupHeartbeat, "consumer_group_heartbeat", "group_coordinator", "authorization"),
+    ApiKey.ConsumerGroupDescribe: _all(ApiKey.ConsumerGroupDescribe, "consumer_group_describe", "group_coordinator", "authorization"),
     ApiKey.SaslHandshake: Handler("sasl_handshake", 0, 1),
     ApiKey.SaslAuthenticate: Handler("sasl_authenticate", 0, 2),
     ApiKey.DescribeAcls: _all(ApiKey.DescribeAcls, "describe_acls", "authorization"),

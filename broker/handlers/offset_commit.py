@@ -68,5 +68,5 @@ def handle(group_coordinator: CoordinatorRuntime, metadata: MetadataImage, autho
 
     if not offsets:
         return response({})
-    deferred = runtime.coordinator.commit_offsets(body.group_id, body.member_id, body.group_instance_id, body.generation_id_or_member_epoch, offsets)
+    deferred = runtime.coordinator.commit_offsets(body.group_id, body.member_id, body.group_instance_id, body.generation_id_or_member_epoch, offsets, request.header.api_version)
     return runtime.respond(deferred, response)

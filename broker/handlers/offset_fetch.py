@@ -3,7 +3,8 @@
 Partitions without a committed offset answer offset -1 and empty metadata. A null topic list (v2+) asks
 for every partition the group committed. A group-level error is the top-level ``error_code`` (v2-v7) or the
 group's (v8+), with no partitions; v0-v1 have no such field, so, as in Kafka, every partition asked for
-carries it.
+carries it. v9+ name the member and its epoch (KIP-848): a consumer group's member fetches at its current
+epoch (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID otherwise).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 def _fetch(
     group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request[OffsetFetchRequest], group_id: str,
-    topics: list[OffsetFetchRequestTopic] | list[OffsetFetchRequestTopics] | None, require_stable: bool,
+    topics: list[OffsetFetchRequestTopic] | list[OffsetFetchRequestTopics] | None, require_stable: bool, member_id: str | None = None, member_epoch: int = -1,
 ) -> tuple[ErrorCode, list[OffsetFetchResponseTopicDict]]:
     """Kafka's authorization: DESCRIBE on the group, and offsets only of topics the client may DESCRIBE
     (others asked for by name answered TOPIC_AUTHORIZATION_FAILED, after the rest; left out of "all")."""
@@ -43,7 +44,7 @@ def _fetch(
         refused = [t for t in topics if t.name not in describable]
         topics = [t for t in topics if t.name in describable]
     partitions = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    error, offsets = group_coordinator.coordinator.fetch_offsets(group_id, require_stable, partitions)
+    error, offsets = group_coordinator.coordinator.fetch_offsets(group_id, require_stable, partitions, member_id, member_epoch)
     if error != ErrorCode.NONE:
         return error, []
     if topics is None:
@@ -75,7 +76,8 @@ def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, 
         return {"error_code": error, "topics": topics}
     groups: list[OffsetFetchResponseGroupDict] = []
     for group in body.groups:
-        error, topics = _fetch(group_coordinator, authorization, request, group.group_id, group.topics, body.require_stable)
+        member = (group.member_id, group.member_epoch) if request.header.api_version >= 9 else (None, -1)
+        error, topics = _fetch(group_coordinator, authorization, request, group.group_id, group.topics, body.require_stable, *member)
         # The same dicts: a group's topics (OffsetFetchResponseTopics) have the fields of v0-v7's up to v9;
         # v10's TopicId (Kafka 4.x) is declared but not served.
         groups.append({"group_id": group.group_id, "error_code": error, "topics": cast("list[OffsetFetchResponseTopicsDict]", topics)})

@@ -26,7 +26,7 @@ import logging
 import re
 import uuid
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol
 
 from odradek.broker.coordinator.group.assignors import ASSIGNORS, GroupSpec, MemberSpec, PartitionAssignorError
 from odradek.broker.coordinator.group.consumer_group import (
@@ -159,13 +159,12 @@ class DescribedGroup:
     members: tuple[DescribedMember, ...] = ()
 
 
-class ClassicGroups:
+class ClassicGroups(Protocol):
     """What the consumer groups need of the classic groups sharing the partition: whether an id is taken by
-    a classic group, and the records that retire an empty one (Kafka deletes an empty classic group when
-    a consumer-protocol member joins under its id)."""
+    a classic group, and the records that retire it (None while it has members: Kafka deletes an empty
+    classic group when a consumer-protocol member joins under its id)."""
 
-    def classic_group_conflict(self, group_id: str) -> tuple[bool, list[Record]]:  # pragma: no cover - protocol
-        raise NotImplementedError
+    def classic_group_conflict(self, group_id: str) -> tuple[bool, list[Record] | None]: ...
 
 
 class ConsumerGroupManager:
@@ -284,11 +283,11 @@ class ConsumerGroupManager:
         if group is not None:
             return group, []
         conflict, retire = self.classic.classic_group_conflict(group_id)
-        if conflict and not (create and retire is not None):
+        if conflict and (not create or retire is None):
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if not create:
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
-        return ConsumerGroup(group_id), retire
+        return ConsumerGroup(group_id), retire or []
 
     def _heartbeat(self, req: HeartbeatRequest) -> tuple[list[ConsumerGroupRecord], list[Record], HeartbeatResult]:
         now = self.clock()

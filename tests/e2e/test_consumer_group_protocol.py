@@ -1,0 +1,224 @@
+"""The consumer group protocol (KIP-848) with Kafka's Java client 4.4 (``group.protocol=consumer``) against
+odradek: the broker assigns, members reconcile incrementally, and Kafka 4.4's ``kafka-consumer-groups.sh``
+describes the group.
+
+Each member is tests/e2e/java44/GroupMember.java, compiled once against the Kafka 4.4 jars and run as its own
+JVM: it commits after every batch and prints what it received, what it committed and which partitions it was
+given or lost. The tests judge those lines: no record is lost and none is committed twice, through members
+joining, leaving and being SIGKILLed.
+
+Needs a JDK and ``make jvm-deps`` (the kafka44 set); a missing one fails the tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+import kafka_jvm
+import pytest
+
+from odradek import Broker
+
+JAVA_SOURCES = Path(__file__).parent / "java44"
+JVM_SET = "kafka44"
+SESSION_TIMEOUT_S = 45  # group.consumer.session.timeout.ms: Kafka's default, which odradek keeps
+
+
+@pytest.fixture(scope="module")
+def classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    javac = shutil.which("javac")
+    assert javac is not None, "no `javac` on PATH: install a Java 17 JDK (make test does)"
+    out = tmp_path_factory.mktemp("group-member")
+    done = subprocess.run([javac, "-Xlint:all", "-d", str(out), "-cp", kafka_jvm.classpath(JVM_SET), *map(str, JAVA_SOURCES.glob("*.java"))], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+class Member:
+    """One GroupMember JVM and the lines it printed so far."""
+
+    def __init__(self, classes: Path, bootstrap: str, topic: str, group: str, log: Path, *, instance: str | None = None) -> None:
+        self.log = log
+        cmd = ["java", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", kafka_jvm.classpath(JVM_SET, classes), "GroupMember", bootstrap, topic, group, instance or "-", "-"]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log.open("w"), text=True)
+        self.events: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self.lock:
+                self.events.append(json.loads(line))
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return list(self.events)
+
+    def owned(self) -> set[int]:
+        owned: set[int] = set()
+        for e in self.snapshot():
+            if e["event"] == "assigned":
+                owned |= set(e["partitions"])
+            elif e["event"] == "revoked":
+                owned -= set(e["partitions"])
+        return owned
+
+    def batches(self) -> tuple[list[tuple[int, int, str]], list[tuple[int, int, str]]]:
+        """(records whose commit succeeded, the last batch received without a commit after it)."""
+        committed: list[tuple[int, int, str]] = []
+        pending: list[tuple[int, int, str]] = []
+        for e in self.snapshot():
+            if e["event"] == "received":
+                pending = [tuple(r) for r in e["records"]]
+            elif e["event"] == "committed":
+                committed += pending
+                pending = []
+        return committed, pending
+
+    def leave(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        assert self.proc.wait(60) == 0, self.log.read_text()[-3000:]
+        self.reader.join(10)
+
+    def kill(self) -> None:
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+        self.reader.join(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def members(classes: Path, tmp_path: Path) -> Iterator[Any]:
+    started: list[Member] = []
+
+    def start(bootstrap: str, topic: str, group: str, **kw: Any) -> Member:
+        member = Member(classes, bootstrap, topic, group, tmp_path / f"member-{len(started)}.log", **kw)
+        started.append(member)
+        return member
+
+    yield start
+    for member in started:
+        member.stop()
+
+
+def create_topic(bootstrap: str, partitions: int) -> str:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = f"kip848-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+    return name
+
+
+def produce(bootstrap: str, topic: str, values: list[str], partitions: int, pause_s: float = 0.0) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i, value in enumerate(values):
+        producer.produce(topic, value=value.encode(), partition=i % partitions)
+        if pause_s and i % 50 == 49:
+            producer.flush(30)
+            time.sleep(pause_s)
+    assert producer.flush(30) == 0
+
+
+def wait_until(condition: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what() if callable(what) else what}"
+        time.sleep(0.2)
+
+
+def committed_values(*ms: Member) -> list[str]:
+    return [value for m in ms for _, _, value in m.batches()[0]]
+
+
+def describe(bootstrap: str, group: str, *args: str) -> list[list[str]]:
+    """kafka-consumer-groups.sh of Kafka 4.4 --describe: the rows of its table, split on whitespace."""
+    done = kafka_jvm.run_tool("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--group", group, "--timeout", "60000", *args, cp=kafka_jvm.classpath(JVM_SET))
+    assert done.returncode == 0, done.stderr
+    return [line.split() for line in done.stdout.splitlines() if line.strip() and not line.startswith("Warning")]
+
+
+def test_three_members_share_six_partitions_and_the_tool_describes_them(odradek_as_kafka: Broker, members: Any) -> None:
+    bootstrap = odradek_as_kafka.bootstrap
+    topic = create_topic(bootstrap, 6)
+    values = [f"v{i}" for i in range(600)]
+    produce(bootstrap, topic, values, 6)
+    group = f"g-{topic}"
+    ms = [members(bootstrap, topic, group) for _ in range(3)]
+    wait_until(
+        lambda: sorted(len(m.owned()) for m in ms) == [2, 2, 2] and len(committed_values(*ms)) >= 600,
+        120,
+        lambda: f"three members with two partitions each (own {[m.owned() for m in ms]}) and every record committed ({len(committed_values(*ms))})",
+    )
+    got = committed_values(*ms)
+    assert sorted(got) == sorted(values), "every record committed exactly once"
+    assert set().union(*(m.owned() for m in ms)) == set(range(6))
+
+    last: list[list[list[str]]] = []
+
+    def settled() -> bool:
+        last.append(describe(bootstrap, group, "--state", "--verbose"))
+        return len(last[-1]) == 2 and last[-1][1][4] == "Stable"
+
+    wait_until(settled, 30, lambda: f"the group to be Stable: {last[-1:]}")
+    header, *rows = describe(bootstrap, group, "--members", "--verbose")
+    # No member has an instance id: the tool leaves out GROUP-INSTANCE-ID.
+    assert header == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+    assert len(rows) == 3
+    for row in rows:
+        group_id, _member, host, _client, n, epoch, current, target_epoch, target = row
+        assert (group_id, host, n, epoch == target_epoch, current == target) == (group, "/127.0.0.1", "2", True, True)
+        assert current.startswith(f"{topic}:")
+    [state_header, state] = describe(bootstrap, group, "--state", "--verbose")
+    assert state_header == ["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]
+    assert (state[3], state[4], state[5] == state[6], state[7]) == ("uniform", "Stable", True, "3")
+    header, *offsets = describe(bootstrap, group)
+    assert sorted((int(r[2]), r[3], r[4], r[5]) for r in offsets) == [(p, "100", "100", "0") for p in range(6)]
+    for m in ms:
+        m.leave()
+    wait_until(lambda: describe(bootstrap, group, "--state")[1][4] == "Empty", 30, "the group to be Empty")
+
+
+def test_churn_loses_nothing_and_commits_nothing_twice(odradek_as_kafka: Broker, members: Any) -> None:
+    """Members join, leave and are SIGKILLed while records keep coming: every record is committed once,
+    except that the killed member's last batch may have been committed by it just before it died."""
+    bootstrap = odradek_as_kafka.bootstrap
+    topic = create_topic(bootstrap, 6)
+    group = f"g-{topic}"
+    values = [f"v{i}" for i in range(1500)]
+    producer = threading.Thread(target=produce, args=(bootstrap, topic, values, 6, 0.4), daemon=True)
+    first, second = members(bootstrap, topic, group), members(bootstrap, topic, group)
+    producer.start()
+    wait_until(lambda: len(first.owned()) + len(second.owned()) == 6 and first.owned() and second.owned(), 60, "two members sharing the partitions")
+    third = members(bootstrap, topic, group, instance="static-3")
+    wait_until(lambda: third.owned(), 60, "the third member's partitions")
+    second.kill()
+    first.leave()
+    producer.join(120)
+    assert not producer.is_alive()
+    # The killed member's partitions come back once its session expires.
+    wait_until(lambda: third.owned() == set(range(6)), SESSION_TIMEOUT_S + 60, "the last member to own every partition")
+    wait_until(lambda: len(set(committed_values(first, second, third)) | set(v for *_, v in second.batches()[1])) >= len(values), 60, "every record committed")
+    committed = committed_values(first, second, third)
+    assert len(committed) == len(set(committed)), "a record was committed twice"
+    missing = set(values) - set(committed)
+    assert missing <= {v for *_, v in second.batches()[1]}, f"lost records: {sorted(missing)[:10]}"
+    third.leave()
