@@ -116,7 +116,61 @@ def render_protocol() -> str:
         lines += [f"| {f.name} | {f.min_version}-{f.max_version} | {f.level} |" for f in FEATURES]
     else:
         lines.append("None yet: no supported or finalized features, and finalized features epoch -1.")
+    lines += ["", *CONSUMER_GROUP_PROTOCOL]
     return "\n".join(lines) + "\n"
+
+
+CONSUMER_GROUP_PROTOCOL = """\
+## The consumer group protocol (KIP-848)
+
+ConsumerGroupHeartbeat and ConsumerGroupDescribe are served by the group coordinator
+(`broker/coordinator/group/consumer_group_manager.py`) in single-node and ZooKeeper mode alike; Kafka serves
+them only in KRaft mode. The Java client 4.x and librdkafka with `group.protocol=consumer` consume as a group,
+and Kafka 4.4's `kafka-consumer-groups.sh --describe` shows the group (members, current and target
+assignments, epochs, assignor), as against Kafka 4.4 (tests/e2e/test_consumer_group_protocol.py).
+
+The coordinator follows Kafka's `GroupMetadataManager.consumerGroupHeartbeat`: a changed subscription, or a
+change in the subscribed topics (created, deleted, more partitions), bumps the group epoch; the server-side
+assignor (`group.consumer.assignors`: `uniform` first, then `range`; a member may ask for one with
+`group.remote.assignor`) computes the target assignment; each heartbeat moves a member one step towards it,
+revoking partitions before another member gets them (UNREVOKED_PARTITIONS, UNRELEASED_PARTITIONS). Members
+are fenced after `group.consumer.session.timeout.ms` (45000) without a heartbeat and when they do not revoke
+within their rebalance timeout; they heartbeat every `group.consumer.heartbeat.interval.ms` (5000). Static
+members (`group.instance.id`) leave with epoch -2 and get their assignment back when they rejoin;
+`group.consumer.max.size` bounds a group (GROUP_MAX_SIZE_REACHED). Errors are Kafka's: FENCED_MEMBER_EPOCH,
+UNKNOWN_MEMBER_ID, UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID, UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION,
+INVALID_REQUEST. Offsets commit (OffsetCommit v9+) and fetch (OffsetFetch v9+) at the member's epoch
+(STALE_MEMBER_EPOCH); offsets of the topics a group with members subscribes to do not expire.
+
+The group's state is Kafka 4.4's records in `__consumer_offsets` (ConsumerGroupMetadata with the group
+epoch, ConsumerGroupMemberMetadata, ConsumerGroupTargetAssignmentMetadata/Member,
+ConsumerGroupCurrentMemberAssignment, ConsumerGroupRegularExpression): a restarted or moved coordinator
+loads the group and its members carry on at their epochs. ListGroups lists such a group with type
+`consumer`; DescribeGroups shows it Dead, and ConsumerGroupDescribe answers GROUP_ID_NOT_FOUND for a classic
+group, as Kafka does. A classic JoinGroup under the id of a consumer group with members gets
+INCONSISTENT_GROUP_PROTOCOL and a heartbeat under the id of a classic group with members GROUP_ID_NOT_FOUND;
+an empty group of either kind is converted.
+
+Differences from Kafka 4.4:
+
+- Regular expressions (`SubscribedTopicRegex`, Java's `subscribe(SubscriptionPattern)`) are Python's `re`,
+  matched against the whole topic name as RE2/J's `matches()`; internal topics never match. Literals,
+  `.`, classes, `\\d`, `\\w`, `\\s`, quantifiers, alternation, groups and anchors mean the same. RE2/J
+  refuses backreferences and lookarounds, which Python accepts; RE2/J's `\\Q...\\E` and `\\p{...}` classes
+  are refused by Python (INVALID_REGULAR_EXPRESSION). A regex is resolved when a heartbeat needs it, again
+  at most every 10 s (Kafka resolves in the background after metadata changes); its record's `Version` is 0.
+- The group epoch's `MetadataHash` is odradek's own 64-bit hash of the subscribed topics (name, id,
+  partition count), not KIP-1101's: a Kafka 4.4 that loads odradek's records rebalances the group once.
+- `uniform` with members subscribed to different topics balances and keeps partitions where it can, but is
+  not Kafka's `UniformHeterogeneousAssignmentBuilder` move for move. Rack-aware assignment is not done
+  (`RackId` is kept and described only).
+- Kafka 4.x lets classic and consumer-protocol members share a group (online migration,
+  `group.consumer.migration.policy`); odradek does not: see the conflicts above.
+- The per-partition assignment epochs of ConsumerGroupCurrentMemberAssignment (Kafka 4.3+) are not written.
+- In a mixed cluster with Kafka 3.9 brokers, a group whose coordinator is a Kafka 3.9 broker stays
+  classic: that broker does not serve ConsumerGroupHeartbeat, and a client with `group.protocol=consumer`
+  fails with "The cluster does not support the new CONSUMER group protocol".
+""".splitlines()
 
 
 RENDERERS = {"configuration.md": render_configuration, "protocol.md": render_protocol}

@@ -321,3 +321,14 @@ def test_uniform_heterogeneous_respects_subscriptions():
     out = uniform(spec({"a": ({T1}, {}), "b": ({T1, T2}, {})}, homogeneous=False), {T1: 4, T2: 2})
     assert T2 not in out["a"] and out["b"][T2] == frozenset({0, 1})
     assert out["a"][T1] | out["b"].get(T1, frozenset()) == frozenset(range(4))
+
+
+def test_offsets_of_subscribed_topics_do_not_expire_while_the_group_has_members():
+    h = Harness()
+    h.image.add("u", T2, 1)
+    h.join("m1")
+    h.coordinator.commit_offsets("g", "m1", None, 1, {("t", 0): OffsetAndMetadata(5, commit_timestamp=h.clock.now), ("u", 0): OffsetAndMetadata(6, commit_timestamp=h.clock.now)})
+    h.clock.now += 8 * 24 * 3600 * 1000
+    h.shard().metadata.expire_offsets()
+    fetched = h.coordinator.fetch_offsets("g", False, [("t", 0), ("u", 0)])[1]
+    assert (fetched[("t", 0)].offset, fetched[("u", 0)].offset) == (5, -1)

@@ -1,20 +1,20 @@
-"""The consumer group protocol (KIP-848) with Kafka's Java client 4.4 (``group.protocol=consumer``) against
-odradek: the broker assigns, members reconcile incrementally, and Kafka 4.4's ``kafka-consumer-groups.sh``
-describes the group.
+"""The consumer group protocol (KIP-848) with Kafka's Java client 4.4 (``group.protocol=consumer``), run
+side by side against odradek and Apache Kafka 4.4 (KRaft, tests/jvm/kafka44_jvm.py): the broker assigns,
+members reconcile incrementally, and Kafka 4.4's ``kafka-consumer-groups.sh`` describes the group the same
+way on both.
 
-Each member is tests/e2e/java44/GroupMember.java, compiled once against the Kafka 4.4 jars and run as its own
-JVM: it commits after every batch and prints what it received, what it committed and which partitions it was
-given or lost. The tests judge those lines: no record is lost and none is committed twice, through members
-joining, leaving and being SIGKILLed.
+Each member is tests/e2e/java44/GroupMember.java (the ``java44`` programs) run as its own JVM: it commits
+after every batch and prints what it received, what it committed and which partitions it was given or lost.
+The tests judge those lines: no record is lost and none is committed twice, through members joining,
+leaving and being SIGKILLed.
 
-Needs a JDK and ``make jvm-deps`` (the kafka44 set); a missing one fails the tests.
+Needs a JDK and ``make jvm-deps`` (the kafka44 sets); a missing one fails the tests.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import threading
@@ -23,32 +23,26 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
-import kafka_jvm
+import kafka44_jvm
 import pytest
 
-from odradek import Broker
-
-JAVA_SOURCES = Path(__file__).parent / "java44"
-JVM_SET = "kafka44"
 SESSION_TIMEOUT_S = 45  # group.consumer.session.timeout.ms: Kafka's default, which odradek keeps
 
 
-@pytest.fixture(scope="module")
-def classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    javac = shutil.which("javac")
-    assert javac is not None, "no `javac` on PATH: install a Java 17 JDK (make test does)"
-    out = tmp_path_factory.mktemp("group-member")
-    done = subprocess.run([javac, "-Xlint:all", "-d", str(out), "-cp", kafka_jvm.classpath(JVM_SET), *map(str, JAVA_SOURCES.glob("*.java"))], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return out
+@pytest.fixture(params=["odradek", "kafka44"])
+def bootstrap(request: pytest.FixtureRequest) -> str:
+    """The broker under test: odradek, or the real Kafka 4.4 it is compared with."""
+    if request.param == "odradek":
+        return request.getfixturevalue("odradek_as_kafka").bootstrap
+    return request.getfixturevalue("real_kafka44").bootstrap
 
 
 class Member:
     """One GroupMember JVM and the lines it printed so far."""
 
-    def __init__(self, classes: Path, bootstrap: str, topic: str, group: str, log: Path, *, instance: str | None = None) -> None:
+    def __init__(self, java44: kafka44_jvm.JavaPrograms, bootstrap: str, topic: str, group: str, log: Path, *, instance: str | None = None) -> None:
         self.log = log
-        cmd = ["java", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", kafka_jvm.classpath(JVM_SET, classes), "GroupMember", bootstrap, topic, group, instance or "-", "-"]
+        cmd = java44.command("GroupMember", bootstrap, topic, group, instance or "-", "-", heap="128m")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log.open("w"), text=True)
         self.events: list[dict[str, Any]] = []
         self.lock = threading.Lock()
@@ -104,11 +98,11 @@ class Member:
 
 
 @pytest.fixture
-def members(classes: Path, tmp_path: Path) -> Iterator[Any]:
+def members(java44: kafka44_jvm.JavaPrograms, tmp_path: Path) -> Iterator[Any]:
     started: list[Member] = []
 
     def start(bootstrap: str, topic: str, group: str, **kw: Any) -> Member:
-        member = Member(classes, bootstrap, topic, group, tmp_path / f"member-{len(started)}.log", **kw)
+        member = Member(java44, bootstrap, topic, group, tmp_path / f"member-{len(started)}.log", **kw)
         started.append(member)
         return member
 
@@ -151,13 +145,12 @@ def committed_values(*ms: Member) -> list[str]:
 
 def describe(bootstrap: str, group: str, *args: str) -> list[list[str]]:
     """kafka-consumer-groups.sh of Kafka 4.4 --describe: the rows of its table, split on whitespace."""
-    done = kafka_jvm.run_tool("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--group", group, "--timeout", "60000", *args, cp=kafka_jvm.classpath(JVM_SET))
+    done = kafka44_jvm.run_tool("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--group", group, "--timeout", "60000", *args)
     assert done.returncode == 0, done.stderr
     return [line.split() for line in done.stdout.splitlines() if line.strip() and not line.startswith("Warning")]
 
 
-def test_three_members_share_six_partitions_and_the_tool_describes_them(odradek_as_kafka: Broker, members: Any) -> None:
-    bootstrap = odradek_as_kafka.bootstrap
+def test_three_members_share_six_partitions_and_the_tool_describes_them(bootstrap: str, members: Any) -> None:
     topic = create_topic(bootstrap, 6)
     values = [f"v{i}" for i in range(600)]
     produce(bootstrap, topic, values, 6)
@@ -197,10 +190,9 @@ def test_three_members_share_six_partitions_and_the_tool_describes_them(odradek_
     wait_until(lambda: describe(bootstrap, group, "--state")[1][4] == "Empty", 30, "the group to be Empty")
 
 
-def test_churn_loses_nothing_and_commits_nothing_twice(odradek_as_kafka: Broker, members: Any) -> None:
+def test_churn_loses_nothing_and_commits_nothing_twice(bootstrap: str, members: Any) -> None:
     """Members join, leave and are SIGKILLed while records keep coming: every record is committed once,
     except that the killed member's last batch may have been committed by it just before it died."""
-    bootstrap = odradek_as_kafka.bootstrap
     topic = create_topic(bootstrap, 6)
     group = f"g-{topic}"
     values = [f"v{i}" for i in range(1500)]

@@ -507,11 +507,12 @@ class Group:
                 removed[tp] = record.offset
         return removed
 
-    def remove_expired_offsets(self, now_ms: int, retention_ms: int) -> dict[TopicPartition, OffsetAndMetadata]:
+    def remove_expired_offsets(self, now_ms: int, retention_ms: int, subscribed: set[str] | None = None) -> dict[TopicPartition, OffsetAndMetadata]:
         """Kafka's expiry: an Empty group's offsets expire ``retention_ms`` after it became empty; a Stable
         consumer group's offsets of topics it no longer subscribes to expire after their commit; a group
-        used only for commits expires each offset after its commit. Offsets committed with an explicit
-        retention (OffsetCommit v2-v4) expire at their own deadline."""
+        used only for commits expires each offset after its commit -- except, for the offsets of a consumer
+        group (KIP-848), those of the ``subscribed`` topics. Offsets committed with an explicit retention
+        (OffsetCommit v2-v4) expire at their own deadline."""
         if self.protocol_type is not None and self.is_(GroupState.EMPTY):
             base = lambda r: self.current_state_timestamp if self.current_state_timestamp is not None else r.offset.commit_timestamp  # noqa: E731
             keep_topics: set[str] = set()
@@ -520,7 +521,7 @@ class Group:
             keep_topics = self.subscribed_topics
         elif self.protocol_type is None:
             base = lambda r: r.offset.commit_timestamp  # noqa: E731
-            keep_topics = set()
+            keep_topics = subscribed or set()
         else:
             return {}
         expired = {}

@@ -135,6 +135,10 @@ class GroupCoordinatorShard(CoordinatorShard):
 
     # -- the consumer protocol's view of the classic groups ---------------------------------------------------
 
+    def consumer_group_topics(self, group_id: str) -> set[str]:
+        group = self.consumer_groups.get(group_id)
+        return set() if group is None else {t for t, n in group.subscribed_topic_names.items() if n > 0}
+
     def classic_group_conflict(self, group_id: str) -> tuple[bool, list[Record] | None]:
         """Whether a classic group holds ``group_id`` (an Empty group that only holds offsets does not), and
         the records that retire it so a consumer group can take the id: none while it has members."""

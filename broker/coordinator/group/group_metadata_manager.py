@@ -65,9 +65,12 @@ STORE_OFFSETS_ERRORS: dict[ErrorCode, ErrorCode] = {
 
 
 class GroupListener(Protocol):
-    """What the protocol does when the cache loses a group (its timers go)."""
+    """What the protocol does when the cache loses a group (its timers go), and which topics a consumer
+    group (KIP-848) under a group's id subscribes to (their offsets do not expire)."""
 
     def on_group_removed(self, group: Group) -> None: ...
+
+    def consumer_group_topics(self, group_id: str) -> set[str]: ...
 
 
 @dataclass
@@ -253,7 +256,7 @@ class GroupMetadataManager:
 
     def expire_offsets(self) -> int:
         now = self.clock()
-        removed = self.cleanup_group_metadata(list(self.groups.values()), lambda g: g.remove_expired_offsets(now, self.config.offsets_retention_ms))
+        removed = self.cleanup_group_metadata(list(self.groups.values()), lambda g: g.remove_expired_offsets(now, self.config.offsets_retention_ms, self.listener.consumer_group_topics(g.group_id)))
         if removed:
             log.info("Removed %d expired offsets in %d milliseconds.", removed, self.clock() - now)
         return removed
