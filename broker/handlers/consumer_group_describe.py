@@ -8,6 +8,8 @@ client may not DESCRIBE turns the group's answer into TOPIC_AUTHORIZATION_FAILED
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.coordinator.group.consumer_group_manager import DescribedGroup
@@ -15,12 +17,18 @@ from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.consumer_group_describe import AssignmentDict, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponseDict, DescribedGroupDict
 
-def _assignment(partitions: list) -> dict:
+CONSUMER_MEMBER_TYPE = 1
+"""ConsumerGroupDescribe v1's MemberType (KIP-1099): 1 a consumer-protocol member (0 classic, -1 unknown)."""
+
+
+def _assignment(partitions: list) -> AssignmentDict:
     return {"topic_partitions": [{"topic_id": topic_id, "topic_name": name, "partitions": ps} for topic_id, name, ps in partitions]}
 
 
-def _group(d: DescribedGroup, authorized_operations: int) -> dict:
+def _group(d: DescribedGroup, authorized_operations: int) -> DescribedGroupDict:
     return {
         "error_code": d.error,
         "error_message": d.error_message,
@@ -41,6 +49,7 @@ def _group(d: DescribedGroup, authorized_operations: int) -> dict:
                 "subscribed_topic_regex": m.member.subscribed_topic_regex,
                 "assignment": _assignment(m.assignment),
                 "target_assignment": _assignment(m.target_assignment),
+                "member_type": CONSUMER_MEMBER_TYPE,
             }
             for m in d.members
         ],
@@ -48,7 +57,7 @@ def _group(d: DescribedGroup, authorized_operations: int) -> dict:
     }
 
 
-def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request) -> dict:
+def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request[ConsumerGroupDescribeRequest]) -> ConsumerGroupDescribeResponseDict:
     body = request.body
     refused = []
     allowed = []

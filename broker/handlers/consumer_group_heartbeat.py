@@ -7,7 +7,7 @@ TOPIC_AUTHORIZATION_FAILED otherwise). The coordinator's answer waits until its 
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
@@ -17,9 +17,12 @@ from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.consumer_group_heartbeat import AssignmentDict, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponseDict
 
-def response(result: HeartbeatResult) -> dict:
-    assignment = None
+
+def response(result: HeartbeatResult) -> ConsumerGroupHeartbeatResponseDict:
+    assignment: AssignmentDict | None = None
     if result.assignment is not None:
         assignment = {"topic_partitions": [{"topic_id": topic_id, "partitions": sorted(ps)} for topic_id, ps in result.assignment.items()]}
     return {
@@ -32,7 +35,7 @@ def response(result: HeartbeatResult) -> dict:
     }
 
 
-def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request) -> Any:
+def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, request: Request[ConsumerGroupHeartbeatRequest]) -> Any:
     body = request.body
     version = request.header.api_version
     if not authorization.authorize(request, AclOperation.READ, ResourceType.GROUP, body.group_id):
@@ -40,9 +43,8 @@ def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, 
     topics = body.subscribed_topic_names
     if topics:
         allowed = authorization.filter_authorized(request, AclOperation.DESCRIBE, ResourceType.TOPIC, set(topics))
-        denied = sorted(set(topics) - allowed)
-        if denied:
-            return response(HeartbeatResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"The group has subscribed to topics that are not authorized: {denied}."))
+        if set(topics) - allowed:
+            return response(HeartbeatResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
     owned: dict[uuid.UUID, frozenset[int]] | None = None
     if body.topic_partitions is not None:
         owned = {}

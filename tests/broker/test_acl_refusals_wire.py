@@ -253,9 +253,29 @@ UNAUTHORIZED: dict[ApiKey, str] = {
 """The APIs odradek serves that Kafka's ZooKeeper-mode broker answers without asking the authorizer."""
 
 
+KAFKA_4_REQUESTS = [
+    ("ConsumerGroupHeartbeat of the refused group", ApiKey.ConsumerGroupHeartbeat, 1,
+     {"group_id": GROUP, "member_id": "m", "member_epoch": 0, "rebalance_timeout_ms": 30000, "subscribed_topic_names": [READ_ONLY], "topic_partitions": []}, lambda r: r.error_code, ErrorCode.GROUP_AUTHORIZATION_FAILED),
+    ("ConsumerGroupHeartbeat subscribing to the refused topic", ApiKey.ConsumerGroupHeartbeat, 1,
+     {"group_id": "allowed-group", "member_id": "m", "member_epoch": 0, "rebalance_timeout_ms": 30000, "subscribed_topic_names": [READ_ONLY, DENIED], "topic_partitions": []},
+     lambda r: r.error_code, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    ("ConsumerGroupDescribe of the refused group", ApiKey.ConsumerGroupDescribe, 1, {"group_ids": [GROUP], "include_authorized_operations": False},
+     lambda r: [(g.group_id, g.error_code) for g in r.groups], [(GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED)]),
+]
+"""APIs Kafka 3.9 does not serve in ZooKeeper mode (the consumer group protocol): odradek alone, answered as
+Kafka 4.4's KafkaApis refuses them (READ on the group, DESCRIBE on each subscribed topic; DESCRIBE on a
+described group)."""
+
+
+@pytest.mark.parametrize("api,version,body,observed,expected", [r[1:] for r in KAFKA_4_REQUESTS], ids=[r[0] for r in KAFKA_4_REQUESTS])
+def test_kafka_4_refusals(prepared, connect, api, version, body, observed, expected) -> None:
+    ours, _ = prepared
+    assert observed(connect(ours).call(api, version, body)) == expected
+
+
 def test_every_served_api_has_a_refusal_case() -> None:
     """An API added to the handler table without a case here (or a reason it has none) fails this."""
-    covered = {r[1] for r in REQUESTS} | set(UNAUTHORIZED)
+    covered = {r[1] for r in REQUESTS} | {r[1] for r in KAFKA_4_REQUESTS} | set(UNAUTHORIZED)
     assert sorted(ApiKey(k).name for k in HANDLERS if k not in covered) == []
     assert set(UNAUTHORIZED) <= set(HANDLERS)
 

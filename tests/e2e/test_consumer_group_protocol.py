@@ -214,3 +214,51 @@ def test_churn_loses_nothing_and_commits_nothing_twice(bootstrap: str, members: 
     missing = set(values) - set(committed)
     assert missing <= {v for *_, v in second.batches()[1]}, f"lost records: {sorted(missing)[:10]}"
     third.leave()
+
+
+def test_librdkafka_members_share_the_partitions(bootstrap: str) -> None:
+    """librdkafka (confluent-kafka) with ``group.protocol=consumer``: two members, the second joining while
+    records keep coming; each record's commit succeeds exactly once and both members get partitions."""
+    from confluent_kafka import Consumer, KafkaException
+
+    topic = create_topic(bootstrap, 6)
+    group = f"g-{topic}"
+    values = [f"v{i}" for i in range(900)]
+    committed: dict[str, list[str]] = {"a": [], "b": []}
+    owned: dict[str, set[int]] = {"a": set(), "b": set()}
+    stop = threading.Event()
+
+    def consume(name: str) -> None:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe(
+            [topic],
+            on_assign=lambda _, ps: owned[name].update(p.partition for p in ps),
+            on_revoke=lambda _, ps: owned[name].difference_update(p.partition for p in ps),
+        )
+        try:
+            while not stop.is_set():
+                message = consumer.poll(0.2)
+                if message is None or message.error():
+                    continue
+                try:
+                    consumer.commit(message, asynchronous=False)
+                except KafkaException:
+                    continue  # not committed: the partition's next owner reads it again
+                committed[name].append(message.value().decode())
+        finally:
+            consumer.close()
+
+    threads = {name: threading.Thread(target=consume, args=(name,), daemon=True) for name in committed}
+    threads["a"].start()
+    producer = threading.Thread(target=produce, args=(bootstrap, topic, values, 6, 0.3), daemon=True)
+    producer.start()
+    wait_until(lambda: len(committed["a"]) > 0, 60, "the first member's records")
+    threads["b"].start()
+    wait_until(lambda: owned["a"] and owned["b"] and len(owned["a"]) + len(owned["b"]) == 6, 90, lambda: f"both members to own partitions ({owned})")
+    producer.join(120)
+    wait_until(lambda: len(committed["a"]) + len(committed["b"]) >= len(values), 60, "every record committed")
+    stop.set()
+    for thread in threads.values():
+        thread.join(60)
+    everything = committed["a"] + committed["b"]
+    assert sorted(everything) == sorted(values), "every record committed exactly once"
