@@ -332,3 +332,23 @@ def test_offsets_of_subscribed_topics_do_not_expire_while_the_group_has_members(
     h.shard().metadata.expire_offsets()
     fetched = h.coordinator.fetch_offsets("g", False, [("t", 0), ("u", 0)])[1]
     assert (fetched[("t", 0)].offset, fetched[("u", 0)].offset) == (5, -1)
+
+
+def test_a_member_rejoins_under_its_own_id_with_epoch_0():
+    """KIP-1082: a fenced client keeps its member id and rejoins with epoch 0 (Kafka 4.4 accepts it)."""
+    h = Harness()
+    h.join("m1")
+    h.join("m2")
+    assert h.hb("m1", 7).error == E.FENCED_MEMBER_EPOCH
+    r = h.join("m1")
+    assert r.error == E.NONE and r.member_id == "m1" and r.member_epoch >= 1
+
+
+def test_a_changed_assignor_vote_bumps_the_group_epoch():
+    h = Harness()
+    h.join("m1")
+    epoch = h.group().group_epoch
+    r = h.hb("m1", 1, assignor="range")
+    assert h.group().group_epoch == epoch + 1 and r.member_epoch == epoch + 1
+    [d] = h.coordinator.consumer_group_describe(["g"])
+    assert d.assignor_name == "range"

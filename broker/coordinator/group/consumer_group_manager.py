@@ -318,6 +318,10 @@ class ConsumerGroupManager:
         if updated != member:
             records.append(MemberSubscriptionRecord(group.group_id, member_id, updated))
             bump = not updated.same_subscription(member)
+        if updated.server_assignor != member.server_assignor:
+            # Kafka's hasPreferredServerAssignorChanged: the group's assignor changes with the members' votes.
+            old_member = member if member.member_id in group.members else None
+            bump |= group.preferred_server_assignor(group.server_assignors_with(old_member, updated)) != group.preferred_server_assignor()
         image = self.metadata()
         records += self._resolve_regexes(group, member, updated, image, now)
         resolved = self._resolved_after(group, records)
@@ -612,8 +616,11 @@ class ConsumerGroupManager:
 
 
 def _check_member_epoch(member: ConsumerGroupMember, epoch: int, owned: Mapping[uuid.UUID, frozenset[int]] | None) -> None:
-    """Kafka's ``throwIfConsumerGroupMemberEpochIsInvalid``: the previous epoch is accepted with a subset of
-    the current assignment, in case the answer that bumped it was lost."""
+    """Kafka's ``throwIfConsumerGroupMemberEpochIsInvalid`` (4.4): epoch 0 is a member rejoining under its own
+    id (KIP-1082: a fenced client keeps its member id); the previous epoch is accepted with a subset of the
+    current assignment, in case the answer that bumped it was lost."""
+    if epoch == JOIN_GROUP_MEMBER_EPOCH:
+        return
     if epoch > member.member_epoch:
         raise GroupError(
             ErrorCode.FENCED_MEMBER_EPOCH,
