@@ -154,7 +154,8 @@ an empty group of either kind is converted.
 Differences from Kafka 4.4:
 
 - Regular expressions (`SubscribedTopicRegex`, Java's `subscribe(SubscriptionPattern)`) are Python's `re`,
-  matched against the whole topic name as RE2/J's `matches()`; internal topics never match. Literals,
+  matched against every topic's whole name as RE2/J's `matches()` (internal topics included, as Kafka). Kafka
+  keeps only the topics the member's principal may DESCRIBE; odradek does not filter them. Literals,
   `.`, classes, `\\d`, `\\w`, `\\s`, quantifiers, alternation, groups and anchors mean the same. RE2/J
   refuses backreferences and lookarounds, which Python accepts; RE2/J's `\\Q...\\E` and `\\p{...}` classes
   are refused by Python (INVALID_REGULAR_EXPRESSION). A regex is resolved when a heartbeat needs it, again

@@ -417,7 +417,7 @@ class ConsumerGroupManager:
             if known is not None and now - group.regex_resolved_at.get(regex, 0) < REGEX_REFRESH_INTERVAL_MS:
                 continue
             pattern = re.compile(regex)
-            topics = frozenset(name for name, info in (image.topics.items() if image is not None else ()) if not info.is_internal and pattern.fullmatch(name))
+            topics = frozenset(name for name in (image.topics if image is not None else ()) if pattern.fullmatch(name))
             group.regex_resolved_at[regex] = now
             if topics != known:
                 records.append(RegularExpressionRecord(group.group_id, regex, topics, 0, now))
