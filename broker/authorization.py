@@ -9,11 +9,14 @@ DescribeGroups v3+ include flags) get Kafka's "omitted" marker.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from odradek.broker.authorizer.acl import ANONYMOUS, CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourcePattern, ResourceType
-from odradek.broker.authorizer.acl_authorizer import AclAuthorizer, Session
 from odradek.protocol.api import Request
+
+if TYPE_CHECKING:
+    # The authorizer's module is imported only by a broker that has one (authorizer.class.name).
+    from odradek.broker.authorizer.acl_authorizer import AclAuthorizer, Session
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
@@ -26,6 +29,8 @@ def authorized_operations(operations: frozenset[AclOperation], requested: bool =
 
 def session_of(request: Request) -> Session:
     """The principal and host the connection established (``User:ANONYMOUS`` where nothing authenticated)."""
+    from odradek.broker.authorizer.acl_authorizer import Session
+
     context = getattr(request, "context", None)
     principal = str(context.principal) if context is not None else ANONYMOUS
     return Session(principal, request.client_address or "")

@@ -19,12 +19,10 @@ from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer import create_authorizer
-from odradek.broker.authorizer.acl_authorizer import AclStore
 from odradek.broker.quotas import ClientQuotaConfigs, ClientQuotas
 from odradek.broker.config import BrokerConfig
 from odradek.broker.coordinator.coordinators import CoordinatorKind, Coordinators, CoordinatorTopic, offsets_topic, transaction_state_topic
 from odradek.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
-from odradek.broker.replication.fetch_session import FetchSessionCache
 from odradek.broker.replication.new_logs import make_logs, unmake_logs
 from odradek.broker.replication.log_dir_failure import LogDirFailureChannel
 from odradek.broker.replication.replica_manager import ReplicaManager
@@ -41,7 +39,9 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
     from odradek.broker.coordinator.transaction.transaction_markers import MarkerWriter
+    from odradek.broker.authorizer.acl_authorizer import AclStore
     from odradek.broker.network.kafka_client import Node
+    from odradek.broker.replication.fetch_session import FetchSessionCache
     from odradek.broker.replication.replica_fetcher import FetcherConfig
     from odradek.broker.coordinator.transaction.transaction_verification import TransactionVerifier
 
@@ -59,7 +59,7 @@ def credential_store(config: BrokerConfig) -> CredentialStore:
     return FileCredentialStore(config.log_dirs[0] / SCRAM_CREDENTIALS_FILE)
 
 
-def start_metadata_support(server: "KafkaServer", me: BrokerInfo) -> tuple[MetadataSupport, AclStore]:
+def start_metadata_support(server: "KafkaServer", me: BrokerInfo) -> "tuple[MetadataSupport, AclStore]":
     """The one place the metadata mode is chosen: a broker of the ZooKeeper cluster ``zookeeper.connect``
     names (Kafka 3.9's ZooKeeper mode), else the embedded single-node controller. Also answers where the
     ACLs live. A third mode (KRaft) is a third branch here and a third :class:`MetadataSupport`."""
@@ -104,7 +104,6 @@ class KafkaServer:
             num_replica_fetchers=config["num.replica.fetchers"], replica_lag_time_max_ms=config["replica.lag.time.max.ms"],
         )
         self.replica_manager.leader_node = self._inter_broker_node
-        self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self.metadata_support: MetadataSupport | None = None
         """The metadata mode, chosen at :meth:`startup` (:func:`start_metadata_support`)."""
         self.authorization = Authorization()
@@ -120,6 +119,13 @@ class KafkaServer:
         """The runner's ``BrokerMetrics`` (broker/metrics.py, which reads this server), when prometheus.port is set."""
         self._producer_ids: range = range(0)
         self._next_producer_id = 0
+
+    @cached_property
+    def fetch_sessions(self) -> "FetchSessionCache":
+        """Incremental fetch sessions (KIP-227), the Fetch handler's service: made at the first fetch."""
+        from odradek.broker.replication.fetch_session import FetchSessionCache
+
+        return FetchSessionCache(self.config["max.incremental.fetch.session.cache.slots"])
 
     @property
     def group_coordinator(self) -> Any:

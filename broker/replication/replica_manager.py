@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 
 import anyio
 
-from odradek.broker.replication.fetch_session import FetchPartition
 from odradek.broker.replication.partition import LogReadInfo, Partition
 from odradek.broker.replication.purgatory import Purgatory
 from odradek.broker.replication.log_dir_failure import LogDirFailureChannel
@@ -46,6 +45,7 @@ if TYPE_CHECKING:
 
     from odradek.broker.coordinator.transaction.transaction_verification import TransactionVerifier
     from odradek.broker.network.kafka_client import Node
+    from odradek.broker.replication.fetch_session import FetchPartition
     from odradek.broker.replication.alter_partition_manager import AlterPartitionManager
     from odradek.broker.replication.replica_fetcher import FetcherConfig, ReplicaFetcherManager
     from odradek.protocol.message_types.produce import BatchIndexAndErrorMessageDict
