@@ -11,7 +11,6 @@ from __future__ import annotations
 import collections
 import os
 import re
-import shutil
 import signal
 import subprocess as sp
 import sys
@@ -169,4 +168,6 @@ class Broker:
     def __exit__(self, *exc: Any) -> None:
         self.stop()
         if self._own_dir:
+            import shutil  # here: with bz2 and lzma, which it imports, a few ms of every start
+
             shutil.rmtree(self.log_dir, ignore_errors=True)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import threading
 import time
 import uuid
@@ -307,6 +306,8 @@ class LogManager:
             due = [d for d, queued_ms in self._logs_to_be_deleted if queued_ms + delay_ms <= now_ms]
             self._logs_to_be_deleted = [entry for entry in self._logs_to_be_deleted if entry[0] not in due]
         for doomed in due:
+            import shutil  # here: with bz2 and lzma, which it imports, a few ms of every start
+
             shutil.rmtree(doomed, ignore_errors=True)
             log.info("Deleted log for partition %s in %s.", doomed.name.rsplit(".", 1)[0], doomed)
 

@@ -14,7 +14,6 @@ thread and appended in the background; later appends to its partition wait their
 from __future__ import annotations
 
 import logging
-import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -441,6 +440,8 @@ class ReplicaManager:
                 described.append(LogDirDescription(log_dir, ErrorCode.KAFKA_STORAGE_ERROR))
                 continue
             try:
+                import shutil  # here: with bz2 and lzma, which it imports, a few ms of every start
+
                 usage = shutil.disk_usage(log_dir)
             except OSError:
                 described.append(LogDirDescription(log_dir, ErrorCode.KAFKA_STORAGE_ERROR))
