@@ -35,6 +35,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   transactions BOOTSTRAP TOPIC   a transactional producer's commits and aborts (the state and producer epoch
  *                                  the coordinator describes after each), a zombie fenced by its successor,
  *                                  the partition's producers, read_committed and read_uncommitted read-backs
+ *   spread BOOTSTRAP TOPIC         transactions over every partition of TOPIC (commit, abort, commit), the producer
+ *                                  epoch described after each, each partition's producers, a read_committed
+ *                                  read-back of every partition
  *   eos BOOTSTRAP IN OUT GROUP     consume-transform-produce: IN's records copied to OUT in transactions that
  *                                  commit the group's offsets too (the first one aborted and redone), then
  *                                  OUT read read_committed
@@ -51,6 +54,7 @@ public final class Client44Probe {
             case "roundtrip" -> roundtrip(bootstrap, args[2], Integer.parseInt(args[3]), args[4], args[5]);
             case "transactions" -> transactions(bootstrap, args[2]);
             case "eos" -> eos(bootstrap, args[2], args[3], args[4]);
+            case "spread" -> spread(bootstrap, args[2]);
             default -> throw new IllegalArgumentException("unknown sub-command " + args[0]);
         }
     }
@@ -246,6 +250,51 @@ public final class Client44Probe {
                 }
             }
             emit("out", "values", values);
+        }
+    }
+
+    private static void spread(String bootstrap, String topic) throws Exception {
+        String transactionalId = "spread44-" + topic;
+        List<TopicPartition> partitions = new ArrayList<>();
+        try (Admin admin = Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap));
+             KafkaProducer<String, String> producer = producer(bootstrap, Map.of(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId))) {
+            producer.partitionsFor(topic).forEach(p -> partitions.add(new TopicPartition(topic, p.partition())));
+            producer.initTransactions();
+            int round = 0;
+            for (boolean commit : List.of(true, false, true)) {
+                producer.beginTransaction();
+                for (TopicPartition tp : partitions) {
+                    producer.send(new ProducerRecord<>(topic, tp.partition(), null, "r" + round + "-p" + tp.partition())).get();
+                }
+                if (commit) {
+                    producer.commitTransaction();
+                } else {
+                    producer.abortTransaction();
+                }
+                emit(commit ? "commit" : "abort", "described", described(admin, transactionalId));
+                round++;
+            }
+            List<Object> producers = new ArrayList<>();
+            for (TopicPartition tp : partitions) {
+                for (ProducerState state : admin.describeProducers(List.of(tp)).partitionResult(tp).get().activeProducers()) {
+                    producers.add(List.of(tp.partition(), state.producerEpoch(), state.currentTransactionStartOffset().orElse(-1L)));
+                }
+            }
+            emit("producers", "epochs", producers);
+        }
+        try (KafkaConsumer<String, String> consumer = consumer(bootstrap, Map.of(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed"))) {
+            consumer.assign(partitions);
+            consumer.seekToBeginning(partitions);
+            Map<TopicPartition, Long> ends = consumer.endOffsets(partitions);
+            List<String> values = new ArrayList<>();
+            long deadline = System.currentTimeMillis() + TIMEOUT_MS;
+            while (partitions.stream().anyMatch(tp -> consumer.position(tp) < ends.get(tp)) && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : consumer.poll(POLL)) {
+                    values.add(r.value());
+                }
+            }
+            values.sort(null);
+            emit("read", "values", values);
         }
     }
 }
