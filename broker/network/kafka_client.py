@@ -20,7 +20,7 @@ import itertools
 import logging
 import struct
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import anyio
 import anyio.abc
@@ -207,11 +207,11 @@ class BrokerConnection:
             raise UnsupportedVersionError(f"The broker at {self.address} does not support {name} at any version odradek knows ({ours.start}-{ours.stop - 1})")
         return common.stop - 1
 
-    async def request(self, api_key: int, body: dict[str, Any], *, timeout_s: float | None = None) -> Container:
+    async def request(self, api_key: int, body: Mapping[str, Any], *, timeout_s: float | None = None) -> Container:
         """Send at the negotiated version and wait for the answer."""
         return await self.send(api_key, self.version_for(api_key), body, timeout_s=timeout_s)
 
-    async def send(self, api_key: int, version: int, body: dict[str, Any], *, timeout_s: float | None = None) -> Container:
+    async def send(self, api_key: int, version: int, body: Mapping[str, Any], *, timeout_s: float | None = None) -> Container:
         """Send one request at ``version`` and wait for its answer; other requests may be in flight meanwhile.
 
         Raises TimeoutError (and closes the connection) when no answer comes within the timeout, and
@@ -360,7 +360,7 @@ class KafkaClient:
                 errors.append(str(exc))
         raise DisconnectedError("; ".join(errors) or "no broker to connect to")
 
-    async def request(self, api_key: int, body: dict[str, Any], *, node_id: int | None = None, timeout_s: float | None = None) -> Container:
+    async def request(self, api_key: int, body: Mapping[str, Any], *, node_id: int | None = None, timeout_s: float | None = None) -> Container:
         """A request to one broker (any broker if ``node_id`` is None)."""
         connection = await (self.any_connection() if node_id is None else self.connection(node_id))
         return await connection.request(api_key, body, timeout_s=timeout_s)

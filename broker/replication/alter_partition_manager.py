@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
     from odradek.broker.replication.partition import Partition
+    from odradek.protocol.message_types.alter_partition import AlterPartitionRequestDict, AlterPartitionResponse, TopicDataDict
 
 log = logging.getLogger("odradek.alter_partition")
 
@@ -94,7 +95,7 @@ class AlterPartitionManager:
         version = connection.version_for(ApiKey.AlterPartition)
         if any(p.topic_id in (None, ZERO_UUID) for p, _ in items.values()):
             version = min(version, LAST_VERSION_WITHOUT_TOPIC_IDS)
-        topics: dict[str, dict] = {}
+        topics: dict[str, TopicDataDict] = {}
         names: dict[object, str] = {}
         for (topic, index), (partition, change) in items.items():
             names[partition.topic_id] = topic
@@ -109,16 +110,16 @@ class AlterPartitionManager:
                     "partition_epoch": change.partition_epoch,
                 }
             )
-        body = {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch(), "topics": list(topics.values())}
-        response = await connection.send(ApiKey.AlterPartition, version, body)
+        body: AlterPartitionRequestDict = {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch(), "topics": list(topics.values())}
+        response: AlterPartitionResponse = await connection.send(ApiKey.AlterPartition, version, body)
         if response.error_code != ErrorCode.NONE:
             raise KafkaError(ErrorCode(response.error_code))
         answers = {}
-        for topic in response.topics:
-            name = topic.topic_name if version < 2 else names.get(topic.topic_id)
+        for answered in response.topics:
+            name = answered.topic_name if version < 2 else names.get(answered.topic_id)
             if name is None:  # as Kafka: its partitions stay unanswered (UNKNOWN_SERVER_ERROR, retried)
-                log.error("Received an unexpected topic %s in the AlterPartition response, ignoring it", topic.topic_id)
+                log.error("Received an unexpected topic %s in the AlterPartition response, ignoring it", answered.topic_id)
                 continue
-            for p in topic.partitions:
+            for p in answered.partitions:
                 answers[(name, p.partition_index)] = AlterPartitionResult(ErrorCode(p.error_code), p.leader_epoch, tuple(p.isr), p.partition_epoch)
         return answers

@@ -30,7 +30,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import anyio
 
@@ -41,6 +41,10 @@ from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.leader_epoch import UNDEFINED_EPOCH_OFFSET
 from odradek.storage.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.fetch import FetchRequestDict, FetchResponse, FetchTopicDict, PartitionData
+    from odradek.protocol.message_types.list_offsets import ListOffsetsRequestDict, ListOffsetsResponse
 
 log = logging.getLogger("odradek.replica_fetcher")
 
@@ -313,11 +317,11 @@ class ReplicaFetcher:
 
     # -- fetch ------------------------------------------------------------------------------------------
 
-    def _build_fetch(self, version: int) -> tuple[dict[str, Any], dict[TopicPartition, tuple[int, int]]]:
+    def _build_fetch(self, version: int) -> tuple[FetchRequestDict, dict[TopicPartition, tuple[int, int]]]:
         """The request body and, per partition, the (fetch offset, leader epoch) it asks with."""
         now = time.monotonic()
         sent: dict[TopicPartition, tuple[int, int]] = {}
-        topics: dict[str, dict] = {}
+        topics: dict[str, FetchTopicDict] = {}
         for tp, state in self.partitions.items():
             if not state.ready_for_fetch(now):
                 continue
@@ -338,7 +342,7 @@ class ReplicaFetcher:
                 }
             )
             sent[tp] = (state.fetch_offset, state.current_leader_epoch)
-        body = {
+        body: FetchRequestDict = {
             "replica_id": self.config.broker_id,
             "replica_state": {"replica_id": self.config.broker_id, "replica_epoch": self.config.broker_epoch},
             "max_wait_ms": self.config.max_wait_ms,
@@ -364,7 +368,7 @@ class ReplicaFetcher:
             return
         names = {state.topic_id: tp[0] for tp, state in self.partitions.items()}
         try:
-            response = await connection.send(ApiKey.Fetch, version, body, timeout_s=self.config.request_timeout_s + self.config.max_wait_ms / 1000)
+            response: FetchResponse = await connection.send(ApiKey.Fetch, version, body, timeout_s=self.config.request_timeout_s + self.config.max_wait_ms / 1000)
         except (OSError, TimeoutError, KafkaError) as exc:
             log.warning("Error in response for fetch request to leader %d: %s", self.leader.node_id, exc)
             self._delay(set(self.partitions))
@@ -395,7 +399,7 @@ class ReplicaFetcher:
                 errors.add(tp)
         self._delay(errors)
 
-    def _process(self, tp: TopicPartition, state: PartitionFetchState, asked_epoch: int, data: Any, errors: set[TopicPartition], diverging: dict[TopicPartition, tuple[int, int]], out_of_range: dict[TopicPartition, int]) -> None:
+    def _process(self, tp: TopicPartition, state: PartitionFetchState, asked_epoch: int, data: PartitionData, errors: set[TopicPartition], diverging: dict[TopicPartition, tuple[int, int]], out_of_range: dict[TopicPartition, int]) -> None:
         error = data.error_code
         if error == ErrorCode.NONE:
             epoch_end = getattr(data, "diverging_epoch", None)
@@ -459,18 +463,18 @@ class ReplicaFetcher:
         return replace(state, fetch_offset=offset, lag=leader_end - offset, state=FetchState.FETCHING, last_fetched_epoch=local.latest_epoch)
 
     async def _list_offset(self, connection: BrokerConnection, tp: TopicPartition, current_leader_epoch: int, timestamp: int) -> int:
-        body = {
+        body: ListOffsetsRequestDict = {
             "replica_id": self.config.broker_id,
             "isolation_level": 0,
             "topics": [{"name": tp[0], "partitions": [{"partition_index": tp[1], "current_leader_epoch": current_leader_epoch, "timestamp": timestamp, "max_num_offsets": 1}]}],
         }
-        response = await connection.request(ApiKey.ListOffsets, body)
+        response: ListOffsetsResponse = await connection.request(ApiKey.ListOffsets, body)
         answer = response.topics[0].partitions[0]
         if answer.error_code != ErrorCode.NONE:
             raise KafkaError(ErrorCode(answer.error_code))
         return answer.offset
 
-    def _append(self, tp: TopicPartition, state: PartitionFetchState, data: Any) -> None:
+    def _append(self, tp: TopicPartition, state: PartitionFetchState, data: PartitionData) -> None:
         """Kafka's ``processPartitionData``: append at the LEO, then take the leader's watermarks."""
         local = self.partition(tp)
         if state.fetch_offset != local.log_end_offset:
