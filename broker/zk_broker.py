@@ -61,6 +61,7 @@ from odradek.storage.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from odradek.protocol.message_types.alter_configs import AlterConfigsResponseDict
+    from odradek.protocol.message_types.controlled_shutdown import ControlledShutdownResponse
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +169,7 @@ class ZkBroker(MetadataSupport):
             try:
                 async with anyio.create_task_group() as tg:
                     connection = await BrokerConnection.connect(node.host, node.port, tg, client_id=f"broker-{self.broker_id}", security=self.security)
-                    response = await connection.send(ApiKey.ControlledShutdown, CONTROLLED_SHUTDOWN_VERSION, {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch})
+                    response: ControlledShutdownResponse = await connection.send(ApiKey.ControlledShutdown, CONTROLLED_SHUTDOWN_VERSION, {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch})
                     tg.cancel_scope.cancel()
             except (DisconnectedError, TimeoutError, OSError, ResponseError) as exc:
                 log.warning("Controlled shutdown: the controller (broker %d) could not be asked: %s", node.node_id, exc)

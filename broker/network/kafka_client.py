@@ -33,6 +33,8 @@ from odradek.protocol.schema import Container, DecodeError
 
 if TYPE_CHECKING:
     from odradek.broker.security.sasl_client import SaslClient
+    from odradek.protocol.message_types.find_coordinator import FindCoordinatorRequestDict, FindCoordinatorResponse
+    from odradek.protocol.message_types.metadata import MetadataRequestDict, MetadataRequestTopicDict, MetadataResponse
 
 log = logging.getLogger(__name__)
 
@@ -370,11 +372,11 @@ class KafkaClient:
         connection = await self.any_connection()
         version = connection.version_for(ApiKey.Metadata)
         if topics is None and version == 0:
-            requested: list[dict[str, Any]] | None = []  # v0 has no null: an empty list means all topics
+            requested: list[MetadataRequestTopicDict] | None = []  # v0 has no null: an empty list means all topics
         else:
             requested = None if topics is None else [{"name": t} for t in topics]
-        body = {"topics": requested, "allow_auto_topic_creation": False, "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
-        response = await connection.send(ApiKey.Metadata, version, body)
+        body: MetadataRequestDict = {"topics": requested, "allow_auto_topic_creation": False, "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
+        response: MetadataResponse = await connection.send(ApiKey.Metadata, version, body)
         self.nodes = {b.node_id: Node(b.node_id, b.host, b.port) for b in response.brokers}
         self.cluster_id = getattr(response, "cluster_id", None)
         self.controller_id = getattr(response, "controller_id", -1)
@@ -388,8 +390,8 @@ class KafkaClient:
         while True:
             connection = await self.any_connection()
             version = connection.version_for(ApiKey.FindCoordinator)
-            body = {"key": key, "key_type": int(key_type), "coordinator_keys": [key]}
-            response = await connection.send(ApiKey.FindCoordinator, version, body)
+            body: FindCoordinatorRequestDict = {"key": key, "key_type": int(key_type), "coordinator_keys": [key]}
+            response: FindCoordinatorResponse = await connection.send(ApiKey.FindCoordinator, version, body)
             answer = response.coordinators[0] if version >= 4 else response
             if answer.error_code == ErrorCode.NONE:
                 node = Node(answer.node_id, answer.host, answer.port)
