@@ -70,6 +70,14 @@ def test_before_v3_the_answer_has_no_feature_fields(version: int) -> None:
     assert frame == encode_response(ApiKey.ApiVersions, version, 7, {"error_code": 0, "api_keys": API_RANGES})[0]
 
 
+def test_a_finalized_group_version_1_comes_with_the_consumer_group_apis() -> None:
+    """``group.version`` 1 says the consumer group protocol (KIP-848) is served: its two APIs must be."""
+    levels = {f.name: f.level for f in FEATURES}
+    assert levels["group.version"] == 1
+    served = {key: handler.max_version for key, handler in HANDLERS.items()}
+    assert served[ApiKey.ConsumerGroupHeartbeat] >= 1 and ApiKey.ConsumerGroupDescribe in served
+
+
 def test_a_finalized_transaction_version_2_comes_with_the_versions_it_implies() -> None:
     """A 4.x client that sees ``transaction.version`` 2 sends EndTxn v5, Produce v12 and TxnOffsetCommit v5
     (and no AddPartitionsToTxn): advertising the level without them would break its transactions."""

@@ -262,3 +262,13 @@ def test_librdkafka_members_share_the_partitions(bootstrap: str) -> None:
         thread.join(60)
     everything = committed["a"] + committed["b"]
     assert sorted(everything) == sorted(values), "every record committed exactly once"
+
+
+def test_kafka_features_describes_group_version_as_on_kafka_44(odradek_as_kafka: Any, real_kafka44: Any) -> None:
+    described = []
+    for address in (odradek_as_kafka.bootstrap, real_kafka44.bootstrap):
+        done = kafka44_jvm.run_tool("kafka-features", "--bootstrap-server", address, "describe")
+        assert done.returncode == 0, done.stderr
+        [line] = [line for line in done.stdout.splitlines() if line.startswith("Feature: group.version")]
+        described.append(line.split("Epoch:")[0].split())
+    assert described[0] == described[1] == "Feature: group.version SupportedMinVersion: 0 SupportedMaxVersion: 1 FinalizedVersionLevel: 1".split()
