@@ -103,6 +103,34 @@ def test_the_handler_checker_sees_a_log(tmp_path: Path) -> None:
     assert sorted(storage_reaches(module)) == ["1: from odradek.storage.log import ...", "3: .log", "3: .log", "3: .producer_state"]
 
 
+# -- handlers are checked against their API's generated types ----------------------------------------------
+
+
+def untyped_requests(path: Path) -> list[str]:
+    """Where a module's ``handle`` takes its request without naming the body's type (``Request[<Api>Request]``,
+    from ``protocol/message_types``): mypy would then check none of the fields the handler reads."""
+    found = []
+    for node in ast.parse(path.read_text(), filename=str(path)).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "handle":
+            request = node.args.args[-1] if node.args.args else None
+            annotation = None if request is None else request.annotation
+            if not (isinstance(annotation, ast.Subscript) and isinstance(annotation.value, ast.Name) and annotation.value.id == "Request"):
+                found.append(f"{node.lineno}: handle(..., {'' if request is None else request.arg}: {'?' if annotation is None else ast.unparse(annotation)})")
+    return found
+
+
+def test_handlers_name_their_request_type() -> None:
+    sources = sorted(HANDLERS_DIR.glob("*.py"))
+    assert len(sources) > 20
+    assert [f"{path.relative_to(ROOT)}:{found}" for path in sources for found in untyped_requests(path)] == []
+
+
+def test_the_request_type_checker_sees_a_bare_request(tmp_path: Path) -> None:
+    module = tmp_path / "h.py"
+    module.write_text("def handle(rm, request: Request) -> dict:\n    return {}\n\n\ndef helper(request: Request) -> None: ...\n")
+    assert untyped_requests(module) == ["1: handle(..., request: Request)"]
+
+
 LOG_KEEPERS = frozenset({"broker/replication/partition.py", "broker/replication/replica_manager.py"})
 """The broker modules that may hold a partition's log: the partition, and the replica manager that opens
 them. The fetchers, coordinators and metrics ask a ``Partition`` (Kafka's fetcher appends and truncates

@@ -2,7 +2,9 @@
 in :data:`odradek.broker.kafka_apis.HANDLERS` names (the replica manager, ``metadata_support``, a
 coordinator, authorization, ...; never the whole server, so what it may touch is declared) and the decoded
 request, calls them, and returns the response body (a dict), an awaitable of it (waits: long polls,
-acks=all), ``None`` (no response: acks=0) or ``CLOSE_CONNECTION``."""
+acks=all), ``None`` (no response: acks=0) or ``CLOSE_CONNECTION``. It names its API's generated types
+(``protocol/message_types``): ``request: Request[ProduceRequest]``, answering a ``ProduceResponseDict``, so
+that mypy checks the fields it reads and the keys it answers with (tests/test_layering.py holds the first)."""
 
 from __future__ import annotations
 
