@@ -38,6 +38,8 @@ class AcknowledgeType(enum.IntEnum):
     ACCEPT = 1
     RELEASE = 2
     REJECT = 3
+    RENEW = 4
+    """KIP-1222 (ShareFetch/ShareAcknowledge v2): keep the records, their lock starting again."""
 
 
 _ACKNOWLEDGED_STATE = {
@@ -190,7 +192,7 @@ class SharePartition:
 
     # -- acknowledgement, release, expiry ------------------------------------------------------------------
 
-    def acknowledge(self, member: str, acknowledgements: Sequence[Acknowledgement]) -> tuple[ErrorCode, StateUpdate | None]:
+    def acknowledge(self, member: str, acknowledgements: Sequence[Acknowledgement], now_ms: int = 0) -> tuple[ErrorCode, StateUpdate | None]:
         """Apply ``member``'s acknowledgements: all or none. INVALID_RECORD_STATE when an offset is not
         ACQUIRED by the member (never fetched, acknowledged already, its lock expired); INVALID_REQUEST
         for a malformed batch. Also returns what to persist (None: nothing changed)."""
@@ -216,6 +218,9 @@ class SharePartition:
         changed: list[InFlight] = []
         for first, last, kind in steps:
             for run in self._cut(first, last):
+                if kind is AcknowledgeType.RENEW:
+                    run.deadline_ms = now_ms + self.lock_duration_ms
+                    continue
                 self._settle(run, _ACKNOWLEDGED_STATE[kind])
                 changed.append(run)
         return ErrorCode.NONE, self._persist(changed)

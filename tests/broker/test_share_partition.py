@@ -147,3 +147,10 @@ def test_the_record_limit_mode_acquires_no_more_than_asked() -> None:
     sp.acknowledge("a", [ack(0, 2, RELEASE)])
     assert sp.acquire("b", [(0, 9)], 2, now_ms=0, strict=True) == [AcquiredRecords(0, 1, 2)]
     assert sp.acquire("b", [(0, 9)], 4, now_ms=0, strict=True) == [AcquiredRecords(2, 2, 2), AcquiredRecords(3, 5, 1)]
+
+
+def test_renew_restarts_the_lock() -> None:
+    sp = SharePartition(0, lock_duration_ms=1000)
+    sp.acquire("a", [(0, 4)], 500, now_ms=0)
+    assert sp.acknowledge("a", [ack(0, 4, AcknowledgeType.RENEW)], now_ms=900) == (ErrorCode.NONE, None)
+    assert sp.expire_locks(1500) is None and sp.next_deadline() == 1900
