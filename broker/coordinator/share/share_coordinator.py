@@ -1,0 +1,210 @@
+"""The share coordinator (Kafka's ``share-coordinator`` module): keeps each share partition's state --
+its start offset and the state batches of its in-flight records -- in ``__share_group_state``.
+
+A share partition's key (``group:topicId:partition``, Kafka's ``SharePartitionKey.asCoordinatorKey``)
+hashes to a partition of the topic, whose leader coordinates it. The first write of a key is a
+ShareSnapshot; later writes are ShareUpdates carrying only what changed, until
+``share.coordinator.snapshot.update.records.per.snapshot`` updates follow the snapshot and the next
+write is a new snapshot (its epoch one higher). Loading replays the snapshot and lays the updates over it.
+
+Writes apply to the in-memory state as they are decided: the share partition that asked already holds
+that state. If the append fails the caller hears the error and the next write of the key is a snapshot,
+so the log catches up with memory (Kafka reverts the in-memory state instead and the share partition
+rolls its change back).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from odradek.broker.coordinator.deferred import Deferred
+from odradek.broker.coordinator.runtime import AppendResult, CoordinatorResult, CoordinatorRuntime, CoordinatorShard, CoordinatorTopic, Producer, ShardContext
+from odradek.broker.coordinator.share.share_records import (
+    SHARE_SNAPSHOT,
+    SHARE_UPDATE,
+    SharePartitionKey,
+    ShareState,
+    decode_record,
+    record_key,
+    snapshot_value,
+    update_value,
+)
+from odradek.broker.share.state_batches import StateBatch, overlay
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.schema import DecodeError
+from odradek.storage.checkpoints import topic_id_to_string
+
+if TYPE_CHECKING:
+    from odradek.broker.config import BrokerConfig
+    from odradek.broker.coordinator.runtime import LoadedBatch, PartitionWriter
+
+log = logging.getLogger("odradek.share_coordinator")
+
+SHARE_GROUP_STATE_TOPIC = "__share_group_state"
+
+
+def coordinator_key(key: SharePartitionKey) -> str:
+    return f"{key.group}:{topic_id_to_string(key.topic_id)}:{key.partition}"
+
+
+class ShareCoordinatorShard(CoordinatorShard):
+    def __init__(self, context: ShardContext, updates_per_snapshot: int) -> None:
+        self.context = context
+        self.updates_per_snapshot = updates_per_snapshot
+        self.states: dict[SharePartitionKey, ShareState] = {}
+        self.updates_since_snapshot: dict[SharePartitionKey, int] = {}
+
+    # -- loading ------------------------------------------------------------------------------------------
+
+    def replay(self, offset: int, producer: Producer | None, key: bytes, value: bytes | None) -> None:
+        try:
+            kind, spk, record = decode_record(key, value)
+        except DecodeError as exc:
+            log.warning("Skipping a record of %s-%d at %d: %s", SHARE_GROUP_STATE_TOPIC, self.context.partition, offset, exc)
+            return
+        if record is None:
+            self.states.pop(spk, None)
+            self.updates_since_snapshot.pop(spk, None)
+            return
+        batches = [StateBatch.from_wire(b) for b in record.state_batches]  # type: ignore[attr-defined]
+        if kind == SHARE_SNAPSHOT:
+            r: Any = record
+            self.states[spk] = ShareState(r.snapshot_epoch, r.state_epoch, r.leader_epoch, r.start_offset, tuple(overlay((), batches, r.start_offset)), r.create_timestamp, r.write_timestamp)
+            self.updates_since_snapshot[spk] = 0
+            return
+        current = self.states.get(spk)
+        if current is None:
+            return  # an update without its snapshot: nothing to lay it over
+        r = record
+        start = current.start_offset if r.start_offset == -1 else r.start_offset
+        leader_epoch = current.leader_epoch if r.leader_epoch == -1 else r.leader_epoch
+        self.states[spk] = replace(current, start_offset=start, leader_epoch=leader_epoch, batches=tuple(overlay(current.batches, batches, start)))
+        self.updates_since_snapshot[spk] = self.updates_since_snapshot.get(spk, 0) + 1
+
+    # -- operations ---------------------------------------------------------------------------------------
+
+    def read_state(self, key: SharePartitionKey) -> ShareState | None:
+        return self.states.get(key)
+
+    def write_state(self, key: SharePartitionKey, start_offset: int, batches: list[StateBatch], state_epoch: int = 0, leader_epoch: int = 0) -> CoordinatorResult[ErrorCode]:
+        """WriteShareGroupState for one share partition: a ShareSnapshot for a new key or when enough
+        updates followed the last one, else a ShareUpdate."""
+        now = self.context.clock()
+        current = self.states.get(key)
+        if current is not None and state_epoch < current.state_epoch:
+            return CoordinatorResult.of(ErrorCode.FENCED_STATE_EPOCH)
+        if current is None or self.updates_since_snapshot.get(key, 0) >= self.updates_per_snapshot:
+            start = start_offset if start_offset != -1 or current is None else current.start_offset
+            state = ShareState(
+                0 if current is None else current.snapshot_epoch + 1,
+                state_epoch,
+                leader_epoch,
+                start,
+                tuple(overlay(() if current is None else current.batches, batches, start)),
+                now if current is None else current.create_timestamp,
+                now,
+            )
+            self.updates_since_snapshot[key] = 0
+            records = [(record_key(SHARE_SNAPSHOT, key), snapshot_value(state))]
+        else:
+            start = current.start_offset if start_offset == -1 else start_offset
+            state = replace(current, start_offset=start, leader_epoch=leader_epoch, batches=tuple(overlay(current.batches, batches, start)))
+            self.updates_since_snapshot[key] = self.updates_since_snapshot.get(key, 0) + 1
+            records = [(record_key(SHARE_UPDATE, key), update_value(current.snapshot_epoch, leader_epoch, start_offset, batches))]
+        self.states[key] = state
+
+        def response(result: AppendResult) -> ErrorCode:
+            if result.error != ErrorCode.NONE:
+                self.updates_since_snapshot[key] = self.updates_per_snapshot  # the next write catches the log up
+            return result.error
+
+        return CoordinatorResult(records, response)
+
+    def delete_state(self, key: SharePartitionKey) -> CoordinatorResult[ErrorCode]:
+        """DeleteShareGroupState: tombstones for the key's records."""
+        if self.states.pop(key, None) is None:
+            return CoordinatorResult.of(ErrorCode.NONE)
+        self.updates_since_snapshot.pop(key, None)
+        return CoordinatorResult([(record_key(SHARE_SNAPSHOT, key), None), (record_key(SHARE_UPDATE, key), None)], lambda result: result.error)
+
+    def on_partitions_deleted(self, partitions: list[tuple[str, int]]) -> None:
+        """Kept: the state is keyed by topic id, and a re-created topic has a new one."""
+
+
+class ShareCoordinator:
+    """What the share partitions call (Kafka's persister, for the partitions this broker coordinates)."""
+
+    def __init__(self, runtime: CoordinatorRuntime[ShareCoordinatorShard]) -> None:
+        self.runtime = runtime
+        runtime.coordinator = self
+
+    def partition_of(self, key: SharePartitionKey) -> int:
+        return self.runtime.partition_for(coordinator_key(key))
+
+    def locate(self, key: SharePartitionKey) -> tuple[ErrorCode, int]:
+        """The broker that coordinates the key (FindCoordinator's key type 2); the first lookup creates
+        ``__share_group_state`` and answers COORDINATOR_NOT_AVAILABLE."""
+        error, broker = self.runtime.locate(coordinator_key(key))
+        return error, -1 if broker is None else broker.node_id
+
+    def read_state(self, key: SharePartitionKey) -> tuple[ErrorCode, ShareState | None]:
+        partition = self.partition_of(key)
+        error = self.runtime.status(partition)
+        if error is not None:
+            return error, None
+        return ErrorCode.NONE, self.runtime.read(partition, lambda shard: shard.read_state(key))
+
+    def write_state(self, key: SharePartitionKey, start_offset: int, batches: list[StateBatch], state_epoch: int = 0) -> Deferred[ErrorCode]:
+        partition = self.partition_of(key)
+        error = self.runtime.status(partition)
+        if error is not None:
+            return Deferred.completed(error)
+        return self.runtime.write(partition, lambda shard: shard.write_state(key, start_offset, batches, state_epoch))
+
+    def delete_state(self, key: SharePartitionKey) -> Deferred[ErrorCode]:
+        partition = self.partition_of(key)
+        error = self.runtime.status(partition)
+        if error is not None:
+            return Deferred.completed(error)
+        return self.runtime.write(partition, lambda shard: shard.delete_state(key))
+
+
+def share_state_topic(config: "BrokerConfig") -> CoordinatorTopic:
+    return CoordinatorTopic(
+        SHARE_GROUP_STATE_TOPIC,
+        config["share.coordinator.state.topic.num.partitions"],
+        config["share.coordinator.state.topic.replication.factor"],
+        {
+            "cleanup.policy": "delete",
+            "compression.type": "producer",
+            "segment.bytes": str(config["share.coordinator.state.topic.segment.bytes"]),
+            "min.insync.replicas": str(config["share.coordinator.state.topic.min.isr"]),
+            "retention.ms": "-1",
+        },
+    )
+
+
+def share_coordinator_runtime(
+    config: "BrokerConfig",
+    writer: "PartitionWriter",
+    load: "Callable[[int], Iterable[LoadedBatch]]",
+    *,
+    broker_id: int,
+    metadata: Callable[[], Any],
+    create_topic: Callable[[CoordinatorTopic], None],
+) -> CoordinatorRuntime[ShareCoordinatorShard]:
+    updates_per_snapshot = config["share.coordinator.snapshot.update.records.per.snapshot"]
+    runtime: CoordinatorRuntime[ShareCoordinatorShard] = CoordinatorRuntime(
+        share_state_topic(config),
+        lambda context: ShareCoordinatorShard(context, updates_per_snapshot),
+        writer,
+        broker_id=broker_id,
+        load=load,
+        metadata=metadata,
+        create_topic=create_topic,
+    )
+    ShareCoordinator(runtime)
+    return runtime
+
