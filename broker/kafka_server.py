@@ -21,7 +21,7 @@ from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer import create_authorizer
 from odradek.broker.quotas import ClientQuotaConfigs, ClientQuotas
 from odradek.broker.config import BrokerConfig
-from odradek.broker.coordinator.coordinators import CoordinatorKind, Coordinators, CoordinatorTopic, offsets_topic, transaction_state_topic
+from odradek.broker.coordinator.coordinators import CoordinatorKind, Coordinators, CoordinatorTopic, offsets_topic, share_group_state_topic, transaction_state_topic
 from odradek.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from odradek.broker.replication.new_logs import make_logs, unmake_logs
 from odradek.broker.replication.log_dir_failure import LogDirFailureChannel
@@ -38,8 +38,10 @@ from odradek.storage.log_manager import LogManager
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
+    from odradek.broker.coordinator.group.share_groups import ShareGroupCoordinator
     from odradek.broker.coordinator.transaction.transaction_markers import MarkerWriter
     from odradek.broker.authorizer.acl_authorizer import AclStore
+    from odradek.broker.share.share_partition_manager import ShareConfig, SharePartitionManager
     from odradek.broker.network.kafka_client import Node
     from odradek.broker.replication.fetch_session import FetchSessionCache
     from odradek.broker.replication.replica_fetcher import FetcherConfig
@@ -110,6 +112,7 @@ class KafkaServer:
         self.coordinators = Coordinators({
             "group": CoordinatorKind(offsets_topic(config), self._group_coordinator),
             "transaction": CoordinatorKind(transaction_state_topic(config), self._transaction_coordinator),
+            "share": CoordinatorKind(share_group_state_topic(config), self._share_coordinator),
         })
         """Built at their first use (broker/coordinator/coordinators.py)."""
         self.replica_manager.make_transaction_verifier = self._transaction_verifier
@@ -171,6 +174,60 @@ class KafkaServer:
             self.next_producer_id, broker_id=self.broker_id, metadata=lambda: self.metadata,
             create_topic=lambda t: self.create_topic_in_background(t.name, t.num_partitions, t.replication_factor, t.configs),
         )
+
+    def _share_coordinator(self, topic: CoordinatorTopic) -> Any:
+        from odradek.broker.coordinator.partitions import ReplicaManagerPartitions
+        from odradek.broker.coordinator.share.share_coordinator import share_coordinator_runtime
+
+        config = self.config
+        shares = ReplicaManagerPartitions(
+            self.replica_manager, topic.name, commit_timeout_ms=config["share.coordinator.write.timeout.ms"],
+            load_buffer_size=config["share.coordinator.load.buffer.size"], spawn=self._spawn,
+        )
+        return share_coordinator_runtime(
+            config, topic, shares, shares.load, broker_id=self.broker_id, metadata=lambda: self.metadata,
+            create_topic=lambda t: self.create_topic_in_background(t.name, t.num_partitions, t.replication_factor, t.configs),
+        )
+
+    @cached_property
+    def share_partitions(self) -> "SharePartitionManager":
+        """Share groups' partitions and sessions (KIP-932), ShareFetch's and ShareAcknowledge's service; built,
+        with the share coordinator, at the first share fetch. Its lock-expiry timers run in the network's task group."""
+        from odradek.broker.share.share_partition_manager import SharePartitionManager
+
+        manager = SharePartitionManager(self.replica_manager, self.coordinators["share"].coordinator, self._share_config, max_sessions=self.config["group.share.max.share.sessions"])
+        self._spawn(manager.run)
+        return manager
+
+    @cached_property
+    def share_groups(self) -> "ShareGroupCoordinator":
+        """Share groups' membership (KIP-932), ShareGroupHeartbeat's and ShareGroupDescribe's service."""
+        from odradek.broker.coordinator.group.share_groups import ShareGroupCoordinator, ShareGroups
+
+        config = self.config
+        return ShareGroupCoordinator(
+            self.coordinators["group"],
+            ShareGroups(self._topic_partitions, max_size=config["group.share.max.size"]),
+            self.share_partitions.timers,
+            self.share_partitions.release_member,
+            session_timeout_ms=config["group.share.session.timeout.ms"],
+            heartbeat_interval_ms=config["group.share.heartbeat.interval.ms"],
+        )
+
+    def _share_config(self, group: str) -> "ShareConfig":
+        """A share group's settings: the broker's ``group.share.*`` (group-level overrides are not served yet)."""
+        from odradek.broker.share.share_partition_manager import ShareConfig
+
+        config = self.config
+        return ShareConfig(
+            lock_duration_ms=config["group.share.record.lock.duration.ms"],
+            delivery_count_limit=config["group.share.delivery.count.limit"],
+            max_in_flight=config["group.share.partition.max.record.locks"],
+        )
+
+    def _topic_partitions(self, name: str) -> tuple[uuid.UUID, int] | None:
+        topic = self.metadata.topics.get(name) if self.metadata_support is not None else None
+        return None if topic is None else (topic.topic_id, len(topic.partitions))
 
     @cached_property
     def marker_writer(self) -> "MarkerWriter":
@@ -262,6 +319,10 @@ class KafkaServer:
         coordinator = self.coordinators.leading(topic, partitions, self.broker_id)
         if coordinator is not None:
             coordinator.on_partitions_changed(topic, partitions)
+        if "share_partitions" in self.__dict__:  # built: some share group fetched
+            self.share_partitions.on_partitions_changed(topic.name, partitions, lambda index: topic.partitions[index].leader == self.broker_id)
+        if "share_groups" in self.__dict__:
+            self.share_groups.groups.on_metadata_changed()
 
     def on_topic_deleted(self, topic: TopicInfo) -> None:
         for coordinator in list(self.coordinators.built.values()):

@@ -271,6 +271,7 @@ class ErrorCode(IntEnum):
     DUPLICATE_VOTER = 126, False, "The voter is already part of the set of voters."
     VOTER_NOT_FOUND = 127, False, "The voter is not part of the set of voters."
     INVALID_REGULAR_EXPRESSION = 128, False, "The regular expression is not valid."
+    SHARE_SESSION_LIMIT_REACHED = 133, True, "The limit of share sessions has been reached."
 
 
 MAX_ERROR_MESSAGE_CHARS = 4096

@@ -27,6 +27,7 @@ this module's :class:`CoordinatorTopic`)."""
 
 GROUP_METADATA_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
+SHARE_GROUP_STATE_TOPIC = "__share_group_state"
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,22 @@ def transaction_state_topic(config: "BrokerConfig") -> CoordinatorTopic:
     )
 
 
+def share_group_state_topic(config: "BrokerConfig") -> CoordinatorTopic:
+    """``__share_group_state`` as Kafka 4.4 makes it (``ShareCoordinatorService.shareGroupStateTopicConfigs``)."""
+    return CoordinatorTopic(
+        SHARE_GROUP_STATE_TOPIC,
+        config["share.coordinator.state.topic.num.partitions"],
+        config["share.coordinator.state.topic.replication.factor"],
+        {
+            "cleanup.policy": "delete",
+            "compression.type": "producer",
+            "segment.bytes": str(config["share.coordinator.state.topic.segment.bytes"]),
+            "min.insync.replicas": str(config["share.coordinator.state.topic.min.isr"]),
+            "retention.ms": "-1",
+        },
+    )
+
+
 class CoordinatorKind(NamedTuple):
     """A coordinator: the internal topic it keeps its state in, and how to build it on that topic."""
 
@@ -76,7 +93,7 @@ class CoordinatorKind(NamedTuple):
 
 
 class Coordinators(Mapping[str, Runtime]):
-    """The coordinators by kind (FindCoordinator's key type names: ``group``, ``transaction``); looking one
+    """The coordinators by kind (FindCoordinator's key type names: ``group``, ``transaction``, ``share``); looking one
     up builds it. Each runs on the
     event loop (:meth:`CoordinatorRuntime.run`, its loads and timers) from the time the broker serves, or
     from its building when that comes later."""

@@ -19,6 +19,7 @@ import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from odradek.broker.coordinator.coordinators import SHARE_GROUP_STATE_TOPIC
 from odradek.broker.coordinator.deferred import Deferred
 from odradek.broker.coordinator.runtime import AppendResult, CoordinatorResult, CoordinatorRuntime, CoordinatorShard, CoordinatorTopic, Producer, ShardContext
 from odradek.broker.coordinator.share.share_records import (
@@ -41,9 +42,6 @@ if TYPE_CHECKING:
     from odradek.broker.coordinator.runtime import LoadedBatch, PartitionWriter
 
 log = logging.getLogger("odradek.share_coordinator")
-
-SHARE_GROUP_STATE_TOPIC = "__share_group_state"
-
 
 def coordinator_key(key: SharePartitionKey) -> str:
     return f"{key.group}:{topic_id_to_string(key.topic_id)}:{key.partition}"
@@ -171,23 +169,9 @@ class ShareCoordinator:
         return self.runtime.write(partition, lambda shard: shard.delete_state(key))
 
 
-def share_state_topic(config: "BrokerConfig") -> CoordinatorTopic:
-    return CoordinatorTopic(
-        SHARE_GROUP_STATE_TOPIC,
-        config["share.coordinator.state.topic.num.partitions"],
-        config["share.coordinator.state.topic.replication.factor"],
-        {
-            "cleanup.policy": "delete",
-            "compression.type": "producer",
-            "segment.bytes": str(config["share.coordinator.state.topic.segment.bytes"]),
-            "min.insync.replicas": str(config["share.coordinator.state.topic.min.isr"]),
-            "retention.ms": "-1",
-        },
-    )
-
-
 def share_coordinator_runtime(
     config: "BrokerConfig",
+    topic: CoordinatorTopic,
     writer: "PartitionWriter",
     load: "Callable[[int], Iterable[LoadedBatch]]",
     *,
@@ -197,7 +181,7 @@ def share_coordinator_runtime(
 ) -> CoordinatorRuntime[ShareCoordinatorShard]:
     updates_per_snapshot = config["share.coordinator.snapshot.update.records.per.snapshot"]
     runtime: CoordinatorRuntime[ShareCoordinatorShard] = CoordinatorRuntime(
-        share_state_topic(config),
+        topic,
         lambda context: ShareCoordinatorShard(context, updates_per_snapshot),
         writer,
         broker_id=broker_id,
