@@ -47,6 +47,7 @@ public final class ShareProbe {
         p.put("key.serializer", StringSerializer.class.getName());
         p.put("value.serializer", StringSerializer.class.getName());
         p.put("linger.ms", "5");
+        p.put("batch.size", "1024");  // small batches: a share fetch acquires whole batches, so consumers can share
         return new KafkaProducer<>(p);
     }
 
@@ -58,6 +59,7 @@ public final class ShareProbe {
         p.put("key.deserializer", StringDeserializer.class.getName());
         p.put("value.deserializer", StringDeserializer.class.getName());
         p.put("share.acknowledgement.mode", "explicit");
+        p.put("max.poll.records", "50");
         return new KafkaShareConsumer<>(p);
     }
 
@@ -117,7 +119,7 @@ public final class ShareProbe {
                             }
                             AcknowledgeType ack = decide(policy, dc);
                             consumer.acknowledge(r, ack);
-                            emit("{\"c\": " + index + ", \"value\": " + quote(r.value()) + ", \"offset\": " + r.offset() + ", \"dc\": " + dc + ", \"ack\": " + quote(ack.toString()) + "}");
+                            emit("{\"c\": " + index + ", \"value\": " + quote(r.value()) + ", \"offset\": " + r.offset() + ", \"dc\": " + dc + ", \"ack\": " + quote(ack.name()) + "}");
                             if (ack == AcknowledgeType.ACCEPT) accepted.add(r.value());
                         }
                         consumer.commitSync(Duration.ofSeconds(10));

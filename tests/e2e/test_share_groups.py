@@ -1,0 +1,148 @@
+"""Share groups (KIP-932, queues for Kafka) with Kafka 4.4's own ``KafkaShareConsumer`` against odradek:
+every record delivered and accepted once, two consumers sharing one partition, RELEASE and an expired
+acquisition lock redelivering with a higher delivery count, the delivery-count limit archiving, and the
+share-partition state surviving a broker restart.
+
+The client is driven by tests/e2e/java44/ShareProbe.java, compiled against the Kafka 4.4 jars
+(``make jvm-deps``); it prints each delivery as a JSON line and the tests judge them. A share group
+starts at the latest offset (``share.auto.offset.reset``'s default), so the probe first produces warm-up
+records until one is delivered, then the records the test counts.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable
+
+import kafka_jvm
+import pytest
+
+from odradek import Broker
+
+JAVA_SOURCES = Path(__file__).parent / "java44"
+PROBE_TIMEOUT_S = 120
+DUMP_LOG_4_4 = "org.apache.kafka.tools.DumpLogSegments"
+"""kafka-dump-log.sh's class in Kafka 4.4 (it moved from ``kafka.tools`` in 3.9)."""
+LOCK_MS = 2000
+LIMIT = 2
+
+Probe = Callable[..., list[dict[str, Any]]]
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    config = {
+        "offsets.topic.num.partitions": 1,
+        "share.coordinator.state.topic.num.partitions": 1,
+        "group.share.min.record.lock.duration.ms": 1000,
+        "group.share.record.lock.duration.ms": LOCK_MS,
+        "group.share.delivery.count.limit": LIMIT,
+    }
+    b = Broker(log_dir=tmp_path_factory.mktemp("share-broker"), subprocess=True, config=config).start()
+    yield b
+    b.stop()
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory: pytest.TempPathFactory) -> Probe:
+    """``probe(mode, bootstrap, topic, group, count, consumers, policy, timeout_ms)``: ShareProbe's JSON lines."""
+    javac = shutil.which("javac")
+    assert javac is not None, "no `javac` on PATH: install a Java 17 JDK (make test does)"
+    classes = tmp_path_factory.mktemp("share-probe")
+    compiled = subprocess.run(
+        [javac, "-Xlint:all", "-Werror", "-d", str(classes), "-cp", kafka_jvm.classpath("kafka44"), *map(str, JAVA_SOURCES.glob("*.java"))],
+        capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
+    )
+    assert compiled.returncode == 0, compiled.stderr
+
+    def run(mode: str, bootstrap: str, topic: str, group: str, count: int, consumers: int = 1, policy: str = "accept", timeout_ms: int = 60000) -> list[dict[str, Any]]:
+        cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", kafka_jvm.classpath("kafka44", classes),
+               "ShareProbe", mode, bootstrap, topic, group, str(count), str(consumers), policy, str(timeout_ms)]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+        assert done.returncode == 0, f"ShareProbe {mode} exited {done.returncode}:\n{done.stderr[-4000:]}"
+        return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+    return run
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+
+
+def deliveries(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [line for line in lines if "value" in line]
+
+
+def test_a_share_consumer_receives_and_accepts_every_record_once(broker: Any, probe: Probe) -> None:
+    create_topic(broker.bootstrap, "share-once")
+    lines = probe("consume", broker.bootstrap, "share-once", "g-once", 100)
+    got = deliveries(lines)
+    assert sorted(d["value"] for d in got) == sorted(f"r-{i}" for i in range(100))
+    assert {d["dc"] for d in got} == {1} and {d["ack"] for d in got} == {"ACCEPT"}
+    offsets = [d["offset"] for d in got]
+    assert offsets == sorted(offsets)
+    assert lines[-1]["accepted"] == 100
+
+
+def test_two_consumers_share_one_partition(broker: Any, probe: Probe) -> None:
+    create_topic(broker.bootstrap, "share-two")
+    got = deliveries(probe("consume", broker.bootstrap, "share-two", "g-two", 1000, consumers=2))
+    assert Counter(d["value"] for d in got) == Counter(f"r-{i}" for i in range(1000)), "every record delivered exactly once"
+    per_consumer = Counter(d["c"] for d in got)
+    assert set(per_consumer) == {0, 1}, f"both consumers received records of the one partition: {per_consumer}"
+
+
+def test_released_records_are_delivered_again_with_a_higher_delivery_count(broker: Any, probe: Probe) -> None:
+    create_topic(broker.bootstrap, "share-release")
+    got = deliveries(probe("consume", broker.bootstrap, "share-release", "g-release", 30, policy="release-once"))
+    by_value: dict[str, list[tuple[int, str]]] = {}
+    for d in got:
+        by_value.setdefault(d["value"], []).append((d["dc"], d["ack"]))
+    assert sorted(by_value) == sorted(f"r-{i}" for i in range(30))
+    assert all(v == [(1, "RELEASE"), (2, "ACCEPT")] for v in by_value.values()), by_value
+
+
+def test_the_delivery_count_limit_archives_records(broker: Any, probe: Probe) -> None:
+    """Released at every delivery, a record is delivered group.share.delivery.count.limit times, then never."""
+    create_topic(broker.bootstrap, "share-limit")
+    got = deliveries(probe("consume", broker.bootstrap, "share-limit", "g-limit", 20, policy="release-always", timeout_ms=10000))
+    counts = Counter(d["value"] for d in got)
+    assert counts == Counter({f"r-{i}": LIMIT for i in range(20)})
+    assert sorted({d["dc"] for d in got}) == list(range(1, LIMIT + 1))
+
+
+def test_an_expired_lock_redelivers_to_another_consumer(broker: Any, probe: Probe) -> None:
+    """A consumer that dies holding records: once the acquisition lock expires another consumer gets them."""
+    create_topic(broker.bootstrap, "share-lock")
+    held = deliveries(probe("hold", broker.bootstrap, "share-lock", "g-lock", 10))
+    assert sorted(d["value"] for d in held) == sorted(f"r-{i}" for i in range(10))
+    got = deliveries(probe("drain", broker.bootstrap, "share-lock", "g-lock", 10, timeout_ms=30000))
+    assert sorted(d["value"] for d in got) == sorted(f"r-{i}" for i in range(10))
+    assert {d["dc"] for d in got} == {2}
+
+
+def test_share_partition_state_survives_a_restart(broker: Any, probe: Probe) -> None:
+    """What was accepted before a restart is not delivered again; what came after is, once."""
+    create_topic(broker.bootstrap, "share-restart")
+    assert len(deliveries(probe("consume", broker.bootstrap, "share-restart", "g-restart", 20))) == 20
+    probe("produce", broker.bootstrap, "share-restart", "g-restart", 15)
+    broker.restart()
+    got = deliveries(probe("drain", broker.bootstrap, "share-restart", "g-restart", 15, timeout_ms=30000))
+    assert sorted(d["value"] for d in got) == sorted(f"p-{i}" for i in range(15))
+    assert {d["dc"] for d in got} == {1}
+    # Kafka 4.4's own kafka-dump-log reads the state odradek wrote: the group's start offset is past the last record.
+    segment = next((broker.log_dir / "__share_group_state-0").glob("*.log"))
+    dumped = subprocess.run(
+        ["java", "-Xmx256m", "-cp", kafka_jvm.classpath("kafka44"), DUMP_LOG_4_4, "--share-group-state-decoder", "--print-data-log", "--files", str(segment)],
+        capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
+    )
+    assert dumped.returncode == 0, dumped.stderr
+    payloads = [json.loads(line.split(" payload: ", 1)[1]) for line in dumped.stdout.splitlines() if '"groupId":"g-restart"' in line]
+    assert payloads and payloads[-1]["data"]["startOffset"] == max(d["offset"] for d in got) + 1
