@@ -1,7 +1,8 @@
 """Share groups (KIP-932, queues for Kafka) with Kafka 4.4's own ``KafkaShareConsumer`` against odradek:
 every record delivered and accepted once, two consumers sharing one partition, RELEASE and an expired
 acquisition lock redelivering with a higher delivery count, the delivery-count limit archiving, and the
-share-partition state surviving a broker restart.
+share-partition state surviving a broker restart -- each against odradek and against Apache Kafka 4.4
+(one KRaft node, tests/jvm/kafka44_jvm.py) with the same settings, and both must behave alike.
 
 The client is driven by tests/e2e/java44/ShareProbe.java, compiled against the Kafka 4.4 jars
 (``make jvm-deps``); it prints each delivery as a JSON line and the tests judge them. A share group
@@ -11,13 +12,16 @@ records until one is delivered, then the records the test counts.
 
 from __future__ import annotations
 
+import collections
 import json
 import shutil
 import subprocess
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
+import kafka44_jvm
 import kafka_jvm
 import pytest
 
@@ -25,26 +29,61 @@ from odradek import Broker
 
 JAVA_SOURCES = Path(__file__).parent / "java44"
 PROBE_TIMEOUT_S = 120
-DUMP_LOG_4_4 = "org.apache.kafka.tools.DumpLogSegments"
-"""kafka-dump-log.sh's class in Kafka 4.4 (it moved from ``kafka.tools`` in 3.9)."""
+ACKNOWLEDGED, ARCHIVED = 2, 4
+"""State batches' delivery states (ShareSnapshotValue's)."""
 LOCK_MS = 2000
 LIMIT = 2
 
 Probe = Callable[..., list[dict[str, Any]]]
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    config = {
-        "offsets.topic.num.partitions": 1,
-        "share.coordinator.state.topic.num.partitions": 1,
-        "group.share.min.record.lock.duration.ms": 1000,
-        "group.share.record.lock.duration.ms": LOCK_MS,
-        "group.share.delivery.count.limit": LIMIT,
-    }
-    b = Broker(log_dir=tmp_path_factory.mktemp("share-broker"), subprocess=True, config=config).start()
-    yield b
-    b.stop()
+SETTINGS = {
+    "offsets.topic.num.partitions": "1",
+    "share.coordinator.state.topic.num.partitions": "1",
+    "group.share.min.record.lock.duration.ms": "1000",
+    "group.share.record.lock.duration.ms": str(LOCK_MS),
+    "group.share.delivery.count.limit": str(LIMIT),
+}
+"""Both brokers: one partition for each coordinator topic, a 2 s acquisition lock, the least delivery-count limit."""
+
+
+@dataclass
+class ShareBroker:
+    """odradek or Kafka 4.4, as the tests use them: an address, a restart, and where ``__share_group_state`` is."""
+
+    name: str
+    bootstrap: str
+    restart: Callable[[], None]
+    log_dir: Path
+    output: collections.deque[str]
+    """The broker's latest log lines (e2e's conftest shows them when a test fails; Kafka's go to its server.log)."""
+
+
+@pytest.fixture(scope="module", params=["odradek", "kafka-4.4"])
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ShareBroker]:
+    root = tmp_path_factory.mktemp(f"share-{request.param}")
+    if request.param == "odradek":
+        b = Broker(log_dir=root, subprocess=True, config=SETTINGS).start()
+
+        def restart_odradek() -> None:
+            b.restart()
+
+        try:
+            yield ShareBroker("odradek", b.bootstrap, restart_odradek, root, b.output)
+        finally:
+            b.stop()
+        return
+    node = kafka44_jvm.KRaftNode(root, 1, kafka44_jvm.new_cluster_id(), kafka_jvm.free_port(), kafka_jvm.free_port(), settings={**kafka44_jvm.SINGLE_NODE_SETTINGS, **SETTINGS})
+    node.start()
+
+    def restart_kafka() -> None:
+        node.stop()
+        node.start()
+
+    try:
+        yield ShareBroker("kafka-4.4", node.bootstrap, restart_kafka, node.log_dir, collections.deque(maxlen=1))
+    finally:
+        node.stop()
 
 
 @pytest.fixture(scope="module")
@@ -54,13 +93,13 @@ def probe(tmp_path_factory: pytest.TempPathFactory) -> Probe:
     assert javac is not None, "no `javac` on PATH: install a Java 17 JDK (make test does)"
     classes = tmp_path_factory.mktemp("share-probe")
     compiled = subprocess.run(
-        [javac, "-Xlint:all", "-Werror", "-d", str(classes), "-cp", kafka_jvm.classpath("kafka44"), *map(str, JAVA_SOURCES.glob("*.java"))],
+        [javac, "-Xlint:all", "-Werror", "-d", str(classes), "-cp", kafka44_jvm.classpath(), *map(str, JAVA_SOURCES.glob("*.java"))],
         capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
     )
     assert compiled.returncode == 0, compiled.stderr
 
     def run(mode: str, bootstrap: str, topic: str, group: str, count: int, consumers: int = 1, policy: str = "accept", timeout_ms: int = 60000) -> list[dict[str, Any]]:
-        cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", kafka_jvm.classpath("kafka44", classes),
+        cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", kafka44_jvm.classpath(classes),
                "ShareProbe", mode, bootstrap, topic, group, str(count), str(consumers), policy, str(timeout_ms)]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
         assert done.returncode == 0, f"ShareProbe {mode} exited {done.returncode}:\n{done.stderr[-4000:]}"
@@ -80,7 +119,7 @@ def deliveries(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [line for line in lines if "value" in line]
 
 
-def test_a_share_consumer_receives_and_accepts_every_record_once(broker: Any, probe: Probe) -> None:
+def test_a_share_consumer_receives_and_accepts_every_record_once(broker: ShareBroker, probe: Probe) -> None:
     create_topic(broker.bootstrap, "share-once")
     lines = probe("consume", broker.bootstrap, "share-once", "g-once", 100)
     got = deliveries(lines)
@@ -91,7 +130,7 @@ def test_a_share_consumer_receives_and_accepts_every_record_once(broker: Any, pr
     assert lines[-1]["accepted"] == 100
 
 
-def test_two_consumers_share_one_partition(broker: Any, probe: Probe) -> None:
+def test_two_consumers_share_one_partition(broker: ShareBroker, probe: Probe) -> None:
     create_topic(broker.bootstrap, "share-two")
     got = deliveries(probe("consume", broker.bootstrap, "share-two", "g-two", 1000, consumers=2))
     assert Counter(d["value"] for d in got) == Counter(f"r-{i}" for i in range(1000)), "every record delivered exactly once"
@@ -99,7 +138,7 @@ def test_two_consumers_share_one_partition(broker: Any, probe: Probe) -> None:
     assert set(per_consumer) == {0, 1}, f"both consumers received records of the one partition: {per_consumer}"
 
 
-def test_released_records_are_delivered_again_with_a_higher_delivery_count(broker: Any, probe: Probe) -> None:
+def test_released_records_are_delivered_again_with_a_higher_delivery_count(broker: ShareBroker, probe: Probe) -> None:
     create_topic(broker.bootstrap, "share-release")
     got = deliveries(probe("consume", broker.bootstrap, "share-release", "g-release", 30, policy="release-once"))
     by_value: dict[str, list[tuple[int, str]]] = {}
@@ -109,7 +148,7 @@ def test_released_records_are_delivered_again_with_a_higher_delivery_count(broke
     assert all(v == [(1, "RELEASE"), (2, "ACCEPT")] for v in by_value.values()), by_value
 
 
-def test_the_delivery_count_limit_archives_records(broker: Any, probe: Probe) -> None:
+def test_the_delivery_count_limit_archives_records(broker: ShareBroker, probe: Probe) -> None:
     """Released at every delivery, a record is delivered group.share.delivery.count.limit times, then never."""
     create_topic(broker.bootstrap, "share-limit")
     got = deliveries(probe("consume", broker.bootstrap, "share-limit", "g-limit", 20, policy="release-always", timeout_ms=10000))
@@ -118,7 +157,7 @@ def test_the_delivery_count_limit_archives_records(broker: Any, probe: Probe) ->
     assert sorted({d["dc"] for d in got}) == list(range(1, LIMIT + 1))
 
 
-def test_an_expired_lock_redelivers_to_another_consumer(broker: Any, probe: Probe) -> None:
+def test_an_expired_lock_redelivers_to_another_consumer(broker: ShareBroker, probe: Probe) -> None:
     """A consumer that dies holding records: once the acquisition lock expires another consumer gets them."""
     create_topic(broker.bootstrap, "share-lock")
     held = deliveries(probe("hold", broker.bootstrap, "share-lock", "g-lock", 10))
@@ -128,7 +167,7 @@ def test_an_expired_lock_redelivers_to_another_consumer(broker: Any, probe: Prob
     assert {d["dc"] for d in got} == {2}
 
 
-def test_share_partition_state_survives_a_restart(broker: Any, probe: Probe) -> None:
+def test_share_partition_state_survives_a_restart(broker: ShareBroker, probe: Probe) -> None:
     """What was accepted before a restart is not delivered again; what came after is, once."""
     create_topic(broker.bootstrap, "share-restart")
     assert len(deliveries(probe("consume", broker.bootstrap, "share-restart", "g-restart", 20))) == 20
@@ -137,12 +176,17 @@ def test_share_partition_state_survives_a_restart(broker: Any, probe: Probe) -> 
     got = deliveries(probe("drain", broker.bootstrap, "share-restart", "g-restart", 15, timeout_ms=30000))
     assert sorted(d["value"] for d in got) == sorted(f"p-{i}" for i in range(15))
     assert {d["dc"] for d in got} == {1}
-    # Kafka 4.4's own kafka-dump-log reads the state odradek wrote: the group's start offset is past the last record.
+    # Kafka 4.4's own kafka-dump-log reads the state each broker wrote: every offset up to the last record is
+    # done -- before the start offset, or in an acknowledged state batch after it (Kafka persists a batch's
+    # acknowledgement before it moves the start offset past it).
     segment = next((broker.log_dir / "__share_group_state-0").glob("*.log"))
-    dumped = subprocess.run(
-        ["java", "-Xmx256m", "-cp", kafka_jvm.classpath("kafka44"), DUMP_LOG_4_4, "--share-group-state-decoder", "--print-data-log", "--files", str(segment)],
-        capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
-    )
+    dumped = kafka44_jvm.run_tool("kafka-dump-log", "--share-group-state-decoder", "--print-data-log", "--files", str(segment))
     assert dumped.returncode == 0, dumped.stderr
     payloads = [json.loads(line.split(" payload: ", 1)[1]) for line in dumped.stdout.splitlines() if '"groupId":"g-restart"' in line]
-    assert payloads and payloads[-1]["data"]["startOffset"] == max(d["offset"] for d in got) + 1
+    assert payloads
+    last = payloads[-1]["data"]
+    done_through = last["startOffset"] - 1
+    for batch in sorted(last["stateBatches"], key=lambda b: b["firstOffset"]):
+        if batch["firstOffset"] <= done_through + 1 and batch["deliveryState"] in (ACKNOWLEDGED, ARCHIVED):
+            done_through = max(done_through, batch["lastOffset"])
+    assert done_through == max(d["offset"] for d in got)
