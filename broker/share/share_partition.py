@@ -263,10 +263,13 @@ class SharePartition:
         run.state, run.member, run.deadline_ms = state, NO_MEMBER, NO_DEADLINE
 
     def _persist(self, changed: list[InFlight], force: bool = False) -> StateUpdate | None:
-        """The changed runs as state batches (taken before the SPSO moves, which may drop them), with the SPSO."""
+        """The changed runs as state batches, with the SPSO as it was before they changed: as Kafka, the
+        state is written first and the SPSO moves past completed records after, so the persisted SPSO
+        trails by one write (the batches say those records are done)."""
+        start = self.start_offset
         batches = overlay((), [run.as_state_batch() for run in changed], 0)
         moved = self._advance_start()
-        return StateUpdate(self.start_offset, batches) if batches or moved or force else None
+        return StateUpdate(start, batches) if batches or moved or force else None
 
     def _held_by(self, member: str, first: int, last: int) -> bool:
         """Every offset of first..last is in flight, ACQUIRED by ``member``."""

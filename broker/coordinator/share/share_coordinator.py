@@ -28,6 +28,7 @@ from odradek.broker.coordinator.share.share_records import (
     SharePartitionKey,
     ShareState,
     decode_record,
+    delivery_complete_count,
     record_key,
     snapshot_value,
     update_value,
@@ -110,7 +111,7 @@ class ShareCoordinatorShard(CoordinatorShard):
             start = current.start_offset if start_offset == -1 else start_offset
             state = replace(current, start_offset=start, leader_epoch=leader_epoch, batches=tuple(overlay(current.batches, batches, start)))
             self.updates_since_snapshot[key] = self.updates_since_snapshot.get(key, 0) + 1
-            records = [(record_key(SHARE_UPDATE, key), update_value(current.snapshot_epoch, leader_epoch, start_offset, batches))]
+            records = [(record_key(SHARE_UPDATE, key), update_value(current.snapshot_epoch, leader_epoch, start_offset, batches, delivery_complete_count(state.start_offset, state.batches)))]
         self.states[key] = state
 
         def response(result: AppendResult) -> ErrorCode:
@@ -153,6 +154,10 @@ class ShareCoordinator:
         if error is not None:
             return error, None
         return ErrorCode.NONE, self.runtime.read(partition, lambda shard: shard.read_state(key))
+
+    def group_partitions(self, group: str) -> list[SharePartitionKey]:
+        """The share partitions of ``group`` with state in the partitions this broker coordinates."""
+        return [key for shard in self.runtime.shards() for key in shard.states if key.group == group]
 
     def write_state(self, key: SharePartitionKey, start_offset: int, batches: list[StateBatch], state_epoch: int = 0) -> Deferred[ErrorCode]:
         partition = self.partition_of(key)

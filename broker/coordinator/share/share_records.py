@@ -51,6 +51,11 @@ def record_key(kind: int, key: SharePartitionKey) -> bytes:
     return _VERSION.pack(kind) + encode(_KEYS[kind], 0, {"group_id": key.group, "topic_id": key.topic_id, "partition": key.partition})
 
 
+def delivery_complete_count(start_offset: int, batches: tuple[StateBatch, ...] | list[StateBatch]) -> int:
+    """KIP-1226's DeliveryCompleteCount: the offsets from the start offset on whose delivery is complete."""
+    return sum(b.last - max(b.first, start_offset) + 1 for b in batches if b.state.terminal and b.last >= start_offset)
+
+
 def snapshot_value(state: ShareState) -> bytes:
     return _VERSION.pack(0) + encode(
         SHARE_SNAPSHOT_VALUE,
@@ -60,6 +65,7 @@ def snapshot_value(state: ShareState) -> bytes:
             "state_epoch": state.state_epoch,
             "leader_epoch": state.leader_epoch,
             "start_offset": state.start_offset,
+            "delivery_complete_count": delivery_complete_count(state.start_offset, state.batches),
             "create_timestamp": state.create_timestamp,
             "write_timestamp": state.write_timestamp,
             "state_batches": [b.to_wire() for b in state.batches],
@@ -67,11 +73,12 @@ def snapshot_value(state: ShareState) -> bytes:
     )
 
 
-def update_value(snapshot_epoch: int, leader_epoch: int, start_offset: int, batches: list[StateBatch]) -> bytes:
+def update_value(snapshot_epoch: int, leader_epoch: int, start_offset: int, batches: list[StateBatch], complete: int) -> bytes:
+    """``complete``: the DeliveryCompleteCount of the whole state once the update is laid over it."""
     return _VERSION.pack(0) + encode(
         SHARE_UPDATE_VALUE,
         0,
-        {"snapshot_epoch": snapshot_epoch, "leader_epoch": leader_epoch, "start_offset": start_offset, "state_batches": [b.to_wire() for b in batches]},
+        {"snapshot_epoch": snapshot_epoch, "leader_epoch": leader_epoch, "start_offset": start_offset, "delivery_complete_count": complete, "state_batches": [b.to_wire() for b in batches]},
     )
 
 

@@ -26,11 +26,15 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   MODE hold:    one consumer acquires (as consume) and halts the JVM once it holds COUNT records, never
  *                 acknowledging them.
  *   MODE produce: produce COUNT records "p-*".
- *   POLICY accept | release-once (RELEASE at delivery 1, ACCEPT later) | release-always | reject
+ *   POLICY accept | release-once (RELEASE at delivery 1, ACCEPT later) | release-always | reject; the consumers
+ *   stop once COUNT records were accepted, or every one was delivered and nothing came for 4 s.
  */
 public final class ShareProbe {
     private static final Set<String> accepted = ConcurrentHashMap.newKeySet();
     private static final AtomicBoolean warm = new AtomicBoolean(false);
+    private static final Set<String> seen = ConcurrentHashMap.newKeySet();
+    private static volatile long lastDelivery = System.currentTimeMillis();
+    private static final long IDLE_MS = 4000;
 
     private static String quote(String s) {
         return "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"") + "\"";
@@ -117,13 +121,17 @@ public final class ShareProbe {
                                 }
                                 continue;
                             }
+                            seen.add(r.value());
+                            lastDelivery = System.currentTimeMillis();
                             AcknowledgeType ack = decide(policy, dc);
                             consumer.acknowledge(r, ack);
                             emit("{\"c\": " + index + ", \"value\": " + quote(r.value()) + ", \"offset\": " + r.offset() + ", \"dc\": " + dc + ", \"ack\": " + quote(ack.name()) + "}");
                             if (ack == AcknowledgeType.ACCEPT) accepted.add(r.value());
                         }
                         consumer.commitSync(Duration.ofSeconds(10));
-                        if (!policy.equals("release-always") && !policy.equals("reject") && accepted.size() >= count) stop.set(true);
+                        if (accepted.size() >= count) stop.set(true);
+                        // Nothing is ever accepted: stop once every record came and nothing more did for a while.
+                        if (seen.size() >= count && System.currentTimeMillis() - lastDelivery > IDLE_MS) stop.set(true);
                     }
                 } catch (Throwable e) {
                     failures.add(e);
