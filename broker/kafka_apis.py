@@ -158,6 +158,11 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.LeaderAndIsr: _all(ApiKey.LeaderAndIsr, "leader_and_isr", "metadata_support", "authorization"),
     ApiKey.StopReplica: _all(ApiKey.StopReplica, "stop_replica", "metadata_support", "authorization"),
     ApiKey.UpdateMetadata: _all(ApiKey.UpdateMetadata, "update_metadata", "metadata_support", "authorization"),
+    ApiKey.ShareGroupHeartbeat: Handler("share_group_heartbeat", 1, 1, ("share_groups", "authorization")),
+    ApiKey.ShareGroupDescribe: Handler("share_group_describe", 1, 1, ("share_groups", "replica_manager", "authorization")),
+    ApiKey.ShareFetch: Handler("share_fetch", 1, 2, ("share_partitions", "authorization")),
+    ApiKey.ShareAcknowledge: Handler("share_acknowledge", 1, 2, ("share_partitions", "authorization")),
+    ApiKey.DescribeShareGroupOffsets: Handler("describe_share_group_offsets", 0, 1, ("share_groups", "share_partitions", "authorization")),
 }
 
 

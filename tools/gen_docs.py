@@ -117,6 +117,7 @@ def render_protocol() -> str:
     else:
         lines.append("None yet: no supported or finalized features, and finalized features epoch -1.")
     lines += ["", *CONSUMER_GROUP_PROTOCOL]
+    lines += SHARE_GROUPS
     return "\n".join(lines) + "\n"
 
 
@@ -172,6 +173,54 @@ Differences from Kafka 4.4:
   classic: that broker does not serve ConsumerGroupHeartbeat, and a client with `group.protocol=consumer`
   fails with "The cluster does not support the new CONSUMER group protocol".
 """.splitlines()
+
+
+SHARE_GROUPS = [
+    "",
+    "## Share groups (KIP-932, queues for Kafka)",
+    "",
+    "Served: ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch and ShareAcknowledge (v2: the record-limit",
+    "acquire mode and RENEW acknowledgements), DescribeShareGroupOffsets. Kafka 4.4 serves them only in KRaft",
+    "mode with `share.version` finalized; odradek serves them in single-node and ZooKeeper mode alike, and",
+    "Kafka 4.4's `KafkaShareConsumer` needs no finalized feature to use them. tests/e2e/test_share_groups.py",
+    "runs Kafka 4.4's own share consumer against odradek and a Kafka 4.4 KRaft node side by side: every record",
+    "delivered and accepted once, two consumers sharing a partition, RELEASE and an expired acquisition lock",
+    "redelivering with a higher delivery count, `group.share.delivery.count.limit` archiving, the state",
+    "surviving a restart, and `kafka-share-groups.sh --describe` (start offset and lag).",
+    "",
+    "How: the share partition (`broker/share/share_partition.py`) keeps in-flight records as runs of offsets",
+    "in one state (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED) and acquires whole fetched batches, as Kafka;",
+    "the share coordinator keeps each share partition's state in `__share_group_state` as Kafka 4.4's",
+    "ShareSnapshot and ShareUpdate records (Kafka's `kafka-dump-log.sh --share-group-state-decoder` reads",
+    "them); membership and the simple assignor are in `broker/coordinator/group/share_groups.py`.",
+    "",
+    "Differences from Kafka 4.4, and what is not served yet:",
+    "",
+    "- Group configs (GROUP config resources in DescribeConfigs/IncrementalAlterConfigs) are not served: the",
+    "  broker's `group.share.*` settings apply to every share group, and a share group starts at the latest",
+    "  offset (`share.auto.offset.reset`'s default; `earliest` cannot be chosen), read uncommitted.",
+    "- Share group membership is kept in memory, not as ShareGroup\\* records in `__consumer_offsets`: after",
+    "  the coordinator restarts or moves, members hear UNKNOWN_MEMBER_ID and join again (their records' state",
+    "  is in `__share_group_state` and survives). The simple assignor recomputes from scratch (Kafka's is",
+    "  sticky); partitions are shared round-robin when members outnumber them.",
+    "- The share-state RPCs between brokers (InitializeShareGroupState, Read/WriteShareGroupState,",
+    "  DeleteShareGroupState, ReadShareGroupStateSummary) and FindCoordinator's key type 2 are not served: in",
+    "  a cluster, a share partition whose `__share_group_state` partition another broker leads keeps its",
+    "  state in memory only (lost when its leader changes). On a single node every state is persisted.",
+    "- ListGroups v5 (group types), DeleteGroups of share groups, AlterShareGroupOffsets and",
+    "  DeleteShareGroupOffsets are not served: `kafka-share-groups.sh --list`, `--delete` and",
+    "  `--reset-offsets` do not work yet; `--describe` (offsets, `--members`, `--state`) does.",
+    "- A share session is not tied to its connection (Kafka drops it, releasing its records, when the",
+    "  connection closes): here the member's records go back when its lock expires, its session timeout",
+    "  passes or it closes the session.",
+    "- The records a ShareFetch returns are read into memory and sent from there, not with sendfile.",
+    "- The records odradek writes to `__share_group_state` follow Kafka's rules (a snapshot first and every",
+    "  `share.coordinator.snapshot.update.records.per.snapshot` updates, the start offset persisted before it",
+    "  moves past acknowledged records) but not always Kafka's sequence: Kafka's group coordinator first",
+    "  initializes a partition's state with start offset -1 and a state epoch; odradek writes the start offset",
+    "  the share partition starts at, with state epoch 0.",
+]
+"""What docs/protocol.md says of share groups: what is served, and what is not yet."""
 
 
 RENDERERS = {"configuration.md": render_configuration, "protocol.md": render_protocol}

@@ -11,7 +11,7 @@ start offset -1, as Kafka answers one the group never consumed.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
@@ -21,16 +21,24 @@ from odradek.broker.share.share_partition_manager import SharePartitionManager
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.describe_share_group_offsets import (
+        DescribeShareGroupOffsetsRequest,
+        DescribeShareGroupOffsetsResponseDict,
+        DescribeShareGroupOffsetsResponseGroupDict,
+        DescribeShareGroupOffsetsResponsePartitionDict,
+    )
+
 NO_OFFSET = -1
 NO_TOPIC_ID = uuid.UUID(int=0)
 
 
-def handle(share_groups: ShareGroupCoordinator, share_partitions: SharePartitionManager, authorization: Authorization, request: Request) -> dict:
+def handle(share_groups: ShareGroupCoordinator, share_partitions: SharePartitionManager, authorization: Authorization, request: Request[DescribeShareGroupOffsetsRequest]) -> DescribeShareGroupOffsetsResponseDict:
     replicas = share_partitions.replica_manager
     coordinator = share_partitions.coordinator
-    groups = []
+    groups: list[DescribeShareGroupOffsetsResponseGroupDict] = []
     for group in request.body.groups:
-        entry: dict[str, Any] = {"group_id": group.group_id, "topics": []}
+        entry: DescribeShareGroupOffsetsResponseGroupDict = {"group_id": group.group_id, "topics": []}
         groups.append(entry)
         if not authorization.authorize(request, AclOperation.DESCRIBE, ResourceType.GROUP, group.group_id):
             entry["error_code"] = ErrorCode.GROUP_AUTHORIZATION_FAILED
@@ -58,8 +66,8 @@ def handle(share_groups: ShareGroupCoordinator, share_partitions: SharePartition
     return {"groups": groups}
 
 
-def _partition(manager: SharePartitionManager, group: str, topic_id: Any, name: str, index: int) -> dict:
-    answer = {"partition_index": index, "start_offset": NO_OFFSET, "leader_epoch": -1, "lag": -1, "error_code": ErrorCode.NONE}
+def _partition(manager: SharePartitionManager, group: str, topic_id: Any, name: str, index: int) -> DescribeShareGroupOffsetsResponsePartitionDict:
+    answer: DescribeShareGroupOffsetsResponsePartitionDict = {"partition_index": index, "start_offset": NO_OFFSET, "leader_epoch": -1, "lag": -1, "error_code": ErrorCode.NONE}
     if topic_id is None:
         answer["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return answer

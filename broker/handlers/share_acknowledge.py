@@ -3,7 +3,7 @@ closes it, releasing what the member still holds)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
@@ -12,8 +12,11 @@ from odradek.broker.share.share_partition_manager import FINAL_EPOCH, PartitionA
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.share_acknowledge import ShareAcknowledgeRequest
 
-def handle(share_partitions: SharePartitionManager, authorization: Authorization, request: Request) -> Any:
+
+def handle(share_partitions: SharePartitionManager, authorization: Authorization, request: Request[ShareAcknowledgeRequest]) -> Any:
     body = request.body
     manager = share_partitions
     group, member = body.group_id, body.member_id

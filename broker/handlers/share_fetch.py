@@ -12,7 +12,7 @@ are answered. Epoch -1 closes the session: it may only acknowledge, and the memb
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
@@ -21,11 +21,14 @@ from odradek.broker.share.share_partition_manager import FINAL_EPOCH, INITIAL_EP
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.share_fetch import ShareFetchRequest
+
 RECORD_LIMIT = 1
 """ShareAcquireMode (v2+): 0 batch-optimized (whole batches, MaxRecords a soft limit), 1 record-limit."""
 
 
-def handle(share_partitions: SharePartitionManager, authorization: Authorization, request: Request) -> Any:
+def handle(share_partitions: SharePartitionManager, authorization: Authorization, request: Request[ShareFetchRequest]) -> Any:
     body = request.body
     version = request.header.api_version
     manager = share_partitions

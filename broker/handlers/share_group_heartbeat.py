@@ -1,7 +1,10 @@
 """ShareGroupHeartbeat (KIP-932): a share group member joins (epoch 0), stays (its epoch), or leaves
-(epoch -1); the answer carries its epoch and, when it changed, its assignment."""
+(epoch -1); the answer carries its epoch and, when it changed, its assignment. As Kafka 4.4: READ on the
+group, and DESCRIBE on every topic it subscribes to (TOPIC_AUTHORIZATION_FAILED otherwise)."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
@@ -10,14 +13,19 @@ from odradek.broker.coordinator.group.share_groups import ShareGroupCoordinator
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.share_group_heartbeat import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponseDict
 
-def handle(share_groups: ShareGroupCoordinator, authorization: Authorization, request: Request) -> dict:
+
+def handle(share_groups: ShareGroupCoordinator, authorization: Authorization, request: Request[ShareGroupHeartbeatRequest]) -> ShareGroupHeartbeatResponseDict:
     body = request.body
     if not authorization.authorize(request, AclOperation.READ, ResourceType.GROUP, body.group_id):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "member_epoch": 0, "heartbeat_interval_ms": 0}
     subscribed = list(body.subscribed_topic_names) if body.subscribed_topic_names is not None else None
+    if subscribed and any(not authorization.authorize(request, AclOperation.DESCRIBE, ResourceType.TOPIC, t) for t in subscribed):
+        return {"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "member_epoch": 0, "heartbeat_interval_ms": 0}
     answer = share_groups.heartbeat(body.group_id, body.member_id, body.member_epoch, body.rack_id, subscribed, request.header.client_id or "", client_host(request))
-    response: dict = {
+    response: ShareGroupHeartbeatResponseDict = {
         "error_code": answer.error,
         "error_message": answer.message,
         "member_id": body.member_id if answer.error == ErrorCode.NONE else None,

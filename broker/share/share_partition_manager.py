@@ -177,10 +177,10 @@ class SharePartitionManager:
             if not sp.can_acquire():
                 continue
             config = self.group_config(group)
-            read = self._read(topic, tp[1], sp.next_fetch_offset(), budget, config.isolation_level)
+            read = self._read(topic, tp, sp.next_fetch_offset(), budget, config.isolation_level)
             if read.error == ErrorCode.OFFSET_OUT_OF_RANGE and read.log_start_offset > sp.start_offset:
                 self._changed(SharePartitionKey(group, *tp), sp.move_start_to(read.log_start_offset))
-                read = self._read(topic, tp[1], sp.next_fetch_offset(), budget, config.isolation_level)
+                read = self._read(topic, tp, sp.next_fetch_offset(), budget, config.isolation_level)
             if read.error:
                 answer.error = ErrorCode(read.error)
                 continue
@@ -213,9 +213,9 @@ class SharePartitionManager:
 
     # -- internals ------------------------------------------------------------------------------------------
 
-    def _read(self, topic: str, index: int, offset: int, max_bytes: int, isolation: int) -> Any:
+    def _read(self, topic: str, tp: PartitionId, offset: int, max_bytes: int, isolation: int) -> Any:
         params = FetchParams(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes, isolation=isolation, hard_limit=False, magic=None)
-        (read,) = self.replica_manager.fetch_messages(params, [FetchPartition((topic, index), topic, None, index, offset, max_bytes)])
+        (read,) = self.replica_manager.fetch_messages(params, [FetchPartition((topic, tp[1]), topic, tp[0], tp[1], offset, max_bytes)])
         return read
 
     def _share_partition(self, group: str, tp: PartitionId) -> tuple[ErrorCode, SharePartition | None, str]:

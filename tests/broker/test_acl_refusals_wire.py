@@ -261,10 +261,23 @@ KAFKA_4_REQUESTS = [
      lambda r: r.error_code, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
     ("ConsumerGroupDescribe of the refused group", ApiKey.ConsumerGroupDescribe, 1, {"group_ids": [GROUP], "include_authorized_operations": False},
      lambda r: [(g.group_id, g.error_code) for g in r.groups], [(GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED)]),
+    ("ShareGroupHeartbeat of the refused group", ApiKey.ShareGroupHeartbeat, 1, {"group_id": GROUP, "member_id": "m", "member_epoch": 0, "subscribed_topic_names": [READ_ONLY]},
+     lambda r: r.error_code, ErrorCode.GROUP_AUTHORIZATION_FAILED),
+    ("ShareGroupHeartbeat subscribing to the refused topic", ApiKey.ShareGroupHeartbeat, 1,
+     {"group_id": "allowed-group", "member_id": "m", "member_epoch": 0, "subscribed_topic_names": [READ_ONLY, DENIED]}, lambda r: r.error_code, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    ("ShareGroupDescribe of the refused group", ApiKey.ShareGroupDescribe, 1, {"group_ids": [GROUP], "include_authorized_operations": False},
+     lambda r: [(g.group_id, g.error_code) for g in r.groups], [(GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED)]),
+    ("ShareFetch of the refused group", ApiKey.ShareFetch, 1,
+     {"group_id": GROUP, "member_id": "m", "share_session_epoch": 0, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1024, "max_records": 10, "batch_size": 10, "topics": [], "forgotten_topics_data": []},
+     lambda r: r.error_code, ErrorCode.GROUP_AUTHORIZATION_FAILED),
+    ("ShareAcknowledge of the refused group", ApiKey.ShareAcknowledge, 1, {"group_id": GROUP, "member_id": "m", "share_session_epoch": 1, "topics": []},
+     lambda r: r.error_code, ErrorCode.GROUP_AUTHORIZATION_FAILED),
+    ("DescribeShareGroupOffsets of the refused group", ApiKey.DescribeShareGroupOffsets, 0, {"groups": [{"group_id": GROUP, "topics": None}]},
+     lambda r: [(g.group_id, g.error_code) for g in r.groups], [(GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED)]),
 ]
-"""APIs Kafka 3.9 does not serve in ZooKeeper mode (the consumer group protocol): odradek alone, answered as
-Kafka 4.4's KafkaApis refuses them (READ on the group, DESCRIBE on each subscribed topic; DESCRIBE on a
-described group)."""
+"""APIs Kafka 3.9 does not serve in ZooKeeper mode (the consumer group protocol, share groups): odradek alone,
+answered as Kafka 4.4's KafkaApis refuses them (READ on the group, DESCRIBE on each subscribed topic; DESCRIBE
+on a described group)."""
 
 
 @pytest.mark.parametrize("api,version,body,observed,expected", [r[1:] for r in KAFKA_4_REQUESTS], ids=[r[0] for r in KAFKA_4_REQUESTS])
