@@ -352,3 +352,20 @@ def test_a_changed_assignor_vote_bumps_the_group_epoch():
     assert h.group().group_epoch == epoch + 1 and r.member_epoch == epoch + 1
     [d] = h.coordinator.consumer_group_describe(["g"])
     assert d.assignor_name == "range"
+
+
+def test_an_empty_regex_is_no_regex():
+    """librdkafka sends SubscribedTopicRegex "" beside its topic names: nothing to resolve or record."""
+    h = Harness()
+    r = h.join("m1", regex="")
+    assert parts(r.assignment) == {(T1, p) for p in range(6)}
+    assert h.group().resolved_regexes == {}
+
+
+def test_a_member_record_has_no_classic_metadata_section():
+    """A null ClassicMemberMetadata is left out of the tagged fields (Kafka's reader fails on an explicit null)."""
+    from odradek.broker.coordinator.group.consumer_group import ConsumerGroupMember
+    from odradek.broker.coordinator.group.consumer_group_records import MemberSubscriptionRecord
+
+    _, value = encode_record(MemberSubscriptionRecord("g", "m", ConsumerGroupMember("m", client_id="c", client_host="/h", subscribed_topic_names=frozenset({"t"}))))
+    assert value is not None and value.endswith(b"\x00")  # no tagged fields

@@ -272,3 +272,22 @@ def test_kafka_features_describes_group_version_as_on_kafka_44(odradek_as_kafka:
         [line] = [line for line in done.stdout.splitlines() if line.startswith("Feature: group.version")]
         described.append(line.split("Epoch:")[0].split())
     assert described[0] == described[1] == "Feature: group.version SupportedMinVersion: 0 SupportedMaxVersion: 1 FinalizedVersionLevel: 1".split()
+
+
+def test_kafka_dump_log_decodes_the_group_records(odradek_as_kafka: Any, members: Any) -> None:
+    """The ConsumerGroup* records odradek writes are Kafka 4.4's: its ``kafka-dump-log.sh --offsets-decoder``
+    reads every one (it prints "Error at offset" for a record it cannot parse)."""
+    bootstrap = odradek_as_kafka.bootstrap
+    topic = create_topic(bootstrap, 2)
+    produce(bootstrap, topic, ["a", "b"], 2)
+    group = f"g-{topic}"
+    member = members(bootstrap, topic, group, instance="dumped")
+    wait_until(lambda: len(member.batches()[0]) == 2, 90, "the records committed")
+    member.leave()
+    segments = sorted(odradek_as_kafka.log_dir.glob(f"__consumer_offsets-{kafka44_jvm.coordinator_partition(group)}/*.log"))
+    done = kafka44_jvm.run_tool("kafka-dump-log", "--files", ",".join(map(str, segments)), "--offsets-decoder")
+    assert done.returncode == 0, done.stderr
+    mine = [line for line in done.stdout.splitlines() if f'"{group}"' in line or "Error at offset" in line]
+    assert not [line for line in mine if "Error at offset" in line]
+    types = {line.split('"type":"')[1].split('"')[0] for line in mine}
+    assert {"3", "5", "6", "7", "8"} <= types, types  # epoch, member, target epoch and member, current assignment

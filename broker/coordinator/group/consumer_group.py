@@ -204,7 +204,7 @@ class ConsumerGroup:
 
     def member_topics(self, member: ConsumerGroupMember) -> frozenset[str]:
         """The topics a member subscribes to: its names, or what its regular expression resolved to."""
-        if member.subscribed_topic_regex is not None:
+        if member.subscribed_topic_regex:
             return member.subscribed_topic_names | self.resolved_regexes.get(member.subscribed_topic_regex, frozenset())
         return member.subscribed_topic_names
 

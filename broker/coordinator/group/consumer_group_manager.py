@@ -408,8 +408,9 @@ class ConsumerGroupManager:
     def _resolve_regexes(self, group: ConsumerGroup, old: ConsumerGroupMember, new: ConsumerGroupMember, image: "MetadataImage | None", now: int) -> list[ConsumerGroupRecord]:
         """Resolve the regular expressions the group uses after this heartbeat: a new one at once, the others
         when their resolution is older than the refresh interval; a record when the topics differ."""
-        regexes = {m.subscribed_topic_regex for m in group.members.values() if m.member_id != old.member_id and m.subscribed_topic_regex is not None}
-        if new.subscribed_topic_regex is not None:
+        regexes = {m.subscribed_topic_regex for m in group.members.values() if m.member_id != old.member_id and m.subscribed_topic_regex}
+        if new.subscribed_topic_regex:
+            # An empty regex is none (librdkafka sends "" with a list of names), as Kafka's isEmpty checks.
             regexes.add(new.subscribed_topic_regex)
         records: list[ConsumerGroupRecord] = []
         for regex in sorted(regexes):
@@ -439,7 +440,7 @@ class ConsumerGroupManager:
 
     @staticmethod
     def _member_topics(member: ConsumerGroupMember, resolved: Mapping[str, frozenset[str]]) -> frozenset[str]:
-        if member.subscribed_topic_regex is not None:
+        if member.subscribed_topic_regex:
             return member.subscribed_topic_names | resolved.get(member.subscribed_topic_regex, frozenset())
         return member.subscribed_topic_names
 
@@ -544,7 +545,7 @@ class ConsumerGroupManager:
         the subscribed topics' metadata without it), so the others rebalance."""
         records: list[ConsumerGroupRecord] = list(member_tombstones(group.group_id, member.member_id))
         remaining = {m.subscribed_topic_regex for m in group.members.values() if m.member_id != member.member_id}
-        if member.subscribed_topic_regex is not None and member.subscribed_topic_regex not in remaining:
+        if member.subscribed_topic_regex and member.subscribed_topic_regex not in remaining:
             records.append(RegularExpressionRecord(group.group_id, member.subscribed_topic_regex, None))
         resolved = self._resolved_after(group, records)
         topics = self._subscribed_topics(group, member, None, resolved)
