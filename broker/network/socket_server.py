@@ -15,6 +15,7 @@ transport buffering in between. docs/performance.md has what a connection costs.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import inspect
 import itertools
@@ -65,6 +66,58 @@ def _tls_session(settings: TlsSettings) -> TlsSession:
 
 class ConnectionClosed(Exception):
     pass
+
+
+class Readable:
+    """Waits for a socket to be readable, leaving it registered with the event loop from one wait to the next.
+
+    ``anyio.wait_readable`` registers the socket and unregisters it at every wait (two ``epoll_ctl`` calls,
+    and a future, a context variable and a backend lookup in Python): for a client that sends one request
+    and waits for its answer, that is once per request. Here the registration stays while the connection
+    is served; a readiness reported while nobody waits (the connection waits for an answer, such as an
+    acks=all produce, with the client's next request already arrived) unregisters the socket until the next
+    wait, as the loop would otherwise report it again on every turn."""
+
+    __slots__ = ("_loop", "_fd", "_waiter", "_registered")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._fd = sock.fileno()
+        self._waiter: asyncio.Future[None] | None = None
+        self._registered = False
+
+    def _ready(self) -> None:
+        waiter = self._waiter
+        if waiter is None:
+            self._loop.remove_reader(self._fd)
+            self._registered = False
+            return
+        self._waiter = None
+        if not waiter.done():
+            waiter.set_result(None)
+
+    async def wait(self) -> None:
+        if not self._registered:
+            self._loop.add_reader(self._fd, self._ready)
+            self._registered = True
+        self._waiter = waiter = self._loop.create_future()
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+
+    def close(self) -> None:
+        """Unregister (before the socket is closed)."""
+        if self._registered:
+            self._loop.remove_reader(self._fd)
+            self._registered = False
+
+
+Piece = bytes | memoryview | tuple[Any, int, int]
+"""What an answer is sent as: buffers, and ``(file, position, length)`` slices of segment files to sendfile."""
+
+_PIECES = object()
+"""The outbox's marker for what remains of answers the reader began to send (their pieces follow it)."""
 
 
 @dataclass
@@ -178,6 +231,13 @@ class Connection:
         protocol = self.protocol
         pool = self.network.pool
         tls = self.tls
+        readable = Readable(sock)
+        try:
+            await self._read_requests(sock, protocol, pool, tls, readable)
+        finally:
+            readable.close()
+
+    async def _read_requests(self, sock: socket.socket, protocol: KafkaConnection, pool: MemoryPool | Unbounded, tls: TlsSession | None, readable: Readable) -> None:
         while True:
             if pool.exhausted and not protocol.reading_frame:
                 await pool.wait_available()  # Kafka mutes the channel until the pool has memory again
@@ -189,7 +249,7 @@ class Connection:
             try:
                 n = sock.recv_into(target)
             except BlockingIOError:
-                await anyio.wait_readable(sock)
+                await readable.wait()
                 continue
             if not n or self.closed:
                 return
@@ -241,8 +301,20 @@ class Connection:
         return False
 
     async def _send(self, request: Any, result: Any) -> None:
-        """Queue an answer (at most queued.max.requests: reading waits beyond) and start the writer if idle."""
+        """Send an answer at once when nothing is queued before it and the socket takes it all (no writer task,
+        one ``sendmsg``); else queue it, or what the socket did not take of it (at most queued.max.requests:
+        reading waits beyond), and start the writer if idle."""
         protocol = self.protocol
+        if not self.writing and self.tls is None and not self.closed:
+            pieces: list[Piece] = []
+            close = self._add_answer(request, result, pieces)
+            rest = self._send_some(pieces)
+            if close:
+                raise ConnectionClosed
+            self.last_active = time.monotonic()
+            if not rest:
+                return
+            request, result = _PIECES, rest
         while protocol.outbox_full and not self.closed:
             if self.room is None:
                 self.room = anyio.Event()
@@ -273,7 +345,7 @@ class Connection:
             result = charge(quotas, request, time.perf_counter_ns() - start_ns, result)
         if result is None:
             return True
-        if inspect.isawaitable(result):
+        if type(result) is not dict and inspect.isawaitable(result):
             # Kafka mutes the channel from a request's arrival until its answer is sent: the next request of
             # the connection is not handled before this one's answer is complete.
             self.waiting = True
@@ -309,30 +381,101 @@ class Connection:
                 self.sock.close()
 
     async def _write(self, batch: list[tuple[Any, Any]]) -> None:
-        pending: list[bytes | memoryview] = []
+        pieces: list[Piece] = []
+        close = False
         for request, result in batch:
-            if isinstance(request, bytes):
-                pending.append(request)
+            if self._add_answer(request, result, pieces):
+                close = True
+                break
+        if self.tls is not None:
+            await self._send_tls(pieces)
+        else:
+            while pieces := self._send_some(pieces):
+                await anyio.wait_writable(self.sock)
+        if close:
+            raise ConnectionClosed
+
+    def _add_answer(self, request: Any, result: Any, pieces: list[Piece]) -> bool:
+        """Append what the answer is sent as to ``pieces``; True when the connection closes after what came
+        before it (an answer that cannot be encoded and has no error answer)."""
+        if isinstance(request, bytes):
+            pieces.append(request)
+            return False
+        if request is _PIECES:
+            pieces.extend(result)
+            return False
+        encoded = self._encode(request, result)
+        if encoded is None:
+            return True
+        data, splices = encoded
+        if not splices:
+            pieces.append(data)
+            return False
+        view = memoryview(data)
+        pos = 0
+        for splice in splices:
+            if splice.position > pos:
+                pieces.append(view[pos : splice.position])
+            pos = splice.position
+            pieces.extend((piece.file, piece.position, piece.length) for piece in splice.value.slices if piece.length > 0)
+        if pos < len(data):
+            pieces.append(view[pos:])
+        return False
+
+    def _send_some(self, pieces: list[Piece]) -> list[Piece]:
+        """Send the pieces in order, as much as the socket takes now, without waiting: consecutive buffers in
+        one ``sendmsg`` (writev), file slices with ``os.sendfile`` (zero-copy from the page cache). Returns
+        what is left, empty when all went out."""
+        sock = self.sock
+        i, count = 0, len(pieces)
+        while i < count:
+            piece = pieces[i]
+            if type(piece) is tuple:
+                file, position, length = piece
+                try:
+                    sent = os.sendfile(sock.fileno(), file.fileno(), position, length)
+                except BlockingIOError:
+                    return pieces[i:]
+                except OSError as exc:
+                    if exc.errno in (errno.EPIPE, errno.ECONNRESET):
+                        raise ConnectionClosed from exc
+                    raise
+                if sent == 0:
+                    raise ConnectionClosed("segment file shorter than its slice")
+                if sent < length:
+                    pieces[i] = (file, position + sent, length - sent)
+                    return pieces[i:]
+                i += 1
                 continue
-            encoded = self._encode(request, result)
-            if encoded is None:
-                await self._send_all(pending)
-                raise ConnectionClosed
-            data, splices = encoded
-            if not splices:
-                pending.append(data)
-                continue
-            view = memoryview(data)
-            pos = 0
-            for splice in splices:
-                pending.append(view[pos : splice.position])
-                await self._send_all(pending)
-                pending = []
-                pos = splice.position
-                for piece in splice.value.slices:
-                    await self._sendfile(piece)
-            pending.append(view[pos:])
-        await self._send_all(pending)
+            j = i + 1
+            while j < count and type(pieces[j]) is not tuple and j - i < _IOV_MAX:
+                j += 1
+            try:
+                sent = sock.sendmsg(pieces[i:j]) if j - i > 1 else sock.send(piece)  # type: ignore[arg-type]
+            except BlockingIOError:
+                return pieces[i:]
+            except (BrokenPipeError, ConnectionResetError) as exc:
+                raise ConnectionClosed from exc
+            while i < j:
+                n = len(pieces[i])
+                if sent < n:
+                    if sent:
+                        pieces[i] = memoryview(pieces[i])[sent:]  # type: ignore[arg-type]
+                    return pieces[i:]
+                sent -= n
+                i += 1
+        return []
+
+    async def _send_tls(self, pieces: list[Piece]) -> None:
+        """Over TLS every byte is encrypted here: buffers through the session, file slices read in chunks."""
+        assert self.tls is not None
+        for piece in pieces:
+            if type(piece) is tuple:
+                await self._flush_tls()
+                await self._send_file_tls(*piece)
+            else:
+                self.tls.send(piece)  # type: ignore[arg-type]
+        await self._flush_tls()
 
     def _encode(self, request: Request, result: Any) -> tuple[bytes, list[Any]] | None:
         """The answer's frame; for an answer holding a value its field cannot carry (a string over 32,767
@@ -359,68 +502,17 @@ class Connection:
                 raise ConnectionClosed from None
             return answer
 
-    async def _send_all(self, buffers: list[bytes | memoryview]) -> None:
-        """Send the buffers in order with as few ``sendmsg`` calls as the socket allows."""
-        if self.tls is not None:
-            for b in buffers:
-                self.tls.send(b)
-            await self._flush_tls()
-            return
-        await self._send_raw(buffers)
-
     async def _flush_tls(self) -> None:
         assert self.tls is not None and self.tls_lock is not None
         async with self.tls_lock:
-            await self._send_raw([self.tls.outgoing()])
-
-    async def _send_raw(self, buffers: list[bytes | memoryview]) -> None:
-        views = [memoryview(b) for b in buffers if len(b)]
-        sock = self.sock
-        while views:
-            try:
-                sent = sock.sendmsg(views[:_IOV_MAX])
-            except BlockingIOError:
-                await anyio.wait_writable(sock)
-                continue
-            except (BrokenPipeError, ConnectionResetError) as exc:
-                raise ConnectionClosed from exc
-            while sent:
-                if sent >= len(views[0]):
-                    sent -= len(views[0])
-                    views.pop(0)
-                else:
-                    views[0] = views[0][sent:]
-                    sent = 0
-
-    async def _sendfile(self, piece: Any) -> None:
-        """Zero-copy from the page cache: the segment file's bytes go to the socket without entering Python.
-        Over TLS they must be encrypted, so they are read in chunks and written through the TLS session."""
-        if self.tls is not None:
-            await self._send_file_tls(piece)
-            return
-        out_fd = self.sock.fileno()
-        in_fd = piece.file.fileno()
-        position = piece.position
-        remaining = piece.length
-        while remaining > 0:
-            try:
-                sent = os.sendfile(out_fd, in_fd, position, remaining)
-            except BlockingIOError:
+            outgoing = self.tls.outgoing()
+            pieces: list[Piece] = [outgoing] if outgoing else []
+            while pieces := self._send_some(pieces):
                 await anyio.wait_writable(self.sock)
-                continue
-            except OSError as exc:
-                if exc.errno in (errno.EPIPE, errno.ECONNRESET):
-                    raise ConnectionClosed from exc
-                raise
-            if sent == 0:
-                raise ConnectionClosed("segment file shorter than its slice")
-            position += sent
-            remaining -= sent
 
-    async def _send_file_tls(self, piece: Any) -> None:
+    async def _send_file_tls(self, file: Any, position: int, remaining: int) -> None:
         assert self.tls is not None
-        in_fd = piece.file.fileno()
-        position, remaining = piece.position, piece.length
+        in_fd = file.fileno()
         while remaining > 0:
             chunk = os.pread(in_fd, min(remaining, _TLS_FILE_CHUNK), position)
             if not chunk:
