@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import Any, Generic, Mapping, TypeVar
 
 from odradek.protocol.messages import MODULES, ApiKey, headers
-from odradek.protocol.schema import Container, DecodeError, Message, Splice, Versions, decode, encode_frame
+from odradek.protocol.schema import Container, DecodeError, Message, Splice, Versions, decode, decode_frame, encode_frame
 
 __all__ = [
     "ApiKey",
@@ -151,11 +151,10 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request[Any]:
     if api_version not in api.request.valid:
         raise UnsupportedApiVersion(api_key, api_version, correlation_id)
     header_version = request_header_version(api_key, api_version)
-    header, end = decode(headers.REQUEST_HEADER, header_version, frame, exact=False)
     # Kafka reads a request's fields and ignores whatever follows them (AbstractRequest.parseRequest does
     # not check for a remainder); librdkafka's AdminClient relies on it, sending Metadata v12 with 3 bytes
     # past the fields Kafka defines.
-    body, _ = decode(api.request, api_version, frame, end, exact=False)
+    (header, body), _ = decode_frame(frame, (headers.REQUEST_HEADER, header_version), (api.request, api_version))
     return Request(
         RequestHeader(api_key, api_version, correlation_id, header.client_id, header_version),
         body,

@@ -49,6 +49,7 @@ __all__ = [
     "encode_frame",
     "UnknownFieldError",
     "decode",
+    "decode_frame",
     "snake_case",
 ]
 
@@ -311,6 +312,18 @@ class Primitive(_Field):
         kind = {"string": "str", "bytes": "bytes", "records": "records"}[t]
         return f"_rt.read_{kind}(io, this, {self.compact}, {self.nullable})"
 
+    def build_statement(self, value: str) -> str:
+        """A statement writing ``value`` (an expression evaluated once)."""
+        t = self.type_name
+        if t in _FIXED:
+            return f"io.write({_FIXED[t][0]}.pack({value}))"
+        if t == "uuid":
+            return f"_rt.write_uuid({value}, io)"
+        if t == "string":
+            return f"_rt.write_str({value}, io, this, {self.compact}, {self.nullable}, {self.name!r})"
+        kind = {"bytes": "bytes", "records": "records"}[t]
+        return f"_rt.write_{kind}({value}, io, this, {self.compact}, {self.nullable})"
+
     def _emitbuild(self, code: Any) -> str:
         t = self.type_name
         if t in _FIXED:
@@ -339,7 +352,7 @@ class KArray(_Field):
 
     def _emitparse(self, code: Any) -> str:
         e = _Emitter(code)
-        count = "_rt.read_uvarint(io) - 1" if self.compact else "_rt.INT32.unpack(_rt.read(io, 4))[0]"
+        count = f"{_UVARINT_EXPR} - 1" if self.compact else "_rt.INT32.unpack(_rt.read(io, 4))[0]"
         elem = self.element._compileparse(code)
         null = "return None" if self.nullable else "raise _rt.DecodeError('null array in non-nullable field')"
         fn = e.fn(
@@ -351,7 +364,8 @@ def FN(io, this):
         if n != -1:
             raise _rt.DecodeError('bad array count %d' % n)
         {null}
-    _rt.check_count(n, this)
+    if n > this['_params'].get('_size', 0x7FFFFFFF):
+        _rt.count_exceeds(n)
     return [{elem} for _ in range(n)]
 """,
         )
@@ -359,8 +373,8 @@ def FN(io, this):
 
     def _emitbuild(self, code: Any) -> str:
         e = _Emitter(code)
-        elem_fn = e.fn("build_elem", f"\ndef FN(obj, io, this):\n    return {self.element._compilebuild(code)}\n")
-        write_count = "_rt.write_uvarint(len(obj) + 1, io)" if self.compact else "io.write(_rt.INT32.pack(len(obj)))"
+        elem = _build_statement(e, self.element, "item", code)
+        write_count = "io.write(_rt.UVARINTS[n] if (n := len(obj) + 1) < 0x80 else _rt.uvarint_bytes(n))" if self.compact else "io.write(_rt.INT32.pack(len(obj)))"
         null_count = "_rt.write_uvarint(0, io)" if self.compact else "io.write(_rt.INT32.pack(-1))"
         fn = e.fn(
             "build_array",
@@ -371,7 +385,7 @@ def FN(obj, io, this):
         return obj
     {write_count}
     for item in obj:
-        {elem_fn}(item, io, this)
+        {elem}
     return obj
 """,
         )
@@ -413,14 +427,17 @@ class KStruct(_Field):
         for name, sub, _ in self.regular:
             lines.append(f"    r[{name!r}] = {sub._compileparse(code)}")
         for name, f in self.absent:
-            lines.append(f"    r[{name!r}] = _rt.copy_default({e.const(_resolve_default(f))})")
+            lines.append(f"    r[{name!r}] = {_default_expr(e, f)}")
         if self.flexible:
             tag_parsers = {}
             for name, tag, sub, f in self.tagged:
-                lines.append(f"    r[{name!r}] = _rt.copy_default({e.const(_resolve_default(f))})")
+                lines.append(f"    r[{name!r}] = {_default_expr(e, f)}")
                 tag_parsers[tag] = (name, e.fn("parse_tag", f"\ndef FN(io, this):\n    return {sub._compileparse(code)}\n"))
             table = "{" + ", ".join(f"{tag}: ({n!r}, {p})" for tag, (n, p) in tag_parsers.items()) + "}"
-            lines.append(f"    _rt.read_tagged(io, this, r, {table})")
+            # Most sections are empty (one zero byte): read inline, the rest by the runtime.
+            lines.append("    t = io.read(1)")
+            lines.append("    if t != b'\\x00':")
+            lines.append(f"        _rt.read_tagged(io, this, r, {table}, t)")
         lines.append("    return r")
         return f"{e.fn('parse_struct', chr(10) + chr(10).join(lines) + chr(10))}(io, this)"
 
@@ -432,8 +449,7 @@ class KStruct(_Field):
             lines.append(f"    if not obj.keys() <= {known}: _rt.unknown_fields(obj, {known}, {self.decl.name!r})")
         for name, sub, f in self.regular:
             default = e.const(_resolve_default(f))
-            sub_fn = e.fn("build_field", f"\ndef FN(obj, io, this):\n    return {sub._compilebuild(code)}\n")
-            lines.append(f"    {sub_fn}(get({name!r}, {default}), io, this)")
+            lines.append(f"    {_build_statement(e, sub, f'get({name!r}, {default})', code)}")
         if self.flexible:
             if self.tagged:
                 entries = []
@@ -461,6 +477,34 @@ class NullableStruct(_Field):
     def _emitbuild(self, code: Any) -> str:
         inner = self.struct._compilebuild(code)
         return f"(io.write(b'\\xff'), obj)[1] if obj is None else (io.write(b'\\x01'), {inner})[1]"
+
+
+_UVARINT_EXPR = "(b[0] if (b := io.read(1)) and b[0] < 0x80 else _rt.read_uvarint_from(b, io))"
+"""An unsigned varint, read inline when it is one byte (counts and lengths below 128: nearly all)."""
+
+_IMMUTABLE = (type(None), bool, int, float, str, bytes, uuid.UUID)
+
+
+def _default_expr(e: _Emitter, f: F) -> str:
+    """A field's default for a decoded struct: the constant itself when immutable, else a fresh copy."""
+    value = _resolve_default(f)
+    return e.const(value) if isinstance(value, _IMMUTABLE) else f"_rt.copy_default({e.const(value)})"
+
+
+_CALL = re.compile(r"(\w+)\(obj, io, this\)")
+
+
+def _build_statement(e: _Emitter, sub: construct.Construct, value: str, code: Any) -> str:
+    """A statement writing ``value`` with ``sub``: a primitive written in place, a struct or an array by a
+    direct call of its function (one Python call fewer per field than a wrapper)."""
+    if isinstance(sub, Primitive):
+        return sub.build_statement(value)
+    expr = sub._compilebuild(code)
+    call = _CALL.fullmatch(expr)
+    if call is not None:
+        return f"{call.group(1)}({value}, io, this)"
+    fn = e.fn("build_field", f"\ndef FN(obj, io, this):\n    return {expr}\n")
+    return f"{fn}({value}, io, this)"
 
 
 def _construct_for(f: F, version: int, flexible: bool) -> construct.Construct:
@@ -554,29 +598,39 @@ def decode(message: Message, version: int, data: bytes | bytearray | memoryview,
     ``records`` fields come back as memoryview slices of ``data`` (no copy; writable if ``data`` is). Any malformed input raises
     :class:`DecodeError`, never another exception. With ``exact``, trailing bytes are an error.
     """
+    (value,), end = decode_frame(data, (message, version), offset=offset)
+    if exact and end != len(data):
+        raise DecodeError(f"{message.name} v{version}: {len(data) - end} trailing bytes")
+    return value, end
+
+
+def decode_frame(data: bytes | bytearray | memoryview, *parts: tuple[Message, int], offset: int = 0) -> tuple[list[Container], int]:
+    """Decode ``parts`` (header, body), one after the other, from ``data[offset:]``: their values and the end
+    offset of the last, bytes after it ignored (one stream and context for all of them, as
+    :func:`encode_frame` builds them). Errors as :func:`decode`'s."""
     # ``records`` views are taken on ``data`` itself, so a bytearray frame yields writable views the broker
     # patches in place. BytesIO shares a bytes object's buffer but copies anything else: large mutable
     # frames (produce requests) are read through a view instead, which costs a little per field and
     # saves copying the records.
     view = memoryview(data)
-    if isinstance(data, bytes) or len(view) < _VIEW_STREAM_THRESHOLD:
-        stream: _io.BytesIO | _ViewStream = _io.BytesIO(data)
-    else:
-        stream = _ViewStream(view)
-    stream.seek(offset)
+    size = len(view)
+    stream: _io.BytesIO | _ViewStream = _io.BytesIO(data) if isinstance(data, bytes) or size < _VIEW_STREAM_THRESHOLD else _ViewStream(view)
+    if offset:
+        stream.seek(offset)
+    # The compiled parsers themselves, without construct's per-call context and error-report layers: the
+    # emitted code reads nothing from its context but ``_params``.
+    context = {"_params": {"_buf": view, "_size": size}}
+    values = []
+    message = version = None
     try:
-        # The compiled parser itself, without construct's per-call context and error-report layers: the
-        # emitted code reads nothing from its context but ``_params``.
-        params = {"_buf": view, "_size": len(view)}
-        value = message.codec(version).parsefunc(stream, {"_params": params})
+        for message, version in parts:
+            values.append(message.codec(version).parsefunc(stream, context))
     except DecodeError:
         raise
     except (construct.ConstructError, struct.error, ValueError, IndexError, KeyError, TypeError, OverflowError, MemoryError, RecursionError) as exc:
+        assert message is not None
         raise DecodeError(f"{message.name} v{version}: {exc.__class__.__name__}: {exc}") from None
-    end = stream.tell()
-    if exact and end != len(view):
-        raise DecodeError(f"{message.name} v{version}: {len(view) - end} trailing bytes")
-    return value, end
+    return values, stream.tell()
 
 
 _VIEW_STREAM_THRESHOLD = 64 * 1024
@@ -660,6 +714,8 @@ class _Runtime:
     INT64 = struct.Struct(">q")
     FLOAT64 = struct.Struct(">d")
     UUID = uuid.UUID
+    UVARINTS = tuple(bytes((i,)) for i in range(0x80))
+    """The one-byte varints, made once."""
 
     @staticmethod
     def unknown_fields(obj: Any, known: frozenset[str], struct_name: str) -> None:
@@ -674,11 +730,11 @@ class _Runtime:
         return data
 
     @staticmethod
-    def check_count(n: int, this: Any) -> None:
-        # Every element takes at least one byte except empty structs, which real messages never repeat;
-        # bounding by the input size stops hostile counts from allocating huge lists.
-        if n > this["_params"].get("_size", 0x7FFFFFFF):
-            raise DecodeError(f"count {n} exceeds the remaining input")
+    def count_exceeds(n: int) -> None:
+        """An array's count above the input's size (checked inline by the parsers): every element takes at
+        least one byte except empty structs, which real messages never repeat; bounding by the input size
+        stops hostile counts from allocating huge lists."""
+        raise DecodeError(f"count {n} exceeds the remaining input")
 
     @staticmethod
     def read_uvarint(io: Any) -> int:
@@ -698,8 +754,35 @@ class _Runtime:
                 raise DecodeError("unsigned varint longer than 5 bytes")
 
     @staticmethod
+    def read_uvarint_from(first: bytes, io: Any) -> int:
+        """An unsigned varint whose first byte was read already (``first``, empty at the end of the input)."""
+        if not first:
+            raise DecodeError("truncated varint")
+        byte: int = first[0]
+        if not byte & 0x80:
+            return byte
+        result = byte & 0x7F
+        shift = 7
+        read = io.read
+        while True:
+            b = read(1)
+            if not b:
+                raise DecodeError("truncated varint")
+            byte = b[0]
+            result |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return result
+            shift += 7
+            if shift > 28:
+                raise DecodeError("unsigned varint longer than 5 bytes")
+
+    @staticmethod
     def write_uvarint(value: int, io: Any) -> None:
         io.write(_uvarint_bytes(value))
+
+    @staticmethod
+    def uvarint_bytes(value: int) -> bytes:
+        return _uvarint_bytes(value)
 
     @staticmethod
     def read_str(io: Any, this: Any, compact: bool, nullable: bool) -> str | None:
@@ -707,15 +790,22 @@ class _Runtime:
         X had invalid length``): so no string a request carries is too long for an answer to echo. Stricter
         than Kafka (docs/compatibility.md): a negative length other than -1, which Kafka reads as null, and
         bytes that are not UTF-8, which Java decodes to U+FFFD, are refused."""
-        n = _Runtime.read_uvarint(io) - 1 if compact else _Runtime.INT16.unpack(_Runtime.read(io, 2))[0]
+        if compact:
+            b = io.read(1)
+            n = (b[0] if b and b[0] < 0x80 else _Runtime.read_uvarint_from(b, io)) - 1
+        else:
+            n = _Runtime.INT16.unpack(io.read(2))[0]  # a short read: struct.error, reported as a DecodeError
         if n < 0:
             if nullable and n == -1:
                 return None
             raise DecodeError("null string in non-nullable field" if n == -1 else f"bad string length {n}")
         if n > 0x7FFF:
             raise DecodeError(f"string field had invalid length {n}")
+        data: bytes = io.read(n)
+        if len(data) != n:
+            raise DecodeError(f"truncated: wanted {n} bytes, got {len(data)}")
         try:
-            return _Runtime.read(io, n).decode("utf-8")
+            return data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise DecodeError(f"string is not UTF-8: {exc}") from None
 
@@ -729,7 +819,7 @@ class _Runtime:
         data = obj.encode("utf-8")
         if len(data) > 0x7FFF:  # Kafka's writers refuse it, compact strings too: no reader would take it
             raise EncodeError(f"'{name}' field is too long to be serialized")
-        io.write(_uvarint_bytes(len(data) + 1) if compact else _Runtime.INT16.pack(len(data)))
+        io.write((_UVARINTS[len(data) + 1] if len(data) < 0x7F else _uvarint_bytes(len(data) + 1)) if compact else _Runtime.INT16.pack(len(data)))
         io.write(data)
         return obj
 
@@ -755,7 +845,11 @@ class _Runtime:
 
     @staticmethod
     def read_records(io: Any, this: Any, compact: bool, nullable: bool) -> memoryview | bytes | None:
-        n = _Runtime.read_uvarint(io) - 1 if compact else _Runtime.INT32.unpack(_Runtime.read(io, 4))[0]
+        if compact:
+            b = io.read(1)
+            n = (b[0] if b and b[0] < 0x80 else _Runtime.read_uvarint_from(b, io)) - 1
+        else:
+            n = _Runtime.INT32.unpack(_Runtime.read(io, 4))[0]
         if n < 0:
             if n == -1:
                 return None  # Kafka's records fields are nullable in every version
@@ -805,11 +899,12 @@ class _Runtime:
         return value
 
     @staticmethod
-    def read_tagged(io: Any, this: Any, result: dict[str, Any], parsers: dict[int, Any]) -> None:
+    def read_tagged(io: Any, this: Any, result: dict[str, Any], parsers: dict[int, Any], first: bytes) -> None:
         """Tagged fields in strictly increasing tag order, each consumed exactly: KIP-482 requires both, and
         Kafka writes them so. Kafka's generated readers are laxer (any order, unconsumed bytes ignored);
-        refusing such input is deliberate, as no client sends it and it is the shape of a corrupted frame."""
-        count = _Runtime.read_uvarint(io)
+        refusing such input is deliberate, as no client sends it and it is the shape of a corrupted frame.
+        ``first`` is the count's first byte, which the parser read to see whether the section is empty."""
+        count = _Runtime.read_uvarint_from(first, io)
         last = -1
         for _ in range(count):
             tag = _Runtime.read_uvarint(io)
@@ -852,7 +947,11 @@ class _Runtime:
 
 def _uvarint_bytes(value: int) -> bytes:
     if value < 0x80:
-        return bytes((value,))
+        return _UVARINTS[value]
+    return _long_uvarint_bytes(value)
+
+
+def _long_uvarint_bytes(value: int) -> bytes:
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -860,5 +959,7 @@ def _uvarint_bytes(value: int) -> bytes:
     out.append(value)
     return bytes(out)
 
+
+_UVARINTS = _Runtime.UVARINTS
 
 _rt = _Runtime
