@@ -145,26 +145,37 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request[Any]:
     Raises :class:`UnknownApiKey`, :class:`UnsupportedApiVersion` or :class:`DecodeError`.
     """
     api_key, api_version, correlation_id = peek_header(frame)
-    api = APIS.get(api_key)
-    if api is None:
-        raise UnknownApiKey(f"unknown API key {api_key}")
-    if api_version not in api.request.valid:
+    parts = _REQUEST_PARTS.get((api_key, api_version))
+    if parts is None:
+        if api_key not in APIS:
+            raise UnknownApiKey(f"unknown API key {api_key}")
         raise UnsupportedApiVersion(api_key, api_version, correlation_id)
-    header_version = request_header_version(api_key, api_version)
     # Kafka reads a request's fields and ignores whatever follows them (AbstractRequest.parseRequest does
     # not check for a remainder); librdkafka's AdminClient relies on it, sending Metadata v12 with 3 bytes
     # past the fields Kafka defines.
-    (header, body), _ = decode_frame(frame, (headers.REQUEST_HEADER, header_version), (api.request, api_version))
-    return Request(
-        RequestHeader(api_key, api_version, correlation_id, header.client_id, header_version),
-        body,
-    )
+    (header, body), _ = decode_frame(frame, *parts)
+    return Request(RequestHeader(api_key, api_version, correlation_id, header.client_id, parts[0][1]), body)
+
+
+_REQUEST_PARTS: dict[tuple[int, int], tuple[tuple[Message, int], tuple[Message, int]]] = {
+    (key, version): ((headers.REQUEST_HEADER, request_header_version(key, version)), (api.request, version))
+    for key, api in APIS.items()
+    for version in api.request.versions()
+}
+"""The header and body to decode for each API key and version we know: looked up once per request rather
+than worked out from the version ranges."""
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]) -> tuple[bytes, list[Splice]]:
     """A size-prefixed response frame, plus the splices where record data must be inserted."""
-    header = (headers.RESPONSE_HEADER, response_header_version(api_key, api_version), {"correlation_id": correlation_id})
-    return encode_frame(header, (APIS[api_key].response, api_version, body))
+    header_version, response = _RESPONSE_PARTS[(api_key, api_version)]
+    return encode_frame((headers.RESPONSE_HEADER, header_version, {"correlation_id": correlation_id}), (response, api_version, body))
+
+
+_RESPONSE_PARTS: dict[tuple[int, int], tuple[int, Message]] = {
+    (key, version): (response_header_version(key, version), api.response) for key, api in APIS.items() for version in api.response.versions()
+}
+"""Each API key and version's response header version and response message, looked up once per answer."""
 
 
 def encode_request(api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any], client_id: str | None = "odradek") -> bytes:

@@ -424,8 +424,14 @@ class KStruct(_Field):
     def _emitparse(self, code: Any) -> str:
         e = _Emitter(code)
         lines = ["def FN(io, this):", "    r = _rt.Container()"]
-        for name, sub, _ in self.regular:
-            lines.append(f"    r[{name!r}] = {sub._compileparse(code)}")
+        for run in _fixed_runs(self.regular):
+            if len(run) == 1:
+                name, sub, _ = run[0]
+                lines.append(f"    r[{name!r}] = {sub._compileparse(code)}")
+            else:
+                packer = _run_struct(run)
+                targets = ", ".join(f"r[{name!r}]" for name, _, _ in run)
+                lines.append(f"    {targets} = {e.const(packer)}.unpack(io.read({packer.size}))")
         for name, f in self.absent:
             lines.append(f"    r[{name!r}] = {_default_expr(e, f)}")
         if self.flexible:
@@ -447,16 +453,24 @@ class KStruct(_Field):
         if CHECK_FIELD_NAMES:
             known = e.const(frozenset(snake_case(f.name) for f in self.decl.fields) | {"_unknown_tags"})
             lines.append(f"    if not obj.keys() <= {known}: _rt.unknown_fields(obj, {known}, {self.decl.name!r})")
-        for name, sub, f in self.regular:
-            default = e.const(_resolve_default(f))
-            lines.append(f"    {_build_statement(e, sub, f'get({name!r}, {default})', code)}")
+        for run in _fixed_runs(self.regular):
+            values = [f"get({name!r}, {e.const(_resolve_default(f))})" for name, _, f in run]
+            if len(run) == 1:
+                lines.append(f"    {_build_statement(e, run[0][1], values[0], code)}")
+            else:
+                lines.append(f"    io.write({e.const(_run_struct(run))}.pack({', '.join(values)}))")
         if self.flexible:
             if self.tagged:
                 entries = []
                 for name, tag, sub, f in self.tagged:
                     sub_fn = e.fn("build_tag", f"\ndef FN(obj, io, this):\n    return {sub._compilebuild(code)}\n")
                     entries.append(f"({tag}, {name!r}, {sub_fn}, {e.const(_resolve_default(f))})")
-                lines.append(f"    _rt.write_tagged(obj, io, this, ({', '.join(entries)},))")
+                # Tagged fields are mostly left out (their defaults): then the section is one zero byte.
+                names = e.const(frozenset(name for name, _, _, _ in self.tagged) | {"_unknown_tags"})
+                lines.append(f"    if obj.keys().isdisjoint({names}):")
+                lines.append("        io.write(b'\\x00')")
+                lines.append("    else:")
+                lines.append(f"        _rt.write_tagged(obj, io, this, ({', '.join(entries)},))")
             else:
                 lines.append("    io.write(b'\\x00') if not get('_unknown_tags') else _rt.write_tagged(obj, io, this, ())")
         lines.append("    return obj")
@@ -486,9 +500,43 @@ _IMMUTABLE = (type(None), bool, int, float, str, bytes, uuid.UUID)
 
 
 def _default_expr(e: _Emitter, f: F) -> str:
-    """A field's default for a decoded struct: the constant itself when immutable, else a fresh copy."""
+    """A field's default for a decoded struct: the constant itself when immutable, else a fresh copy (a flat
+    struct's by one dict copy)."""
     value = _resolve_default(f)
-    return e.const(value) if isinstance(value, _IMMUTABLE) else f"_rt.copy_default({e.const(value)})"
+    if isinstance(value, _IMMUTABLE):
+        return e.const(value)
+    if isinstance(value, list) and not value:
+        return "[]"
+    if isinstance(value, Container) and all(isinstance(v, _IMMUTABLE) for v in value.values()):
+        return f"_rt.Container({e.const(value)})"
+    return f"_rt.copy_default({e.const(value)})"
+
+
+_RUN_FORMATS = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "int64": "q", "float64": "d"}
+"""Fixed-width types read and written together when consecutive (bool is not: its values are normalized)."""
+
+_Regular = tuple[str, construct.Construct, F]
+
+
+def _fixed_runs(regular: list[_Regular]) -> list[list[_Regular]]:
+    """The struct's fields in order, consecutive fixed-width numbers grouped: each group is read with one
+    ``read`` and one ``unpack`` (Fetch's six request fields after the replica id, a fetched partition's
+    six numbers) and written with one ``pack``."""
+    runs: list[list[_Regular]] = []
+    fixed = False
+    for item in regular:
+        sub = item[1]
+        is_fixed = isinstance(sub, Primitive) and sub.type_name in _RUN_FORMATS
+        if is_fixed and fixed:
+            runs[-1].append(item)
+        else:
+            runs.append([item])
+        fixed = is_fixed
+    return runs
+
+
+def _run_struct(run: list[_Regular]) -> struct.Struct:
+    return struct.Struct(">" + "".join(_RUN_FORMATS[sub.type_name] for _, sub, _ in run))
 
 
 _CALL = re.compile(r"(\w+)\(obj, io, this\)")
@@ -929,7 +977,7 @@ class _Runtime:
         get = obj.get
         for tag, name, build, default in entries:
             value = get(name, default)
-            if value == default:
+            if value is default or value == default:
                 continue
             sub = _io.BytesIO()
             build(value, sub, this)
