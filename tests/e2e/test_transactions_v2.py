@@ -126,6 +126,21 @@ def test_transactional_producer_bumps_its_epoch_per_transaction_as_on_kafka_44(b
     assert after[ApiKey.AddPartitionsToTxn] == before[ApiKey.AddPartitionsToTxn]
 
 
+def test_a_timed_out_v2_transaction_is_aborted_and_fenced_as_on_kafka_44(broker, java44, real_kafka44) -> None:
+    """The coordinator's own abort of a v2 transaction (transaction.timeout.ms 2 s; both brokers look for timed
+    out transactions every 10 s): a fence bumps the epoch once, the old producer's commit fails, and a new
+    producer goes on with the next epoch."""
+    topic = f"timeout44-{uuid.uuid4().hex[:8]}"
+    bootstraps = [broker.bootstrap, real_kafka44.bootstrap]
+    create_topics(bootstraps, topic)
+    on_odradek, on_kafka = on_both(java44, bootstraps, "timeout", topic)
+    assert epochs(on_kafka) == [("open", 0), ("timed-out", 1), ("successor", 2)]
+    assert on_odradek == on_kafka
+    steps = {line["step"]: line for line in on_odradek}
+    assert steps["timed-out"]["described"] == ["CompleteAbort", 1]
+    assert steps["read"] == {"step": "read", "values": ["after"], "end": 4}  # late, its ABORT marker, after, COMMIT
+
+
 def test_exactly_once_copy_commits_offsets_in_v2_transactions_as_on_kafka_44(broker, metrics_port, java44, real_kafka44) -> None:
     name = uuid.uuid4().hex[:8]
     source, sink, group = f"eos44-in-{name}", f"eos44-out-{name}", f"eos44-{name}"

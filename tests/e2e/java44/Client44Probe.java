@@ -38,6 +38,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   spread BOOTSTRAP TOPIC         transactions over every partition of TOPIC (commit, abort, commit), the producer
  *                                  epoch described after each, each partition's producers, a read_committed
  *                                  read-back of every partition
+ *   timeout BOOTSTRAP TOPIC        a transaction left open past its timeout: the coordinator aborts it, the
+ *                                  producer's commit then fails, a new producer goes on
  *   eos BOOTSTRAP IN OUT GROUP     consume-transform-produce: IN's records copied to OUT in transactions that
  *                                  commit the group's offsets too (the first one aborted and redone), then
  *                                  OUT read read_committed
@@ -55,6 +57,7 @@ public final class Client44Probe {
             case "transactions" -> transactions(bootstrap, args[2]);
             case "eos" -> eos(bootstrap, args[2], args[3], args[4]);
             case "spread" -> spread(bootstrap, args[2]);
+            case "timeout" -> timeout(bootstrap, args[2]);
             default -> throw new IllegalArgumentException("unknown sub-command " + args[0]);
         }
     }
@@ -295,6 +298,49 @@ public final class Client44Probe {
             }
             values.sort(null);
             emit("read", "values", values);
+        }
+    }
+
+    private static void timeout(String bootstrap, String topic) throws Exception {
+        String transactionalId = "timeout44-" + topic;
+        Map<String, String> transactional = Map.of(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId, ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, "2000");
+        try (Admin admin = Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap))) {
+            try (KafkaProducer<String, String> producer = producer(bootstrap, transactional)) {
+                producer.initTransactions();
+                producer.beginTransaction();
+                producer.send(new ProducerRecord<>(topic, 0, null, "late")).get();
+                emit("open", "described", described(admin, transactionalId));
+                long deadline = System.currentTimeMillis() + TIMEOUT_MS;
+                while (!described(admin, transactionalId).get(0).equals("CompleteAbort") && System.currentTimeMillis() < deadline) {
+                    Thread.sleep(200);
+                }
+                emit("timed-out", "described", described(admin, transactionalId));
+                try {
+                    producer.commitTransaction();
+                    emit("commit", "error", "none");
+                } catch (org.apache.kafka.common.KafkaException e) {
+                    emit("commit", "error", e.getClass().getSimpleName());
+                }
+            }
+            try (KafkaProducer<String, String> successor = producer(bootstrap, transactional)) {
+                successor.initTransactions();
+                emit("successor", "described", described(admin, transactionalId));
+                transaction(successor, topic, true, "after");
+            }
+        }
+        TopicPartition partition = new TopicPartition(topic, 0);
+        try (KafkaConsumer<String, String> consumer = consumer(bootstrap, Map.of(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed"))) {
+            consumer.assign(List.of(partition));
+            consumer.seekToBeginning(List.of(partition));
+            long end = consumer.endOffsets(List.of(partition)).get(partition);
+            List<String> values = new ArrayList<>();
+            long deadline = System.currentTimeMillis() + TIMEOUT_MS;
+            while (consumer.position(partition) < end && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : consumer.poll(POLL)) {
+                    values.add(r.value());
+                }
+            }
+            emit("read", "values", values, "end", end);
         }
     }
 }
