@@ -445,6 +445,21 @@ def _by_name(old: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]], kin
     return [(_constant_name(n), declare(old.get(n), new.get(n))) for n in names]
 
 
+def record_types_source(records: dict[str, dict[str, Any]]) -> str:
+    """Kafka 4.x's type of each coordinator record: its key and value specs' ``apiKey``, checked alike."""
+    types: dict[str, int] = {}
+    for name, spec in sorted(records.items()):
+        record = name.removesuffix("Key").removesuffix("Value")
+        if types.setdefault(record, spec["apiKey"]) != spec["apiKey"]:
+            raise SpecMismatch(f"{record}: its key and value specs give apiKey {types[record]} and {spec['apiKey']}")
+    lines = "".join(f"    {name!r}: {key},\n" for name, key in types.items())
+    return (
+        "# Kafka 4.x's type of each record (its specs' apiKey), the int16 its key starts with (3.9's key version).\n"
+        "# Each internal topic numbers its own: __consumer_offsets, __share_group_state, __transaction_state.\n"
+        f"RECORD_TYPES = {{\n{lines}}}\n"
+    )
+
+
 def generate(spec_root: Path, newer_root: Path, out: Path) -> list[str]:
     """Write the modules from Kafka 3.9's specs (``spec_root``) and 4.4's (``newer_root``)."""
     old, new = SpecSet.read(spec_root), SpecSet.read(newer_root)
@@ -476,7 +491,9 @@ def generate(spec_root: Path, newer_root: Path, out: Path) -> list[str]:
         module_source("Structures carried inside other messages' bytes fields (consumer protocol, KRaft control records, principals).", data, [])
     )
     records = _by_name(old.records, new.records)
-    (out / "coordinator_records.py").write_text(module_source("Keys and values that the coordinators write to their internal topics.", records, []))
+    (out / "coordinator_records.py").write_text(
+        module_source("Keys and values that the coordinators write to their internal topics.", records, [record_types_source(new.records)])
+    )
     index = ['"""Every API the broker can decode, by API key (generated; see ``odradek.tools.gen_messages``)."""\n']
     index.append("import enum\n\nfrom odradek.protocol.messages import (\n" + "".join(f"    {m},\n" for _, m, _ in modules) + ")\n")
     index.append("MODULES = {\n" + "".join(f"    {k}: {m},\n" for k, m, _ in modules) + "}\n")

@@ -397,6 +397,16 @@ def test_coordinator_records_are_exactly_the_specs() -> None:
     assert {"ConsumerGroupMetadataValue", "ShareSnapshotValue", "ShareUpdateValue"} <= names
 
 
+def test_coordinator_record_types_are_the_specs_api_keys() -> None:
+    """Kafka 4.x tells records apart by type (the key's leading int16): ConsumerGroupMetadata is 3, ShareUpdate 1."""
+    wanted: dict[str, set[int]] = {}
+    for spec in specs_in("coordinator-records", SPECS_4_4):
+        wanted.setdefault(re.sub("(Key|Value)$", "", spec["name"]), set()).add(spec["apiKey"])
+    assert all(len(keys) == 1 for keys in wanted.values()), wanted
+    assert coordinator_records.RECORD_TYPES == {name: keys.pop() for name, keys in wanted.items()}
+    assert (coordinator_records.RECORD_TYPES["OffsetCommit"], coordinator_records.RECORD_TYPES["GroupMetadata"]) == (1, 2)  # 3.9's key versions
+
+
 @pytest.mark.parametrize("name", sorted(coordinator_record_messages()))
 def test_coordinator_record_matches_spec(name: str) -> None:
     ours = coordinator_record_messages()[name]
