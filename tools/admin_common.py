@@ -30,6 +30,8 @@ from odradek.storage.topic_partition import TopicPartition
 
 CLIENT_ID = "odradek-admin"
 REQUEST_TIMEOUT_S = 30.0
+CONTROLLER_LOOKUP_BACKOFF_S = 0.1
+"""Kafka's admin client asks the metadata again after ``retry.backoff.ms`` (100 ms) while it names no controller."""
 
 
 class CommandError(Exception):
@@ -173,6 +175,13 @@ async def list_offsets(client: KafkaClient, partitions: list[TopicPartition], ti
 
 async def controller_request(client: KafkaClient, api_key: int, body: dict) -> Container:
     """A request only the controller serves (CreateTopics, DeleteTopics, CreatePartitions), sent to the
-    controller the metadata names, as Kafka's admin client sends it (another broker answers NOT_CONTROLLER)."""
-    await client.refresh_metadata([])
+    controller the metadata names, as Kafka's admin client sends it (another broker answers NOT_CONTROLLER).
+    Like Kafka's admin client, it asks the metadata again, up to the client's request timeout, while it names
+    no controller: a ZooKeeper-mode broker that has just started knows none until the controller's first
+    UpdateMetadata (a console in it, asked at once, would otherwise be answered NOT_CONTROLLER)."""
+    with anyio.move_on_after(client.request_timeout_s):
+        await client.refresh_metadata([])
+        while client.controller_id < 0:
+            await anyio.sleep(CONTROLLER_LOOKUP_BACKOFF_S)
+            await client.refresh_metadata([])
     return await client.request(api_key, body, node_id=client.controller_id if client.controller_id >= 0 else None)
