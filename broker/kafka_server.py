@@ -214,6 +214,12 @@ class KafkaServer:
             heartbeat_interval_ms=config["group.share.heartbeat.interval.ms"],
         )
 
+    @property
+    def built_share_groups(self) -> "ShareGroupCoordinator | None":
+        """The share groups' coordinator if a share group used this broker already (ListGroups lists its
+        groups), else None: listing groups builds nothing."""
+        return self.__dict__.get("share_groups")
+
     def _share_config(self, group: str) -> "ShareConfig":
         """A share group's settings: the broker's ``group.share.*`` (group-level overrides are not served yet)."""
         from odradek.broker.share.share_partition_manager import ShareConfig

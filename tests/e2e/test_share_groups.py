@@ -192,8 +192,9 @@ def test_share_partition_state_survives_a_restart(broker: ShareBroker, probe: Pr
     assert done_through == max(d["offset"] for d in got)
 
 
-def test_kafka_share_groups_describes_start_offsets_and_lag(broker: ShareBroker, probe: Probe) -> None:
-    """``kafka-share-groups.sh --describe``: each partition's start offset and the records not yet delivered."""
+def test_kafka_share_groups_lists_and_describes_start_offsets_and_lag(broker: ShareBroker, probe: Probe) -> None:
+    """``kafka-share-groups.sh --describe``: each partition's start offset and the records not yet delivered;
+    ``--list`` lists the group, which ``kafka-consumer-groups.sh --list`` does not (ListGroups v5's types)."""
     create_topic(broker.bootstrap, "share-describe")
     accepted = deliveries(probe("consume", broker.bootstrap, "share-describe", "g-describe", 20))
     probe("produce", broker.bootstrap, "share-describe", "g-describe", 7)
@@ -203,3 +204,7 @@ def test_kafka_share_groups_describes_start_offsets_and_lag(broker: ShareBroker,
     assert [(group, topic, partition, lag) for group, topic, partition, _, lag in rows] == [("g-describe", "share-describe", "0", "7")]
     # The start offset as persisted trails acknowledged records by one write, on Kafka as here (the lag leaves them out).
     assert int(rows[0][3]) <= max(d["offset"] for d in accepted) + 1
+    listed = kafka44_jvm.run_tool("kafka-share-groups", "--bootstrap-server", broker.bootstrap, "--list")
+    assert listed.returncode == 0 and "g-describe" in listed.stdout.split(), listed.stderr
+    consumer_groups = kafka44_jvm.run_tool("kafka-consumer-groups", "--bootstrap-server", broker.bootstrap, "--list")
+    assert consumer_groups.returncode == 0 and "g-describe" not in consumer_groups.stdout.split(), consumer_groups.stdout

@@ -21,6 +21,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from odradek.broker.coordinator.group.group import GroupOverview
 from odradek.broker.coordinator.timers import Timers
 from odradek.protocol.errors import ErrorCode
 
@@ -206,6 +207,14 @@ class ShareGroupCoordinator:
         if group is not None and member_id in group.members:
             self.groups.leave(group, member_id)
             self.member_left(group_id, member_id)
+
+    def overviews(self) -> list[GroupOverview]:
+        """ListGroups' view of the share groups this broker coordinates (type and protocol type ``share``)."""
+        return [
+            GroupOverview(g.group_id, "share", g.state, "share")
+            for g in self.groups.groups.values()
+            if self.coordinator_error(g.group_id) is None
+        ]
 
     def describe(self, group_id: str) -> tuple[ErrorCode, ShareGroup | None]:
         error = self.coordinator_error(group_id)
