@@ -285,6 +285,16 @@ class Workload:
         with self.lock:
             return sorted(number for number, at in self.acknowledged_at[partition].items() if start <= at <= end)
 
+    def describe_acknowledgements(self, partition: int, numbers: list[int], since: float) -> str:
+        """Each write's offset, and when (seconds after ``since``) it was produced and its acknowledgement
+        reached the producer: what a failed check of :meth:`acknowledged_within` needs to be told apart (a
+        write appended before a fault and answered late, or one appended after it)."""
+        with self.lock:
+            return ", ".join(
+                f"{n} at offset {self.acknowledged[partition][n]} produced {self.produced_at[n] - since:+.2f}s acknowledged {self.acknowledged_at[partition][n] - since:+.2f}s"
+                for n in numbers
+            )
+
     def wait_for_progress(self, timeout_s: float = 60.0) -> float:
         """Until every partition has more acknowledged writes than when called; the seconds it took."""
         start = time.monotonic()

@@ -73,7 +73,7 @@ def test_nothing_acknowledged_while_the_followers_are_frozen(cluster: Cluster) -
             acknowledged = workload.acknowledged_within(0, paused_at + SETTLE_S, resumed_at)
             assert not acknowledged, (
                 f"leader {state.leader} acknowledged {len(acknowledged)} writes to {topic}-0 while its followers "
-                f"{followers} were frozen (numbers {acknowledged[:10]}...)"
+                f"{followers} were frozen: {workload.describe_acknowledgements(0, acknowledged[:10], paused_at)}"
             )
             recovered = cluster.wait_fully_replicated(topic) + workload.wait_for_progress()
             timings.append(f"ISR of {state.leader} alone after {shrunk:.1f}s, {recovered:.1f}s to recover")
