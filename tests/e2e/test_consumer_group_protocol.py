@@ -13,10 +13,6 @@ Needs a JDK and ``make jvm-deps`` (the kafka44 sets); a missing one fails the te
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
 import threading
 import time
 import uuid
@@ -25,6 +21,7 @@ from typing import Any, Iterator
 
 import kafka44_jvm
 import pytest
+from group_members import Member, wait_until
 
 SESSION_TIMEOUT_S = 45  # group.consumer.session.timeout.ms: Kafka's default, which odradek keeps
 
@@ -35,66 +32,6 @@ def bootstrap(request: pytest.FixtureRequest) -> str:
     if request.param == "odradek":
         return request.getfixturevalue("odradek_as_kafka").bootstrap
     return request.getfixturevalue("real_kafka44").bootstrap
-
-
-class Member:
-    """One GroupMember JVM and the lines it printed so far."""
-
-    def __init__(self, java44: kafka44_jvm.JavaPrograms, bootstrap: str, topic: str, group: str, log: Path, *, instance: str | None = None) -> None:
-        self.log = log
-        cmd = java44.command("GroupMember", bootstrap, topic, group, instance or "-", "-", heap="128m")
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log.open("w"), text=True)
-        self.events: list[dict[str, Any]] = []
-        self.lock = threading.Lock()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            with self.lock:
-                self.events.append(json.loads(line))
-
-    def snapshot(self) -> list[dict[str, Any]]:
-        with self.lock:
-            return list(self.events)
-
-    def owned(self) -> set[int]:
-        owned: set[int] = set()
-        for e in self.snapshot():
-            if e["event"] == "assigned":
-                owned |= set(e["partitions"])
-            elif e["event"] == "revoked":
-                owned -= set(e["partitions"])
-        return owned
-
-    def batches(self) -> tuple[list[tuple[int, int, str]], list[tuple[int, int, str]]]:
-        """(records whose commit succeeded, the last batch received without a commit after it)."""
-        committed: list[tuple[int, int, str]] = []
-        pending: list[tuple[int, int, str]] = []
-        for e in self.snapshot():
-            if e["event"] == "received":
-                pending = [tuple(r) for r in e["records"]]
-            elif e["event"] == "committed":
-                committed += pending
-                pending = []
-        return committed, pending
-
-    def leave(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        assert self.proc.wait(60) == 0, self.log.read_text()[-3000:]
-        self.reader.join(10)
-
-    def kill(self) -> None:
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
-        self.reader.join(10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
 
 
 @pytest.fixture
@@ -130,13 +67,6 @@ def produce(bootstrap: str, topic: str, values: list[str], partitions: int, paus
             producer.flush(30)
             time.sleep(pause_s)
     assert producer.flush(30) == 0
-
-
-def wait_until(condition: Any, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what() if callable(what) else what}"
-        time.sleep(0.2)
 
 
 def committed_values(*ms: Member) -> list[str]:

@@ -19,7 +19,7 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  * given and revoked, each batch it receives, and "committed" once that batch's offsets are committed. It
  * leaves the group when its standard input closes (a SIGKILL leaves no chance to).
  *
- * Usage: GroupMember bootstrap topic group [instance-id|-] [assignor|-]
+ * Usage: GroupMember bootstrap topic group [instance-id|-] [assignor|-] [consumer|classic]
  */
 public final class GroupMember {
     private static final Object OUT = new Object();
@@ -41,7 +41,7 @@ public final class GroupMember {
         Properties props = new Properties();
         props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
         props.put(ConsumerConfig.GROUP_ID_CONFIG, args[2]);
-        props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+        props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, args.length > 5 ? args[5] : "consumer");
         props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
@@ -70,6 +70,7 @@ public final class GroupMember {
                 emit("{\"event\":\"assigned\",\"partitions\":" + partitions(assigned) + "}");
             }
         });
+        emit("{\"event\":\"subscribed\"}");
         try {
             while (true) {
                 ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(200));
