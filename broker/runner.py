@@ -182,7 +182,7 @@ async def run(config: BrokerConfig, *, handle_signals: bool = True, on_started: 
         _start_metrics(server, socks)
         console = _open_console(server, socks[0])
         async with anyio.create_task_group() as tg:
-            await tg.start(serve, server, bound)
+            acceptors = await tg.start(serve, server, bound)
             tg.start_soon(_periodic, server)
             await server.coordinators.run(tg)
             if server.metrics is not None:
@@ -211,8 +211,8 @@ async def run(config: BrokerConfig, *, handle_signals: bool = True, on_started: 
             else:
                 await anyio.sleep_forever()
             await server.controlled_shutdown()
-            for s in socks:
-                s.close()
+            for acceptor in acceptors:  # no new connection; those open finish their requests meanwhile
+                await anyio.to_thread.run_sync(acceptor.stop)
             with anyio.move_on_after(SHUTDOWN_GRACE_S):
                 await anyio.sleep(0.05)
             tg.cancel_scope.cancel()

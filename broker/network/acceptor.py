@@ -54,14 +54,24 @@ class Acceptor:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop the thread and wait for it (it is only ever in poll or accept), and close what it queued."""
-        self._stopping = True
-        self._room.set()
-        try:
-            self._wake_loop.send(b"\0")
-        except OSError:
-            pass
+        """Stop accepting: wake the thread, wait for it, then close the listening socket (safe to call again).
+
+        The order is Kafka's (its Acceptor is woken and joined before its server channel closes): a socket
+        closed under the thread polls as invalid at once and fails every accept, and the thread, between two
+        polls when it closed, spun logging a failed accept per turn until it was told to stop."""
+        if not self._stopping:
+            self._stopping = True
+            self._room.set()
+            try:
+                self._wake_loop.send(b"\0")
+            except OSError:
+                pass
         self._thread.join(5)
+        self.listening.close()
+
+    def close(self) -> None:
+        """Once the loop no longer takes connections: stop, and close what was queued and the wake-up pair."""
+        self.stop()
         while self.accepted:
             self.accepted.popleft()[0].close()
         self._wake_loop.close()
@@ -102,21 +112,27 @@ class Acceptor:
                 continue
             if any(fd == self._wake_thread.fileno() for fd, _ in poller.poll()):
                 return
-            self._accept_pending()
+            if not self._accept_pending():
+                return
 
-    def _accept_pending(self) -> None:
+    def _accept_pending(self) -> bool:
+        """Accept what the listen queue holds; False once the listening socket is closed."""
         while len(self.accepted) < ACCEPTED_QUEUE:
             try:
                 sock, addr = self.listening.accept()
             except BlockingIOError:
-                return
+                return True
             except OSError as exc:
+                if exc.errno == errno.EBADF:  # closed: no connection will come again
+                    if not self._stopping:
+                        log.error("Listening socket closed, no more connections accepted: %s", exc)
+                    return False
                 # ECONNABORTED, EMFILE, ENOBUFS...: that one connection is lost; out of descriptors, wait a
                 # little before trying again (as Kafka's Acceptor does).
                 log.warning("Failed to accept a connection: %s", exc)
                 if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
                     time.sleep(0.1)
-                return
+                return True
             try:
                 self.prepare(sock)
                 local = sock.getsockname()
@@ -129,3 +145,4 @@ class Acceptor:
                     self._wake_thread.send(b"\0")
                 except BlockingIOError:  # the loop has wake-ups pending already
                     pass
+        return True

@@ -550,15 +550,14 @@ class BoundListener:
 
 
 async def serve(server: KafkaServer, listeners: list[BoundListener], task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-    """Accept connections on the listening sockets until cancelled."""
+    """Accept connections on the listening sockets until cancelled. Started, it hands over the listeners'
+    Acceptors: shutdown stops them (no new connection) while the open connections finish."""
     indexes = itertools.count()
 
-    async def accept_loop(listener: BoundListener, network: Network) -> None:
+    async def accept_loop(listener: BoundListener, acceptor: Acceptor, network: Network) -> None:
         """Serve the connections the listener's Acceptor thread takes off the listen queue (broker/network/acceptor.py),
         once the connection limits let each in."""
         quotas = network.connection_quotas
-        acceptor = Acceptor(listener.sock, lambda sock: _prepare(server, sock), listener.name)
-        acceptor.start()
         try:
             while True:
                 await acceptor.wait()
@@ -579,7 +578,7 @@ async def serve(server: KafkaServer, listeners: list[BoundListener], task_status
                     endpoint = Endpoint(listener.name, listener.security_protocol, local[0], local[1], addr[0], addr[1])
                     network.tg.start_soon(Connection(server, network, sock, endpoint, next(indexes), listener.tls, listener.sasl).run)
         finally:
-            acceptor.stop()
+            acceptor.close()
 
     async with anyio.create_task_group() as tg:
         network = Network(
@@ -591,9 +590,13 @@ async def serve(server: KafkaServer, listeners: list[BoundListener], task_status
         )
         server.background = tg
         tg.start_soon(network.expire_idle_connections)
+        acceptors = []
         for listener in listeners:
-            tg.start_soon(accept_loop, listener, network)
-        task_status.started()
+            acceptor = Acceptor(listener.sock, lambda sock: _prepare(server, sock), listener.name)
+            acceptor.start()
+            acceptors.append(acceptor)
+            tg.start_soon(accept_loop, listener, acceptor, network)
+        task_status.started(acceptors)
 
 
 async def _within_creation_rates(network: Network, listener: str, sock: socket.socket, ip: str) -> bool:

@@ -11,7 +11,9 @@ overflows a queue of 4 whoever accepts: that is what socket.listen.backlog.size 
 
 from __future__ import annotations
 
+import logging
 import selectors
+import shutil
 import socket
 import struct
 import threading
@@ -70,3 +72,51 @@ def test_connections_are_accepted_while_the_event_loop_is_held() -> None:
             holder.join()
             for s in clients:
                 s.close()
+
+
+
+STOP_ROUNDS = 30
+
+
+def test_a_broker_stopped_right_after_starting_stops_its_acceptor_cleanly() -> None:
+    """Shutdown wakes and joins the Acceptor thread before the listening socket closes, as Kafka's
+    Acceptor is woken and joined before its server channel closes. A broker stopped as soon as it started,
+    a client connecting again and again meanwhile (so the thread is between two polls when shutdown comes),
+    logs no failed accept (the socket closed under the thread failed every accept, thousands of lines over
+    these rounds), leaves no acceptor thread behind and stops within a bound."""
+    records: list[logging.LogRecord] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    def connect_until(done: threading.Event, port: int) -> None:
+        while not done.is_set():
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.settimeout(1)
+                s.connect_ex(("127.0.0.1", port))
+
+    handler = Collect(logging.DEBUG)
+    network_log = logging.getLogger("odradek.network")
+    network_log.addHandler(handler)
+    try:
+        for _ in range(STOP_ROUNDS):
+            broker = Broker().start()
+            done = threading.Event()
+            client = threading.Thread(target=connect_until, args=(done, broker.port))
+            client.start()
+            try:
+                time.sleep(0.01)
+                started = time.monotonic()
+                broker.stop()
+                stopped_in = time.monotonic() - started
+            finally:
+                done.set()
+                client.join()
+                shutil.rmtree(broker.log_dir, ignore_errors=True)
+            assert stopped_in < 5.0, f"stop took {stopped_in:.1f} s"
+            assert not [t.name for t in threading.enumerate() if t.name.startswith("odradek-acceptor-")]
+    finally:
+        network_log.removeHandler(handler)
+    failed = [r.getMessage() for r in records if r.levelno >= logging.WARNING]
+    assert not failed, f"{len(failed)} warnings or errors, the first: {failed[0]}"
