@@ -29,6 +29,7 @@ def handle(share_partitions: SharePartitionManager, authorization: Authorization
     error, session = manager.open_session(group, member, body.share_session_epoch, [], [])
     if session is None:
         return {"error_code": error, "responses": []}
+    session.connection_id = request.context.connection_id if request.context is not None else None
     outcomes = acknowledge(manager, authorization, request, group, member)
     if body.share_session_epoch == FINAL_EPOCH:
         manager.close_session(session)

@@ -44,6 +44,7 @@ def handle(share_partitions: SharePartitionManager, authorization: Authorization
     error, session = manager.open_session(group, member, epoch, [] if epoch == FINAL_EPOCH else requested, forgotten)
     if session is None:
         return {"error_code": error, "responses": []}
+    session.connection_id = request.context.connection_id if request.context is not None else None
     outcomes = acknowledge(manager, authorization, request, group, member)
     lock_ms = manager.group_config(group).lock_duration_ms
     if epoch == FINAL_EPOCH:

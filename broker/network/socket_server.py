@@ -210,6 +210,9 @@ class Connection:
             self.network.connections.discard(self)
             self.network.connection_closed(self.protocol.endpoint.peer_host)
             self.server.quotas.throttles.forget(self.protocol.connection_id)
+            share_partitions = self.server.__dict__.get("share_partitions")  # built once a share group fetched
+            if share_partitions is not None:
+                share_partitions.connection_closed(self.protocol.connection_id)
             self.protocol.close()
             if not self.writing:  # else the writer sends what is queued, then closes
                 self.sock.close()

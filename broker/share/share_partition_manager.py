@@ -9,7 +9,8 @@ change of delivery state is written to the share coordinator; acquisition locks 
 
 Share sessions (KIP-932's analogue of fetch sessions) are keyed by group and member: epoch 0 opens one
 with the request's partitions, each later request carries the next epoch and only what changed
-(partitions added, ``ForgottenTopicsData``), and epoch -1 closes it, releasing the member's records.
+(partitions added, ``ForgottenTopicsData``), and epoch -1 closes it, releasing the member's records; so
+does the close of the connection the session's requests came on.
 
 When this broker does not coordinate a share partition's key (another broker leads its
 ``__share_group_state`` partition), the state is kept in memory only: the persister's inter-broker RPCs
@@ -72,6 +73,8 @@ class ShareSession:
     epoch: int
     """The epoch the member's next request must carry."""
     partitions: dict[PartitionId, None] = field(default_factory=dict)
+    connection_id: str | None = None
+    """The connection of its latest request: when that connection closes, the session goes (as Kafka's)."""
 
 
 @dataclass
@@ -132,6 +135,12 @@ class SharePartitionManager:
         for tp in added:
             session.partitions[tp] = None
         return ErrorCode.NONE, session
+
+    def connection_closed(self, connection_id: str) -> None:
+        """A client's connection closed (its consumer closed or died): its share sessions end and the records
+        their members hold go back to the others at once, without waiting for their locks to expire."""
+        for session in [s for s in self.sessions.values() if s.connection_id == connection_id]:
+            self.close_session(session)
 
     def close_session(self, session: ShareSession) -> None:
         """Epoch -1 (or the member left): the member's records go back to the others."""

@@ -13,6 +13,7 @@ records until one is delivered, then the records the test counts.
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import shutil
 import subprocess
@@ -59,11 +60,11 @@ class ShareBroker:
     """The broker's latest log lines (e2e's conftest shows them when a test fails; Kafka's go to its server.log)."""
 
 
-@pytest.fixture(scope="module", params=["odradek", "kafka-4.4"])
-def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ShareBroker]:
-    root = tmp_path_factory.mktemp(f"share-{request.param}")
-    if request.param == "odradek":
-        b = Broker(log_dir=root, subprocess=True, config=SETTINGS).start()
+@contextlib.contextmanager
+def share_broker(kind: str, root: Path, settings: dict[str, str]) -> Iterator[ShareBroker]:
+    """odradek (a subprocess) or one Kafka 4.4 KRaft node, with ``settings``."""
+    if kind == "odradek":
+        b = Broker(log_dir=root, subprocess=True, config=settings).start()
 
         def restart_odradek() -> None:
             b.restart()
@@ -73,7 +74,7 @@ def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         finally:
             b.stop()
         return
-    node = kafka44_jvm.KRaftNode(root, 1, kafka44_jvm.new_cluster_id(), kafka_jvm.free_port(), kafka_jvm.free_port(), settings={**kafka44_jvm.SINGLE_NODE_SETTINGS, **SETTINGS})
+    node = kafka44_jvm.KRaftNode(root, 1, kafka44_jvm.new_cluster_id(), kafka_jvm.free_port(), kafka_jvm.free_port(), settings={**kafka44_jvm.SINGLE_NODE_SETTINGS, **settings})
     node.start()
 
     def restart_kafka() -> None:
@@ -84,6 +85,20 @@ def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         yield ShareBroker("kafka-4.4", node.bootstrap, restart_kafka, node.log_dir, collections.deque(maxlen=1))
     finally:
         node.stop()
+
+
+@pytest.fixture(scope="module", params=["odradek", "kafka-4.4"])
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ShareBroker]:
+    with share_broker(request.param, tmp_path_factory.mktemp(f"share-{request.param}"), SETTINGS) as b:
+        yield b
+
+
+@pytest.fixture(scope="module", params=["odradek", "kafka-4.4"])
+def long_lock_broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ShareBroker]:
+    """A broker whose acquisition locks last a minute (Kafka's most): what comes back sooner was released."""
+    settings = {**SETTINGS, "group.share.record.lock.duration.ms": "60000"}
+    with share_broker(request.param, tmp_path_factory.mktemp(f"share-long-{request.param}"), settings) as b:
+        yield b
 
 
 @pytest.fixture(scope="module")
@@ -208,3 +223,15 @@ def test_kafka_share_groups_lists_and_describes_start_offsets_and_lag(broker: Sh
     assert listed.returncode == 0 and "g-describe" in listed.stdout.split(), listed.stderr
     consumer_groups = kafka44_jvm.run_tool("kafka-consumer-groups", "--bootstrap-server", broker.bootstrap, "--list")
     assert consumer_groups.returncode == 0 and "g-describe" not in consumer_groups.stdout.split(), consumer_groups.stdout
+
+
+def test_a_killed_consumers_records_come_back_when_its_connection_closes(long_lock_broker: ShareBroker, probe: Probe) -> None:
+    """A consumer that dies holding records: its connection closes, its share session ends and another
+    consumer gets the records long before their one-minute locks would expire."""
+    broker = long_lock_broker
+    create_topic(broker.bootstrap, "share-killed")
+    held = deliveries(probe("hold", broker.bootstrap, "share-killed", "g-killed", 10))
+    assert sorted(d["value"] for d in held) == sorted(f"r-{i}" for i in range(10))
+    got = deliveries(probe("drain", broker.bootstrap, "share-killed", "g-killed", 10, timeout_ms=30000))
+    assert sorted(d["value"] for d in got) == sorted(f"r-{i}" for i in range(10))
+    assert {d["dc"] for d in got} == {2}
