@@ -12,7 +12,7 @@ from odradek.broker.coordinator.group.assignors import GroupSpec, MemberSpec, ra
 from odradek.broker.coordinator.group.consumer_group import MemberState
 from odradek.broker.coordinator.group.consumer_group_manager import ConsumerGroupConfig, HeartbeatRequest
 from odradek.broker.coordinator.group.consumer_group_records import decode_record, encode_record, GroupEpochRecord, CurrentAssignmentRecord
-from odradek.broker.coordinator.group.group_coordinator import GroupConfig, GroupCoordinator, GroupCoordinatorShard, JoinRequest
+from odradek.broker.coordinator.group.group_coordinator import GroupConfig, GroupCoordinator, GroupCoordinatorShard, JoinRequest, LeavingMember
 from odradek.broker.coordinator.group.group_metadata_records import OffsetAndMetadata
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.controller.metadata_image import PartitionState, TopicInfo
@@ -369,3 +369,31 @@ def test_a_member_record_has_no_classic_metadata_section():
 
     _, value = encode_record(MemberSubscriptionRecord("g", "m", ConsumerGroupMember("m", client_id="c", client_host="/h", subscribed_topic_names=frozenset({"t"}))))
     assert value is not None and value.endswith(b"\x00")  # no tagged fields
+
+
+def test_an_empty_group_of_either_kind_is_converted():
+    """A consumer-protocol member takes the id of an empty classic group (its metadata record is deleted, its
+    offsets stay), and a classic member the id of an empty consumer group (its records are deleted)."""
+    from odradek.broker.coordinator.group.group_metadata_records import GroupMetadataKey, read_key
+
+    h = Harness()
+    join = JoinRequest(member_id="", group_instance_id=None, client_id="c", client_host="/h", rebalance_timeout_ms=1000, session_timeout_ms=10000, group_id="g", protocol_type="consumer", protocols=[("range", subscription("t"))], require_known_member_id=False)
+    joined = h.coordinator.join_group(join)
+    h.advance(0)
+    member_id = joined.value.member_id
+    assert h.coordinator.sync_group("g", 1, member_id, "consumer", "range", None, {member_id: b""}).value.error == E.NONE
+    h.coordinator.commit_offsets("g", member_id, None, 1, {("t", 0): OffsetAndMetadata(3)})
+    assert h.join("m1").error == E.GROUP_ID_NOT_FOUND  # the classic group has a member
+    h.coordinator.leave_group("g", [LeavingMember(member_id)])
+    r = h.join("m1")
+    assert r.error == E.NONE and r.member_epoch == 1
+    partition = h.coordinator.partition_for("g")
+    tombstones = [key for _, key, value in h.log.partitions[partition] if value is None]
+    assert any(isinstance(read_key(k), GroupMetadataKey) for k in tombstones)
+    assert h.coordinator.fetch_offsets("g", False, [("t", 0)], "m1", 1)[1][("t", 0)].offset == 3
+    h.hb("m1", -1)
+    joined = h.coordinator.join_group(join)
+    h.advance(0)
+    assert joined.value.error == E.NONE
+    assert "g" not in h.shard().consumer_groups
+    assert Harness(h.log, h.clock, h.image).shard().consumer_groups == {}
