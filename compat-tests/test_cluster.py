@@ -49,15 +49,33 @@ KAFKA_39_API_VERSIONS = {
 }
 
 
-def api_versions(target: Target, client: Client) -> dict:
+ODRADEK_BEYOND_3_9 = {"Produce": [0, 12], "EndTxn": [0, 5], "TxnOffsetCommit": [0, 5]}
+"""Where odradek advertises more than Kafka 3.9 for these APIs: transactions v2 (KIP-890, Kafka 4.0), which
+Kafka 4.x clients use when ``transaction.version`` 2 is finalized (issue 24; docs/transactions.md)."""
+
+
+def advertised(client: Client) -> dict[str, list[int] | None]:
     from odradek.protocol.api import ApiKey
 
-    advertised = client.api_versions()
-    return {name: list(advertised[ApiKey[name]]) if ApiKey[name] in advertised else None for name in KAFKA_39_API_VERSIONS}
+    versions = client.api_versions()
+    return {name: list(versions[ApiKey[name]]) if ApiKey[name] in versions else None for name in KAFKA_39_API_VERSIONS}
+
+
+def api_versions_up_to_3_9(target: Target, client: Client) -> dict:
+    """Each range as far as Kafka 3.9's goes: the versions a 3.9 client can choose from."""
+    return {name: None if r is None else [r[0], min(r[1], KAFKA_39_API_VERSIONS[name][1])] for name, r in advertised(client).items()}
+
+
+def api_versions_beyond_3_9(target: Target, client: Client) -> dict:
+    return {name: r for name, r in advertised(client).items() if r is not None and r[1] > KAFKA_39_API_VERSIONS[name][1]}
 
 
 def test_api_versions(compat):
-    compat.check(api_versions, KAFKA_39_API_VERSIONS)
+    compat.check(api_versions_up_to_3_9, KAFKA_39_API_VERSIONS)
+
+
+def test_api_versions_odradek_serves_beyond_3_9(compat):
+    assert compat.on_odradek(api_versions_beyond_3_9) == ODRADEK_BEYOND_3_9
 
 
 def metadata_shape(target: Target, client: Client) -> dict:
