@@ -129,7 +129,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.SyncGroup: _all(ApiKey.SyncGroup, "sync_group", "group_coordinator", "authorization"),
     ApiKey.DescribeGroups: _all(ApiKey.DescribeGroups, "describe_groups", "group_coordinator", "authorization"),
     ApiKey.ListGroups: Handler("list_groups", 0, 5, ("group_coordinator", "built_share_groups", "authorization")),
-    ApiKey.DeleteGroups: _all(ApiKey.DeleteGroups, "delete_groups", "group_coordinator", "authorization"),
+    ApiKey.DeleteGroups: _all(ApiKey.DeleteGroups, "delete_groups", "group_coordinator", "built_share_groups", "authorization"),
     ApiKey.OffsetDelete: _all(ApiKey.OffsetDelete, "offset_delete", "group_coordinator", "metadata", "authorization"),
     ApiKey.ConsumerGroupHeartbeat: Handler("consumer_group_heartbeat", 0, 1, ("group_coordinator", "authorization")),
     ApiKey.ConsumerGroupDescribe: Handler("consumer_group_describe", 0, 1, ("group_coordinator", "authorization")),

@@ -210,6 +210,7 @@ class KafkaServer:
             ShareGroups(self._topic_partitions, max_size=config["group.share.max.size"]),
             self.share_partitions.timers,
             self.share_partitions.release_member,
+            self.share_partitions.delete_group,
             session_timeout_ms=config["group.share.session.timeout.ms"],
             heartbeat_interval_ms=config["group.share.heartbeat.interval.ms"],
         )

@@ -142,6 +142,17 @@ class SharePartitionManager:
         for session in [s for s in self.sessions.values() if s.connection_id == connection_id]:
             self.close_session(session)
 
+    def delete_group(self, group: str) -> None:
+        """The share group was deleted: its share partitions go, and their persisted state (tombstones)."""
+        for key in [k for k in self.partitions if k.group == group]:
+            del self.partitions[key]
+            self.timers.cancel(key)
+        for session in [s for s in self.sessions.values() if s.group == group]:
+            del self.sessions[(session.group, session.member)]
+        if self.coordinator is not None:
+            for key in self.coordinator.group_partitions(group):
+                self.coordinator.delete_state(key)
+
     def close_session(self, session: ShareSession) -> None:
         """Epoch -1 (or the member left): the member's records go back to the others."""
         self.sessions.pop((session.group, session.member), None)

@@ -235,3 +235,17 @@ def test_a_killed_consumers_records_come_back_when_its_connection_closes(long_lo
     got = deliveries(probe("drain", broker.bootstrap, "share-killed", "g-killed", 10, timeout_ms=30000))
     assert sorted(d["value"] for d in got) == sorted(f"r-{i}" for i in range(10))
     assert {d["dc"] for d in got} == {2}
+
+
+def test_kafka_share_groups_deletes_an_empty_group(broker: ShareBroker, probe: Probe) -> None:
+    """``kafka-share-groups.sh --delete`` of a group whose consumers closed: it is no longer listed, and a
+    consumer of that group then starts afresh (at the latest offset), not where the old group was."""
+    create_topic(broker.bootstrap, "share-delete")
+    assert len(deliveries(probe("consume", broker.bootstrap, "share-delete", "g-delete", 5))) == 5
+    probe("produce", broker.bootstrap, "share-delete", "g-delete", 4)  # never consumed by the deleted group
+    deleted = kafka44_jvm.run_tool("kafka-share-groups", "--bootstrap-server", broker.bootstrap, "--delete", "--group", "g-delete")
+    assert deleted.returncode == 0 and "successful" in deleted.stdout, deleted.stdout + deleted.stderr
+    listed = kafka44_jvm.run_tool("kafka-share-groups", "--bootstrap-server", broker.bootstrap, "--list")
+    assert "g-delete" not in listed.stdout.split()
+    got = deliveries(probe("consume", broker.bootstrap, "share-delete", "g-delete", 5))
+    assert sorted(d["value"] for d in got) == sorted(f"r-{i}" for i in range(5)), "the p-* records stayed behind"

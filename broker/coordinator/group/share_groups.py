@@ -175,6 +175,7 @@ class ShareGroupCoordinator:
         groups: ShareGroups,
         timers: Timers,
         member_left: Callable[[str, str], None],
+        group_deleted: Callable[[str], None],
         *,
         session_timeout_ms: int = 45000,
         heartbeat_interval_ms: int = 5000,
@@ -183,6 +184,7 @@ class ShareGroupCoordinator:
         self.groups = groups
         self.timers = timers
         self.member_left = member_left
+        self.group_deleted = group_deleted
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
 
@@ -207,6 +209,23 @@ class ShareGroupCoordinator:
         if group is not None and member_id in group.members:
             self.groups.leave(group, member_id)
             self.member_left(group_id, member_id)
+
+    def is_share_group(self, group_id: str) -> bool:
+        return group_id in self.groups.groups
+
+    def delete(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of a share group: only an empty one; its share partitions' state goes with it."""
+        error = self.coordinator_error(group_id)
+        if error is not None:
+            return error
+        group = self.groups.groups.get(group_id)
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        del self.groups.groups[group_id]
+        self.group_deleted(group_id)
+        return ErrorCode.NONE
 
     def overviews(self) -> list[GroupOverview]:
         """ListGroups' view of the share groups this broker coordinates (type and protocol type ``share``)."""
