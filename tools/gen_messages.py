@@ -378,7 +378,7 @@ def _struct_refs(fields: list[dict[str, Any]]) -> list[str]:
 def _default_literal(f: dict[str, Any]) -> str:
     value = f["default"]
     t = f["type"]
-    if value == "null":
+    if value is None or value == "null":  # specs write a null default both ways: "null" and null
         return "NULL"
     if t in ("int8", "int16", "uint16", "int32", "int64"):
         return str(int(value, 0)) if isinstance(value, str) else str(value)

@@ -52,7 +52,7 @@ _CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE_TopicPartitions = S(
     F('Partitions', Array('int32')),
     # The epoch at which the partition was assigned to the member. Used to fence zombie commits requests. Of the
     # same length as Partitions.
-    F('AssignmentEpochs', Array('int32'), '0+', nullable='0+', tag=0, tagged='0+', default=None),
+    F('AssignmentEpochs', Array('int32'), '0+', nullable='0+', tag=0, tagged='0+', default=NULL),
 )
 
 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE = Message(
@@ -115,7 +115,7 @@ CONSUMER_GROUP_MEMBER_METADATA_VALUE = Message(
                     # The protocol metadata.
                     F('Metadata', 'bytes'),
                 ))),
-        ), '0+', nullable='0+', tag=0, tagged='0+', default=None),
+        ), '0+', nullable='0+', tag=0, tagged='0+', default=NULL),
 )
 
 CONSUMER_GROUP_METADATA_KEY = Message(
@@ -561,7 +561,7 @@ _STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE_TaskIds = S(
     F('Partitions', Array('int32')),
     # The epoch at which the partition was assigned to the member. Used to fence zombie commits requests. Of the
     # same length as Partitions. Only defined for active tasks.
-    F('AssignmentEpochs', Array('int32'), '0+', nullable='0+', tag=0, tagged='0+', default=None),
+    F('AssignmentEpochs', Array('int32'), '0+', nullable='0+', tag=0, tagged='0+', default=NULL),
 )
 
 STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE = Message(
@@ -665,7 +665,7 @@ STREAMS_GROUP_METADATA_VALUE = Message(
     # The topology epoch whose topics are validated to be present in a valid configuration in the metadata.
     F('ValidatedTopologyEpoch', 'int32', '0+', tag=0, tagged='0+', default=-1),
     # The last used configuration parameters as key-value pairs.
-    F('LastAssignmentConfigs', Array(_STREAMS_GROUP_METADATA_VALUE_LastAssignmentConfig), '0+', nullable='0+', tag=1, tagged='0+', default=None),
+    F('LastAssignmentConfigs', Array(_STREAMS_GROUP_METADATA_VALUE_LastAssignmentConfig), '0+', nullable='0+', tag=1, tagged='0+', default=NULL),
     # The topology epoch the plugin holds, or -1 if none. -2 (uncertain) marks an interrupted plugin operation:
     # it solicits a push like -1 and is delete-eligible like a stored epoch.
     F('StoredDescriptionTopologyEpoch', 'int32', '0+', tag=2, tagged='0+', default=-1),

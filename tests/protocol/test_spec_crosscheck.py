@@ -100,12 +100,13 @@ def in_range(r: tuple[int, int | None] | None, version: int) -> bool:
 
 
 def spec_default(field: dict[str, Any]) -> Any:
-    """The spec's declared default in the declarations' vocabulary (NULL for "null"); absent → None."""
+    """The spec's declared default in the declarations' vocabulary (NULL for "null" and for JSON's null, which
+    Kafka 4.x's specs also write); absent → None."""
     if "default" not in field:
         return None
     value = field["default"]
     t = field["type"]
-    if value == "null":
+    if value is None or value == "null":
         return NULL
     if t in INTEGER_TYPES:
         return int(value, 0) if isinstance(value, str) else value

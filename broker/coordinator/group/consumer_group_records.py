@@ -151,8 +151,7 @@ def encode_record(record: ConsumerGroupRecord) -> tuple[bytes, bytes | None]:
                 "subscribed_topic_regex": m.subscribed_topic_regex,
                 "rebalance_timeout_ms": m.rebalance_timeout_ms,
                 "server_assignor": m.server_assignor,
-                # ClassicMemberMetadata (tagged, null for a consumer-protocol member) is left out: given as
-                # None the encoder would write an explicit null, which Kafka's reader cannot parse.
+                # ClassicMemberMetadata: tagged, null (its default) for a consumer-protocol member, so not written.
             },
         )
     if isinstance(record, TargetAssignmentMemberRecord):
