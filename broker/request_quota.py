@@ -16,7 +16,7 @@ from typing import Any
 from odradek.broker.quotas import ClientQuotas
 from odradek.protocol.api import APIS, ApiKey, Request
 
-THROTTLED_APIS = frozenset(key for key, api in APIS.items() if any(f.name == "ThrottleTimeMs" for f in api.response.fields))
+THROTTLED_APIS = frozenset(key for key, api in APIS.items() if api.throttled)
 """The APIs whose answers carry a throttle time; the others (inter-broker and SASL) are not charged."""
 EXEMPT_APIS = frozenset({ApiKey.AlterPartition, ApiKey.AllocateProducerIds})
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from types import ModuleType
+from functools import cached_property
 from typing import Any, Generic, Mapping, TypeVar
 
-from odradek.protocol.messages import MODULES, ApiKey, headers
+from odradek.protocol.messages import DECLARATIONS, ApiKey, headers, module
 from odradek.protocol.schema import Container, DecodeError, Message, Splice, Versions, decode, decode_frame, encode_frame
 
 __all__ = [
@@ -40,32 +40,41 @@ class Api:
     """An API as declared: every version odradek can decode (Kafka 3.9's, and those Kafka 4.4 adds).
 
     What the broker serves is not this: ``broker/kafka_apis.py`` says per API, by default the versions
-    Kafka 3.9 defines (``kafka_3_9``), so declaring a newer version advertises nothing by itself.
+    Kafka 3.9 defines (``kafka_3_9``), so declaring a newer version advertises nothing by itself. Its
+    messages (``request``, ``response``) are imported at first use: a broker starting reads only the rest.
     """
 
     key: int
     name: str
-    request: Message
-    response: Message
+    versions: Versions
+    """The request's valid versions."""
     listeners: tuple[str, ...]
     kafka_3_9: Versions
     """The versions Kafka 3.9 defines (empty for an API Kafka added later, such as the share-group APIs)."""
+    throttled: bool
+    """Its response carries a throttle time (ThrottleTimeMs)."""
+
+    @cached_property
+    def request(self) -> Message:
+        return module(self.key).REQUEST  # type: ignore[no-any-return]
+
+    @cached_property
+    def response(self) -> Message:
+        return module(self.key).RESPONSE  # type: ignore[no-any-return]
 
     @property
     def min_version(self) -> int:
-        return self.request.valid.low
+        return self.versions.low
 
     @property
     def max_version(self) -> int:
-        assert self.request.valid.high is not None
-        return self.request.valid.high
+        assert self.versions.high is not None
+        return self.versions.high
 
 
-def _api(module: ModuleType) -> Api:
-    return Api(module.API_KEY, module.NAME, module.REQUEST, module.RESPONSE, module.LISTENERS, Versions.parse(module.KAFKA_3_9_VERSIONS))
-
-
-APIS: dict[int, Api] = {key: _api(module) for key, module in MODULES.items()}
+APIS: dict[int, Api] = {
+    key: Api(key, d.name, Versions.parse(d.versions), d.listeners, Versions.parse(d.kafka_3_9), d.throttled) for key, d in DECLARATIONS.items()
+}
 
 _CONTROLLED_SHUTDOWN = 7
 _API_VERSIONS = 18
@@ -149,7 +158,11 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request[Any]:
     if parts is None:
         if api_key not in APIS:
             raise UnknownApiKey(f"unknown API key {api_key}")
-        raise UnsupportedApiVersion(api_key, api_version, correlation_id)
+        if api_key not in _PARTS_OF:
+            _parts_at_first_use(api_key)
+            parts = _REQUEST_PARTS.get((api_key, api_version))
+        if parts is None:
+            raise UnsupportedApiVersion(api_key, api_version, correlation_id)
     # Kafka reads a request's fields and ignores whatever follows them (AbstractRequest.parseRequest does
     # not check for a remainder); librdkafka's AdminClient relies on it, sending Metadata v12 with 3 bytes
     # past the fields Kafka defines.
@@ -157,25 +170,36 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request[Any]:
     return Request(RequestHeader(api_key, api_version, correlation_id, header.client_id, parts[0][1]), body)
 
 
-_REQUEST_PARTS: dict[tuple[int, int], tuple[tuple[Message, int], tuple[Message, int]]] = {
-    (key, version): ((headers.REQUEST_HEADER, request_header_version(key, version)), (api.request, version))
-    for key, api in APIS.items()
-    for version in api.request.versions()
-}
-"""The header and body to decode for each API key and version we know: looked up once per request rather
-than worked out from the version ranges."""
+_REQUEST_PARTS: dict[tuple[int, int], tuple[tuple[Message, int], tuple[Message, int]]] = {}
+"""The header and body to decode for each API key and version, filled at the API's first use: looked up
+once per request rather than worked out from the version ranges."""
+
+_RESPONSE_PARTS: dict[tuple[int, int], tuple[int, Message]] = {}
+"""Each API key and version's response header version and response message, looked up once per answer."""
+
+_PARTS_OF: set[int] = set()
+"""The API keys whose versions are in both tables."""
+
+
+def _parts_at_first_use(api_key: int) -> None:
+    """Import the API's messages and fill both tables for each of its versions (again at worst, from two
+    threads at once: the same entries)."""
+    api = APIS[api_key]
+    for version in api.request.versions():
+        _REQUEST_PARTS[(api_key, version)] = ((headers.REQUEST_HEADER, request_header_version(api_key, version)), (api.request, version))
+    for version in api.response.versions():
+        _RESPONSE_PARTS[(api_key, version)] = (response_header_version(api_key, version), api.response)
+    _PARTS_OF.add(api_key)
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]) -> tuple[bytes, list[Splice]]:
     """A size-prefixed response frame, plus the splices where record data must be inserted."""
-    header_version, response = _RESPONSE_PARTS[(api_key, api_version)]
+    try:
+        header_version, response = _RESPONSE_PARTS[(api_key, api_version)]
+    except KeyError:
+        _parts_at_first_use(api_key)
+        header_version, response = _RESPONSE_PARTS[(api_key, api_version)]
     return encode_frame((headers.RESPONSE_HEADER, header_version, {"correlation_id": correlation_id}), (response, api_version, body))
-
-
-_RESPONSE_PARTS: dict[tuple[int, int], tuple[int, Message]] = {
-    (key, version): (response_header_version(key, version), api.response) for key, api in APIS.items() for version in api.response.versions()
-}
-"""Each API key and version's response header version and response message, looked up once per answer."""
 
 
 def encode_request(api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any], client_id: str | None = "odradek") -> bytes:

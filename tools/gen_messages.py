@@ -466,6 +466,7 @@ def generate(spec_root: Path, newer_root: Path, out: Path) -> list[str]:
     old_apis = old.broker_apis()
     written = []
     modules = []
+    declarations = []
     for key in sorted(old_apis | new.broker_apis()):
         kept = key in old_apis
         request = declare(old.requests[key] if kept else None, new.requests.get(key))
@@ -483,7 +484,12 @@ def generate(spec_root: Path, newer_root: Path, out: Path) -> list[str]:
         text = module_source(title, [("REQUEST", request), ("RESPONSE", response)], extra)
         (out / f"{module}.py").write_text(text)
         written.append(module)
+        throttled = any(f["name"] == "ThrottleTimeMs" for f in response.spec["fields"])
         modules.append((key, module, api_name))
+        declarations.append(
+            f"    {key}: Declaration({module!r}, {api_name!r}, {request.spec['validVersions']!r}, "
+            f"{request.kafka_3_9_versions!r}, {tuple(listeners)!r}, {throttled!r}),\n"
+        )
     headers = [(f"{_constant_name(n)}", declare(old.others[n], new.others.get(n))) for n in ("RequestHeader", "ResponseHeader")]
     (out / "headers.py").write_text(module_source("Request and response headers.", headers, []))
     data = _by_name(old.others, new.others, "data")
@@ -494,9 +500,7 @@ def generate(spec_root: Path, newer_root: Path, out: Path) -> list[str]:
     (out / "coordinator_records.py").write_text(
         module_source("Keys and values that the coordinators write to their internal topics.", records, [record_types_source(new.records)])
     )
-    index = ['"""Every API the broker can decode, by API key (generated; see ``odradek.tools.gen_messages``)."""\n']
-    index.append("import enum\n\nfrom odradek.protocol.messages import (\n" + "".join(f"    {m},\n" for _, m, _ in modules) + ")\n")
-    index.append("MODULES = {\n" + "".join(f"    {k}: {m},\n" for k, m, _ in modules) + "}\n")
+    index = [INDEX_HEAD, "DECLARATIONS = {\n" + "".join(declarations) + "}\n"]
     # A class statement rather than enum.IntEnum("ApiKey", {...}) so that a type checker knows every member.
     index.append(
         "\nclass ApiKey(enum.IntEnum):\n"
@@ -505,6 +509,44 @@ def generate(spec_root: Path, newer_root: Path, out: Path) -> list[str]:
     )
     (out / "__init__.py").write_text("\n".join(index))
     return written
+
+
+INDEX_HEAD = '''"""Every API the broker can decode, by API key (generated; see ``odradek.tools.gen_messages``).
+
+What the broker reads of every API as it starts (its versions, listeners, whether its response carries a
+throttle time) is declared here; each API's messages are in its own module, imported at first use
+(``odradek.protocol.api``), so that a broker starting does not build ninety APIs' codecs it may never use.
+"""
+
+import enum
+import importlib
+from types import ModuleType
+from typing import NamedTuple
+
+
+class Declaration(NamedTuple):
+    module: str
+    name: str
+    versions: str
+    """The request's valid versions (as its module's ``REQUEST``)."""
+    kafka_3_9: str | None
+    listeners: tuple[str, ...]
+    throttled: bool
+    """Its response carries ThrottleTimeMs."""
+
+
+def module(api_key: int) -> ModuleType:
+    """The API's messages (imported now if not yet)."""
+    return importlib.import_module(f"odradek.protocol.messages.{DECLARATIONS[api_key].module}")
+
+
+def __getattr__(name: str) -> dict[int, ModuleType]:
+    """``MODULES``, every API's module by key, imports them all: for tools and tests that read every API."""
+    if name == "MODULES":
+        return {key: module(key) for key in DECLARATIONS}
+    raise AttributeError(name)
+
+'''
 
 
 def _constant_name(stem: str) -> str:

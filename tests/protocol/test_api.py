@@ -174,3 +174,37 @@ def test_unsupported_version_carries_the_correlation_id(api_key: int, version: i
     assert (error.api_key, error.api_version, error.correlation_id) == (api_key, version, 123456)
     assert isinstance(error, DecodeError)
     assert str(version) in str(error)
+
+
+def test_what_is_declared_of_each_api_is_what_its_module_says() -> None:
+    """The generated declarations the broker reads as it starts stand for the API modules, imported only at
+    first use: the same name, versions, listeners, 3.9 versions and throttle time."""
+    from odradek.protocol.messages import MODULES
+    from odradek.protocol.schema import Versions
+
+    assert set(MODULES) == set(APIS)
+    for key, module in MODULES.items():
+        api = APIS[key]
+        assert (api.name, str(api.versions), api.listeners) == (module.NAME, str(module.REQUEST.valid), module.LISTENERS)
+        assert str(api.kafka_3_9) == str(Versions.parse(module.KAFKA_3_9_VERSIONS)), api.name
+        assert api.throttled == any(f.name == "ThrottleTimeMs" for f in module.RESPONSE.fields), api.name
+        assert api.request is module.REQUEST and api.response is module.RESPONSE
+
+
+def test_an_apis_messages_are_imported_at_its_first_use() -> None:
+    """Importing the protocol imports no API's messages; a request decoded imports its API's alone."""
+    import ast
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from odradek.protocol.api import ApiKey, decode_request, encode_request\n"
+        "def loaded(): return sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('odradek.protocol.messages.'))\n"
+        "print(loaded())\n"
+        "frame = encode_request(ApiKey.ApiVersions, 3, 1, {'client_software_name': 'a', 'client_software_version': '1'})\n"
+        "assert decode_request(frame[4:]).header.api_key == ApiKey.ApiVersions\n"
+        "print(loaded())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert [ast.literal_eval(line) for line in out] == [["headers"], ["api_versions", "headers"]]
