@@ -12,7 +12,8 @@ KAFKA-17492), and a feature finalized at level 0 is not listed as finalized at a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -43,19 +44,48 @@ ConsumerGroupDescribe served, as a Kafka 4.4 cluster finalizes it.
 bumps the producer epoch and answers the new one, its Produce v12 and TxnOffsetCommit v5 add their partition
 to the transaction (no AddPartitionsToTxn or AddOffsetsToTxn from the client)."""
 
-FINALIZED_FEATURES_EPOCH = 0
-"""The epoch of the finalized levels when any is finalized. Kafka's grows with each change (the metadata
-log's offset in KRaft mode, the feature znode's version in ZooKeeper mode); here the levels are fixed for the
-broker's life, so one epoch serves. Without finalized features the answer carries -1, "unknown"."""
+
+@dataclass(frozen=True)
+class FinalizedFeatures:
+    """The features as this broker answers for them: each with the level in force, and the epoch of those
+    levels. Kafka's epoch grows with each change (the metadata log's offset in KRaft mode, the feature
+    znode's version in ZooKeeper mode); without finalized features the answer carries -1, "unknown"."""
+
+    features: tuple[Feature, ...] = FEATURES
+    epoch: int = 0
+    """A single node's levels are fixed for its life, so one epoch serves; a ZooKeeper cluster's change
+    with its brokers (:func:`finalized_in_cluster`)."""
 
 
-def api_versions_features(features: tuple[Feature, ...], version: int) -> ApiVersionsResponseDict:
+def registered_features(features: tuple[Feature, ...] = FEATURES) -> dict[str, dict[str, int]]:
+    """The ``features`` of this broker's ``/brokers/ids/<id>`` registration: the levels it supports, as
+    Kafka's ``BrokerIdZNode`` writes them (``SupportedVersionRange``: ``min_version``, ``max_version``)."""
+    return {f.name: {"min_version": f.min_version, "max_version": f.max_version} for f in features}
+
+
+def finalized_in_cluster(registrations: Iterable[Mapping[str, Mapping[str, int]]], features: tuple[Feature, ...] = FEATURES) -> tuple[Feature, ...]:
+    """Each feature at the highest level up to ours that every registered broker supports, 0 when there is
+    none (a broker that registers no such feature, as Kafka 3.9's ZooKeeper-mode brokers register none).
+
+    Kafka finalizes a level cluster-wide and only one all brokers support: a 4.x client told
+    ``transaction.version`` 2 by one broker sends Produce v12 to every leader, which a Kafka 3.9 broker
+    cannot serve."""
+    registered = list(registrations)
+
+    def supported(name: str, level: int) -> bool:
+        return all(name in r and r[name].get("min_version", 0) <= level <= r[name].get("max_version", -1) for r in registered)
+
+    return tuple(replace(f, level=next((lv for lv in range(f.level, 0, -1) if supported(f.name, lv)), 0)) for f in features)
+
+
+def api_versions_features(finalized_features: FinalizedFeatures, version: int) -> ApiVersionsResponseDict:
     """The feature fields of an ApiVersions answer at ``version`` (tagged, v3+; an earlier version drops them)."""
+    features = finalized_features.features
     finalized: list[FinalizedFeatureKeyDict] = [{"name": f.name, "max_version_level": f.level, "min_version_level": f.level} for f in features if f.level != 0]
     return {
         "supported_features": [
             {"name": f.name, "min_version": f.min_version, "max_version": f.max_version} for f in features if version >= 4 or f.min_version != 0
         ],
         "finalized_features": finalized,
-        "finalized_features_epoch": FINALIZED_FEATURES_EPOCH if finalized else -1,
+        "finalized_features_epoch": finalized_features.epoch if finalized else -1,
     }

@@ -17,7 +17,6 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Callable
 
 from odradek.broker.handlers import CLOSE_CONNECTION  # noqa: F401  (re-exported for the socket server)
-from odradek.broker.features import FEATURES
 from odradek.broker.handlers import api_versions
 from odradek.protocol.api import APIS, ApiKey, Request, encode_response
 from odradek.protocol.errors import ErrorCode
@@ -107,7 +106,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.Fetch: _all(ApiKey.Fetch, "fetch", "replica_manager", "fetch_sessions", "config", "authorization", "quotas"),
     ApiKey.ListOffsets: _all(ApiKey.ListOffsets, "list_offsets", "replica_manager", "authorization"),
     ApiKey.Metadata: _all(ApiKey.Metadata, "metadata", "metadata", "config", "auto_create_topic", "authorization"),
-    ApiKey.ApiVersions: replace(_all(ApiKey.ApiVersions, "api_versions"), serve=lambda request: api_versions.handle(API_RANGES, FEATURES, request)),
+    ApiKey.ApiVersions: replace(_all(ApiKey.ApiVersions, "api_versions", "finalized_features"), serve=lambda features, request: api_versions.handle(API_RANGES, features, request)),
     ApiKey.CreateTopics: _all(ApiKey.CreateTopics, "create_topics", "metadata", "config", "metadata_support", "create_topic", "replica_manager", "dynamic_config", "broker_defaults", "authorization", "quotas", "background"),
     ApiKey.InitProducerId: _all(ApiKey.InitProducerId, "init_producer_id", "transaction_coordinator", "next_producer_id", "authorization"),
     ApiKey.OffsetForLeaderEpoch: _all(ApiKey.OffsetForLeaderEpoch, "offset_for_leader_epoch", "replica_manager", "authorization"),

@@ -21,6 +21,7 @@ from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer import create_authorizer
 from odradek.broker.quotas import ClientQuotaConfigs, ClientQuotas
 from odradek.broker.config import BrokerConfig
+from odradek.broker.features import FinalizedFeatures
 from odradek.broker.coordinator.coordinators import CoordinatorKind, Coordinators, CoordinatorTopic, offsets_topic, share_group_state_topic, transaction_state_topic
 from odradek.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from odradek.broker.replication.new_logs import make_logs, unmake_logs
@@ -73,7 +74,10 @@ def start_metadata_support(server: "KafkaServer", me: BrokerInfo) -> "tuple[Meta
         from odradek.broker.security.credentials import ZkCredentialStore
         from odradek.broker.zk_broker import ZkBroker
 
-        zk_support = ZkBroker(config, me, server, server.replica_manager, security=server.inter_broker_security)
+        zk_support = ZkBroker(
+            config, me, server, server.replica_manager, security=server.inter_broker_security,
+            on_finalized_features=lambda features: setattr(server, "finalized_features", features),
+        )
         server.replica_manager.log_dir_failure = LogDirFailureChannel(server.log_dirs, server.replica_manager.take_log_dir_offline)
         if isinstance(server.credentials, ZkCredentialStore):
             zk_support.follow_credentials(server.credentials)
@@ -108,6 +112,9 @@ class KafkaServer:
         self.replica_manager.leader_node = self._inter_broker_node
         self.metadata_support: MetadataSupport | None = None
         """The metadata mode, chosen at :meth:`startup` (:func:`start_metadata_support`)."""
+        self.finalized_features = FinalizedFeatures()
+        """What ApiVersions reports: on a single node the feature table's levels; in a ZooKeeper cluster
+        those every registered broker supports, replaced by the ZooKeeper broker as brokers come and go."""
         self.authorization = Authorization()
         self.coordinators = Coordinators({
             "group": CoordinatorKind(offsets_topic(config), self._group_coordinator),

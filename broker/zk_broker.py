@@ -36,6 +36,7 @@ from odradek.broker.replication.alter_partition_manager import AlterPartitionMan
 from odradek.broker.config import BrokerConfig
 from odradek.broker.controller_channel import ControllerChannelManager
 from odradek.broker.dynamic_config import DEFAULT_ENTITY
+from odradek.broker.features import FinalizedFeatures, finalized_in_cluster, registered_features
 from odradek.broker.network.kafka_client import BrokerConnection, DisconnectedError, Node, ResponseError
 from odradek.broker.metadata_waits import MetadataWaits
 from odradek.broker.quotas import IP_KEYS, USER_CLIENT_KEYS, quota_configs
@@ -82,9 +83,13 @@ def security_protocols(config: BrokerConfig) -> dict[str, str]:
 
 
 class ZkBroker(MetadataSupport):
-    def __init__(self, config: BrokerConfig, me: BrokerInfo, listener: MetadataListener, replica_manager: ReplicaManager, *, security: ClientSecurity = PLAINTEXT) -> None:
+    def __init__(self, config: BrokerConfig, me: BrokerInfo, listener: MetadataListener, replica_manager: ReplicaManager, *, security: ClientSecurity = PLAINTEXT,
+        on_finalized_features: Callable[[FinalizedFeatures], None] = lambda features: None,
+    ) -> None:
         """Connects to ZooKeeper and reads (or makes) the cluster id; :meth:`startup` joins the cluster, once
-        the logs are loaded. ``security``: how this broker connects to the others' inter-broker listener."""
+        the logs are loaded. ``security``: how this broker connects to the others' inter-broker listener.
+        ``on_finalized_features``: told the feature levels every registered broker supports, at startup and
+        whenever they change (:meth:`_broker_changes`)."""
         super().__init__()
         self.config = config
         self.security = security
@@ -114,8 +119,12 @@ class ZkBroker(MetadataSupport):
         """The newest ``/config/changes`` notification applied (their names sort in sequence order)."""
         protocols = security_protocols(config)
         self.registration = zd.BrokerRegistration(
-            me.node_id, tuple(zd.EndPoint(name, host, port, protocols.get(name, name)) for name, host, port in me.endpoints), me.rack
+            me.node_id, tuple(zd.EndPoint(name, host, port, protocols.get(name, name)) for name, host, port in me.endpoints), me.rack,
+            features=registered_features(),
         )
+        self.on_finalized_features = on_finalized_features
+        self.finalized_features: FinalizedFeatures | None = None
+        self._broker_changes([])  # before the listeners answer: the registered brokers, not the table's levels
         self.inter_broker_listener = config["inter.broker.listener.name"] or config["security.inter.broker.protocol"]
         self.controller_epoch = -1
         """The highest controller epoch a request came with: an older one is a deposed controller's."""
@@ -138,6 +147,7 @@ class ZkBroker(MetadataSupport):
         ChildrenWatch(self.zk.kazoo, zd.CONFIG_CHANGES, self._config_changes)
         self.zk.keep_registered(self.registration, lambda epoch: setattr(self, "broker_epoch", epoch))
         log.info("Registered broker %d at path %s with epoch %d", self.broker_id, zd.broker_path(self.broker_id), self.broker_epoch)
+        ChildrenWatch(self.zk.kazoo, zd.BROKER_IDS, self._broker_changes)
         self.channel = ControllerChannelManager(self.broker_id, self.inter_broker_listener, security=self.security)
         self.controller = ZkController(
             self.zk, self.broker_id, self.channel,
@@ -189,6 +199,19 @@ class ZkBroker(MetadataSupport):
         if self.channel is not None:
             self.channel.close()
         self.zk.close()
+
+    # -- finalized features ---------------------------------------------------------------------------------
+
+    def _broker_changes(self, children: list[str]) -> None:
+        """On a kazoo thread (and at :meth:`startup`): the feature levels all registered brokers support.
+        The epoch is ``/brokers/ids``' child version when they last changed: it grows in ZooKeeper, so it
+        never goes back, not even across restarts."""
+        _, stat = self.zk.kazoo.get_children(zd.BROKER_IDS, include_data=True)
+        features = finalized_in_cluster(r.features for r, _ in self.zk.broker_registrations().values())
+        if self.finalized_features is None or self.finalized_features.features != features:
+            self.finalized_features = FinalizedFeatures(features, stat.cversion)
+            log.info("Finalized features of the live brokers: %s (epoch %d)", {f.name: f.level for f in features}, stat.cversion)
+            self.on_finalized_features(self.finalized_features)
 
     # -- config changes (Kafka's ZkConfigManager) -----------------------------------------------------------
 

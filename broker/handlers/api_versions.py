@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from odradek.broker.features import Feature, api_versions_features
+from odradek.broker.features import FinalizedFeatures, api_versions_features
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
@@ -19,9 +19,10 @@ if TYPE_CHECKING:
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
-def handle(api_ranges: list[ApiVersionDict], features: tuple[Feature, ...], request: Request[ApiVersionsRequest]) -> ApiVersionsResponseDict:
+def handle(api_ranges: list[ApiVersionDict], features: FinalizedFeatures, request: Request[ApiVersionsRequest]) -> ApiVersionsResponseDict:
     """``api_ranges``: what the broker's handler table serves (``kafka_apis.API_RANGES``); ``features``:
-    ``features.FEATURES``."""
+    the broker's ``finalized_features`` (``features.FEATURES`` on a single node, what all brokers support in
+    a ZooKeeper cluster)."""
     body = request.body
     version = request.header.api_version
     if version >= 3 and not (_SOFTWARE.match(body.client_software_name) and _SOFTWARE.match(body.client_software_version)):

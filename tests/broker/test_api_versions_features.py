@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.broker.features import FEATURES, Feature
+from odradek.broker.features import FEATURES, Feature, FinalizedFeatures, finalized_in_cluster, registered_features
 from odradek.broker.handlers import api_versions
 from odradek.broker.kafka_apis import API_RANGES, HANDLERS
 from odradek.protocol.api import ApiKey, decode_request, decode_response, encode_request, encode_response
@@ -26,7 +26,7 @@ def answer(features: tuple[Feature, ...], version: int) -> tuple[bytes, object]:
     """The ApiVersions answer's frame and the response as a client decodes it."""
     body = {"client_software_name": "probe", "client_software_version": "1"}
     request = decode_request(encode_request(ApiKey.ApiVersions, version, 7, body)[4:])
-    frame, _ = encode_response(ApiKey.ApiVersions, version, 7, api_versions.handle(API_RANGES, features, request))
+    frame, _ = encode_response(ApiKey.ApiVersions, version, 7, api_versions.handle(API_RANGES, FinalizedFeatures(features), request))
     _, response = decode_response(ApiKey.ApiVersions, version, frame[4:])
     return frame, response
 
@@ -85,3 +85,13 @@ def test_a_finalized_transaction_version_2_comes_with_the_versions_it_implies() 
     assert levels["transaction.version"] == 2
     served = {key: handler.max_version for key, handler in HANDLERS.items()}
     assert served[ApiKey.EndTxn] >= 5 and served[ApiKey.Produce] >= 12 and served[ApiKey.TxnOffsetCommit] >= 5
+
+
+def test_in_a_zookeeper_cluster_a_level_is_finalized_only_where_every_registered_broker_supports_it() -> None:
+    """What each broker registers in ``/brokers/ids/<id>`` decides: Kafka 3.9's register no features (``{}``),
+    so beside one nothing is finalized; a broker supporting up to a lower level brings the level down to it."""
+    ours = registered_features()
+    assert finalized_in_cluster([ours, ours]) == FEATURES
+    assert [f.level for f in finalized_in_cluster([ours, {}])] == [0] * len(FEATURES)
+    older = {**ours, "transaction.version": {"min_version": 0, "max_version": 1}}
+    assert {f.name: f.level for f in finalized_in_cluster([ours, older])}["transaction.version"] == 1

@@ -46,6 +46,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "jvm"))
 
 import kafka_jvm  # noqa: E402
 
+from odradek.protocol.api import ApiKey  # noqa: E402
+from tests.conftest import Wire  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 ODRADEK = REPO / ".venv" / "bin" / "odradek"
 SLOTS = 16
@@ -519,6 +522,12 @@ class Cluster:
     def znode(self, path: str) -> dict:
         """A znode's JSON, read by the harness's own ZooKeeper session."""
         return json.loads(self._zookeeper_session().get(path)[0])
+
+    def finalized_features(self, broker_id: int) -> tuple[dict[str, int], int]:
+        """The feature levels broker ``broker_id`` finalizes and their epoch, from its ApiVersions v4 answer as
+        a Kafka 4.x client reads them."""
+        answer = Wire.call_once(self.brokers[broker_id].bootstrap, ApiKey.ApiVersions, 4, {"client_software_name": "probe", "client_software_version": "1"})
+        return {f.name: f.max_version_level for f in answer.finalized_features}, answer.finalized_features_epoch
 
     def znode_version(self, path: str) -> int:
         """How many times the znode was written since its creation (a partition state's: every leader or

@@ -19,6 +19,8 @@ its leadership over through the other kind's controller (ControlledShutdown) bef
 a ``broker.rack``: each controller places a new topic's replicas as Kafka's rack-aware assignment does, with
 the racks the other kind registered. Killed, the controller is succeeded by a broker of either kind, which
 takes the state the other kind wrote from ZooKeeper. A deleted topic's logs leave brokers of both kinds.
+An odradek broker finalizes no ``transaction.version`` while a Kafka 3.9 broker, which registers no features,
+is live (a 4.x client would send it Produce v12), and finalizes it once that broker is gone.
 """
 
 from __future__ import annotations
@@ -332,3 +334,21 @@ def test_the_controller_killed_a_broker_of_either_kind_takes_over(mixed: Cluster
     mixed.wait_fully_replicated(topic)
     assert mixed.controller() == successor and mixed.znode_version("/controller_epoch") > epoch
     print(f"\nbroker {successor} ({kind(mixed, successor)}) took over from broker 1 ({kind(mixed, 1)})")
+
+
+def test_odradek_finalizes_transactions_v2_only_while_no_kafka_39_broker_is_registered(mixed: Cluster) -> None:
+    """Kafka finalizes a feature level cluster-wide, and only one every broker supports: Kafka 3.9's brokers
+    register no supported features in ZooKeeper, so with one live no odradek broker tells a 4.x client to
+    use transactions v2 (Produce v12, which Kafka 3.9 does not serve) or the consumer group protocol. Stopped,
+    the odradek brokers finalize the levels they all register; restarted, nothing again."""
+    (kafka_id,) = (b for b in mixed.brokers if kind(mixed, b) == "kafka")
+    odradek = [b for b in mixed.brokers if b != kafka_id]
+    assert mixed.znode(f"/brokers/ids/{kafka_id}")["features"] == {}
+    assert [mixed.finalized_features(b) for b in odradek] == [({}, -1)] * len(odradek)  # none: epoch "unknown"
+    mixed.stop(kafka_id)
+    try:
+        mixed.wait_until(lambda: all(mixed.finalized_features(b)[0].get("transaction.version") == 2 for b in odradek), "transaction.version 2 finalized", 30)
+        assert all(mixed.finalized_features(b)[1] >= 0 for b in odradek)
+    finally:
+        mixed.restart(kafka_id)
+    mixed.wait_until(lambda: [mixed.finalized_features(b) for b in odradek] == [({}, -1)] * len(odradek), "nothing finalized again", 30)
