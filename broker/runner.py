@@ -10,6 +10,7 @@ why, which ``odradek serve`` prints as Kafka prints its fatal start-up errors.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -178,6 +179,12 @@ async def run(config: BrokerConfig, *, handle_signals: bool = True, on_started: 
     bound, server, (host, port) = _start(config)
     socks = [l.sock for l in bound]
     listeners = ", ".join(f"{l.name}://{bound_address(s)[0]}:{bound_address(s)[1]}" for l, s in zip(config.listeners, socks))
+    # The signal receiver is open before the banner (a SIGTERM right after it is a clean shutdown, not a kill)
+    # and until the end of the shutdown: a second SIGTERM (make forwards the one it gets to the broker it runs;
+    # an impatient Ctrl-C) is taken and ignored, as Kafka's JVM ignores signals while its shutdown hook runs,
+    # rather than killing the broker halfway through.
+    signal_handlers = contextlib.ExitStack()
+    signals = signal_handlers.enter_context(anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT)) if handle_signals else None
     try:
         _start_metrics(server, socks)
         console = _open_console(server, socks[0])
@@ -201,11 +208,10 @@ async def run(config: BrokerConfig, *, handle_signals: bool = True, on_started: 
             )
             if on_started is not None:
                 on_started(server, bound_address(socks[0]))
-            if handle_signals:
-                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                    async for signum in signals:
-                        log.info("[KafkaServer id=%d] shutting down (%s)", server.broker_id, signal.Signals(signum).name)
-                        break
+            if signals is not None:
+                async for signum in signals:
+                    log.info("[KafkaServer id=%d] shutting down (%s)", server.broker_id, signal.Signals(signum).name)
+                    break
             elif stop_event is not None:
                 await stop_event.wait()
             else:
@@ -223,6 +229,7 @@ async def run(config: BrokerConfig, *, handle_signals: bool = True, on_started: 
             server.metrics.stop_http()
         server.shutdown()
         log.info("[KafkaServer id=%d] shut down completed", server.broker_id)
+        signal_handlers.close()
 
 
 @dataclass

@@ -4,6 +4,7 @@ reports the time since launch; no silent plaintext on a listener configured for 
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import sys
@@ -177,3 +178,39 @@ def test_the_banner_reports_the_time_since_launch(tmp_path) -> None:
     reported_ms = int(line.split(" started in ")[1].split(" ms")[0])
     # The interpreter and imports take most of it: the banner must count them (a /proc tick is 10 ms).
     assert waited_ms / 2 <= reported_ms <= waited_ms + 20, (reported_ms, waited_ms)
+
+
+def test_signals_during_the_shutdown_do_not_cut_it_short(tmp_path) -> None:
+    """``make serve`` stopped by Ctrl-C or a SIGTERM to its process group: make forwards the signal it gets to
+    the broker, which so gets two, the second while it shuts down. Kafka's JVM ignores signals while its
+    shutdown hook runs; the broker must likewise finish its shutdown and exit 0, not die of the second."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "odradek", "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={tmp_path}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if " started in " in line:
+                break
+        else:
+            pytest.fail("no start banner:\n" + "".join(lines))
+        proc.send_signal(signal.SIGTERM)
+        for line in proc.stdout:
+            lines.append(line)
+            if "shutting down (SIGTERM)" in line:
+                break
+        for _ in range(5):
+            proc.send_signal(signal.SIGTERM)
+            proc.send_signal(signal.SIGINT)
+        lines += proc.stdout.readlines()
+        assert proc.wait(30) == 0, "".join(lines)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert any("shut down completed" in line for line in lines), "".join(lines)
