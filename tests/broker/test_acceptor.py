@@ -78,6 +78,10 @@ def test_connections_are_accepted_while_the_event_loop_is_held() -> None:
 STOP_ROUNDS = 30
 
 
+def acceptor_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith("odradek-acceptor-")}
+
+
 def test_a_broker_stopped_right_after_starting_stops_its_acceptor_cleanly() -> None:
     """Shutdown wakes and joins the Acceptor thread before the listening socket closes, as Kafka's
     Acceptor is woken and joined before its server channel closes. A broker stopped as soon as it started,
@@ -101,6 +105,7 @@ def test_a_broker_stopped_right_after_starting_stops_its_acceptor_cleanly() -> N
     network_log.addHandler(handler)
     try:
         for _ in range(STOP_ROUNDS):
+            others = acceptor_threads()  # of other tests' brokers still serving in this process (session fixtures)
             broker = Broker().start()
             done = threading.Event()
             client = threading.Thread(target=connect_until, args=(done, broker.port))
@@ -115,7 +120,7 @@ def test_a_broker_stopped_right_after_starting_stops_its_acceptor_cleanly() -> N
                 client.join()
                 shutil.rmtree(broker.log_dir, ignore_errors=True)
             assert stopped_in < 5.0, f"stop took {stopped_in:.1f} s"
-            assert not [t.name for t in threading.enumerate() if t.name.startswith("odradek-acceptor-")]
+            assert not [t.name for t in acceptor_threads() - others]
     finally:
         network_log.removeHandler(handler)
     failed = [r.getMessage() for r in records if r.levelno >= logging.WARNING]
