@@ -24,7 +24,14 @@ def tmpfs(mount_point: Path, size: str) -> Iterator[Path]:
 def fill(disk: Path) -> Path:
     """Write a file until the disk has no space left; removing it gives the space back."""
     filler = disk / "filler"
-    with open(filler, "wb") as f:
+    try:
+        f = open(filler, "wb")
+    except OSError as exc:
+        # Seen twice in full runs, never alone: the disk full before the filler exists. Say what is on it.
+        usage = subprocess.run(["du", "-ak", str(disk)], capture_output=True, text=True, timeout=30).stdout
+        biggest = sorted(usage.splitlines(), key=lambda line: -int(line.split()[0]))[:15]
+        raise AssertionError(f"{disk} is full before the filler was made ({exc}); its biggest entries:\n" + "\n".join(biggest)) from exc
+    with f:
         try:
             while True:
                 f.write(b"\0" * 65536)
