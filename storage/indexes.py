@@ -97,6 +97,15 @@ class _Index:
         assert self._mm is not None
         return self.ENTRY.unpack_from(self._mm, slot * self.ENTRY.size)
 
+    def _write_entry(self, slot: int, first: int, second: int) -> None:
+        """Write an entry with ``pwrite``, not through the mapping (which reads it back: one page cache).
+
+        The preallocated index is sparse, as Kafka's is: the first write to each of its pages takes a page of
+        the disk. Through the mapping, a full disk answers that with SIGBUS, which kills the broker (Kafka's
+        JVM turns it into an error); ``pwrite`` gets ENOSPC, an OSError the partition handles as the log
+        directory's failure, as it does a full segment file."""
+        os.pwrite(self._fd, self.ENTRY.pack(first, second), slot * self.ENTRY.size)
+
     # -- resizing ------------------------------------------------------------------------------------------------
 
     def resize(self, new_size: int) -> bool:
@@ -225,8 +234,7 @@ class OffsetIndex(_Index):
                 f"Attempt to append an offset ({offset}) to position {self.entries} no larger than the last offset "
                 f"appended ({self.last_offset}) to {self.path}."
             )
-        assert self._mm is not None
-        self.ENTRY.pack_into(self._mm, self.entries * self.ENTRY.size, self.relative_offset(offset), position)
+        self._write_entry(self.entries, self.relative_offset(offset), position)
         self.entries += 1
         self.last_offset = offset
 
@@ -302,8 +310,7 @@ class TimeIndex(_Index):
         if timestamp > last_timestamp:
             if self.entries >= self.max_entries:
                 self.resize((self.entries + 1) * self.ENTRY.size)  # a trimmed index taking its closing entry
-            assert self._mm is not None
-            self.ENTRY.pack_into(self._mm, self.entries * self.ENTRY.size, timestamp, self.relative_offset(offset))
+            self._write_entry(self.entries, timestamp, self.relative_offset(offset))
             self.entries += 1
             self.last_entry = (timestamp, offset)
 
