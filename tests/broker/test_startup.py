@@ -156,14 +156,19 @@ def test_a_bad_value_and_a_missing_properties_file_are_one_line(tmp_path) -> Non
     assert line == f"odradek: cannot read {tmp_path / 'missing.properties'}: No such file or directory"
 
 
-def test_the_banner_reports_the_time_since_launch(tmp_path) -> None:
-    launched = time.monotonic()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "odradek", "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={tmp_path}"],
+def serving(log_dir: Path) -> subprocess.Popen:
+    """``odradek serve`` on a free port and ``log_dir``, left running; its stdout and stderr together."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "odradek", "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={log_dir}"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
+
+
+def test_the_banner_reports_the_time_since_launch(tmp_path) -> None:
+    launched = time.monotonic()
+    proc = serving(tmp_path)
     try:
         assert proc.stdout is not None
         for line in proc.stdout:
@@ -184,12 +189,7 @@ def test_signals_during_the_shutdown_do_not_cut_it_short(tmp_path) -> None:
     """``make serve`` stopped by Ctrl-C or a SIGTERM to its process group: make forwards the signal it gets to
     the broker, which so gets two, the second while it shuts down. Kafka's JVM ignores signals while its
     shutdown hook runs; the broker must likewise finish its shutdown and exit 0, not die of the second."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "odradek", "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={tmp_path}"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = serving(tmp_path)
     try:
         assert proc.stdout is not None
         lines = []
