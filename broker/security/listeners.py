@@ -115,29 +115,27 @@ def _oauthbearer_validator(config: BrokerConfig, listener: str, jaas_options: di
     handler = setting("sasl.server.callback.handler.class")
     if not handler:
         return UnsecuredValidator(jaas_options)
-    # imported here: PyJWT comes with the tls extra, like cryptography
-    try:
-        from odradek.broker.security.oauthbearer_jwks import VALIDATOR_CLASSES, JwksValidator, JwksValidatorSettings
-    except ModuleNotFoundError as exc:
-        if exc.name != "jwt":
-            raise
-        raise ConfigError(f"Listener {listener}: OAUTHBEARER sasl.server.callback.handler.class {handler} needs the PyJWT package (pip install 'odradek[tls]')") from None
+    from odradek.broker.security.oauthbearer_jwks import VALIDATOR_CLASSES, JwksValidator, JwksValidatorSettings
 
     if handler not in VALIDATOR_CLASSES:
         raise ConfigError(f"Listener {listener}: OAUTHBEARER sasl.server.callback.handler.class {handler} is not implemented by odradek (it implements {', '.join(VALIDATOR_CLASSES)})")
     jwks_url = setting("sasl.oauthbearer.jwks.endpoint.url")
     if not jwks_url:
         raise ConfigError("The OAuth configuration option sasl.oauthbearer.jwks.endpoint.url must be non-null")
-    return JwksValidator(
-        JwksValidatorSettings(
-            jwks_url=jwks_url,
-            clock_skew_seconds=config.int_for_listener(listener, "sasl.oauthbearer.clock.skew.seconds", prefix="oauthbearer."),
-            expected_audience=tuple(config.list_for_listener(listener, "sasl.oauthbearer.expected.audience", prefix="oauthbearer.")),
-            expected_issuer=setting("sasl.oauthbearer.expected.issuer"),
-            scope_claim_name=setting("sasl.oauthbearer.scope.claim.name") or "",
-            sub_claim_name=setting("sasl.oauthbearer.sub.claim.name") or "",
-        )
+    settings = JwksValidatorSettings(
+        jwks_url=jwks_url,
+        clock_skew_seconds=config.int_for_listener(listener, "sasl.oauthbearer.clock.skew.seconds", prefix="oauthbearer."),
+        expected_audience=tuple(config.list_for_listener(listener, "sasl.oauthbearer.expected.audience", prefix="oauthbearer.")),
+        expected_issuer=setting("sasl.oauthbearer.expected.issuer"),
+        scope_claim_name=setting("sasl.oauthbearer.scope.claim.name") or "",
+        sub_claim_name=setting("sasl.oauthbearer.sub.claim.name") or "",
     )
+    try:
+        return JwksValidator(settings)  # imports PyJWT, which comes with the tls extra, like cryptography
+    except ModuleNotFoundError as exc:
+        if exc.name != "jwt":
+            raise
+        raise ConfigError(f"Listener {listener}: OAUTHBEARER sasl.server.callback.handler.class {handler} needs the PyJWT package (pip install 'odradek[tls]')") from None
 
 
 def sasl_settings(config: BrokerConfig, listener: str, credentials: CredentialStore) -> SaslSettings:

@@ -16,13 +16,14 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import unquote, urlparse
-
-import jwt
 
 from odradek.broker.security.oauthbearer import InvalidToken, ValidToken
 from odradek.storage.config_types import ConfigError
+
+if TYPE_CHECKING:
+    import jwt  # PyJWT, of the tls extra: imported when a JwksValidator is made, not with this module
 
 VALIDATOR_CLASSES = (
     "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
@@ -79,6 +80,7 @@ class _Key:
 
 def _load_keys(path: Path) -> list[_Key]:
     """The usable keys of a JWKS file; a file that is not a JWKS stops the start, as Kafka's ``init`` does."""
+    import jwt
     try:
         document = json.loads(path.read_text())
         keys = document["keys"]
@@ -122,6 +124,10 @@ class JwksValidator:
     """Validates one signed token; cheap enough (one signature check) to run on the event loop."""
 
     def __init__(self, settings: JwksValidatorSettings, clock: Callable[[], float] = time.time) -> None:
+        """Raises ModuleNotFoundError (name ``jwt``) without PyJWT: the caller names the extra to install."""
+        import jwt
+
+        self._jwt = jwt
         self._settings = settings
         self._keys = _load_keys(jwks_file(settings.jwks_url))
         self._clock = clock
@@ -143,6 +149,7 @@ class JwksValidator:
         return candidates[0]
 
     def __call__(self, compact: str) -> ValidToken:
+        jwt = self._jwt
         sections = compact.split(".")
         if len(sections) != 3 or not all(sections):
             raise InvalidToken(f"Malformed JWT provided; expected three sections (header, payload, and signature), but {len(sections)} sections provided")
