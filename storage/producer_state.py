@@ -31,6 +31,7 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import BatchHeader, crc32c
 from odradek.protocol.records import ControlRecordType, EndTransactionMarker, iter_records
 from odradek.storage.checkpoints import fsync_file, write_atomically
+from odradek.storage.hash_map_order import HashMapOrder
 from odradek.storage.transaction_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger("odradek.storage")
@@ -256,6 +257,9 @@ class ProducerStateManager:
         self.dir = dir
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
+        """By producer id, in the order the ids went in; change it only through ``_put``, ``_remove`` and
+        ``_clear``, which keep ``_order`` (Kafka's HashMap of them) in step."""
+        self._order = HashMapOrder()
         self.ongoing_txns: dict[int, int] = {}
         """First offset of each open transaction -> its producer id (the last stable offset is the smallest)."""
         self.unreplicated_txns: dict[int, int] = {}
@@ -271,6 +275,25 @@ class ProducerStateManager:
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
 
+    def active_producers(self) -> list[tuple[int, ProducerStateEntry]]:
+        """The producers in the order Kafka's ``activeProducers`` map iterates, which DescribeProducers shows
+        and snapshots are written in."""
+        return self._order.iteration_order(self.producers.items())
+
+    def _put(self, entry: ProducerStateEntry) -> None:
+        new = entry.producer_id not in self.producers
+        self.producers[entry.producer_id] = entry
+        if new:
+            self._order.put(entry.producer_id, self.producers)
+
+    def _remove(self, producer_id: int) -> None:
+        del self.producers[producer_id]
+        self._order.remove(producer_id)
+
+    def _clear(self) -> None:
+        self.producers.clear()
+        self._order.clear()
+
     def prepare_update(self, producer_id: int, origin: AppendOrigin) -> ProducerAppendInfo:
         current = self.producers.get(producer_id) or ProducerStateEntry(producer_id)
         return ProducerAppendInfo(producer_id, current, origin)
@@ -278,7 +301,7 @@ class ProducerStateManager:
     def update(self, append_info: ProducerAppendInfo) -> None:
         current = self.producers.get(append_info.producer_id)
         if current is None:
-            self.producers[append_info.producer_id] = append_info.updated
+            self._put(append_info.updated)
         else:
             current.update(append_info.updated)
         for first_offset in append_info.started_transactions:
@@ -328,7 +351,7 @@ class ProducerStateManager:
             if entry.current_txn_first_offset is None and now_ms - entry.last_timestamp >= self.producer_id_expiration_ms
         ]
         for producer_id in expired:
-            del self.producers[producer_id]
+            self._remove(producer_id)
 
     # -- snapshots -------------------------------------------------------------------------------------------------
 
@@ -345,7 +368,7 @@ class ProducerStateManager:
         """Write ``<map end offset>.snapshot`` unless one at this offset already exists. Without ``sync`` it
         is fsynced by the next ``flush_snapshots`` (with the segment it follows)."""
         if self.map_end_offset > self._last_snap_offset:
-            write_snapshot(_snapshot_path(self.dir, self.map_end_offset), self.producers.values(), sync=sync)
+            write_snapshot(_snapshot_path(self.dir, self.map_end_offset), [entry for _, entry in self.active_producers()], sync=sync)
             if not sync:
                 self._unflushed.add(self.map_end_offset)
             if self.map_end_offset not in self._snapshots:
@@ -365,7 +388,7 @@ class ProducerStateManager:
             if offset > log_end_offset or offset <= log_start_offset:
                 self.remove_snapshot(offset)
         if log_end_offset != self.map_end_offset:
-            self.producers.clear()
+            self._clear()
             self.ongoing_txns.clear()
             self.unreplicated_txns.clear()
             self._load_from_snapshot(log_start_offset, now_ms)
@@ -383,7 +406,7 @@ class ProducerStateManager:
                 continue
             for entry in entries:
                 if entry.current_txn_first_offset is not None or now_ms - entry.last_timestamp < self.producer_id_expiration_ms:
-                    self.producers[entry.producer_id] = entry
+                    self._put(entry)
                     if entry.current_txn_first_offset is not None:
                         self.ongoing_txns[entry.current_txn_first_offset] = entry.producer_id
             self.map_end_offset = self._last_snap_offset = offset
@@ -397,7 +420,7 @@ class ProducerStateManager:
         self._last_snap_offset = self._snapshots[-1] if self._snapshots else log_start_offset
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
-        self.producers.clear()
+        self._clear()
         self.ongoing_txns.clear()
         self.unreplicated_txns.clear()
         for snapshot in list(self._snapshots):

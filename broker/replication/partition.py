@@ -366,8 +366,8 @@ class Partition:
         return self.log.end_offset_for_epoch(leader_epoch)
 
     def active_producers(self) -> list[tuple[int, ProducerStateEntry]]:
-        """DescribeProducers: the producers the log keeps state for, by id."""
-        return sorted(self.log.producer_state.producers.items())
+        """DescribeProducers: the producers the log keeps state for, in Kafka's order."""
+        return self.log.producer_state.active_producers()
 
     def last_producer_entry(self, producer_id: int) -> ProducerStateEntry | None:
         """What the log last took from the producer (its open transaction, if any)."""

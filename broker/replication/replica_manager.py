@@ -422,7 +422,7 @@ class ReplicaManager:
         return self.leader_partition(topic, index).delete_records_on_leader(offset)
 
     def active_producers(self, topic: str, index: int) -> list[tuple[int, ProducerStateEntry]]:
-        """DescribeProducers: the leader's producer states, by producer id."""
+        """DescribeProducers: the leader's producer states, in the order Kafka lists them."""
         return self.leader_partition(topic, index).active_producers()
 
     def describe_log_dirs(self, wanted: set[TopicPartition] | None) -> list[LogDirDescription]:

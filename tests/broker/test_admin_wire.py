@@ -481,3 +481,15 @@ def test_describe_producers(wire):
     assert state.last_timestamp > 0
     assert topics[0].partitions[1].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert topics[1].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_describe_producers_lists_them_as_kafkas_hash_map_iterates(wire):
+    """Kafka lists a partition's producers as its HashMap of them iterates: by bucket (the id modulo 16 for
+    small ids), so 16 comes before 1 and 15 whatever order they wrote in (tests/storage/test_hash_map_order.py
+    checks the model against Java's HashMap)."""
+    name = new_topic(wire)
+    for producer_id in (15, 1, 16):
+        produce(wire, name, 1, producer_id=producer_id, sequence=0)
+    body = {"topics": [{"name": name, "partition_indexes": [0]}]}
+    states = wire.call(ApiKey.DescribeProducers, 0, body).topics[0].partitions[0].active_producers
+    assert [state.producer_id for state in states] == [16, 1, 15]

@@ -4,7 +4,14 @@ The same scenario runs on both brokers: one transactional producer left with a t
 that committed; then the tool lists and describes them, shows the partition's producers, aborts the
 hanging transaction by its start offset (WriteTxnMarkers from the tool, with the coordinator epoch
 DescribeProducers reports) and shows the producers again. Both must print the same once what must differ
-is set aside: producer ids (allocated in blocks by each cluster), timestamps and durations. Kafka's
+is set aside: producer ids (allocated in blocks by each cluster), timestamps and durations.
+
+The order of ``describe-producers`` rows is Kafka's: its ProducerStateManager keeps the producers in a
+``java.util.HashMap`` keyed by id, which iterates by bucket (the id's spread hash modulo the table's 16
+slots here), so the later of two ids comes first when it wraps to a lower bucket (15 and 16, say). The
+ids differ between the clusters (each hands them out from its own counter, which the other tests that
+share the broker move on), so each broker's order is checked against that rule for its own ids, and the
+rows are compared in the order the producers were created. Kafka's
 ``kafka-dump-log --transaction-log-decoder`` then reads both brokers' ``__transaction_state`` segments and
 must find the same transitions, record sizes included: odradek writes Kafka's records byte for byte.
 
@@ -42,8 +49,11 @@ VARYING_COLUMNS = {
 
 def table(command: str, stdout: str, ids: tuple[str, ...]) -> list[list[str]]:
     """The tool's table as rows of fields, the varying columns blanked; ``list`` keeps only this test's ids
-    (the brokers are shared) and is sorted (its order follows the coordinator's cache)."""
+    (the brokers are shared) and is sorted (its order follows the coordinator's cache); ``describe-producers``
+    is in producer-id order, which is the order the producers were created in on both brokers."""
     rows = [line.split() for line in stdout.splitlines() if line.strip()]
+    if command == "describe-producers":
+        rows = [rows[0]] + sorted(rows[1:], key=lambda row: int(row[0]))
     varying = VARYING_COLUMNS.get(command, set())
     rows = [rows[0]] + [["<v>" if i in varying else f for i, f in enumerate(row)] for row in rows[1:]]
     if command == "list":
@@ -51,7 +61,23 @@ def table(command: str, stdout: str, ids: tuple[str, ...]) -> list[list[str]]:
     return rows
 
 
-def scenario(bootstrap: str, names: dict[str, str]) -> list[tuple[str, int, list[list[str]], str]]:
+def printed_producer_ids(command: str, stdout: str) -> list[int]:
+    """The ProducerId column of ``describe-producers``, in the order printed."""
+    return [int(line.split()[0]) for line in stdout.splitlines()[1:] if line.strip()] if command == "describe-producers" else []
+
+
+def java_hash_map_order(producer_ids: list[int]) -> list[int]:
+    """How a ``HashMap<Long, _>`` of 16 slots iterates these ids, put in ascending order: by bucket
+    (``Long.hashCode`` xor its high 16 bits, modulo 16), then as they went in."""
+
+    def bucket(producer_id: int) -> int:
+        h = (producer_id ^ (producer_id >> 32)) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & 15
+
+    return sorted(producer_ids, key=lambda producer_id: (bucket(producer_id), producer_id))
+
+
+def scenario(bootstrap: str, names: dict[str, str]) -> tuple[list[tuple[str, int, list[list[str]], str]], list[list[int]]]:
     topic, open_id, done_id = names["topic"], names["open"], names["done"]
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
@@ -74,13 +100,14 @@ def scenario(bootstrap: str, names: dict[str, str]) -> list[tuple[str, int, list
         ("abort", "--topic", topic, "--partition", "0", "--start-offset", "0"),
         ("describe-producers", "--topic", topic, "--partition", "0"),
     ]
-    printed = []
+    printed, producer_ids = [], []
     for args in runs:
         result = kafka_jvm.run_tool("kafka-transactions", "--bootstrap-server", bootstrap, *args)
         stderr = re.sub(r"^\[[^\]]+\] ", "", result.stderr, flags=re.M)
         printed.append((" ".join(args), result.returncode, table(args[0], result.stdout, (open_id, done_id)) if result.stdout else [], stderr))
+        producer_ids.append(printed_producer_ids(args[0], result.stdout))
     hanging.abort_transaction(30)
-    return printed
+    return printed, producer_ids
 
 
 TRANSACTION_STATE_PARTITIONS = 50
@@ -110,8 +137,13 @@ def test_kafka_transactions_and_dump_log_print_what_they_print_on_kafka(broker: 
     with ThreadPoolExecutor(2) as pool:
         ours, theirs = pool.submit(scenario, broker.bootstrap, names), pool.submit(scenario, real_kafka.bootstrap, names)
         ours, theirs = ours.result(), theirs.result()
+    (ours, our_ids), (theirs, their_ids) = ours, theirs
     for mine, kafka in zip(ours, theirs, strict=True):
         assert mine == kafka, f"`kafka-transactions {mine[0]}` printed differently on odradek (left) and Kafka (right)"
+    for broker_name, printed_ids in (("odradek", our_ids), ("Kafka", their_ids)):
+        for (command, *_), ids_printed in zip(ours, printed_ids, strict=True):
+            assert ids_printed == java_hash_map_order(ids_printed), f"{broker_name}: `kafka-transactions {command}` listed producers {ids_printed}, not in HashMap order"
+    assert [len(ids) for ids in our_ids] == [0, 0, 0, 0, 2, 0, 2]
 
     ids = (names["open"], names["done"])
     with ThreadPoolExecutor(2) as pool:
