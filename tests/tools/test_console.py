@@ -83,6 +83,7 @@ def odradek_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
                 "default.replication.factor": "2",
                 "prometheus.port": str(kafka_jvm.free_port()),
                 "prometheus.host": "127.0.0.1",
+                "broker.rack": f"rack-{broker_id}",
             }
             if broker_id == 2:
                 config["console.listener"] = "http://127.0.0.1:0"
@@ -188,16 +189,38 @@ def test_problem_partitions_are_highlighted(page, target: Target) -> None:
 
 
 def test_cluster_page_shows_every_broker_and_the_controller(page, target: Target) -> None:
+    admin = target.admin()
+    name = unique("placed", target)
+    admin.create_topics([NewTopic(name, 3, 1)])[name].result(15)
+    nodes = {n.id: n for n in admin.describe_cluster().result(10).nodes}
+    metadata = admin.list_topics(timeout=10)
     page.goto("/")
-    metadata = target.admin().list_topics(timeout=10)
     rows = page.locator("#brokers tbody tr")
     assert rows.count() == len(metadata.brokers)
-    for node_id in metadata.brokers:
-        assert page.locator(f'#brokers tr[data-broker="{node_id}"]').count() == 1
     assert page.locator("#controller").inner_text() == str(metadata.controller_id)
-    assert "PLAINTEXT://" in page.locator("#brokers tbody").inner_text()  # listeners, from the broker's configs
     assert re.fullmatch(r"\d+", page.locator("#controller-epoch").inner_text())  # ZooKeeper mode, both
+    for node_id, broker in metadata.brokers.items():
+        row = page.locator(f'#brokers tr[data-broker="{node_id}"]')
+        assert row.count() == 1
+        # the address a client reaches it at, with the port it is bound to (the brokers listen on port 0)
+        listeners = row.locator(".listeners").inner_text()
+        assert f"PLAINTEXT://{broker.host}:{broker.port}" in listeners and not re.search(r":0\b", listeners), listeners
+        assert row.locator(".rack").inner_text() == (nodes[node_id].rack or "–")
+        assert re.fullmatch(r"3\.9-IV\d", row.locator(".version").inner_text())
+
+    def partitions_per_broker_shown() -> bool:
+        page.reload()  # the console's broker learns of the topic from the controller
+        now = admin.list_topics(timeout=10)
+        partitions = [p for t in now.topics.values() for p in t.partitions.values()]
+        return all(
+            page.locator(f'#brokers tr[data-broker="{node_id}"] .leaders').inner_text() == str(sum(p.leader == node_id for p in partitions))
+            and page.locator(f'#brokers tr[data-broker="{node_id}"] .replicas').inner_text() == str(sum(node_id in p.replicas for p in partitions))
+            for node_id in now.brokers
+        )
+
+    wait_for(partitions_per_broker_shown, timeout_s=15, what="each broker's leaders and replicas as a client sees them")
     screenshot(page, target, "cluster")
+    admin.delete_topics([name])[name].result(15)
 
 
 def test_topic_created_in_the_console_appears_to_a_client(page, target: Target) -> None:

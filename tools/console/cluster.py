@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass, field
 
 from odradek.broker.network.kafka_client import DisconnectedError, KafkaClient, ResponseError, UnsupportedVersionError
+from odradek.controller.zk_data import BROKER_IDS, CONTROLLER_EPOCH, BrokerRegistration, decode_controller_epoch
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.tools.admin_common import EARLIEST, LATEST, CommandError, ConfigEntry, describe_configs, list_offsets
@@ -218,23 +219,42 @@ async def topic_configs(client: KafkaClient, name: str) -> list[ConfigEntry]:
     return sorted(await describe_configs(client, TOPIC_RESOURCE, name), key=lambda e: e.name)
 
 
-def read_controller_epoch(zookeeper_connect: str, timeout_s: float = 3.0) -> int | None:
-    """The controller epoch of a ZooKeeper-mode cluster, from ``/controller_epoch`` (the Kafka protocol does
-    not carry it); None without kazoo (the ``zookeeper`` extra) or when ZooKeeper cannot be read. Blocking:
-    run it on a worker thread."""
+@dataclass
+class ZooKeeperView:
+    """What a ZooKeeper-mode cluster keeps in ZooKeeper only: the controller epoch (``/controller_epoch``), and
+    each broker's registered endpoints (``/brokers/ids/<id>``): every listener with the address and the port it
+    is bound to (a listener configured with port 0 registers the port it got), where the Kafka protocol tells a
+    client only the endpoint of the listener it came through and DescribeConfigs the configured ``:0``."""
+
+    controller_epoch: int | None = None
+    endpoints: dict[int, list[str]] = field(default_factory=dict)
+
+
+def read_zookeeper(zookeeper_connect: str, broker_ids: list[int], timeout_s: float = 3.0) -> ZooKeeperView:
+    """The :class:`ZooKeeperView` of a ZooKeeper-mode cluster; what cannot be read (no kazoo, the ``zookeeper``
+    extra; ZooKeeper unreachable from the console; a broker gone) is left unknown. Blocking: run it on a
+    worker thread."""
+    view = ZooKeeperView()
     try:
         from kazoo.client import KazooClient
+        from kazoo.exceptions import NoNodeError
     except ImportError:
-        return None
+        return view
     quiet = logging.getLogger("odradek.console.zookeeper")
     quiet.setLevel(logging.CRITICAL)
     zk = KazooClient(hosts=zookeeper_connect, timeout=timeout_s, read_only=True, logger=quiet)
     try:
         zk.start(timeout=timeout_s)
-        data, _ = zk.get("/controller_epoch")
-        return int(data)
-    except Exception:  # noqa: BLE001 -- any failure of an optional figure leaves it unknown
-        return None
+        view.controller_epoch = decode_controller_epoch(zk.get(CONTROLLER_EPOCH)[0])
+        for broker_id in broker_ids:
+            try:
+                registration = BrokerRegistration.decode(broker_id, zk.get(f"{BROKER_IDS}/{broker_id}")[0])
+            except NoNodeError:  # gone since the metadata named it
+                continue
+            view.endpoints[broker_id] = [e.connection_string() for e in registration.endpoints]
+    except Exception:  # noqa: BLE001 -- any failure of these optional figures leaves the rest unknown
+        pass
     finally:
         zk.stop()
         zk.close()
+    return view

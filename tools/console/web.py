@@ -33,7 +33,7 @@ from odradek.broker.network.kafka_client import KafkaClient
 from odradek.tools.admin_common import CONFIG_SOURCES, topic_metadata
 from odradek.tools.admin_topics import create_partitions, create_topic, delete_topics
 from odradek.tools.console import actions
-from odradek.tools.console.cluster import ADMIN_ERRORS, read_cluster, read_controller_epoch, topic_configs
+from odradek.tools.console.cluster import ADMIN_ERRORS, ZooKeeperView, read_cluster, read_zookeeper, topic_configs
 from odradek.tools.console.groups import list_group_states, read_group
 from odradek.tools.console.messages import FORMATS, browse, produce, render
 from odradek.tools.console.sampler import Sampler
@@ -340,8 +340,9 @@ class Console:
         view = await read_cluster(self._client())
         controller = next((b for b in view.brokers if b.node_id == view.controller_id), None)
         zookeeper = controller.configs.get("zookeeper.connect") if controller else None
-        epoch = await anyio.to_thread.run_sync(read_controller_epoch, zookeeper) if zookeeper else None
-        return await self._page(request, "cluster.html", view=view, controller_epoch=epoch)
+        broker_ids = [b.node_id for b in view.brokers]
+        zk = await anyio.to_thread.run_sync(read_zookeeper, zookeeper, broker_ids) if zookeeper else ZooKeeperView()
+        return await self._page(request, "cluster.html", view=view, zookeeper=zk)
 
     async def topics_page(self, request: web.Request) -> web.Response:
         view = await read_cluster(self._client(), broker_configs=False)
