@@ -129,12 +129,14 @@ def browser() -> Iterator[object]:
 
 @contextlib.contextmanager
 def browser_tab(browser, base_url: str) -> Iterator[object]:
-    """A browser tab on a console; fails if the page logged an error or threw."""
+    """A browser tab on a console; fails if the page logged an error or threw, or asked anything of another
+    site than the console (a CDN: the console must work offline)."""
     context = browser.new_context(base_url=base_url, viewport={"width": 1280, "height": 900})
     tab = context.new_page()
     errors: list[str] = []
     tab.on("console", lambda m: errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
     tab.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+    tab.on("request", lambda r: None if r.url.startswith(base_url + "/") else errors.append(f"request to another site: {r.url}"))
     yield tab
     context.close()
     assert errors == []
@@ -258,6 +260,19 @@ def test_topic_created_in_the_console_appears_to_a_client(page, target: Target) 
     page.click("#add-partitions button")
     assert flash(page) == f"Topic {name} now has 4 partitions."
     assert page.locator("#partitions tbody tr").count() == 4
+
+    # each partition as a client sees it: leader, replicas, ISR, log start and end offsets
+    producer = Producer({"bootstrap.servers": target.bootstrap})
+    for i in range(5):
+        producer.produce(name, value=b"r", partition=0)
+    producer.flush(15)
+    page.reload()
+    for partition in admin.list_topics(name, timeout=10).topics[name].partitions.values():
+        row = page.locator(f'#partitions tr[data-partition="{partition.id}"]')
+        assert row.locator(".leader").inner_text() == str(partition.leader)
+        assert row.locator(".replicas").inner_text() == ",".join(map(str, partition.replicas))
+        assert row.locator(".isr").inner_text() == ",".join(map(str, partition.isrs))
+        assert (row.locator(".log-start").inner_text(), row.locator(".log-end").inner_text()) == ("0", "5" if partition.id == 0 else "0")
     screenshot(page, target, "topic")
 
     page.on("dialog", lambda dialog: dialog.accept())
@@ -281,6 +296,7 @@ def test_a_message_produced_by_a_client_is_found_by_offset_and_by_timestamp(page
     assert offsets == ["7", "8", "9"]
     first = page.locator("#messages tbody tr").first
     assert first.locator(".key").inner_text() == "k7"
+    assert first.locator(".timestamp").inner_text() == time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime((base + 7000) // 1000)) + f".{(base + 7000) % 1000:03d}Z"
     assert "source" in first.inner_text() and "test" in first.inner_text()
 
     page.goto(f"/topics/{name}/messages?partition=0&timestamp={base + 12_000}&order=oldest&limit=1")
@@ -342,6 +358,11 @@ def test_lag_chart_moves_while_a_consumer_is_paused(page, target: Target) -> Non
 
         page.goto(f"/groups/{group}")
         assert page.locator("#group-state").inner_text() == "Stable"
+        assert (page.locator("#group-protocol-type").inner_text(), page.locator("#group-assignor").inner_text()) == ("consumer", "range")
+        member = page.locator("#members tbody tr")
+        assert member.count() == 1
+        assert member.locator(".client-id").inner_text() == "rdkafka" and member.locator(".assignment").inner_text() == f"{topic}-0"
+        assert page.locator(f'#offsets tr[data-tp="{topic}-0"] .committed').inner_text() == "10"
         chart = page.locator("#lag-chart")
         wait_for(lambda: (consumer.poll(0.1), chart_last(page, "#lag-chart", "total lag") == 0)[1], timeout_s=SAMPLE_WAIT_S, what="a sample of lag 0")
         for expected in (50, 100):  # the chart follows the lag up while the consumer stays paused
@@ -377,25 +398,50 @@ def test_lag_chart_moves_while_a_consumer_is_paused(page, target: Target) -> Non
 def test_live_charts_draw_the_brokers_figures(page, target: Target) -> None:
     topic = unique("charted", target)
     producer = Producer({"bootstrap.servers": target.bootstrap})
+    consumer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": unique("charts-reader", target), "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    produced = 0
     page.goto("/charts")
     chart = "#chart-topic_bytes_in" if target.name == "odradek" else "#chart-topic_records"
 
-    def busy() -> bool:
+    def feed() -> None:
+        nonlocal produced
         for _ in range(50):
             producer.produce(topic, value=b"z" * 1000)
         producer.flush(15)
-        return (chart_last(page, chart, topic) or 0) > 0
+        produced += 50
+        while consumer.poll(0.1) is not None:  # bytes out
+            pass
 
-    wait_for(busy, timeout_s=SAMPLE_WAIT_S * 2, what="a rate above zero")
-    if target.name == "odradek":
-        assert "Prometheus endpoint" in page.locator("#charts-source").inner_text()
-        assert page.locator("#chart-broker_requests canvas").count() == 1
-        wait_for(lambda: (chart_last(page, "#chart-broker_requests", "broker 1") or 0) > 0, timeout_s=SAMPLE_WAIT_S, what="requests per second")
-    else:
-        assert "JMX" in page.locator("#charts-source").inner_text()
-    screenshot(page, target, "charts")
-    page.goto("/topics")
-    screenshot(page, target, "topics")
+    def busy(selector: str, label: str) -> bool:
+        feed()
+        return (chart_last(page, selector, label) or 0) > 0
+
+    try:
+        wait_for(lambda: busy(chart, topic), timeout_s=SAMPLE_WAIT_S * 2, what="a rate above zero")
+        if target.name == "odradek":
+            assert "Prometheus endpoint" in page.locator("#charts-source").inner_text()
+            for name, label in (("broker_requests", "broker 1"), ("broker_bytes_in", "broker 1"), ("broker_bytes_out", "broker 1"), ("topic_bytes_out", topic)):
+                assert page.locator(f"#chart-{name} canvas").count() == 1
+                wait_for(lambda: busy(f"#chart-{name}", label), timeout_s=SAMPLE_WAIT_S, what=f"{label} in {name} above zero")
+        else:
+            assert "JMX" in page.locator("#charts-source").inner_text()
+        screenshot(page, target, "charts")
+
+        # the topics' list: records (log end offsets), size on disk, the produce rate while records come in
+        def listed() -> bool:
+            feed()
+            page.goto("/topics")
+            row = page.locator(f'#topics tr[data-topic="{topic}"]')
+            rate = re.fullmatch(r"([\d,.]+)/s records", row.locator(".rate").inner_text())
+            return row.locator(".records").inner_text() == f"{produced:,}" and rate is not None and float(rate.group(1).replace(",", "")) > 0
+
+        wait_for(listed, timeout_s=SAMPLE_WAIT_S, what="the topic's records and produce rate listed")
+        size = page.locator(f'#topics tr[data-topic="{topic}"] .size').inner_text()
+        assert re.fullmatch(r"[\d.]+ (KiB|MiB)", size), size  # hundreds of records of 1000 bytes, on disk
+        screenshot(page, target, "topics")
+    finally:
+        consumer.close()
 
 
 # -- security ----------------------------------------------------------------------------------------------------
