@@ -34,6 +34,7 @@ from odradek.protocol.record_batch import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
+    NO_TIMESTAMP,
     TRANSACTIONAL_FLAG,
     BatchHeader,
     InvalidRecordError,
@@ -41,6 +42,7 @@ from odradek.protocol.record_batch import (
     encode_batch,
     read_batch_header,
 )
+from odradek.protocol.java_hash import int64
 
 Bytes = bytes | bytearray | memoryview
 Header = tuple[str, bytes | None]
@@ -201,7 +203,8 @@ def _decode_record(buf: memoryview, pos: int, header: BatchHeader, log_append_ti
         headers.append((header_key.decode("utf-8", "surrogateescape"), header_value))
     if pos != end:
         raise ValueError(f"record declares {size} bytes but holds {size + pos - end}")
-    timestamp = header.base_timestamp + timestamp_delta if log_append_time is None else log_append_time
+    # A Java long sum, as Kafka's DefaultRecord: a delta past Long.MAX_VALUE wraps to a negative timestamp.
+    timestamp = int64(header.base_timestamp + timestamp_delta) if log_append_time is None else log_append_time
     return Record(header.base_offset + offset_delta, timestamp, key, value, headers, attributes), pos
 
 
@@ -240,11 +243,20 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+class NegativeTimestampError(ValueError):
+    """A record to write with a timestamp below zero other than -1 (NO_TIMESTAMP). Kafka's
+    ``MemoryRecordsBuilder`` refuses to write one ("Invalid negative timestamp"), so where Kafka's broker
+    rebuilds records it fails: a produce that must be up-converted or recompressed is answered
+    UNKNOWN_SERVER_ERROR for the partition, a fetch that must down-convert such a record as a whole. (A batch
+    appended as it came keeps any timestamp.)"""
+
+
 def complete_records(records: Iterable[RecordLike], base_offset: int) -> list[PlacedRecord]:
     """Records with every offset and timestamp filled in, the way the batch builders number them.
 
     A missing offset is the previous one plus one (the first: ``base_offset``); a missing timestamp is now.
-    Offsets must increase and not precede ``base_offset``.
+    Offsets must increase and not precede ``base_offset``; a negative timestamp other than -1 raises
+    :class:`NegativeTimestampError`, as Kafka's builder refuses it.
     """
     current_time = _now_ms()
     completed: list[PlacedRecord] = []
@@ -255,6 +267,8 @@ def complete_records(records: Iterable[RecordLike], base_offset: int) -> list[Pl
         if offset < next_offset:
             raise ValueError(f"record offset {offset} does not follow offset {next_offset - 1} (base {base_offset})")
         timestamp = current_time if record.timestamp is None else record.timestamp
+        if timestamp < 0 and timestamp != NO_TIMESTAMP:
+            raise NegativeTimestampError(f"Invalid negative timestamp {timestamp}")
         completed.append(PlacedRecord(offset, timestamp, record.key, record.value, record.headers, record.attributes))
         next_offset = offset + 1
     return completed

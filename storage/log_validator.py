@@ -24,6 +24,7 @@ headers under its lock, when it appends.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -44,12 +45,14 @@ from odradek.protocol.record_batch import (
     validate_batches,
 )
 from odradek.protocol.record_walk import RecordErrorKind, RecordProblem, TimestampBounds, WalkedBatch, walk_batch
-from odradek.protocol.records import Record, build_batch, iter_records_unchecked
+from odradek.protocol.records import NegativeTimestampError, Record, build_batch, iter_records_unchecked
 from odradek.storage.log_config import LogConfig
 from odradek.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
     from odradek.protocol.message_types.produce import BatchIndexAndErrorMessageDict
+
+log = logging.getLogger("odradek.log_validator")
 
 INLINE_WALK_BYTES = 1 << 20
 """Records up to this size (decompressed) may be walked on the event loop; a larger batch, or a compressed one
@@ -137,7 +140,10 @@ def check_batches(records: Any, config: LogConfig, origin: AppendOrigin, now_ms:
         if produce_version >= 3:
             # Produce v3+ carries magic-2 batches only (ProduceRequest.validateRecords).
             raise KafkaError(ErrorCode.INVALID_RECORD, f"Produce requests with version {produce_version} must only contain record batches with magic version 2")
-        records = memoryview(bytearray(legacy_records.up_convert(records)))
+        try:
+            records = memoryview(bytearray(legacy_records.up_convert(records)))
+        except NegativeTimestampError as exc:
+            raise _not_rebuilt(exc, topic_partition) from None
     validated = validate_batches(records)
     if produce_version < 7 and any(h.compression == CompressionType.ZSTD for _, h in validated.batches):
         # zstd arrived with Produce v7 (KIP-110): Kafka refuses it in older requests.
@@ -161,7 +167,10 @@ def validate_records(checked: CheckedBatches, walked: WalkedBatch | None) -> Val
         # Kafka would rebuild the batch from the key-less records of its in-place walk and fail doing so.
         raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "compressed records with offset deltas other than 0, 1, 2, ...")
     if target != header.compression:
-        rebuilt = _rebuild(records, position, header, target, config.log_append_time)
+        try:
+            rebuilt = _rebuild(records, position, header, target, config.log_append_time)
+        except NegativeTimestampError as exc:
+            raise _not_rebuilt(exc, checked.topic_partition) from None
         validated = validate_batches(rebuilt)
         _check_sizes(validated, config.max_message_bytes)
         return ValidationResult(rebuilt, validated.batches, checked.origin)
@@ -200,6 +209,14 @@ def _rebuild(records: Any, position: int, header: Any, codec: int, log_append_ti
         partition_leader_epoch=header.partition_leader_epoch,
         is_transactional=header.is_transactional,
     )))
+
+
+def _not_rebuilt(exc: NegativeTimestampError, topic_partition: str) -> KafkaError:
+    """A batch Kafka's LogValidator cannot rebuild (up-converted or recompressed): its MemoryRecordsBuilder
+    throws on a negative record timestamp, and its ReplicaManager logs "Error processing append operation on
+    partition" and answers the partition UNKNOWN_SERVER_ERROR, without a message."""
+    log.error("Error processing append operation on partition %s: %s", topic_partition, exc)
+    return KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR)
 
 
 def _check_record_errors(records: Any, position: int, header: Any, problems: list[RecordProblem], config: LogConfig, now_ms: int, topic_partition: str) -> None:

@@ -19,6 +19,7 @@ does not hold their answer back either).
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from typing import TYPE_CHECKING, Awaitable
@@ -32,9 +33,12 @@ from odradek.broker.quotas import ClientQuotas
 from odradek.broker.replication.replica_manager import FetchParams, PartitionRead, ReplicaManager
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import NegativeTimestampError
 
 if TYPE_CHECKING:
     from odradek.protocol.message_types.fetch import FetchableTopicResponseDict, FetchRequest, FetchResponseDict, PartitionDataDict
+
+log = logging.getLogger("odradek.apis")
 
 READ_COMMITTED = 1
 _LOOKUP_ERRORS = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.TOPIC_AUTHORIZATION_FAILED})
@@ -88,7 +92,10 @@ def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, c
         magic=_MAGIC_FOR_VERSION.get(version),
     )
     to_read, denied = _authorized(authorization, request, context.partitions(), is_follower)
-    reads = replica_manager.fetch_messages(params, to_read) if to_read else []
+    try:
+        reads = replica_manager.fetch_messages(params, to_read) if to_read else []
+    except NegativeTimestampError as exc:
+        return _failed(request, exc)
     read_committed = isolation == READ_COMMITTED
     if isinstance(reads, list):
         throttle_ms = 0 if is_follower else _charge(quotas, request, reads)
@@ -97,13 +104,30 @@ def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, c
         return _throttled(context, throttle_ms)
 
     async def after_wait() -> FetchResponseDict:
-        done = await reads
+        try:
+            done = await reads
+        except NegativeTimestampError as exc:
+            return _failed(request, exc)
         throttle_ms = 0 if is_follower else _charge(quotas, request, done)
         if throttle_ms == 0:
             return _respond(fetch_sessions, context, done + denied, version, is_follower, read_committed, int(time.time() * 1000))
         return _throttled(context, throttle_ms)
 
     return after_wait()
+
+
+def _failed(request: Request[FetchRequest], exc: Exception) -> FetchResponseDict:
+    """Kafka's answer to a fetch its KafkaApis fails on (``FetchRequest.getErrorResponse``):
+    UNKNOWN_SERVER_ERROR at the top and, before v13, on every partition asked for, without records or
+    offsets. So fails an old version's fetch (v0-v3) that must down-convert a record with a negative
+    timestamp, which Kafka's MemoryRecordsBuilder refuses to write."""
+    header, body = request.header, request.body
+    log.error("Unexpected error handling Fetch v%d (client %s): %s", header.api_version, header.client_id, exc)
+    code = ErrorCode.UNKNOWN_SERVER_ERROR
+    topics: list[FetchableTopicResponseDict] = []
+    if header.api_version < 13:
+        topics = [{"topic": t.topic, "topic_id": t.topic_id, "partitions": [{"partition_index": p.partition, "error_code": code, "high_watermark": -1, "records": b""} for p in t.partitions]} for t in body.topics]
+    return {"error_code": code, "session_id": body.session_id, "responses": topics}
 
 
 def _quota_max_bytes(quotas: ClientQuotas, request: Request, is_follower: bool) -> int:

@@ -26,13 +26,15 @@ from odradek import Broker
 from odradek.broker.kafka_apis import HANDLERS
 from odradek.protocol.api import ApiKey, decode_request, encode_request
 from odradek.protocol.records import Record, build_batch
-from tests.broker.test_request_limits_wire import describe_groups_v5, wait_for_coordinator
+from tests.broker.test_request_limits_wire import describe_groups_v5, legacy_message, wait_for_coordinator, wrapping_batch
 
 EXAMPLES = int(os.environ.get("ODRADEK_FUZZ_EXAMPLES", "4000"))
 STALL_S = 0.5
 """A steady round trip slower than this is reported with the damaged requests in flight while it waited."""
 MB = 1024 * 1024
 STEADY = "steady"
+RECOMPRESSED = "fuzzed-gzip"
+"""A topic whose batches are rebuilt into its codec: the broker decodes and re-encodes their records."""
 
 BODIES: dict[int, dict] = {
     # Richer valid bodies than the all-defaults one, for the APIs whose damage matters most.
@@ -52,6 +54,10 @@ INT_EDGES = [0, 1, -1, 0x7F, 0x80, 0x7FFF, 0x8000, 0xFFFF, 0x7FFFFFFF, -0x800000
 ADVERTISED = sorted((key, version) for key, handler in HANDLERS.items() for version in range(handler.min_version, handler.max_version + 1))
 
 
+def produce(topic: str, version: int, records: bytes) -> bytes:
+    return encode_request(ApiKey.Produce, version, 7, {"acks": 1, "timeout_ms": 5000, "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]}, client_id="fuzzer")
+
+
 def acl_filter(**codes: int) -> dict:
     return {"resource_type_filter": 2, "resource_name_filter": "fuzzed", "pattern_type_filter": 3, "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1, **codes}
 
@@ -66,6 +72,10 @@ REGRESSIONS: list[tuple[str, bytes, str]] = [
     ("a member id too long for JoinGroup's answer (a client id of 32,767 bytes)", encode_request(ApiKey.JoinGroup, 5, 7, {"group_id": "fuzz-group", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "", "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}, client_id="c" * 32767), "answered"),
     ("OffsetCommit v4 whose retention overflows the expiry", encode_request(ApiKey.OffsetCommit, 4, 7, {"group_id": "fuzz-group", "generation_id_or_member_epoch": -1, "member_id": "", "retention_time_ms": 2**63 - 1, "topics": [{"name": "fuzzed", "partitions": [{"partition_index": 0, "committed_offset": 1}]}]}, client_id="fuzzer"), "answered"),
     ("OffsetCommit v2 whose retention overflows the expiry", encode_request(ApiKey.OffsetCommit, 2, 7, {"group_id": "fuzz-group", "generation_id_or_member_epoch": -1, "member_id": "", "retention_time_ms": -(2**63), "topics": [{"name": "fuzzed", "partitions": [{"partition_index": 0, "committed_offset": 1}]}]}, client_id="fuzzer"), "answered"),
+    ("a batch whose record timestamp wraps past Long.MAX_VALUE", produce("fuzzed", 9, wrapping_batch()), "answered"),
+    ("Fetch v3 that must down-convert that record", encode_request(ApiKey.Fetch, 3, 7, BODIES[ApiKey.Fetch], client_id="fuzzer"), "answered"),
+    ("that batch recompressed into the topic's codec", produce(RECOMPRESSED, 9, wrapping_batch()), "answered"),
+    ("a legacy message with a negative timestamp, up-converted", produce("fuzzed", 2, legacy_message(-5)), "answered"),
     *((f"{api.name} v{version} with undefined ACL codes", encode_request(api, version, 7, body, client_id="fuzzer"), "answered") for version in range(4) for api, body in (
         (ApiKey.CreateAcls, {"creations": [acl_creation(resource_type=-128, resource_pattern_type=67, operation=-1, permission_type=17)]}),
         (ApiKey.DescribeAcls, acl_filter(resource_type_filter=-128, pattern_type_filter=67, operation=-1, permission_type=17)),
@@ -73,7 +83,7 @@ REGRESSIONS: list[tuple[str, bytes, str]] = [
     )),
 ]
 """What earlier fuzz runs found (issue 26): answers that could not be encoded, numbers that overflowed when
-re-packed, and ACL codes outside Kafka's enums. tests/broker/test_request_limits_wire.py and
+re-packed (a retention, a record timestamp), and ACL codes outside Kafka's enums. tests/broker/test_request_limits_wire.py and
 test_acls.py compare each kind with the real Kafka; here each must be answered (or closed) with nothing
 unhandled in the broker's log."""
 
@@ -211,8 +221,8 @@ def test_damaged_requests_of_every_api_leave_the_broker_serving(tmp_path: Path, 
     config = {"auto.create.topics.enable": "true", "num.partitions": "1"}
     with Broker(log_dir=tmp_path, subprocess=True, config=config) as broker:
         admin = connect(broker.bootstrap)
-        for name in (STEADY, "fuzzed"):
-            created = admin.call(ApiKey.CreateTopics, 7, {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1}], "timeout_ms": 5000})
+        for name, configs in ((STEADY, []), ("fuzzed", []), (RECOMPRESSED, [{"name": "compression.type", "value": "gzip"}])):
+            created = admin.call(ApiKey.CreateTopics, 7, {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1, "configs": configs}], "timeout_ms": 5000})
             assert created.topics[0].error_code == 0
         for key, version in ADVERTISED:  # compile every codec first: compiling is not thread-safe
             valid_frame(key, version, 0)

@@ -1,12 +1,18 @@
 """Values at the edges of what a request can carry, answered as the real Kafka 3.9.1 answers them, on the wire
 against both brokers: strings at Kafka's 32,767-byte limit (compact ones too), an answer that would have to
-carry a longer one, numbers whose sum overflows a long, and a topic that takes longer to create than the
-request's timeout.
+carry a longer one, numbers whose sum overflows a long (a retention, a record's timestamp), and a topic that
+takes longer to create than the request's timeout.
 
 Kafka's generated readers refuse a string over 32,767 bytes, compact or not (``string field X had invalid
 length``: the request does not parse and the connection is closed), so no string a request carries is too
 long for its answer to echo. An answer can still need a longer one (a member id is the client id plus a
 UUID): Kafka's writer refuses it and KafkaApis answers the request's error response, UNKNOWN_SERVER_ERROR.
+
+A record's timestamp is its batch's base timestamp plus its delta in a Java long, which wraps. Kafka appends
+such a batch as it came, but its records builder refuses to write a negative timestamp other than -1: where
+the broker rebuilds records (a legacy message set up-converted, a batch recompressed into the topic's codec)
+the partition is answered UNKNOWN_SERVER_ERROR, and an old fetch (v0-v3) that must down-convert the record
+fails as a whole, as KafkaApis answers a request it failed on.
 """
 
 from __future__ import annotations
@@ -14,13 +20,17 @@ from __future__ import annotations
 import struct
 import time
 import uuid
+import zlib
 
 import pytest
 
 from odradek.protocol.api import ApiKey, decode_response, encode_request
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.record_batch import NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, encode_batch
+from odradek.protocol.records import Record, encode_record
 
 LONGEST = 32767
+LONG_MAX = 2**63 - 1
 
 
 @pytest.fixture(params=["kafka", "odradek"])
@@ -103,11 +113,65 @@ def test_a_topic_not_created_within_the_timeout_is_answered_request_timed_out(bo
     assert wire.call(ApiKey.DeleteTopics, 4, {"topic_names": [name], "timeout_ms": 30000}).responses[0].error_code == ErrorCode.NONE
 
 
+def wrapping_batch() -> bytes:
+    """A magic-2 batch based at Long.MAX_VALUE whose second record's delta of 1 wraps to Long.MIN_VALUE; built
+    by hand, as our builder, like Kafka's, refuses to write a negative timestamp."""
+    payload = encode_record(Record(key=b"k", value=b"max"), 0, 0) + encode_record(Record(key=b"k", value=b"wrapped"), 1, 1)
+    return encode_batch(
+        payload, base_offset=0, attributes=0, last_offset_delta=1, base_timestamp=LONG_MAX, max_timestamp=LONG_MAX, records_count=2,
+        producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH, base_sequence=NO_SEQUENCE, partition_leader_epoch=NO_PARTITION_LEADER_EPOCH,
+    )
+
+
+def legacy_message(timestamp: int) -> bytes:
+    """A magic-1 message set of one message at offset 0 with ``timestamp``, built by hand for the same reason."""
+    body = bytes((1, 0)) + struct.pack(">qi", timestamp, 1) + b"k" + struct.pack(">i", 1) + b"v"
+    message = struct.pack(">I", zlib.crc32(body)) + body
+    return struct.pack(">qi", 0, len(message)) + message
+
+
+def produce(wire, topic: str, version: int, records: bytes) -> tuple:
+    body = {"acks": 1, "timeout_ms": 5000, "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]}
+    answered = wire.call(ApiKey.Produce, version, body).responses[0].partition_responses[0]
+    return answered.error_code, answered.base_offset, answered.error_message
+
+
+def fetch(wire, topic: str, version: int) -> tuple:
+    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "topics": [{"topic": topic, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]}
+    answered = wire.call(ApiKey.Fetch, version, body).responses[0].partitions[0]
+    return answered.error_code, answered.high_watermark, len(answered.records or b"")
+
+
+def test_a_record_timestamp_that_wraps_is_appended_but_not_down_converted(bootstrap, connect, make_topic_on) -> None:
+    topic = make_topic_on(bootstrap)
+    wire = connect(bootstrap)
+    assert produce(wire, topic, 9, wrapping_batch()) == (ErrorCode.NONE, 0, None)
+    error, high_watermark, size = fetch(wire, topic, 12)
+    assert (error, high_watermark) == (ErrorCode.NONE, 2) and size > 0
+    assert fetch(wire, topic, 3) == (ErrorCode.UNKNOWN_SERVER_ERROR, -1, 0)
+    assert wire.call(ApiKey.ApiVersions, 0, {}).error_code == ErrorCode.NONE
+
+
+def test_a_record_timestamp_that_wraps_is_refused_where_the_batch_is_recompressed(bootstrap, connect, make_topic_on) -> None:
+    topic = make_topic_on(bootstrap, configs=[{"name": "compression.type", "value": "gzip"}])
+    wire = connect(bootstrap)
+    assert produce(wire, topic, 9, wrapping_batch()) == (ErrorCode.UNKNOWN_SERVER_ERROR, -1, None)
+    assert fetch(wire, topic, 12)[:2] == (ErrorCode.NONE, 0)
+
+
+@pytest.mark.parametrize("timestamp,appended", [(-1, True), (-5, False), (-(2**63), False)], ids=["no-timestamp", "-5", "long-min"])
+def test_a_legacy_message_with_a_negative_timestamp_is_refused_when_up_converted(bootstrap, connect, make_topic_on, timestamp: int, appended: bool) -> None:
+    topic = make_topic_on(bootstrap)
+    wire = connect(bootstrap)
+    expected = (ErrorCode.NONE, 0, None) if appended else (ErrorCode.UNKNOWN_SERVER_ERROR, -1, None)
+    assert produce(wire, topic, 2, legacy_message(timestamp)) == expected
+
+
 @pytest.fixture
 def make_topic_on(connect):
-    def make(bootstrap: str) -> str:
+    def make(bootstrap: str, configs: list | None = None) -> str:
         name = f"limits-{uuid.uuid4()}"
-        created = connect(bootstrap).call(ApiKey.CreateTopics, 4, {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}], "timeout_ms": 10000})
+        created = connect(bootstrap).call(ApiKey.CreateTopics, 4, {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": configs or []}], "timeout_ms": 10000})
         assert created.topics[0].error_code == ErrorCode.NONE
         return name
 
