@@ -190,6 +190,47 @@ def test_problem_partitions_are_highlighted(page, target: Target) -> None:
     admin.delete_topics([name])[name].result(15)
 
 
+def test_offline_and_under_replicated_partitions_are_highlighted(browser, tmp_path: Path) -> None:
+    """Two brokers of its own, the console on broker 2; broker 1 stops: the partition it alone held is
+    offline, the one it shared with broker 2 under-replicated, on the cluster, topics and topic pages."""
+    zookeeper = kafka_jvm.ZooKeeper(tmp_path / "zookeeper").start()
+    brokers: list[Broker] = []
+    try:
+        for broker_id in (1, 2):
+            config = {"broker.id": str(broker_id), "zookeeper.connect": zookeeper.connect, "offsets.topic.replication.factor": "1"}
+            if broker_id == 2:
+                config["console.listener"] = "http://127.0.0.1:0"
+            brokers.append(Broker(log_dir=tmp_path / f"broker{broker_id}", subprocess=True, config=config).start())
+        url = _console_address(lambda: list(brokers[1].output))
+        admin = AdminClient({"bootstrap.servers": brokers[1].bootstrap})
+        wait_for(lambda: len(admin.list_topics(timeout=10).brokers) == 2, timeout_s=60, what="both brokers in the metadata")
+        for f in admin.create_topics([NewTopic("alone", 1, replica_assignment=[[1]]), NewTopic("shared", 1, replica_assignment=[[1, 2]])]).values():
+            f.result(15)
+        wait_for(lambda: all(len(p.isrs) == len(p.replicas) for t in ("alone", "shared") for p in admin.list_topics(t, timeout=10).topics[t].partitions.values()), timeout_s=30, what="full ISRs")
+        brokers[0].stop()
+
+        def seen_by_a_client() -> bool:
+            topics = admin.list_topics(timeout=10).topics
+            return topics["alone"].partitions[0].leader == -1 and topics["shared"].partitions[0].isrs == [2]
+
+        wait_for(seen_by_a_client, timeout_s=60, what="broker 1's partitions offline and under-replicated to a client")
+        with browser_tab(browser, url) as tab:
+            tab.goto("/")
+            problems = {row.locator("td").first.inner_text(): row.locator("td").last.inner_text() for row in tab.locator("#problems tr.bad").all()}
+            assert problems == {"alone": "offline", "shared": "under-replicated"}
+            assert tab.locator("#problems tr.bad", has_text="alone").locator("td").nth(2).inner_text() == "none"  # no leader
+            tab.goto("/topics")
+            assert "1 offline" in tab.locator('#topics tr[data-topic="alone"]').inner_text()
+            assert "1 under-replicated" in tab.locator('#topics tr[data-topic="shared"]').inner_text()
+            for topic in ("alone", "shared"):
+                tab.goto(f"/topics/{topic}")
+                assert tab.locator('#partitions tr[data-partition="0"]').get_attribute("class") == "bad"
+    finally:
+        for b in brokers:
+            b.stop()
+        zookeeper.stop()
+
+
 def test_cluster_page_shows_every_broker_and_the_controller(page, target: Target) -> None:
     admin = target.admin()
     name = unique("placed", target)
