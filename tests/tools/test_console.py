@@ -30,7 +30,8 @@ from typing import Callable, Iterator
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic, ResourcePatternType, ResourceType
+from confluent_kafka import ConsumerGroupTopicPartitions
+from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, ConfigResource, ConfigSource, NewTopic, ResourcePatternType, ResourceType
 from playwright.sync_api import sync_playwright
 
 from odradek import Broker
@@ -497,16 +498,56 @@ def _post(url: str, data: bytes, headers: dict[str, str]) -> int:
         return exc.code
 
 
-def test_a_change_without_the_csrf_token_is_refused(odradek_cluster: tuple[str, str]) -> None:
-    """One console checks it: both modes run the same code."""
+def test_every_change_needs_a_post_with_the_csrf_token(browser, odradek_cluster: tuple[str, str]) -> None:
+    """Every form that changes something, found on the pages themselves: without the token, or with it from
+    another site, or as a GET, it is refused and nothing changes. One console checks it: both modes run the
+    same code."""
     bootstrap, url = odradek_cluster
-    name = f"forged-{time.monotonic_ns() % 10**9}"
-    assert _post(f"{url}/topics", f"name={name}".encode(), {}) == 403
-    assert _post(f"{url}/topics", f"name={name}&csrf=abc".encode(), {"Cookie": "odradek_console_csrf=abc", "Origin": "http://evil.example"}) == 403
-    assert name not in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
+    topic, group = f"guarded-{time.monotonic_ns() % 10**9}", f"guarded-group-{time.monotonic_ns() % 10**9}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(15)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(topic, value=b"v", partition=0)
+    producer.flush(15)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+    finally:
+        consumer.close()
+    wait_for(lambda: _get_status(f"{url}/topics/{topic}") == 200, timeout_s=15, what="the topic known to the console's broker")
+    actions: set[str] = set()
+    with browser_tab(browser, url) as tab:
+        for path in ("/", "/topics", f"/topics/{topic}", f"/topics/{topic}/messages", "/groups", f"/groups/{group}", "/charts"):
+            assert tab.goto(path).status == 200, path
+            actions |= set(tab.locator("form").evaluate_all("forms => forms.filter(f => f.method === 'post').map(f => f.getAttribute('action'))"))
+            assert tab.locator("form").evaluate_all("forms => forms.filter(f => f.method !== 'post').map(f => f.id)") in ([], ["browse-form"])
+    changes = {"/topics", f"/topics/{topic}/delete", f"/topics/{topic}/partitions", f"/topics/{topic}/configs", f"/topics/{topic}/messages", f"/groups/{group}/reset", f"/groups/{group}/delete"}
+    assert actions == changes  # create, delete, add partitions, change a config, produce, reset offsets, delete a group
+    fields = f"name={topic}-forged&count=5&key=retention.ms&value=1&scenario=earliest&partitions=1"
+    for action in sorted(changes):
+        assert _post(url + action, fields.encode(), {}) == 403, action
+        assert _post(url + action, f"{fields}&csrf=abc".encode(), {"Cookie": "odradek_console_csrf=abc", "Origin": "http://evil.example"}) == 403, action
+        if action not in ("/topics", f"/topics/{topic}/messages"):  # those two are pages too
+            assert _get_status(url + action) == 405, action
+    metadata = admin.list_topics(timeout=10)
+    assert f"{topic}-forged" not in metadata.topics and len(metadata.topics[topic].partitions) == 1
+    configs = admin.describe_configs([ConfigResource("topic", topic)])
+    assert next(iter(configs.values())).result(10)["retention.ms"].source != ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    low, high = Consumer({"bootstrap.servers": bootstrap, "group.id": group}).get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    assert (low, high) == (0, 1)
+    committed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(10)
+    assert [tp.offset for tp in committed.topic_partitions] == [1]
     with urllib.request.urlopen(f"{url}/topics", timeout=10) as response:
         assert "frame-ancestors 'none'" in response.headers["Content-Security-Policy"]
         assert response.headers["X-Frame-Options"] == "DENY"
+
+
+def _get_status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
 
 
 def test_names_from_the_cluster_are_shown_as_text_never_run(browser, odradek_cluster: tuple[str, str]) -> None:
