@@ -585,6 +585,21 @@ def test_console_off_loopback_needs_authentication(tmp_path: Path) -> None:
     assert "console.listener 0.0.0.0 is not a loopback address: set console.basic.auth.user" in result.stdout + result.stderr
 
 
+def test_the_console_binds_loopback_by_default(tmp_path: Path) -> None:
+    """No --listener: port 9644 of 127.0.0.1 only, and no authentication asked."""
+    log = tmp_path / "console.log"
+    with log.open("w") as out:
+        proc = sp.Popen([sys.executable, "-m", "odradek", "console", "--bootstrap-server", "127.0.0.1:1"], stdout=out, stderr=sp.STDOUT)
+    try:
+        assert _console_address(lambda: log.read_text().splitlines()) == "http://127.0.0.1:9644"
+        listening = sp.run(["ss", "-Hltnp", "sport = :9644"], capture_output=True, text=True, check=True).stdout
+        assert [line.split()[3] for line in listening.splitlines() if f"pid={proc.pid}," in line] == ["127.0.0.1:9644"]
+        assert _get_status("http://127.0.0.1:9644/static/console.css") == 200
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
 def test_basic_auth_and_bearer_token(tmp_path: Path) -> None:
     props = tmp_path / "console.properties"
     props.write_text("console.listener=http://127.0.0.1:0\nconsole.basic.auth.user=admin\nconsole.basic.auth.password=s3cret\nconsole.bearer.token=tok3n\n")
