@@ -285,6 +285,11 @@ class Workload:
         with self.lock:
             return sorted(number for number, at in self.acknowledged_at[partition].items() if start <= at <= end)
 
+    def acknowledged_offsets(self, partition: int, numbers: list[int]) -> dict[int, int | None]:
+        """The offset each of ``numbers`` was acknowledged at (None: the acknowledgement carried none)."""
+        with self.lock:
+            return {n: self.acknowledged[partition][n] for n in numbers}
+
     def describe_acknowledgements(self, partition: int, numbers: list[int], since: float) -> str:
         """Each write's offset, and when (seconds after ``since``) it was produced and its acknowledgement
         reached the producer: what a failed check of :meth:`acknowledged_within` needs to be told apart (a
