@@ -4,6 +4,7 @@ its last byte. Shared by the single-broker and the cluster full-disk tests."""
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 from pathlib import Path
 from typing import Iterator
@@ -27,10 +28,16 @@ def fill(disk: Path) -> Path:
     try:
         f = open(filler, "wb")
     except OSError as exc:
-        # Seen twice in full runs, never alone: the disk full before the filler exists. Say what is on it.
+        # Seen twice in full runs, never alone: ENOSPC at the open, the disk full before the filler exists.
+        # On a tmpfs that is odd: a tmpfs whose blocks are all taken still lets an empty file be created, and
+        # its inodes (3 million here, whatever its size) run out first only with millions of files. So say
+        # which file system the path is on, its blocks and inodes left, and what is on it.
         usage = subprocess.run(["du", "-ak", str(disk)], capture_output=True, text=True, timeout=30).stdout
         biggest = sorted(usage.splitlines(), key=lambda line: -int(line.split()[0]))[:15]
-        raise AssertionError(f"{disk} is full before the filler was made ({exc}); its biggest entries:\n" + "\n".join(biggest)) from exc
+        mount = subprocess.run(["findmnt", "--target", str(disk), "-o", "TARGET,SOURCE,FSTYPE,OPTIONS"], capture_output=True, text=True, timeout=30).stdout
+        stat = os.statvfs(disk)
+        left = f"{stat.f_bavail * stat.f_frsize // 1024} KiB of {stat.f_blocks * stat.f_frsize // 1024} KiB and {stat.f_favail} of {stat.f_files} inodes free"
+        raise AssertionError(f"{disk} is full before the filler was made ({exc}); {left}; mounted as\n{mount}its biggest entries:\n" + "\n".join(biggest)) from exc
     with f:
         try:
             while True:
