@@ -297,6 +297,12 @@ def test_topic_created_in_the_console_appears_to_a_client(page, target: Target) 
     page.fill("#alter-config input[name=value]", "sometimes")
     page.click("#alter-config button:not([name])")
     assert "cleanup.policy" in page.locator(".flash.error").inner_text()
+    page.fill("#alter-config input[name=key]", "retention.ms")
+    page.click("#alter-config button[name=remove]")
+    assert flash(page) == "Removed retention.ms."
+    assert "DYNAMIC_TOPIC_CONFIG" not in page.locator('#configs tr[data-config="retention.ms"]').inner_text()
+    described = admin.describe_configs([ConfigResource("topic", name)])
+    assert next(iter(described.values())).result(10)["retention.ms"].source != ConfigSource.DYNAMIC_TOPIC_CONFIG.value
 
     page.fill("#add-partitions input[name=count]", "4")
     page.click("#add-partitions button")
@@ -368,13 +374,14 @@ def test_a_message_produced_by_a_client_is_found_by_offset_and_by_timestamp(page
     page.goto(f"/topics/{name}/messages?partition=1")
     page.fill("#produce input[name=key]", "from-console")
     page.fill("#produce textarea[name=value]", "hello from the browser")
+    page.fill("#produce textarea[name=headers]", "origin=console\ntrace=42")
     page.click("#produce button")
     assert flash(page) == "Produced a record at offset 0."
     consumer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": unique("reader", target), "enable.auto.commit": False})
     try:
         consumer.assign([TopicPartition(name, 1, 0)])
         message = wait_for(lambda: consumer.poll(1.0), timeout_s=20, what="the console's record")
-        assert (message.key(), message.value()) == (b"from-console", b"hello from the browser")
+        assert (message.key(), message.value(), message.headers()) == (b"from-console", b"hello from the browser", [("origin", b"console"), ("trace", b"42")])
     finally:
         consumer.close()
 
@@ -417,9 +424,10 @@ def test_lag_chart_moves_while_a_consumer_is_paused(page, target: Target) -> Non
         assert chart.locator("canvas").count() >= 1
         page.reload()
         assert page.locator('#offsets tr[data-tp$="-0"] .lag').inner_text() == "100"
+        assert page.locator("#total-lag").inner_text() == "100"
         screenshot(page, target, "group")
         page.goto("/groups")
-        assert page.locator(f'#groups tr[data-group="{group}"]').count() == 1
+        assert page.locator(f'#groups tr[data-group="{group}"] .lag').inner_text() == "100"  # the total
         screenshot(page, target, "groups")
     finally:
         consumer.close()
