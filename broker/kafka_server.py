@@ -229,14 +229,22 @@ class KafkaServer:
         return self.__dict__.get("share_groups")
 
     def _share_config(self, group: str) -> "ShareConfig":
-        """A share group's settings: the broker's ``group.share.*`` (group-level overrides are not served yet)."""
-        from odradek.broker.share.share_partition_manager import ShareConfig
+        """A share group's settings: its group configs (broker/group_config.py), else the broker's ``group.share.*``."""
+        from odradek.broker.group_config import broker_lookup, group_value
+        from odradek.broker.share.share_partition_manager import READ_COMMITTED, READ_UNCOMMITTED, ShareConfig
 
-        config = self.config
+        overrides = self.metadata.group_configs.get(group, {}) if self.metadata_support is not None else {}
+        broker = broker_lookup(self.config)
+
+        def value(name: str) -> Any:
+            return group_value(name, overrides, broker)
+
         return ShareConfig(
-            lock_duration_ms=config["group.share.record.lock.duration.ms"],
-            delivery_count_limit=config["group.share.delivery.count.limit"],
-            max_in_flight=config["group.share.partition.max.record.locks"],
+            lock_duration_ms=value("share.record.lock.duration.ms"),
+            delivery_count_limit=value("share.delivery.count.limit"),
+            max_in_flight=value("share.partition.max.record.locks"),
+            auto_offset_reset=value("share.auto.offset.reset"),
+            isolation_level=READ_COMMITTED if value("share.isolation.level") == "read_committed" else READ_UNCOMMITTED,
         )
 
     def _topic_partitions(self, name: str) -> tuple[uuid.UUID, int] | None:

@@ -110,7 +110,9 @@ class ZkBroker(MetadataSupport):
             for name, config in self.zk.all_entity_configs(t).items()
             if (quotas := quota_configs(config))
         }
-        self.cache = ZkMetadataCache(MetadataImage(cluster_id, -1, {}, broker_configs=broker_configs, entity_configs=client_quotas), self._topic_configs)
+        group_configs = {name: config for name, config in self.zk.all_entity_configs(zd.ConfigType.GROUP).items() if config}
+        image = MetadataImage(cluster_id, -1, {}, broker_configs=broker_configs, entity_configs=client_quotas, group_configs=group_configs)
+        self.cache = ZkMetadataCache(image, self._topic_configs)
         self.credentials: ZkCredentialStore | None = None
         """The SCRAM credentials, which follow the users' config changes (:meth:`follow_credentials`)."""
         self.metadata_waits = MetadataWaits(lambda: self.cache.image)
@@ -241,6 +243,8 @@ class ZkBroker(MetadataSupport):
             if name in (DEFAULT_ENTITY, str(self.broker_id)) and self.image.broker_configs.get(name, {}) != config:
                 self._put(self.image.broker_configs, name, config)
                 self.listener.on_broker_configs_changed(name)
+        elif entity_type == zd.ConfigType.GROUP:
+            self._put(self.image.group_configs, name, config)
         else:
             self._put(self.image.entity_configs, f"{entity_type.value}/{name}", quota_configs(config))
             if entity_type == zd.ConfigType.USER and "/" not in name and self.credentials is not None:
@@ -522,6 +526,9 @@ class ZooKeeperConfigWrites:
 
     def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
         self.writes.append((zd.ConfigType.BROKER, entity, dict(configs)))
+
+    def set_group_configs(self, group: str, configs: dict[str, str]) -> None:
+        self.writes.append((zd.ConfigType.GROUP, group, dict(configs)))
 
     async def written(self, answer: AlterConfigsResponseDict) -> AlterConfigsResponseDict:
         for entity_type, name, configs in self.writes:

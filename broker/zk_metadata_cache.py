@@ -56,7 +56,8 @@ class ZkMetadataCache:
             )
         self.image = MetadataImage(
             self.image.cluster_id, body.controller_id, brokers, topics,
-            self.image.broker_configs, self.image.entity_configs, self.image.acl_znodes,
+            broker_configs=self.image.broker_configs, entity_configs=self.image.entity_configs,
+            group_configs=self.image.group_configs, acl_znodes=self.image.acl_znodes,
         )
         return list(deleted.values())
 

@@ -60,6 +60,14 @@ def check_batch_size(records: int) -> None:
         raise KafkaError(ErrorCode.POLICY_VIOLATION, EXCESSIVELY_LARGE)
 
 
+def _put(configs: dict[str, dict[str, str]], key: str, props: dict[str, str]) -> None:
+    """An entity without configs has no entry, as ZooKeeper deletes an empty config znode's content."""
+    if props:
+        configs[key] = dict(props)
+    else:
+        configs.pop(key, None)
+
+
 def new_cluster_id() -> str:
     """Kafka's cluster ids: a random UUID as 22 characters of URL-safe base64."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
@@ -96,6 +104,7 @@ class EmbeddedController(MetadataSupport):
             self.image.broker_configs = state.get("broker_configs", {})
             self.image.acl_znodes = state.get("acl_znodes", {})
             self.image.entity_configs = state.get("entity_configs", {})
+            self.image.group_configs = state.get("group_configs", {})
             for name, t in state["topics"].items():
                 partitions = {int(p): PartitionState(**ps) for p, ps in t["partitions"].items()}
                 self.image.topics[name] = TopicInfo(name, uuid.UUID(t["topic_id"]), partitions, t.get("configs", {}))
@@ -145,6 +154,7 @@ class EmbeddedController(MetadataSupport):
             "broker_configs": self.image.broker_configs,
             "acl_znodes": self.image.acl_znodes,
             "entity_configs": self.image.entity_configs,
+            "group_configs": self.image.group_configs,
             "topics": {
                 t.name: {
                     "topic_id": str(t.topic_id),
@@ -317,17 +327,17 @@ class EmbeddedController(MetadataSupport):
 
     def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
         """Replace the dynamic configs of a broker (its id) or of the cluster default (``<default>``)."""
-        old = self.image.broker_configs.get(entity, {})
-        self._put_broker_configs(entity, configs)
-        self._commit(lambda: self._put_broker_configs(entity, old))
+        self._replace(self.image.broker_configs, entity, configs)
         self.listener.on_broker_configs_changed(entity)
 
-    def _put_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
-        """An entity without configs has no entry, as ZooKeeper deletes an empty config znode's content."""
-        if configs:
-            self.image.broker_configs[entity] = dict(configs)
-        else:
-            self.image.broker_configs.pop(entity, None)
+    def set_group_configs(self, group: str, configs: dict[str, str]) -> None:
+        self._replace(self.image.group_configs, group, configs)
+
+    def _replace(self, configs: dict[str, dict[str, str]], key: str, props: dict[str, str]) -> None:
+        """Replace one entity's configs, committed (undone if the file cannot be written)."""
+        old = configs.get(key, {})
+        _put(configs, key, props)
+        self._commit(lambda: _put(configs, key, old))
 
     # -- ACLs (the authorizer's AclStore) -----------------------------------------------------------------
 
@@ -355,15 +365,7 @@ class EmbeddedController(MetadataSupport):
 
     def set_entity_config(self, path: str, props: dict[str, str]) -> None:
         """Replace one entity's configs; an entity left without any has no entry (as ZooKeeper's empty znode)."""
-        old = self.image.entity_configs.get(path, {})
-        self._put_entity_config(path, props)
-        self._commit(lambda: self._put_entity_config(path, old))
-
-    def _put_entity_config(self, path: str, props: dict[str, str]) -> None:
-        if props:
-            self.image.entity_configs[path] = dict(props)
-        else:
-            self.image.entity_configs.pop(path, None)
+        self._replace(self.image.entity_configs, path, props)
 
     # -- producer ids -----------------------------------------------------------------------------------
 

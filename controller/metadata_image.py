@@ -99,6 +99,9 @@ class MetadataImage:
     entity_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     """Client quota configs by ZooKeeper's path below ``/config``: ``users/<u>``, ``users/<u>/clients/<c>``,
     ``clients/<c>``, ``ips/<ip>`` (names sanitized, ``<default>`` for the default entity)."""
+    group_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Group configs (KIP-848, KIP-932) by group id: ZooKeeper's ``/config/groups/<group>``, the embedded
+    controller's metadata file (Kafka 4.4 keeps them in its metadata log)."""
     acl_znodes: dict[str, dict] = field(default_factory=dict)
     """The authorizer's ACLs by znode path, with the JSON ZooKeeper would hold there (``/kafka-acl/Topic/t`` ->
     ``{"version": 1, "acls": [...]}``)."""

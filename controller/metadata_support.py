@@ -66,6 +66,9 @@ class ConfigWrites(Protocol):
     def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
         """A broker's dynamic configs (its id) or the cluster default's (``<default>``), replaced."""
 
+    def set_group_configs(self, group: str, configs: dict[str, str]) -> None:
+        """A group's configs, replaced (a group left without any has no entry)."""
+
     def written(self, answer: AlterConfigsResponseDict) -> AlterConfigsResponseDict | Awaitable[AlterConfigsResponseDict]:
         """``answer`` (an AlterConfigs or IncrementalAlterConfigs response: the two have one shape), once every
         change is written."""

@@ -4,6 +4,9 @@ The checks are Kafka's ``ConfigAdminManager`` preprocessing and ``ZkAdminManager
 with IncrementalAlterConfigs, which differs only in how the new overrides are computed. A change reaches the
 running logs through the controller (``set_topic_configs`` -> ``on_topic_configs_changed``).
 
+A GROUP resource is one group's configs (broker/group_config.py), kept with the cluster metadata as Kafka 4.4
+keeps them in its metadata log (docs/protocol.md).
+
 A BROKER resource is this broker's dynamic configs (its id) or the cluster-wide defaults (empty name): the
 new set is checked as Kafka's ``ConfigAdminManager.preprocess`` checks it (broker/dynamic_config.py), every
 refusal answered INVALID_REQUEST with Kafka's message, then stored by the controller, which hands it back
@@ -25,6 +28,7 @@ from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation
 from odradek.broker.config import BROKER_KEYS
 from odradek.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
+from odradek.broker.group_config import GROUP_KEYS, broker_lookup, validate_group_configs
 from odradek.broker.handlers.describe_configs import ResourceType, config_refusal, resource_type_name
 from odradek.controller.metadata_image import MetadataImage
 from odradek.controller.metadata_support import ConfigWrites, MetadataSupport
@@ -117,6 +121,28 @@ def _alter_topic(services: ConfigServices, name: str, configs: list[Any], new_ov
         services.writes.set_topic_configs(name, overrides)
 
 
+LIST_OPS = {2: "APPEND", 3: "SUBTRACT"}
+"""IncrementalAlterConfigs' list operations by id (its OpType), which Kafka's controller refuses for group keys."""
+
+
+def _alter_group(services: ConfigServices, name: str, configs: list[Any], new_overrides: NewOverrides, validate_only: bool) -> None:
+    """Kafka 4.4's controller applies a group's changes without knowing group keys' types: an APPEND or
+    SUBTRACT is refused for every key, LIST or not."""
+    if not name:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
+    for config in configs:
+        op = LIST_OPS.get(getattr(config, "config_operation", -1))
+        if op is not None:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Can't {op} to key {config.name} because its type is not LIST.")
+    props = new_overrides(dict(services.metadata.group_configs.get(name, {})), configs, {n: g.key for n, g in GROUP_KEYS.items()})
+    try:
+        validate_group_configs(props, broker_lookup(services.dynamic_config.current))
+    except ConfigError as exc:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+    if not validate_only:
+        services.writes.set_group_configs(name, props)
+
+
 def alter_resources(
     services: ConfigServices, request: Request[AlterConfigsRequest | IncrementalAlterConfigsRequest], new_overrides: NewOverrides, null_allowed: Callable[[Any], bool],
 ) -> AlterConfigsResponseDict:
@@ -136,6 +162,8 @@ def alter_resources(
                 _alter_broker(services, resource.resource_name, resource.configs, new_overrides, body.validate_only)
             elif resource.resource_type == ResourceType.TOPIC:
                 _alter_topic(services, resource.resource_name, resource.configs, new_overrides, body.validate_only)
+            elif resource.resource_type == ResourceType.GROUP:
+                _alter_group(services, resource.resource_name, resource.configs, new_overrides, body.validate_only)
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {resource_type_name(resource.resource_type)}")
         except KafkaError as exc:

@@ -25,6 +25,7 @@ from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation
 from odradek.broker.authorizer.acl import ResourceType as AclResourceType
 from odradek.broker.config import BROKER_CONFIG, BROKER_KEYS
+from odradek.broker.group_config import GROUP_CONFIG, KAFKA_BROKER_DEFAULTS, SOURCE_DYNAMIC_GROUP
 from odradek.broker.dynamic_config import DYNAMIC_KEYS, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER, DynamicBrokerConfig, described_synonyms, listener_key
 from odradek.controller.metadata_image import MetadataImage, topic_name_error
 from odradek.protocol.api import Request
@@ -195,6 +196,24 @@ def _broker_entry(dynamic: DynamicBrokerConfig, name: str, value: str | None, ke
     )
 
 
+def group_config_entries(dynamic: DynamicBrokerConfig, overrides: dict[str, str]) -> list[DescribedConfig]:
+    """Every group key (an internal one only if the group sets it) with the value in force: the group's
+    override, else its broker key's (that key's synonyms and source), else the key's own default."""
+    entries = []
+    for g in GROUP_CONFIG:
+        if g.internal and g.name not in overrides:
+            continue
+        if g.broker_key in BROKER_KEYS:
+            synonyms = config_synonyms(dynamic, g.broker_key, False)
+        else:
+            default = g.key.default if g.broker_key is None else KAFKA_BROKER_DEFAULTS[g.broker_key]
+            synonyms = [Synonym(g.broker_key or g.name, g.key.render(default), SOURCE_DEFAULT)]
+        if g.name in overrides:
+            synonyms.insert(0, Synonym(g.name, overrides[g.name], SOURCE_DYNAMIC_GROUP))
+        entries.append(DescribedConfig(g.name, synonyms[0].value, synonyms[0].source, g.key.type, g.key.doc, synonyms=tuple(synonyms)))
+    return entries
+
+
 def check_broker_resource(own_id: int, name: str) -> bool:
     """True for this broker's own resource, False for the cluster default (empty name); else Kafka's error."""
     if not name:
@@ -219,17 +238,24 @@ def resource_config_entries(metadata: MetadataImage, dynamic: DynamicBrokerConfi
         return topic_config_entries(dynamic, broker_defaults, topic.configs)
     if resource_type == ResourceType.BROKER:
         return broker_config_entries(dynamic) if check_broker_resource(dynamic.static.broker_id, name) else default_broker_config_entries(dynamic)
+    if resource_type == ResourceType.GROUP:
+        if not name:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
+        return group_config_entries(dynamic, metadata.group_configs.get(name, {}))
     raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {resource_type_name(resource_type)}")
 
 
 def config_refusal(authorization: Authorization, request: Request, resource_type: int, name: str, operation: AclOperation) -> ErrorCode | None:
     """Kafka's authorization of a config resource: broker (and logger) configs need ``operation`` on the
-    cluster, topic configs on the topic; None if allowed (or not a type these checks cover), else the error."""
+    cluster, topic configs on the topic, group configs on the group; None if allowed (or not a type these
+    checks cover), else the error."""
     if resource_type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER):
         allowed = authorization.authorize(request, operation, AclResourceType.CLUSTER, CLUSTER_NAME)
         return None if allowed else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     if resource_type == ResourceType.TOPIC:
         return None if authorization.authorize(request, operation, AclResourceType.TOPIC, name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if resource_type == ResourceType.GROUP:
+        return None if authorization.authorize(request, operation, AclResourceType.GROUP, name) else ErrorCode.GROUP_AUTHORIZATION_FAILED
     return None
 
 

@@ -3,8 +3,9 @@ around :class:`~odradek.broker.share.share_partition.SharePartition`.
 
 A share partition is created at the first ShareFetch of a group for a partition this broker leads: its
 state is read from the share coordinator (``__share_group_state``), or, for a partition the group never
-consumed, starts where ``share.auto.offset.reset`` says (``latest``, the default: the high watermark;
-``earliest``: the log start) and is persisted at once. Reads go through the replica manager; every
+consumed, starts where the group's ``share.auto.offset.reset`` says (``latest``, the default: the high
+watermark; ``earliest``: the log start; ``by_duration:<duration>``: the first record that recent) and is
+persisted at once. Reads go through the replica manager; every
 change of delivery state is written to the share coordinator; acquisition locks expire on a timer.
 
 Share sessions (KIP-932's analogue of fetch sessions) are keyed by group and member: epoch 0 opens one
@@ -31,6 +32,7 @@ import anyio
 from odradek.broker.coordinator.deferred import Deferred
 from odradek.broker.coordinator.share.share_records import SharePartitionKey
 from odradek.broker.coordinator.timers import Timer, Timers
+from odradek.broker.group_config import auto_offset_reset_duration_ms
 from odradek.broker.replication.fetch_session import FetchPartition
 from odradek.broker.replication.replica_manager import FetchParams
 from odradek.broker.share.share_partition import Acknowledgement, AcquiredRecords, SharePartition, StateUpdate
@@ -263,11 +265,23 @@ class SharePartitionManager:
         if state is not None:
             sp = SharePartition(state.start_offset, state.batches, delivery_count_limit=config.delivery_count_limit, lock_duration_ms=config.lock_duration_ms, max_in_flight=config.max_in_flight)
         else:
-            start = partition.log_start_offset if config.auto_offset_reset == "earliest" else partition.high_watermark
+            start = self._start_offset(partition, config.auto_offset_reset)
             sp = SharePartition(start, delivery_count_limit=config.delivery_count_limit, lock_duration_ms=config.lock_duration_ms, max_in_flight=config.max_in_flight)
             self._persist(key, StateUpdate(start, []))
         self.partitions[key] = sp
         return ErrorCode.NONE, sp, topic
+
+    def _start_offset(self, partition: Any, auto_offset_reset: str) -> int:
+        """Where a share partition the group never consumed starts: the log start (``earliest``), the high
+        watermark (``latest``), or the first record of the last ``by_duration`` (the high watermark when
+        every record is older), as Kafka's ``SharePartition`` initializes it."""
+        if auto_offset_reset == "earliest":
+            return int(partition.log_start_offset)
+        duration = auto_offset_reset_duration_ms(auto_offset_reset)
+        if duration is None:
+            return int(partition.high_watermark)
+        _, offset, _ = partition.fetch_offset_for_timestamp(self.clock() - duration, READ_UNCOMMITTED, -1)
+        return int(offset) if offset >= 0 else int(partition.high_watermark)
 
     def _changed(self, key: SharePartitionKey, update: StateUpdate | None, available: bool = False) -> Deferred[ErrorCode]:
         """Persist a change of delivery state; wake the fetches waiting on the partition when records became

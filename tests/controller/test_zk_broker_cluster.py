@@ -200,6 +200,28 @@ def test_a_topic_config_altered_through_one_broker_is_written_to_zookeeper_and_d
     wait_for(lambda: all(described(b) == "12345" for b in brokers.values()), timeout_s=10, what="every broker describing retention.ms=12345")
 
 
+def test_a_group_config_is_kept_in_zookeeper_and_described_by_every_broker(brokers: dict[int, Broker], zk: KazooClient, connect: Callable[..., Any]) -> None:
+    """Kafka 4.4's ``kafka-configs.sh --entity-type groups``: Kafka keeps group configs in KRaft metadata only;
+    odradek's ZooKeeper mode keeps them as the other entities, ``/config/groups/<group>`` with a change
+    notification every broker follows (docs/protocol.md)."""
+    import kafka44_jvm
+
+    done = kafka44_jvm.run_tool("kafka-configs", "--bootstrap-server", brokers[1].bootstrap, "--alter", "--entity-type", "groups", "--entity-name", "zk-share", "--add-config", "share.auto.offset.reset=earliest")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert zd.decode_entity_config(zk.get(zd.config_entity_path(zd.ConfigType.GROUP, "zk-share"))[0]) == {"share.auto.offset.reset": "earliest"}
+    change = max(zk.get_children(zd.CONFIG_CHANGES))
+    assert zd.decode_config_change(zk.get(f"{zd.CONFIG_CHANGES}/{change}")[0]) == (zd.ConfigType.GROUP, "zk-share")
+
+    def described(broker: Broker) -> tuple[str, int]:
+        answer = connect(broker.bootstrap).call(ApiKey.DescribeConfigs, 4, {
+            "resources": [{"resource_type": 32, "resource_name": "zk-share", "configuration_keys": ["share.auto.offset.reset"]}], "include_synonyms": False, "include_documentation": False,
+        })
+        (config,) = answer.results[0].configs
+        return config.value, config.config_source
+
+    wait_for(lambda: all(described(b) == ("earliest", 8) for b in brokers.values()), timeout_s=10, what="every broker describing share.auto.offset.reset=earliest")
+
+
 def test_a_stopping_broker_hands_its_leaderships_over_first_and_rejoins_after_a_restart(brokers: dict[int, Broker], zk: KazooClient) -> None:
     """SIGTERM: the broker asks the controller (ControlledShutdown) to move the replicated partitions it
     leads to the other in-sync replicas before it stops serving; restarted, it catches up into the ISR."""

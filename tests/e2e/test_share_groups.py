@@ -27,11 +27,18 @@ import kafka_jvm
 import pytest
 
 from odradek import Broker
+from odradek.protocol.api import ApiKey
+from odradek.protocol.errors import ErrorCode
 
 JAVA_SOURCES = Path(__file__).parent / "java44"
 PROBE_TIMEOUT_S = 120
 ACKNOWLEDGED, ARCHIVED = 2, 4
 """State batches' delivery states (ShareSnapshotValue's)."""
+GROUP = 32
+"""ConfigResource.Type.GROUP."""
+SET, APPEND = 0, 2
+DEFAULT_CONFIG, DYNAMIC_GROUP_CONFIG = 5, 8
+"""DescribeConfigs' config sources."""
 LOCK_MS = 2000
 LIMIT = 2
 
@@ -249,3 +256,86 @@ def test_kafka_share_groups_deletes_an_empty_group(broker: ShareBroker, probe: P
     assert "g-delete" not in listed.stdout.split()
     got = deliveries(probe("consume", broker.bootstrap, "share-delete", "g-delete", 5))
     assert sorted(d["value"] for d in got) == sorted(f"r-{i}" for i in range(5)), "the p-* records stayed behind"
+
+
+def configs_tool(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Kafka 4.4's ``kafka-configs.sh --entity-type groups``."""
+    return kafka44_jvm.run_tool("kafka-configs", "--bootstrap-server", bootstrap, "--entity-type", "groups", *args)
+
+
+def test_a_group_config_starts_a_new_share_group_at_the_earliest_offset_and_survives_a_restart(broker: ShareBroker, probe: Probe) -> None:
+    """``kafka-configs.sh --alter --add-config share.auto.offset.reset=earliest`` before the group's first
+    consumer: it is delivered the records produced before it came (the default, latest, would skip them).
+    The config is described as Kafka 4.4 describes it, and kept across a restart."""
+    create_topic(broker.bootstrap, "share-earliest")
+    probe("produce", broker.bootstrap, "share-earliest", "g-earliest", 6)
+    altered = configs_tool(broker.bootstrap, "--alter", "--entity-name", "g-earliest", "--add-config", "share.auto.offset.reset=earliest")
+    assert altered.returncode == 0 and altered.stdout.strip() == "Completed updating config for group g-earliest.", altered.stdout + altered.stderr
+    got = deliveries(probe("drain", broker.bootstrap, "share-earliest", "g-earliest", 6, timeout_ms=30000))
+    assert sorted(d["value"] for d in got) == sorted(f"p-{i}" for i in range(6))
+    assert {d["dc"] for d in got} == {1}
+    expected = [
+        "Dynamic configs for group g-earliest are:",
+        "  share.auto.offset.reset=earliest sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:share.auto.offset.reset=earliest, DEFAULT_CONFIG:share.auto.offset.reset=latest}",
+    ]
+    assert configs_tool(broker.bootstrap, "--describe", "--entity-name", "g-earliest").stdout.splitlines() == expected
+    every = configs_tool(broker.bootstrap, "--describe", "--entity-name", "g-earliest", "--all").stdout.splitlines()
+    assert len(every) == 22, every  # the heading and Kafka 4.4's 21 group keys that are not internal
+    # A broker key set in server.properties is the group key's value until the group sets its own.
+    assert "  share.record.lock.duration.ms=2000 sensitive=false synonyms={STATIC_BROKER_CONFIG:group.share.record.lock.duration.ms=2000, DEFAULT_CONFIG:group.share.record.lock.duration.ms=30000}" in every
+    assert "  share.isolation.level=read_uncommitted sensitive=false synonyms={DEFAULT_CONFIG:share.isolation.level=read_uncommitted}" in every
+    broker.restart()
+    assert configs_tool(broker.bootstrap, "--describe", "--entity-name", "g-earliest").stdout.splitlines() == expected
+
+
+def test_a_groups_delivery_count_limit_overrides_the_brokers(broker: ShareBroker, probe: Probe) -> None:
+    """``share.delivery.count.limit`` 3 for one group, the broker's being 2: a record released at every
+    delivery is delivered three times before it is archived; a refusal of a value outside the broker's
+    bounds, or of a key Kafka does not know, is Kafka's."""
+    altered = configs_tool(broker.bootstrap, "--alter", "--entity-name", "g-limit3", "--add-config", "share.delivery.count.limit=3")
+    assert altered.returncode == 0, altered.stdout + altered.stderr
+    create_topic(broker.bootstrap, "share-limit3")
+    got = deliveries(probe("consume", broker.bootstrap, "share-limit3", "g-limit3", 10, policy="release-always"))
+    assert Counter(d["value"] for d in got) == Counter({f"r-{i}": 3 for i in range(10)})
+    refused = configs_tool(broker.bootstrap, "--alter", "--entity-name", "g-limit3", "--add-config", "share.delivery.count.limit=11")
+    assert refused.returncode == 1
+    assert "InvalidConfigurationException: share.delivery.count.limit must be in the range 2 to 10 inclusive." in refused.stdout + refused.stderr
+    unknown = configs_tool(broker.bootstrap, "--alter", "--entity-name", "g-limit3", "--add-config", "share.nothing=1")
+    assert unknown.returncode == 1 and "InvalidConfigurationException: Unknown group config name: share.nothing" in unknown.stdout + unknown.stderr
+
+
+def test_group_config_requests_are_answered_as_kafka_answers_them(broker: ShareBroker, connect: Callable[..., Any]) -> None:
+    """What no tool sends: APPEND (Kafka 4.4's controller knows no group key's type, so refuses it even for a
+    LIST key), the empty group name, a negative ``by_duration``, validate-only, the legacy AlterConfigs."""
+    wire = connect(broker.bootstrap)
+
+    def alter(name: str, *configs: tuple[str, int, str | None], validate_only: bool = False) -> tuple[int, str | None]:
+        resources = [{"resource_type": GROUP, "resource_name": name, "configs": [{"name": n, "config_operation": op, "value": v} for n, op, v in configs]}]
+        (answer,) = wire.call(ApiKey.IncrementalAlterConfigs, 1, {"resources": resources, "validate_only": validate_only}).responses
+        return answer.error_code, answer.error_message
+
+    def described(name: str, key: str) -> tuple[int, str | None, list[tuple[str | None, int]]]:
+        resources = [{"resource_type": GROUP, "resource_name": name, "configuration_keys": [key]}]
+        (result,) = wire.call(ApiKey.DescribeConfigs, 4, {"resources": resources, "include_synonyms": True, "include_documentation": False}).results
+        if result.error_code:
+            return result.error_code, result.error_message, []
+        (config,) = result.configs
+        return config.config_source, config.value, [(s.value, s.source) for s in config.synonyms]
+
+    assert alter("g-wire", ("streams.rack.aware.assignment.tags", APPEND, "a")) == (ErrorCode.INVALID_CONFIG, "Can't APPEND to key streams.rack.aware.assignment.tags because its type is not LIST.")
+    assert alter("", ("share.auto.offset.reset", SET, "earliest")) == (ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
+    assert alter("g-wire", ("share.auto.offset.reset", SET, "by_duration:-PT1H")) == (
+        ErrorCode.INVALID_CONFIG,
+        "Invalid value by_duration:-PT1H for configuration share.auto.offset.reset: Invalid value `by_duration:-PT1H` for configuration "
+        "share.auto.offset.reset. The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'.",
+    )
+    assert alter("g-wire", ("share.partition.max.record.locks", SET, "50")) == (
+        ErrorCode.INVALID_CONFIG, "Invalid value 50 for configuration share.partition.max.record.locks: Value must be at least 100",
+    )
+    assert alter("g-wire", ("share.auto.offset.reset", SET, "by_duration:PT1H"), validate_only=True) == (ErrorCode.NONE, None)
+    assert described("g-wire", "share.auto.offset.reset") == (DEFAULT_CONFIG, "latest", [("latest", DEFAULT_CONFIG)])
+    assert described("", "share.auto.offset.reset") == (ErrorCode.INVALID_REQUEST, "Group name must not be empty", [])
+    legacy = [{"resource_type": GROUP, "resource_name": "g-wire", "configs": [{"name": "share.isolation.level", "value": "read_committed"}]}]
+    (answer,) = wire.call(ApiKey.AlterConfigs, 2, {"resources": legacy, "validate_only": False}).responses
+    assert answer.error_code == ErrorCode.NONE
+    assert described("g-wire", "share.isolation.level") == (DYNAMIC_GROUP_CONFIG, "read_committed", [("read_committed", DYNAMIC_GROUP_CONFIG), ("read_uncommitted", DEFAULT_CONFIG)])
