@@ -147,7 +147,10 @@ members (`group.instance.id`) leave with epoch -2 and get their assignment back 
 `group.consumer.max.size` bounds a group (GROUP_MAX_SIZE_REACHED). Errors are Kafka's: FENCED_MEMBER_EPOCH,
 UNKNOWN_MEMBER_ID, UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID, UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION,
 INVALID_REQUEST. Offsets commit (OffsetCommit v9+) and fetch (OffsetFetch v9+) at the member's epoch
-(STALE_MEMBER_EPOCH); offsets of the topics a group with members subscribes to do not expire.
+(STALE_MEMBER_EPOCH); as in Kafka 4.3+ (KIP-1251) a commit may also carry an older epoch for partitions the
+member has owned since that epoch (the epoch each partition was given at is kept, and written as the
+record's AssignmentEpochs), which a commit sent while the member's heartbeat is in flight does. Offsets of
+the topics a group with members subscribes to do not expire.
 
 The group's state is Kafka 4.4's records in `__consumer_offsets` (ConsumerGroupMetadata with the group
 epoch, ConsumerGroupMemberMetadata, ConsumerGroupTargetAssignmentMetadata/Member,
@@ -174,7 +177,6 @@ Differences from Kafka 4.4:
   (`RackId` is kept and described only).
 - Kafka 4.x lets classic and consumer-protocol members share a group (online migration,
   `group.consumer.migration.policy`); odradek does not: see the conflicts above.
-- The per-partition assignment epochs of ConsumerGroupCurrentMemberAssignment (Kafka 4.3+) are not written.
 - In a mixed cluster with Kafka 3.9 brokers, a group whose coordinator is a Kafka 3.9 broker stays
   classic: that broker does not serve ConsumerGroupHeartbeat, and a client with `group.protocol=consumer`
   fails with "The cluster does not support the new CONSUMER group protocol".

@@ -5,6 +5,7 @@ and the records, reloaded from the in-memory offsets log as a restarted coordina
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 import pytest
 
@@ -132,6 +133,67 @@ def test_previous_epoch_accepted_with_a_subset_of_the_assignment():
     # The answer with epoch 2 was lost: epoch 1 with a subset of the assignment is still accepted.
     assert h.hb("m1", 1, owned={T1: kept}).error == E.NONE
     assert h.hb("m1", 1, owned={T1: frozenset(range(6))}).error == E.FENCED_MEMBER_EPOCH
+
+
+def test_a_commit_at_an_older_epoch_counts_for_the_partitions_owned_since():
+    """KIP-1251 (Kafka 4.3+): a member commits while its heartbeat is in flight, so its commit may carry the
+    epoch it had before the heartbeat that moved it on was applied. Kafka 4.4 accepts it for the partitions
+    the member has owned since that epoch; refusing it (STALE_MEMBER_EPOCH) fails the Java client's
+    ``commitSync`` with a CommitFailedException -- which killed a member of the three-member e2e test."""
+    h = Harness()
+    h.join("m1")
+    h.join("m2")
+    kept = frozenset(p for _, p in parts(h.hb("m1", 1).assignment))
+    assert h.hb("m1", 1, owned={T1: kept}).member_epoch == 2
+    given = frozenset(p for _, p in parts(h.hb("m2", 2).assignment))
+    assert given == frozenset(range(6)) - kept and h.group().state.value == "Stable"
+
+    def commit(member: str, epoch: int, *partitions: int) -> set[ErrorCode]:
+        offsets = {("t", p): OffsetAndMetadata(1) for p in partitions}
+        return set(h.coordinator.commit_offsets("g", member, None, epoch, offsets, api_version=9).value.values())
+
+    k, g = min(kept), min(given)
+    assert commit("m1", 1, k) == {E.NONE}  # m1 has owned it since epoch 1
+    assert commit("m1", 1, g) == {E.STALE_MEMBER_EPOCH}  # m1 gave it up
+    assert commit("m1", 1, k, g) == {E.STALE_MEMBER_EPOCH}  # one refused partition refuses the commit
+    assert commit("m2", 1, g) == {E.STALE_MEMBER_EPOCH}  # m2 got it at epoch 2
+    assert commit("m2", 2, g) == {E.NONE}
+    assert commit("m1", 3, k) == {E.STALE_MEMBER_EPOCH}  # newer than the member's epoch
+    # The epochs are written as Kafka 4.3+ writes them (AssignmentEpochs) and come back on a reload.
+    m1 = h.group().members["m1"]
+    assert decode_record(*encode_record(CurrentAssignmentRecord("g", "m1", m1))) == CurrentAssignmentRecord("g", "m1", replace(m1, subscribed_topic_names=frozenset(), rebalance_timeout_ms=-1, client_id="", client_host=""))
+    assert {m1.assignment_epoch(T1, p) for p in kept} == {1}
+    reloaded = Harness(h.log, h.clock, h.image).group().members
+    assert reloaded["m1"].assignment_epochs == m1.assignment_epochs and {reloaded["m2"].assignment_epoch(T1, p) for p in given} == {2}
+
+
+def test_a_member_still_revoking_keeps_its_epoch():
+    """Kafka 4.2+ (KAFKA-19974): a member that revoked what it was asked to but must revoke more for a newer
+    target stays at its epoch (it used to move to epoch + 1, an epoch the group may never have had, at which
+    a partition could be owned by two members one after the other)."""
+    h = Harness()
+    h.join("m1")
+    h.join("m2")
+    kept = frozenset(p for _, p in parts(h.hb("m1", 1).assignment))
+    h.join("m3")
+    r1 = h.hb("m1", 1, owned={T1: kept})
+    m1 = h.group().members["m1"]
+    assert (r1.member_epoch, m1.state, m1.member_epoch) == (1, MemberState.UNREVOKED_PARTITIONS, 1)
+    now = frozenset(p for _, p in parts(r1.assignment))
+    assert len(now) == 2 and h.hb("m1", 1, owned={T1: now}).member_epoch == 3
+
+
+def test_a_partition_the_member_itself_revokes_is_given_back_at_once():
+    """Kafka 4.2+ (KAFKA-19449): when the target gives a member back a partition it is revoking, the partition
+    is not "unreleased" (owned by another member): the member gets it in the same step."""
+    h = Harness()
+    h.join("m1")
+    h.join("m2")
+    kept = frozenset(p for _, p in parts(h.hb("m1", 1).assignment))
+    assert h.hb("m2", -1).error == E.NONE
+    r1 = h.hb("m1", 1, owned={T1: kept})
+    assert r1.member_epoch == 3 and parts(r1.assignment) == {(T1, p) for p in range(6)}
+    assert h.group().members["m1"].state is MemberState.STABLE
 
 
 def test_leave_fences_and_the_others_take_over():

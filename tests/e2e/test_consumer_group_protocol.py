@@ -89,7 +89,7 @@ def test_three_members_share_six_partitions_and_the_tool_describes_them(bootstra
     wait_until(
         lambda: sorted(len(m.owned()) for m in ms) == [2, 2, 2] and len(committed_values(*ms)) >= 600,
         120,
-        lambda: f"three members with two partitions each (own {[m.owned() for m in ms]}) and every record committed ({len(committed_values(*ms))})",
+        lambda: f"three members with two partitions each (own {[m.owned() for m in ms]}, exit codes {[m.proc.poll() for m in ms]}) and every record committed ({len(committed_values(*ms))})",
     )
     got = committed_values(*ms)
     assert sorted(got) == sorted(values), "every record committed exactly once"
@@ -118,6 +118,71 @@ def test_three_members_share_six_partitions_and_the_tool_describes_them(bootstra
     for m in ms:
         m.leave()
     wait_until(lambda: describe(bootstrap, group, "--state")[1][4] == "Empty", 30, "the group to be Empty")
+
+
+def test_a_commit_at_the_previous_epoch_counts_for_the_partitions_kept(bootstrap: str, connect: Any) -> None:
+    """KIP-1251 on the wire, as the Java client meets it: a member commits while the heartbeat that moves it to
+    the next epoch is in flight, so the commit carries the epoch it had. Kafka 4.4 accepts it for the
+    partitions the member kept and refuses it for those it gave up (or that another member got at a later
+    epoch); ``commitSync`` fails with CommitFailedException on a refusal."""
+    from odradek.protocol.api import ApiKey
+    from odradek.protocol.errors import ErrorCode
+
+    topic = create_topic(bootstrap, 6)
+    group = f"g-{topic}"
+    wire = connect(bootstrap)
+    retriable = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR}
+
+    def heartbeat(member: str, epoch: int, owned: set[int] | None = None) -> Any:
+        body: dict[str, Any] = {"group_id": group, "member_id": member, "member_epoch": epoch}
+        if epoch == 0:
+            body |= {"rebalance_timeout_ms": 30000, "subscribed_topic_names": [topic], "topic_partitions": []}
+        elif owned is not None:
+            body["topic_partitions"] = [{"topic_id": topic_id, "partitions": sorted(owned)}] if owned else []
+        deadline = time.monotonic() + 60
+        while (answer := wire.call(ApiKey.ConsumerGroupHeartbeat, 1, body)).error_code in retriable and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert answer.error_code == ErrorCode.NONE, answer
+        return answer
+
+    def assigned(answer: Any) -> set[int]:
+        return {p for tp in answer.assignment.topic_partitions for p in tp.partitions}
+
+    def next_assignment(member: str, epoch: int, owned: set[int] | None = None) -> Any:
+        """Heartbeat until the answer carries an assignment (Kafka 4.4 may compute a target a little later)."""
+        deadline = time.monotonic() + 30
+        while (answer := heartbeat(member, epoch, owned)).assignment is None:
+            assert time.monotonic() < deadline, "no new assignment"
+            time.sleep(0.2)
+        return answer
+
+    def commit(member: str, epoch: int, partition: int) -> int:
+        body = {"group_id": group, "generation_id_or_member_epoch": epoch, "member_id": member, "group_instance_id": None,
+                "topics": [{"name": topic, "partitions": [{"partition_index": partition, "committed_offset": 0, "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+        [[error]] = [[p.error_code for p in t.partitions] for t in wire.call(ApiKey.OffsetCommit, 9, body).topics]
+        return error
+
+    # FindCoordinator creates __consumer_offsets; the heartbeats retry until its partition is loaded.
+    wire.call(ApiKey.FindCoordinator, 4, {"key_type": 0, "coordinator_keys": [group]})
+    first, second = uuid.uuid4().hex[:22], uuid.uuid4().hex[:22]
+    joined = heartbeat(first, 0)
+    while not assigned(joined):  # Kafka's coordinator may not see the new topic at once
+        joined = next_assignment(first, joined.member_epoch, set())
+    topic_id = joined.assignment.topic_partitions[0].topic_id
+    old_epoch = joined.member_epoch
+    assert assigned(joined) == set(range(6))
+    second_epoch = heartbeat(second, 0).member_epoch
+    kept = assigned(next_assignment(first, old_epoch, set(range(6))))  # revoke the rest first
+    moved_on = heartbeat(first, old_epoch, kept)
+    assert moved_on.member_epoch > old_epoch and len(kept) == 3
+    given = assigned(next_assignment(second, second_epoch))
+    assert given == set(range(6)) - kept
+    assert commit(first, old_epoch, min(kept)) == ErrorCode.NONE
+    assert commit(first, old_epoch, min(given)) == ErrorCode.STALE_MEMBER_EPOCH
+    assert commit(second, old_epoch, min(given)) == ErrorCode.STALE_MEMBER_EPOCH
+    assert commit(first, moved_on.member_epoch + 1, min(kept)) == ErrorCode.STALE_MEMBER_EPOCH
+    for member, epoch in ((first, moved_on.member_epoch), (second, second_epoch)):
+        wire.call(ApiKey.ConsumerGroupHeartbeat, 1, {"group_id": group, "member_id": member, "member_epoch": -1})
 
 
 def test_churn_loses_nothing_and_commits_nothing_twice(bootstrap: str, members: Any) -> None:

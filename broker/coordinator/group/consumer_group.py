@@ -22,12 +22,15 @@ import enum
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from odradek.protocol.errors import ErrorCode
 
 Assignment = Mapping[uuid.UUID, frozenset[int]]
 """Partitions by topic id. Never holds an empty set."""
+
+AssignmentEpochs = Mapping[tuple[uuid.UUID, int], int]
+"""(topic id, partition) -> the member epoch at which the member was given the partition (KIP-1251)."""
 
 EMPTY_ASSIGNMENT: Assignment = {}
 
@@ -95,6 +98,15 @@ class ConsumerGroupMember:
     server_assignor: str | None = None
     assigned_partitions: Assignment = field(default_factory=dict)
     partitions_pending_revocation: Assignment = field(default_factory=dict)
+    assignment_epochs: AssignmentEpochs = field(default_factory=dict)
+    """For each partition it owns (assigned or pending revocation), the epoch at which it got it; a partition
+    a record stores no epoch for (one written before Kafka 4.3) counts as given at the member's epoch."""
+
+    def assignment_epoch(self, topic_id: uuid.UUID, partition: int) -> int | None:
+        """The epoch at which the member got the partition; None if it does not own it."""
+        if partition not in self.assigned_partitions.get(topic_id, ()) and partition not in self.partitions_pending_revocation.get(topic_id, ()):
+            return None
+        return self.assignment_epochs.get((topic_id, partition), max(self.member_epoch, 0))
 
     def with_epoch(self, epoch: int) -> "ConsumerGroupMember":
         """Kafka's ``updateMemberEpoch``: the current epoch becomes the previous one."""
@@ -210,17 +222,32 @@ class ConsumerGroup:
 
     # -- offsets ------------------------------------------------------------------------------------------
 
-    def validate_offset_commit(self, member_id: str, member_epoch: int, is_transactional: bool, api_version: int) -> ErrorCode | None:
-        """Kafka's ``ConsumerGroup.validateOffsetCommit``: a commit without a member (epoch < 0) only into
-        an empty group; a member commits at its current epoch, with OffsetCommit v9+."""
+    def validate_offset_commit(
+        self, member_id: str, member_epoch: int, is_transactional: bool, api_version: int, partitions: Iterable[tuple[uuid.UUID | None, int]]
+    ) -> ErrorCode | None:
+        """Kafka 4.4's ``ConsumerGroup.validateOffsetCommit``: a commit without a member (epoch < 0) only into
+        an empty group; a member commits with OffsetCommit v9+, at its current epoch or -- KIP-1251 -- at an
+        older one for partitions it has owned since that epoch or before (``partitions``: topic id, or None
+        for a topic the metadata does not know, and partition).
+
+        The older epoch is the common case, not a corner: a member commits while its heartbeat is in flight,
+        and the heartbeat that moves it to a new epoch is applied before the commit that still carries the
+        old one arrives. Refusing it (STALE_MEMBER_EPOCH) fails the Java client's ``commitSync`` with a
+        CommitFailedException although the member owned those partitions all along."""
         if member_epoch < 0 and not self.members:
             return None
-        if member_id not in self.members:
+        member = self.members.get(member_id)
+        if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if not is_transactional and api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
-        if member_epoch != self.members[member_id].member_epoch:
+        if member_epoch > member.member_epoch:
             return ErrorCode.STALE_MEMBER_EPOCH
+        if member_epoch < member.member_epoch:
+            for topic_id, partition in partitions:
+                given_at = member.assignment_epoch(topic_id, partition) if topic_id is not None else None
+                if given_at is None or given_at > member_epoch:
+                    return ErrorCode.STALE_MEMBER_EPOCH
         return None
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode | None:
@@ -324,7 +351,9 @@ def reconcile(
     if member.state is MemberState.UNREVOKED_PARTITIONS:
         if _owns_any(owned, member.partitions_pending_revocation):
             return member
-        return _next_assignment(member, member.member_epoch + 1, target_epoch, target, current_partition_epoch, owned)
+        # Kafka 4.2+ (KAFKA-19974) no longer bumps the epoch here: a partition is owned by one member at any
+        # given epoch, which the assignment epochs of offset commits rely on.
+        return _next_assignment(member, member.member_epoch, target_epoch, target, current_partition_epoch, owned)
     if member.state is MemberState.UNRELEASED_PARTITIONS:
         return _next_assignment(member, member.member_epoch, target_epoch, target, current_partition_epoch, owned)
     if owned is None or owned:
@@ -357,7 +386,9 @@ def _next_assignment(
         kept = current & wanted
         revoke = current - kept
         add = set(wanted - kept)
-        unreleased = {p for p in add if current_partition_epoch(topic_id, p) != -1}
+        # A partition this member itself is revoking is not another member's (KAFKA-19449).
+        revoking = member.partitions_pending_revocation.get(topic_id, frozenset())
+        unreleased = {p for p in add if current_partition_epoch(topic_id, p) != -1 and p not in revoking}
         if unreleased:
             has_unreleased = True
             add -= unreleased
@@ -367,13 +398,34 @@ def _next_assignment(
     revocation = without_empty(pending_revocation)
     if revocation and _owns_any(owned, revocation):
         # Revocation before assignment: the member stays at its epoch until it gives these up.
+        kept_assignment = without_empty(assigned)
         return replace(
             member.with_epoch(member_epoch),
             state=MemberState.UNREVOKED_PARTITIONS,
-            assigned_partitions=without_empty(assigned),
+            assigned_partitions=kept_assignment,
             partitions_pending_revocation=revocation,
+            assignment_epochs=_epochs(member, (kept_assignment, revocation), member_epoch),
         )
     for topic_id, partitions in pending_assignment.items():
         assigned[topic_id] |= partitions
     state = MemberState.UNRELEASED_PARTITIONS if has_unreleased else MemberState.STABLE
-    return replace(member.with_epoch(target_epoch), state=state, assigned_partitions=without_empty(assigned), partitions_pending_revocation={})
+    new_assignment = without_empty(assigned)
+    return replace(
+        member.with_epoch(target_epoch),
+        state=state,
+        assigned_partitions=new_assignment,
+        partitions_pending_revocation={},
+        assignment_epochs=_epochs(member, (new_assignment,), target_epoch),
+    )
+
+
+def _epochs(member: ConsumerGroupMember, assignments: tuple[Assignment, ...], new_epoch: int) -> dict[tuple[uuid.UUID, int], int]:
+    """The assignment epochs of what the member owns next: a partition it keeps keeps its epoch, a partition
+    it is given now gets ``new_epoch``, the epoch it moves to (Kafka's KIP-1251)."""
+    epochs = {}
+    for assignment in assignments:
+        for topic_id, partitions in assignment.items():
+            for p in partitions:
+                old = member.assignment_epoch(topic_id, p)
+                epochs[(topic_id, p)] = new_epoch if old is None else old
+    return epochs

@@ -61,6 +61,7 @@ from odradek.protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from odradek.broker.config import BrokerConfig
     from odradek.controller.metadata_image import MetadataImage
+    from odradek.storage.topic_partition import TopicPartition
 
 log = logging.getLogger("odradek.group_coordinator")
 
@@ -575,6 +576,13 @@ class ConsumerGroupManager:
             timeout,
             lambda: self._fence_by_timer(group_id, member_id, f"it failed to transition from epoch {epoch} within {timeout}ms.", epoch),
         )
+
+    def by_topic_id(self, partitions: Iterable["TopicPartition"]) -> list[tuple[uuid.UUID | None, int]]:
+        """Partitions named as assignments name them: (topic id, None for a topic the metadata does not know;
+        partition)."""
+        image = self.metadata()
+        topics = image.topics if image is not None else {}
+        return [(info.topic_id if (info := topics.get(topic)) is not None else None, partition) for topic, partition in partitions]
 
     # -- groups as a whole -------------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ moment it decides it, and replays the partition's log when it loads it, so the t
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass, replace
 from typing import Union
 
@@ -129,6 +130,11 @@ def _topic_partitions(assignment: Assignment) -> list[dict]:
     return [{"topic_id": topic_id, "partitions": sorted(partitions)} for topic_id, partitions in assignment.items()]
 
 
+def _owned_partitions(member: ConsumerGroupMember, assignment: Assignment) -> list[dict]:
+    """TopicPartitions with the AssignmentEpochs Kafka 4.3+ writes beside them (KIP-1251)."""
+    return [tp | {"assignment_epochs": [member.assignment_epoch(tp["topic_id"], p) for p in tp["partitions"]]} for tp in _topic_partitions(assignment)]
+
+
 def encode_record(record: ConsumerGroupRecord) -> tuple[bytes, bytes | None]:
     """The record's key and value bytes (value None: a tombstone)."""
     group = {"group_id": record.group_id}
@@ -179,8 +185,8 @@ def encode_record(record: ConsumerGroupRecord) -> tuple[bytes, bytes | None]:
                 "member_epoch": m.member_epoch,
                 "previous_member_epoch": m.previous_member_epoch,
                 "state": int(m.state),
-                "assigned_partitions": [tp | {"assignment_epochs": None} for tp in _topic_partitions(m.assigned_partitions)],
-                "partitions_pending_revocation": [tp | {"assignment_epochs": None} for tp in _topic_partitions(m.partitions_pending_revocation)],
+                "assigned_partitions": _owned_partitions(m, m.assigned_partitions),
+                "partitions_pending_revocation": _owned_partitions(m, m.partitions_pending_revocation),
             },
         )
     key = _key(CONSUMER_GROUP_REGULAR_EXPRESSION, cr.CONSUMER_GROUP_REGULAR_EXPRESSION_KEY, group | {"regular_expression": record.regex})
@@ -213,6 +219,17 @@ _VALUES: dict[int, Message] = {
 
 def _assignment(topic_partitions: list) -> Assignment:
     return {tp.topic_id: frozenset(tp.partitions) for tp in topic_partitions if tp.partitions}
+
+
+def _assignment_epochs(topic_partitions: list, member_epoch: int) -> dict[tuple[uuid.UUID, int], int]:
+    """The AssignmentEpochs of a record; a record without them (before Kafka 4.3) gives each partition the
+    member's epoch, as Kafka reads such a record."""
+    default = max(member_epoch, 0)
+    epochs: dict[tuple[uuid.UUID, int], int] = {}
+    for tp in topic_partitions:
+        given = tp.assignment_epochs if tp.assignment_epochs is not None and len(tp.assignment_epochs) == len(tp.partitions) else [default] * len(tp.partitions)
+        epochs.update(((tp.topic_id, p), e) for p, e in zip(tp.partitions, given))
+    return epochs
 
 
 def decode_record(key_bytes: bytes | memoryview, value_bytes: bytes | memoryview | None) -> ConsumerGroupRecord | None:
@@ -267,6 +284,7 @@ def decode_record(key_bytes: bytes | memoryview, value_bytes: bytes | memoryview
                 state=MemberState.of(value.state),
                 assigned_partitions=_assignment(value.assigned_partitions),
                 partitions_pending_revocation=_assignment(value.partitions_pending_revocation),
+                assignment_epochs=_assignment_epochs(value.assigned_partitions + value.partitions_pending_revocation, value.member_epoch),
             )
         return CurrentAssignmentRecord(group_id, key.member_id, member)
     if value is None:
@@ -277,7 +295,7 @@ def decode_record(key_bytes: bytes | memoryview, value_bytes: bytes | memoryview
 # -- replay --------------------------------------------------------------------------------------------------
 
 _SUBSCRIPTION_FIELDS = ("instance_id", "rack_id", "client_id", "client_host", "subscribed_topic_names", "subscribed_topic_regex", "rebalance_timeout_ms", "server_assignor")
-_ASSIGNMENT_FIELDS = ("member_epoch", "previous_member_epoch", "state", "assigned_partitions", "partitions_pending_revocation")
+_ASSIGNMENT_FIELDS = ("member_epoch", "previous_member_epoch", "state", "assigned_partitions", "partitions_pending_revocation", "assignment_epochs")
 
 
 def replay(groups: dict[str, ConsumerGroup], record: ConsumerGroupRecord) -> None:
@@ -308,7 +326,7 @@ def replay(groups: dict[str, ConsumerGroup], record: ConsumerGroupRecord) -> Non
     elif isinstance(record, CurrentAssignmentRecord):
         old = group.members.get(record.member_id) or ConsumerGroupMember(record.member_id)
         if record.member is None:
-            group.update_member(replace(old, member_epoch=LEAVE_GROUP_MEMBER_EPOCH, previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH, assigned_partitions={}, partitions_pending_revocation={}))
+            group.update_member(replace(old, member_epoch=LEAVE_GROUP_MEMBER_EPOCH, previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH, assigned_partitions={}, partitions_pending_revocation={}, assignment_epochs={}))
         else:
             group.update_member(replace(old, **{f: getattr(record.member, f) for f in _ASSIGNMENT_FIELDS}))
     elif isinstance(record, TargetAssignmentMemberRecord):

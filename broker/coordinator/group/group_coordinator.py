@@ -637,7 +637,7 @@ class GroupCoordinatorShard(CoordinatorShard):
         group = self.groups.get(group_id)
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:
-            refused = consumer_group.validate_offset_commit(member_id, generation_id, producer is not None, api_version)
+            refused = consumer_group.validate_offset_commit(member_id, generation_id, producer is not None, api_version, self.consumer.by_topic_id(offsets))
             if refused is not None:
                 return fail(refused)
             if group is None:
