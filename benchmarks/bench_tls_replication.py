@@ -86,6 +86,7 @@ def _measure(zookeeper: kafka_jvm.ZooKeeper, root: Path, protocol: str, pki: Pki
         for broker_id, (client, internal) in ports.items():
             config = _config(broker_id, client, internal, zookeeper.connect + chroot, protocol, pki)
             brokers.append(Broker(root / f"{protocol}-{broker_id}", config=config, subprocess=True).start())
+            kafka_jvm.wait_until_serving(f"127.0.0.1:{client}", kafka_jvm.STARTUP_TIMEOUT_S)  # knows the controller
         bootstrap = ",".join(f"127.0.0.1:{client}" for client, _ in ports.values())
         topic = _replicated_topic(bootstrap)
         cpu_before = sum(process_cpu_seconds(b.pid) for b in brokers)

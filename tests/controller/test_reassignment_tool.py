@@ -163,6 +163,7 @@ def foreign_broker(cluster: ZkCluster, root: Path) -> Iterator[Node]:
     """Broker 3 of the other kind joins the cluster: odradek in Kafka's, Kafka in odradek's."""
     if cluster.kind == "kafka":
         broker = Broker(root / "odradek-3", config={"zookeeper.connect": cluster.zookeeper_connect, "broker.id": 3, **SETTINGS}, subprocess=True).start()
+        kafka_jvm.wait_until_serving(broker.bootstrap, kafka_jvm.STARTUP_TIMEOUT_S)  # as KafkaBroker.start waits
         try:
             yield Node(broker.bootstrap, lambda: broker.pid, broker.kill)
         finally:

@@ -71,6 +71,7 @@ class Node:
     def start(self, log_dir: Path, zookeeper_connect: str) -> None:
         config = {"zookeeper.connect": zookeeper_connect, "broker.id": self.broker_id, "listeners": self.listeners, **SECURITY}
         self.broker = Broker(log_dir, config=config, subprocess=True).start()
+        kafka_jvm.wait_until_serving(self.plaintext, kafka_jvm.STARTUP_TIMEOUT_S)  # as KafkaBroker.start waits
 
     @property
     def listeners(self) -> str:

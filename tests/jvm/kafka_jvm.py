@@ -270,7 +270,10 @@ class KafkaBroker:
 
 
 def wait_until_serving(bootstrap: str, timeout_s: float) -> None:
-    """Until the broker answers Metadata with itself in it (a broker listens before it has registered)."""
+    """Until the broker answers Metadata naming brokers and the controller. A ZooKeeper-mode broker (Kafka's
+    or odradek's) listens before it knows either: both come with the controller's first UpdateMetadata,
+    and until then it answers no brokers and controller -1 -- which an admin client (librdkafka) that
+    bootstrapped on it takes as "no controller yet" and does not ask again for a while."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
@@ -278,7 +281,8 @@ def wait_until_serving(bootstrap: str, timeout_s: float) -> None:
     last: object = None
     while time.monotonic() < deadline:
         try:
-            if admin.list_topics(timeout=2).brokers:
+            metadata = admin.list_topics(timeout=2)
+            if metadata.brokers and metadata.controller_id >= 0:
                 return
         except Exception as exc:  # not serving yet
             last = exc

@@ -89,6 +89,7 @@ def odradek_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
             if broker_id == 2:
                 config["console.listener"] = "http://127.0.0.1:0"
             brokers.append(Broker(log_dir=root / f"broker{broker_id}", subprocess=True, config=config).start())
+            kafka_jvm.wait_until_serving(brokers[-1].bootstrap, kafka_jvm.STARTUP_TIMEOUT_S)  # knows the controller
         url = _console_address(lambda: list(brokers[1].output))
         admin = AdminClient({"bootstrap.servers": brokers[0].bootstrap})
         wait_for(lambda: len(admin.list_topics(timeout=10).brokers) == 2, timeout_s=60, what="both brokers in the metadata")
@@ -202,6 +203,7 @@ def test_offline_and_under_replicated_partitions_are_highlighted(browser, tmp_pa
             if broker_id == 2:
                 config["console.listener"] = "http://127.0.0.1:0"
             brokers.append(Broker(log_dir=tmp_path / f"broker{broker_id}", subprocess=True, config=config).start())
+            kafka_jvm.wait_until_serving(brokers[-1].bootstrap, kafka_jvm.STARTUP_TIMEOUT_S)  # knows the controller
         url = _console_address(lambda: list(brokers[1].output))
         admin = AdminClient({"bootstrap.servers": brokers[1].bootstrap})
         wait_for(lambda: len(admin.list_topics(timeout=10).brokers) == 2, timeout_s=60, what="both brokers in the metadata")
