@@ -165,13 +165,24 @@ UNDEFINED_CODES = [("resource_type", "resource_type_filter", -128), ("pattern", 
 """(creation argument, filter field, code): codes outside Kafka's enums that a mutation fuzz sent (issue 26).
 Only UNKNOWN (0) makes Kafka's request constructors refuse a request, and the connection close; these
 parse, as UNKNOWN elements of a binding."""
+UNDEFINED_CASES = [*([c] for c in UNDEFINED_CODES), UNDEFINED_CODES]
+"""Each code alone, and all four in one binding, as the fuzz sent them."""
+
+
+@pytest.fixture(params=["authorizer", "no-authorizer"])
+def kafka_and_odradek(request) -> tuple[str, str]:
+    """The bootstraps of the real Kafka and of odradek, both with AclAuthorizer or both without one (where
+    every ACL request that parses is answered SECURITY_DISABLED)."""
+    kafka, odradek = ("kafka_with_acls", "odradek_with_acls") if request.param == "authorizer" else ("real_kafka", "odradek_as_kafka")
+    return request.getfixturevalue(kafka).bootstrap, request.getfixturevalue(odradek).bootstrap
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3])
-@pytest.mark.parametrize("argument,filter_field,code", UNDEFINED_CODES, ids=[c[0] for c in UNDEFINED_CODES])
-def test_undefined_codes_are_answered_as_kafka_at_every_version(argument: str, filter_field: str, code: int, version: int, kafka_with_acls, odradek_with_acls, connect) -> None:
-    created = creation(name="undefined", **{argument: code})
-    filters = {"resource_type_filter": TOPIC, "resource_name_filter": "undefined", "pattern_type_filter": LITERAL, "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1, filter_field: code}
+@pytest.mark.parametrize("codes", UNDEFINED_CASES, ids=[c[0][0] for c in UNDEFINED_CODES] + ["all-four"])
+def test_undefined_codes_are_answered_as_kafka_at_every_version(codes: list[tuple[str, str, int]], version: int, kafka_and_odradek: tuple[str, str], connect) -> None:
+    created = creation(name="undefined", **{argument: code for argument, _, code in codes})
+    filters = {"resource_type_filter": TOPIC, "resource_name_filter": "undefined", "pattern_type_filter": LITERAL, "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
+    filters.update({field: code for _, field, code in codes})
 
     def answers(bootstrap: str) -> list:
         seen = []
@@ -182,10 +193,11 @@ def test_undefined_codes_are_answered_as_kafka_at_every_version(argument: str, f
                 seen.append((api.name, "closed"))
                 continue
             entries = answer.results if api == ApiKey.CreateAcls else answer.filter_results if api == ApiKey.DeleteAcls else [answer]
-            seen.append((api.name, [(e.error_code, e.error_message) for e in entries]))
+            seen.append((api.name, [(e.error_code, e.error_message, len(e.get("resources") or e.get("matching_acls") or [])) for e in entries]))
         return seen
 
-    assert answers(odradek_with_acls.bootstrap) == answers(kafka_with_acls.bootstrap)
+    kafka, odradek = kafka_and_odradek
+    assert answers(odradek) == answers(kafka)
 
 
 def test_without_an_authorizer_the_tool_is_told_security_is_disabled(real_kafka, odradek_as_kafka) -> None:
