@@ -17,6 +17,7 @@ from typing import Iterable, Mapping, Protocol
 
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.java_hash import int32, java_divide, java_double_string, java_min, java_round, java_whole
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 DEFAULT = "<default>"
@@ -116,11 +117,13 @@ def entity_of(path: str) -> Entity:
 
 
 def typed_value(key: str, value: float, key_type: str) -> str:
-    """The property string Kafka stores for a quota value: a LONG/INT must be whole (within 1e-6)."""
+    """The property string Kafka stores for a quota value: a LONG/INT must be whole (within 1e-6), compared
+    as Kafka's ``ZkAdminManager`` compares it in doubles after a saturating cast, so NaN is taken as 0, the
+    infinities are refused and 2^63 is Long.MAX_VALUE."""
     if key_type == "DOUBLE":
-        return repr(float(value))
-    whole = int(value + 1e-6)
-    if abs(whole - value) > 1e-6:
+        return java_double_string(value)
+    whole = java_whole(value + 1e-6, 64 if key_type == "LONG" else 32)
+    if abs(float(whole) - value) > 1e-6:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Configuration {key} must be a {key_type} value")
     return str(whole)
 
@@ -283,12 +286,18 @@ class Rate:
 class ClientQuotaManager:
     """One quota type (``producer_byte_rate``, ``consumer_byte_rate``, ...): a rate per sensor, measured
     against the client's bound; a client over it is told to wait Kafka's throttle time,
-    ``(rate - bound) / bound * window``."""
+    ``(rate - bound) / bound * window``, at most ``max_throttle_ms`` when set.
+
+    Kafka computes the throttle time in doubles, rounds it to a long, bounds it, then casts it to an int, and
+    throttles only when that is positive: a bound of 0 gives Long.MAX_VALUE, which as an int is -1 (not
+    throttled) unless ``max_throttle_ms`` bounds it first (request_percentage: throttled one window); a
+    NaN or negative bound is always exceeded but never throttles. So here, rather than dividing by zero."""
 
     key: str
     configs: ClientQuotaConfigs
     samples: int = 11
     window_ms: int = 1000
+    max_throttle_ms: int | None = None
     sensors: dict[tuple[str, str], Rate] = field(default_factory=dict)
 
     def record_and_get_throttle_ms(self, user: str, client_id: str, value: float, now_ms: int) -> int:
@@ -300,7 +309,10 @@ class ClientQuotaManager:
         measured = rate.measure(now_ms)
         if measured <= bound:
             return 0
-        return round((measured - bound) / bound * rate.window_size_ms(now_ms))
+        throttle_ms = java_round(java_divide(measured - bound, bound) * rate.window_size_ms(now_ms))
+        if self.max_throttle_ms is not None:
+            throttle_ms = min(throttle_ms, self.max_throttle_ms)
+        return max(0, int32(throttle_ms))
 
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         """Take back what was recorded for an answer not sent after all (a throttled fetch is answered empty)."""
@@ -311,14 +323,16 @@ class ClientQuotaManager:
     def max_value_in_window(self, user: str, client_id: str) -> int | None:
         """Kafka's ``getMaxValueInQuotaWindow``: the most one answer may carry, bound x (samples - 1) windows."""
         _, bound = self.configs.quota(self.key, user, client_id)
-        return None if bound is None else int(bound * (self.samples - 1) * self.window_ms / 1000)
+        return None if bound is None else java_whole(bound * (self.samples - 1) * self.window_ms / 1000, 32)
 
 
 @dataclass
 class TokenBucket:
     """Kafka's ``TokenBucket`` stat (KIP-599): it holds at most a burst of ``bound`` x samples x window
     tokens, refilled at ``bound`` per second; a mutation takes its partitions' worth and may drive it below
-    zero, and it then takes ``-tokens / bound`` seconds to be back at zero."""
+    zero, which exceeds the quota until it is back at zero, ``-tokens / bound`` seconds later. In doubles, as
+    Kafka's: a bound of 0 refills nothing (its throttle time is Long.MAX_VALUE), a negative one is always
+    exceeded, a NaN one never."""
 
     bound: float
     burst: float
@@ -326,14 +340,13 @@ class TokenBucket:
     updated_ms: int
 
     def refill(self, now_ms: int) -> float:
-        self.tokens = min(self.burst, self.tokens + self.bound * (now_ms - self.updated_ms) / 1000)
+        self.tokens = java_min(self.burst, self.tokens + self.bound * (now_ms - self.updated_ms) / 1000)
         self.updated_ms = now_ms
         return self.tokens
 
-    def throttle_ms(self, now_ms: int) -> int:
-        """How long until the bucket is back at zero: 0 unless it is below."""
-        tokens = self.refill(now_ms)
-        return round(-tokens / self.bound * 1000) if tokens < 0 else 0
+    def throttle_ms(self, tokens: float) -> int:
+        """How long until the bucket is back at zero from ``tokens`` below it (Kafka's ``throttleTimeMs``)."""
+        return java_round(java_divide(-tokens, self.bound) * 1000)
 
 
 class ControllerMutationQuota:
@@ -349,22 +362,21 @@ class ControllerMutationQuota:
     def record(self, partitions: int, now_s: float) -> None:
         """Charge a mutation of ``partitions`` partitions; raises THROTTLING_QUOTA_EXCEEDED when strict and
         the client is over its rate (nothing is charged then)."""
-        if self.bucket is None:
+        bucket = self.bucket
+        if bucket is None:
             return
         now_ms = int(now_s * 1000)
-        if self.strict:
-            throttle_ms = self.bucket.throttle_ms(now_ms)
-            if throttle_ms > 0:
-                self._throttle_ms, self._recorded_s = throttle_ms, now_s
-                raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED)  # the code's own text: Kafka's answer leaves it null
-        self.bucket.refill(now_ms)
-        self.bucket.tokens = min(self.bucket.burst, self.bucket.tokens - partitions)
-        if not self.strict and (throttle_ms := self.bucket.throttle_ms(now_ms)) > 0:
-            self._throttle_ms, self._recorded_s = throttle_ms, now_s
+        if self.strict and (tokens := bucket.refill(now_ms)) < 0:
+            self._throttle_ms, self._recorded_s = bucket.throttle_ms(tokens), now_s
+            raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED)  # the code's own text: Kafka's answer leaves it null
+        bucket.refill(now_ms)
+        bucket.tokens = java_min(bucket.burst, bucket.tokens - partitions)
+        if not self.strict and (tokens := bucket.refill(now_ms)) < 0:
+            self._throttle_ms, self._recorded_s = bucket.throttle_ms(tokens), now_s
 
     def throttle_ms(self, now_s: float) -> int:
-        """The throttle time last met, less the time since (the mutations may have taken a while)."""
-        return max(0, self._throttle_ms - int((now_s - self._recorded_s) * 1000))
+        """The throttle time last met, less the time since (the mutations may have taken a while), as an int."""
+        return int32(max(0, self._throttle_ms - int((now_s - self._recorded_s) * 1000)))
 
 
 @dataclass
@@ -383,7 +395,9 @@ class ControllerMutationQuotaManager:
         burst = bound * self.samples * self.window_ms / 1000
         bucket = self.buckets.get(tags)
         if bucket is None:
-            bucket = self.buckets[tags] = TokenBucket(bound, burst, burst, int(now_s * 1000))
+            # Kafka's starts empty, last refilled at the epoch: its first refill fills it (to the burst, or
+            # for a negative bound far below zero).
+            bucket = self.buckets[tags] = TokenBucket(bound, burst, 0.0, 0)
         bucket.bound, bucket.burst = bound, burst  # a changed quota applies to the tokens the client has
         return ControllerMutationQuota(bucket, strict)
 
@@ -430,7 +444,8 @@ class ClientQuotas:
             ClientQuotaManager(PRODUCE, configs, samples, window_ms),
             ClientQuotaManager(FETCH, configs, samples, window_ms),
             ControllerMutationQuotaManager(configs, samples, window_ms),
-            ClientQuotaManager(REQUEST, configs, samples, window_ms),
+            # Kafka's ClientRequestQuotaManager throttles a client for one window at most.
+            ClientQuotaManager(REQUEST, configs, samples, window_ms, max_throttle_ms=window_ms),
         )
 
     def any_quota(self) -> bool:
@@ -442,7 +457,7 @@ class ClientQuotas:
         thread: 1 ms is 0.1 percent for a second); over it, the throttle time (at most one quota window,
         as Kafka's ``ClientRequestQuotaManager``), for which the connection is muted."""
         user, client_id, _ = quota_client(request)
-        throttle_ms = min(self.request.record_and_get_throttle_ms(user, client_id, handling_ns * 100 / 1e9, int(now_s * 1000)), self.request.window_ms)
+        throttle_ms = self.request.record_and_get_throttle_ms(user, client_id, handling_ns * 100 / 1e9, int(now_s * 1000))
         self.throttle(request, throttle_ms, now_s)
         return throttle_ms
 

@@ -33,7 +33,7 @@ def handle(authorization: "Authorization", client_quotas: "ClientQuotaConfigs", 
             if allowed:
                 try:
                     client_quotas.alter(entity, [(op.key, None if op.remove else op.value) for op in entry.ops], body.validate_only)
-                    code = ErrorCode.NONE
+                    code, message = ErrorCode.NONE, None
                 except KafkaError as exc:
                     code, message = exc.code, exc.message
             entries.append({"error_code": code, "error_message": message, "entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()]})

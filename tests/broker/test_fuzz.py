@@ -58,6 +58,19 @@ def produce(topic: str, version: int, records: bytes) -> bytes:
     return encode_request(ApiKey.Produce, version, 7, {"acks": 1, "timeout_ms": 5000, "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]}, client_id="fuzzer")
 
 
+QUOTAS_AT_THE_EDGES = {"producer_byte_rate": float("nan"), "request_percentage": float("nan"), "controller_mutation_rate": 0.0}
+"""Quotas no operator would set, which Kafka stores (NaN as 0) and measures in doubles without failing."""
+
+
+def alter_quotas(remove: bool) -> bytes:
+    ops = [{"key": key, "value": value, "remove": remove} for key, value in QUOTAS_AT_THE_EDGES.items()]
+    return encode_request(ApiKey.AlterClientQuotas, 1, 7, {"entries": [{"entity": [{"entity_type": "client-id", "entity_name": "fuzz-quota"}], "ops": ops}], "validate_only": False}, client_id="fuzzer")
+
+
+def create_topic(name: str) -> bytes:
+    return encode_request(ApiKey.CreateTopics, 7, 7, {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1}], "timeout_ms": 5000}, client_id="fuzz-quota")
+
+
 def acl_filter(**codes: int) -> dict:
     return {"resource_type_filter": 2, "resource_name_filter": "fuzzed", "pattern_type_filter": 3, "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1, **codes}
 
@@ -76,6 +89,10 @@ REGRESSIONS: list[tuple[str, bytes, str]] = [
     ("Fetch v3 that must down-convert that record", encode_request(ApiKey.Fetch, 3, 7, BODIES[ApiKey.Fetch], client_id="fuzzer"), "answered"),
     ("that batch recompressed into the topic's codec", produce(RECOMPRESSED, 9, wrapping_batch()), "answered"),
     ("a legacy message with a negative timestamp, up-converted", produce("fuzzed", 2, legacy_message(-5)), "answered"),
+    ("quotas of NaN and 0", alter_quotas(remove=False), "answered"),
+    ("a produce under them", encode_request(ApiKey.Produce, 9, 7, {"acks": 1, "timeout_ms": 5000, "topic_data": [{"name": "fuzzed", "partition_data": [{"index": 0, "records": build_batch([Record(value=b"q")])}]}]}, client_id="fuzz-quota"), "answered"),
+    *((f"a topic created under them ({n})", create_topic(f"fuzz-quota-{n}"), "answered") for n in (1, 2)),
+    ("the quotas removed", alter_quotas(remove=True), "answered"),
     *((f"{api.name} v{version} with undefined ACL codes", encode_request(api, version, 7, body, client_id="fuzzer"), "answered") for version in range(4) for api, body in (
         (ApiKey.CreateAcls, {"creations": [acl_creation(resource_type=-128, resource_pattern_type=67, operation=-1, permission_type=17)]}),
         (ApiKey.DescribeAcls, acl_filter(resource_type_filter=-128, pattern_type_filter=67, operation=-1, permission_type=17)),
@@ -83,9 +100,9 @@ REGRESSIONS: list[tuple[str, bytes, str]] = [
     )),
 ]
 """What earlier fuzz runs found (issue 26): answers that could not be encoded, numbers that overflowed when
-re-packed (a retention, a record timestamp), and ACL codes outside Kafka's enums. tests/broker/test_request_limits_wire.py and
-test_acls.py compare each kind with the real Kafka; here each must be answered (or closed) with nothing
-unhandled in the broker's log."""
+re-packed (a retention, a record timestamp) or were divided by (a quota), and ACL codes outside Kafka's
+enums. tests/broker/test_request_limits_wire.py, test_quota_values_wire.py and test_acls.py compare each kind
+with the real Kafka; here each must be answered (or closed) with nothing unhandled in the broker's log."""
 
 
 def valid_frame(key: int, version: int, correlation_id: int) -> bytes:
