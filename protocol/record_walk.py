@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import NamedTuple
 
 from odradek.protocol import _records
 from odradek.protocol.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, decompress
@@ -51,8 +52,7 @@ class RecordErrorKind(IntEnum):
     TIMESTAMP_OUT_OF_RANGE = 1
 
 
-@dataclass(frozen=True, slots=True)
-class TimestampBounds:
+class TimestampBounds(NamedTuple):
     """KIP-937: a CreateTime record's timestamp must lie within [now - before_max, now + after_max]."""
 
     now: int
@@ -70,8 +70,7 @@ class RecordProblem:
     offset_delta: int
 
 
-@dataclass(frozen=True, slots=True)
-class WalkedBatch:
+class WalkedBatch(NamedTuple):
     max_timestamp: int
     """The largest record timestamp (-1 when none is larger): what Kafka stores as the batch's."""
     offsets_in_sequence: bool

@@ -24,7 +24,6 @@ import os
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -75,8 +74,7 @@ class OffsetOutOfRangeError(KafkaError):
         super().__init__(ErrorCode.OFFSET_OUT_OF_RANGE, message)
 
 
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
+class AppendInfo(NamedTuple):
     """What an append did, as Kafka's LogAppendInfo reports it to the produce path."""
 
     first_offset: int
@@ -92,15 +90,13 @@ class AppendInfo:
     original append's and the produce succeeds with them."""
 
 
-@dataclass(frozen=True, slots=True)
-class LogOffsetMetadata:
+class LogOffsetMetadata(NamedTuple):
     message_offset: int
     segment_base_offset: int = -1
     relative_position: int = -1
 
 
-@dataclass(frozen=True, slots=True)
-class FetchDataInfo:
+class FetchDataInfo(NamedTuple):
     """The result of a read: slices of segment files (at most one segment's worth, as in Kafka)."""
 
     fetch_offset_metadata: LogOffsetMetadata

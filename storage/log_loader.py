@@ -13,7 +13,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from odradek.protocol.record_batch import BatchHeader
 from odradek.storage.checkpoints import fsync_dir
@@ -42,8 +42,7 @@ _TEMPORARY_SUFFIXES = (".tmp", CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX)
 _INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
-@dataclass(frozen=True, slots=True)
-class LoadedLog:
+class LoadedLog(NamedTuple):
     """What loading found (Kafka's LoadedLogOffsets plus the segments): the log starts from it."""
 
     segments: list[LogSegment]

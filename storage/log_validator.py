@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from odradek.protocol import legacy_records
 from odradek.protocol.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType
@@ -82,8 +82,7 @@ class RecordValidationError(KafkaError):
         self.record_errors = record_errors
 
 
-@dataclass(frozen=True, slots=True)
-class ValidationResult:
+class ValidationResult(NamedTuple):
     """An append the validator passed (Kafka's ``LogValidator.ValidationResult``): the records to write, as
     received or rebuilt, writable so the log can patch their headers in place, and each batch's (position,
     header); validated for ``origin``, whose producer-state rules the log applies."""

@@ -26,6 +26,7 @@ import struct
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import BatchHeader, crc32c
@@ -68,8 +69,7 @@ def read_end_txn_marker(batch: bytes | bytearray | memoryview) -> EndTransaction
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class CompletedTxn:
+class CompletedTxn(NamedTuple):
     """A transaction a marker just ended (Kafka's CompletedTxn): its first offset and the marker's offset."""
 
     producer_id: int
@@ -83,8 +83,7 @@ def decrement_sequence(sequence: int, decrement: int) -> int:
     return (sequence - decrement) % (INT32_MAX + 1)
 
 
-@dataclass(frozen=True, slots=True)
-class BatchMetadata:
+class BatchMetadata(NamedTuple):
     last_seq: int
     last_offset: int
     offset_delta: int

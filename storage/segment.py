@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 from odradek.protocol.record_batch import LOG_OVERHEAD, BatchHeader
 from odradek.storage.file_records import FileRecords, FileSlice
@@ -55,8 +54,7 @@ class SegmentOverflowError(Exception):
     """An offset that no longer fits the segment's 32-bit relative offsets (the log must roll first)."""
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetPosition:
+class OffsetPosition(NamedTuple):
     """Where a read starts: the batch holding (or following) an offset, and its size."""
 
     offset: int
@@ -64,8 +62,7 @@ class OffsetPosition:
     size: int
 
 
-@dataclass(frozen=True, slots=True)
-class SegmentRead:
+class SegmentRead(NamedTuple):
     """A segment's answer to a read: the bytes to send and the metadata of where the read started."""
 
     start: OffsetPosition

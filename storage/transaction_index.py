@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 ENTRY = struct.Struct(">hqqqq")
 CURRENT_VERSION = 0
@@ -22,8 +22,7 @@ class CorruptTransactionIndexError(Exception):
     pass
 
 
-@dataclass(frozen=True, slots=True)
-class AbortedTxn:
+class AbortedTxn(NamedTuple):
     producer_id: int
     first_offset: int
     last_offset: int

@@ -13,9 +13,8 @@ from __future__ import annotations
 import collections
 import enum
 import logging
-from dataclasses import dataclass
 import time
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Protocol
 
 from odradek.broker.network.framing import FrameReader, FrameTooLarge
 from odradek.broker.network.memory_pool import MemoryPool, Unbounded
@@ -37,8 +36,7 @@ class VersionRange(Protocol):
     def max_version(self) -> int: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Endpoint:
+class Endpoint(NamedTuple):
     """The listener a connection came through, and the two ends of its socket."""
 
     listener_name: str
@@ -58,24 +56,21 @@ class ConnectionState(enum.Enum):
     """A protocol violation or the shell ended it: nothing more is read."""
 
 
-@dataclass(frozen=True, slots=True)
-class RequestReceived:
+class RequestReceived(NamedTuple):
     """A request for the handlers. ``size`` bytes stay charged to the memory pool until ``release``."""
 
     request: Request
     size: int
 
 
-@dataclass(frozen=True, slots=True)
-class AnswerReady:
+class AnswerReady(NamedTuple):
     """An answer the connection made itself (already a size-prefixed frame), to queue in order."""
 
     data: bytes
     size: int
 
 
-@dataclass(frozen=True, slots=True)
-class ConnectionEnded:
+class ConnectionEnded(NamedTuple):
     """Close after what is queued is sent, and after ``answer`` if any, sent once ``delay_s`` has passed (a
     failed authentication); ``reason`` is for the log."""
 
