@@ -28,7 +28,7 @@ from odradek.broker.replication.new_logs import make_logs, unmake_logs
 from odradek.broker.replication.log_dir_failure import LogDirFailureChannel
 from odradek.broker.replication.replica_manager import ReplicaManager
 from odradek.broker.security.client import inter_broker_security
-from odradek.broker.security.scram import SCRAM_CREDENTIALS_FILE, CredentialStore, FileCredentialStore
+from odradek.broker.security.credential_file import SCRAM_CREDENTIALS_FILE, FileCredentialStore
 from odradek.controller.embedded_controller import EmbeddedController
 from odradek.controller.metadata_image import BrokerInfo, MetadataImage, TopicInfo
 from odradek.controller.metadata_support import MetadataSupport
@@ -39,6 +39,7 @@ from odradek.storage.log_manager import LogManager
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
+    from odradek.broker.security.scram import CredentialStore
     from odradek.broker.coordinator.group.share_groups import ShareGroupCoordinator
     from odradek.broker.coordinator.transaction.transaction_markers import MarkerWriter
     from odradek.broker.authorizer.acl_authorizer import AclStore

@@ -20,7 +20,8 @@ from odradek.broker.security.oauthbearer import OAuthBearerServer, UnsecuredVali
 from odradek.broker.security.plain import PlainServer
 from odradek.broker.security.sasl_authenticator import SaslSettings
 from odradek.broker.security.sasl_mechanism import parse_jaas
-from odradek.broker.security.scram import SCRAM_MECHANISMS, FileCredentialStore, ScramCredential, ScramServer
+from odradek.broker.security.credential_file import FileCredentialStore
+from odradek.broker.security.scram import SCRAM_MECHANISMS, ScramCredential, ScramServer
 from odradek.protocol.api import ApiKey, decode_response, encode_request
 from odradek.protocol.errors import ErrorCode
 
