@@ -9,9 +9,8 @@ warned about, and bad values stop the broker with a message naming the key.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, TypeVar
+from typing import Any, Mapping, NamedTuple, TypeVar
 
 from odradek.storage.config_types import ConfigKey, ConfigType, ConfigError, ConfigValue
 
@@ -270,8 +269,7 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in BROKER_CONFIG}
 IGNORED_PREFIXES = ("ssl.", "sasl.", "security.", "metric", "kafka.metrics", "quota.", "client.quota", "controller.", "process.roles", "remote.", "authorizer.", "super.users", "principal.", "listener.name.", "max.connections", "delegation.token", "share.", "password.encoder")
 
 
-@dataclass(frozen=True)
-class Listener:
+class Listener(NamedTuple):
     name: str
     host: str
     port: int

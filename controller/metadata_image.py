@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 MAX_TOPIC_NAME_LENGTH = 249
@@ -38,8 +38,7 @@ def unify_collision_chars(name: str) -> str:
     return name.replace(".", "_")
 
 
-@dataclass(frozen=True)
-class BrokerInfo:
+class BrokerInfo(NamedTuple):
     node_id: int
     host: str
     port: int

@@ -12,7 +12,6 @@ topic to unload or forget, no timers, no transaction to complete.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 if TYPE_CHECKING:
@@ -30,8 +29,7 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"
 SHARE_GROUP_STATE_TOPIC = "__share_group_state"
 
 
-@dataclass(frozen=True)
-class CoordinatorTopic:
+class CoordinatorTopic(NamedTuple):
     """A coordinator's internal topic, as the first FindCoordinator creates it."""
 
     name: str

@@ -25,7 +25,7 @@ import socket
 import ssl
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 import anyio.lowlevel
@@ -541,8 +541,7 @@ class Connection:
             remaining -= len(chunk)
 
 
-@dataclass(frozen=True)
-class BoundListener:
+class BoundListener(NamedTuple):
     """A listening socket and what its connections speak."""
 
     name: str

@@ -13,7 +13,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from odradek.controller.metadata_image import PartitionState
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -75,8 +75,7 @@ class FollowerState:
             self.last_fetch_time_ms = now_ms if in_sync else 0
 
 
-@dataclass(frozen=True)
-class PendingIsrChange:
+class PendingIsrChange(NamedTuple):
     """An ISR change the leader asked the controller for and awaits (Kafka's PendingExpandIsr /
     PendingShrinkIsr): the ISR it sent, and the maximal ISR meanwhile -- the committed ISR plus a replica
     being added -- over which the high watermark is computed, so no answer can make it go back."""
@@ -87,8 +86,7 @@ class PendingIsrChange:
     partition_epoch: int
 
 
-@dataclass(frozen=True)
-class AlterPartitionResult:
+class AlterPartitionResult(NamedTuple):
     """The controller's answer for one partition: an error, or the ISR and partition epoch it committed."""
 
     error: ErrorCode

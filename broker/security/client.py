@@ -7,8 +7,7 @@ of odradek's admin tools, from Kafka's client properties."""
 from __future__ import annotations
 
 import ssl
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Mapping, NamedTuple
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.security.listeners import SASL_PROTOCOLS, TLS_PROTOCOLS, inter_broker_listener, jaas_config, security_protocol_map, tls_setting
@@ -22,8 +21,7 @@ if TYPE_CHECKING:
 # listener is PLAINTEXT (every single node) never loads them.
 
 
-@dataclass(frozen=True)
-class ClientSecurity:
+class ClientSecurity(NamedTuple):
     security_protocol: str = "PLAINTEXT"
     ssl_context: ssl.SSLContext | None = None
     mechanism: str | None = None

@@ -4,8 +4,7 @@ and its SASL mechanisms, checked at start-up as Kafka's ``KafkaConfig`` checks t
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from odradek.broker.config import BrokerConfig
 from odradek.storage.config_types import ConfigError
@@ -27,8 +26,7 @@ TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 
 
-@dataclass(frozen=True)
-class ListenerSecurity:
+class ListenerSecurity(NamedTuple):
     name: str
     security_protocol: str
     tls: TlsSettings | None = None
