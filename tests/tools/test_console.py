@@ -69,35 +69,43 @@ def _console_address(lines: Callable[[], list[str]], timeout_s: float = 30.0) ->
     raise AssertionError("the console never said where it serves:\n" + "".join(lines()[-30:]))
 
 
-@pytest.fixture(scope="module")
-def odradek_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """ZooKeeper and two odradek brokers; broker 2 serves the console (bootstrap, console URL)."""
-    root = tmp_path_factory.mktemp("console-cluster")
+@contextlib.contextmanager
+def two_brokers(root: Path, config: Callable[[int], dict[str, str]]) -> Iterator[tuple[list[Broker], str]]:
+    """ZooKeeper and odradek brokers 1 and 2, each with ``config(id)``, broker 2 serving the console (the
+    brokers, the console's URL), both in the metadata; all stopped afterwards."""
     zookeeper = kafka_jvm.ZooKeeper(root / "zookeeper").start()
     brokers: list[Broker] = []
     try:
         for broker_id in (1, 2):
-            config = {
-                "broker.id": str(broker_id),
-                "zookeeper.connect": zookeeper.connect,
-                "offsets.topic.replication.factor": "2",
-                "default.replication.factor": "2",
-                "prometheus.port": str(kafka_jvm.free_port()),
-                "prometheus.host": "127.0.0.1",
-                "broker.rack": f"rack-{broker_id}",
-            }
+            props = {"broker.id": str(broker_id), "zookeeper.connect": zookeeper.connect, **config(broker_id)}
             if broker_id == 2:
-                config["console.listener"] = "http://127.0.0.1:0"
-            brokers.append(Broker(log_dir=root / f"broker{broker_id}", subprocess=True, config=config).start())
+                props["console.listener"] = "http://127.0.0.1:0"
+            brokers.append(Broker(log_dir=root / f"broker{broker_id}", subprocess=True, config=props).start())
             kafka_jvm.wait_until_serving(brokers[-1].bootstrap, kafka_jvm.STARTUP_TIMEOUT_S)  # knows the controller
         url = _console_address(lambda: list(brokers[1].output))
         admin = AdminClient({"bootstrap.servers": brokers[0].bootstrap})
         wait_for(lambda: len(admin.list_topics(timeout=10).brokers) == 2, timeout_s=60, what="both brokers in the metadata")
-        yield brokers[0].bootstrap, url
+        yield brokers, url
     finally:
         for b in brokers:
             b.stop()
         zookeeper.stop()
+
+
+@pytest.fixture(scope="module")
+def odradek_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """The console's cluster for most tests (bootstrap, console URL): replicated, with racks and metrics."""
+    def config(broker_id: int) -> dict[str, str]:
+        return {
+            "offsets.topic.replication.factor": "2",
+            "default.replication.factor": "2",
+            "prometheus.port": str(kafka_jvm.free_port()),
+            "prometheus.host": "127.0.0.1",
+            "broker.rack": f"rack-{broker_id}",
+        }
+
+    with two_brokers(tmp_path_factory.mktemp("console-cluster"), config) as (brokers, url):
+        yield brokers[0].bootstrap, url
 
 
 @pytest.fixture(scope="module")
@@ -195,18 +203,8 @@ def test_problem_partitions_are_highlighted(page, target: Target) -> None:
 def test_offline_and_under_replicated_partitions_are_highlighted(browser, tmp_path: Path) -> None:
     """Two brokers of its own, the console on broker 2; broker 1 stops: the partition it alone held is
     offline, the one it shared with broker 2 under-replicated, on the cluster, topics and topic pages."""
-    zookeeper = kafka_jvm.ZooKeeper(tmp_path / "zookeeper").start()
-    brokers: list[Broker] = []
-    try:
-        for broker_id in (1, 2):
-            config = {"broker.id": str(broker_id), "zookeeper.connect": zookeeper.connect, "offsets.topic.replication.factor": "1"}
-            if broker_id == 2:
-                config["console.listener"] = "http://127.0.0.1:0"
-            brokers.append(Broker(log_dir=tmp_path / f"broker{broker_id}", subprocess=True, config=config).start())
-            kafka_jvm.wait_until_serving(brokers[-1].bootstrap, kafka_jvm.STARTUP_TIMEOUT_S)  # knows the controller
-        url = _console_address(lambda: list(brokers[1].output))
+    with two_brokers(tmp_path, lambda broker_id: {"offsets.topic.replication.factor": "1"}) as (brokers, url):
         admin = AdminClient({"bootstrap.servers": brokers[1].bootstrap})
-        wait_for(lambda: len(admin.list_topics(timeout=10).brokers) == 2, timeout_s=60, what="both brokers in the metadata")
         for f in admin.create_topics([NewTopic("alone", 1, replica_assignment=[[1]]), NewTopic("shared", 1, replica_assignment=[[1, 2]])]).values():
             f.result(15)
         wait_for(lambda: all(len(p.isrs) == len(p.replicas) for t in ("alone", "shared") for p in admin.list_topics(t, timeout=10).topics[t].partitions.values()), timeout_s=30, what="full ISRs")
@@ -228,10 +226,6 @@ def test_offline_and_under_replicated_partitions_are_highlighted(browser, tmp_pa
             for topic in ("alone", "shared"):
                 tab.goto(f"/topics/{topic}")
                 assert tab.locator('#partitions tr[data-partition="0"]').get_attribute("class") == "bad"
-    finally:
-        for b in brokers:
-            b.stop()
-        zookeeper.stop()
 
 
 def test_cluster_page_shows_every_broker_and_the_controller(page, target: Target) -> None:
@@ -499,13 +493,29 @@ def test_live_charts_draw_the_brokers_figures(page, target: Target) -> None:
 # -- security ----------------------------------------------------------------------------------------------------
 
 
-def _post(url: str, data: bytes, headers: dict[str, str]) -> int:
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/x-www-form-urlencoded", **headers}, method="POST")
+def _status(url: str, form: bytes | None = None, headers: dict[str, str] | None = None) -> int:
+    """The HTTP status of a GET of ``url``, or of a POST of ``form`` to it."""
+    headers = dict(headers or {})
+    if form is not None:
+        headers["Content-Type"] = "application/x-www-form-urlencoded"
+    request = urllib.request.Request(url, data=form, headers=headers, method="GET" if form is None else "POST")
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status
     except urllib.error.HTTPError as exc:
         return exc.code
+
+
+def _group_past_one_record(bootstrap: str, topic: str, group: str) -> None:
+    """``topic`` with one record in partition 0, and ``group`` (no members) having committed offset 1."""
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(topic, value=b"v", partition=0)
+    producer.flush(15)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+    finally:
+        consumer.close()
 
 
 def test_every_change_needs_a_post_with_the_csrf_token(browser, odradek_cluster: tuple[str, str]) -> None:
@@ -516,15 +526,8 @@ def test_every_change_needs_a_post_with_the_csrf_token(browser, odradek_cluster:
     topic, group = f"guarded-{time.monotonic_ns() % 10**9}", f"guarded-group-{time.monotonic_ns() % 10**9}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(15)
-    producer = Producer({"bootstrap.servers": bootstrap})
-    producer.produce(topic, value=b"v", partition=0)
-    producer.flush(15)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
-    finally:
-        consumer.close()
-    wait_for(lambda: _get_status(f"{url}/topics/{topic}") == 200, timeout_s=15, what="the topic known to the console's broker")
+    _group_past_one_record(bootstrap, topic, group)
+    wait_for(lambda: _status(f"{url}/topics/{topic}") == 200, timeout_s=15, what="the topic known to the console's broker")
     actions: set[str] = set()
     with browser_tab(browser, url) as tab:
         for path in ("/", "/topics", f"/topics/{topic}", f"/topics/{topic}/messages", "/groups", f"/groups/{group}", "/charts"):
@@ -535,10 +538,10 @@ def test_every_change_needs_a_post_with_the_csrf_token(browser, odradek_cluster:
     assert actions == changes  # create, delete, add partitions, change a config, produce, reset offsets, delete a group
     fields = f"name={topic}-forged&count=5&key=retention.ms&value=1&scenario=earliest&partitions=1"
     for action in sorted(changes):
-        assert _post(url + action, fields.encode(), {}) == 403, action
-        assert _post(url + action, f"{fields}&csrf=abc".encode(), {"Cookie": "odradek_console_csrf=abc", "Origin": "http://evil.example"}) == 403, action
+        assert _status(url + action, fields.encode()) == 403, action
+        assert _status(url + action, f"{fields}&csrf=abc".encode(), {"Cookie": "odradek_console_csrf=abc", "Origin": "http://evil.example"}) == 403, action
         if action not in ("/topics", f"/topics/{topic}/messages"):  # those two are pages too
-            assert _get_status(url + action) == 405, action
+            assert _status(url + action) == 405, action
     metadata = admin.list_topics(timeout=10)
     assert f"{topic}-forged" not in metadata.topics and len(metadata.topics[topic].partitions) == 1
     configs = admin.describe_configs([ConfigResource("topic", topic)])
@@ -552,27 +555,12 @@ def test_every_change_needs_a_post_with_the_csrf_token(browser, odradek_cluster:
         assert response.headers["X-Frame-Options"] == "DENY"
 
 
-def _get_status(url: str) -> int:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
-
-
 def test_names_from_the_cluster_are_shown_as_text_never_run(browser, odradek_cluster: tuple[str, str]) -> None:
     """A group id is any string a client chooses: one that is markup and script shows as itself."""
     bootstrap, url = odradek_cluster
     group = f"<img src=x onerror=alert(1)>'\");alert(2);//{time.monotonic_ns() % 10**6}"
     topic = f"named-{time.monotonic_ns() % 10**9}"
-    producer = Producer({"bootstrap.servers": bootstrap})
-    producer.produce(topic, value=b"v", partition=0)
-    producer.flush(15)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
-    finally:
-        consumer.close()
+    _group_past_one_record(bootstrap, topic, group)
     with browser_tab(browser, url) as tab:
         dialogs: list[str] = []
         tab.on("dialog", lambda d: (dialogs.append(d.message), d.accept() if d.message.startswith("Delete group") else d.dismiss()))
@@ -604,7 +592,7 @@ def test_the_console_binds_loopback_by_default(tmp_path: Path) -> None:
         assert _console_address(lambda: log.read_text().splitlines()) == "http://127.0.0.1:9644"
         listening = sp.run(["ss", "-Hltnp", "sport = :9644"], capture_output=True, text=True, check=True).stdout
         assert [line.split()[3] for line in listening.splitlines() if f"pid={proc.pid}," in line] == ["127.0.0.1:9644"]
-        assert _get_status("http://127.0.0.1:9644/static/console.css") == 200
+        assert _status("http://127.0.0.1:9644/static/console.css") == 200
     finally:
         proc.terminate()
         proc.wait(30)
@@ -619,19 +607,12 @@ def test_basic_auth_and_bearer_token(tmp_path: Path) -> None:
     try:
         url = _console_address(lambda: log.read_text().splitlines())
 
-        def status(headers: dict[str, str]) -> int:
-            try:
-                with urllib.request.urlopen(urllib.request.Request(f"{url}/static/console.css", headers=headers), timeout=10) as response:
-                    return response.status
-            except urllib.error.HTTPError as exc:
-                return exc.code
-
         basic = lambda user, password: {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}  # noqa: E731
-        assert status({}) == 401
-        assert status(basic("admin", "wrong")) == 401
-        assert status(basic("admin", "s3cret")) == 200
-        assert status({"Authorization": "Bearer tok3n"}) == 200
-        assert status({"Authorization": "Bearer nope"}) == 401
+        assert _status(f"{url}/static/console.css", headers={}) == 401
+        assert _status(f"{url}/static/console.css", headers=basic("admin", "wrong")) == 401
+        assert _status(f"{url}/static/console.css", headers=basic("admin", "s3cret")) == 200
+        assert _status(f"{url}/static/console.css", headers={"Authorization": "Bearer tok3n"}) == 200
+        assert _status(f"{url}/static/console.css", headers={"Authorization": "Bearer nope"}) == 401
     finally:
         proc.terminate()
         proc.wait(30)
