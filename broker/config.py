@@ -226,6 +226,10 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     _k("group.max.size", I, INT_MAX, "The maximum number of consumers that a single consumer group can accommodate.", at_least=1),
     _k("group.consumer.heartbeat.interval.ms", I, 5000, "The heartbeat interval given to the members of a consumer group (KIP-848 consumer protocol).", at_least=1),
     _k("group.consumer.session.timeout.ms", I, 45000, "The timeout to detect client failures when using the consumer group protocol.", at_least=1),
+    _k("group.consumer.min.session.timeout.ms", I, 45000, "The minimum allowed session timeout for registered consumers (consumer group protocol).", at_least=1),
+    _k("group.consumer.max.session.timeout.ms", I, 60000, "The maximum allowed session timeout for registered consumers (consumer group protocol).", at_least=1),
+    _k("group.consumer.min.heartbeat.interval.ms", I, 5000, "The minimum heartbeat interval for registered consumers (consumer group protocol).", at_least=1),
+    _k("group.consumer.max.heartbeat.interval.ms", I, 15000, "The maximum heartbeat interval for registered consumers (consumer group protocol).", at_least=1),
     _k("group.consumer.max.size", I, INT_MAX, "The maximum number of consumers that a single consumer group (consumer protocol) can accommodate.", at_least=1),
     _k("group.consumer.assignors", LIST, "uniform,range", "The server-side assignors of the consumer group protocol, by name (uniform, range) or Kafka's class name; the first is the default."),
     # share groups (KIP-932) and the share coordinator
@@ -293,6 +297,25 @@ def parse_listeners(value: str) -> list[Listener]:
     return out
 
 
+KEY_ORDER: tuple[tuple[str, str, str], ...] = (
+    ("group.consumer.max.heartbeat.interval.ms", ">=", "group.consumer.min.heartbeat.interval.ms"),
+    ("group.consumer.heartbeat.interval.ms", ">=", "group.consumer.min.heartbeat.interval.ms"),
+    ("group.consumer.heartbeat.interval.ms", "<=", "group.consumer.max.heartbeat.interval.ms"),
+    ("group.consumer.max.session.timeout.ms", ">=", "group.consumer.min.session.timeout.ms"),
+    ("group.consumer.session.timeout.ms", ">=", "group.consumer.min.session.timeout.ms"),
+    ("group.consumer.session.timeout.ms", "<=", "group.consumer.max.session.timeout.ms"),
+    ("group.consumer.heartbeat.interval.ms", "<", "group.consumer.session.timeout.ms"),
+)
+"""Keys whose values must keep an order, checked at start-up as Kafka's GroupCoordinatorConfig does (with its
+messages): a consumer group's heartbeat interval and session timeout within their bounds, the interval
+shorter than the session."""
+
+_ORDER_CHECKS = {
+    ">=": (lambda a, b: a >= b, "must be greater than or equal to"),
+    "<=": (lambda a, b: a <= b, "must be less than or equal to"),
+    "<": (lambda a, b: a < b, "must be less than"),
+}
+
 T = TypeVar("T")
 
 
@@ -322,6 +345,10 @@ class BrokerConfig:
             raise ConfigError("replica.socket.timeout.ms should always be at least replica.fetch.wait.max.ms to prevent unnecessary socket timeouts")
         if self["replica.fetch.wait.max.ms"] > self["replica.lag.time.max.ms"]:
             raise ConfigError("replica.fetch.wait.max.ms should always be less than or equal to replica.lag.time.max.ms to prevent frequent changes in ISR")
+        for left, relation, right in KEY_ORDER:
+            holds, words = _ORDER_CHECKS[relation]
+            if not holds(self[left], self[right]):
+                raise ConfigError(f"{left} {words} {right}")
         self.listeners = parse_listeners(self["listeners"])
         if not self.listeners:
             raise ConfigError("listeners must name at least one listener")

@@ -139,8 +139,6 @@ GROUP_CONFIG: tuple[GroupKey, ...] = (
 GROUP_KEYS: dict[str, GroupKey] = {g.name: g for g in GROUP_CONFIG}
 
 KAFKA_BROKER_DEFAULTS: dict[str, Any] = {
-    "group.consumer.min.session.timeout.ms": 45000, "group.consumer.max.session.timeout.ms": 60000,
-    "group.consumer.min.heartbeat.interval.ms": 5000, "group.consumer.max.heartbeat.interval.ms": 15000,
     "group.consumer.assignment.interval.ms": 1000,
     "group.consumer.min.assignment.interval.ms": 0, "group.consumer.max.assignment.interval.ms": 15000,
     "group.consumer.assignor.offload.enable": True,

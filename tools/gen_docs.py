@@ -142,7 +142,10 @@ assignor (`group.consumer.assignors`: `uniform` first, then `range`; a member ma
 `group.remote.assignor`) computes the target assignment; each heartbeat moves a member one step towards it,
 revoking partitions before another member gets them (UNREVOKED_PARTITIONS, UNRELEASED_PARTITIONS). Members
 are fenced after `group.consumer.session.timeout.ms` (45000) without a heartbeat and when they do not revoke
-within their rebalance timeout; they heartbeat every `group.consumer.heartbeat.interval.ms` (5000). Static
+within their rebalance timeout; they heartbeat every `group.consumer.heartbeat.interval.ms` (5000). A group's
+`consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms` (GROUP config resources) take their place
+for it, within `group.consumer.min/max.session.timeout.ms` and `group.consumer.min/max.heartbeat.interval.ms`,
+which also bound the broker's own values at start-up with Kafka's messages. Static
 members (`group.instance.id`) leave with epoch -2 and get their assignment back when they rejoin;
 `group.consumer.max.size` bounds a group (GROUP_MAX_SIZE_REACHED). Errors are Kafka's: FENCED_MEMBER_EPOCH,
 UNKNOWN_MEMBER_ID, UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID, UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION,
@@ -206,9 +209,27 @@ SHARE_GROUPS = [
     "",
     "Differences from Kafka 4.4, and what is not served yet:",
     "",
-    "- Group configs (GROUP config resources in DescribeConfigs/IncrementalAlterConfigs) are not served: the",
-    "  broker's `group.share.*` settings apply to every share group, and a share group starts at the latest",
-    "  offset (`share.auto.offset.reset`'s default; `earliest` cannot be chosen), read uncommitted.",
+    "- Group configs (GROUP config resources, type 32, in DescribeConfigs, IncrementalAlterConfigs and the legacy",
+    "  AlterConfigs, as Kafka 4.4 accepts them in all three; `broker/group_config.py`) are served with Kafka",
+    "  4.4's keys, values in force (the group's override, else its broker key's, with that key's source),",
+    "  checks and refusals (INVALID_CONFIG with Kafka's messages; an APPEND or SUBTRACT refused for every group",
+    "  key, as Kafka's controller does). Kafka keeps them in its KRaft metadata log; odradek keeps them with",
+    "  the rest of its cluster metadata: the embedded controller's metadata file, and in ZooKeeper mode",
+    "  `/config/groups/<group>` with a `/config/changes` notification every odradek broker follows (a Kafka 3.9",
+    "  broker of a mixed cluster logs an error for that notification, whose entity type it does not know, and",
+    "  goes on). What takes",
+    "  effect: a share partition created after the change starts where `share.auto.offset.reset` says",
+    "  (`earliest`, `latest`, `by_duration:<ISO-8601>`) and runs with the group's",
+    "  `share.record.lock.duration.ms`, `share.delivery.count.limit` and `share.partition.max.record.locks`;",
+    "  `share.isolation.level` applies at the next fetch. Differences: a share partition already running keeps",
+    "  the lock duration and limits it was created with (Kafka reads them at each acquisition); the",
+    "  `share.session.timeout.ms`/`heartbeat.interval.ms`, the `consumer.*` keys but `consumer.session.timeout.ms`",
+    "  and `consumer.heartbeat.interval.ms` (which the consumer group coordinator uses), `streams.*` and",
+    "  `errors.deadletterqueue.*` keys are checked, stored and described but not acted on; the bounds",
+    "  odradek's broker table lacks (`group.share.max.delivery.count.limit`, the streams group's...) are fixed",
+    "  at Kafka 4.4's defaults; configs are listed in table order, not Kafka's hash order; a group's configs",
+    "  stay when the group is deleted; and `kafka-configs.sh --describe --entity-type groups` without",
+    "  `--entity-name` lists nothing (it asks ListConfigResources v1, not served).",
     "- Share group membership is kept in memory, not as ShareGroup\\* records in `__consumer_offsets`: after",
     "  the coordinator restarts or moves, members hear UNKNOWN_MEMBER_ID and join again (their records' state",
     "  is in `__share_group_state` and survives). The simple assignor recomputes from scratch (Kafka's is",

@@ -28,6 +28,7 @@ T2 = uuid.UUID(int=2)
 class Image:
     def __init__(self) -> None:
         self.topics: dict[str, TopicInfo] = {}
+        self.group_configs: dict[str, dict[str, str]] = {}
 
     def add(self, name: str, topic_id: uuid.UUID, partitions: int) -> None:
         self.topics[name] = TopicInfo(name, topic_id, {p: PartitionState(0, 0, [0], [0]) for p in range(partitions)})
@@ -219,6 +220,17 @@ def test_session_timeout_fences_a_silent_member():
         h.hb("m2", h.group().members["m2"].member_epoch)
     h.advance(1000)
     assert set(h.group().members) == {"m2"}
+
+
+def test_a_group_config_sets_the_session_timeout_and_heartbeat_interval():
+    """Kafka 4.4's consumer.session.timeout.ms and consumer.heartbeat.interval.ms group configs (GROUP config
+    resources) take the place of the broker's group.consumer.* for that group."""
+    h = Harness(session_timeout_ms=45000)
+    h.image.group_configs["g"] = {"consumer.session.timeout.ms": "12000", "consumer.heartbeat.interval.ms": "3000"}
+    assert h.join("m1").heartbeat_interval_ms == 3000
+    assert h.join("m1", group="other").heartbeat_interval_ms == 5000
+    h.advance(12001)
+    assert "m1" not in h.group().members and "m1" in h.group("other").members
 
 
 def test_rebalance_timeout_fences_a_member_that_does_not_revoke():

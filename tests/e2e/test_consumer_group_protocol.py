@@ -23,14 +23,25 @@ import kafka44_jvm
 import pytest
 from group_members import Member, wait_until
 
-SESSION_TIMEOUT_S = 45  # group.consumer.session.timeout.ms: Kafka's default, which odradek keeps
+from odradek import Broker
+
+SESSION_TIMEOUT_S = int(kafka44_jvm.CONSUMER_GROUP_SETTINGS["group.consumer.session.timeout.ms"]) // 1000
+
+
+@pytest.fixture(scope="module")
+def odradek44(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """odradek set up as the shared Kafka 4.4 node: its settings, heartbeats every second and 10 s sessions
+    (kafka44_jvm.CONSUMER_GROUP_SETTINGS) among them."""
+    config = {"broker.id": "0", **kafka44_jvm.SINGLE_NODE_SETTINGS, **kafka44_jvm.CONSUMER_GROUP_SETTINGS}
+    with Broker(log_dir=tmp_path_factory.mktemp("odradek44"), subprocess=True, config=config) as b:
+        yield b
 
 
 @pytest.fixture(params=["odradek", "kafka44"])
 def bootstrap(request: pytest.FixtureRequest) -> str:
     """The broker under test: odradek, or the real Kafka 4.4 it is compared with."""
     if request.param == "odradek":
-        return request.getfixturevalue("odradek_as_kafka").bootstrap
+        return request.getfixturevalue("odradek44").bootstrap
     return request.getfixturevalue("real_kafka44").bootstrap
 
 
@@ -110,7 +121,7 @@ def test_three_members_share_six_partitions_and_the_tool_describes_them(bootstra
         group_id, _member, host, _client, n, epoch, current, target_epoch, target = row
         assert (group_id, host, n, epoch == target_epoch, current == target) == (group, "/127.0.0.1", "2", True, True)
         assert current.startswith(f"{topic}:")
-    [state_header, state] = describe(bootstrap, group, "--state", "--verbose")
+    [state_header, state] = last[-1]  # what settled() saw: the tool's --state --verbose of the Stable group
     assert state_header == ["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]
     assert (state[3], state[4], state[5] == state[6], state[7]) == ("uniform", "Stable", True, "3")
     header, *offsets = describe(bootstrap, group)
@@ -259,9 +270,9 @@ def test_librdkafka_members_share_the_partitions(bootstrap: str) -> None:
     assert sorted(everything) == sorted(values), "every record committed exactly once"
 
 
-def test_kafka_features_describes_group_version_as_on_kafka_44(odradek_as_kafka: Any, real_kafka44: Any) -> None:
+def test_kafka_features_describes_group_version_as_on_kafka_44(odradek44: Broker, real_kafka44: Any) -> None:
     described = []
-    for address in (odradek_as_kafka.bootstrap, real_kafka44.bootstrap):
+    for address in (odradek44.bootstrap, real_kafka44.bootstrap):
         done = kafka44_jvm.run_tool("kafka-features", "--bootstrap-server", address, "describe")
         assert done.returncode == 0, done.stderr
         [line] = [line for line in done.stdout.splitlines() if line.startswith("Feature: group.version")]
@@ -269,17 +280,17 @@ def test_kafka_features_describes_group_version_as_on_kafka_44(odradek_as_kafka:
     assert described[0] == described[1] == "Feature: group.version SupportedMinVersion: 0 SupportedMaxVersion: 1 FinalizedVersionLevel: 1".split()
 
 
-def test_kafka_dump_log_decodes_the_group_records(odradek_as_kafka: Any, members: Any) -> None:
+def test_kafka_dump_log_decodes_the_group_records(odradek44: Broker, members: Any) -> None:
     """The ConsumerGroup* records odradek writes are Kafka 4.4's: its ``kafka-dump-log.sh --offsets-decoder``
     reads every one (it prints "Error at offset" for a record it cannot parse)."""
-    bootstrap = odradek_as_kafka.bootstrap
+    bootstrap = odradek44.bootstrap
     topic = create_topic(bootstrap, 2)
     produce(bootstrap, topic, ["a", "b"], 2)
     group = f"g-{topic}"
     member = members(bootstrap, topic, group, instance="dumped")
     wait_until(lambda: len(member.batches()[0]) == 2, 90, "the records committed")
     member.leave()
-    segments = sorted(odradek_as_kafka.log_dir.glob(f"__consumer_offsets-{kafka44_jvm.coordinator_partition(group)}/*.log"))
+    segments = sorted(odradek44.log_dir.glob(f"__consumer_offsets-{kafka44_jvm.coordinator_partition(group)}/*.log"))
     done = kafka44_jvm.run_tool("kafka-dump-log", "--files", ",".join(map(str, segments)), "--offsets-decoder")
     assert done.returncode == 0, done.stderr
     mine = [line for line in done.stdout.splitlines() if f'"{group}"' in line or "Error at offset" in line]

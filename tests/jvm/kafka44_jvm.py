@@ -53,6 +53,16 @@ topic on one node; a three-node cluster keeps Kafka's replication defaults (3, m
 
 CLUSTER_SETTINGS: dict[str, str] = {k: v for k, v in kafka_jvm.BROKER_SETTINGS.items() if "replication.factor" not in k and "min.isr" not in k}
 
+CONSUMER_GROUP_SETTINGS: dict[str, str] = {
+    "group.consumer.min.session.timeout.ms": "10000",
+    "group.consumer.session.timeout.ms": "10000",
+    "group.consumer.min.heartbeat.interval.ms": "1000",
+    "group.consumer.heartbeat.interval.ms": "1000",
+}
+"""What the consumer group protocol's tests run both brokers with (the shared node has them): members heartbeat
+every second rather than every 5 s, so each step of a rebalance waits a second, and a killed member is fenced
+after 10 s rather than 45 s. Kafka's bounds (``group.consumer.min.*``) are lowered with them, as they must be."""
+
 TOOLS: dict[str, str] = {
     "kafka-topics": "org.apache.kafka.tools.TopicCommand",
     "kafka-configs": "org.apache.kafka.tools.ConfigCommand",
@@ -348,7 +358,8 @@ _shared: RealKafka44 | None = None
 
 
 def shared_kafka44() -> RealKafka44:
-    """The session's Kafka 4.4: ``ODRADEK_COMPAT_KAFKA44`` if set, else one combined KRaft node started once."""
+    """The session's Kafka 4.4: ``ODRADEK_COMPAT_KAFKA44`` if set, else one combined KRaft node started once
+    (with :data:`CONSUMER_GROUP_SETTINGS`)."""
     global _shared
     if _shared is not None:
         return _shared
@@ -358,7 +369,7 @@ def shared_kafka44() -> RealKafka44:
         return _shared
     classpath()  # fails with the command that fetches a missing jar set
     root = Path(tempfile.mkdtemp(prefix="odradek-kafka44-"))
-    node = KRaftNode(root, 1, new_cluster_id(), free_port(), free_port(), settings=dict(SINGLE_NODE_SETTINGS))
+    node = KRaftNode(root, 1, new_cluster_id(), free_port(), free_port(), settings={**SINGLE_NODE_SETTINGS, **CONSUMER_GROUP_SETTINGS})
 
     def stop() -> None:
         node.stop()

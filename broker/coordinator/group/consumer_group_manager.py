@@ -360,7 +360,7 @@ class ConsumerGroupManager:
         result = HeartbeatResult(
             member_id=member_id,
             member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            heartbeat_interval_ms=self._group_setting(group.group_id, "consumer.heartbeat.interval.ms", self.config.heartbeat_interval_ms),
             assignment=reconciled.assigned_partitions if full or changed else None,
         )
         return records, raw, result
@@ -567,7 +567,16 @@ class ConsumerGroupManager:
         self.context.write(self._write(self._fence(group, member), lambda error: error))
 
     def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
-        self.timers.schedule(("consumer-session", group_id, member_id), self.config.session_timeout_ms, lambda: self._fence_by_timer(group_id, member_id, "the member session expired."))
+        timeout = self._group_setting(group_id, "consumer.session.timeout.ms", self.config.session_timeout_ms)
+        self.timers.schedule(("consumer-session", group_id, member_id), timeout, lambda: self._fence_by_timer(group_id, member_id, "the member session expired."))
+
+    def _group_setting(self, group_id: str, name: str, broker_value: int) -> int:
+        """Kafka's ``consumerGroupSessionTimeoutMs(groupId)``/``consumerGroupHeartbeatIntervalMs(groupId)``: the
+        group's config (a GROUP config resource, bounded by ``group.consumer.min/max.*`` when it was set)
+        if it has one, else the broker's ``group.consumer.*``."""
+        image = self.metadata()
+        value = image.group_configs.get(group_id, {}).get(name) if image is not None else None
+        return broker_value if value is None else int(value)
 
     def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
         epoch, member_id, timeout = member.member_epoch, member.member_id, member.rebalance_timeout_ms
