@@ -1,6 +1,7 @@
 """A mutation fuzz of the wire: valid requests of every advertised API and version, encoded from the generated
 message declarations, then damaged (bytes, size prefixes, versions, lengths and counts) and sent to a real
-broker process, while a well-behaved client produces and fetches on its own connection.
+broker process, one at a time and then from several senders at once (:data:`BURST_S`), while a well-behaved
+client produces and fetches on its own connection.
 
 What a user would observe is asserted: each damaged request is answered or its connection closed (never a
 wedge), the well-behaved client keeps being served promptly, the broker's memory stays bounded, its log
@@ -11,13 +12,17 @@ found is sent first, as fixed regressions (:data:`REGRESSIONS`).
 from __future__ import annotations
 
 import os
+import random
 import socket
 import struct
 import subprocess
 import sys
 import threading
 import time
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, Sequence, TypeVar
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -29,6 +34,11 @@ from odradek.protocol.records import Record, build_batch
 from tests.broker.test_request_limits_wire import describe_groups_v5, legacy_message, wait_for_coordinator, wrapping_batch
 
 EXAMPLES = int(os.environ.get("ODRADEK_FUZZ_EXAMPLES", "4000"))
+BURST_S = float(os.environ.get("ODRADEK_FUZZ_BURST_S", "10"))
+SENDERS = int(os.environ.get("ODRADEK_FUZZ_SENDERS", "4"))
+"""After the examples (one at a time), SENDERS threads send damaged requests at once for BURST_S seconds: the
+load under which issue 26's fuzz found a stall, about 1,100 frames a second. At that issue's scale:
+ODRADEK_FUZZ_BURST_S=150 ODRADEK_FUZZ_SENDERS=6 (some 170,000 frames)."""
 STALL_S = 0.5
 """A steady round trip slower than this is reported with the damaged requests in flight while it waited."""
 MB = 1024 * 1024
@@ -112,41 +122,85 @@ def valid_frame(key: int, version: int, correlation_id: int) -> bytes:
         return encode_request(key, version, correlation_id, {}, client_id="fuzzer")
 
 
-@st.composite
-def mutation(draw: st.DrawFn, frame: bytes) -> bytes:
+T = TypeVar("T")
+
+
+class Pick(Protocol):
+    """Where a damage's choices come from: Hypothesis (the examples, shrunk when one fails) or a seeded
+    random generator (the burst, too fast for Hypothesis's bookkeeping)."""
+
+    def one_of(self, options: Sequence[T]) -> T: ...
+
+    def between(self, low: int, high: int) -> int: ...
+
+    def blob(self, low: int, high: int) -> bytes: ...
+
+
+@dataclass
+class Drawn:
+    draw: st.DrawFn
+
+    def one_of(self, options: Sequence[T]) -> T:
+        return self.draw(st.sampled_from(options))
+
+    def between(self, low: int, high: int) -> int:
+        return self.draw(st.integers(low, high))
+
+    def blob(self, low: int, high: int) -> bytes:
+        return self.draw(st.binary(min_size=low, max_size=high))
+
+
+class Seeded(random.Random):
+    def one_of(self, options: Sequence[T]) -> T:
+        return self.choice(options)
+
+    def between(self, low: int, high: int) -> int:
+        return self.randint(low, high)
+
+    def blob(self, low: int, high: int) -> bytes:
+        return self.randbytes(self.randint(low, high))
+
+
+def mutate(frame: bytes, pick: Pick) -> bytes:
     data = bytearray(frame)
-    kind = draw(st.sampled_from(["byte", "int", "size", "version", "truncate", "insert"]))
-    pos = draw(st.integers(4, max(4, len(data) - 1)))
+    kind = pick.one_of(["byte", "int", "size", "version", "truncate", "insert"])
+    pos = pick.between(4, max(4, len(data) - 1))
     if kind == "byte" and len(data) > 4:
-        data[pos] = draw(st.integers(0, 255))
+        data[pos] = pick.between(0, 255)
     elif kind == "int" and len(data) > 5:
-        width = draw(st.sampled_from([1, 2, 4]))
-        value = draw(st.sampled_from(INT_EDGES))
+        width = pick.one_of([1, 2, 4])
+        value = pick.one_of(INT_EDGES)
         pos = min(pos, len(data) - width)
         data[pos : pos + width] = (value & ((1 << (8 * width)) - 1)).to_bytes(width, "big")
     elif kind == "size":
-        size = draw(st.sampled_from([0, 1, 3, -1, -(2**31), 2**31 - 1, 100 * MB, 100 * MB + 1]) | st.integers(len(data) - 8, len(data) + 8))
+        edge = pick.one_of([True, False])
+        size = pick.one_of([0, 1, 3, -1, -(2**31), 2**31 - 1, 100 * MB, 100 * MB + 1]) if edge else pick.between(len(data) - 8, len(data) + 8)
         data[0:4] = struct.pack(">i", size)
         return bytes(data)
     elif kind == "version":
-        data[6:8] = struct.pack(">h", draw(st.sampled_from([-1, 0x7FFF, 0, 99]) | st.integers(0, 20)))
+        edge = pick.one_of([True, False])
+        data[6:8] = struct.pack(">h", pick.one_of([-1, 0x7FFF, 0, 99]) if edge else pick.between(0, 20))
     elif kind == "truncate":
-        del data[draw(st.integers(4, len(data))) :]
+        del data[pick.between(4, len(data)) :]
     elif kind == "insert":
-        data[pos:pos] = draw(st.binary(min_size=1, max_size=16))
+        data[pos:pos] = pick.blob(1, 16)
     data[0:4] = struct.pack(">i", len(data) - 4)  # damage inside a consistently sized frame
     return bytes(data)
 
 
-@st.composite
-def damaged_request(draw: st.DrawFn) -> tuple[int, bytes, bool]:
+def damage(pick: Pick) -> tuple[int, bytes, bool]:
     """(api key, bytes to send, whether the frame is whole: its size prefix counts exactly the bytes after it)."""
-    key, version = draw(st.sampled_from(ADVERTISED))
+    key, version = pick.one_of(ADVERTISED)
     data = valid_frame(key, version, 7)
-    for _ in range(draw(st.integers(1, 3))):
-        data = draw(mutation(data))
+    for _ in range(pick.between(1, 3)):
+        data = mutate(data, pick)
     (size,) = struct.unpack(">i", data[:4])
     return key, data, size == len(data) - 4
+
+
+@st.composite
+def damaged_request(draw: st.DrawFn) -> tuple[int, bytes, bool]:
+    return damage(Drawn(draw))
 
 
 def unanswered_produce(data: bytes) -> bool:
@@ -255,11 +309,10 @@ def test_damaged_requests_of_every_api_leave_the_broker_serving(tmp_path: Path, 
         before = rss(broker.pid)
         wedged: list[tuple[int, bytes]] = []
         sent: list[tuple[float, float, str]] = []
-        outcomes: dict[str | None, int] = {}
+        outcomes: Counter[str | None] = Counter()
+        counting = threading.Lock()
 
-        @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=os.environ.get("ODRADEK_FUZZ_RANDOM") is None, suppress_health_check=list(HealthCheck))
-        @given(damaged_request())
-        def send_damaged(case: tuple[int, bytes, bool]) -> None:
+        def send(case: tuple[int, bytes, bool]) -> None:
             key, data, whole = case
             started = time.monotonic()
             with socket.create_connection((host, int(port)), timeout=5) as sock:
@@ -269,13 +322,36 @@ def test_damaged_requests_of_every_api_leave_the_broker_serving(tmp_path: Path, 
                     return  # closed at a bad size prefix before all was sent
                 if whole and key not in WAITING_APIS and not unanswered_produce(data):
                     seen = outcome(sock, 5.0)
-                    outcomes[seen] = outcomes.get(seen, 0) + 1
+                    with counting:
+                        outcomes[seen] += 1
                     if seen is None:
                         wedged.append((key, data))
             sent.append((started, time.monotonic(), f"{ApiKey(key).name} {data[:48].hex()}"))
 
+        @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=os.environ.get("ODRADEK_FUZZ_RANDOM") is None, suppress_health_check=list(HealthCheck))
+        @given(damaged_request())
+        def send_damaged(case: tuple[int, bytes, bool]) -> None:
+            send(case)
+
+        burst_errors: list[str] = []
+
+        def burst(seed: int | None, until: float) -> None:
+            pick = Seeded(seed)
+            while time.monotonic() < until:
+                try:
+                    send(damage(pick))
+                except Exception as exc:  # a refused or timed-out connect: what the assertions below are about
+                    burst_errors.append(repr(exc))
+                    return
+
         started = time.monotonic()
         send_damaged()
+        until = time.monotonic() + BURST_S
+        senders = [threading.Thread(target=burst, args=(None if os.environ.get("ODRADEK_FUZZ_RANDOM") else n, until)) for n in range(SENDERS)]
+        for sender in senders:
+            sender.start()
+        for sender in senders:
+            sender.join(BURST_S + 30)
         fuzz_s = time.monotonic() - started
         steady.stop.set()
         steady.join(10)
@@ -283,10 +359,12 @@ def test_damaged_requests_of_every_api_leave_the_broker_serving(tmp_path: Path, 
         assert broker._proc.poll() is None, "the broker died:\n" + "\n".join(broker.output)
         assert outcomes.get("answered", 0) > EXAMPLES // 50 and outcomes.get("closed", 0) > EXAMPLES // 50, outcomes  # both kinds exercised
         assert not wedged, f"{len(wedged)} whole requests neither answered nor closed, e.g. {wedged[:3]}"
+        assert not burst_errors, burst_errors[:3]
         assert not steady.failures, steady.failures[:5]
         latencies = sorted(steady.latencies)
         assert len(latencies) > fuzz_s * 5, f"the steady client made {len(latencies)} round trips in {fuzz_s:.0f} s"
         p99, worst = latencies[int(len(latencies) * 0.99)], latencies[-1]
+        print(f"fuzz: {len(sent)} frames in {fuzz_s:.0f} s ({dict(outcomes)}); steady round trips p99 {p99 * 1000:.0f} ms, max {worst * 1000:.0f} ms; broker grew {grown / MB:.0f} MB")  # with -s
         assert p99 < 1.0 and worst < 2.0, f"steady client latency p99 {p99 * 1000:.0f} ms, max {worst * 1000:.0f} ms; " + in_flight(steady.slowest, sent)
         assert grown < 100 * MB, f"the broker grew by {grown / MB:.0f} MB"
         assert admin.call(ApiKey.Metadata, 12, {"topics": None}).brokers
