@@ -95,9 +95,11 @@ def test_a_broker_stopped_right_after_starting_stops_its_acceptor_cleanly() -> N
             records.append(record)
 
     def connect_until(done: threading.Event, port: int) -> None:
+        # A short connect timeout: once the acceptor stops taking connections its listen queue fills and the
+        # kernel drops the next SYN, which a longer timeout would wait out after the round is over.
         while not done.is_set():
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                s.settimeout(1)
+                s.settimeout(0.1)
                 s.connect_ex(("127.0.0.1", port))
 
     handler = Collect(logging.DEBUG)
