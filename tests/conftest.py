@@ -57,6 +57,19 @@ ROOT = Path(__file__).resolve().parent.parent
 assert all((ROOT / path).is_file() for path in SERIAL + CLUSTER_FAULTS), "a SERIAL or CLUSTER_FAULTS entry names no test file"
 
 
+PARTS = {"serial": SERIAL, "cluster_faults": CLUSTER_FAULTS}
+"""The marker expression of each part `make test` runs after the parallel one, and the files it runs."""
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """``-m serial`` or ``-m cluster_faults`` alone imports only that part's test files: the others hold no test
+    with the marker (only the lists above give it), and importing them costs each process seconds."""
+    files = PARTS.get(config.getoption("markexpr", ""))
+    if files is None or collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    return collection_path.relative_to(ROOT).as_posix() not in files or None
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
