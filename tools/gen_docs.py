@@ -134,7 +134,9 @@ ConsumerGroupHeartbeat and ConsumerGroupDescribe are served by the group coordin
 (`broker/coordinator/group/consumer_group_manager.py`) in single-node and ZooKeeper mode alike; Kafka serves
 them only in KRaft mode. The Java client 4.x and librdkafka with `group.protocol=consumer` consume as a group,
 and Kafka 4.4's `kafka-consumer-groups.sh --describe` shows the group (members, current and target
-assignments, epochs, assignor), as against Kafka 4.4 (tests/e2e/test_consumer_group_protocol.py).
+assignments, epochs, assignor), as against Kafka 4.4 (tests/e2e/test_consumer_group_protocol.py). Over three
+brokers a group goes on at its new coordinator when its coordinator's broker is killed, nothing lost and
+nothing committed twice, as on a three-node Kafka 4.4 (tests/controller/test_consumer_group_failover_cluster.py).
 
 The coordinator follows Kafka's `GroupMetadataManager.consumerGroupHeartbeat`: a changed subscription, or a
 change in the subscribed topics (created, deleted, more partitions), bumps the group epoch; the server-side
