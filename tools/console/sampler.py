@@ -89,6 +89,8 @@ class Sampler:
         """When a page was last asked for: sampling starts with the first."""
         self.metrics_urls: dict[int, str] = {}
         """Broker id to its Prometheus endpoint, for the brokers that have one."""
+        self.configured = anyio.Event()
+        """Set once the brokers' configs have been read: until then :attr:`has_metrics` is not known."""
         self.brokers: list[int] = []
         self._previous: dict[tuple[str, str], float] = {}
         self._previous_at = 0.0
@@ -122,6 +124,7 @@ class Sampler:
         if detailed:
             self._configs_at = time.monotonic()
             self.metrics_urls = {b.node_id: b.metrics_url for b in view.brokers if b.metrics_url}
+            self.configured.set()
         self.brokers = [b.node_id for b in view.brokers]
         counters: dict[tuple[str, str], float] = collections.defaultdict(float)
         counters.update(self._offset_counters(view))

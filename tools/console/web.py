@@ -60,6 +60,10 @@ TOPIC_CHANGE_WAIT_S = 15.0
 """How long the page after a topic's creation, growth or deletion waits for the console's broker to show
 it; past it the page is shown as it is (a created topic's: the topics' list, which says it was created)."""
 TOPIC_CHANGE_POLL_S = 0.1
+FIRST_SAMPLE_WAIT_S = 10.0
+"""How long the charts page waits for the sampler, started by the first page asked for, to have read the
+brokers' configs: until then it cannot know whether they have Prometheus endpoints, and a page drawn
+without knowing would lay out the charts of a cluster without them (and say so) until reloaded."""
 ACTIONS = frozenset({"delete", "partitions", "configs", "reset"})
 """The last path segment of the POSTs that have no page of their own: after one, the page above it."""
 
@@ -395,6 +399,9 @@ class Console:
         return await self._page(request, "group.html", group=group, scenarios=actions.RESET_SCENARIOS)
 
     async def charts_page(self, request: web.Request) -> web.Response:
+        if self.sampler is not None:  # which charts there are depends on whether the brokers have metrics
+            with anyio.move_on_after(FIRST_SAMPLE_WAIT_S):
+                await self.sampler.configured.wait()
         return await self._page(request, "charts.html", charts=self.sampler.charts() if self.sampler else {})
 
     async def charts_json(self, request: web.Request) -> web.Response:
