@@ -108,17 +108,25 @@ def odradek_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
         yield brokers[0].bootstrap, url
 
 
+@contextlib.contextmanager
+def console_process(log: Path, *args: str) -> Iterator[tuple[sp.Popen, str]]:
+    """``odradek console ARGS``, a process of its own writing to ``log`` (it, and the URL it serves at);
+    ended afterwards."""
+    with log.open("w") as out:
+        proc = sp.Popen([sys.executable, "-m", "odradek", "console", *args], stdout=out, stderr=sp.STDOUT)
+    try:
+        yield proc, _console_address(lambda: log.read_text().splitlines())
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
 @pytest.fixture(scope="module")
 def kafka_console(real_kafka: kafka_jvm.RealKafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """``odradek console`` as a process of its own against the real Kafka (bootstrap, console URL)."""
     log = tmp_path_factory.mktemp("kafka-console") / "console.log"
-    with log.open("w") as out:
-        proc = sp.Popen([sys.executable, "-m", "odradek", "console", "--bootstrap-server", real_kafka.bootstrap, "--listener", "http://127.0.0.1:0"], stdout=out, stderr=sp.STDOUT)
-    try:
-        yield real_kafka.bootstrap, _console_address(lambda: log.read_text().splitlines())
-    finally:
-        proc.terminate()
-        proc.wait(30)
+    with console_process(log, "--bootstrap-server", real_kafka.bootstrap, "--listener", "http://127.0.0.1:0") as (_, url):
+        yield real_kafka.bootstrap, url
 
 
 @pytest.fixture(scope="module", params=["odradek", "kafka"])
@@ -467,11 +475,14 @@ def test_live_charts_draw_the_brokers_figures(page, target: Target) -> None:
         wait_for(lambda: busy(chart, topic), timeout_s=SAMPLE_WAIT_S * 2, what="a rate above zero")
         if target.name == "odradek":
             assert "Prometheus endpoint" in page.locator("#charts-source").inner_text()
-            for name, label in (("broker_requests", "broker 1"), ("broker_bytes_in", "broker 1"), ("broker_bytes_out", "broker 1"), ("topic_bytes_out", topic)):
+            leader = f"broker {target.admin().list_topics(topic, timeout=10).topics[topic].partitions[0].leader}"  # takes the bytes in and out
+            for name, label in (("broker_requests", "broker 1"), ("broker_bytes_in", leader), ("broker_bytes_out", leader), ("topic_bytes_out", topic)):
                 assert page.locator(f"#chart-{name} canvas").count() == 1
                 wait_for(lambda: busy(f"#chart-{name}", label), timeout_s=SAMPLE_WAIT_S, what=f"{label} in {name} above zero")
         else:
             assert "JMX" in page.locator("#charts-source").inner_text()
+            for node_id in target.admin().list_topics(timeout=10).brokers:  # bytes in, as the log dirs grow
+                wait_for(lambda: busy("#chart-broker_disk_growth", f"broker {node_id}"), timeout_s=SAMPLE_WAIT_S, what=f"broker {node_id}'s log dirs growing")  # noqa: B023 -- called at once
         screenshot(page, target, "charts")
 
         # the topics' list: records (log end offsets), size on disk, the produce rate while records come in
@@ -585,37 +596,23 @@ def test_console_off_loopback_needs_authentication(tmp_path: Path) -> None:
 
 def test_the_console_binds_loopback_by_default(tmp_path: Path) -> None:
     """No --listener: port 9644 of 127.0.0.1 only, and no authentication asked."""
-    log = tmp_path / "console.log"
-    with log.open("w") as out:
-        proc = sp.Popen([sys.executable, "-m", "odradek", "console", "--bootstrap-server", "127.0.0.1:1"], stdout=out, stderr=sp.STDOUT)
-    try:
-        assert _console_address(lambda: log.read_text().splitlines()) == "http://127.0.0.1:9644"
+    with console_process(tmp_path / "console.log", "--bootstrap-server", "127.0.0.1:1") as (proc, url):
+        assert url == "http://127.0.0.1:9644"
         listening = sp.run(["ss", "-Hltnp", "sport = :9644"], capture_output=True, text=True, check=True).stdout
         assert [line.split()[3] for line in listening.splitlines() if f"pid={proc.pid}," in line] == ["127.0.0.1:9644"]
         assert _status("http://127.0.0.1:9644/static/console.css") == 200
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
 
 def test_basic_auth_and_bearer_token(tmp_path: Path) -> None:
     props = tmp_path / "console.properties"
     props.write_text("console.listener=http://127.0.0.1:0\nconsole.basic.auth.user=admin\nconsole.basic.auth.password=s3cret\nconsole.bearer.token=tok3n\n")
-    log = tmp_path / "console.log"
-    with log.open("w") as out:
-        proc = sp.Popen([sys.executable, "-m", "odradek", "console", "--bootstrap-server", "127.0.0.1:1", "--config", str(props)], stdout=out, stderr=sp.STDOUT)
-    try:
-        url = _console_address(lambda: log.read_text().splitlines())
-
+    with console_process(tmp_path / "console.log", "--bootstrap-server", "127.0.0.1:1", "--config", str(props)) as (_, url):
         basic = lambda user, password: {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}  # noqa: E731
         assert _status(f"{url}/static/console.css", headers={}) == 401
         assert _status(f"{url}/static/console.css", headers=basic("admin", "wrong")) == 401
         assert _status(f"{url}/static/console.css", headers=basic("admin", "s3cret")) == 200
         assert _status(f"{url}/static/console.css", headers={"Authorization": "Bearer tok3n"}) == 200
         assert _status(f"{url}/static/console.css", headers={"Authorization": "Bearer nope"}) == 401
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
 
 def test_serve_imports_nothing_of_the_console_unless_asked(tmp_path: Path) -> None:
@@ -668,21 +665,24 @@ def test_the_console_shows_only_what_its_principal_may_see(browser, tmp_path: Pa
         producer.produce("alice-may", key=b"k", value=b"for alice's eyes")
         producer.produce("alice-may-not", key=b"k", value=b"not for alice")
         producer.flush(15)
-        with browser_tab(browser, url) as tab:
-            tab.goto("/topics")
-            assert tab.locator('#topics tr[data-topic="alice-may"]').count() == 1
-            assert tab.locator('#topics tr[data-topic="alice-may-not"]').count() == 0
-            # what alice may not describe (the brokers' log dirs and configs) is left out, saying why
-            assert "Cluster authorization failed" in tab.locator(".notes").inner_text()
-            tab.goto("/topics/alice-may/messages")
-            assert tab.locator("#messages .value").first.inner_text() == "for alice's eyes"
-            tab.goto("/")
-            assert tab.locator("#brokers tbody tr").count() == 1
-        try:
-            with urllib.request.urlopen(f"{url}/topics/alice-may-not/messages", timeout=10):
-                raise AssertionError("alice read a topic she may not")
-        except urllib.error.HTTPError as exc:
-            assert exc.code == 502 and "not for alice" not in exc.read().decode()
+        # the broker's own console, and odradek console --command-config: the same view
+        with console_process(tmp_path / "console.log", "--bootstrap-server", f"127.0.0.1:{port}", "--command-config", str(client_config), "--listener", "http://127.0.0.1:0") as (_, separate):
+            for console in (url, separate):
+                with browser_tab(browser, console) as tab:
+                    tab.goto("/topics")
+                    assert tab.locator('#topics tr[data-topic="alice-may"]').count() == 1
+                    assert tab.locator('#topics tr[data-topic="alice-may-not"]').count() == 0
+                    # what alice may not describe (the brokers' log dirs and configs) is left out, saying why
+                    assert "Cluster authorization failed" in tab.locator(".notes").inner_text()
+                    tab.goto("/topics/alice-may/messages")
+                    assert tab.locator("#messages .value").first.inner_text() == "for alice's eyes"
+                    tab.goto("/")
+                    assert tab.locator("#brokers tbody tr").count() == 1
+                try:
+                    with urllib.request.urlopen(f"{console}/topics/alice-may-not/messages", timeout=10):
+                        raise AssertionError("alice read a topic she may not")
+                except urllib.error.HTTPError as exc:
+                    assert exc.code == 502 and "not for alice" not in exc.read().decode()
 
 
 def test_without_the_console_extra_serve_and_console_name_it(tmp_path: Path) -> None:
