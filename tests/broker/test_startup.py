@@ -214,3 +214,20 @@ def test_signals_during_the_shutdown_do_not_cut_it_short(tmp_path) -> None:
             proc.kill()
             proc.wait(10)
     assert any("shut down completed" in line for line in lines), "".join(lines)
+
+
+def test_the_log_lines_waiting_are_written_before_a_halt() -> None:
+    """serve's log lines are written by a thread of their own, every few milliseconds. A broker whose log
+    directories have all failed halts (``os._exit``, as Kafka's ``Exit.halt``) right after
+    ``logging.shutdown``: every line logged until then is written first, in order."""
+    code = (
+        "import logging, os, sys\n"
+        "from odradek.broker.serve_command import QueuedLogHandler\n"
+        "logging.basicConfig(level='INFO', handlers=[QueuedLogHandler(logging.StreamHandler(sys.stdout))])\n"
+        "for i in range(2000): logging.getLogger('odradek').warning('line %d', i)\n"
+        "logging.shutdown()\n"
+        "os._exit(1)\n"
+    )
+    halted = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert halted.returncode == 1, halted.stderr
+    assert halted.stdout.splitlines() == [f"line {i}" for i in range(2000)]
