@@ -162,6 +162,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ShareFetch: Handler("share_fetch", 1, 2, ("share_partitions", "authorization")),
     ApiKey.ShareAcknowledge: Handler("share_acknowledge", 1, 2, ("share_partitions", "authorization")),
     ApiKey.DescribeShareGroupOffsets: Handler("describe_share_group_offsets", 0, 1, ("share_groups", "share_partitions", "authorization")),
+    ApiKey.AlterShareGroupOffsets: Handler("alter_share_group_offsets", 0, 0, ("share_groups", "share_partitions", "authorization")),
+    ApiKey.DeleteShareGroupOffsets: Handler("delete_share_group_offsets", 0, 0, ("share_groups", "share_partitions", "authorization")),
 }
 
 

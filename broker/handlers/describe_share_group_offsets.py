@@ -73,12 +73,14 @@ def _partition(manager: SharePartitionManager, group: str, topic_id: Any, name: 
         return answer
     assert manager.coordinator is not None
     error, state = manager.coordinator.read_state(SharePartitionKey(group, topic_id, index))
-    if state is None:
+    if state is None or state.start_offset < 0:  # never consumed, or reset to uninitialized
         return answer
     answer["start_offset"], answer["leader_epoch"] = state.start_offset, state.leader_epoch
     try:
         high_watermark = manager.replica_manager.get_partition(name, index).high_watermark
     except Exception:  # not hosted here: the lag is unknown
+        return answer
+    if state.start_offset > high_watermark:  # reset past the log's end: unknown, as Kafka answers it
         return answer
     answer["lag"] = max(0, high_watermark - state.start_offset - delivery_complete_count(state.start_offset, state.batches))
     return answer

@@ -47,6 +47,9 @@ log = logging.getLogger("odradek.share")
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
+UNINITIALIZED = -1
+"""A share partition's start offset before any consumer of the group initialized it (AlterShareGroupOffsets
+with a negative offset): it starts where ``share.auto.offset.reset`` says."""
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 
@@ -146,14 +149,35 @@ class SharePartitionManager:
 
     def delete_group(self, group: str) -> None:
         """The share group was deleted: its share partitions go, and their persisted state (tombstones)."""
-        for key in [k for k in self.partitions if k.group == group]:
-            del self.partitions[key]
-            self.timers.cancel(key)
         for session in [s for s in self.sessions.values() if s.group == group]:
             del self.sessions[(session.group, session.member)]
-        if self.coordinator is not None:
-            for key in self.coordinator.group_partitions(group):
-                self.coordinator.delete_state(key)
+        self.delete_state(group)
+
+    def delete_state(self, group: str, topic_id: uuid.UUID | None = None) -> list[Deferred[ErrorCode]]:
+        """The group's share partitions (of one topic, or all) go, with their persisted state (tombstones):
+        the next consumer starts where ``share.auto.offset.reset`` says (DeleteShareGroupOffsets)."""
+        def chosen(key: SharePartitionKey) -> bool:
+            return key.group == group and (topic_id is None or key.topic_id == topic_id)
+
+        self._forget(chosen)
+        if self.coordinator is None:
+            return []
+        return [self.coordinator.delete_state(key) for key in self.coordinator.group_partitions(group) if chosen(key)]
+
+    def reset_start_offset(self, group: str, topic_id: uuid.UUID, partition: int, start_offset: int) -> Deferred[ErrorCode]:
+        """AlterShareGroupOffsets: the share partition starts again at ``start_offset`` with nothing in flight
+        (a negative offset: as if never consumed, Kafka's uninitialized -1)."""
+        key = SharePartitionKey(group, topic_id, partition)
+        self._forget(lambda k: k == key)
+        coordinator = self._local_coordinator(key)
+        if coordinator is None:
+            return Deferred.completed(ErrorCode.NONE)  # kept by another broker (see the module's docstring)
+        return coordinator.initialize_state(key, max(start_offset, UNINITIALIZED))
+
+    def _forget(self, chosen: Callable[[SharePartitionKey], bool]) -> None:
+        for key in [k for k in self.partitions if chosen(k)]:
+            del self.partitions[key]
+            self.timers.cancel(key)
 
     def close_session(self, session: ShareSession) -> None:
         """Epoch -1 (or the member left): the member's records go back to the others."""
@@ -262,7 +286,7 @@ class SharePartitionManager:
                 error, state = self.coordinator.read_state(key)
                 if error != ErrorCode.NONE:
                     return error, None, topic
-        if state is not None:
+        if state is not None and state.start_offset != UNINITIALIZED:
             sp = SharePartition(state.start_offset, state.batches, delivery_count_limit=config.delivery_count_limit, lock_duration_ms=config.lock_duration_ms, max_in_flight=config.max_in_flight)
         else:
             start = self._start_offset(partition, config.auto_offset_reset)
@@ -298,10 +322,17 @@ class SharePartitionManager:
         return self._persist(key, update)
 
     def _persist(self, key: SharePartitionKey, update: StateUpdate) -> Deferred[ErrorCode]:
-        coordinator = self.coordinator
-        if coordinator is None or coordinator.locate(key) != (ErrorCode.NONE, coordinator.runtime.broker_id):
+        coordinator = self._local_coordinator(key)
+        if coordinator is None:
             return Deferred.completed(ErrorCode.NONE)  # kept in memory only (see the module's docstring)
         return coordinator.write_state(key, update.start_offset, update.batches)
+
+    def _local_coordinator(self, key: SharePartitionKey) -> "ShareCoordinator | None":
+        """The share coordinator if this broker keeps the key's state, else None."""
+        coordinator = self.coordinator
+        if coordinator is None or coordinator.locate(key) != (ErrorCode.NONE, coordinator.runtime.broker_id):
+            return None
+        return coordinator
 
     def _schedule_expiry(self, key: SharePartitionKey, sp: SharePartition) -> None:
         deadline = sp.next_deadline()

@@ -274,10 +274,14 @@ KAFKA_4_REQUESTS = [
      lambda r: r.error_code, ErrorCode.GROUP_AUTHORIZATION_FAILED),
     ("DescribeShareGroupOffsets of the refused group", ApiKey.DescribeShareGroupOffsets, 0, {"groups": [{"group_id": GROUP, "topics": None}]},
      lambda r: [(g.group_id, g.error_code) for g in r.groups], [(GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED)]),
+    ("AlterShareGroupOffsets of the refused group", ApiKey.AlterShareGroupOffsets, 0, {"group_id": GROUP, "topics": [{"topic_name": READ_ONLY, "partitions": [{"partition_index": 0, "start_offset": 0}]}]},
+     lambda r: (r.error_code, r.responses), (ErrorCode.GROUP_AUTHORIZATION_FAILED, [])),
+    ("DeleteShareGroupOffsets of the refused group", ApiKey.DeleteShareGroupOffsets, 0, {"group_id": GROUP, "topics": [{"topic_name": READ_ONLY}]},
+     lambda r: (r.error_code, r.responses), (ErrorCode.GROUP_AUTHORIZATION_FAILED, [])),
 ]
 """APIs Kafka 3.9 does not serve in ZooKeeper mode (the consumer group protocol, share groups): odradek alone,
 answered as Kafka 4.4's KafkaApis refuses them (READ on the group, DESCRIBE on each subscribed topic; DESCRIBE
-on a described group)."""
+on a described group; DELETE on a group whose share offsets are deleted)."""
 
 
 @pytest.mark.parametrize("api,version,body,observed,expected", [r[1:] for r in KAFKA_4_REQUESTS], ids=[r[0] for r in KAFKA_4_REQUESTS])

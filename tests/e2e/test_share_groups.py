@@ -26,6 +26,7 @@ import kafka44_jvm
 import kafka_jvm
 import pytest
 
+from tests.polling import wait_for
 from odradek import Broker
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -339,3 +340,48 @@ def test_group_config_requests_are_answered_as_kafka_answers_them(broker: ShareB
     (answer,) = wire.call(ApiKey.AlterConfigs, 2, {"resources": legacy, "validate_only": False}).responses
     assert answer.error_code == ErrorCode.NONE
     assert described("g-wire", "share.isolation.level") == (DYNAMIC_GROUP_CONFIG, "read_committed", [("read_committed", DYNAMIC_GROUP_CONFIG), ("read_uncommitted", DEFAULT_CONFIG)])
+
+
+def test_kafka_share_groups_resets_and_deletes_offsets(broker: ShareBroker, probe: Probe) -> None:
+    """``kafka-share-groups.sh --reset-offsets --to-offset`` (AlterShareGroupOffsets) of an empty group: its
+    next consumer is delivered again what followed that offset; ``--delete-offsets`` (DeleteShareGroupOffsets)
+    forgets the topic's state. Both print what Kafka 4.4 prints."""
+    create_topic(broker.bootstrap, "share-reset")
+    got = deliveries(probe("consume", broker.bootstrap, "share-reset", "g-reset", 8))
+    offset = {d["value"]: d["offset"] for d in got}["r-2"]
+    reset = kafka44_jvm.run_tool("kafka-share-groups", "--bootstrap-server", broker.bootstrap, "--reset-offsets", "--group", "g-reset", "--topic", "share-reset", "--to-offset", str(offset), "--execute")
+    assert reset.returncode == 0, reset.stderr
+    assert [line.split() for line in reset.stdout.splitlines() if line] == [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], ["g-reset", "share-reset", "0", str(offset)]]
+    again = deliveries(probe("drain", broker.bootstrap, "share-reset", "g-reset", 6, timeout_ms=30000))
+    assert sorted(d["value"] for d in again) == sorted(f"r-{i}" for i in range(2, 8)) and {d["dc"] for d in again} == {1}
+    deleted = kafka44_jvm.run_tool("kafka-share-groups", "--bootstrap-server", broker.bootstrap, "--delete-offsets", "--group", "g-reset", "--topic", "share-reset", "--topic", "share-none")
+    assert deleted.returncode == 0, deleted.stderr
+    rows = [line.split(None, 1) for line in deleted.stdout.splitlines() if line]
+    assert rows[0] == ["TOPIC", "STATUS"]  # then a row per topic, in the order of the tool's hash map
+    assert sorted(rows[1:]) == [["share-none", "Error: This server does not host this topic-partition."], ["share-reset", "Successful"]]
+    described = kafka44_jvm.run_tool("kafka-share-groups", "--bootstrap-server", broker.bootstrap, "--describe", "--group", "g-reset")
+    assert described.stdout.strip() == "Share group 'g-reset' has no offset information.", described.stdout
+
+
+def test_share_group_offsets_refusals_are_kafkas(broker: ShareBroker, connect: Callable[..., Any]) -> None:
+    """DeleteShareGroupOffsets of a group never seen, either API without a group id, a partition that does
+    not exist; AlterShareGroupOffsets makes a group it does not know, as Kafka 4.4 does."""
+    wire = connect(broker.bootstrap)
+    create_topic(broker.bootstrap, "share-refusals")
+    gone = wire.call(ApiKey.DeleteShareGroupOffsets, 0, {"group_id": "g-never", "topics": [{"topic_name": "share-refusals"}]})
+    assert (gone.error_code, gone.error_message, gone.responses) == (ErrorCode.GROUP_ID_NOT_FOUND, "Group g-never not found.", [])
+    nameless = wire.call(ApiKey.AlterShareGroupOffsets, 0, {"group_id": "", "topics": []})
+    assert (nameless.error_code, nameless.error_message) == (ErrorCode.INVALID_GROUP_ID, "The group id is invalid.")
+    partitions = [{"partition_index": 0, "start_offset": 0}, {"partition_index": 7, "start_offset": 0}]
+
+    def alter() -> Any:
+        return wire.call(ApiKey.AlterShareGroupOffsets, 0, {"group_id": "g-made", "topics": [{"topic_name": "share-refusals", "partitions": partitions}]})
+
+    # Kafka's broker learns of the new topic from the metadata log a moment after CreateTopics answers.
+    altered = wait_for(lambda: (a := alter()).responses[0].partitions[0].error_code == ErrorCode.NONE and a, timeout_s=10, what="the new topic known")
+    assert altered.error_code == ErrorCode.NONE
+    assert [(p.partition_index, p.error_code, p.error_message) for p in altered.responses[0].partitions] == [
+        (0, ErrorCode.NONE, None), (7, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."),
+    ]
+    listed = kafka44_jvm.run_tool("kafka-share-groups", "--bootstrap-server", broker.bootstrap, "--list")
+    assert "g-made" in listed.stdout.split()

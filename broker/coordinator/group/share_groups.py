@@ -227,6 +227,22 @@ class ShareGroupCoordinator:
         self.group_deleted(group_id)
         return ErrorCode.NONE
 
+    def empty_group(self, group_id: str, create: bool) -> tuple[ErrorCode, str | None]:
+        """Alter/DeleteShareGroupOffsets' check, as Kafka's: the group must have no members; a group this
+        coordinator does not know is made (``create``: Alter, or a group with persisted state that a restart
+        left without membership) or GROUP_ID_NOT_FOUND."""
+        error = self.coordinator_error(group_id)
+        if error is not None:
+            return error, None
+        group = self.groups.groups.get(group_id)
+        if group is None:
+            if not create:
+                return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
+            self.groups.groups[group_id] = ShareGroup(group_id)
+        elif group.members:
+            return ErrorCode.NON_EMPTY_GROUP, ErrorCode.NON_EMPTY_GROUP.message
+        return ErrorCode.NONE, None
+
     def overviews(self) -> list[GroupOverview]:
         """ListGroups' view of the share groups this broker coordinates (type and protocol type ``share``)."""
         return [

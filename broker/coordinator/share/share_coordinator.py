@@ -121,6 +121,20 @@ class ShareCoordinatorShard(CoordinatorShard):
 
         return CoordinatorResult(records, response)
 
+    def initialize_state(self, key: SharePartitionKey, start_offset: int) -> CoordinatorResult[ErrorCode]:
+        """InitializeShareGroupState (AlterShareGroupOffsets): a ShareSnapshot of the start offset alone,
+        nothing in flight, whatever the key held before (-1: uninitialized). The state epoch stays: odradek's
+        share partitions write at epoch 0 (docs/protocol.md)."""
+        now = self.context.clock()
+        current = self.states.get(key)
+        state = ShareState(
+            0 if current is None else current.snapshot_epoch + 1, 0 if current is None else current.state_epoch, 0 if current is None else current.leader_epoch,
+            start_offset, (), now if current is None else current.create_timestamp, now,
+        )
+        self.states[key] = state
+        self.updates_since_snapshot[key] = 0
+        return CoordinatorResult([(record_key(SHARE_SNAPSHOT, key), snapshot_value(state))], lambda result: result.error)
+
     def delete_state(self, key: SharePartitionKey) -> CoordinatorResult[ErrorCode]:
         """DeleteShareGroupState: tombstones for the key's records."""
         if self.states.pop(key, None) is None:
@@ -160,18 +174,20 @@ class ShareCoordinator:
         return [key for shard in self.runtime.shards() for key in shard.states if key.group == group]
 
     def write_state(self, key: SharePartitionKey, start_offset: int, batches: list[StateBatch], state_epoch: int = 0) -> Deferred[ErrorCode]:
-        partition = self.partition_of(key)
-        error = self.runtime.status(partition)
-        if error is not None:
-            return Deferred.completed(error)
-        return self.runtime.write(partition, lambda shard: shard.write_state(key, start_offset, batches, state_epoch))
+        return self._write(key, lambda shard: shard.write_state(key, start_offset, batches, state_epoch))
 
     def delete_state(self, key: SharePartitionKey) -> Deferred[ErrorCode]:
+        return self._write(key, lambda shard: shard.delete_state(key))
+
+    def initialize_state(self, key: SharePartitionKey, start_offset: int) -> Deferred[ErrorCode]:
+        return self._write(key, lambda shard: shard.initialize_state(key, start_offset))
+
+    def _write(self, key: SharePartitionKey, operation: Callable[[ShareCoordinatorShard], CoordinatorResult[ErrorCode]]) -> Deferred[ErrorCode]:
         partition = self.partition_of(key)
         error = self.runtime.status(partition)
         if error is not None:
             return Deferred.completed(error)
-        return self.runtime.write(partition, lambda shard: shard.delete_state(key))
+        return self.runtime.write(partition, operation)
 
 
 def share_coordinator_runtime(
