@@ -13,15 +13,13 @@ KAFKA-17492), and a feature finalized at level 0 is not listed as finalized at a
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from odradek.protocol.message_types.api_versions import ApiVersionsResponseDict, FinalizedFeatureKeyDict
 
 
-@dataclass(frozen=True)
-class Feature:
+class Feature(NamedTuple):
     """A feature by Kafka's name: the levels this broker supports, and the level in force in the cluster."""
 
     name: str
@@ -45,8 +43,7 @@ bumps the producer epoch and answers the new one, its Produce v12 and TxnOffsetC
 to the transaction (no AddPartitionsToTxn or AddOffsetsToTxn from the client)."""
 
 
-@dataclass(frozen=True)
-class FinalizedFeatures:
+class FinalizedFeatures(NamedTuple):
     """The features as this broker answers for them: each with the level in force, and the epoch of those
     levels. Kafka's epoch grows with each change (the metadata log's offset in KRaft mode, the feature
     znode's version in ZooKeeper mode); without finalized features the answer carries -1, "unknown"."""
@@ -75,7 +72,7 @@ def finalized_in_cluster(registrations: Iterable[Mapping[str, Mapping[str, int]]
     def supported(name: str, level: int) -> bool:
         return all(name in r and r[name].get("min_version", 0) <= level <= r[name].get("max_version", -1) for r in registered)
 
-    return tuple(replace(f, level=next((lv for lv in range(f.level, 0, -1) if supported(f.name, lv)), 0)) for f in features)
+    return tuple(f._replace(level=next((lv for lv in range(f.level, 0, -1) if supported(f.name, lv)), 0)) for f in features)
 
 
 def api_versions_features(finalized_features: FinalizedFeatures, version: int) -> ApiVersionsResponseDict:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, NamedTuple
 
 from odradek.storage.config_types import ConfigError, ConfigKey, ConfigType, InvalidValueError
 
@@ -336,11 +336,15 @@ TOPIC_CONFIG: tuple[TopicConfigKey, ...] = (
 TOPIC_CONFIG_BY_NAME: dict[str, TopicConfigKey] = {key.name: key for key in TOPIC_CONFIG}
 
 
-@dataclass(frozen=True)
-class LogConfig:
-    """The effective configuration of one topic's logs (one attribute per ``TOPIC_CONFIG`` key)."""
+class LogConfig(NamedTuple):
+    """The effective configuration of one topic's logs (one attribute per ``TOPIC_CONFIG`` key).
 
-    cleanup_policy: list[str] = field(default_factory=lambda: ["delete"])
+    A NamedTuple, not a frozen dataclass: its 40 fields made the dataclass's generated methods ~18 M
+    instructions of every start (docs/performance.md, "Start-up"). Its lists and mappings are read, never
+    changed in place, so the defaults may be shared. Two configs are equal when their values and the
+    overrides and broker defaults they came from are."""
+
+    cleanup_policy: list[str] = ["delete"]
     compression_gzip_level: int = -1
     compression_lz4_level: int = 9
     compression_type: str = "producer"
@@ -349,9 +353,9 @@ class LogConfig:
     file_delete_delay_ms: int = 60_000
     flush_messages: int = LONG_MAX
     flush_ms: int = LONG_MAX
-    follower_replication_throttled_replicas: list[str] = field(default_factory=list)
+    follower_replication_throttled_replicas: list[str] = []
     index_interval_bytes: int = 4096
-    leader_replication_throttled_replicas: list[str] = field(default_factory=list)
+    leader_replication_throttled_replicas: list[str] = []
     local_retention_bytes: int = -2
     local_retention_ms: int = -2
     max_compaction_lag_ms: int = LONG_MAX
@@ -376,9 +380,9 @@ class LogConfig:
     segment_ms: int = 604_800_000
     unclean_leader_election_enable: bool = False
     message_downconversion_enable: bool = True
-    overrides: Mapping[str, str] = field(default_factory=dict, compare=False)
+    overrides: Mapping[str, str] = {}
     """The topic-level overrides this config was built from (DescribeConfigs source DYNAMIC_TOPIC_CONFIG)."""
-    broker_defaults: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    broker_defaults: Mapping[str, str] = {}
 
     @classmethod
     def from_props(cls, topic_overrides: Mapping[str, str] | None = None, broker_defaults: Mapping[str, str] | None = None) -> LogConfig:
@@ -479,13 +483,11 @@ def _resolve(key: TopicConfigKey, topic_overrides: Mapping[str, str], broker_def
     return key.default, SOURCE_DEFAULT
 
 
-def _check_table_matches_dataclass() -> None:
-    attributes = [f.name for f in fields(LogConfig) if f.name not in ("overrides", "broker_defaults")]
+def _check_table_matches_attributes() -> None:
+    attributes = [name for name in LogConfig._fields if name not in ("overrides", "broker_defaults")]
     assert attributes == [key.attribute for key in TOPIC_CONFIG], "LogConfig attributes must follow TOPIC_CONFIG"
     for key in TOPIC_CONFIG:
-        default = next(f for f in fields(LogConfig) if f.name == key.attribute)
-        value = default.default_factory() if callable(default.default_factory) else default.default
-        assert value == key.default, f"LogConfig default of {key.name} differs from the table"
+        assert LogConfig._field_defaults[key.attribute] == key.default, f"LogConfig default of {key.name} differs from the table"
 
 
-_check_table_matches_dataclass()
+_check_table_matches_attributes()

@@ -18,7 +18,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal, NamedTuple
 
 import anyio
 
@@ -90,8 +90,7 @@ class PartitionAppend:
     records: Any
 
 
-@dataclass(slots=True)
-class FetchParams:
+class FetchParams(NamedTuple):
     """A fetch's limits (Kafka's FetchParams), decided by the handler from the request and its version."""
 
     replica_id: int
