@@ -13,7 +13,7 @@ from __future__ import annotations
 import ipaddress
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Protocol
+from typing import Iterable, Mapping, NamedTuple, Protocol
 
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -128,8 +128,7 @@ def typed_value(key: str, value: float, key_type: str) -> str:
     return str(whole)
 
 
-@dataclass(frozen=True)
-class FilterComponent:
+class FilterComponent(NamedTuple):
     """One DescribeClientQuotas component: ``exact`` name, the default entity (``match_default``) or any
     specified entity of the type (``match_any``)."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Generic, Mapping, TypeVar
+from typing import Any, Generic, Mapping, NamedTuple, TypeVar
 
 from odradek.protocol.messages import DECLARATIONS, ApiKey, headers, module
 from odradek.protocol.schema import Container, DecodeError, Message, Splice, Versions, decode, decode_frame, encode_frame
@@ -108,8 +108,7 @@ class UnsupportedApiVersion(DecodeError):
         return f"API key {self.api_key} has no version {self.api_version}"
 
 
-@dataclass(slots=True)
-class RequestHeader:
+class RequestHeader(NamedTuple):
     api_key: int
     api_version: int
     correlation_id: int

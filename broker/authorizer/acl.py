@@ -9,7 +9,6 @@ appear in ZooKeeper's ``/kafka-acl/<ResourceType>/<name>`` JSON and in ``kafka-a
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, NamedTuple
 
 if TYPE_CHECKING:
@@ -177,14 +176,12 @@ def acls_from_json(data: dict) -> list[AccessControlEntry]:
     return list(dict.fromkeys(AccessControlEntry.from_json(item) for item in data["acls"]))
 
 
-@dataclass(frozen=True)
-class AclBinding:
+class AclBinding(NamedTuple):
     pattern: ResourcePattern
     entry: AccessControlEntry
 
 
-@dataclass(frozen=True)
-class ResourcePatternFilter:
+class ResourcePatternFilter(NamedTuple):
     resource_type: ResourceType
     name: str | None
     pattern_type: PatternType
@@ -216,8 +213,7 @@ class ResourcePatternFilter:
         return []
 
 
-@dataclass(frozen=True)
-class AccessControlEntryFilter:
+class AccessControlEntryFilter(NamedTuple):
     principal: str | None
     host: str | None
     operation: AclOperation
@@ -232,8 +228,7 @@ class AccessControlEntryFilter:
         )
 
 
-@dataclass(frozen=True)
-class AclBindingFilter:
+class AclBindingFilter(NamedTuple):
     pattern: ResourcePatternFilter
     entry: AccessControlEntryFilter
 
