@@ -4,8 +4,8 @@
   returning): the embedded broker tests start per test. Target ≤ 100 ms.
 * ``odradek serve``, process start to its first answer (ApiVersions) (the interpreter's own start-up and
   the imports included). Target ≤ 300 ms.
-* A restart with 2,000 partitions (20 topics of 100, created empty), in-process and as ``odradek serve``
-  (process start to its first answer): every log is opened and its partition led again.
+* A restart with 2,000 partitions holding data (20 topics of 100, five records each), in-process and as
+  ``odradek serve`` (process start to its first answer): every log is opened and its partition led again.
 
 Each figure is the best of ``ODRADEK_BENCH_REPEAT`` runs (default 5) after one warm-up run (which writes the
 bytecode caches a first run after an install would write), since interference on a shared machine only ever
@@ -43,13 +43,23 @@ microsecond where ``os.times`` counts clock ticks of 10 ms."""
 
 CREATE_TOPICS = """
 import sys
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from odradek import Broker
 with Broker(log_dir=sys.argv[1]) as broker:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     for future in admin.create_topics([NewTopic(f"many-{i}", 100, 1) for i in range(20)], operation_timeout=120).values():
         future.result(180)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50, "enable.idempotence": True})
+    for i in range(20):
+        for partition in range(100):
+            for _ in range(5):
+                producer.produce(f"many-{i}", b"x" * 100, partition=partition)
+        producer.poll(0)
+    assert producer.flush(300) == 0
 """
+"""20 topics of 100 partitions, each partition given five idempotently produced records: every log opened
+at the restart has a segment, indexes and a producer-state snapshot to read, as a broker in use has."""
 
 
 def free_port() -> int:
