@@ -31,14 +31,14 @@ install: build-deps $(PYTHON)
 
 # Installs everything the suite needs (Debian packages, Java and Maven, Kafka's and Spark's jars, Python
 # packages, kafkajs), runs `make lint` (a lint or type error fails the run before any test starts), then runs
-# the suite in three parts: two workers, a test file each at a time (most tests wait on
-# brokers, JVMs and clients, not on the CPU); the cluster fault tests, two files at a time beside each other
-# only; then the timing-sensitive tests (marked serial) alone. Each part must collect tests: pytest's exit 5
+# the suite in three parts: two workers, a test file each at a time, the longest files first (tests/conftest.py
+# LONGEST; most tests wait on brokers, JVMs and clients, not on the CPU); the cluster fault tests, two files at
+# a time beside each other only; then the timing-sensitive tests (marked serial) alone. Each part must collect tests: pytest's exit 5
 # (none collected) fails too.
 PYTEST = $(PYTHON) -m pytest -q -p no:cacheprovider --durations=15
 test: system-deps install-test jvm-deps lint
-	$(PYTEST) -n 2 --dist loadfile -m "not serial and not cluster_faults" $(PYTEST_ARGS); parallel=$$?; \
-	$(PYTEST) -n 2 --dist loadfile -m cluster_faults $(PYTEST_ARGS); cluster=$$?; \
+	$(PYTEST) -n 2 --dist loadfile --no-loadscope-reorder -m "not serial and not cluster_faults" $(PYTEST_ARGS); parallel=$$?; \
+	$(PYTEST) -n 2 --dist loadfile --no-loadscope-reorder -m cluster_faults $(PYTEST_ARGS); cluster=$$?; \
 	$(PYTEST) -m serial $(PYTEST_ARGS); serial=$$?; \
 	for status in $$parallel $$cluster $$serial; do \
 		if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; \

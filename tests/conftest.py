@@ -53,8 +53,42 @@ CLUSTER_FAULTS = (
     "tests/cluster/test_full_disk.py",
     "tests/cluster/test_log_dir_failure.py",
 )
+# The parallel part's 30 longest test files, longest first (the sum of their tests' times in one run of that
+# part), which it starts first (see longest_first). A stale entry only costs balance, never a test.
+LONGEST = (
+    "tests/e2e/test_kafka_tools.py",
+    "tests/e2e/test_share_groups.py",
+    "tests/tools/test_admin_commands.py",
+    "tests/e2e/test_consumer_group_protocol.py",
+    "tests/spark/test_odradek_log_source.py",
+    "tests/broker/test_client_quotas.py",
+    "tests/broker/test_acls.py",
+    "tests/tools/test_console.py",
+    "tests/e2e/test_transactions_v2.py",
+    "tests/controller/test_leader_election.py",
+    "tests/e2e/test_kafka44_harness.py",
+    "tests/e2e/test_transactions.py",
+    "tests/e2e/test_java_client.py",
+    "tests/e2e/test_kafka44_wire_format.py",
+    "tests/e2e/test_oauthbearer_jwks.py",
+    "compat-tests/test_groups.py",
+    "tests/e2e/test_log_dir_interop.py",
+    "tests/controller/test_reassignment_tool.py",
+    "compat-tests/test_restarts.py",
+    "tests/broker/test_startup.py",
+    "tests/controller/test_reassignment.py",
+    "tests/spark/test_kafka_source.py",
+    "tests/spark/test_odradek_log_broker.py",
+    "tests/e2e/test_security.py",
+    "tests/controller/test_zk_security.py",
+    "tests/test_layering.py",
+    "tests/protocol/test_roundtrip.py",
+    "tests/controller/test_zk_data.py",
+    "tests/e2e/test_restart.py",
+    "tests/controller/test_transactions_v2_cluster.py",
+)
 ROOT = Path(__file__).resolve().parent.parent
-assert all((ROOT / path).is_file() for path in SERIAL + CLUSTER_FAULTS), "a SERIAL or CLUSTER_FAULTS entry names no test file"
+assert all((ROOT / path).is_file() for path in SERIAL + CLUSTER_FAULTS + LONGEST), "a SERIAL, CLUSTER_FAULTS or LONGEST entry names no test file"
 
 
 PARTS = {"serial": SERIAL, "cluster_faults": CLUSTER_FAULTS}
@@ -78,6 +112,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.serial)
         elif path in CLUSTER_FAULTS:
             item.add_marker(pytest.mark.cluster_faults)
+    items[:] = longest_first(items)
+
+
+def longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The files of :data:`LONGEST` first, in that order, then the others by their number of tests, most first.
+
+    `make test` runs each part with ``--dist loadfile --no-loadscope-reorder``: xdist hands a worker the next
+    file in this order whenever it runs short. Left to itself it orders files by their number of tests, which
+    put long files of one or two tests (a cluster, a fresh clone's install) last, where one worker ran them
+    while the other had nothing left; the longest first leaves the short ones to even out the end."""
+    files: dict[Path, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(item.path, []).append(item)
+    rank = {ROOT / path: i for i, path in enumerate(LONGEST)}
+    ordered = sorted(files.items(), key=lambda entry: (rank.get(entry[0], len(rank)), -len(entry[1])))
+    return [item for _, file_items in ordered for item in file_items]
 
 
 class Wire:
