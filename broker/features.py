@@ -32,11 +32,16 @@ class Feature(NamedTuple):
 FEATURES: tuple[Feature, ...] = (
     Feature("transaction.version", 0, 2, 2),
     Feature("group.version", 0, 1, 1),
+    Feature("share.version", 0, 2, 2),
 )
 """What ApiVersions reports. A feature's handlers land with its line here.
 
 ``group.version`` 1, the consumer group protocol (KIP-848, docs/protocol.md): ConsumerGroupHeartbeat and
 ConsumerGroupDescribe served, as a Kafka 4.4 cluster finalizes it.
+
+``share.version`` 2, share groups (KIP-932, docs/protocol.md): ShareGroupHeartbeat, ShareFetch and
+ShareAcknowledge v2 (RENEW acknowledgements) and the share group admin APIs served, as a fresh Kafka 4.4
+cluster finalizes it.
 
 ``transaction.version`` 2, transactions v2 (KIP-890 part 2, docs/transactions.md): a 4.x client's EndTxn v5
 bumps the producer epoch and answers the new one, its Produce v12 and TxnOffsetCommit v5 add their partition

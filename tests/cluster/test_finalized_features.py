@@ -1,6 +1,6 @@
 """Feature levels in a ZooKeeper cluster of odradek brokers only: each registers the levels it supports in
 ``/brokers/ids/<id>`` and finalizes in ApiVersions what every registered broker supports, here the feature
-table's levels (``transaction.version`` 2, ``group.version`` 1), as a single node does. A cluster with a Kafka
+table's levels (``transaction.version`` 2, ``group.version`` 1, ``share.version`` 2), as a single node does. A cluster with a Kafka
 3.9 broker finalizes neither: tests/cluster/test_mixed_cluster.py."""
 
 from __future__ import annotations

@@ -385,3 +385,11 @@ def test_share_group_offsets_refusals_are_kafkas(broker: ShareBroker, connect: C
     ]
     listed = kafka44_jvm.run_tool("kafka-share-groups", "--bootstrap-server", broker.bootstrap, "--list")
     assert "g-made" in listed.stdout.split()
+
+
+def test_kafka_features_describes_share_version_as_on_kafka_44(broker: ShareBroker) -> None:
+    """``share.version`` supported 0-2 and finalized at 2, as a fresh Kafka 4.4 cluster has it."""
+    done = kafka44_jvm.run_tool("kafka-features", "--bootstrap-server", broker.bootstrap, "describe")
+    assert done.returncode == 0, done.stderr
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("Feature: share.version")]
+    assert line.split("Epoch:")[0].split() == "Feature: share.version SupportedMinVersion: 0 SupportedMaxVersion: 2 FinalizedVersionLevel: 2".split()
