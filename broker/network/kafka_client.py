@@ -34,7 +34,7 @@ from odradek.protocol.schema import Container, DecodeError
 if TYPE_CHECKING:
     from odradek.broker.security.sasl_client import SaslClient
     from odradek.protocol.message_types.find_coordinator import FindCoordinatorRequestDict, FindCoordinatorResponse
-    from odradek.protocol.message_types.metadata import MetadataRequestDict, MetadataRequestTopicDict, MetadataResponse
+    from odradek.protocol.message_types.metadata import MetadataRequestDict, MetadataRequestTopicDict
 
 log = logging.getLogger(__name__)
 
@@ -376,7 +376,7 @@ class KafkaClient:
         else:
             requested = None if topics is None else [{"name": t} for t in topics]
         body: MetadataRequestDict = {"topics": requested, "allow_auto_topic_creation": False, "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
-        response: MetadataResponse = await connection.send(ApiKey.Metadata, version, body)
+        response = await connection.send(ApiKey.Metadata, version, body)
         self.nodes = {b.node_id: Node(b.node_id, b.host, b.port) for b in response.brokers}
         self.cluster_id = getattr(response, "cluster_id", None)
         self.controller_id = getattr(response, "controller_id", -1)
