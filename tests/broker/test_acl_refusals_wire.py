@@ -276,6 +276,8 @@ KAFKA_4_REQUESTS = [
      lambda r: [(g.group_id, g.error_code) for g in r.groups], [(GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED)]),
     ("AlterShareGroupOffsets of the refused group", ApiKey.AlterShareGroupOffsets, 0, {"group_id": GROUP, "topics": [{"topic_name": READ_ONLY, "partitions": [{"partition_index": 0, "start_offset": 0}]}]},
      lambda r: (r.error_code, r.responses), (ErrorCode.GROUP_AUTHORIZATION_FAILED, [])),
+    ("ListConfigResources without DESCRIBE_CONFIGS on the cluster", ApiKey.ListConfigResources, 1, {"resource_types": [32]},
+     lambda r: (r.error_code, r.config_resources), (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])),
     ("DeleteShareGroupOffsets of the refused group", ApiKey.DeleteShareGroupOffsets, 0, {"group_id": GROUP, "topics": [{"topic_name": READ_ONLY}]},
      lambda r: (r.error_code, r.responses), (ErrorCode.GROUP_AUTHORIZATION_FAILED, [])),
 ]

@@ -393,3 +393,16 @@ def test_kafka_features_describes_share_version_as_on_kafka_44(broker: ShareBrok
     assert done.returncode == 0, done.stderr
     [line] = [line for line in done.stdout.splitlines() if line.startswith("Feature: share.version")]
     assert line.split("Epoch:")[0].split() == "Feature: share.version SupportedMinVersion: 0 SupportedMaxVersion: 2 FinalizedVersionLevel: 2".split()
+
+
+def test_kafka_configs_lists_the_groups_that_have_configs(broker: ShareBroker) -> None:
+    """``kafka-configs.sh --describe --entity-type groups`` without a name: ListConfigResources v1 names the
+    groups that have configs, each then described."""
+    altered = configs_tool(broker.bootstrap, "--alter", "--entity-name", "g-listed", "--add-config", "share.isolation.level=read_committed")
+    assert altered.returncode == 0, altered.stdout + altered.stderr
+    listed = configs_tool(broker.bootstrap, "--describe")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    at = lines.index("Dynamic configs for group g-listed are:")
+    assert lines[at + 1] == "  share.isolation.level=read_committed sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:share.isolation.level=read_committed, DEFAULT_CONFIG:share.isolation.level=read_uncommitted}"
+    assert "Dynamic configs for group g-never-configured are:" not in lines
