@@ -152,7 +152,7 @@ def snake_case(name: str) -> str:
 # ----------------------------------------------------------------------------------------------------------
 # Declarations
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)  # its own __init__; the generated one would be compiled and dropped
 class S:
     """A struct: Kafka's nested field groups and common structs."""
 
@@ -169,7 +169,7 @@ class Array:
     element: "str | S"  # a primitive type name or a struct
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)  # its own __init__; the generated one would be compiled and dropped
 class F:
     """A field: name, type (primitive name, ``S`` or ``Array``), versions and Kafka's per-field options."""
 
@@ -603,7 +603,7 @@ def _camel(name: str) -> str:
 # Messages
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)  # its own __init__; the generated one would be compiled and dropped
 class Message:
     """A top-level request or response (or header, or coordinator record) with its versions."""
 

@@ -36,8 +36,7 @@ SOURCE_STATIC_BROKER = 4  # STATIC_BROKER_CONFIG
 SOURCE_DEFAULT = 5  # DEFAULT_CONFIG
 
 
-@dataclass(frozen=True)
-class BrokerSynonym:
+class BrokerSynonym(NamedTuple):
     """A ``server.properties`` key a topic key falls back to; ``scale`` converts its unit (hours -> ms)."""
 
     name: str
