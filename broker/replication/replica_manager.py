@@ -387,14 +387,15 @@ class ReplicaManager:
                 )
                 read.high_watermark, read.last_stable_offset, read.log_start_offset = info.high_watermark, info.last_stable_offset, info.log_start_offset
                 read.diverging_epoch = info.diverging_epoch
-                if info.data.size > 0:
+                size = info.data.size  # a sum over the read's slices: taken once
+                if size > 0:
                     read.aborted_transactions = info.aborted_transactions
                     if params.magic is None:
-                        read.records, read.length = FetchRecords(info.data.slices, info.data.size), info.data.size
+                        read.records, read.length = FetchRecords(info.data.slices, size), size
                     else:
                         read.records = _down_convert(partition, info, params.magic, fp.fetch_offset)
                         read.length = len(read.records)
-                    budget = max(0, budget - info.data.size)
+                    budget = max(0, budget - size)
                     min_one = False
             except KafkaError as exc:  # OFFSET_OUT_OF_RANGE among them
                 read.error = exc.code
