@@ -61,17 +61,17 @@ def test_api_versions_at_an_unknown_version_gets_the_kip_511_answer_from_the_con
 
 def test_a_version_declared_but_not_served_is_refused_as_an_unknown_one() -> None:
     """Kafka 4.4's versions are declared (decodable) but served only when a handler lists them: ApiVersions v5
-    gets the KIP-511 answer with our ranges, Produce v13 and the share-group APIs not served yet end the connection."""
+    gets the KIP-511 answer with our ranges, Produce v13 and the streams-group APIs (KIP-1071, not served) end the connection."""
     conn = connection()
     [event] = conn.feed(encode_request(ApiKey.ApiVersions, 5, 9, {"client_software_name": "probe", "client_software_version": "1"}))
     assert isinstance(event, AnswerReady)
     correlation_id, body = decode_response(ApiKey.ApiVersions, 0, event.data[4:])
     assert correlation_id == 9 and body.error_code == 35  # UNSUPPORTED_VERSION
     assert {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}[ApiKey.Produce] == (0, 12)
-    assert ApiKey.DeleteShareGroupOffsets not in {k.api_key for k in body.api_keys}
+    assert ApiKey.StreamsGroupDescribe not in {k.api_key for k in body.api_keys}
     for api_key, version, request in [
         (ApiKey.Produce, 13, {"acks": 1, "timeout_ms": 100, "topic_data": []}),
-        (ApiKey.DeleteShareGroupOffsets, 0, {"group_id": "g", "topics": []}),
+        (ApiKey.StreamsGroupDescribe, 0, {"group_ids": ["g"], "include_authorized_operations": False}),
     ]:
         conn = connection()
         [event] = conn.feed(encode_request(api_key, version, 1, request))
