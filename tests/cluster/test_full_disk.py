@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from checker import Workload
+from checker import Report, ViolationKind, Workload
 from harness import Cluster, running_cluster
 from tests.small_disks import fill, tmpfs
 
@@ -36,6 +36,25 @@ HALT_TIMEOUT_S = 60.0
 
 def log_dir(root: Path, kind: str, broker_id: int) -> Path:
     return root / f"broker-{broker_id}" / LOG_DIR_NAMES[kind]
+
+
+def kafka_wrote_a_run_twice(report: Report) -> bool:
+    """What real Kafka 3.9.1 was seen to do once in CI (odradek's run allows none of it): its brokers answered
+    UNKNOWN_SERVER_ERROR to writes while its disk filled (182 of them), and one partition held a run of
+    five numbers twice, the second copy right after the first (529-533 at offsets 529-533 and 534-538),
+    with no write lost. The checker counts the second copy as duplicated and its first number as
+    reordered. Only that is let through, and only for Kafka: nothing acknowledged lost, no phantom read,
+    no fatal producer error, each partition's duplicates one contiguous run right after its first copy,
+    and one reordering per run (its first number). Written down in docs/replication.md."""
+    if report.producer_fatal is not None or not report.delivery_errors.get("UNKNOWN"):
+        return False
+    if any(v.kind not in (ViolationKind.DUPLICATE, ViolationKind.REORDERED, ViolationKind.NO_OFFSET) for v in report.violations):
+        return False
+    duplicates = [v for v in report.violations if v.kind is ViolationKind.DUPLICATE]
+    runs = {(v.partition, v.offset - v.number) for v in duplicates}
+    one_run_each = len(runs) == len({v.partition for v in duplicates})
+    right_after = all(shift == sum(1 for v in duplicates if v.partition == partition) for partition, shift in runs)
+    return bool(duplicates) and one_run_each and right_after and report.count(ViolationKind.REORDERED) == len(runs)
 
 
 @pytest.fixture(scope="module")
@@ -90,5 +109,5 @@ def test_a_full_log_dir_halts_the_broker_and_its_leadership_moves(cluster: Clust
     cluster.wait_until(lambda: not victim.running(), f"broker {before.leader} stopping", 60)
     on_disk = records_on_disk(disk, topic)
     print(f"\nbroker {before.leader}'s disk filled: halted in {halted_in:.1f}s, partition 0 led by broker {moved_in.leader}; restarted, {recovered_in:.1f}s to a full ISR and writes\n{report}")
-    assert report.ok, str(report)
+    assert report.ok or (broker_kind == "kafka" and kafka_wrote_a_run_twice(report)), str(report)
     assert on_disk == surviving
