@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from odradek.protocol.java_hash import int32, java_string_hash
+from odradek.protocol.java_hash import hash_map_spread, int32, java_string_hash
 from odradek.storage.topic_partition import TopicPartition
 
 # -- paths ------------------------------------------------------------------------------------------------
@@ -153,7 +153,7 @@ def _java_hash_order(keys: Sequence[str], table: int) -> list[str]:
     Both start at 16 buckets here (``new Properties()`` sizes its map for 8) and double at 3/4 full."""
     while len(keys) >= table * 3 // 4:
         table *= 2
-    spread = [(lambda h: h ^ _ushr(h, 16))(java_string_hash(k)) for k in keys]
+    spread = [hash_map_spread(java_string_hash(k)) for k in keys]
     return [k for _, _, k in sorted(((h & (table - 1)), i, k) for i, (h, k) in enumerate(zip(spread, keys)))]
 
 

@@ -73,6 +73,18 @@ def java_double_string(value: float) -> str:
     return repr(float(value))
 
 
+def java_long_hash(value: int) -> int:
+    """``Long.hashCode`` as its 32 bits (unsigned): the long's high half xor-ed into its low half."""
+    return (value ^ (value >> 32)) & 0xFFFFFFFF
+
+
+def hash_map_spread(hash_code: int) -> int:
+    """``HashMap.hash``: a key's hash code with its high 16 bits xor-ed into its low ones, as 32 unsigned
+    bits; a ``HashMap`` or ``ConcurrentHashMap`` of capacity ``n`` keeps the key in bucket ``spread & (n - 1)``."""
+    h = hash_code & 0xFFFFFFFF
+    return h ^ (h >> 16)
+
+
 def java_string_hash(s: str) -> int:
     """Java's ``String.hashCode``: ``31 * h + unit`` over the string's UTF-16 code units."""
     h = 0

@@ -18,18 +18,14 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TypeVar
 
+from odradek.protocol.java_hash import hash_map_spread, java_long_hash
+
 INITIAL_CAPACITY = 16
 LOAD_FACTOR = 0.75
 TREEIFY_THRESHOLD = 8
 MIN_TREEIFY_CAPACITY = 64
 
 V = TypeVar("V")
-
-
-def spread_hash(key: int) -> int:
-    """``HashMap.hash(Long.valueOf(key))``: the long folded to an int, its high half xor-ed into its low."""
-    h = (key ^ (key >> 32)) & 0xFFFFFFFF  # Long.hashCode; >> on the two's complement bits is >>> here
-    return h ^ (h >> 16)
 
 
 class HashMapOrder:
@@ -42,7 +38,7 @@ class HashMapOrder:
         self._size = 0
 
     def bucket(self, key: int) -> int:
-        return spread_hash(key) & (self.capacity - 1)
+        return hash_map_spread(java_long_hash(key)) & (self.capacity - 1)
 
     def put(self, key: int, keys: Iterable[int]) -> None:
         """A new ``key`` went in; ``keys`` are all the map's keys after it (to re-bucket on a resize)."""

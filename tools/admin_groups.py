@@ -18,7 +18,7 @@ import sys
 from odradek.broker.network.kafka_client import KafkaClient
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.java_hash import topic_partition_hash
+from odradek.protocol.java_hash import hash_map_spread, topic_partition_hash
 from odradek.tools.admin_common import (
     EARLIEST,
     LATEST,
@@ -88,8 +88,7 @@ def java_hash_order(keys: list[TopicPartition]) -> list[TopicPartition]:
         capacity *= 2
 
     def bucket(tp: TopicPartition) -> int:
-        h = topic_partition_hash(*tp) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & (capacity - 1)
+        return hash_map_spread(topic_partition_hash(*tp)) & (capacity - 1)
 
     return [tp for _, _, tp in sorted((bucket(tp), i, tp) for i, tp in enumerate(keys))]
 

@@ -32,6 +32,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek import Broker
 from odradek.broker.coordinator.runtime import partition_for
+from odradek.storage.hash_map_order import HashMapOrder
 
 
 @pytest.fixture(scope="module")
@@ -67,14 +68,14 @@ def printed_producer_ids(command: str, stdout: str) -> list[int]:
 
 
 def java_hash_map_order(producer_ids: list[int]) -> list[int]:
-    """How a ``HashMap<Long, _>`` of 16 slots iterates these ids, put in ascending order: by bucket
-    (``Long.hashCode`` xor its high 16 bits, modulo 16), then as they went in."""
-
-    def bucket(producer_id: int) -> int:
-        h = (producer_id ^ (producer_id >> 32)) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & 15
-
-    return sorted(producer_ids, key=lambda producer_id: (bucket(producer_id), producer_id))
+    """How a fresh ``HashMap<Long, _>`` iterates these ids, put in ascending order (the model checked against
+    Java's own HashMap in tests/storage/test_hash_map_order.py)."""
+    order = HashMapOrder()
+    ids: dict[int, None] = {}
+    for producer_id in sorted(producer_ids):
+        ids[producer_id] = None
+        order.put(producer_id, ids)
+    return [producer_id for producer_id, _ in order.iteration_order(ids.items())]
 
 
 def scenario(bootstrap: str, names: dict[str, str]) -> tuple[list[tuple[str, int, list[list[str]], str]], list[list[int]]]:
