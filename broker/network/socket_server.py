@@ -1,28 +1,24 @@
-"""The network shell: accept connections, move their bytes, dispatch, send answers in order.
+"""The network shell: accept connections, dispatch their requests, send answers in order.
 
-Only bytes move here; what they mean is the sans-IO :class:`KafkaConnection`'s (broker/network/connection.py). Each
-connection has a reader that takes whatever the socket holds (large reads into the receive buffer the event
+What the bytes mean is the sans-IO :class:`KafkaConnection`'s (broker/network/connection.py); moving them is the
+connection's transport's (broker/network/transport.py: a socket, or a worker process's channel). Each
+connection has a reader that takes whatever the transport holds (large reads into the receive buffer the event
 loop's connections share: several times faster than exact-size reads through stream wrappers), hands it to
 its ``KafkaConnection`` and calls the handler of each request that comes out in turn, so requests take
 effect in arrival order; and, while answers are queued, a writer that sends them in the same order. A request
 whose answer waits (a long poll, an acks=all produce waiting for the ISR) holds the next one back until the
 answer is complete, as Kafka mutes a channel while one of its requests is handled: a pipelined produce is
 appended only after the one before it was answered, so it meets the ISR that answer left (docs/replication.md).
-Record data in fetch responses goes from the segment file to the socket with ``os.sendfile``. Sockets are used directly
-(non-blocking, with anyio's readiness waits) so that sendfile and ordinary sends share one socket without a
-transport buffering in between. docs/performance.md has what a connection costs.
+Record data in fetch responses goes from the segment file to the socket with ``os.sendfile``. docs/performance.md
+has what a connection costs.
 """
 
 from __future__ import annotations
 
-import asyncio
-import errno
 import inspect
 import itertools
 import logging
-import os
 import socket
-import ssl
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -39,6 +35,7 @@ from odradek.broker.network.framing import RECEIVE_BUFFER_SIZE
 from odradek.broker.kafka_apis import CLOSE_CONNECTION, HANDLERS, error_response, unsupported_api_versions_response
 from odradek.broker.kafka_server import KafkaServer
 from odradek.broker.network.memory_pool import MemoryPool, Unbounded, memory_pool
+from odradek.broker.network.transport import ConnectionClosed, Piece, SocketTransport, Transport
 from odradek.broker.request_quota import charge, charged
 from odradek.protocol.api import Request, encode_response
 from odradek.protocol.errors import ErrorCode
@@ -47,74 +44,11 @@ from odradek.protocol.schema import EncodeError
 if TYPE_CHECKING:
     from odradek.broker.security.listeners import ListenerSecurity
     from odradek.broker.security.sasl_authenticator import SaslSettings
-    from odradek.broker.security.tls import TlsSession, TlsSettings
+    from odradek.broker.security.tls import TlsSettings
 
 log = logging.getLogger("odradek.network")
 
-_IOV_MAX = 1024  # Linux's limit on buffers per sendmsg
 _TLS_READ_SIZE = 256 * 1024
-_TLS_FILE_CHUNK = 256 * 1024
-"""Record data read from a segment file per TLS write (sendfile cannot encrypt: docs/performance.md)."""
-
-
-
-def _tls_session(settings: TlsSettings) -> TlsSession:
-    """A TLS listener's connection state (the tls module is imported by a TLS listener's first connection)."""
-    from odradek.broker.security.tls import TlsSession
-
-    return TlsSession(settings)
-
-class ConnectionClosed(Exception):
-    pass
-
-
-class Readable:
-    """Waits for a socket to be readable, leaving it registered with the event loop from one wait to the next.
-
-    ``anyio.wait_readable`` registers the socket and unregisters it at every wait (two ``epoll_ctl`` calls,
-    and a future, a context variable and a backend lookup in Python): for a client that sends one request
-    and waits for its answer, that is once per request. Here the registration stays while the connection
-    is served; a readiness reported while nobody waits (the connection waits for an answer, such as an
-    acks=all produce, with the client's next request already arrived) unregisters the socket until the next
-    wait, as the loop would otherwise report it again on every turn."""
-
-    __slots__ = ("_loop", "_fd", "_waiter", "_registered")
-
-    def __init__(self, sock: socket.socket) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._fd = sock.fileno()
-        self._waiter: asyncio.Future[None] | None = None
-        self._registered = False
-
-    def _ready(self) -> None:
-        waiter = self._waiter
-        if waiter is None:
-            self._loop.remove_reader(self._fd)
-            self._registered = False
-            return
-        self._waiter = None
-        if not waiter.done():
-            waiter.set_result(None)
-
-    async def wait(self) -> None:
-        if not self._registered:
-            self._loop.add_reader(self._fd, self._ready)
-            self._registered = True
-        self._waiter = waiter = self._loop.create_future()
-        try:
-            await waiter
-        finally:
-            self._waiter = None
-
-    def close(self) -> None:
-        """Unregister (before the socket is closed)."""
-        if self._registered:
-            self._loop.remove_reader(self._fd)
-            self._registered = False
-
-
-Piece = bytes | memoryview | tuple[Any, int, int]
-"""What an answer is sent as: buffers, and ``(file, position, length)`` slices of segment files to sendfile."""
 
 _PIECES = object()
 """The outbox's marker for what remains of answers the reader began to send (their pieces follow it)."""
@@ -157,22 +91,24 @@ class Network:
 
 
 class Connection:
-    """The socket shell of one client connection: reads into its :class:`KafkaConnection`, calls the handler
-    of each request it decodes in turn (so requests take effect in arrival order, each once the answer before
-    it is complete), and writes the answers it queues in the same order (Kafka's pipelining with in-order
-    responses).
+    """The request side of one client connection: reads through its transport into its
+    :class:`KafkaConnection`, calls the handler of each request it decodes in turn (so requests take effect in
+    arrival order, each once the answer before it is complete), charges the request quotas, and writes the
+    answers it queues in the same order (Kafka's pipelining with in-order responses). The transport moves the
+    bytes: a client's socket (broker/network/transport.py), or (docs/multicore.md) a worker process's channel
+    for a connection that worker holds, so that one request side serves both.
 
     An idle connection is only its socket, its unfinished request bytes and one task waiting for the socket to
     be readable: the writer task runs only while answers are queued, and idle expiry is one task for all
     connections, so that thousands of connections cost a few kilobytes each.
     """
 
-    __slots__ = ("server", "network", "sock", "peer", "protocol", "tls", "tls_lock", "room", "reading", "waiting", "writing", "closed", "last_active")
+    __slots__ = ("server", "network", "transport", "peer", "protocol", "room", "reading", "waiting", "writing", "closed", "last_active")
 
-    def __init__(self, server: KafkaServer, network: Network, sock: socket.socket, endpoint: Endpoint, index: int, tls: TlsSettings | None, sasl: SaslSettings | None) -> None:
+    def __init__(self, server: KafkaServer, network: Network, transport: Transport, endpoint: Endpoint, index: int, sasl: SaslSettings | None) -> None:
         self.server = server
         self.network = network
-        self.sock = sock
+        self.transport = transport
         self.peer = f"{endpoint.peer_host}:{endpoint.peer_port}"
         self.protocol = KafkaConnection(
             endpoint,
@@ -185,9 +121,6 @@ class Connection:
             pool=network.pool,
             sasl=sasl,
         )
-        self.tls = _tls_session(tls) if tls is not None else None
-        self.tls_lock = anyio.Lock() if tls is not None else None
-        """The reader (handshake, TLS 1.3 tickets) and the writer both send TLS records: one at a time."""
         self.room: anyio.Event | None = None  # set when the writer takes answers from a full outbox
         self.reading = True
         self.waiting = False
@@ -199,7 +132,7 @@ class Connection:
     async def run(self) -> None:
         self.network.connections.add(self)
         try:
-            await self._read_loop()
+            await self._read_requests()
         except (ConnectionClosed, OSError):
             pass
         except Exception:
@@ -215,32 +148,22 @@ class Connection:
                 share_partitions.connection_closed(self.protocol.connection_id)
             self.protocol.close()
             if not self.writing:  # else the writer sends what is queued, then closes
-                self.sock.close()
+                self.transport.close()
 
     def end(self) -> None:
         """Stop both directions: the reader wakes to an end of stream and the connection closes."""
         self.closed = True
         if self.room is not None:
             self.room.set()
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+        self.transport.shutdown()
 
     # -- reading ------------------------------------------------------------------------------------------
 
-    async def _read_loop(self) -> None:
-        sock = self.sock
+    async def _read_requests(self) -> None:
+        transport = self.transport
         protocol = self.protocol
         pool = self.network.pool
-        tls = self.tls
-        readable = Readable(sock)
-        try:
-            await self._read_requests(sock, protocol, pool, tls, readable)
-        finally:
-            readable.close()
-
-    async def _read_requests(self, sock: socket.socket, protocol: KafkaConnection, pool: MemoryPool | Unbounded, tls: TlsSession | None, readable: Readable) -> None:
+        tls = transport.tls
         while True:
             if pool.exhausted and not protocol.reading_frame:
                 await pool.wait_available()  # Kafka mutes the channel until the pool has memory again
@@ -250,9 +173,9 @@ class Connection:
                 continue
             target = protocol.buffer() if tls is None else self.network.tls_buffer
             try:
-                n = sock.recv_into(target)
+                n = transport.recv_into(target)
             except BlockingIOError:
-                await readable.wait()
+                await transport.wait_readable()
                 continue
             if not n or self.closed:
                 return
@@ -269,20 +192,14 @@ class Connection:
                 protocol.release(sum(charged))
 
     async def _received_tls(self, data: memoryview) -> list[Event]:
-        """Decrypt, answer the handshake, and feed the plaintext to the connection."""
-        assert self.tls is not None
-        handshaking = not self.tls.handshake_done
-        try:
-            plain = self.tls.receive(data)
-        except ssl.SSLError as exc:
-            log.info("Closing connection from %s: failed TLS handshake or record: %s", self.peer, exc.reason or exc)
-            await self._flush_tls()  # the alert, so the client learns why
-            raise ConnectionClosed from exc
-        if handshaking and self.tls.handshake_done:
-            self.protocol.principal = self.tls.principal()
-        await self._flush_tls()
+        """Decrypt (the transport answers the handshake), and feed the plaintext to the connection."""
+        transport = self.transport
+        assert isinstance(transport, SocketTransport) and transport.tls is not None
+        plain, handshake_done = await transport.received_tls(data, self.peer)
+        if handshake_done:
+            self.protocol.principal = transport.tls.principal()
         events = self.protocol.feed(plain) if plain else []
-        if self.tls.peer_closed and not events:
+        if transport.tls.peer_closed and not events:
             raise ConnectionClosed
         return events
 
@@ -308,10 +225,10 @@ class Connection:
         one ``sendmsg``); else queue it, or what the socket did not take of it (at most queued.max.requests:
         reading waits beyond), and start the writer if idle."""
         protocol = self.protocol
-        if not self.writing and self.tls is None and not self.closed:
+        if not self.writing and self.transport.tls is None and not self.closed:
             pieces: list[Piece] = []
             close = self._add_answer(request, result, pieces)
-            rest = self._send_some(pieces)
+            rest = self.transport.send_some(pieces)
             if close:
                 raise ConnectionClosed
             self.last_active = time.monotonic()
@@ -381,7 +298,7 @@ class Connection:
         finally:
             self.writing = False
             if not self.reading:
-                self.sock.close()
+                self.transport.close()
 
     async def _write(self, batch: list[tuple[Any, Any]]) -> None:
         pieces: list[Piece] = []
@@ -390,11 +307,7 @@ class Connection:
             if self._add_answer(request, result, pieces):
                 close = True
                 break
-        if self.tls is not None:
-            await self._send_tls(pieces)
-        else:
-            while pieces := self._send_some(pieces):
-                await anyio.wait_writable(self.sock)
+        await self.transport.write(pieces)
         if close:
             raise ConnectionClosed
 
@@ -425,76 +338,6 @@ class Connection:
             pieces.append(view[pos:])
         return False
 
-    def _send_some(self, pieces: list[Piece]) -> list[Piece]:
-        """Send the pieces in order, as much as the socket takes now, without waiting: consecutive buffers in
-        one ``sendmsg`` (writev), file slices with ``os.sendfile`` (zero-copy from the page cache). Returns
-        what is left, empty when all went out.
-
-        Buffers mixed with file slices (a fetch answer: its fields, the records, the fields after them) are
-        sent with the socket corked, so that they leave as full TCP segments rather than one per call: a
-        small fetch answer is one segment instead of three (each costs the broker the loopback's or the
-        network stack's work again). The cork is taken out before returning, whatever is left."""
-        if len(pieces) > 1 and any(type(piece) is tuple for piece in pieces):
-            sock = self.sock
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
-            try:
-                return self._send_now(pieces)
-            finally:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)
-        return self._send_now(pieces)
-
-    def _send_now(self, pieces: list[Piece]) -> list[Piece]:
-        sock = self.sock
-        i, count = 0, len(pieces)
-        while i < count:
-            piece = pieces[i]
-            if type(piece) is tuple:
-                file, position, length = piece
-                try:
-                    sent = os.sendfile(sock.fileno(), file.fileno(), position, length)
-                except BlockingIOError:
-                    return pieces[i:]
-                except OSError as exc:
-                    if exc.errno in (errno.EPIPE, errno.ECONNRESET):
-                        raise ConnectionClosed from exc
-                    raise
-                if sent == 0:
-                    raise ConnectionClosed("segment file shorter than its slice")
-                if sent < length:
-                    pieces[i] = (file, position + sent, length - sent)
-                    return pieces[i:]
-                i += 1
-                continue
-            j = i + 1
-            while j < count and type(pieces[j]) is not tuple and j - i < _IOV_MAX:
-                j += 1
-            try:
-                sent = sock.sendmsg(pieces[i:j]) if j - i > 1 else sock.send(piece)  # type: ignore[arg-type]
-            except BlockingIOError:
-                return pieces[i:]
-            except (BrokenPipeError, ConnectionResetError) as exc:
-                raise ConnectionClosed from exc
-            while i < j:
-                n = len(pieces[i])
-                if sent < n:
-                    if sent:
-                        pieces[i] = memoryview(pieces[i])[sent:]  # type: ignore[arg-type]
-                    return pieces[i:]
-                sent -= n
-                i += 1
-        return []
-
-    async def _send_tls(self, pieces: list[Piece]) -> None:
-        """Over TLS every byte is encrypted here: buffers through the session, file slices read in chunks."""
-        assert self.tls is not None
-        for piece in pieces:
-            if type(piece) is tuple:
-                await self._flush_tls()
-                await self._send_file_tls(*piece)
-            else:
-                self.tls.send(piece)  # type: ignore[arg-type]
-        await self._flush_tls()
-
     def _encode(self, request: Request, result: Any) -> tuple[bytes, list[Any]] | None:
         """The answer's frame; for an answer holding a value its field cannot carry (a string over 32,767
         bytes, such as a member id made of a client id that long), the request's error answer, as Kafka's
@@ -519,26 +362,6 @@ class Connection:
             if answer is None:
                 raise ConnectionClosed from None
             return answer
-
-    async def _flush_tls(self) -> None:
-        assert self.tls is not None and self.tls_lock is not None
-        async with self.tls_lock:
-            outgoing = self.tls.outgoing()
-            pieces: list[Piece] = [outgoing] if outgoing else []
-            while pieces := self._send_some(pieces):
-                await anyio.wait_writable(self.sock)
-
-    async def _send_file_tls(self, file: Any, position: int, remaining: int) -> None:
-        assert self.tls is not None
-        in_fd = file.fileno()
-        while remaining > 0:
-            chunk = os.pread(in_fd, min(remaining, _TLS_FILE_CHUNK), position)
-            if not chunk:
-                raise ConnectionClosed("segment file shorter than its slice")
-            self.tls.send(chunk)
-            await self._flush_tls()
-            position += len(chunk)
-            remaining -= len(chunk)
 
 
 class BoundListener(NamedTuple):
@@ -569,16 +392,17 @@ async def serve(server: KafkaServer, listeners: list[BoundListener], task_status
                     if taken and taken % 64 == 0:
                         await anyio.lowlevel.checkpoint()  # a burst does not hold the loop from the requests
                     sock, addr, local = accepted
+                    transport = SocketTransport(sock, listener.tls)
                     while not quotas.slot_available(listener.name):
                         await network.slot_freed.wait()  # max.connections: serve it once one closes
-                    if not await _within_creation_rates(network, listener.name, sock, addr[0]):
+                    if not await _within_creation_rates(network, listener.name, transport, addr[0]):
                         continue
                     if (limit := quotas.open(addr[0])) is not None:
                         log.info("Rejected connection from %s, address already has the configured maximum of %d connections.", addr[0], limit)
-                        sock.close()
+                        transport.close()
                         continue
                     endpoint = Endpoint(listener.name, listener.security_protocol, local[0], local[1], addr[0], addr[1])
-                    network.tg.start_soon(Connection(server, network, sock, endpoint, next(indexes), listener.tls, listener.sasl).run)
+                    network.tg.start_soon(Connection(server, network, transport, endpoint, next(indexes), listener.sasl).run)
         finally:
             acceptor.close()
 
@@ -594,14 +418,14 @@ async def serve(server: KafkaServer, listeners: list[BoundListener], task_status
         tg.start_soon(network.expire_idle_connections)
         acceptors = []
         for listener in listeners:
-            acceptor = Acceptor(listener.sock, lambda sock: _prepare(server, sock), listener.name)
+            acceptor = Acceptor(listener.sock, lambda sock: prepare(server.config, sock), listener.name)
             acceptor.start()
             acceptors.append(acceptor)
             tg.start_soon(accept_loop, listener, acceptor, network)
         task_status.started(acceptors)
 
 
-async def _within_creation_rates(network: Network, listener: str, sock: socket.socket, ip: str) -> bool:
+async def _within_creation_rates(network: Network, listener: str, sock: Transport, ip: str) -> bool:
     """Kafka's connection creation rates, for a connection just accepted: over the broker's or the
     listener's, the listener waits the throttle time before going on; over its address's, the connection is
     left unserved and closed once the throttle time has passed (False)."""
@@ -621,7 +445,7 @@ async def _within_creation_rates(network: Network, listener: str, sock: socket.s
     return False
 
 
-async def _close_after(sock: socket.socket, delay_s: float) -> None:
+async def _close_after(sock: Transport, delay_s: float) -> None:
     try:
         await anyio.sleep(delay_s)
     finally:
@@ -632,12 +456,12 @@ def _now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
-def _prepare(server: KafkaServer, sock: socket.socket) -> None:
-    """A connection just accepted (on the Acceptor's thread): non-blocking, no Nagle delay, the configured
-    buffer sizes."""
+def prepare(config: BrokerConfig, sock: socket.socket) -> None:
+    """A connection just accepted (on the Acceptor's thread, or by the supervisor): non-blocking, no Nagle
+    delay, the configured buffer sizes."""
     sock.setblocking(False)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    send, recv = server.config["socket.send.buffer.bytes"], server.config["socket.receive.buffer.bytes"]
+    send, recv = config["socket.send.buffer.bytes"], config["socket.receive.buffer.bytes"]
     if send > 0:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send)
     if recv > 0:
