@@ -28,6 +28,7 @@ from confluent_kafka import KafkaError, Message, Producer
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "cluster"))
+sys.path.insert(0, str(REPO))  # the harness imports tests.conftest
 
 import harness  # noqa: E402
 from run import Result  # noqa: E402

@@ -12,6 +12,11 @@ end-to-end latency at rf 3 and at rf 1, acks=all: ``--rate`` records/s for ``--s
 its send time, read back by a consumer in this process; p50 and p99 of receive time minus send time.
 ``benchmarks/run.py`` calls :func:`run`: the defaults, on a real Kafka cluster it starts.
 
+On a cluster it starts, each run also reports the brokers' CPU time (user+sys from /proc) per produce
+request the producer sent (librdkafka's statistics count them): the leader's, and the two followers'
+together. On a shared machine that is the steadier figure: throughput and latency move with the load,
+CPU time per request much less.
+
 Without ``--bootstrap`` the cluster is the one the fault tests use (tests/cluster/harness.py): ZooKeeper
 and three brokers, each in its own network namespace, all on this machine.
 """
@@ -19,6 +24,7 @@ and three brokers, each in its own network namespace, all on this machine.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import struct
 import sys
@@ -33,6 +39,8 @@ from pathlib import Path
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from run import Result
+
+from odradek.tools.perf import process_cpu_seconds
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -51,14 +59,63 @@ class Setup:
 SETUPS = (Setup("rf 3, acks=all", 3, "all"), Setup("rf 3, acks=1", 3, "1"), Setup("rf 1, acks=all", 1, "all"))
 
 
-def start_cluster(stack: ExitStack, kind: str) -> str:
-    """A 3-broker cluster from the fault tests' harness, stopped and removed when ``stack`` closes."""
+def start_cluster(stack: ExitStack, kind: str) -> tuple[str, dict[int, int]]:
+    """A 3-broker cluster from the fault tests' harness, stopped and removed when ``stack`` closes: its
+    bootstrap servers and each broker's process id."""
     sys.path.insert(0, str(REPO / "tests" / "cluster"))
+    sys.path.insert(0, str(REPO))  # the harness imports tests.conftest
     import harness
 
     root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-replication-")))
     cluster = stack.enter_context(harness.Cluster(root, kind))
-    return cluster.bootstrap
+    pids = {broker_id: broker.pid for broker_id, broker in cluster.brokers.items() if broker.pid is not None}
+    return cluster.bootstrap, pids
+
+
+@dataclass
+class BrokerCpu:
+    """The brokers' CPU time over a measured window, and the produce requests sent in it."""
+
+    pids: dict[int, int]
+    leader: int
+    start: dict[int, float] | None = None
+    end: dict[int, float] | None = None
+    produce_requests: int = 0
+
+    def sample(self) -> dict[int, float]:
+        return {broker_id: process_cpu_seconds(pid) for broker_id, pid in self.pids.items()}
+
+    def per_request_us(self) -> tuple[float, float]:
+        """(the leader's, the followers' together) CPU µs per produce request."""
+        assert self.start is not None and self.end is not None
+        used = {b: self.end[b] - self.start[b] for b in self.pids}
+        n = max(self.produce_requests, 1)
+        return used[self.leader] / n * 1e6, sum(v for b, v in used.items() if b != self.leader) / n * 1e6
+
+
+class RequestCounter:
+    """Produce requests the producer sent, from librdkafka's statistics (``statistics.interval.ms``)."""
+
+    INTERVAL_MS = 200
+
+    def __init__(self) -> None:
+        self.latest = 0
+
+    def config(self) -> dict[str, object]:
+        return {"statistics.interval.ms": self.INTERVAL_MS, "stats_cb": self._on_stats}
+
+    def _on_stats(self, raw: str) -> None:
+        stats = json.loads(raw)
+        self.latest = sum(b.get("req", {}).get("Produce", 0) for b in stats.get("brokers", {}).values())
+
+    def settle(self, producer: Producer) -> int:
+        """The count once a statistics report after the last request has come in."""
+        producer.poll(self.INTERVAL_MS * 2.5 / 1000)
+        return self.latest
+
+
+def leader_of(bootstrap: str, topic: str) -> int:
+    return AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10).topics[topic].partitions[0].leader
 
 
 def create_topic(bootstrap: str, replication_factor: int, min_insync: int) -> str:
@@ -75,12 +132,14 @@ def create_topic(bootstrap: str, replication_factor: int, min_insync: int) -> st
     raise TimeoutError(f"{topic}: replicas not in sync within 60 s")
 
 
-def throughput(bootstrap: str, setup: Setup, records: int, size: int) -> tuple[float, float]:
-    """(records/s, MB/s) of one producer sending ``records`` records to a new topic of ``setup``."""
+def throughput(bootstrap: str, setup: Setup, records: int, size: int, cpu: BrokerCpu | None = None) -> tuple[float, float]:
+    """(records/s, MB/s) of one producer sending ``records`` records to a new topic of ``setup``; ``cpu``
+    (its leader set here) gets the brokers' CPU time over the run."""
     topic = create_topic(bootstrap, setup.replication_factor, setup.min_insync)
+    counter = RequestCounter()
     producer = Producer({
         "bootstrap.servers": bootstrap, "acks": setup.acks, "linger.ms": 5, "batch.size": 1_000_000,
-        "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
+        "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576, **counter.config(),
     })
     failed: list[str] = []
 
@@ -91,6 +150,10 @@ def throughput(bootstrap: str, setup: Setup, records: int, size: int) -> tuple[f
     value = b"x" * size
     producer.produce(topic, value, on_delivery=delivered)  # connections and metadata before timing
     producer.flush(30)
+    sent_before = counter.settle(producer)
+    if cpu is not None:
+        cpu.leader = leader_of(bootstrap, topic)
+        cpu.start = cpu.sample()
     start = time.perf_counter()
     for _ in range(records):
         while True:
@@ -103,13 +166,17 @@ def throughput(bootstrap: str, setup: Setup, records: int, size: int) -> tuple[f
     if producer.flush(120):
         raise TimeoutError("records still unacknowledged after 120 s")
     elapsed = time.perf_counter() - start
+    if cpu is not None:
+        cpu.end = cpu.sample()
+        cpu.produce_requests = counter.settle(producer) - sent_before
     if failed:
         raise KafkaException(f"{len(failed)} writes failed, first: {failed[0]}")
     return records / elapsed, records * size / elapsed / 1e6
 
 
-def end_to_end_latency(bootstrap: str, setup: Setup, rate: int, seconds: float) -> tuple[float, float]:
-    """(p50, p99) in ms of send-to-receive time at ``rate`` records/s, linger 1 ms."""
+def end_to_end_latency(bootstrap: str, setup: Setup, rate: int, seconds: float, cpu: BrokerCpu | None = None) -> tuple[float, float]:
+    """(p50, p99) in ms of send-to-receive time at ``rate`` records/s, linger 1 ms; ``cpu`` as for
+    :func:`throughput`."""
     topic = create_topic(bootstrap, setup.replication_factor, setup.min_insync)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic, "fetch.wait.max.ms": 10})
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])  # no group: nothing to wait for
@@ -125,7 +192,8 @@ def end_to_end_latency(bootstrap: str, setup: Setup, rate: int, seconds: float) 
 
     reader = threading.Thread(target=consume)
     reader.start()
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": setup.acks, "linger.ms": 1})
+    counter = RequestCounter()
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": setup.acks, "linger.ms": 1, **counter.config()})
     producer.produce(topic, struct.pack(">d", time.perf_counter()))  # both clients connected and reading
     producer.flush(30)
     deadline = time.monotonic() + 30
@@ -133,7 +201,11 @@ def end_to_end_latency(bootstrap: str, setup: Setup, rate: int, seconds: float) 
         time.sleep(0.01)
     if not latencies:
         raise TimeoutError("the first record was not read back within 30 s")
+    sent_before = counter.settle(producer)
     latencies.clear()
+    if cpu is not None:
+        cpu.leader = leader_of(bootstrap, topic)
+        cpu.start = cpu.sample()
     start = time.perf_counter()
     for i in range(expected):
         time.sleep(max(0.0, start + i / rate - time.perf_counter()))
@@ -141,6 +213,9 @@ def end_to_end_latency(bootstrap: str, setup: Setup, rate: int, seconds: float) 
         producer.poll(0)
     producer.flush(30)
     reader.join(30)
+    if cpu is not None:
+        cpu.end = cpu.sample()
+        cpu.produce_requests = counter.settle(producer) - sent_before
     done.set()
     reader.join()
     consumer.close()
@@ -150,23 +225,37 @@ def end_to_end_latency(bootstrap: str, setup: Setup, rate: int, seconds: float) 
     return quantiles[49] * 1000, quantiles[98] * 1000
 
 
-def measure_cluster(bootstrap: str, records: int = 300_000, size: int = 1000, rate: int = 2000, seconds: float = 10.0) -> list[Result]:
-    """Throughput of every set-up, then latency at rf 3 and rf 1 (acks=all)."""
+def measure_cluster(bootstrap: str, records: int = 300_000, size: int = 1000, rate: int = 2000, seconds: float = 10.0, pids: dict[int, int] | None = None) -> list[Result]:
+    """Throughput of every set-up, then latency at rf 3 and rf 1 (acks=all); with the brokers' ``pids``,
+    their CPU time per produce request in each."""
     results = []
+
+    def add_cpu(what: str, cpu: BrokerCpu | None) -> None:
+        if cpu is not None:
+            leader_us, followers_us = cpu.per_request_us()
+            results.append(Result(f"{what}: produce requests", cpu.produce_requests, "requests"))
+            results.append(Result(f"{what}: leader CPU per produce request", leader_us, "µs (lower is better)"))
+            results.append(Result(f"{what}: followers' CPU per produce request", followers_us, "µs (lower is better)"))
+
     for setup in SETUPS:
-        _, mb_per_s = throughput(bootstrap, setup, records, size)
+        cpu = BrokerCpu(pids, -1) if pids else None
+        _, mb_per_s = throughput(bootstrap, setup, records, size, cpu)
         results.append(Result(f"produce {size} B records, {setup.name}", mb_per_s, "MB/s"))
+        add_cpu(f"produce {size} B records, {setup.name}", cpu)
     for setup in (SETUPS[0], SETUPS[2]):
-        p50, p99 = end_to_end_latency(bootstrap, setup, rate, seconds)
+        cpu = BrokerCpu(pids, -1) if pids else None
+        p50, p99 = end_to_end_latency(bootstrap, setup, rate, seconds, cpu)
         results.append(Result(f"end-to-end p50 at {rate} records/s, {setup.name}", p50, "ms"))
         results.append(Result(f"end-to-end p99 at {rate} records/s, {setup.name}", p99, "ms"))
+        add_cpu(f"end-to-end at {rate} records/s, {setup.name}", cpu)
     return results
 
 
 def run() -> list[Result]:
     """For benchmarks/run.py: the defaults, on a 3-broker real Kafka started here."""
     with ExitStack() as stack:
-        return measure_cluster(start_cluster(stack, "kafka"))
+        bootstrap, pids = start_cluster(stack, "kafka")
+        return measure_cluster(bootstrap, pids=pids)
 
 
 def main() -> int:
@@ -179,8 +268,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each latency run")
     args = parser.parse_args()
     with ExitStack() as stack:
-        bootstrap = args.bootstrap or start_cluster(stack, args.kind)
-        for result in measure_cluster(bootstrap, args.records, args.size, args.rate, args.seconds):
+        bootstrap, pids = (args.bootstrap, {}) if args.bootstrap else start_cluster(stack, args.kind)
+        for result in measure_cluster(bootstrap, args.records, args.size, args.rate, args.seconds, pids):
             print(f"{result.name:<52} {result.value:>10,.1f} {result.unit}", flush=True)
     return 0
 
