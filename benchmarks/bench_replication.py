@@ -186,9 +186,10 @@ def end_to_end_latency(bootstrap: str, setup: Setup, rate: int, seconds: float, 
 
     def consume() -> None:
         while len(latencies) < expected and not done.is_set():
-            for msg in consumer.consume(1000, timeout=0.1):
-                if msg.error() is None:
-                    latencies.append(time.perf_counter() - struct.unpack(">d", msg.value())[0])
+            # poll returns each record as it arrives; consume(n, timeout) would hold them until n or the timeout
+            msg = consumer.poll(0.1)
+            if msg is not None and msg.error() is None:
+                latencies.append(time.perf_counter() - struct.unpack(">d", msg.value())[0])
 
     reader = threading.Thread(target=consume)
     reader.start()

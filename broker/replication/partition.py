@@ -309,10 +309,11 @@ class Partition:
             return self.log.last_stable_offset
         return self.log.high_watermark
 
-    def read_records(self, fetch_offset: int, max_bytes: int, replica_id: int, isolation: int, min_one_message: bool, last_fetched_epoch: int = -1, follower_log_start_offset: int = -1, now_ms: int = 0) -> LogReadInfo:
+    def read_records(self, fetch_offset: int, max_bytes: int, replica_id: int, isolation: int, min_one_message: bool, last_fetched_epoch: int = -1, follower_log_start_offset: int = -1, now_ms: int = 0, update_fetch_state: bool = True) -> LogReadInfo:
         """A fetch's read (Kafka's ``Partition.fetchRecords``). A fetch whose last fetched epoch parts from
         this log gets no records but the diverging epoch; a follower's fetch then reports its position, as
-        of the log end before the read (appends after it do not keep the follower from catching up)."""
+        of the log end before the read (appends after it do not keep the follower from catching up), unless
+        ``update_fetch_state`` is False (a read again of a fetch that waited: its position was taken)."""
         log = self.log
         follower = self._follower_or_raise(replica_id) if replica_id >= 0 else None
         upper = self.fetch_upper_bound(replica_id, isolation)
@@ -330,7 +331,7 @@ class Partition:
             # alone answers UNKNOWN_SERVER_ERROR, the others are served.
             raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Invalid max size {max_bytes} for log read")
         data = log.read(fetch_offset, max_bytes, upper, min_one_message)
-        if follower is not None:
+        if follower is not None and update_fetch_state:
             self.update_follower_fetch_state(replica_id, follower, fetch_offset, follower_log_start_offset, now_ms, log_end)
         aborted = []
         if data.size > 0 and isolation == READ_COMMITTED and replica_id < 0:

@@ -360,17 +360,44 @@ class ReplicaManager:
         return self._delayed_fetch(params, partitions, keys, self.purgatory.watch(keys))
 
     async def _delayed_fetch(self, params: FetchParams, partitions: list[FetchPartition], keys: list[TopicPartition], watching: anyio.Event) -> list[PartitionRead]:
+        """Kafka's DelayedFetch: woken by any change of its partitions, it reads again only once something
+        it can see has changed (``tryComplete`` looks at offsets, ``onComplete`` reads): a consumer's fetch
+        is woken by every append but sees only high watermark moves, a follower's by every high watermark
+        move but reads only to the log end. Reads from here do not update a follower's fetch state (Kafka's
+        ``updateFetchState = !readFromPurgatory``): its fetch reported its position when it arrived."""
         deadline = time.monotonic() + params.max_wait_ms / 1000
+        seen = self._fetchable(params, partitions)
         while True:
             await self.purgatory.wait(keys, deadline - time.monotonic(), watching)
-            reads = self._read(params, partitions)
-            if time.monotonic() >= deadline or sum(r.length for r in reads) >= params.min_bytes or any(r.error for r in reads):
+            expired = time.monotonic() >= deadline
+            if not expired and self._fetchable(params, partitions) == seen:
+                watching = self.purgatory.watch(keys)
+                continue
+            reads = self._read(params, partitions, update_fetch_state=False)
+            if expired or sum(r.length for r in reads) >= params.min_bytes or any(r.error for r in reads):
                 return reads
+            seen = self._fetchable(params, partitions)
             watching = self.purgatory.watch(keys)
 
-    def _read(self, params: FetchParams, partitions: list[FetchPartition]) -> list[PartitionRead]:
+    def _fetchable(self, params: FetchParams, partitions: list[FetchPartition]) -> list[object]:
+        """What a read of ``partitions`` depends on, without reading: each partition as hosted (gone, or
+        another one), its leadership and epoch, its log start and how far the fetch may read. A read gives
+        the same answer as long as this does not change."""
+        seen: list[object] = []
+        get = self.partitions.get
+        for fp in partitions:
+            partition = get((fp.topic, fp.partition))  # type: ignore[arg-type]
+            if partition is None:
+                seen.append(None)
+                continue
+            log_ = partition.log
+            seen += (partition, partition.state.leader, partition.state.leader_epoch, log_.log_start_offset, partition.fetch_upper_bound(params.replica_id, params.isolation))
+        return seen
+
+    def _read(self, params: FetchParams, partitions: list[FetchPartition], update_fetch_state: bool = True) -> list[PartitionRead]:
         """Each partition's read within the fetch's byte budget: the first partition with data returns at
-        least one whole batch, however large (KIP-74), unless the fetch version has a hard limit."""
+        least one whole batch, however large (KIP-74), unless the fetch version has a hard limit. A
+        follower's read tells the leader its position unless ``update_fetch_state`` is False."""
         budget = params.max_bytes
         min_one = not params.hard_limit
         now_ms = int(time.time() * 1000)
@@ -383,7 +410,8 @@ class ReplicaManager:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
                 partition = self.leader_partition(fp.topic, fp.partition, fp.current_leader_epoch)
                 info = partition.read_records(
-                    fp.fetch_offset, min(fp.max_bytes, budget), params.replica_id, params.isolation, min_one, fp.last_fetched_epoch, fp.log_start_offset, now_ms
+                    fp.fetch_offset, min(fp.max_bytes, budget), params.replica_id, params.isolation, min_one, fp.last_fetched_epoch, fp.log_start_offset, now_ms,
+                    update_fetch_state,
                 )
                 read.high_watermark, read.last_stable_offset, read.log_start_offset = info.high_watermark, info.last_stable_offset, info.log_start_offset
                 read.diverging_epoch = info.diverging_epoch
