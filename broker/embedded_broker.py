@@ -158,6 +158,15 @@ class Broker:
         self._proc.wait(30)
         self._proc = None
 
+    def wait(self, timeout: float) -> int:
+        """The subprocess broker's exit status once it exits by itself (a multi-process broker whose worker
+        died, say); ``subprocess.TimeoutExpired`` if it has not within ``timeout`` seconds."""
+        if self._proc is None:
+            raise RuntimeError("wait() needs a broker started with subprocess=True")
+        status = self._proc.wait(timeout)
+        self._proc = None
+        return status
+
     def restart(self) -> "Broker":
         self.stop()
         return self.start()

@@ -315,10 +315,11 @@ class KafkaServer:
         if self.metadata_support is not None:
             await self.metadata_support.controlled_shutdown()
 
-    def shutdown(self) -> None:
+    def shutdown(self, mark_clean: bool = True) -> None:
+        """``mark_clean``: False when another worker process of this broker died (broker/supervisor.py)."""
         if self.metadata_support is not None:
             self.metadata_support.shutdown()
-        self.log_manager.shutdown()
+        self.log_manager.shutdown(mark_clean)
 
     def _fetcher_config(self) -> "FetcherConfig":
         """The replica fetchers' settings, from the broker's configuration (when this broker first follows)."""

@@ -27,6 +27,7 @@ from odradek.broker.config import BrokerConfig, Listener
 from odradek.broker.kafka_server import KafkaServer, credential_store
 from odradek.broker.security.listeners import listener_securities
 from odradek.broker.network.socket_server import BoundListener, open_listeners, serve
+from odradek.broker.network.worker_channel import WorkerZeroLinks
 from odradek.storage.config_types import ConfigError
 from odradek.storage.log_manager import InconsistentBrokerIdError, InconsistentClusterIdError
 
@@ -80,8 +81,9 @@ def process_uptime_s() -> float:
     return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
 
 
-def _start(config: BrokerConfig) -> tuple[list[BoundListener], KafkaServer, tuple[str, int]]:
-    """Everything that may refuse to start, each failure turned into its one line."""
+def bind_listeners(config: BrokerConfig) -> tuple[list[BoundListener], Any]:
+    """The listeners bound, with their security, and the SCRAM credential store they use; a failure is its
+    one line."""
     credentials = credential_store(config)
     try:
         securities = listener_securities(config, credentials)
@@ -89,9 +91,15 @@ def _start(config: BrokerConfig) -> tuple[list[BoundListener], KafkaServer, tupl
         raise StartupError(str(exc)) from exc
     _check_log_dirs(config.log_dirs)
     try:
-        listeners = open_listeners(config, securities)
+        return open_listeners(config, securities), credentials
     except OSError as exc:
         raise _bind_failure(config.listeners, exc) from exc
+
+
+def _start(config: BrokerConfig, bound: tuple[list[BoundListener], Any] | None) -> tuple[list[BoundListener], KafkaServer, tuple[str, int]]:
+    """Everything that may refuse to start, each failure turned into its one line. ``bound``: the listeners a
+    multi-process broker's supervisor bound (broker/supervisor.py)."""
+    listeners, credentials = bound if bound is not None else bind_listeners(config)
     socks = [l.sock for l in listeners]
     try:
         server = KafkaServer(config, credentials)
@@ -172,11 +180,23 @@ def advertised_endpoints(config: BrokerConfig, bound: list[BoundListener]) -> tu
     return tuple(endpoints)
 
 
-async def run(config: BrokerConfig, *, handle_signals: bool = True, on_started: Callable[[KafkaServer, tuple[str, int]], None] | None = None, stop_event: Any = None, launched_at: float | None = None) -> None:
+async def run(
+    config: BrokerConfig,
+    *,
+    handle_signals: bool = True,
+    on_started: Callable[[KafkaServer, tuple[str, int]], None] | None = None,
+    stop_event: Any = None,
+    launched_at: float | None = None,
+    listeners_bound: tuple[list[BoundListener], Any] | None = None,
+    links: WorkerZeroLinks | None = None,
+) -> None:
     """Serve until a signal (or ``stop_event``). ``launched_at`` (``time.monotonic()`` clock) is when the
-    wait for this broker began, for the banner: the process's start for ``odradek serve``."""
+    wait for this broker began, for the banner: the process's start for ``odradek serve``. Worker 0 of a
+    multi-process broker gets the listeners the supervisor bound and its ``links`` to the other processes."""
     started = time.monotonic() if launched_at is None else launched_at
-    bound, server, (host, port) = _start(config)
+    if links is None and config["worker.processes"] != 1:
+        log.warning("worker.processes=%d is acted on by odradek serve only: this broker runs in one process", config["worker.processes"])
+    bound, server, (host, port) = _start(config, listeners_bound)
     socks = [l.sock for l in bound]
     listeners = ", ".join(f"{l.name}://{bound_address(s)[0]}:{bound_address(s)[1]}" for l, s in zip(config.listeners, socks))
     # The signal receiver is open before the banner (a SIGTERM right after it is a clean shutdown, not a kill)
@@ -189,7 +209,7 @@ async def run(config: BrokerConfig, *, handle_signals: bool = True, on_started: 
         _start_metrics(server, socks)
         console = _open_console(server, socks[0])
         async with anyio.create_task_group() as tg:
-            acceptors = await tg.start(serve, server, bound)
+            acceptors = await tg.start(serve, server, bound, links)
             tg.start_soon(_periodic, server)
             await server.coordinators.run(tg)
             if server.metrics is not None:
@@ -208,6 +228,8 @@ async def run(config: BrokerConfig, *, handle_signals: bool = True, on_started: 
             )
             if on_started is not None:
                 on_started(server, bound_address(socks[0]))
+            if links is not None:
+                _close(socks)  # the supervisor accepts: a worker's copy of the listeners would outlive it
             if signals is not None:
                 async for signum in signals:
                     log.info("[KafkaServer id=%d] shutting down (%s)", server.broker_id, signal.Signals(signum).name)
@@ -227,7 +249,7 @@ async def run(config: BrokerConfig, *, handle_signals: bool = True, on_started: 
             s.close()
         if server.metrics is not None:
             server.metrics.stop_http()
-        server.shutdown()
+        server.shutdown(mark_clean=links is None or not links.unclean)
         log.info("[KafkaServer id=%d] shut down completed", server.broker_id)
         signal_handlers.close()
 
@@ -286,8 +308,9 @@ async def _periodic(server: KafkaServer) -> None:
             duty.next_at = time.monotonic() + duty.every_s
 
 
-def run_forever(config: BrokerConfig) -> None:
-    """``odradek serve``: run on uvloop when available (it is several times faster for many small I/Os)."""
+def run_forever(config: BrokerConfig, bound: tuple[list[BoundListener], Any] | None = None, links: WorkerZeroLinks | None = None) -> None:
+    """``odradek serve`` (or its worker 0, given ``bound`` and ``links``): run on uvloop when available (it is
+    several times faster for many small I/Os)."""
     try:
         import uvloop  # noqa: F401
 
@@ -295,4 +318,4 @@ def run_forever(config: BrokerConfig) -> None:
     except ImportError:
         options = {}
     launched_at = time.monotonic() - process_uptime_s()
-    anyio.run(lambda: run(config, launched_at=launched_at), backend="asyncio", backend_options=options)
+    anyio.run(lambda: run(config, launched_at=launched_at, listeners_bound=bound, links=links), backend="asyncio", backend_options=options)

@@ -85,6 +85,15 @@ class QueuedLogHandler(logging.handlers.QueueHandler):
         super().close()
 
 
+def log_to_stdout(level: str, process: str | None) -> None:
+    """Log lines to stdout through a writer thread; ``process`` names the worker process (or the supervisor)
+    of a multi-process broker in each line."""
+    named = f"[{process}] " if process is not None else ""
+    output = logging.StreamHandler(sys.stdout)
+    output.setFormatter(logging.Formatter(f"[%(asctime)s] %(levelname)s {named}%(message)s (%(name)s)"))
+    logging.basicConfig(level=level.upper(), handlers=[QueuedLogHandler(output)], force=True)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("properties", nargs="?", help="a server.properties file (Kafka's key names)")
     parser.add_argument("--override", action="append", default=[], metavar="key=value", help="override a property")
@@ -94,9 +103,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """Start-up failures are one line and exit status 1, as Kafka's ``Exiting Kafka due to fatal exception
     during startup``; the traceback only at DEBUG, since the line says what the operator must fix."""
-    output = logging.StreamHandler(sys.stdout)
-    output.setFormatter(logging.Formatter("[%(asctime)s] %(levelname)s %(message)s (%(name)s)"))
-    logging.basicConfig(level=args.log_level.upper(), handlers=[QueuedLogHandler(output)])
     try:
         overrides = parse_overrides(args.override)
         config = BrokerConfig.load(args.properties, overrides)
@@ -106,6 +112,12 @@ def main(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"odradek: cannot read {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 1
+    from odradek.broker.supervisor import supervise, worker_count
+
+    if worker_count(config) > 1:
+        # Logging starts a thread (its writer): each process sets it up after the fork, naming itself.
+        return supervise(config, lambda name: log_to_stdout(args.log_level, name))
+    log_to_stdout(args.log_level, None)
     from odradek.broker.runner import StartupError, run_forever
 
     try:

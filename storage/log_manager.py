@@ -408,15 +408,16 @@ class LogManager:
                 ):
                     OffsetCheckpointFile(log_dir / name).write({tp: offsets[tp] for tp in mine if tp in offsets})
 
-    def shutdown(self) -> None:
-        """Flush and close every log, write the checkpoints, then mark each directory cleanly shut down."""
+    def shutdown(self, mark_clean: bool = True) -> None:
+        """Flush and close every log, write the checkpoints, then mark each directory cleanly shut down
+        (unless ``mark_clean`` is False: the next start then recovers the logs from their recovery points)."""
         with self._lock:
             for log_ in self._logs.values():
                 log_.flush()
             self.checkpoint()
             for log_ in self._logs.values():
                 log_.close()
-            for log_dir in self.live_log_dirs:
+            for log_dir in self.live_log_dirs if mark_clean else ():
                 write_clean_shutdown(log_dir)
             self._logs.clear()
             self._unloaded.clear()

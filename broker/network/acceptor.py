@@ -35,6 +35,9 @@ Accepted = tuple[socket.socket, tuple, tuple]
 
 
 class Acceptor:
+    on_socket_closed = None
+    """Nothing to tell when a connection closes (a worker's handed-over connections tell the supervisor)."""
+
     def __init__(self, listening: socket.socket, prepare: Callable[[socket.socket], None], name: str) -> None:
         self.listening = listening
         self.prepare = prepare

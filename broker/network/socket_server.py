@@ -36,6 +36,7 @@ from odradek.broker.kafka_apis import CLOSE_CONNECTION, HANDLERS, error_response
 from odradek.broker.kafka_server import KafkaServer
 from odradek.broker.network.memory_pool import MemoryPool, Unbounded, memory_pool
 from odradek.broker.network.transport import ConnectionClosed, Piece, SocketTransport, Transport
+from odradek.broker.network.worker_channel import HandedOver, WorkerZeroLinks
 from odradek.broker.request_quota import charge, charged
 from odradek.protocol.api import Request, encode_response
 from odradek.protocol.errors import ErrorCode
@@ -95,8 +96,8 @@ class Connection:
     :class:`KafkaConnection`, calls the handler of each request it decodes in turn (so requests take effect in
     arrival order, each once the answer before it is complete), charges the request quotas, and writes the
     answers it queues in the same order (Kafka's pipelining with in-order responses). The transport moves the
-    bytes: a client's socket (broker/network/transport.py), or (docs/multicore.md) a worker process's channel
-    for a connection that worker holds, so that one request side serves both.
+    bytes: a client's socket (broker/network/transport.py), or a worker process's channel for a connection
+    that worker holds (broker/network/worker_channel.py), so that one request side serves both.
 
     An idle connection is only its socket, its unfinished request bytes and one task waiting for the socket to
     be readable: the writer task runs only while answers are queued, and idle expiry is one task for all
@@ -374,12 +375,14 @@ class BoundListener(NamedTuple):
     sasl: SaslSettings | None = None
 
 
-async def serve(server: KafkaServer, listeners: list[BoundListener], task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+async def serve(server: KafkaServer, listeners: list[BoundListener], links: WorkerZeroLinks | None = None, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
     """Accept connections on the listening sockets until cancelled. Started, it hands over the listeners'
-    Acceptors: shutdown stops them (no new connection) while the open connections finish."""
+    Acceptors: shutdown stops them (no new connection) while the open connections finish. Worker 0 of a
+    multi-process broker (``links``) accepts nothing itself: it serves the connections the supervisor hands
+    it and those the other workers forward (broker/network/worker_channel.py)."""
     indexes = itertools.count()
 
-    async def accept_loop(listener: BoundListener, acceptor: Acceptor, network: Network) -> None:
+    async def accept_loop(listener: BoundListener, acceptor: Acceptor | HandedOver, network: Network) -> None:
         """Serve the connections the listener's Acceptor thread takes off the listen queue (broker/network/acceptor.py),
         once the connection limits let each in."""
         quotas = network.connection_quotas
@@ -392,7 +395,7 @@ async def serve(server: KafkaServer, listeners: list[BoundListener], task_status
                     if taken and taken % 64 == 0:
                         await anyio.lowlevel.checkpoint()  # a burst does not hold the loop from the requests
                     sock, addr, local = accepted
-                    transport = SocketTransport(sock, listener.tls)
+                    transport = SocketTransport(sock, listener.tls, acceptor.on_socket_closed) if isinstance(sock, socket.socket) else sock
                     while not quotas.slot_available(listener.name):
                         await network.slot_freed.wait()  # max.connections: serve it once one closes
                     if not await _within_creation_rates(network, listener.name, transport, addr[0]):
@@ -416,12 +419,19 @@ async def serve(server: KafkaServer, listeners: list[BoundListener], task_status
         )
         server.background = tg
         tg.start_soon(network.expire_idle_connections)
-        acceptors = []
+        acceptors: list[Acceptor | HandedOver] = []
         for listener in listeners:
-            acceptor = Acceptor(listener.sock, lambda sock: prepare(server.config, sock), listener.name)
-            acceptor.start()
+            acceptor: Acceptor | HandedOver
+            if links is None:
+                acceptor = Acceptor(listener.sock, lambda sock: prepare(server.config, sock), listener.name)
+                acceptor.start()
+            else:
+                acceptor = HandedOver()
+                acceptor.on_socket_closed = links.connection_closed
             acceptors.append(acceptor)
             tg.start_soon(accept_loop, listener, acceptor, network)
+        if links is not None:
+            links.start(tg, [a for a in acceptors if isinstance(a, HandedOver)])
         task_status.started(acceptors)
 
 

@@ -5,7 +5,8 @@ one request at a time, the ordered answers) reads through a transport and writes
 ``(file, position, length)`` slices of segment files, through one. :class:`SocketTransport` is a client's
 socket (TLS included): non-blocking, with the event loop's readiness waits, so that ``sendfile`` and ordinary
 sends share one socket without a buffer in between. A worker process's connection forwarded over a
-channel is to have a transport of its own (docs/multicore.md, step 1), so that one request side serves both.
+channel has a transport of its own (broker/network/worker_channel.py), so that one request side serves
+both (docs/multicore.md).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import logging
 import os
 import socket
 import ssl
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import anyio
 
@@ -118,10 +119,12 @@ class Readable:
 class SocketTransport:
     """A client's socket, plain or TLS (the TLS session ends here: the request side sees plaintext)."""
 
-    __slots__ = ("sock", "tls", "tls_lock", "_readable")
+    __slots__ = ("sock", "tls", "tls_lock", "_readable", "on_close")
 
-    def __init__(self, sock: socket.socket, tls: TlsSettings | None) -> None:
+    def __init__(self, sock: socket.socket, tls: TlsSettings | None, on_close: Callable[[], None] | None = None) -> None:
         self.sock = sock
+        self.on_close = on_close
+        """Called once the socket is closed (a worker tells the supervisor, which counts its connections)."""
         self.tls = _tls_session(tls) if tls is not None else None
         self.tls_lock = anyio.Lock() if tls is not None else None
         """The reader (handshake, TLS 1.3 tickets) and the writer both send TLS records: one at a time."""
@@ -145,7 +148,11 @@ class SocketTransport:
         if self._readable is not None:
             self._readable.close()
             self._readable = None
+        if self.sock.fileno() < 0:
+            return
         self.sock.close()
+        if self.on_close is not None:
+            self.on_close()
 
     # -- TLS ----------------------------------------------------------------------------------------------
 
