@@ -29,6 +29,10 @@ log = logging.getLogger("odradek.network")
 _IOV_MAX = 1024  # Linux's limit on buffers per sendmsg
 _TLS_FILE_CHUNK = 256 * 1024
 """Record data read from a segment file per TLS write (sendfile cannot encrypt: docs/performance.md)."""
+_COPY_UP_TO = 16 * 1024
+"""Record data up to this many bytes per send is read from the segment and sent with the answer's fields in
+one ``sendmsg``, rather than ``sendfile`` between them with the socket corked: two system calls instead of
+five, cheaper in CPU up to about this size (docs/performance.md, the per-request floor's third round)."""
 
 Piece = bytes | memoryview | tuple[Any, int, int]
 """What an answer is sent as: buffers, and ``(file, position, length)`` slices of segment files to sendfile."""
@@ -212,8 +216,11 @@ class SocketTransport:
         Buffers mixed with file slices (a fetch answer: its fields, the records, the fields after them) are
         sent with the socket corked, so that they leave as full TCP segments rather than one per call: a
         small fetch answer is one segment instead of three (each costs the broker the loopback's or the
-        network stack's work again). The cork is taken out before returning, whatever is left."""
+        network stack's work again). The cork is taken out before returning, whatever is left. Slices of
+        little data (a small fetch's) are read instead and sent with the buffers, in one ``sendmsg``."""
         if len(pieces) > 1 and any(type(piece) is tuple for piece in pieces):
+            if sum(piece[2] for piece in pieces if type(piece) is tuple) <= _COPY_UP_TO:
+                return self._send_now([_read_slice(*piece) if type(piece) is tuple else piece for piece in pieces])
             sock = self.sock
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
             try:
@@ -262,3 +269,11 @@ class SocketTransport:
                 sent -= n
                 i += 1
         return []
+
+
+def _read_slice(file: Any, position: int, length: int) -> bytes:
+    """A segment file's slice, read (a short read is a segment truncated under the read, as in ``_send_now``)."""
+    data = os.pread(file.fileno(), length, position)
+    if len(data) < length:
+        raise ConnectionClosed("segment file shorter than its slice")
+    return data
