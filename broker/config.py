@@ -232,6 +232,7 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     _k("group.consumer.min.heartbeat.interval.ms", I, 5000, "The minimum heartbeat interval for registered consumers (consumer group protocol).", at_least=1),
     _k("group.consumer.max.heartbeat.interval.ms", I, 15000, "The maximum heartbeat interval for registered consumers (consumer group protocol).", at_least=1),
     _k("group.consumer.max.size", I, INT_MAX, "The maximum number of consumers that a single consumer group (consumer protocol) can accommodate.", at_least=1),
+    _k("group.consumer.migration.policy", S, "bidirectional", "The config that enables converting the non-empty classic group using the consumer embedded protocol to the non-empty consumer group using the consumer group protocol and vice versa; conversions of empty groups in both directions are always enabled regardless of this policy. bidirectional: both upgrade from classic group to consumer group and downgrade from consumer group to classic group are enabled, upgrade: only upgrade is enabled, downgrade: only downgrade is enabled, disabled: neither upgrade nor downgrade is enabled."),
     _k("group.consumer.assignors", LIST, "uniform,range", "The server-side assignors of the consumer group protocol, by name (uniform, range) or Kafka's class name; the first is the default."),
     # share groups (KIP-932) and the share coordinator
     _k("group.share.record.lock.duration.ms", I, 30000, "How long a share group's consumer holds the records it acquired before they are delivered again.", at_least=1000),

@@ -162,9 +162,33 @@ epoch, ConsumerGroupMemberMetadata, ConsumerGroupTargetAssignmentMetadata/Member
 ConsumerGroupCurrentMemberAssignment, ConsumerGroupRegularExpression): a restarted or moved coordinator
 loads the group and its members carry on at their epochs. ListGroups lists such a group with type
 `consumer`; DescribeGroups shows it Dead, and ConsumerGroupDescribe answers GROUP_ID_NOT_FOUND for a classic
-group, as Kafka does. A classic JoinGroup under the id of a consumer group with members gets
-INCONSISTENT_GROUP_PROTOCOL and a heartbeat under the id of a classic group with members GROUP_ID_NOT_FOUND;
-an empty group of either kind is converted.
+group, as Kafka does.
+
+Classic and consumer-protocol members share a group as in Kafka 4.x (KIP-848's online migration,
+`broker/coordinator/group/consumer_group_manager.py` after Kafka's `GroupMetadataManager`): an empty group of
+either kind is converted when a member of the other protocol joins it, whatever the policy; a non-empty one
+as `group.consumer.migration.policy` allows (`bidirectional`, Kafka's default; `upgrade`, `downgrade`,
+`disabled`). Upgrade: a ConsumerGroupHeartbeat joining a classic group of consumers (protocol type
+`consumer`, at most `group.consumer.max.size` members) converts it into a consumer group at its generation,
+each classic member keeping the partitions its last assignment gave it (the GroupMetadata tombstone, then
+the ConsumerGroup* records, ConsumerGroupMemberMetadata with its ClassicMemberMetadata: session timeout and
+protocols); members parked in JoinGroup/SyncGroup are answered REBALANCE_IN_PROGRESS. Classic members of a
+consumer group are served through JoinGroup (answered at once, with no leader and no member list: the broker
+assigns; MEMBER_ID_REQUIRED, GROUP_MAX_SIZE_REACHED and INCONSISTENT_GROUP_PROTOCOL as Kafka), SyncGroup (their
+assigned partitions as a ConsumerProtocolAssignment at their subscription's version), Heartbeat
+(REBALANCE_IN_PROGRESS when the group epoch passed theirs, they have partitions to revoke or their unreleased
+ones are free, and then they must rejoin within their rebalance timeout) and LeaveGroup; they commit at their
+member epoch (ILLEGAL_GENERATION otherwise) and ConsumerGroupDescribe gives them MemberType 0. Downgrade: when
+the last consumer-protocol member leaves or is fenced and classic members remain (at most `group.max.size`),
+the consumer group's records are deleted and a classic group at the group epoch is written (GroupMetadata, each
+member with its target assignment), which then rebalances; when a classic static member takes the place of
+the last consumer-protocol member (its instance id), it takes its assignment too and the classic group stays
+Stable. Offsets stay with the group throughout.
+tests/e2e/test_consumer_group_protocol.py rolls Java 4.4 consumers from classic to `group.protocol=consumer`
+and back against odradek and Kafka 4.4, nothing lost or committed twice. With the policy not allowing it, a
+heartbeat under the id of a classic group with members gets GROUP_ID_NOT_FOUND. One difference: a classic
+member's LeaveGroup to a consumer group is answered when its records are decided, not once they are written
+(the classic LeaveGroup path answers at once); a failed write puts the group back as it was.
 
 Differences from Kafka 4.4:
 
@@ -180,8 +204,6 @@ Differences from Kafka 4.4:
 - `uniform` with members subscribed to different topics balances and keeps partitions where it can, but is
   not Kafka's `UniformHeterogeneousAssignmentBuilder` move for move. Rack-aware assignment is not done
   (`RackId` is kept and described only).
-- Kafka 4.x lets classic and consumer-protocol members share a group (online migration,
-  `group.consumer.migration.policy`); odradek does not: see the conflicts above.
 - In a mixed cluster with Kafka 3.9 brokers, a group whose coordinator is a Kafka 3.9 broker stays
   classic: that broker does not serve ConsumerGroupHeartbeat, and a client with `group.protocol=consumer`
   fails with "The cluster does not support the new CONSUMER group protocol".

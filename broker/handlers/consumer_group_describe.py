@@ -20,8 +20,10 @@ from odradek.protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from odradek.protocol.message_types.consumer_group_describe import AssignmentDict, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponseDict, DescribedGroupDict
 
+CLASSIC_MEMBER_TYPE = 0
 CONSUMER_MEMBER_TYPE = 1
-"""ConsumerGroupDescribe v1's MemberType (KIP-1099): 1 a consumer-protocol member (0 classic, -1 unknown)."""
+"""ConsumerGroupDescribe v1's MemberType (KIP-1099): 0 a classic member (online migration), 1 a
+consumer-protocol member (-1 unknown)."""
 
 
 def _assignment(partitions: list) -> AssignmentDict:
@@ -49,7 +51,7 @@ def _group(d: DescribedGroup, authorized_operations: int) -> DescribedGroupDict:
                 "subscribed_topic_regex": m.member.subscribed_topic_regex,
                 "assignment": _assignment(m.assignment),
                 "target_assignment": _assignment(m.target_assignment),
-                "member_type": CONSUMER_MEMBER_TYPE,
+                "member_type": CLASSIC_MEMBER_TYPE if m.member.uses_classic_protocol else CONSUMER_MEMBER_TYPE,
             }
             for m in d.members
         ],

@@ -4,6 +4,7 @@ and the records, reloaded from the in-memory offsets log as a restarted coordina
 
 from __future__ import annotations
 
+import struct
 import uuid
 from dataclasses import replace
 
@@ -15,9 +16,12 @@ from odradek.broker.coordinator.group.consumer_group_manager import ConsumerGrou
 from odradek.broker.coordinator.group.consumer_group_records import decode_record, encode_record, GroupEpochRecord, CurrentAssignmentRecord
 from odradek.broker.coordinator.group.group_coordinator import GroupConfig, GroupCoordinator, GroupCoordinatorShard, JoinRequest, LeavingMember
 from odradek.broker.coordinator.group.group_metadata_records import OffsetAndMetadata
+from odradek.broker.coordinator.group.consumer_protocol import read_assignment, write_assignment
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.controller.metadata_image import PartitionState, TopicInfo
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.messages.data import CONSUMER_PROTOCOL_SUBSCRIPTION
+from odradek.protocol.schema import encode
 from tests.broker.test_group_coordinator import OFFSETS_TOPIC, PARTITIONS, ManualClock, MemoryLog, subscription
 
 E = ErrorCode
@@ -282,20 +286,135 @@ def test_offsets_commit_and_fetch_with_member_epoch():
     assert h.coordinator.fetch_offsets("g", False, [("t", 0)])[0] == E.NONE
 
 
-def test_classic_and_consumer_groups_with_the_same_id_conflict():
+def classic_join(h: Harness, member_id: str = "", group: str = "g", topics=("t",), owned=(), session_timeout=10000):
+    metadata = write_subscription(topics, owned)
+    join = JoinRequest(member_id=member_id, group_instance_id=None, client_id="c", client_host="/h", rebalance_timeout_ms=1000, session_timeout_ms=session_timeout, group_id=group, protocol_type="consumer", protocols=[("range", metadata)], require_known_member_id=False)
+    return h.coordinator.join_group(join)
+
+
+def write_subscription(topics, owned) -> bytes:
+    fields = {"topics": list(topics), "user_data": None, "owned_partitions": [{"topic": t, "partitions": list(ps)} for t, ps in owned], "generation_id": -1, "rack_id": None}
+    return struct.pack(">h", 1) + encode(CONSUMER_PROTOCOL_SUBSCRIPTION, 1, fields)
+
+
+def stable_classic_group(h: Harness, group: str = "g") -> list[str]:
+    """Two classic members in a Stable group, m-a with partitions 0-2 and m-b with 3-5."""
+    first, second = classic_join(h, group=group), classic_join(h, group=group)
+    h.advance(0)
+    a, b = first.value, second.value
+    leader = a if a.leader_id == a.member_id else b
+    assignment = {a.member_id: write_assignment({"t": [0, 1, 2]}, write_subscription(["t"], [])), b.member_id: write_assignment({"t": [3, 4, 5]}, write_subscription(["t"], []))}
+    h.coordinator.sync_group(group, leader.generation_id, leader.member_id, "consumer", "range", None, assignment)
+    follower = b if leader is a else a
+    assert h.coordinator.sync_group(group, follower.generation_id, follower.member_id, "consumer", "range", None, {}).value.error == E.NONE
+    return [a.member_id, b.member_id]
+
+
+def test_migration_disabled_keeps_a_classic_group_classic():
+    h = Harness(migration_policy="disabled")
+    stable_classic_group(h, "cg")
+    assert h.join("x", group="cg").error == E.GROUP_ID_NOT_FOUND
+    [described] = h.coordinator.consumer_group_describe(["cg"])
+    assert described.error == E.GROUP_ID_NOT_FOUND and described.error_message == "Group cg is not a consumer group."
+    h.join("m1")
+    error, groups = h.coordinator.list_groups([], [])
+    assert {(g.group_id, g.group_type, g.state) for g in groups} == {("g", "consumer", "Stable"), ("cg", "classic", "Stable")}
+    assert h.coordinator.describe_group("g")[1].state == "Dead"
+    # A classic member may join a consumer group whatever the policy (only conversions are governed by it).
+    joined = classic_join(h).value
+    assert joined.error == E.NONE and joined.leader_id == "" and joined.members == [] and joined.protocol_name == "range"
+    assert h.group().members[joined.member_id].uses_classic_protocol
+
+
+def test_classic_member_requires_a_member_id_and_a_shared_protocol():
     h = Harness()
     h.join("m1")
     join = JoinRequest(member_id="", group_instance_id=None, client_id="c", client_host="/h", rebalance_timeout_ms=1000, session_timeout_ms=10000, group_id="g", protocol_type="consumer", protocols=[("range", subscription("t"))])
-    assert h.coordinator.join_group(join).value.error == E.INCONSISTENT_GROUP_PROTOCOL
-    classic = JoinRequest(member_id="", group_instance_id=None, client_id="c", client_host="/h", rebalance_timeout_ms=1000, session_timeout_ms=10000, group_id="cg", protocol_type="consumer", protocols=[("range", subscription("t"))], require_known_member_id=False)
-    h.coordinator.join_group(classic)
-    assert h.join("x", group="cg").error == E.GROUP_ID_NOT_FOUND
-    [described] = h.coordinator.consumer_group_describe(["cg"])
-    assert described.error == E.GROUP_ID_NOT_FOUND
-    error, groups = h.coordinator.list_groups([], [])
-    assert {(g.group_id, g.group_type, g.state) for g in groups} == {("g", "consumer", "Stable"), ("cg", "classic", "PreparingRebalance")}
-    assert [g.group_id for g in h.coordinator.list_groups([], ["consumer"])[1]] == ["g"]
-    assert h.coordinator.describe_group("g")[1].state == "Dead"
+    first = h.coordinator.join_group(join).value
+    assert first.error == E.MEMBER_ID_REQUIRED and first.member_id
+    assert classic_join(h, first.member_id).value.error == E.NONE
+    other = JoinRequest(member_id="", group_instance_id=None, client_id="c", client_host="/h", rebalance_timeout_ms=1000, session_timeout_ms=10000, group_id="g", protocol_type="consumer", protocols=[("roundrobin", subscription("t"))], require_known_member_id=False)
+    assert h.coordinator.join_group(other).value.error == E.INCONSISTENT_GROUP_PROTOCOL
+
+
+def test_online_upgrade_and_downgrade():
+    log, clock, image = MemoryLog(), ManualClock(), Image()
+    image.add("t", T1, 6)
+    h = Harness(log, clock, image)
+    a, b = stable_classic_group(h)
+    generation = h.shard().groups["g"].generation_id
+    h.coordinator.commit_offsets("g", a, None, generation, {("t", 0): OffsetAndMetadata(5)})
+
+    # Upgrade: a consumer-protocol member joins the classic group.
+    r = h.join("c1")
+    assert r.error == E.NONE
+    group = h.group()
+    assert set(group.members) == {a, b, "c1"} and group.group_epoch == generation + 1
+    assert group.members[a].member_epoch == generation and parts(group.members[a].assigned_partitions) == {(T1, p) for p in range(3)}
+    assert h.shard().groups["g"].generation_id == 0 and not h.shard().groups["g"].members  # only the offsets stay
+    assert h.coordinator.fetch_offsets("g", False, [("t", 0)])[1][("t", 0)].offset == 5
+    # The classic members are told to rejoin, and get their part of the new assignment through SyncGroup.
+    assert h.coordinator.heartbeat("g", a, None, generation) == E.REBALANCE_IN_PROGRESS
+    assert h.coordinator.sync_group("g", generation, a, "consumer", "range", None, {}).value.error == E.REBALANCE_IN_PROGRESS
+    target_a = group.target_assignment[a]
+    rejoined = classic_join(h, a, owned=[("t", [0, 1, 2])]).value
+    assert rejoined.error == E.NONE and rejoined.member_id == a
+    synced = h.coordinator.sync_group("g", rejoined.generation_id, a, "consumer", "range", None, {}).value
+    assert synced.error == E.NONE
+    kept = {p for p in read_assignment(synced.assignment).get("t", [])}
+    assert kept <= {0, 1, 2} and kept <= set(target_a.get(T1, ()))
+    assert h.coordinator.commit_offsets("g", a, None, rejoined.generation_id, {("t", 0): OffsetAndMetadata(6)}).value == {("t", 0): E.NONE}
+    assert h.coordinator.commit_offsets("g", a, None, rejoined.generation_id - 1, {("t", 0): OffsetAndMetadata(6)}).value == {("t", 0): E.ILLEGAL_GENERATION}
+    [d] = h.coordinator.consumer_group_describe(["g"])
+    assert {m.member.member_id: m.member.uses_classic_protocol for m in d.members} == {a: True, b: True, "c1": False}
+
+    # A restarted coordinator loads the mixed group, classic members with their JoinGroup's metadata.
+    restarted = Harness(log, clock, image)
+    assert restarted.group().members == h.group().members
+
+    # Downgrade: the last consumer-protocol member leaves; the classic members form a classic group again.
+    epoch = h.group().group_epoch
+    assert h.hb("c1", h.group().members["c1"].member_epoch and -1).error == E.NONE
+    assert "g" not in h.shard().consumer_groups
+    classic = h.shard().groups["g"]
+    assert set(classic.members) == {a, b} and classic.state.value == "PreparingRebalance" and classic.generation_id == epoch
+    assert h.coordinator.heartbeat("g", a, None, epoch) == E.REBALANCE_IN_PROGRESS
+    assert h.coordinator.fetch_offsets("g", False, [("t", 0)])[1][("t", 0)].offset == 6
+    reloaded = Harness(log, clock, image)
+    assert "g" not in reloaded.shard().consumer_groups and set(reloaded.shard().groups["g"].members) == {a, b}
+
+
+def test_classic_members_leave_a_consumer_group():
+    h = Harness()
+    h.join("c1")
+    joined = classic_join(h).value
+    epoch = h.group().group_epoch
+    error, answers = h.coordinator.leave_group("g", [LeavingMember(joined.member_id), LeavingMember("c1")])
+    assert error == E.NONE and [e for _, e in answers] == [E.NONE, E.UNKNOWN_MEMBER_ID]
+    assert set(h.group().members) == {"c1"} and h.group().group_epoch == epoch + 1
+
+
+def test_a_classic_static_member_replacing_the_last_consumer_one_downgrades():
+    h = Harness()
+    h.join("c1", instance="i1")
+    k1 = classic_join(h).value.member_id
+    epoch = h.group().group_epoch
+    target = {p for p in h.group().target_assignment["c1"].get(T1, ())}
+    join = JoinRequest(member_id="", group_instance_id="i1", client_id="c", client_host="/h", rebalance_timeout_ms=1000, session_timeout_ms=10000, group_id="g", protocol_type="consumer", protocols=[("range", write_subscription(["t"], []))], require_known_member_id=False)
+    joined = h.coordinator.join_group(join).value
+    assert joined.error == E.NONE and joined.member_id != "c1"
+    assert "g" not in h.shard().consumer_groups
+    classic = h.shard().groups["g"]
+    assert set(classic.members) == {k1, joined.member_id} and classic.state.value == "Stable" and classic.generation_id == epoch
+    assert set(read_assignment(classic.members[joined.member_id].assignment).get("t", [])) == target
+
+
+def test_migration_policy_upgrade_only_does_not_downgrade():
+    h = Harness(migration_policy="upgrade")
+    stable_classic_group(h)
+    h.join("c1")
+    assert h.hb("c1", h.group().members["c1"].member_epoch and -1).error == E.NONE
+    assert "g" in h.shard().consumer_groups and len(h.group().members) == 2
 
 
 def test_describe():
@@ -450,7 +569,7 @@ def test_an_empty_group_of_either_kind_is_converted():
     offsets stay), and a classic member the id of an empty consumer group (its records are deleted)."""
     from odradek.broker.coordinator.group.group_metadata_records import GroupMetadataKey, read_key
 
-    h = Harness()
+    h = Harness(migration_policy="disabled")  # empty groups convert whatever the policy
     join = JoinRequest(member_id="", group_instance_id=None, client_id="c", client_host="/h", rebalance_timeout_ms=1000, session_timeout_ms=10000, group_id="g", protocol_type="consumer", protocols=[("range", subscription("t"))], require_known_member_id=False)
     joined = h.coordinator.join_group(join)
     h.advance(0)

@@ -297,3 +297,85 @@ def test_kafka_dump_log_decodes_the_group_records(odradek44: Broker, members: An
     assert not [line for line in mine if "Error at offset" in line]
     types = {line.split('"type":"')[1].split('"')[0] for line in mine}
     assert {"3", "5", "6", "7", "8"} <= types, types  # epoch, member, target epoch and member, current assignment
+
+
+def test_rolling_between_the_classic_and_the_consumer_protocol(bootstrap: str, members: Any) -> None:
+    """KIP-848's online migration (``group.consumer.migration.policy`` bidirectional, Kafka 4.x's default):
+    a group of classic members is rolled member by member to ``group.protocol=consumer`` -- the first such
+    member converts the group into a consumer group, the classic members left in it are assigned by the
+    broker through JoinGroup/SyncGroup -- and back, the last consumer-protocol member leaving turning it
+    into a classic group again. Records keep coming; none is lost and none committed twice, and Kafka
+    4.4's ``kafka-consumer-groups.sh`` describes each step the same on both brokers."""
+    topic = create_topic(bootstrap, 4)
+    group = f"g-{topic}"
+    values = [f"v{i}" for i in range(1600)]
+    producer = threading.Thread(target=produce, args=(bootstrap, topic, values, 4, 0.3), daemon=True)
+    started: list[Member] = []
+
+    def start(protocol: str) -> Member:
+        started.append(members(bootstrap, topic, group, protocol=protocol))
+        return started[-1]
+
+    def sharing(*ms: Member) -> None:
+        wait_until(
+            lambda: all(m.owned() for m in ms) and sorted(p for m in ms for p in m.owned()) == list(range(4)),
+            90,
+            lambda: f"{len(ms)} members sharing the 4 partitions (own {[m.owned() for m in ms]})",
+        )
+
+    def described(kind: str) -> None:
+        """The tool's --state and --members --verbose once the group is Stable: a classic group (assigned by
+        its leader with ``range``, no epochs) or a consumer group (``uniform``, epochs, and UPGRADED: true
+        for a consumer-protocol member, false for a classic one), each member owning its target."""
+        last: list[list[str]] = []
+
+        def stable() -> bool:
+            last[:] = describe(bootstrap, group, "--state", "--verbose")
+            return len(last) == 2 and last[1][4] == "Stable"
+
+        wait_until(stable, 60, lambda: f"the group to be Stable: {last}")
+        header, row = last
+        assert header == ["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]
+        header, *rows = describe(bootstrap, group, "--members", "--verbose")
+        assert len(rows) == 2 and all(r[4] == "2" for r in rows)
+        if kind == "classic":
+            assert (row[3], row[5], row[6], row[7]) == ("range", "-", "-", "2")
+            assert header[-1] == "TARGET-ASSIGNMENT" and all(r[5] == r[7] == r[8] == "-" for r in rows)
+        else:
+            assert (row[3], row[5] == row[6], row[7]) == ("uniform", True, "2")
+            assert header[-1] == "UPGRADED" and all((r[5], r[6]) == (r[7], r[8]) for r in rows)
+            assert sorted(r[9] for r in rows) == ["false", "true"]  # one classic member, one of the consumer protocol
+
+    first, second = start("classic"), start("classic")
+    producer.start()
+    sharing(first, second)
+    described("classic")
+
+    # Upgrade: a consumer-protocol member replaces a classic one.
+    first.leave()
+    third = start("consumer")
+    sharing(second, third)
+    described("mixed")
+    second.leave()
+    fourth = start("consumer")
+    sharing(third, fourth)
+
+    # Downgrade: classic members come back; the last consumer-protocol member to leave converts the group.
+    fifth = start("classic")
+    sharing(third, fourth, fifth)
+    third.leave()
+    sharing(fourth, fifth)
+    described("mixed")
+    fourth.leave()
+    sixth = start("classic")
+    sharing(fifth, sixth)
+    described("classic")
+
+    producer.join(180)
+    assert not producer.is_alive()
+    wait_until(lambda: len(set(committed_values(*started))) >= len(values), 90, lambda: f"every record committed ({len(set(committed_values(*started)))})")
+    committed = committed_values(*started)
+    assert len(committed) == len(set(committed)), "a record was committed twice"
+    assert set(committed) == set(values)
+    fifth.leave()
+    sixth.leave()

@@ -81,6 +81,24 @@ def without_empty(assignment: Mapping[uuid.UUID, frozenset[int] | set[int]]) -> 
 
 
 @dataclass(frozen=True)
+class ClassicMemberMetadata:
+    """What a member of the classic protocol in a consumer group (KIP-848's online migration) said in its
+    JoinGroup: its session timeout and its protocols (name, ConsumerProtocolSubscription bytes), kept in its
+    ConsumerGroupMemberMetadata record so that the group can be converted back to a classic group."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...]
+
+    @property
+    def protocol_name(self) -> str:
+        """The protocol its JoinGroup answer named: its first (Kafka's ``supportedClassicProtocols().get().iterator().next()``)."""
+        return self.supported_protocols[0][0]
+
+    def metadata(self, protocol: str) -> bytes:
+        return next((metadata for name, metadata in self.supported_protocols if name == protocol), b"")
+
+
+@dataclass(frozen=True)
 class ConsumerGroupMember:
     """A member: what its heartbeats said (subscription, timeouts) and where its reconciliation stands."""
 
@@ -101,6 +119,12 @@ class ConsumerGroupMember:
     assignment_epochs: AssignmentEpochs = field(default_factory=dict)
     """For each partition it owns (assigned or pending revocation), the epoch at which it got it; a partition
     a record stores no epoch for (one written before Kafka 4.3) counts as given at the member's epoch."""
+    classic: ClassicMemberMetadata | None = None
+    """Set for a member that uses the classic protocol (JoinGroup/SyncGroup/Heartbeat) in this group."""
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     def assignment_epoch(self, topic_id: uuid.UUID, partition: int) -> int | None:
         """The epoch at which the member got the partition; None if it does not own it."""
@@ -239,6 +263,9 @@ class ConsumerGroup:
         member = self.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if member.classic is not None:
+            # A classic member commits at its generation, which is its member epoch.
+            return ErrorCode.ILLEGAL_GENERATION if member_epoch != member.member_epoch else None
         if not is_transactional and api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
         if member_epoch > member.member_epoch:
@@ -258,7 +285,7 @@ class ConsumerGroup:
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
+            return ErrorCode.ILLEGAL_GENERATION if member.classic is not None else ErrorCode.STALE_MEMBER_EPOCH
         return None
 
     def recount_subscribed_topics(self) -> None:
@@ -270,6 +297,36 @@ class ConsumerGroup:
 
     def is_subscribed_to_topic(self, topic: str) -> bool:
         return self.subscribed_topic_names[topic] > 0
+
+    # -- classic members (online migration) ---------------------------------------------------------------
+
+    def classic_members(self) -> list[ConsumerGroupMember]:
+        return [m for m in self.members.values() if m.classic is not None]
+
+    def supports_classic_protocols(self, protocol_type: str, protocols: set[str]) -> bool:
+        """Kafka's ``supportsClassicProtocols``: a classic member may join if it is a consumer and shares a
+        protocol with every classic member already in."""
+        if protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return False
+        if not self.members:
+            return bool(protocols)
+        classic = self.classic_members()
+        return any(all(any(n == name for n, _ in m.classic.supported_protocols) for m in classic if m.classic is not None) for name in protocols)
+
+    def all_members_use_classic_protocol_except(self, member_id: str) -> bool:
+        """Kafka's ``allMembersUseClassicProtocolExcept``: ``member_id`` is the last consumer-protocol member."""
+        leaving = self.members.get(member_id)
+        return leaving is not None and leaving.classic is None and len(self.classic_members()) == len(self.members) - 1
+
+    def waiting_on_unreleased_partition(self, member: ConsumerGroupMember) -> bool:
+        """Kafka's ``waitingOnUnreleasedPartition``: a target partition of the member another still owns."""
+        if member.state is not MemberState.UNRELEASED_PARTITIONS:
+            return False
+        for topic_id, partitions in self.target_assignment.get(member.member_id, EMPTY_ASSIGNMENT).items():
+            owned = member.assigned_partitions.get(topic_id, frozenset())
+            if any(p not in owned and self.current_partition_epoch(topic_id, p) != -1 for p in partitions):
+                return True
+        return False
 
     # -- replay: the records' effect ------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Union
 
 from odradek.broker.coordinator.group.consumer_group import (
+    ClassicMemberMetadata,
     LEAVE_GROUP_MEMBER_EPOCH,
     Assignment,
     ConsumerGroup,
@@ -135,6 +136,15 @@ def _owned_partitions(member: ConsumerGroupMember, assignment: Assignment) -> li
     return [tp | {"assignment_epochs": [member.assignment_epoch(tp["topic_id"], p) for p in tp["partitions"]]} for tp in _topic_partitions(assignment)]
 
 
+def _classic_member_metadata(member: ConsumerGroupMember) -> dict:
+    """ClassicMemberMetadata: tagged, and null (its default) for a consumer-protocol member, so then left out
+    (Kafka's reader fails on an explicit null)."""
+    if member.classic is None:
+        return {}
+    protocols = [{"name": name, "metadata": metadata} for name, metadata in member.classic.supported_protocols]
+    return {"classic_member_metadata": {"session_timeout_ms": member.classic.session_timeout_ms, "supported_protocols": protocols}}
+
+
 def encode_record(record: ConsumerGroupRecord) -> tuple[bytes, bytes | None]:
     """The record's key and value bytes (value None: a tombstone)."""
     group = {"group_id": record.group_id}
@@ -161,8 +171,8 @@ def encode_record(record: ConsumerGroupRecord) -> tuple[bytes, bytes | None]:
                 "subscribed_topic_regex": m.subscribed_topic_regex,
                 "rebalance_timeout_ms": m.rebalance_timeout_ms,
                 "server_assignor": m.server_assignor,
-                # ClassicMemberMetadata: tagged, null (its default) for a consumer-protocol member, so not written.
-            },
+            }
+            | _classic_member_metadata(m),
         )
     if isinstance(record, TargetAssignmentMemberRecord):
         key = _key(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, cr.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY, group | {"member_id": record.member_id})
@@ -232,6 +242,12 @@ def _assignment_epochs(topic_partitions: list, member_epoch: int) -> dict[tuple[
     return epochs
 
 
+def _classic(value: Container | None) -> ClassicMemberMetadata | None:
+    if value is None:
+        return None
+    return ClassicMemberMetadata(value.session_timeout_ms, tuple((p.name, bytes(p.metadata)) for p in value.supported_protocols))
+
+
 def decode_record(key_bytes: bytes | memoryview, value_bytes: bytes | memoryview | None) -> ConsumerGroupRecord | None:
     """The consumer-group record of a key and value; None for a key of another kind."""
     if len(key_bytes) < 2:
@@ -268,6 +284,7 @@ def decode_record(key_bytes: bytes | memoryview, value_bytes: bytes | memoryview
                 subscribed_topic_regex=value.subscribed_topic_regex,
                 rebalance_timeout_ms=value.rebalance_timeout_ms,
                 server_assignor=value.server_assignor,
+                classic=_classic(value.classic_member_metadata),
             )
         return MemberSubscriptionRecord(group_id, key.member_id, member)
     if record_type == CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
@@ -294,7 +311,7 @@ def decode_record(key_bytes: bytes | memoryview, value_bytes: bytes | memoryview
 
 # -- replay --------------------------------------------------------------------------------------------------
 
-_SUBSCRIPTION_FIELDS = ("instance_id", "rack_id", "client_id", "client_host", "subscribed_topic_names", "subscribed_topic_regex", "rebalance_timeout_ms", "server_assignor")
+_SUBSCRIPTION_FIELDS = ("instance_id", "rack_id", "client_id", "client_host", "subscribed_topic_names", "subscribed_topic_regex", "rebalance_timeout_ms", "server_assignor", "classic")
 _ASSIGNMENT_FIELDS = ("member_epoch", "previous_member_epoch", "state", "assigned_partitions", "partitions_pending_revocation", "assignment_epochs")
 
 

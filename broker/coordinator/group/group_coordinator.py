@@ -48,9 +48,18 @@ from odradek.broker.coordinator.group.group import (
     distinct_protocols,
 )
 from odradek.broker.coordinator.group.consumer_group import CONSUMER_GROUP_TYPE, CONSUMER_PROTOCOL_TYPE
-from odradek.broker.coordinator.group.consumer_group_manager import ConsumerGroupConfig, ConsumerGroupManager, DescribedGroup, HeartbeatRequest, HeartbeatResult
+from odradek.broker.coordinator.group.consumer_group import ConsumerGroupMember
+from odradek.broker.coordinator.group.consumer_group_manager import (
+    ClassicGroupView,
+    ClassicMemberView,
+    ConsumerGroupConfig,
+    ConsumerGroupManager,
+    DescribedGroup,
+    HeartbeatRequest,
+    HeartbeatResult,
+)
 from odradek.broker.coordinator.group.group_config import GroupConfig
-from odradek.broker.coordinator.group.group_metadata_records import group_metadata_key
+from odradek.broker.coordinator.group.group_metadata_records import group_metadata_key, group_metadata_value
 from odradek.broker.coordinator.group.group_metadata_manager import GROUP_METADATA_TOPIC, OFFSET_EXPIRATION_TIMER, GroupMetadataManager
 from odradek.broker.coordinator.group.group_metadata_records import MemberMetadata, OffsetAndMetadata
 from odradek.broker.coordinator.timers import Timer
@@ -139,29 +148,67 @@ class GroupCoordinatorShard(CoordinatorShard):
         group = self.consumer_groups.get(group_id)
         return set() if group is None else {t for t, n in group.subscribed_topic_names.items() if n > 0}
 
-    def classic_group_conflict(self, group_id: str) -> tuple[bool, list[Record] | None]:
-        """Whether a classic group holds ``group_id`` (an Empty group that only holds offsets does not), and
-        the records that retire it so a consumer group can take the id: none while it has members."""
+    def classic_group(self, group_id: str) -> ClassicGroupView | None:
+        """The classic group holding ``group_id``; None for none or an Empty group that only holds offsets."""
         group = self.groups.get(group_id)
-        if group is None or (group.is_(GroupState.EMPTY) and group.generation_id == 0):
-            return False, []
-        if not group.is_(GroupState.EMPTY):
-            return True, None
-        log.info("[GroupId %s] Converted the empty classic group to a consumer group.", group_id)
-        return True, [(group_metadata_key(group_id), None)]
+        if group is None or group_id in self.consumer_groups or group.is_(GroupState.DEAD) or (group.is_(GroupState.EMPTY) and group.generation_id == 0):
+            return None
+        members = tuple(ClassicMemberView(MemberMetadata(**m.member_metadata()), tuple(m.supported_protocols), m.assignment) for m in group.members.values())
+        return ClassicGroupView(group_id, group.generation_id, group.protocol_type, group.protocol_name, members)
+
+    def retire_classic_group(self, group_id: str) -> list[Record]:
+        """A consumer group takes the id (Kafka's ``convertToConsumerGroup``, or the deletion of an empty
+        classic group): members parked in JoinGroup or SyncGroup are answered REBALANCE_IN_PROGRESS, so that
+        they rejoin the consumer group; the members and timers go, and the group stays as the holder of the
+        offsets. The records: its GroupMetadata tombstone."""
+        group = self.groups[group_id]
+        self.timers.cancel(("join", group_id))
+        self.timers.cancel(("sync", group_id))
+        for member in list(group.members.values()):
+            group.maybe_complete_join(member, JoinResult(member.member_id, ErrorCode.REBALANCE_IN_PROGRESS))
+            group.maybe_complete_sync(member, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+        for member_id in list(group.members) + list(group.pending_members):
+            self._cancel_heartbeat(group, member_id)
+            group.remove(member_id)
+        group.state = GroupState.EMPTY
+        group.generation_id = 0
+        group.protocol_type = None
+        group.protocol_name = None
+        group.leader_id = None
+        return [(group_metadata_key(group_id), None)]
+
+    def downgrade(self, group_id: str, generation_id: int, members: list[tuple[ConsumerGroupMember, bytes]], rebalance: bool) -> list[Record]:
+        """Kafka's ``ClassicGroup.fromConsumerGroup``: the consumer group's classic members (each with the
+        assignment the consumer group targeted it at) form a Stable classic group at the group epoch, which
+        then rebalances if ``rebalance``; the records: its GroupMetadata."""
+        group = self.groups.get(group_id) or self.metadata.add_group(Group(group_id, GroupState.EMPTY, self.clock))
+        group.state = GroupState.STABLE
+        group.current_state_timestamp = self.clock()
+        group.generation_id = generation_id
+        group.protocol_type = CONSUMER_PROTOCOL_TYPE
+        group.leader_id = None
+        for m, assignment in members:
+            assert m.classic is not None
+            identity = MemberMetadata(m.member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms, m.classic.session_timeout_ms)
+            group.add(Member(**identity.member_metadata(), protocol_type=CONSUMER_PROTOCOL_TYPE, supported_protocols=list(m.classic.supported_protocols), assignment=assignment))
+        group.protocol_name = group.select_protocol()
+        group.subscribed_topics = group.compute_subscribed_topics()
+        record = group.record({m.member_id: m.assignment for m in group.members.values()})
+        for member in group.members.values():
+            self._complete_and_schedule_next_heartbeat(group, member)
+        if rebalance:
+            self._prepare_rebalance(group, f"Downgrade group {group_id} from consumer to classic.")
+        return [(group_metadata_key(group_id), group_metadata_value(record))]
 
     # -- ConsumerGroupHeartbeat ---------------------------------------------------------------------------------
 
     def consumer_group_heartbeat(self, req: HeartbeatRequest) -> CoordinatorResult[HeartbeatResult]:
-        result = self.consumer.heartbeat(req)
-        group = self.groups.get(req.group_id)
-        if group is not None and req.group_id in self.consumer_groups and group.generation_id > 0 and group.is_(GroupState.EMPTY):
-            # The retired classic group stays as the holder of the group's offsets.
-            group.generation_id = 0
-            group.protocol_type = None
-            group.protocol_name = None
-            group.leader_id = None
-        return result
+        return self.consumer.heartbeat(req)
+
+    def _classic_members_of_consumer_group(self, group_id: str) -> bool:
+        """Whether classic requests for ``group_id`` go to a consumer group (Kafka: one with members)."""
+        consumer_group = self.consumer_groups.get(group_id)
+        return consumer_group is not None and not consumer_group.is_empty
 
     def on_partitions_deleted(self, partitions: list[TopicPartition]) -> None:
         self.metadata.handle_deleted_partitions(partitions)
@@ -170,17 +217,16 @@ class GroupCoordinatorShard(CoordinatorShard):
 
     def join_group(self, req: JoinRequest) -> Deferred[JoinResult]:
         out: Deferred[JoinResult] = Deferred()
-        consumer_group = self.consumer_groups.get(req.group_id)
-        if consumer_group is not None:
-            if not consumer_group.is_empty:
-                # Kafka 4.x lets a classic consumer join a consumer group (a mixed group); odradek does not.
-                out.complete(JoinResult(req.member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
-                return out
-            log.info("[GroupId %s] Converted the empty consumer group to a classic group.", req.group_id)
-            self.metadata.context.write(CoordinatorResult(self.consumer.delete(consumer_group), lambda r: r.error))
         if not self.config.min_session_timeout_ms <= req.session_timeout_ms <= self.config.max_session_timeout_ms:
             out.complete(JoinResult(req.member_id, ErrorCode.INVALID_SESSION_TIMEOUT))
             return out
+        consumer_group = self.consumer_groups.get(req.group_id)
+        if consumer_group is not None:
+            if not consumer_group.is_empty:
+                # A classic member in a consumer group (KIP-848's online migration).
+                return self.metadata.context.write(self.consumer.classic_join(req))
+            log.info("[GroupId %s] Converted the empty consumer group to a classic group.", req.group_id)
+            self.metadata.context.write(CoordinatorResult(self.consumer.delete(consumer_group), lambda r: r.error))
         is_unknown = req.member_id == UNKNOWN_MEMBER_ID
         group = self.groups.get(req.group_id)
         if group is None:
@@ -424,6 +470,9 @@ class GroupCoordinatorShard(CoordinatorShard):
 
     def sync_group(self, group_id: str, generation_id: int, member_id: str, protocol_type: str | None, protocol_name: str | None, group_instance_id: str | None, assignments: dict[str, bytes]) -> Deferred[SyncResult]:
         out: Deferred[SyncResult] = Deferred()
+        if self._classic_members_of_consumer_group(group_id):
+            out.complete(self.consumer.classic_sync(group_id, generation_id, member_id, protocol_type, protocol_name, group_instance_id))
+            return out
         group = self.groups.get(group_id)
         error = ErrorCode.UNKNOWN_MEMBER_ID if group is None else None
         if group is not None:
@@ -531,6 +580,8 @@ class GroupCoordinatorShard(CoordinatorShard):
     # -- Heartbeat and sessions -------------------------------------------------------------------------------
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> ErrorCode:
+        if self._classic_members_of_consumer_group(group_id):
+            return self.consumer.classic_heartbeat(group_id, member_id, group_instance_id, generation_id)
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -592,6 +643,10 @@ class GroupCoordinatorShard(CoordinatorShard):
     # -- LeaveGroup -------------------------------------------------------------------------------------------
 
     def leave_group(self, group_id: str, leaving: list[LeavingMember]) -> tuple[ErrorCode, list[tuple[LeavingMember, ErrorCode]]]:
+        if self._classic_members_of_consumer_group(group_id):
+            answers, write = self.consumer.classic_leave(group_id, [(m.member_id, m.group_instance_id, m.reason) for m in leaving])
+            self.metadata.context.write(write)
+            return ErrorCode.NONE, [(LeavingMember(member_id, m.group_instance_id, m.reason), error) for m, (member_id, error) in zip(leaving, answers)]
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.NONE, [(m, ErrorCode.UNKNOWN_MEMBER_ID) for m in leaving]
