@@ -228,3 +228,22 @@ def test_sigterm_stops_every_process_cleanly(tmp_path) -> None:
     assert all(gone(pid) for pid in pids)
     assert (tmp_path / "logs" / ".kafka_cleanshutdown").exists()
     assert any("[worker 0]" in line and "shut down completed" in line for line in broker.output)
+
+
+def test_a_hostile_client_on_either_worker_is_closed_and_the_broker_serves_on(broker, connect) -> None:
+    """A frame over socket.request.max.bytes, and bytes that are no request, close that connection (worker
+    0 decides, whichever worker holds it); the other connections are still answered."""
+    wires = [connect(broker.bootstrap) for _ in range(4)]
+    zero, front = workers(broker)
+    held = [client_ports(pid, broker.port) for pid in (zero, front)]
+    on = [next(w for w in wires if w.sock.getsockname()[1] in ports) for ports in held]
+    for wire in on:
+        wire.send((200 * 1024 * 1024).to_bytes(4, "big") + b"\0" * 1000)  # 200 MiB announced: over 100 MiB
+        assert wire.closed_by_peer(10)
+    garbage = [connect(broker.bootstrap) for _ in range(2)]
+    for wire in garbage:
+        wire.send(b"\0\0\0\x08" + b"\xff" * 8)  # an unknown API key
+        assert wire.closed_by_peer(10)
+    for wire in wires:
+        if wire not in on:
+            assert wire.call(ApiKey.ApiVersions, 3, {"client_software_name": "mc", "client_software_version": "1"}).error_code == ErrorCode.NONE
