@@ -26,6 +26,8 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"
+_NEXT_BATCH_POSITIONS = 16
+"""How many positions past the last appends a segment keeps (``LogSegment._next_batch_at``)."""
 CLEANED_FILE_SUFFIX = ".cleaned"
 SWAP_FILE_SUFFIX = ".swap"
 DELETED_FILE_SUFFIX = ".deleted"
@@ -101,6 +103,10 @@ class LogSegment:
         self._txn_index: TransactionIndex | None = None
         self.indexes_trusted = False
         """True once the indexes were created or rebuilt by this process (no sanity check needed)."""
+        self._next_batch_at: dict[int, int] = {}
+        """Where the batch after each of the last few appends starts, by the offset just past the append:
+        the offset a follower or a consumer reading at the end fetches next, found here without a scan of
+        batch headers from the index entry before it."""
         self.active = False
         """The segment appends go to: its indexes are sized for appends (``segment.index.bytes``) when they are
         opened, and trimmed when it stops being active. Until then they hold no file or mapping, so an idle
@@ -268,6 +274,10 @@ class LogSegment:
             self.time_index.maybe_append(*self.max_timestamp_and_offset)
             self.bytes_since_last_index_entry = 0
         self.bytes_since_last_index_entry += len(data)
+        next_batch_at = self._next_batch_at
+        next_batch_at[largest_offset + 1] = self.log.size
+        if len(next_batch_at) > _NEXT_BATCH_POSITIONS:
+            del next_batch_at[next(iter(next_batch_at))]
 
     # -- lookup and read -------------------------------------------------------------------------------------------
 
@@ -277,6 +287,12 @@ class LogSegment:
         The batch an index entry points at must start at or before the entry's offset; if not, the index is
         corrupt, is rebuilt, and the lookup is repeated.
         """
+        known = self._next_batch_at.get(offset)
+        if known is not None and known >= starting_position:
+            # The batch there came right after one ending before ``offset``: the first whose last offset is >= it.
+            for batch_position, header in self.log.batch_headers(known):
+                return OffsetPosition(header.base_offset, batch_position, header.batch_length + LOG_OVERHEAD)
+            return None
         for _ in range(2):
             entry_offset, entry_position = self.offset_index.lookup(offset)
             position = max(entry_position, starting_position)
@@ -346,6 +362,7 @@ class LogSegment:
         # The indexes are about to be rebuilt: checking them first would scan a crashed segment's whole
         # preallocated (zero-filled) index for nothing.
         self.indexes_trusted = True
+        self._next_batch_at.clear()
         self.txn_index.reset()
         valid_bytes = self._index_batches(self._valid_batches(on_batch))
         truncated = self.log.size - valid_bytes
@@ -408,6 +425,7 @@ class LogSegment:
     def truncate_to(self, offset: int) -> int:
         """Remove every batch from the one holding ``offset``; the segment becomes the active one again."""
         mapping = self.translate_offset(offset)
+        self._next_batch_at.clear()
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         self.txn_index.truncate_to(offset)

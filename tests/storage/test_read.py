@@ -90,3 +90,27 @@ def test_every_offset_maps_to_its_batch(log_of_batches, batches_in):
     for offset in random.Random(7).sample(range(600), 100):
         _, base, last = batches_in(log_of_batches.read(offset, 1).read())[0]
         assert base <= offset <= last
+
+
+def test_a_read_at_the_end_of_each_append_gets_the_next_batch_after_a_truncation_too(open_log, make_batch, batches_in):
+    """Readers at the end (followers, tailing consumers) fetch the offset just past the last append: each
+    finds the batch appended after it, also once a truncation has put other batches at the same positions."""
+    log = open_log({"segment.bytes": "100000", "index.interval.bytes": "4096"})
+    ends = []
+    for size in (3, 1, 4, 1, 5):
+        ends.append(log.log_end_offset)
+        log.append_as_leader(validated(make_batch(size, value_size=30)), leader_epoch=1)
+    log.high_watermark = log.log_end_offset
+    for offset in ends:
+        assert batches_in(log.read(offset, 1).read())[0][1] == offset
+    assert log.read(log.log_end_offset, 1).read() == b""
+    log.truncate_to(ends[2])
+    for size in (2, 2, 6):
+        ends.append(log.log_end_offset)
+        log.append_as_leader(validated(make_batch(size, value_size=10)), leader_epoch=2)
+    log.high_watermark = log.log_end_offset
+    for offset in (*ends[:2], *ends[5:]):
+        assert batches_in(log.read(offset, 1).read())[0][1] == offset
+    for offset in range(log.log_end_offset):
+        _, base, last = batches_in(log.read(offset, 1).read())[0]
+        assert base <= offset <= last
