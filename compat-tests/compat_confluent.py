@@ -24,6 +24,18 @@ from compat_client import CONFIG_SOURCES, Client, GroupMember, MemberConfig, Off
 from compat_observe import error_name
 
 TIMEOUT_S = 15
+ADMIN_REFRESH_MS = 5000
+"""How often the admin client re-reads the broker list (librdkafka's ``topic.metadata.refresh.interval.ms``;
+default 5 min, and at most every 10 s for a client with no topics of its own).
+
+A ZooKeeper-mode broker that restarts (Kafka's, in the restart scenarios) answers Metadata with no brokers
+and controller -1 for the moment between enabling its listener and handling the controller's first
+UpdateMetadata; clients that reconnected while it was starting are answered first. librdkafka 2.16 takes
+that answer to its post-reconnect Metadata as one to drop without retrying ("No brokers or topics in
+metadata: should retry", then nothing) while it keeps the controller id it knew: an admin request then waits
+for a broker of that id that it no longer has, until the next periodic broker list refresh -- 5 minutes by
+default. librdkafka's open issue 5301 is the same trap with topics in the answer. A user of librdkafka's admin
+client restarting a ZooKeeper-mode cluster gets out of it with this setting."""
 TIMESTAMP_TYPES = {TIMESTAMP_CREATE_TIME: "CreateTime", TIMESTAMP_LOG_APPEND_TIME: "LogAppendTime"}
 # librdkafka's names for the states DescribeGroups reports, back to Kafka's.
 GROUP_STATES = {"STABLE": "Stable", "EMPTY": "Empty", "DEAD": "Dead", "PREPARING_REBALANCING": "PreparingRebalance", "COMPLETING_REBALANCING": "CompletingRebalance"}
@@ -173,7 +185,7 @@ class ConfluentClient(Client):
 
     def __init__(self, bootstrap: str) -> None:
         super().__init__(bootstrap)
-        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.admin = AdminClient({"bootstrap.servers": bootstrap, "topic.metadata.refresh.interval.ms": ADMIN_REFRESH_MS})
 
     def api_versions(self) -> dict[int, tuple[int, int]]:
         """librdkafka shows the ApiVersions answer only in its ``feature`` debug log, so read it there."""
