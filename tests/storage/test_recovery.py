@@ -176,10 +176,11 @@ WRITER = textwrap.dedent(
     from odradek.storage.log_config import LogConfig
     from tests.validated import validated
     log = Log.open(Path(sys.argv[1]), LogConfig.from_props({"segment.bytes": "20000", "flush.messages": "50"}))
-    print("ready", flush=True)
     i = 0
     while True:
         log.append_as_leader(validated(build_batch([(b"k", b"v" * (i % 300))] * (1 + i % 7))), leader_epoch=i // 500)
+        if i == 0:  # once a batch is in: the first append (its imports, the epoch checkpoint) can take a loaded machine a second
+            print("ready", flush=True)
         i += 1
     """
 )
