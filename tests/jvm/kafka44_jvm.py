@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Sequence
 
 import kafka_jvm
+import tool_runner
 from kafka_jvm import JavaProcess, free_port, start_java, tail, wait_for_port
 
 KAFKA44_ENV = "ODRADEK_COMPAT_KAFKA44"
@@ -310,10 +311,16 @@ class KRaftCluster:
 
 
 def run_tool(tool: str, *args: str, timeout_s: float = 120.0, input: str | None = None) -> sp.CompletedProcess[str]:
-    """Run one of Kafka 4.4's command-line tools (``kafka-share-groups``, ...) as its ``bin/*.sh`` script would."""
+    """Run one of Kafka 4.4's command-line tools (``kafka-share-groups``, ...) as its ``bin/*.sh`` script would:
+    in this process's tool runner (tool_runner.py) unless runners are off."""
     log4j2 = log4j2_file(TOOLS_LOG4J2, "tools-log4j2.properties")
     archive = kafka_jvm.ClassDataArchive.of(*JAR_SETS)
-    cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *archive.flags(), f"-Dlog4j2.configurationFile={log4j2}", "-cp", classpath(), TOOLS[tool], *args]
+    properties = [f"-Dlog4j2.configurationFile={log4j2}"]
+    cmd = ["java", "-Xmx256m", *kafka_jvm.TOOL_JVM_FLAGS, *archive.flags(), *properties, "-cp", classpath(), TOOLS[tool], *args]
+    jvm = [kafka_jvm.RUNNER_HEAP, *kafka_jvm.TOOL_JVM_FLAGS, *archive.runner_flags(), *properties]
+    done = tool_runner.run(jvm, classpath(), "org.apache.kafka.common.utils.internals.Exit", TOOLS[tool], args, input=input, timeout_s=timeout_s, command=cmd, cache=kafka_jvm.JAR_ROOT)
+    if done is not None:
+        return done
     try:
         return sp.run(cmd, capture_output=True, text=True, timeout=timeout_s, input=input)
     finally:

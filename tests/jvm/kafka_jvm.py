@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
+import tool_runner
+
 REPO = Path(__file__).resolve().parents[2]
 JAR_ROOT = Path(os.environ.get("ODRADEK_JVM_CACHE", REPO / ".cache" / "jvm"))
 KAFKA_ENV = "ODRADEK_COMPAT_KAFKA"
@@ -317,20 +319,37 @@ class ClassDataArchive:
         use = f"-XX:ArchiveClassesAtExit={self.dump_to}" if self.dump_to else f"-XX:SharedArchiveFile={self.path}"
         return ["-Xlog:disable", use]
 
+    def runner_flags(self) -> list[str]:
+        """The flags of a long-lived JVM on this classpath (tool_runner): the archive if there is one, never a
+        dump (such a JVM is killed, and a dump would take in its own classes)."""
+        return ["-Xlog:disable", f"-XX:SharedArchiveFile={self.path}"] if self.path.exists() else []
+
     def finish(self) -> None:
         if self.dump_to is not None and self.dump_to.exists():
             os.replace(self.dump_to, self.path)
 
 
+TOOL_JVM_FLAGS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+RUNNER_HEAP = "-Xmx512m"
+"""A tool runner's heap (tool_runner): its tools' 256 MiB, and room for the classes of all of them."""
+
+
 def run_tool(tool: str, *args: str, timeout_s: float = 120.0, input: str | None = None, cp: str | None = None) -> sp.CompletedProcess[str]:
-    """Run one of Kafka's command-line tools (``kafka-topics``, ...) as its ``bin/*.sh`` script would."""
+    """Run one of Kafka's command-line tools (``kafka-topics``, ...) as its ``bin/*.sh`` script would: in this
+    process's tool runner (tool_runner.py) unless ``cp`` names another classpath or runners are off."""
     log4j = JAR_ROOT / "tools-log4j.properties"
     if not log4j.exists():
         log4j.parent.mkdir(parents=True, exist_ok=True)
         log4j.write_text(TOOLS_LOG4J)
     archive = ClassDataArchive.of("kafka") if cp is None else None
     cds = archive.flags() if archive else []
-    cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *cds, f"-Dlog4j.configuration={log4j.as_uri()}", "-cp", cp or classpath(), TOOLS[tool], *args]
+    properties = [f"-Dlog4j.configuration={log4j.as_uri()}"]
+    cmd = ["java", "-Xmx256m", *TOOL_JVM_FLAGS, *cds, *properties, "-cp", cp or classpath(), TOOLS[tool], *args]
+    if archive is not None:
+        jvm = [RUNNER_HEAP, *TOOL_JVM_FLAGS, *archive.runner_flags(), *properties]
+        done = tool_runner.run(jvm, classpath(), "org.apache.kafka.common.utils.Exit", TOOLS[tool], args, input=input, timeout_s=timeout_s, command=cmd, cache=JAR_ROOT)
+        if done is not None:
+            return done
     try:
         return sp.run(cmd, capture_output=True, text=True, timeout=timeout_s, input=input)
     finally:
