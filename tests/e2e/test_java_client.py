@@ -11,53 +11,21 @@ Needs a JDK and ``make jvm-deps``; a missing one fails the tests.
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
 import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, Callable
 
-import kafka_jvm
 import pytest
 
 from odradek import Broker
 from odradek.protocol.compression import CompressionType
-
-JAVA_SOURCES = Path(__file__).parent / "java"
-PROBE_TIMEOUT_S = 120
 
 
 @pytest.fixture(scope="module")
 def broker(odradek_as_kafka: Broker) -> Broker:
     """odradek set up as the real Kafka (e2e's conftest); named ``broker`` so that a failing test shows its log."""
     return odradek_as_kafka
-
-
-@pytest.fixture(scope="module")
-def probe(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., list[dict[str, Any]]]:
-    """``probe(sub_command, bootstrap, *args)``: runs ClientProbe and returns the JSON lines it printed."""
-    javac = shutil.which("javac")
-    assert javac is not None, "no `javac` on PATH: install a Java 17 JDK (make test does)"
-    classes = tmp_path_factory.mktemp("client-probe")
-    compiled = subprocess.run(
-        [javac, "-Xlint:all", "-Werror", "-d", str(classes), "-cp", kafka_jvm.classpath("kafka"), *map(str, JAVA_SOURCES.glob("*.java"))],
-        capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
-    )
-    assert compiled.returncode == 0, compiled.stderr
-    log4j = classes / "log4j.properties"
-    log4j.write_text(kafka_jvm.TOOLS_LOG4J)
-
-    def run(sub_command: str, bootstrap: str, *args: str) -> list[dict[str, Any]]:
-        cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", f"-Dlog4j.configuration={log4j.as_uri()}",
-               "-cp", kafka_jvm.classpath("kafka", classes), "ClientProbe", sub_command, bootstrap, *args]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
-        assert done.returncode == 0, f"ClientProbe {sub_command} exited {done.returncode}:\n{done.stderr[-4000:]}"
-        return [json.loads(line) for line in done.stdout.splitlines()]
-
-    return run
 
 
 @pytest.fixture(scope="module")
