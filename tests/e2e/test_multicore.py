@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import subprocess
+import sys
 import uuid
 import time
 from pathlib import Path
@@ -57,6 +60,26 @@ def open_files(pid: int) -> list[str]:
         except OSError:
             continue
     return targets
+
+
+def one_on_each_worker(broker: Broker, connect) -> tuple:
+    """Connections, one held by worker 0 and one by worker 1: opened until each worker has one (the supervisor
+    hands each to the worker holding fewer; connections left from other tests may tip the count)."""
+    zero, front = workers(broker)
+    held: dict[int, object] = {}
+    for _ in range(10):
+        wire = connect(broker.bootstrap)
+        port = wire.sock.getsockname()[1]
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # accepted by the supervisor, then passed to a worker: not at once
+            holder = next((pid for pid in (zero, front) if port in client_ports(pid, broker.port)), None)
+            if holder is not None:
+                held.setdefault(holder, wire)
+                break
+            time.sleep(0.02)
+        if len(held) == 2:
+            return held[zero], held[front]
+    raise AssertionError(f"connections not spread over the workers: {held}")
 
 
 def gone(pid: int) -> bool:
@@ -130,10 +153,8 @@ def test_pipelined_answers_in_order_and_fetched_bytes_whichever_worker(broker, c
     """Connections held at once spread over the workers (the supervisor hands each to the one with fewer);
     on one of each worker, 60 pipelined requests of three APIs come back in request order, and every fetch
     answer (records by sendfile from the front's descriptor on worker 1) is byte for byte the other's."""
-    wires = [connect(broker.bootstrap) for _ in range(4)]
+    first, second = one_on_each_worker(broker, connect)
     zero, front = workers(broker)
-    first = next(w for w in wires if w.sock.getsockname()[1] in client_ports(zero, broker.port))
-    second = next(w for w in wires if w.sock.getsockname()[1] in client_ports(front, broker.port))
     created = first.call(ApiKey.CreateTopics, 7, {"topics": [{"name": "mc-pipe", "num_partitions": 1, "replication_factor": 1, "configs": [{"name": "segment.bytes", "value": "65536"}]}], "timeout_ms": 5000})
     assert created.topics[0].error_code == ErrorCode.NONE
     # Enough records for several 64 KiB segments, so fetches are served from more than one segment file.
@@ -233,17 +254,39 @@ def test_sigterm_stops_every_process_cleanly(tmp_path) -> None:
 def test_a_hostile_client_on_either_worker_is_closed_and_the_broker_serves_on(broker, connect) -> None:
     """A frame over socket.request.max.bytes, and bytes that are no request, close that connection (worker
     0 decides, whichever worker holds it); the other connections are still answered."""
-    wires = [connect(broker.bootstrap) for _ in range(4)]
-    zero, front = workers(broker)
-    held = [client_ports(pid, broker.port) for pid in (zero, front)]
-    on = [next(w for w in wires if w.sock.getsockname()[1] in ports) for ports in held]
+    on = one_on_each_worker(broker, connect)
+    others = one_on_each_worker(broker, connect)
     for wire in on:
         wire.send((200 * 1024 * 1024).to_bytes(4, "big") + b"\0" * 1000)  # 200 MiB announced: over 100 MiB
         assert wire.closed_by_peer(10)
-    garbage = [connect(broker.bootstrap) for _ in range(2)]
-    for wire in garbage:
+    for wire in one_on_each_worker(broker, connect):
         wire.send(b"\0\0\0\x08" + b"\xff" * 8)  # an unknown API key
         assert wire.closed_by_peer(10)
-    for wire in wires:
-        if wire not in on:
-            assert wire.call(ApiKey.ApiVersions, 3, {"client_software_name": "mc", "client_software_version": "1"}).error_code == ErrorCode.NONE
+    for wire in others:
+        assert wire.call(ApiKey.ApiVersions, 3, {"client_software_name": "mc", "client_software_version": "1"}).error_code == ErrorCode.NONE
+
+
+def test_the_java_client_produces_idempotently_and_consumes(broker, probe) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("mc-java", 3, 1)])["mc-java"].result(15)
+    per_codec, codecs = 300, ("none", "lz4")
+    lines = probe("produce", broker.bootstrap, "mc-java", str(per_codec), *codecs)
+    acked = [record for line in lines if line["step"] == "acked" for record in line["records"]]
+    (consumed,) = [line for line in lines if line["step"] == "consumed"]
+    assert [i for i, _, _ in acked] == list(range(per_codec * len(codecs)))
+    assert sorted(consumed["records"]) == sorted([p, o, f"key-{i}", f"value-{i}"] for i, p, o in acked)
+
+
+def test_a_listener_that_cannot_bind_is_one_line_and_exit_status_1(tmp_path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "odradek", "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={tmp_path}", "--override", "worker.processes=2"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60,
+        )
+    assert done.returncode == 1
+    (line,) = [line for line in done.stdout.splitlines() if " INFO " not in line]
+    assert f"Exiting odradek due to fatal exception during startup: Socket server failed to bind to 127.0.0.1:{port}: Address already in use." in line
+    assert "Traceback" not in done.stdout
