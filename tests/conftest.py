@@ -80,6 +80,7 @@ LONGEST = (
     "tests/spark/test_kafka_source.py",
     "tests/spark/test_odradek_log_broker.py",
     "tests/e2e/test_security.py",
+    "tests/e2e/test_multicore.py",
     "tests/controller/test_zk_security.py",
     "tests/test_layering.py",
     "tests/protocol/test_roundtrip.py",

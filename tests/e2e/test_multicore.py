@@ -290,3 +290,40 @@ def test_a_listener_that_cannot_bind_is_one_line_and_exit_status_1(tmp_path) -> 
     (line,) = [line for line in done.stdout.splitlines() if " INFO " not in line]
     assert f"Exiting odradek due to fatal exception during startup: Socket server failed to bind to 127.0.0.1:{port}: Address already in use." in line
     assert "Traceback" not in done.stdout
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_sasl_and_the_authorizer_see_the_principal_whichever_worker_holds_the_connection(tmp_path) -> None:
+    """A front forwards the SASL exchange unchanged: worker 0 authenticates it and the authorizer sees the
+    user. admin (a super user) produces; alice, whom no ACL allows, is refused; each from two producers at
+    once, whose connections are on both workers."""
+    sasl_port = free_port()
+    config = {
+        **CONFIG,
+        "listeners": f"PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret" user_alice="alice-secret";',
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:admin",
+    }
+    with Broker(tmp_path / "logs", subprocess=True, config=config) as broker:
+        results: dict[str, list] = {}
+        for user in ("admin", "alice"):
+            producers = [Producer({
+                "bootstrap.servers": f"127.0.0.1:{sasl_port}", "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                "sasl.username": user, "sasl.password": f"{user}-secret", "message.timeout.ms": 10_000,
+            }) for _ in range(2)]
+            results[user] = errors = []
+            for producer in producers:
+                producer.produce(f"mc-sasl-{user}", b"v", on_delivery=lambda err, msg: errors.append(err))
+                producer.flush(20)
+            if user == "admin":  # while both producers are open: their connections are on both workers
+                assert all(client_ports(pid, sasl_port) for pid in workers(broker))
+            del producers
+        assert results["admin"] == [None, None]
+        assert len(results["alice"]) == 2 and all(err is not None and "authorization" in str(err).lower() for err in results["alice"])
