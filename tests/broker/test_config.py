@@ -107,16 +107,18 @@ def test_a_broker_whose_zookeeper_cannot_be_reached_does_not_start(tmp_path: Pat
     zookeeper.connection.timeout.ms stops it with Kafka's message, as Kafka's ZooKeeperClientTimeoutException."""
     import socket
 
+    # Bound and not listening for the whole run: every connect is refused, and no other test's ZooKeeper or
+    # broker can take the port meanwhile (one that did would answer, or hold the broker's connect open).
     with socket.socket() as unused:
         unused.bind(("127.0.0.1", 0))
         port = unused.getsockname()[1]
-    result = subprocess.run(
-        [sys.executable, "-m", "odradek", "serve", "--override", f"log.dirs={tmp_path}", "--override", f"zookeeper.connect=127.0.0.1:{port}",
-         "--override", "zookeeper.connection.timeout.ms=1000"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+        result = subprocess.run(
+            [sys.executable, "-m", "odradek", "serve", "--override", f"log.dirs={tmp_path}", "--override", f"zookeeper.connect=127.0.0.1:{port}",
+             "--override", "zookeeper.connection.timeout.ms=1000"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert result.returncode == 1
     assert "Timed out waiting for connection while in state: CONNECTING" in result.stdout + result.stderr
 
