@@ -58,6 +58,10 @@ class FinalizedFeatures(NamedTuple):
     """A single node's levels are fixed for its life, so one epoch serves; a ZooKeeper cluster's change
     with its brokers (:func:`finalized_in_cluster`)."""
 
+    def level(self, name: str) -> int:
+        """A feature's finalized level (0: not finalized)."""
+        return next((f.level for f in self.features if f.name == name), 0)
+
 
 def registered_features(features: tuple[Feature, ...] = FEATURES) -> dict[str, dict[str, int]]:
     """The ``features`` of this broker's ``/brokers/ids/<id>`` registration: the levels it supports, as

@@ -181,6 +181,7 @@ class KafkaServer:
             ),
             self.next_producer_id, broker_id=self.broker_id, metadata=lambda: self.metadata,
             create_topic=lambda t: self.create_topic_in_background(t.name, t.num_partitions, t.replication_factor, t.configs),
+            transaction_version=lambda: self.finalized_features.level("transaction.version"),
         )
 
     def _share_coordinator(self, topic: CoordinatorTopic) -> Any:

@@ -10,7 +10,8 @@ Two spec sets, one declaration per message. odradek serves every version Kafka 3
 old ones Kafka 4.0 dropped) and is growing Kafka 4.x's APIs (issue 24), so each message is declared from:
 
 - Kafka 3.9's spec alone, verbatim, when 4.4 defines no stable version above 3.9's highest (most APIs,
-  and the ones 4.x removed: LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown);
+  and the ones 4.x removed: LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown) -- unless 4.4
+  only adds tagged fields at 3.9's versions (TransactionLogValue), which 4.4's spec then declares;
 - Kafka 4.4's spec alone, verbatim, for what 3.9 lacks or had only as an unstable preview: the share-group
   APIs (KIP-932), the streams-group APIs (KIP-1071), the new coordinator records and data structures;
 - a merge when 4.4 adds versions (Produce 12-13, EndTxn 5, ...): **3.9's declarations for versions up to
@@ -277,10 +278,26 @@ class Declared:
     kafka_3_9_versions: str | None
 
 
+def adds_only_tagged_fields(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether 4.4's spec is 3.9's plus tagged fields at the same versions (TransactionLogValue v1's
+    PreviousProducerId, NextProducerId, ClientTransactionVersion): 4.4's then declares the message, since a
+    reader of 3.9's skips the tags it does not know and reads the rest alike."""
+    if old.get("validVersions") != new.get("validVersions") or old.get("flexibleVersions") != new.get("flexibleVersions"):
+        return False
+    known = {f["name"] for f in old.get("fields", [])}
+    added = [f for f in new.get("fields", []) if f["name"] not in known]
+    if not added or any("taggedVersions" not in f or "versions" in f for f in added):
+        return False
+    without = dict(new, fields=[f for f in new["fields"] if f["name"] in known])
+    return all(shape(without, v, False) == shape(old, v, False) for v in _versions_of(old))
+
+
 def declare(old: dict[str, Any] | None, new: dict[str, Any] | None) -> Declared:
     """The declaration of a message from its 3.9 spec and its 4.4 spec (either may be absent)."""
     old_top = None if old is None else stable_top(old)
     new_top = None if new is None else stable_top(new)
+    if old is not None and new is not None and adds_only_tagged_fields(old, new):
+        return Declared(new, (KAFKA_3_9, KAFKA_4_4), old.get("validVersions"))
     if old is not None and (new_top is None or (old_top is not None and new_top <= old_top)):
         return Declared(old, (KAFKA_3_9,), old.get("validVersions"))
     assert new is not None

@@ -799,22 +799,32 @@ TRANSACTION_LOG_VALUE = Message(
     'TransactionLogValue',
     '0-1',
     '1+',
-    # Producer id in use by the transactional id
+    # Producer id in use by the transactional id.
     F('ProducerId', 'int64'),
-    # Epoch associated with the producer id
+    # Producer id used by the last committed transaction.
+    F('PreviousProducerId', 'int64', '1+', tag=0, tagged='1+', default=-1),
+    # Latest producer ID sent to the producer for the given transactional id.
+    F('NextProducerId', 'int64', '1+', tag=1, tagged='1+', default=-1),
+    # Epoch associated with the producer id.
     F('ProducerEpoch', 'int16'),
-    # Transaction timeout in milliseconds
+    # Producer epoch associated with the NextProducerId
+    F('NextProducerEpoch', 'int16', '1+', tag=3, tagged='1+', default=-1),
+    # Transaction timeout in milliseconds.
     F('TransactionTimeoutMs', 'int32'),
-    # TransactionState the transaction is in
+    # TransactionState the transaction is in.
     F('TransactionStatus', 'int8'),
-    # Set of partitions involved in the transaction
+    # Partitions involved in the transaction.
     F('TransactionPartitions', Array(S(
             'PartitionsSchema',
+            # Topic involved in the transaction.
             F('Topic', 'string'),
+            # Partition ids involved in the transaction.
             F('PartitionIds', Array('int32')),
         )), '0+', nullable='0+'),
-    # Time the transaction was last updated
+    # Time the transaction was last updated.
     F('TransactionLastUpdateTimestampMs', 'int64'),
-    # Time the transaction was started
+    # Time the transaction was started.
     F('TransactionStartTimestampMs', 'int64'),
+    # The transaction version used by the client.
+    F('ClientTransactionVersion', 'int16', '1+', tag=2, tagged='1+', default=0),
 )

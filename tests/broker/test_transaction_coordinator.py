@@ -64,12 +64,13 @@ class HeldMarkers:
             out.complete(MarkerResult({tp: error for tp in entry.partitions}))
 
 
-def coordinator_on(log: RecordingLog, markers: HeldMarkers, clock: Clock, first_producer_id: int, coordinator_epoch: int) -> TransactionCoordinator:
-    """A coordinator over one ``__transaction_state`` partition, loaded from what ``log`` holds."""
+def coordinator_on(log: RecordingLog, markers: HeldMarkers, clock: Clock, first_producer_id: int, coordinator_epoch: int, transaction_version: int = 2) -> TransactionCoordinator:
+    """A coordinator over one ``__transaction_state`` partition, loaded from what ``log`` holds, in a cluster
+    with ``transaction.version`` finalized at ``transaction_version`` (2: a single node's)."""
     config = TransactionConfig(num_partitions=1, transaction_max_timeout_ms=60_000, transactional_id_expiration_ms=100_000)
     ids = iter(range(first_producer_id, first_producer_id + 1000))
     runtime: CoordinatorRuntime = CoordinatorRuntime(CoordinatorTopic("__transaction_state", 1, 1, {}), lambda context: coordinator.build_shard(context), log, broker_id=0, clock=clock)
-    coordinator = TransactionCoordinator(config, runtime, markers, lambda: next(ids))
+    coordinator = TransactionCoordinator(config, runtime, markers, lambda: next(ids), lambda: transaction_version)
     runtime.load(0, log.batches(0), coordinator_epoch)
     return coordinator
 
@@ -242,13 +243,33 @@ def test_state_machine_refuses_illegal_transitions():
 
 
 def test_log_value_round_trip_matches_kafka_layout():
-    metadata = TransactionMetadata("t", 7, 3, 60_000, S.ONGOING, 5, txn_start_timestamp=4, partitions={("b", 1), ("a", 2), ("a", 0)})
+    metadata = TransactionMetadata("t", 7, 3, 60_000, S.ONGOING, 5, txn_start_timestamp=4, partitions={("b", 1), ("a", 2), ("a", 0)}, client_transaction_version=2)
     target = metadata.prepare_no_transit()
-    data = value_bytes(target)
-    assert data[:2] == b"\x00\x00"  # value version 0, as a ZooKeeper-mode Kafka 3.9 writes it
+    data = value_bytes(target, 0)
+    assert data[:2] == b"\x00\x00"  # value version 0 without a finalized transaction.version, as Kafka 3.9 writes it
     back = read_value("t", data)
     assert (back.producer_id, back.producer_epoch, back.state, back.partitions, back.txn_start_timestamp) == (7, 3, S.ONGOING, {("a", 0), ("a", 2), ("b", 1)}, 4)
+    assert back.client_transaction_version == 0  # v0 has no room for it
     assert key_bytes("t") == b"\x00\x00\x00\x01t"
+
+
+def test_log_value_v1_carries_kafka_44s_tagged_fields():
+    """transaction.version >= 1 finalized: version 1, flexible, with ClientTransactionVersion (tag 2),
+    PreviousProducerId (tag 0) and NextProducerId (tag 1), each left out at its default, as Kafka 4.4's
+    generated writer does."""
+    metadata = TransactionMetadata("t", 7, 3, 60_000, S.ONGOING, 5, txn_start_timestamp=4, partitions={("a", 0)}, last_producer_id=6, client_transaction_version=2)
+    data = value_bytes(metadata.prepare_no_transit(), 2)
+    expected = (
+        b"\x00\x01" + (7).to_bytes(8, "big") + (3).to_bytes(2, "big") + (60_000).to_bytes(4, "big") + b"\x01"
+        + b"\x02" + b"\x02a" + b"\x02" + (0).to_bytes(4, "big") + b"\x00"  # [{a, [0]}], compact, no tags
+        + (5).to_bytes(8, "big") + (4).to_bytes(8, "big")
+        + b"\x02" + b"\x00\x08" + (6).to_bytes(8, "big") + b"\x02\x02" + (2).to_bytes(2, "big")  # tags 0 and 2
+    )
+    assert data == expected
+    back = read_value("t", data)
+    assert (back.client_transaction_version, back.last_producer_id, back.next_producer_id, back.partitions) == (2, 6, -1, {("a", 0)})
+    v1_client = TransactionMetadata("t", 7, 3, 60_000, S.EMPTY, 5)
+    assert value_bytes(v1_client.prepare_no_transit(), 2).endswith(b"\x00")  # every tag at its default: none written
 
 
 def test_verification_before_an_append_translates_errors_as_kafkas_leaders_do(env):
@@ -339,3 +360,45 @@ def test_v2_the_last_epoch_moves_the_transaction_to_a_new_producer_id(env):
     # The producer's retry with the id and epoch it had is recognised.
     retried = coordinator.end_transaction("t", 1000, 32766, True, TV2).value
     assert (retried.error, retried.producer_id, retried.producer_epoch) == (ErrorCode.NONE, 1001, 0)
+
+
+def test_a_reloaded_v2_transaction_times_out_on_the_v2_path(env):
+    """The client's transaction version is kept in ``__transaction_state`` (v1 values): a coordinator that
+    loads an open v2 transaction aborts it, when it times out, as a v2 one (Kafka 4.4's
+    ``endTransaction`` with TV2: the PrepareAbort carries the client's version 2)."""
+    coordinator, log, markers, clock = env
+    init(coordinator, timeout=1_000)
+    coordinator.add_partitions("t", 1000, 0, [("a", 0)], TV2)
+    fresh = coordinator_on(log, markers, clock, 5000, 6)
+    assert fresh.runtime.shard(0).transactions["t"].client_transaction_version == TV2
+    clock.now += 20_000
+    run_timers(fresh)
+    markers.answer_all()
+    written = [read_value("t", v) for _, k, v in log.records if read_key(k) == "t" and v is not None]
+    assert [(m.state, m.producer_epoch, m.client_transaction_version) for m in written[-2:]] == [(S.PREPARE_ABORT, 1, TV2), (S.COMPLETE_ABORT, 1, TV2)]
+    assert fresh.describe("t")["producer_epoch"] == 1
+
+
+def test_without_a_finalized_transaction_version_values_stay_version_0(env):
+    """A ZooKeeper cluster with Kafka 3.9 brokers finalizes no transaction.version: v0 values, which any Kafka
+    reads."""
+    _, log, markers, clock = env
+    coordinator = coordinator_on(log, markers, clock, 1000, 5, transaction_version=0)
+    init(coordinator)
+    coordinator.add_partitions("t", 1000, 0, [("a", 0)])
+    assert {v[:2] for _, _, v in log.records if v is not None} == {b"\x00\x00"}
+
+
+def test_an_epoch_exhausting_v2_commit_in_flight_at_a_reload_still_rotates_the_producer_id(env):
+    """The PrepareCommit of the epoch's last value carries NextProducerId: the coordinator that loads it
+    completes the commit onto the new producer id, as the one that wrote it would have."""
+    coordinator, log, markers, clock = env
+    init(coordinator)
+    coordinator.runtime.shard(0).transactions["t"].producer_epoch = 32766
+    coordinator.add_partitions("t", 1000, 32766, [("a", 0)], TV2)
+    assert coordinator.end_transaction("t", 1000, 32766, True, TV2).value.error == ErrorCode.NONE
+    markers.sent.clear()  # the coordinator stopped before the markers were answered
+    fresh = coordinator_on(log, markers, clock, 5000, 6)
+    markers.answer_all()
+    described = fresh.describe("t")
+    assert (described["producer_id"], described["producer_epoch"], described["transaction_state"]) == (1001, 0, "CompleteCommit")

@@ -12,9 +12,11 @@ no AddPartitionsToTxn from the client. The scenarios are tests/e2e/java44/Client
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, Iterator
 from urllib.request import urlopen
 
@@ -26,6 +28,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from odradek import Broker
+from odradek.broker.coordinator.runtime import partition_for
 from odradek.protocol.api import ApiKey
 
 
@@ -78,6 +81,24 @@ def requests(metrics_port: int, api: ApiKey) -> Counter[int]:
     return counts
 
 
+def transaction_log(log_dir: Path, transactional_id: str) -> list[str]:
+    """The records of ``transactional_id`` in its ``__transaction_state`` partition as Kafka 4.4's
+    ``kafka-dump-log --transaction-log-decoder`` prints them, what differs between clusters (offsets, times,
+    producer ids) set aside."""
+    partition = partition_for(transactional_id, 50)
+    segment = log_dir / f"__transaction_state-{partition}" / "00000000000000000000.log"
+    done = kafka44_jvm.run_tool("kafka-dump-log", "--transaction-log-decoder", "--files", str(segment))
+    assert done.returncode == 0, done.stderr
+    ids: dict[str, str] = {}  # producer ids by order of appearance: each cluster allocates its own
+
+    def producer_id(m: re.Match[str]) -> str:
+        return f'{m.group(1)}":' + (m.group(2) if m.group(2) == "-1" else ids.setdefault(m.group(2), f"<id{len(ids)}>"))
+
+    lines = [line for line in done.stdout.splitlines() if transactional_id in line]
+    lines = [re.sub(r'([pP]roducerId)":(-?\d+)', producer_id, line) for line in lines]
+    return [re.sub(r'(offset|CreateTime|TimestampMs)(":|: )-?\d+', r"\1\2<v>", line) for line in lines]
+
+
 def test_api_versions_finalizes_transaction_version_2_as_kafka_44(broker, real_kafka44, connect) -> None:
     answers = []
     for address in (broker.bootstrap, real_kafka44.bootstrap):
@@ -124,6 +145,15 @@ def test_transactional_producer_bumps_its_epoch_per_transaction_as_on_kafka_44(b
     assert after[ApiKey.EndTxn] - before[ApiKey.EndTxn] == Counter({5: 5})
     assert set(after[ApiKey.Produce] - before[ApiKey.Produce]) == {12}
     assert after[ApiKey.AddPartitionsToTxn] == before[ApiKey.AddPartitionsToTxn]
+
+    # Kafka 4.4's kafka-dump-log reads the __transaction_state records of both brokers alike: TransactionLogValue
+    # version 1 with the client's transaction version, each transition the same, sizes included.
+    if real_kafka44.node is None:
+        pytest.fail("the real Kafka 4.4's log directory is needed (ODRADEK_COMPAT_KAFKA44 points at a Kafka this run did not start)", pytrace=False)
+    transactional_id = f"txn44-{topic}"
+    ours, theirs = (transaction_log(log_dir, transactional_id) for log_dir in (broker.log_dir, real_kafka44.node.log_dir))
+    assert ours == theirs and len(ours) == 17
+    assert all('"version":"1"' in line for line in ours) and sum('"clientTransactionVersion":2' in line for line in ours) == 16  # all but the first Empty
 
 
 def test_a_timed_out_v2_transaction_is_aborted_and_fenced_as_on_kafka_44(broker, java44, real_kafka44) -> None:

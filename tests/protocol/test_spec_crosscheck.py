@@ -281,10 +281,23 @@ def compare_at_version(ours: Message, spec: dict[str, Any], version: int, names:
     return problems
 
 
+def only_tags_added(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """4.4's spec is 3.9's (same versions, same fields in the same places) plus tagged fields only."""
+    if (old.get("validVersions"), old.get("flexibleVersions")) != (new.get("validVersions"), new.get("flexibleVersions")):
+        return False
+    old_fields = {f["name"]: f for f in old["fields"]}
+    added = [f for f in new["fields"] if f["name"] not in old_fields]
+    kept = [f["name"] for f in new["fields"] if f["name"] in old_fields]
+    same = all({k: v for k, v in f.items() if k != "about"} == {k: v for k, v in old_fields[f["name"]].items() if k != "about"} for f in new["fields"] if f["name"] in old_fields and "fields" not in f)
+    return bool(added) and all("taggedVersions" in f and "versions" not in f for f in added) and kept == [f["name"] for f in old["fields"]] and same
+
+
 def compare_declaration(ours: Message, old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[str]:
     """Ours against Kafka 3.9's spec (``old``) and 4.4's (``new``), either of which may be absent."""
     old_versions = spec_versions(old) if old else range(0)
     new_versions = spec_versions(new) if new else range(0)
+    if old and new and only_tags_added(old, new):
+        return compare_message(ours, new)  # 4.4's alone, exactly: 3.9's reader skips the tags it does not know
     if old and (not new_versions or new_versions.stop <= old_versions.stop):
         return compare_message(ours, old)  # 3.9's alone, exactly
     assert new is not None

@@ -253,11 +253,15 @@ class TransactionCoordinator:
         runtime: CoordinatorRuntime[TransactionShard],
         markers: MarkerSender,
         producer_ids: Callable[[], int],
+        transaction_version: Callable[[], int],
     ) -> None:
+        """``transaction_version``: the cluster's finalized ``transaction.version``, which chooses the version
+        of the values written to ``__transaction_state``."""
         self.config = config
         self.runtime = runtime
         self.markers = markers
         self.producer_ids = producer_ids
+        self.transaction_version = transaction_version
         self.clock = runtime.clock
         runtime.coordinator = self
 
@@ -575,7 +579,7 @@ class TransactionCoordinator:
             return error
 
         try:
-            return shard.context.write(CoordinatorResult([(key_bytes(transactional_id), value_bytes(target))], written))
+            return shard.context.write(CoordinatorResult([(key_bytes(transactional_id), value_bytes(target, self.transaction_version()))], written))
         except Exception:
             # Never leave the transition pending: every later request would be CONCURRENT_TRANSACTIONS.
             log.exception("Appending %s's transition to %s failed", transactional_id, target.state.state_name)
@@ -668,6 +672,7 @@ def transaction_coordinator_runtime(
     broker_id: int,
     metadata: Callable[[], Any],
     create_topic: Callable[[CoordinatorTopic], None],
+    transaction_version: Callable[[], int],
 ) -> CoordinatorRuntime[TransactionShard]:
     """The transaction coordinator on its runtime, its service at ``.coordinator``; ``topic``:
     ``__transaction_state`` (:func:`~odradek.broker.coordinator.coordinators.transaction_state_topic`)."""
@@ -675,5 +680,5 @@ def transaction_coordinator_runtime(
         topic, lambda context: coordinator.build_shard(context), partitions,
         broker_id=broker_id, load=load, metadata=metadata, create_topic=create_topic,
     )
-    coordinator = TransactionCoordinator(TransactionConfig.from_broker_config(config), runtime, markers, producer_ids)
+    coordinator = TransactionCoordinator(TransactionConfig.from_broker_config(config), runtime, markers, producer_ids, transaction_version)
     return runtime
