@@ -244,14 +244,10 @@ class LogSegment:
     def should_roll(self, *, segment_bytes: int, segment_ms: int, max_timestamp: int, max_offset: int, messages_size: int, now_ms: int) -> bool:
         """Kafka's LogSegment.shouldRoll: full by size, old by time, an index full, or an offset out of reach."""
         size = self.size
-        reached_roll_ms = self.time_waited_for_roll(now_ms, max_timestamp) > segment_ms - self.roll_jitter_ms
-        return (
-            size > segment_bytes - messages_size
-            or (size > 0 and reached_roll_ms)
-            or self.offset_index.is_full()
-            or self.time_index.is_full()
-            or not self.offset_index.can_append_offset(max_offset)
-        )
+        if size > segment_bytes - messages_size or (size > 0 and self.time_waited_for_roll(now_ms, max_timestamp) > segment_ms - self.roll_jitter_ms):
+            return True
+        offset_index = self.offset_index
+        return offset_index.is_full() or self.time_index.is_full() or not offset_index.can_append_offset(max_offset)
 
     # -- append ----------------------------------------------------------------------------------------------------
 
@@ -261,11 +257,12 @@ class LogSegment:
             return
         if not self.offset_index.can_append_offset(largest_offset):
             raise SegmentOverflowError(f"offset {largest_offset} does not fit segment {self.base_offset}")
-        physical_position = self.log.size
+        records = self.log
+        physical_position = records.size
         if physical_position == 0:
             self._rolling_based_timestamp = largest_timestamp
-        self.log.append(data)
-        if largest_timestamp > self.max_timestamp:
+        records.append(data)
+        if largest_timestamp > self.max_timestamp_and_offset[0]:
             self._max_timestamp_and_offset = (largest_timestamp, offset_of_max_timestamp)
         if self.bytes_since_last_index_entry > self.index_interval_bytes and not (self.offset_index.is_full() or self.time_index.is_full()):
             # Only a cleaned segment gets here with a full index (it may hold more batches than the segments it

@@ -648,7 +648,7 @@ class AppendOutcome:
         result.base_offset = info.first_offset
         # The log's answer: for a duplicate of one of the producer's last batches, its original time.
         result.log_append_time_ms = info.log_append_time
-        result.log_start_offset = partition.log_start_offset
+        result.log_start_offset = info.log_start_offset  # Kafka's answer too: the log's at the append
         if self.required_acks == -1:
             done, error = partition.check_enough_replicas_reach_offset(info.last_offset + 1)
             if not done:
