@@ -11,13 +11,13 @@ A worker that dies stops the broker: the supervisor stops accepting, tells worke
 marking its logs cleanly shut down (the next start recovers them, as after a ``kill -9`` of a single
 process), waits for the others and exits non-zero. A supervisor that dies stops its workers: their control
 sockets close (and ``PR_SET_PDEATHSIG`` is the backstop), worker 0 stops in order, the fronts exit. A
-SIGTERM or SIGINT stops worker 0 in order (it writes the clean-shutdown marker); the fronts leave once it
-has, and the supervisor exits with worker 0's status.
+SIGTERM or SIGINT stops worker 0 in order (it writes the clean-shutdown marker); the fronts ignore both
+(a service manager signals every process of the broker) and leave once worker 0 has, and the supervisor
+exits with worker 0's status.
 """
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import selectors
@@ -78,7 +78,7 @@ def supervise(config: BrokerConfig, log_to: Callable[[str], None]) -> int:
         if pid == 0:
             status = 1
             try:
-                _die_with(supervisor_pid)
+                _die_with(supervisor_pid, signal.SIGTERM if index == 0 else signal.SIGKILL)
                 control = controls[index][1]
                 for i, (ours, theirs) in enumerate(controls):
                     ours.close()
@@ -113,15 +113,18 @@ def supervise(config: BrokerConfig, log_to: Callable[[str], None]) -> int:
     return _supervise(config, [b.sock for b in bound], workers)
 
 
-def _die_with(parent: int) -> None:
-    """The kernel sends this worker SIGTERM when the supervisor dies (the backstop to its control socket)."""
+def _die_with(parent: int, signum: int) -> None:
+    """The kernel sends this worker ``signum`` when the supervisor dies (the backstop to its control socket):
+    SIGTERM for worker 0, which then stops in order; SIGKILL for a front, which holds no state."""
+    import ctypes
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        libc.prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
     except (OSError, AttributeError):
         pass
     if os.getppid() != parent:  # it died before the request took effect
-        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signum)
 
 
 def _worker_zero(config: BrokerConfig, bound: list[Any], credentials: Any, control: socket.socket, fronts: list[socket.socket]) -> int:
@@ -142,7 +145,10 @@ def _front(control: socket.socket, channel: socket.socket) -> int:
 
     from odradek.broker.network.worker_channel import CONNECTION_CLOSED, Channel, Front, receive_connections, tell_supervisor
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: worker 0 and the supervisor stop the broker
+    # Ctrl-C reaches the whole process group, and a service manager's SIGTERM every process of the broker:
+    # worker 0 and the supervisor stop the broker in order, and a front leaves once worker 0 has.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:

@@ -240,11 +240,14 @@ def test_a_killed_supervisor_leaves_no_worker_behind(tmp_path) -> None:
     assert all(gone(pid) for pid in pids)
 
 
-def test_sigterm_stops_every_process_cleanly(tmp_path) -> None:
+@pytest.mark.parametrize("to", ["the supervisor", "every process"])
+def test_sigterm_stops_every_process_cleanly(tmp_path, to) -> None:
+    """SIGTERM to the process odradek serve started, or to each of its processes at once (as a service
+    manager stops a service): one clean shutdown, exit status 0."""
     broker = Broker(tmp_path / "logs", subprocess=True, config=CONFIG).start()
     pids = workers(broker)
-    assert broker._proc is not None
-    broker._proc.send_signal(signal.SIGTERM)
+    for pid in [broker.pid, *pids] if to == "every process" else [broker.pid]:
+        os.kill(pid, signal.SIGTERM)
     assert broker.wait(60) == 0
     assert all(gone(pid) for pid in pids)
     assert (tmp_path / "logs" / ".kafka_cleanshutdown").exists()
