@@ -5,7 +5,9 @@ A :class:`ReplicaFetcher` serves the partitions this broker follows on one leade
 broker id (``replica_id``, ReplicaState from v15), each partition's current leader epoch and the epoch of the
 last batch it has (``last_fetched_epoch``, KIP-595 truncation on fetch, which Kafka uses from IBP 2.7), and
 appends what comes as the leader wrote it (offsets and epochs kept, no client validation), then takes the
-leader's high watermark and log start offset.
+leader's high watermark and log start offset. Its fetches are incremental, in a fetch session with the
+leader (KIP-227, :mod:`~odradek.broker.replication.fetch_session_handler`) as Kafka's followers' are: each
+names only the partitions whose position changed, and the leader answers only those with news.
 
 A follower never truncates to its high watermark alone when its log has leader epochs (KIP-101/KIP-279): the
 leader answers a fetch whose last epoch diverges from its own history with ``diverging_epoch``, and the
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import anyio
 
 from odradek.broker.network.kafka_client import BrokerConnection, Node, ResponseError
+from odradek.broker.replication.fetch_session_handler import FIRST_SESSION_VERSION, FetchSessionHandler, PartitionRequest
 from odradek.broker.replication.partition import Partition
 from odradek.broker.security.client import PLAINTEXT, ClientSecurity
 from odradek.protocol.api import ApiKey
@@ -43,7 +46,7 @@ from odradek.storage.leader_epoch import UNDEFINED_EPOCH_OFFSET
 from odradek.storage.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
-    from odradek.protocol.message_types.fetch import FetchRequestDict, FetchResponse, FetchTopicDict, PartitionData
+    from odradek.protocol.message_types.fetch import FetchRequestDict, FetchResponse, FetchTopicDict, ForgottenTopicDict, PartitionData
     from odradek.protocol.message_types.list_offsets import ListOffsetsRequestDict, ListOffsetsResponse
 
 log = logging.getLogger("odradek.replica_fetcher")
@@ -53,7 +56,9 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 SESSIONLESS_EPOCH = -1
 """Fetch session epoch of a full fetch outside any session (Kafka's ``FetchMetadata.FINAL_EPOCH``)."""
-LAST_SESSIONLESS_FETCH_VERSION = 16
+SESSION_ERRORS = frozenset({ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH, ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR})
+"""Answers about the session itself: the next fetch opens a new one, without waiting."""
+INTER_BROKER_FETCH_VERSION = 16
 """Kafka 3.9's inter-broker Fetch version (``MetadataVersion.fetchRequestVersion``); v17 only adds the
 KRaft directory id."""
 
@@ -183,6 +188,8 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
         """In fetch order: a partition just served or delayed goes to the end, so none starves."""
         self.failed: set[TopicPartition] = set()
+        self.session = FetchSessionHandler()
+        """The incremental fetch session with the leader (KIP-227), as Kafka's followers fetch."""
         self._changed = anyio.Event()
         self._cancel: anyio.CancelScope | None = None
 
@@ -318,10 +325,11 @@ class ReplicaFetcher:
     # -- fetch ------------------------------------------------------------------------------------------
 
     def _build_fetch(self, version: int) -> tuple[FetchRequestDict, dict[TopicPartition, tuple[int, int]]]:
-        """The request body and, per partition, the (fetch offset, leader epoch) it asks with."""
+        """The request body and, per partition fetched (in the session, whether the request names it or
+        not), the (fetch offset, leader epoch) it asks with."""
         now = time.monotonic()
         sent: dict[TopicPartition, tuple[int, int]] = {}
-        topics: dict[str, FetchTopicDict] = {}
+        wanted: dict[TopicPartition, PartitionRequest] = {}
         for tp, state in self.partitions.items():
             if not state.ready_for_fetch(now):
                 continue
@@ -330,8 +338,8 @@ class ReplicaFetcher:
             except (KeyError, OSError):  # gone with its log directory
                 self._mark_failed(tp)
                 continue
-            topic = topics.setdefault(tp[0], {"topic": tp[0], "topic_id": state.topic_id or ZERO_UUID, "partitions": []})
-            topic["partitions"].append(
+            wanted[tp] = (
+                state.topic_id or ZERO_UUID,
                 {
                     "partition": tp[1],
                     "current_leader_epoch": state.current_leader_epoch,
@@ -339,9 +347,20 @@ class ReplicaFetcher:
                     "last_fetched_epoch": -1 if state.last_fetched_epoch is None else state.last_fetched_epoch,
                     "log_start_offset": log_start,
                     "partition_max_bytes": self.config.partition_max_bytes,
-                }
+                },
             )
             sent[tp] = (state.fetch_offset, state.current_leader_epoch)
+        if version >= FIRST_SESSION_VERSION and wanted:
+            fetch = self.session.build(wanted, version)
+            session_id, epoch, to_send, to_forget = fetch.session_id, fetch.epoch, fetch.to_send, fetch.to_forget
+        else:
+            session_id, epoch, to_send, to_forget = 0, SESSIONLESS_EPOCH, wanted, {}
+        topics: dict[str, FetchTopicDict] = {}
+        for tp, (topic_id, request) in to_send.items():
+            topics.setdefault(tp[0], {"topic": tp[0], "topic_id": topic_id, "partitions": []})["partitions"].append(request)
+        forgotten: dict[str, ForgottenTopicDict] = {}
+        for tp, topic_id in to_forget.items():
+            forgotten.setdefault(tp[0], {"topic": tp[0], "topic_id": topic_id, "partitions": []})["partitions"].append(tp[1])
         body: FetchRequestDict = {
             "replica_id": self.config.broker_id,
             "replica_state": {"replica_id": self.config.broker_id, "replica_epoch": self.config.broker_epoch},
@@ -349,16 +368,16 @@ class ReplicaFetcher:
             "min_bytes": self.config.min_bytes,
             "max_bytes": self.config.max_bytes,
             "isolation_level": 0,
-            "session_id": 0,
-            "session_epoch": SESSIONLESS_EPOCH,
+            "session_id": session_id,
+            "session_epoch": epoch,
             "topics": list(topics.values()),
-            "forgotten_topics_data": [],
+            "forgotten_topics_data": list(forgotten.values()),
             "rack_id": "",
         }
         return body, sent
 
     async def _maybe_fetch(self, connection: BrokerConnection) -> None:
-        version = min(connection.version_for(ApiKey.Fetch), LAST_SESSIONLESS_FETCH_VERSION)
+        version = min(connection.version_for(ApiKey.Fetch), INTER_BROKER_FETCH_VERSION)
         if version >= 13 and any(s.topic_id in (None, ZERO_UUID) for s in self.partitions.values()):
             version = 12  # Kafka's rule: topic ids only when every partition has one
         body, sent = self._build_fetch(version)
@@ -371,8 +390,14 @@ class ReplicaFetcher:
             response: FetchResponse = await connection.send(ApiKey.Fetch, version, body, timeout_s=self.config.request_timeout_s + self.config.max_wait_ms / 1000)
         except (OSError, TimeoutError, KafkaError) as exc:
             log.warning("Error in response for fetch request to leader %d: %s", self.leader.node_id, exc)
+            self.session.handle_error()
             self._delay(set(self.partitions))
             await anyio.sleep(self.config.backoff_ms / 1000)
+            return
+        in_session = body["session_epoch"] != SESSIONLESS_EPOCH
+        if in_session and not self.session.handle_response(response.error_code, response.session_id) and response.error_code in SESSION_ERRORS:
+            # Kafka's fetcher reads nothing of the answer and fetches again at once, in full.
+            log.info("Leader %d was unable to process the fetch request with (sessionId=%d, epoch=%d): %s", self.leader.node_id, body["session_id"], body["session_epoch"], ErrorCode(response.error_code).name)
             return
         if response.error_code != ErrorCode.NONE:
             log.warning("Fetch to leader %d answered %s", self.leader.node_id, ErrorCode(response.error_code).name)

@@ -387,6 +387,8 @@ def test_odradek_leads_its_follower_and_answers_where_their_logs_part(odradek_le
     records = [Record(timestamp=int(time.time() * 1000), key=b"lost-%d" % i, value=b"never replicated") for i in range(3)]
     local.append_as_leader(validated(build_batch(records)), leader_epoch=2)
     lead_with_follower(odradek_leader, 3)
+    # As Kafka's followers, the fetcher fetched in an incremental session the leader keeps for a follower.
+    assert any(session.is_follower and (leader.topic_id, 0) in session.partitions for session in odradek_leader.server.fetch_sessions.sessions.values())
     ends = run_on_the_broker(3, lambda: local.log_end_offset == leader.log_end_offset == 105, lambda: produce(5))
     assert ends[0] == 100  # told epoch 1 ends at 100: cut there, and only there
     assert (tmp_path / "follower" / "led-0" / "00000000000000000000.log").read_bytes() == (leader_dir / "00000000000000000000.log").read_bytes()
