@@ -202,9 +202,17 @@ class KafkaServer:
     def share_partitions(self) -> "SharePartitionManager":
         """Share groups' partitions and sessions (KIP-932), ShareFetch's and ShareAcknowledge's service; built,
         with the share coordinator, at the first share fetch. Its lock-expiry timers run in the network's task group."""
+        from odradek.broker.network.inter_broker_send import InterBrokerSender
+        from odradek.broker.share.persister import Persister, ShareStateRequest
         from odradek.broker.share.share_partition_manager import SharePartitionManager
 
-        manager = SharePartitionManager(self.replica_manager, self.coordinators["share"].coordinator, self._share_config, max_sessions=self.config["group.share.max.share.sessions"])
+        timeout_s = self.config["request.timeout.ms"] / 1000
+        persister = Persister(
+            self.coordinators["share"].coordinator,
+            lambda api: InterBrokerSender(self.broker_id, f"share-state-{api.value}", ShareStateRequest(api), self._inter_broker_node, lambda: self.background, timeout_s, self.inter_broker_security),
+            self._spawn,
+        )
+        manager = SharePartitionManager(self.replica_manager, persister, self._share_config, max_sessions=self.config["group.share.max.share.sessions"])
         self._spawn(manager.run)
         return manager
 

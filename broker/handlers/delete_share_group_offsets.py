@@ -42,7 +42,7 @@ def handle(share_groups: ShareGroupCoordinator, share_partitions: SharePartition
         }
         topics.append(answer)
         if error is None and found is not None:
-            writes.append((answer, share_partitions.delete_state(group, found[0])))
+            writes.append((answer, share_partitions.delete_state(group, found[0], found[1])))
 
     def respond() -> dict:
         for answer, deleted in writes:

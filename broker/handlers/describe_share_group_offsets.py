@@ -3,20 +3,23 @@ offset (SPSO) and lag, from the state the share coordinator keeps. The lag (v1+)
 the SPSO to the high watermark whose delivery is not complete yet (KIP-1226: the SPSO as persisted may
 trail records already acknowledged, which the lag leaves out).
 
-Answered from the share coordinators on this broker (a single node, or partitions whose
-``__share_group_state`` partition this broker leads); a partition without state here is answered with
-start offset -1, as Kafka answers one the group never consumed.
+Each partition's state is read from its share coordinator, on this broker or another
+(ReadShareGroupStateSummary, through the persister); a partition the group never consumed is answered
+with start offset -1, as Kafka answers it. Without topics, the group's are those its members subscribe to
+and those with state in this broker's share coordinator.
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.coordinator.group.share_groups import ShareGroupCoordinator
-from odradek.broker.coordinator.share.share_records import SharePartitionKey, delivery_complete_count
+from odradek.broker.coordinator.deferred import Deferred
+from odradek.broker.coordinator.share.share_records import SharePartitionKey
+from odradek.broker.handlers.share_acknowledgements import when_done
 from odradek.broker.share.share_partition_manager import SharePartitionManager
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
@@ -24,7 +27,6 @@ from odradek.protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from odradek.protocol.message_types.describe_share_group_offsets import (
         DescribeShareGroupOffsetsRequest,
-        DescribeShareGroupOffsetsResponseDict,
         DescribeShareGroupOffsetsResponseGroupDict,
         DescribeShareGroupOffsetsResponsePartitionDict,
     )
@@ -33,10 +35,11 @@ NO_OFFSET = -1
 NO_TOPIC_ID = uuid.UUID(int=0)
 
 
-def handle(share_groups: ShareGroupCoordinator, share_partitions: SharePartitionManager, authorization: Authorization, request: Request[DescribeShareGroupOffsetsRequest]) -> DescribeShareGroupOffsetsResponseDict:
+def handle(share_groups: ShareGroupCoordinator, share_partitions: SharePartitionManager, authorization: Authorization, request: Request[DescribeShareGroupOffsetsRequest]) -> Any:
     replicas = share_partitions.replica_manager
     coordinator = share_partitions.coordinator
     groups: list[DescribeShareGroupOffsetsResponseGroupDict] = []
+    reads: list[Deferred[Any]] = []
     for group in request.body.groups:
         entry: DescribeShareGroupOffsetsResponseGroupDict = {"group_id": group.group_id, "topics": []}
         groups.append(entry)
@@ -53,6 +56,11 @@ def handle(share_groups: ShareGroupCoordinator, share_partitions: SharePartition
                 name = replicas.by_topic_id.get(key.topic_id)
                 if name is not None:
                     wanted.setdefault(name, []).append(key.partition)
+            known = share_groups.groups.groups.get(group.group_id)
+            for name in known.subscribed_topics() if known is not None else ():
+                topic = share_groups.groups.topics(name)
+                if topic is not None:
+                    wanted[name] = sorted(set(wanted.get(name, [])) | set(range(topic[1])))
         else:
             wanted = {t.topic_name: list(t.partitions) for t in group.topics}
         for name, partitions in sorted(wanted.items()):
@@ -60,27 +68,34 @@ def handle(share_groups: ShareGroupCoordinator, share_partitions: SharePartition
                 continue  # as Kafka: topics the caller may not describe are left out
             found = share_groups.groups.topics(name)
             topic_id = found[0] if found is not None else None
-            answers = [_partition(share_partitions, group.group_id, topic_id, name, index) for index in sorted(partitions)]
+            answers = [_partition(share_partitions, group.group_id, topic_id, name, index, reads.append) for index in sorted(partitions)]
             entry["topics"].append({"topic_name": name, "topic_id": topic_id or NO_TOPIC_ID, "partitions": answers})
         entry["error_code"] = ErrorCode.NONE
-    return {"groups": groups}
+    return when_done(reads, lambda: {"groups": groups})
 
 
-def _partition(manager: SharePartitionManager, group: str, topic_id: Any, name: str, index: int) -> DescribeShareGroupOffsetsResponsePartitionDict:
+def _partition(manager: SharePartitionManager, group: str, topic_id: Any, name: str, index: int, waiting: Callable[[Deferred[Any]], None]) -> DescribeShareGroupOffsetsResponsePartitionDict:
+    """The partition's answer, filled in once its share coordinator answered (``waiting`` is handed the read)."""
     answer: DescribeShareGroupOffsetsResponsePartitionDict = {"partition_index": index, "start_offset": NO_OFFSET, "leader_epoch": -1, "lag": -1, "error_code": ErrorCode.NONE}
     if topic_id is None:
         answer["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return answer
-    assert manager.coordinator is not None
-    error, state = manager.coordinator.read_state(SharePartitionKey(group, topic_id, index))
-    if state is None or state.start_offset < 0:  # never consumed, or reset to uninitialized
-        return answer
+    assert manager.persister is not None
+    read = manager.persister.read_summary(SharePartitionKey(group, topic_id, index))
+    waiting(read)
+    read.add_callback(lambda state: _fill(manager, answer, name, index, state))
+    return answer
+
+
+def _fill(manager: SharePartitionManager, answer: DescribeShareGroupOffsetsResponsePartitionDict, name: str, index: int, state: Any) -> None:
+    if state.error != ErrorCode.NONE or state.start_offset < 0:  # never consumed, reset to uninitialized, or not readable
+        return
     answer["start_offset"], answer["leader_epoch"] = state.start_offset, state.leader_epoch
     try:
         high_watermark = manager.replica_manager.get_partition(name, index).high_watermark
     except Exception:  # not hosted here: the lag is unknown
-        return answer
+        return
     if state.start_offset > high_watermark:  # reset past the log's end: unknown, as Kafka answers it
-        return answer
-    answer["lag"] = max(0, high_watermark - state.start_offset - delivery_complete_count(state.start_offset, state.batches))
-    return answer
+        return
+    complete = max(0, state.delivery_complete_count)
+    answer["lag"] = max(0, high_watermark - state.start_offset - complete)

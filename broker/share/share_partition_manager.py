@@ -13,9 +13,13 @@ with the request's partitions, each later request carries the next epoch and onl
 (partitions added, ``ForgottenTopicsData``), and epoch -1 closes it, releasing the member's records; so
 does the close of the connection the session's requests came on.
 
-When this broker does not coordinate a share partition's key (another broker leads its
-``__share_group_state`` partition), the state is kept in memory only: the persister's inter-broker RPCs
-(Read/WriteShareGroupState) are not served yet -- see docs/protocol.md.
+The state goes through the :class:`~odradek.broker.share.persister.Persister`: to the share coordinator of
+the key, on this broker or, in a cluster, another (the share-state RPCs). A share partition whose state is
+read from another broker is answered empty until the answer comes (the fetch waits, woken then). It reads
+with the data partition's leader epoch and writes with it and the state epoch it read: a coordinator that
+fences it (a newer leader read since, the state was initialized again) makes it drop the share partition,
+the next fetch reading again. A write that failed (its coordinator gone past the persister's retries) makes
+the next write of the key carry the share partition's whole state, so the coordinator catches up.
 """
 
 from __future__ import annotations
@@ -42,11 +46,14 @@ from odradek.protocol.record_batch import iter_batch_positions, parse_header
 if TYPE_CHECKING:
     from odradek.broker.coordinator.share.share_coordinator import ShareCoordinator
     from odradek.broker.replication.replica_manager import ReplicaManager
+    from odradek.broker.share.persister import Persister, StateAnswer
 
 log = logging.getLogger("odradek.share")
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
+UNKNOWN_COMPLETE_COUNT = -1
+"""WriteShareGroupState's DeliveryCompleteCount when not sent: the share coordinator counts it itself."""
 UNINITIALIZED = -1
 """A share partition's start offset before any consumer of the group initialized it (AlterShareGroupOffsets
 with a negative offset): it starts where ``share.auto.offset.reset`` says."""
@@ -99,18 +106,25 @@ class SharePartitionManager:
     def __init__(
         self,
         replica_manager: "ReplicaManager",
-        coordinator: "ShareCoordinator | None",
+        persister: "Persister | None",
         group_config: Callable[[str], ShareConfig],
         *,
         max_sessions: int = 2000,
         clock: Callable[[], int] = now_ms,
     ) -> None:
         self.replica_manager = replica_manager
-        self.coordinator = coordinator
+        self.persister = persister
+        self.coordinator: "ShareCoordinator | None" = None if persister is None else persister.coordinator
         self.group_config = group_config
         self.max_sessions = max_sessions
         self.clock = clock
         self.partitions: dict[SharePartitionKey, SharePartition] = {}
+        self.epochs: dict[SharePartitionKey, tuple[int, int]] = {}
+        """Each share partition's (state epoch, leader epoch): what it read its state with, and writes with."""
+        self._reading: dict[SharePartitionKey, tuple[int, "Deferred[StateAnswer]"]] = {}
+        """State reads under way (from another broker, or retried), with the leader epoch they read at."""
+        self._unsynced: set[SharePartitionKey] = set()
+        """Share partitions a write of failed: their next write carries the whole state."""
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self.timers = Timers(clock, self._on_schedule)
         self._wake: anyio.Event | None = None
@@ -153,30 +167,47 @@ class SharePartitionManager:
             del self.sessions[(session.group, session.member)]
         self.delete_state(group)
 
-    def delete_state(self, group: str, topic_id: uuid.UUID | None = None) -> list[Deferred[ErrorCode]]:
-        """The group's share partitions (of one topic, or all) go, with their persisted state (tombstones):
-        the next consumer starts where ``share.auto.offset.reset`` says (DeleteShareGroupOffsets)."""
+    def delete_state(self, group: str, topic_id: uuid.UUID | None = None, partitions: int = 0) -> list[Deferred[ErrorCode]]:
+        """The group's share partitions (of one topic with ``partitions`` partitions, or all) go, with their
+        persisted state (tombstones): the next consumer starts where ``share.auto.offset.reset`` says
+        (DeleteShareGroupOffsets). All of a group (DeleteGroups) is what this broker knows of it: the state
+        its share coordinator keeps and the share partitions it leads."""
         def chosen(key: SharePartitionKey) -> bool:
             return key.group == group and (topic_id is None or key.topic_id == topic_id)
 
+        keys = {k for k in self.partitions if chosen(k)}
         self._forget(chosen)
-        if self.coordinator is None:
+        if self.persister is None:
             return []
-        return [self.coordinator.delete_state(key) for key in self.coordinator.group_partitions(group) if chosen(key)]
+        keys.update(k for k in self.persister.coordinator.group_partitions(group) if chosen(k))
+        if topic_id is not None:  # every partition of the topic, whichever broker keeps its state
+            keys.update(SharePartitionKey(group, topic_id, index) for index in range(partitions))
+        return [self.persister.delete(key) for key in sorted(keys, key=lambda k: (str(k.topic_id), k.partition))]
 
     def reset_start_offset(self, group: str, topic_id: uuid.UUID, partition: int, start_offset: int) -> Deferred[ErrorCode]:
         """AlterShareGroupOffsets: the share partition starts again at ``start_offset`` with nothing in flight
         (a negative offset: as if never consumed, Kafka's uninitialized -1)."""
         key = SharePartitionKey(group, topic_id, partition)
         self._forget(lambda k: k == key)
-        coordinator = self._local_coordinator(key)
-        if coordinator is None:
-            return Deferred.completed(ErrorCode.NONE)  # kept by another broker (see the module's docstring)
-        return coordinator.initialize_state(key, max(start_offset, UNINITIALIZED))
+        persister = self.persister
+        if persister is None:
+            return Deferred.completed(ErrorCode.NONE)
+        out: Deferred[ErrorCode] = Deferred()
+
+        def initialize(summary: "StateAnswer") -> None:
+            # A state epoch one higher, as Kafka's group coordinator initializes it: the share partition its
+            # leader still keeps (on another broker) is fenced at its next write and reads the new state.
+            epoch = summary.state_epoch + 1 if summary.error == ErrorCode.NONE else -1
+            persister.initialize(key, epoch, max(start_offset, UNINITIALIZED)).add_callback(out.complete)
+
+        persister.read_summary(key).add_callback(initialize)
+        return out
 
     def _forget(self, chosen: Callable[[SharePartitionKey], bool]) -> None:
         for key in [k for k in self.partitions if chosen(k)]:
             del self.partitions[key]
+            self.epochs.pop(key, None)
+            self._unsynced.discard(key)
             self.timers.cancel(key)
 
     def close_session(self, session: ShareSession) -> None:
@@ -277,17 +308,24 @@ class SharePartitionManager:
         except Exception as exc:  # KafkaError: not the leader, unknown partition, offline
             return getattr(exc, "code", ErrorCode.NOT_LEADER_OR_FOLLOWER), None, topic
         config = self.group_config(group)
-        state = None
-        if self.coordinator is not None:
-            error, coordinator = self.coordinator.locate(key)
-            if error != ErrorCode.NONE:  # the first share group creates __share_group_state: ask again
-                return error, None, topic
-            if coordinator == self.coordinator.runtime.broker_id:
-                error, state = self.coordinator.read_state(key)
-                if error != ErrorCode.NONE:
-                    return error, None, topic
-        if state is not None and state.start_offset != UNINITIALIZED:
-            sp = SharePartition(state.start_offset, state.batches, delivery_count_limit=config.delivery_count_limit, lock_duration_ms=config.lock_duration_ms, max_in_flight=config.max_in_flight)
+        leader_epoch = int(partition.leader_epoch)
+        answer = None
+        if self.persister is not None:
+            reading = self._reading.get(key)
+            if reading is None or reading[0] != leader_epoch:  # a new read when leadership moved meanwhile
+                reading = self._reading[key] = (leader_epoch, self.persister.read(key, leader_epoch))
+                reading[1].add_callback(lambda _: self.replica_manager.purgatory.check_and_complete((topic, key.partition)))
+            if not reading[1].done:
+                return ErrorCode.NONE, None, topic  # answered empty until the state comes (module docstring)
+            del self._reading[key]
+            answer = reading[1].value
+            if answer.error == ErrorCode.INVALID_REQUEST:  # never initialized (persister.UNINITIALIZED_READ)
+                answer = None
+            elif answer.error != ErrorCode.NONE:
+                return answer.error, None, topic
+        self.epochs[key] = (0 if answer is None else answer.state_epoch, leader_epoch)
+        if answer is not None and answer.start_offset != UNINITIALIZED:
+            sp = SharePartition(answer.start_offset, answer.batches, delivery_count_limit=config.delivery_count_limit, lock_duration_ms=config.lock_duration_ms, max_in_flight=config.max_in_flight)
         else:
             start = self._start_offset(partition, config.auto_offset_reset)
             sp = SharePartition(start, delivery_count_limit=config.delivery_count_limit, lock_duration_ms=config.lock_duration_ms, max_in_flight=config.max_in_flight)
@@ -322,17 +360,26 @@ class SharePartitionManager:
         return self._persist(key, update)
 
     def _persist(self, key: SharePartitionKey, update: StateUpdate) -> Deferred[ErrorCode]:
-        coordinator = self._local_coordinator(key)
-        if coordinator is None:
-            return Deferred.completed(ErrorCode.NONE)  # kept in memory only (see the module's docstring)
-        return coordinator.write_state(key, update.start_offset, update.batches)
+        if self.persister is None:
+            return Deferred.completed(ErrorCode.NONE)
+        sp = self.partitions.get(key)
+        if key in self._unsynced and sp is not None:
+            self._unsynced.discard(key)
+            update = StateUpdate(sp.start_offset, sp.state_batches())
+        state_epoch, leader_epoch = self.epochs.get(key, (0, -1))
+        done = self.persister.write(key, state_epoch, leader_epoch, update.start_offset, update.batches, UNKNOWN_COMPLETE_COUNT)
+        done.add_callback(lambda error: self._written(key, sp, error))
+        return done
 
-    def _local_coordinator(self, key: SharePartitionKey) -> "ShareCoordinator | None":
-        """The share coordinator if this broker keeps the key's state, else None."""
-        coordinator = self.coordinator
-        if coordinator is None or coordinator.locate(key) != (ErrorCode.NONE, coordinator.runtime.broker_id):
-            return None
-        return coordinator
+    def _written(self, key: SharePartitionKey, sp: SharePartition | None, error: ErrorCode) -> None:
+        if error == ErrorCode.NONE or self.partitions.get(key) is not sp:
+            return
+        if error in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH):
+            log.info("Share partition %s fenced by its share coordinator (%s): dropped", key, error.name)
+            self._forget(lambda k: k == key)
+        else:
+            log.warning("Share partition %s: writing its state failed (%s); the next write carries all of it", key, error.name)
+            self._unsynced.add(key)
 
     def _schedule_expiry(self, key: SharePartitionKey, sp: SharePartition) -> None:
         deadline = sp.next_deadline()
@@ -353,9 +400,8 @@ class SharePartitionManager:
     def on_partitions_changed(self, topic: str, partitions: list[int], is_leader: Callable[[int], bool]) -> None:
         """Leadership moved: share partitions this broker no longer leads are dropped (their next leader
         reads the persisted state)."""
-        for key in [k for k in self.partitions if self.replica_manager.by_topic_id.get(k.topic_id) == topic and k.partition in partitions and not is_leader(k.partition)]:
-            del self.partitions[key]
-            self.timers.cancel(key)
+        moved = {k for k in self.partitions if self.replica_manager.by_topic_id.get(k.topic_id) == topic and k.partition in partitions and not is_leader(k.partition)}
+        self._forget(lambda k: k in moved)
 
     # -- the event loop -----------------------------------------------------------------------------------
 

@@ -253,6 +253,8 @@ UNAUTHORIZED: dict[ApiKey, str] = {
 """The APIs odradek serves that Kafka's ZooKeeper-mode broker answers without asking the authorizer."""
 
 
+SOME_TOPIC_ID = uuid.UUID("99ddb536-4124-453b-beaf-cdd1ad017e96")
+"""The share-state RPCs (only brokers send them) are refused before their topic is looked at."""
 KAFKA_4_REQUESTS = [
     ("ConsumerGroupHeartbeat of the refused group", ApiKey.ConsumerGroupHeartbeat, 1,
      {"group_id": GROUP, "member_id": "m", "member_epoch": 0, "rebalance_timeout_ms": 30000, "subscribed_topic_names": [READ_ONLY], "topic_partitions": []}, lambda r: r.error_code, ErrorCode.GROUP_AUTHORIZATION_FAILED),
@@ -283,10 +285,21 @@ KAFKA_4_REQUESTS = [
      lambda r: (r.error_code, r.config_resources), (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])),
     ("DeleteShareGroupOffsets of the refused group", ApiKey.DeleteShareGroupOffsets, 0, {"group_id": GROUP, "topics": [{"topic_name": READ_ONLY}]},
      lambda r: (r.error_code, r.responses), (ErrorCode.GROUP_AUTHORIZATION_FAILED, [])),
+    *[(f"{api.name} without CLUSTER_ACTION", api, version, {"group_id": "allowed-group", "topics": [{"topic_id": SOME_TOPIC_ID, "partitions": [partition]}]},
+       lambda r: [(p.partition, p.error_code, p.error_message) for t in r.results for p in t.partitions],
+       [(0, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED.message)])
+      for api, version, partition in [
+          (ApiKey.InitializeShareGroupState, 0, {"partition": 0, "state_epoch": 0, "start_offset": 0}),
+          (ApiKey.ReadShareGroupState, 0, {"partition": 0, "leader_epoch": 0}),
+          (ApiKey.WriteShareGroupState, 1, {"partition": 0, "state_epoch": 0, "leader_epoch": 0, "start_offset": 0, "delivery_complete_count": -1, "state_batches": []}),
+          (ApiKey.DeleteShareGroupState, 0, {"partition": 0}),
+          (ApiKey.ReadShareGroupStateSummary, 1, {"partition": 0, "leader_epoch": 0}),
+      ]],
 ]
 """APIs Kafka 3.9 does not serve in ZooKeeper mode (the consumer group protocol, share groups): odradek alone,
 answered as Kafka 4.4's KafkaApis refuses them (READ on the group, DESCRIBE on each subscribed topic; DESCRIBE
-on a described group; DELETE on a group whose share offsets are deleted)."""
+on a described group; DELETE on a group whose share offsets are deleted; CLUSTER_ACTION for the share-state
+RPCs, every partition answered CLUSTER_AUTHORIZATION_FAILED)."""
 
 
 @pytest.mark.parametrize("api,version,body,observed,expected", [r[1:] for r in KAFKA_4_REQUESTS], ids=[r[0] for r in KAFKA_4_REQUESTS])

@@ -42,18 +42,18 @@ def test_snapshot_then_updates_then_a_new_snapshot_and_replay_rebuilds_the_state
     assert kinds == [SHARE_SNAPSHOT, SHARE_UPDATE, SHARE_UPDATE, SHARE_SNAPSHOT]
     snapshot = decode_record(*log[-1])[2]
     assert snapshot is not None and snapshot.snapshot_epoch == 1 and snapshot.start_offset == 10  # type: ignore[attr-defined]
-    expected = s.read_state(KEY)
+    expected = s.read_state(KEY)[1]
     assert expected is not None and expected.batches == (StateBatch(10, 12, AVAILABLE, 1),)
 
     replayed = shard()
     for offset, (k, v) in enumerate(log):
         replayed.replay(offset, None, k, v)
-    assert replayed.read_state(KEY) == expected
+    assert replayed.read_state(KEY)[1] == expected
     # Updates laid over the first snapshot give the same state as the second snapshot.
     partial = shard()
     for offset, (k, v) in enumerate(log[:3]):
         partial.replay(offset, None, k, v)
-    state = partial.read_state(KEY)
+    state = partial.read_state(KEY)[1]
     assert state is not None and state.start_offset == 10 and state.batches == ()
 
 
@@ -73,4 +73,27 @@ def test_a_tombstone_deletes_the_state() -> None:
     replayed = shard()
     for offset, (k, v) in enumerate(log):
         replayed.replay(offset, None, k, v)
-    assert replayed.read_state(KEY) is None
+    assert replayed.read_state(KEY)[1] is None
+
+
+def test_a_deposed_leader_and_an_older_state_epoch_are_fenced() -> None:
+    """As Kafka's ``ShareCoordinatorShard``: the leader epoch a share-partition leader read or wrote with
+    fences lower ones (the leader before it), and a write below the state epoch (the state was
+    re-initialized since) is FENCED_STATE_EPOCH; -1 keeps what the state holds. Replay restores the
+    leader epoch, so a new coordinator fences as the old one did."""
+    s = shard()
+    log = list(s.initialize_state(KEY, 0, state_epoch=1).records)
+    assert s.read_state(KEY, leader_epoch=4)[0] == ErrorCode.NONE
+    assert s.read_state(KEY, leader_epoch=3) == (ErrorCode.FENCED_LEADER_EPOCH, None)
+    assert s.write_state(KEY, 0, [], state_epoch=1, leader_epoch=3).response(AppendResult(ErrorCode.NONE)) == ErrorCode.FENCED_LEADER_EPOCH
+    assert s.write_state(KEY, 0, [], state_epoch=0, leader_epoch=4).response(AppendResult(ErrorCode.NONE)) == ErrorCode.FENCED_STATE_EPOCH
+    ok = s.write_state(KEY, 2, [StateBatch(0, 1, ACKED, 1)], state_epoch=1, leader_epoch=4)
+    assert ok.response(AppendResult(ErrorCode.NONE)) == ErrorCode.NONE
+    log += list(ok.records)
+    assert s.initialize_state(KEY, 0, state_epoch=0).response(AppendResult(ErrorCode.NONE)) == ErrorCode.FENCED_STATE_EPOCH
+    replayed = shard()
+    for offset, (k, v) in enumerate(log):
+        replayed.replay(offset, None, k, v)
+    state = replayed.read_state(KEY)[1]
+    assert state is not None and (state.state_epoch, state.leader_epoch, state.start_offset) == (1, 4, 2)
+    assert replayed.write_state(KEY, 2, [], state_epoch=1, leader_epoch=3).response(AppendResult(ErrorCode.NONE)) == ErrorCode.FENCED_LEADER_EPOCH

@@ -17,6 +17,7 @@ import contextlib
 import json
 import shutil
 import subprocess
+import uuid
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -406,3 +407,55 @@ def test_kafka_configs_lists_the_groups_that_have_configs(broker: ShareBroker) -
     at = lines.index("Dynamic configs for group g-listed are:")
     assert lines[at + 1] == "  share.isolation.level=read_committed sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:share.isolation.level=read_committed, DEFAULT_CONFIG:share.isolation.level=read_uncommitted}"
     assert "Dynamic configs for group g-never-configured are:" not in lines
+
+
+def topic_id_of(wire: Any, topic: str) -> Any:
+    (found,) = wire.call(ApiKey.Metadata, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": False}).topics
+    return found.topic_id
+
+
+def test_share_state_rpcs_answer_as_kafkas(broker: ShareBroker, probe: Probe, connect: Callable[..., Any]) -> None:
+    """The share-state RPCs a share-partition leader sends the share coordinator, sent as a client would:
+    ReadShareGroupStateSummary and ReadShareGroupState of a consumed partition (every record up to the
+    high watermark done: before the start offset or counted complete after it), of one never consumed,
+    the leader-epoch fence, an unknown topic, a negative partition and a nameless group -- each answered
+    as Kafka 4.4 answers it."""
+    create_topic(broker.bootstrap, "share-state-rpcs")
+    got = deliveries(probe("consume", broker.bootstrap, "share-state-rpcs", "g-state-rpcs", 20))
+    assert len(got) == 20
+    wire = connect(broker.bootstrap)
+    topic_id = topic_id_of(wire, "share-state-rpcs")
+    (listed,) = wire.call(ApiKey.ListOffsets, 9, {"replica_id": -1, "isolation_level": 0, "topics": [{"name": "share-state-rpcs", "partitions": [{"partition_index": 0, "timestamp": -1}]}]}).topics
+    end = listed.partitions[0].offset
+
+    def call(api: ApiKey, version: int, group: str, partition: dict[str, Any], topic: Any = topic_id) -> Any:
+        answer = wire.call(api, version, {"group_id": group, "topics": [{"topic_id": topic, "partitions": [partition]}]})
+        (result,) = answer.results
+        (p,) = result.partitions
+        assert result.topic_id == topic
+        return p
+
+    summary = call(ApiKey.ReadShareGroupStateSummary, 1, "g-state-rpcs", {"partition": 0, "leader_epoch": 0})
+    # The state epoch differs: Kafka's group coordinator initializes the state at the group's epoch,
+    # odradek's share partition at 0 (docs/protocol.md).
+    assert (summary.error_code, summary.error_message, summary.leader_epoch) == (ErrorCode.NONE, None, 0)
+    assert summary.start_offset + summary.delivery_complete_count == end, (summary, end)
+    read = call(ApiKey.ReadShareGroupState, 0, "g-state-rpcs", {"partition": 0, "leader_epoch": 0})
+    assert (read.error_code, read.state_epoch, read.start_offset) == (ErrorCode.NONE, summary.state_epoch, summary.start_offset)
+    assert all(b.delivery_state in (ACKNOWLEDGED, ARCHIVED) and b.delivery_count == 1 for b in read.state_batches)
+    assert sum(b.last_offset - b.first_offset + 1 for b in read.state_batches) == summary.delivery_complete_count
+    never = call(ApiKey.ReadShareGroupStateSummary, 1, "g-state-never", {"partition": 0, "leader_epoch": 0})
+    assert (never.error_code, never.state_epoch, never.start_offset, never.delivery_complete_count) == (ErrorCode.NONE, 0, -1, -1), never
+    never_read = call(ApiKey.ReadShareGroupState, 0, "g-state-never", {"partition": 0, "leader_epoch": 0})
+    assert (never_read.error_code, never_read.error_message) == (ErrorCode.INVALID_REQUEST, "Read operation on uninitialized share partition not allowed.")
+    # A leader of a later epoch read: the one before it is fenced, for reads and writes alike.
+    assert call(ApiKey.ReadShareGroupState, 0, "g-state-rpcs", {"partition": 0, "leader_epoch": 5}).error_code == ErrorCode.NONE
+    stale = call(ApiKey.ReadShareGroupState, 0, "g-state-rpcs", {"partition": 0, "leader_epoch": 4})
+    assert (stale.error_code, stale.error_message) == (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_LEADER_EPOCH.message)
+    write = {"partition": 0, "state_epoch": summary.state_epoch, "leader_epoch": 4, "start_offset": -1, "delivery_complete_count": -1, "state_batches": []}
+    assert call(ApiKey.WriteShareGroupState, 1, "g-state-rpcs", write).error_code == ErrorCode.FENCED_LEADER_EPOCH
+    unknown = call(ApiKey.ReadShareGroupStateSummary, 1, "g-state-rpcs", {"partition": 0, "leader_epoch": 0}, topic=uuid.uuid4())
+    assert (unknown.error_code, unknown.error_message) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.message)
+    negative = call(ApiKey.ReadShareGroupState, 0, "g-state-rpcs", {"partition": -1, "leader_epoch": 0})
+    assert negative.error_code == ErrorCode.INVALID_REQUEST
+    assert wire.call(ApiKey.ReadShareGroupState, 0, {"group_id": "", "topics": [{"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": 0}]}]}).results == []

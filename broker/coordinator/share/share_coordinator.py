@@ -54,6 +54,9 @@ class ShareCoordinatorShard(CoordinatorShard):
         self.updates_per_snapshot = updates_per_snapshot
         self.states: dict[SharePartitionKey, ShareState] = {}
         self.updates_since_snapshot: dict[SharePartitionKey, int] = {}
+        self.leader_epochs: dict[SharePartitionKey, int] = {}
+        """The highest leader epoch of the data partition a share-partition leader read or wrote with (Kafka's
+        ``leaderEpochMap``): a request with a lower one comes from a deposed leader (FENCED_LEADER_EPOCH)."""
 
     # -- loading ------------------------------------------------------------------------------------------
 
@@ -66,12 +69,14 @@ class ShareCoordinatorShard(CoordinatorShard):
         if record is None:
             self.states.pop(spk, None)
             self.updates_since_snapshot.pop(spk, None)
+            self.leader_epochs.pop(spk, None)
             return
         batches = [StateBatch.from_wire(b) for b in record.state_batches]  # type: ignore[attr-defined]
         if kind == SHARE_SNAPSHOT:
             r: Any = record
             self.states[spk] = ShareState(r.snapshot_epoch, r.state_epoch, r.leader_epoch, r.start_offset, tuple(overlay((), batches, r.start_offset)), r.create_timestamp, r.write_timestamp)
             self.updates_since_snapshot[spk] = 0
+            self.leader_epochs[spk] = r.leader_epoch
             return
         current = self.states.get(spk)
         if current is None:
@@ -81,19 +86,46 @@ class ShareCoordinatorShard(CoordinatorShard):
         leader_epoch = current.leader_epoch if r.leader_epoch == -1 else r.leader_epoch
         self.states[spk] = replace(current, start_offset=start, leader_epoch=leader_epoch, batches=tuple(overlay(current.batches, batches, start)))
         self.updates_since_snapshot[spk] = self.updates_since_snapshot.get(spk, 0) + 1
+        self.leader_epochs[spk] = leader_epoch
 
     # -- operations ---------------------------------------------------------------------------------------
 
-    def read_state(self, key: SharePartitionKey) -> ShareState | None:
-        return self.states.get(key)
+    def fenced(self, key: SharePartitionKey, state_epoch: int, leader_epoch: int) -> ErrorCode | None:
+        """Kafka's epoch checks: a leader epoch below the one seen (a deposed share-partition leader), a
+        state epoch below the state's (it was initialized again since); -1 checks nothing."""
+        if leader_epoch != -1 and self.leader_epochs.get(key, -1) > leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        current = self.states.get(key)
+        if current is not None and state_epoch != -1 and state_epoch < current.state_epoch:
+            return ErrorCode.FENCED_STATE_EPOCH
+        return None
 
-    def write_state(self, key: SharePartitionKey, start_offset: int, batches: list[StateBatch], state_epoch: int = 0, leader_epoch: int = 0) -> CoordinatorResult[ErrorCode]:
+    def read_state(self, key: SharePartitionKey, leader_epoch: int = -1) -> tuple[ErrorCode, ShareState | None]:
+        """ReadShareGroupState: the key's state (None: never written); FENCED_LEADER_EPOCH for a leader
+        epoch below one seen, else the epoch is remembered (a share-partition leader reads when it becomes
+        leader, so the one before it is fenced from then on)."""
+        fenced = self.fenced(key, -1, leader_epoch)
+        if fenced is not None:
+            return fenced, None
+        if leader_epoch != -1:
+            self.leader_epochs[key] = leader_epoch
+        return ErrorCode.NONE, self.states.get(key)
+
+    def write_state(self, key: SharePartitionKey, start_offset: int, batches: list[StateBatch], state_epoch: int = 0, leader_epoch: int = -1) -> CoordinatorResult[ErrorCode]:
         """WriteShareGroupState for one share partition: a ShareSnapshot for a new key or when enough
-        updates followed the last one, else a ShareUpdate."""
+        updates followed the last one, else a ShareUpdate. Fenced (as Kafka's ``maybeGetWriteStateError``)
+        when the leader epoch is below the one seen or the state epoch below the state's; -1 (either epoch,
+        or the start offset) keeps the state's."""
         now = self.context.clock()
         current = self.states.get(key)
-        if current is not None and state_epoch < current.state_epoch:
-            return CoordinatorResult.of(ErrorCode.FENCED_STATE_EPOCH)
+        fenced = self.fenced(key, state_epoch, leader_epoch)
+        if fenced is not None:
+            return CoordinatorResult.of(fenced)
+        if leader_epoch == -1:
+            leader_epoch = 0 if current is None else current.leader_epoch
+        if state_epoch == -1:
+            state_epoch = 0 if current is None else current.state_epoch
+        self.leader_epochs[key] = leader_epoch
         if current is None or self.updates_since_snapshot.get(key, 0) >= self.updates_per_snapshot:
             start = start_offset if start_offset != -1 or current is None else current.start_offset
             state = ShareState(
@@ -121,14 +153,20 @@ class ShareCoordinatorShard(CoordinatorShard):
 
         return CoordinatorResult(records, response)
 
-    def initialize_state(self, key: SharePartitionKey, start_offset: int) -> CoordinatorResult[ErrorCode]:
+    def initialize_state(self, key: SharePartitionKey, start_offset: int, state_epoch: int = -1) -> CoordinatorResult[ErrorCode]:
         """InitializeShareGroupState (AlterShareGroupOffsets): a ShareSnapshot of the start offset alone,
-        nothing in flight, whatever the key held before (-1: uninitialized). The state epoch stays: odradek's
-        share partitions write at epoch 0 (docs/protocol.md)."""
+        nothing in flight, whatever the key held before (-1: uninitialized), at ``state_epoch``
+        (FENCED_STATE_EPOCH below the state's; -1: the state's, which is what odradek's own resets ask --
+        docs/protocol.md)."""
         now = self.context.clock()
         current = self.states.get(key)
+        fenced = self.fenced(key, state_epoch, -1)
+        if fenced is not None:
+            return CoordinatorResult.of(fenced)
+        if state_epoch == -1:
+            state_epoch = 0 if current is None else current.state_epoch
         state = ShareState(
-            0 if current is None else current.snapshot_epoch + 1, 0 if current is None else current.state_epoch, 0 if current is None else current.leader_epoch,
+            0 if current is None else current.snapshot_epoch + 1, state_epoch, 0 if current is None else current.leader_epoch,
             start_offset, (), now if current is None else current.create_timestamp, now,
         )
         self.states[key] = state
@@ -137,6 +175,7 @@ class ShareCoordinatorShard(CoordinatorShard):
 
     def delete_state(self, key: SharePartitionKey) -> CoordinatorResult[ErrorCode]:
         """DeleteShareGroupState: tombstones for the key's records."""
+        self.leader_epochs.pop(key, None)
         if self.states.pop(key, None) is None:
             return CoordinatorResult.of(ErrorCode.NONE)
         self.updates_since_snapshot.pop(key, None)
@@ -162,25 +201,27 @@ class ShareCoordinator:
         error, broker = self.runtime.locate(coordinator_key(key))
         return error, -1 if broker is None else broker.node_id
 
-    def read_state(self, key: SharePartitionKey) -> tuple[ErrorCode, ShareState | None]:
+    def read_state(self, key: SharePartitionKey, leader_epoch: int = -1) -> tuple[ErrorCode, ShareState | None]:
+        """The key's state, if this broker coordinates it (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS);
+        ``leader_epoch`` as ReadShareGroupState carries it (-1: a summary, which fences nothing)."""
         partition = self.partition_of(key)
         error = self.runtime.status(partition)
         if error is not None:
             return error, None
-        return ErrorCode.NONE, self.runtime.read(partition, lambda shard: shard.read_state(key))
+        return self.runtime.read(partition, lambda shard: shard.read_state(key, leader_epoch))
 
     def group_partitions(self, group: str) -> list[SharePartitionKey]:
         """The share partitions of ``group`` with state in the partitions this broker coordinates."""
         return [key for shard in self.runtime.shards() for key in shard.states if key.group == group]
 
-    def write_state(self, key: SharePartitionKey, start_offset: int, batches: list[StateBatch], state_epoch: int = 0) -> Deferred[ErrorCode]:
-        return self._write(key, lambda shard: shard.write_state(key, start_offset, batches, state_epoch))
+    def write_state(self, key: SharePartitionKey, start_offset: int, batches: list[StateBatch], state_epoch: int = 0, leader_epoch: int = -1) -> Deferred[ErrorCode]:
+        return self._write(key, lambda shard: shard.write_state(key, start_offset, batches, state_epoch, leader_epoch))
 
     def delete_state(self, key: SharePartitionKey) -> Deferred[ErrorCode]:
         return self._write(key, lambda shard: shard.delete_state(key))
 
-    def initialize_state(self, key: SharePartitionKey, start_offset: int) -> Deferred[ErrorCode]:
-        return self._write(key, lambda shard: shard.initialize_state(key, start_offset))
+    def initialize_state(self, key: SharePartitionKey, start_offset: int, state_epoch: int = -1) -> Deferred[ErrorCode]:
+        return self._write(key, lambda shard: shard.initialize_state(key, start_offset, state_epoch))
 
     def _write(self, key: SharePartitionKey, operation: Callable[[ShareCoordinatorShard], CoordinatorResult[ErrorCode]]) -> Deferred[ErrorCode]:
         partition = self.partition_of(key)
