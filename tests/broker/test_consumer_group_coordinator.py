@@ -407,6 +407,8 @@ def test_a_classic_static_member_replacing_the_last_consumer_one_downgrades():
     classic = h.shard().groups["g"]
     assert set(classic.members) == {k1, joined.member_id} and classic.state.value == "Stable" and classic.generation_id == epoch
     assert set(read_assignment(classic.members[joined.member_id].assignment).get("t", [])) == target
+    reloaded = Harness(h.log, h.clock, h.image)
+    assert reloaded.shard().consumer_groups == {} and set(reloaded.shard().groups["g"].members) == {k1, joined.member_id}
 
 
 def test_migration_policy_upgrade_only_does_not_downgrade():

@@ -461,13 +461,15 @@ class ConsumerGroupManager:
         group its leaving member converts then rebalances; a ``joining`` static member takes the leaving
         one's place and assignment, and the group stays Stable."""
         records = group_tombstones(group)
+        if joining is not None:
+            # The joining member's records go too, before the group's (Kafka's ...WithReplacedMember).
+            records[-1:-1] = member_tombstones(group.group_id, joining.member_id)
         members = []
         for m in group.members.values():
             self._cancel_timers(group.group_id, m.member_id)
             if m.member_id == leaving_member_id:
                 if joining is None:
                     continue
-                records += member_tombstones(group.group_id, joining.member_id)
                 m = joining
             if m.classic is not None:
                 target = self._by_name(group.target_assignment.get(m.member_id if m is not joining else leaving_member_id, EMPTY_ASSIGNMENT))
