@@ -14,7 +14,6 @@ import re
 import signal
 import subprocess as sp
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Mapping
@@ -39,7 +38,11 @@ class Broker:
         subprocess: bool = False,
     ) -> None:
         self._own_dir = log_dir is None
-        self.log_dir = Path(log_dir) if log_dir is not None else Path(tempfile.mkdtemp(prefix="odradek-"))
+        if log_dir is None:
+            import tempfile  # here: it brings shutil, bz2 and lzma (~1.3 ms), which a start naming its directory does not need
+
+            log_dir = tempfile.mkdtemp(prefix="odradek-")
+        self.log_dir = Path(log_dir)
         self.host = host
         self.port = port
         self.props = {
