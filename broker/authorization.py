@@ -36,7 +36,7 @@ def session_of(request: Request) -> Session:
     return Session(principal, request.client_address or "")
 
 
-@dataclass
+@dataclass(eq=False)
 class Authorization:
     authorizer: AclAuthorizer | None = None
 

@@ -205,7 +205,7 @@ def override_props(props: dict[str, str], overrides: Mapping[str, str]) -> None:
         props[name] = value
 
 
-@dataclass
+@dataclass(eq=False)
 class DynamicBrokerConfig:
     """The static configuration and both dynamic levels; ``current`` is what the broker runs with."""
 

@@ -140,7 +140,7 @@ class FilterComponent(NamedTuple):
         return present and (self.match_any or name == self.name)
 
 
-@dataclass
+@dataclass(eq=False)
 class ClientQuotaConfigs:
     """The quota configs, kept in the controller's entity configs."""
 
@@ -235,7 +235,7 @@ class ClientQuotaConfigs:
         return ("", client_id), None
 
 
-@dataclass
+@dataclass(eq=False)
 class Rate:
     """Kafka's ``Rate`` over a ``SampledStat`` of ``samples`` windows of ``window_ms``: the sum of the
     retained samples divided by the elapsed time, counted as at least ``samples - 1`` full windows."""
@@ -281,7 +281,7 @@ class Rate:
         return sum(self._values) / (self.window_size_ms(now_ms) / 1000)
 
 
-@dataclass
+@dataclass(eq=False)
 class ClientQuotaManager:
     """One quota type (``producer_byte_rate``, ``consumer_byte_rate``, ...): a rate per sensor, measured
     against the client's bound; a client over it is told to wait Kafka's throttle time,
@@ -325,7 +325,7 @@ class ClientQuotaManager:
         return None if bound is None else java_whole(bound * (self.samples - 1) * self.window_ms / 1000, 32)
 
 
-@dataclass
+@dataclass(eq=False)
 class TokenBucket:
     """Kafka's ``TokenBucket`` stat (KIP-599): it holds at most a burst of ``bound`` x samples x window
     tokens, refilled at ``bound`` per second; a mutation takes its partitions' worth and may drive it below
@@ -378,7 +378,7 @@ class ControllerMutationQuota:
         return int32(max(0, self._throttle_ms - int((now_s - self._recorded_s) * 1000)))
 
 
-@dataclass
+@dataclass(eq=False)
 class ControllerMutationQuotaManager:
     """``controller_mutation_rate``: a token bucket per sensor (Kafka's ``ControllerMutationQuotaManager``)."""
 
@@ -401,7 +401,7 @@ class ControllerMutationQuotaManager:
         return ControllerMutationQuota(bucket, strict)
 
 
-@dataclass
+@dataclass(eq=False)
 class ChannelThrottles:
     """Connections muted until a time (Kafka's ``ThrottledChannel``, KIP-219): the socket server reads nothing
     more from a throttled client's connection until its throttle time has passed."""
@@ -425,7 +425,7 @@ class ChannelThrottles:
         return end - now_s
 
 
-@dataclass
+@dataclass(eq=False)
 class ClientQuotas:
     """The broker's quota managers and throttled channels (Kafka's ``QuotaManagers``)."""
 

@@ -254,7 +254,7 @@ async def run(
         signal_handlers.close()
 
 
-@dataclass
+@dataclass(eq=False)
 class Duty:
     """A periodic storage duty: what to call (on a worker thread) and how often."""
 

@@ -51,7 +51,7 @@ class LoadedLog(NamedTuple):
     recovery_point: int
 
 
-@dataclass
+@dataclass(eq=False)
 class LogLoader:
     """Loads one partition directory into segments, leader epochs and producer state."""
 

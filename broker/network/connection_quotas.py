@@ -39,7 +39,7 @@ def parse_overrides(value: str | None) -> dict[str, int]:
     return overrides
 
 
-@dataclass
+@dataclass(eq=False)
 class CreationRate:
     """One connection creation rate limit and its measured rate (Kafka's connection rate sensor)."""
 
@@ -58,7 +58,7 @@ class CreationRate:
         self.rate.record(-1.0, now_ms)
 
 
-@dataclass
+@dataclass(eq=False)
 class ConnectionQuotas:
     max_connections: int
     max_per_ip: int

@@ -55,7 +55,7 @@ _PIECES = object()
 """The outbox's marker for what remains of answers the reader began to send (their pieces follow it)."""
 
 
-@dataclass
+@dataclass(eq=False)
 class Network:
     """What the connections of one event loop share: the receive buffer, the request memory pool, the task
     group their tasks run in, the connection limits, and the set of open connections (for idle expiry)."""

@@ -29,7 +29,7 @@ from typing import Callable
 log = logging.getLogger("odradek.log_dir_failure")
 
 
-@dataclass
+@dataclass(eq=False)
 class LogDirFailureChannel:
     """The broker's log directories and those that failed; the last one failing halts the process, an
     earlier one is handed to ``on_offline`` (once)."""
