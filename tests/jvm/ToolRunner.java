@@ -12,6 +12,8 @@ import java.io.IOException;
 import java.io.OutputStream;
 import java.io.PrintStream;
 import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadInfo;
+import java.lang.management.ThreadMXBean;
 import java.lang.reflect.Field;
 import java.lang.invoke.MethodHandle;
 import java.lang.invoke.MethodHandles;
@@ -56,7 +58,8 @@ import javax.management.ObjectName;
  * <p>What a separate JVM would not share with the last call is put back before each call: the clients' id
  * sequences (a fresh JVM's first admin client is "adminclient-1", and the warnings name it) and the system
  * properties. A call that leaves threads running or Kafka clients registered (a client a tool did not close
- * before exiting) answers with the retire flag: its JVM is not fit for another call, and is stopped.
+ * before exiting), or exits holding a lock, answers with the retire flag: its JVM is not fit for another call,
+ * and is stopped.
  */
 public final class ToolRunner {
     private static final int MAGIC = 0x0D7AD3C0;
@@ -236,7 +239,43 @@ public final class ToolRunner {
         OUT.target = OutputStream.nullOutputStream();
         ERR.target = OutputStream.nullOutputStream();
         parkedTotal += call.parked.size();
-        return parkedTotal > MAX_PARKED || leftBehind(before, call) || registeredClients() != clientsBefore;
+        return parkedTotal > MAX_PARKED || parkedHoldingLocks(call) || leftBehind(before, call) || registeredClients() != clientsBefore;
+    }
+
+    /**
+     * Whether a thread that exited holds a lock, or a class's initialisation, that a later call could wait for
+     * for ever (in a JVM of its own, the exit released everything).
+     */
+    private static boolean parkedHoldingLocks(Call call) throws InterruptedException {
+        ThreadMXBean threads = ManagementFactory.getThreadMXBean();
+        List<Thread> parked;
+        synchronized (call.parked) {
+            parked = new ArrayList<>(call.parked);
+        }
+        for (Thread thread : parked) {
+            ThreadInfo info = parkedInfo(threads, thread);
+            if (info == null || info.getLockedMonitors().length > 0 || info.getLockedSynchronizers().length > 0) {
+                return true;
+            }
+            for (StackTraceElement frame : info.getStackTrace()) {
+                if (frame.getMethodName().equals("<clinit>")) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+
+    /** The thread once it has parked for good in the exit procedure (it notes the exit first), or null if it does not within a second. */
+    private static ThreadInfo parkedInfo(ThreadMXBean threads, Thread thread) throws InterruptedException {
+        for (int i = 0; i < 100; i++) {
+            ThreadInfo info = threads.getThreadInfo(new long[] {thread.getId()}, true, true)[0];
+            if (info != null && info.getThreadState() == Thread.State.WAITING && info.getStackTrace().length > 0 && info.getStackTrace()[0].getMethodName().equals("park")) {
+                return info;
+            }
+            Thread.sleep(10);
+        }
+        return null;
     }
 
     /**
