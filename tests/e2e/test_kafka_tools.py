@@ -39,16 +39,22 @@ def broker(odradek_as_kafka: Broker) -> Broker:
 class Run:
     """One tool invocation: ``{bootstrap}``, ``{topic}``, ``{group}`` and ``{dir}`` (a scratch directory of
     the broker's own) in the arguments and input are filled in per broker. ``unordered`` says the tool's
-    lines come in no defined order (records read from several partitions), so they are compared sorted."""
+    lines come in no defined order (records read from several partitions), so they are compared sorted.
+
+    ``settled`` says when a read-only run's output shows the earlier runs' changes (Kafka in ZooKeeper mode
+    applies a dynamic broker config when ZooKeeper's change notification reaches it, a moment after the
+    alter's answer): the run is repeated until it does, for up to STABLE_TIMEOUT_S, and its last output
+    compared."""
 
     tool: str
     args: tuple[str, ...]
     input: str | None = None
     unordered: bool = False
+    settled: Callable[[str], bool] | None = None
 
 
-def run(tool: str, *args: str, input: str | None = None, unordered: bool = False) -> Run:
-    return Run(tool, args, input, unordered)
+def run(tool: str, *args: str, input: str | None = None, unordered: bool = False, settled: Callable[[str], bool] | None = None) -> Run:
+    return Run(tool, args, input, unordered, settled)
 
 
 def fresh(**names: str) -> dict[str, str]:
@@ -118,6 +124,10 @@ def run_all(runs: list[Run], bootstrap: str, names: dict[str, str], files: dict[
     for r in runs:
         args = [fill(a) for a in r.args]
         done = kafka_jvm.run_tool(r.tool, *args, input=None if r.input is None else fill(r.input))
+        deadline = time.monotonic() + STABLE_TIMEOUT_S
+        while r.settled is not None and not r.settled(done.stdout) and time.monotonic() < deadline:
+            time.sleep(0.2)
+            done = kafka_jvm.run_tool(r.tool, *args)
         stdout = normalise(done.stdout, bootstrap)
         if r.unordered:
             stdout = "\n".join(sorted(stdout.splitlines()))
@@ -283,14 +293,18 @@ def test_group_with_an_active_member_prints_what_kafka_prints(side_by_side, brok
 BROKER_CONFIGS = [
     run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--alter", "--entity-type", "brokers", "--entity-name", "0", "--add-config", "log.retention.ms=777600000"),
     run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--alter", "--entity-type", "brokers", "--entity-default", "--add-config", "log.retention.ms=691200000,log.segment.bytes=1000000000"),
-    run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--describe", "--entity-type", "brokers", "--entity-name", "0"),
-    run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--describe", "--entity-type", "brokers", "--entity-default"),
+    run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--describe", "--entity-type", "brokers", "--entity-name", "0",
+        settled=lambda out: "DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=691200000" in out),
+    run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--describe", "--entity-type", "brokers", "--entity-default",
+        settled=lambda out: "log.segment.bytes=1000000000" in out),
     run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--alter", "--entity-type", "brokers", "--entity-name", "0", "--add-config", "log.retention.hours=1"),
     run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--alter", "--entity-type", "brokers", "--entity-name", "0", "--add-config", "num.io.threads=100"),
     run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--alter", "--entity-type", "brokers", "--entity-name", "0", "--delete-config", "log.retention.ms"),
     run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--alter", "--entity-type", "brokers", "--entity-default", "--delete-config", "log.retention.ms,log.segment.bytes"),
-    run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--describe", "--entity-type", "brokers", "--entity-name", "0"),
-    run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--describe", "--entity-type", "brokers", "--entity-default"),
+    run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--describe", "--entity-type", "brokers", "--entity-name", "0",
+        settled=lambda out: "log.retention.ms=" not in out and "num.io.threads=100" in out),
+    run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--describe", "--entity-type", "brokers", "--entity-default",
+        settled=lambda out: "log.segment.bytes=" not in out),
 ]
 """kafka-configs on dynamic broker configs, per broker and cluster-wide. The values keep more data than Kafka's
 defaults (the real Kafka is shared by the test run), and every change is undone."""
