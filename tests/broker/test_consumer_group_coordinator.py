@@ -411,6 +411,20 @@ def test_a_classic_static_member_replacing_the_last_consumer_one_downgrades():
     assert reloaded.shard().consumer_groups == {} and set(reloaded.shard().groups["g"].members) == {k1, joined.member_id}
 
 
+def test_upgrade_of_a_group_rebalancing_out_of_empty_reads_the_members_first_protocol():
+    """A classic group that emptied has no protocol until its next generation: a member joining it meanwhile
+    is read by its first protocol's subscription."""
+    h = Harness()
+    first = classic_join(h)
+    h.advance(0)
+    h.coordinator.leave_group("g", [LeavingMember(first.value.member_id)])
+    assert h.shard().groups["g"].protocol_name is None and h.shard().groups["g"].generation_id == 2
+    waiting = classic_join(h)  # parked in JoinGroup while the group prepares its rebalance
+    assert h.join("c1").error == E.NONE
+    assert waiting.value.error == E.REBALANCE_IN_PROGRESS
+    assert h.group().members[waiting.value.member_id].subscribed_topic_names == frozenset({"t"})
+
+
 def test_migration_policy_upgrade_only_does_not_downgrade():
     h = Harness(migration_policy="upgrade")
     stable_classic_group(h)

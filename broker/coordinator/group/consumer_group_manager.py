@@ -406,7 +406,9 @@ class ConsumerGroupManager:
             for view in classic.members:
                 who = view.member
                 protocols = dict(view.supported_protocols)
-                subscription = read_subscription(protocols.get(classic.protocol_name or "", b""))
+                # A group rebalancing out of Empty has chosen no protocol yet: the member's first then.
+                metadata = protocols.get(classic.protocol_name) if classic.protocol_name is not None else next(iter(protocols.values()), None)
+                subscription = read_subscription(metadata or b"")
                 assigned = without_empty({topics[t].topic_id: frozenset(ps) for t, ps in read_assignment(view.assignment).items() if t in topics})
                 members.append(
                     ConsumerGroupMember(
