@@ -226,6 +226,31 @@ def test_transactions_coordinated_by_either_kind_commit_and_abort_on_leaders_of_
     finally:
         reader.close()
     assert sorted(read) == expected
+    # Nothing finalizes transaction.version with a Kafka 3.9 broker registered: odradek's coordinators write
+    # TransactionLogValue version 0 as Kafka 3.9's do, which either kind loads when it takes a partition over.
+    assert transaction_log_value_versions(mixed, sorted(ids)) == {0}
+
+
+def transaction_log_value_versions(cluster: Cluster, partitions: list[int]) -> set[int]:
+    """The versions of the values in these ``__transaction_state`` partitions (tombstones aside)."""
+    reader = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"state-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False, "log_level": 0})
+    versions: set[int] = set()
+    seen: dict[int, int] = {}
+    try:
+        reader.assign([TopicPartition("__transaction_state", p, OFFSET_BEGINNING) for p in partitions])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            batch = reader.consume(100, timeout=1)
+            if not batch and sorted(seen) == partitions:
+                break  # every partition read up to its end
+            for m in batch:
+                if m.error() is None and m.value() is not None:
+                    seen[m.partition()] = seen.get(m.partition(), 0) + 1
+                    versions.add(int.from_bytes(m.value()[:2], "big"))
+    finally:
+        reader.close()
+    assert sorted(seen) == partitions, seen
+    return versions
 
 
 def test_a_peer_stopped_cleanly_hands_over_first_through_the_other_kinds_controller(mixed: Cluster) -> None:
