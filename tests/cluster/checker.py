@@ -311,7 +311,9 @@ class Workload:
             if all(now[p] > before[p] for p in before):
                 return time.monotonic() - start
             time.sleep(0.05)
-        raise TimeoutError(f"no acknowledged write on some partition of {self.topic} within {timeout_s}s: {before} -> {self.acknowledged_count()}")
+        with self.lock:
+            waiting = f"{self.in_flight} writes awaiting an answer, {self.failed} failed {dict(self.delivery_errors)}, {len(self.produced_at)} rounds produced"
+        raise TimeoutError(f"no acknowledged write on some partition of {self.topic} within {timeout_s}s: {before} -> {self.acknowledged_count()}; {waiting}")
 
     def finish(self, timeout_s: float = 60.0) -> Report:
         """Stop writing, wait for every outstanding write's answer, stop reading, read what survived, check."""
