@@ -48,7 +48,8 @@ def our_versions(api_key: int) -> range:
     """The versions odradek's own requests are written for: Kafka 3.9's, or, for an API Kafka added later,
     every version declared. Not every version declared: those include what Kafka 4.4 adds to 3.9's APIs."""
     api = APIS[api_key]
-    versions = api.kafka_3_9 if api.kafka_3_9.high is not None else api.request.valid
+    known = api.kafka_3_9.high is not None and api.kafka_3_9.high >= api.kafka_3_9.low  # empty (1-0): added later
+    versions = api.kafka_3_9 if known else api.request.valid
     assert versions.high is not None
     return range(versions.low, versions.high + 1)
 
