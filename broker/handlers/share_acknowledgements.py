@@ -71,7 +71,7 @@ def topic_responses(answers: list[PartitionAnswer], with_records: bool) -> list[
         entry: dict = {"partition_index": a.partition, "error_code": a.error, "current_leader": NO_LEADER}
         if with_records:
             entry["acknowledge_error_code"] = a.acknowledge_error
-            entry["records"] = a.records or b""
+            entry["records"] = a.records if a.records is not None else b""
             entry["acquired_records"] = [{"first_offset": r.first, "last_offset": r.last, "delivery_count": r.delivery_count} for r in a.acquired]
         by_topic.setdefault(a.topic_id, []).append(entry)
     return [{"topic_id": t, "partitions": ps} for t, ps in by_topic.items()]

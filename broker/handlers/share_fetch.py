@@ -1,7 +1,8 @@
 """ShareFetch (KIP-932): a share group member's fetch, in its share session. Acknowledgements it carries
 are applied first; then each partition of the session hands the member what it can acquire, with the
-ranges acquired (``AcquiredRecords``): the records sent are whole batches, and the consumer delivers
-only the acquired offsets. A fetch that acquires nothing waits up to ``MaxWaitMs`` for records to arrive
+ranges acquired (``AcquiredRecords``): the records sent are whole batches as stored, slices of the
+segment files sent with sendfile as a Fetch answer's are, and the consumer delivers only the acquired
+offsets. A fetch that acquires nothing waits up to ``MaxWaitMs`` for records to arrive
 or become available again.
 
 Epoch 0 opens the session with the request's partitions (all answered); later epochs add partitions and

@@ -38,10 +38,11 @@ from odradek.broker.coordinator.share.share_records import SharePartitionKey
 from odradek.broker.coordinator.timers import Timer, Timers
 from odradek.broker.group_config import auto_offset_reset_duration_ms
 from odradek.broker.replication.fetch_session import FetchPartition
-from odradek.broker.replication.replica_manager import FetchParams
+from odradek.broker.replication.replica_manager import FetchParams, FetchRecords
 from odradek.broker.share.share_partition import Acknowledgement, AcquiredRecords, SharePartition, StateUpdate
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.record_batch import iter_batch_positions, parse_header
+from odradek.protocol.record_batch import BatchHeader
+from odradek.storage.file_records import FileSlice
 
 if TYPE_CHECKING:
     from odradek.broker.coordinator.share.share_coordinator import ShareCoordinator
@@ -98,8 +99,37 @@ class PartitionAnswer:
     error: ErrorCode = ErrorCode.NONE
     acknowledge_error: ErrorCode = ErrorCode.NONE
     acknowledged: bool = False
-    records: bytes | None = None
+    records: FetchRecords | None = None
+    """Slices of segment files, sent with sendfile as a Fetch answer's are (:func:`sent_batches`)."""
     acquired: list[AcquiredRecords] = field(default_factory=list)
+
+
+Batch = tuple[FileSlice, int, BatchHeader]
+"""A complete batch of a read: the slice it lies in, its position in the segment file, its header."""
+
+
+def read_batches(records: FetchRecords) -> list[Batch]:
+    """The complete batches of a read, from their headers alone (a partial batch at the end, cut by the
+    fetch's byte limit, is left out): no record is read or decoded, and nothing is copied."""
+    return [(piece, position, header) for piece in records.slices for position, header in piece.file.batch_headers(piece.position, piece.position + piece.length)]
+
+
+def sent_batches(batches: list[Batch], acquired: list[AcquiredRecords]) -> FetchRecords:
+    """What a share fetch sends of a read, as Kafka 4.4's ``ShareFetchUtils.maybeSliceFetchRecords`` does: the
+    batches as stored, from the one holding the first acquired offset to the last one starting at or before
+    the last acquired offset (batches between them that another member holds go too; the client delivers only
+    the acquired offsets), as slices of the segment files for sendfile."""
+    first, last = min(a.first for a in acquired), max(a.last for a in acquired)
+    start = max((i for i, (_, _, h) in enumerate(batches) if h.base_offset <= first), default=0)
+    end = max((i for i, (_, _, h) in enumerate(batches) if h.base_offset <= last), default=start)
+    pieces: list[FileSlice] = []
+    for piece, position, header in batches[start : end + 1]:
+        before = pieces[-1] if pieces else None
+        if before is not None and before.file is piece.file and before.position + before.length == position:
+            pieces[-1] = FileSlice(piece.file, before.position, before.length + header.size)
+        else:
+            pieces.append(FileSlice(piece.file, position, header.size))
+    return FetchRecords(tuple(pieces), sum(p.length for p in pieces))
 
 
 class SharePartitionManager:
@@ -265,17 +295,14 @@ class SharePartitionManager:
                 self._changed(SharePartitionKey(group, *tp), sp.move_start_to(read.log_start_offset))
             if read.records is None:
                 continue
-            data = b"".join(s.read() for s in read.records.slices)
-            batches = [(pos, size, parse_header(data, pos).last_offset, base) for pos, base, size in iter_batch_positions(data)]
-            acquired = sp.acquire(member, [(base, last) for _, _, last, base in batches], left, self.clock(), strict)
+            batches = read_batches(read.records)
+            acquired = sp.acquire(member, [(h.base_offset, h.last_offset) for _, _, h in batches], left, self.clock(), strict)
             if not acquired:
                 continue
             self._schedule_expiry(SharePartitionKey(group, *tp), sp)
             answer.acquired = acquired
-            answer.records = b"".join(
-                data[pos : pos + size] for pos, size, last, base in batches if any(a.first <= last and base <= a.last for a in acquired)
-            )
-            budget -= len(answer.records)
+            answer.records = sent_batches(batches, acquired)
+            budget -= answer.records.length
             left -= sum(a.last - a.first + 1 for a in acquired)
         return answers
 
