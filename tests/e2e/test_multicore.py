@@ -1,7 +1,7 @@
 """``odradek serve`` over two worker processes (``worker.processes=2``, docs/multicore.md step 1): real
 clients over real sockets against a real multi-process broker. What a user sees must not change: produce,
 consume and groups work whichever worker holds a connection, answers come in request order, fetched records
-(sent by the front with sendfile from its own descriptor) are the bytes stored, connections spread over the
+(Fetch's and ShareFetch's, sent by the front with sendfile from its own descriptor) are the bytes stored, connections spread over the
 workers, and a dead worker or supervisor stops the broker without losing an acknowledged record or leaving
 a process behind."""
 
@@ -24,6 +24,7 @@ from odradek import Broker
 from odradek.protocol.api import ApiKey, decode_response, encode_request
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import Record, build_batch
+from tests.e2e.test_share_fetch_sendfile import Sendfiles, share_fetch
 
 CONFIG = {"worker.processes": 2, "offsets.topic.num.partitions": 1}
 
@@ -186,6 +187,29 @@ def test_pipelined_answers_in_order_and_fetched_bytes_whichever_worker(broker, c
     stored = b"".join((Path(broker.log_dir) / "mc-pipe-0" / name).read_bytes() for name in sorted(os.listdir(Path(broker.log_dir) / "mc-pipe-0")) if name.endswith(".log"))
     for records in answers[1]:
         assert bytes(records) in stored  # what the front sent is what the log holds
+
+
+def test_a_share_fetch_answer_goes_out_from_the_front_by_sendfile(broker, connect, tmp_path) -> None:
+    """A ShareFetch on a connection the front (worker 1) holds, answered by worker 0: its records, slices of the
+    segment file, leave the front by sendfile from its own descriptor of it, byte for byte as stored."""
+    first, second = one_on_each_worker(broker, connect)
+    _, front = workers(broker)
+    created = first.call(ApiKey.CreateTopics, 7, {"topics": [{"name": "mc-share", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}], "timeout_ms": 5000})
+    assert created.topics[0].error_code == ErrorCode.NONE
+    earliest = [{"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"}]
+    altered = first.call(ApiKey.IncrementalAlterConfigs, 1, {"resources": [{"resource_type": 32, "resource_name": "mc-share-group", "configs": earliest}], "validate_only": False})
+    assert altered.responses[0].error_code == ErrorCode.NONE
+    body = {"acks": -1, "timeout_ms": 5000, "topic_data": [{"name": "mc-share", "partition_data": [{"index": 0, "records": build_batch([Record(value=bytes([i]) * 10_000) for i in range(4)])}]}]}
+    assert first.call(ApiKey.Produce, 9, body).responses[0].partition_responses[0].error_code == ErrorCode.NONE
+    watching = Sendfiles(front, tmp_path / "strace.out")
+    try:
+        answer = share_fetch(second, "mc-share-group", "member", 0, created.topics[0].topic_id, max_records=500)
+    finally:
+        sent = watching.stop()
+    stored = (Path(broker.log_dir) / "mc-share-0" / "00000000000000000000.log").read_bytes()
+    assert [(r.first_offset, r.last_offset, r.delivery_count) for r in answer.acquired_records] == [(0, 3, 1)]
+    assert bytes(answer.records) == stored and sent == len(stored)
+    assert any(target.endswith("/mc-share-0/00000000000000000000.log") for target in open_files(front))
 
 
 def produce_until_killed(bootstrap: str, topic: str, count: int) -> list[bytes]:
