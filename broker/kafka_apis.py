@@ -171,7 +171,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.WriteShareGroupState: Handler("write_share_group_state", 0, 1, SHARE_STATE),
     ApiKey.DeleteShareGroupState: Handler("delete_share_group_state", 0, 0, SHARE_STATE),
     ApiKey.ReadShareGroupStateSummary: Handler("read_share_group_state_summary", 0, 1, SHARE_STATE),
-    ApiKey.DescribeShareGroupOffsets: Handler("describe_share_group_offsets", 0, 1, ("share_groups", "share_partitions", "authorization")),
+    ApiKey.DescribeShareGroupOffsets: Handler("describe_share_group_offsets", 0, 1, ("share_groups", "share_partitions", "partition_metadata_client", "authorization")),
     ApiKey.AlterShareGroupOffsets: Handler("alter_share_group_offsets", 0, 0, ("share_groups", "share_partitions", "authorization")),
     ApiKey.DeleteShareGroupOffsets: Handler("delete_share_group_offsets", 0, 0, ("share_groups", "share_partitions", "authorization")),
 }

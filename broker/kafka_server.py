@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from odradek.broker.coordinator.group.share_groups import ShareGroupCoordinator
     from odradek.broker.coordinator.transaction.transaction_markers import MarkerWriter
     from odradek.broker.authorizer.acl_authorizer import AclStore
+    from odradek.broker.share.partition_metadata_client import PartitionMetadataClient
     from odradek.broker.share.share_partition_manager import ShareConfig, SharePartitionManager
     from odradek.broker.network.kafka_client import Node
     from odradek.broker.replication.fetch_session import FetchSessionCache
@@ -215,6 +216,18 @@ class KafkaServer:
         manager = SharePartitionManager(self.replica_manager, persister, self._share_config, max_sessions=self.config["group.share.max.share.sessions"])
         self._spawn(manager.run)
         return manager
+
+    @cached_property
+    def partition_metadata_client(self) -> "PartitionMetadataClient":
+        """The latest offsets of partitions wherever they are led (KIP-1226): DescribeShareGroupOffsets' lags."""
+        from odradek.broker.network.inter_broker_send import InterBrokerSender
+        from odradek.broker.share.partition_metadata_client import LatestOffsets, PartitionMetadataClient
+
+        timeout_s = self.config["request.timeout.ms"] / 1000
+        return PartitionMetadataClient(
+            self.broker_id, self.replica_manager, lambda: self.metadata,
+            lambda: InterBrokerSender(self.broker_id, "latest-offsets", LatestOffsets(), self._inter_broker_node, lambda: self.background, timeout_s, self.inter_broker_security),
+        )
 
     @cached_property
     def share_groups(self) -> "ShareGroupCoordinator":

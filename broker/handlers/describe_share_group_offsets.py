@@ -4,8 +4,9 @@ the SPSO to the high watermark whose delivery is not complete yet (KIP-1226: the
 trail records already acknowledged, which the lag leaves out).
 
 Each partition's state is read from its share coordinator, on this broker or another
-(ReadShareGroupStateSummary, through the persister); a partition the group never consumed is answered
-with start offset -1, as Kafka answers it. Without topics, the group's are those its members subscribe to
+(ReadShareGroupStateSummary, through the persister), and its high watermark from its leader, this broker
+or another (ListOffsets, through the partition metadata client, as Kafka 4.4's KIP-1226); a partition the
+group never consumed is answered with start offset -1, as Kafka answers it. Without topics, the group's are those its members subscribe to
 and those with state in this broker's share coordinator.
 """
 
@@ -20,6 +21,7 @@ from odradek.broker.coordinator.group.share_groups import ShareGroupCoordinator
 from odradek.broker.coordinator.deferred import Deferred
 from odradek.broker.coordinator.share.share_records import SharePartitionKey
 from odradek.broker.handlers.share_acknowledgements import when_done
+from odradek.broker.share.partition_metadata_client import PartitionMetadataClient
 from odradek.broker.share.share_partition_manager import SharePartitionManager
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
@@ -35,7 +37,10 @@ NO_OFFSET = -1
 NO_TOPIC_ID = uuid.UUID(int=0)
 
 
-def handle(share_groups: ShareGroupCoordinator, share_partitions: SharePartitionManager, authorization: Authorization, request: Request[DescribeShareGroupOffsetsRequest]) -> Any:
+def handle(
+    share_groups: ShareGroupCoordinator, share_partitions: SharePartitionManager, partition_metadata_client: PartitionMetadataClient,
+    authorization: Authorization, request: Request[DescribeShareGroupOffsetsRequest],
+) -> Any:
     replicas = share_partitions.replica_manager
     coordinator = share_partitions.coordinator
     groups: list[DescribeShareGroupOffsetsResponseGroupDict] = []
@@ -68,34 +73,44 @@ def handle(share_groups: ShareGroupCoordinator, share_partitions: SharePartition
                 continue  # as Kafka: topics the caller may not describe are left out
             found = share_groups.groups.topics(name)
             topic_id = found[0] if found is not None else None
-            answers = [_partition(share_partitions, group.group_id, topic_id, name, index, reads.append) for index in sorted(partitions)]
+            answers = [_partition(share_partitions, partition_metadata_client, group.group_id, topic_id, name, index, reads.append) for index in sorted(partitions)]
             entry["topics"].append({"topic_name": name, "topic_id": topic_id or NO_TOPIC_ID, "partitions": answers})
         entry["error_code"] = ErrorCode.NONE
     return when_done(reads, lambda: {"groups": groups})
 
 
-def _partition(manager: SharePartitionManager, group: str, topic_id: Any, name: str, index: int, waiting: Callable[[Deferred[Any]], None]) -> DescribeShareGroupOffsetsResponsePartitionDict:
-    """The partition's answer, filled in once its share coordinator answered (``waiting`` is handed the read)."""
+def _partition(manager: SharePartitionManager, latest: PartitionMetadataClient, group: str, topic_id: Any, name: str, index: int, waiting: Callable[[Deferred[Any]], None]) -> DescribeShareGroupOffsetsResponsePartitionDict:
+    """The partition's answer, filled in once its share coordinator and, for a consumed one, its leader
+    answered (``waiting`` is handed what it waits for)."""
     answer: DescribeShareGroupOffsetsResponsePartitionDict = {"partition_index": index, "start_offset": NO_OFFSET, "leader_epoch": -1, "lag": -1, "error_code": ErrorCode.NONE}
     if topic_id is None:
         answer["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return answer
     assert manager.persister is not None
     read = manager.persister.read_summary(SharePartitionKey(group, topic_id, index))
-    waiting(read)
-    read.add_callback(lambda state: _fill(manager, answer, name, index, state))
+    filled: Deferred[None] = Deferred()
+    waiting(filled)
+
+    def summarized(state: Any) -> None:
+        if state.error != ErrorCode.NONE or state.start_offset < 0:  # never consumed, reset to uninitialized, or not readable
+            filled.complete(None)
+            return
+        answer["start_offset"], answer["leader_epoch"] = state.start_offset, state.leader_epoch
+
+        def led(high_watermark: int) -> None:
+            _lag(answer, state, high_watermark)
+            filled.complete(None)
+
+        latest.latest_offset(name, index).add_callback(led)
+
+    read.add_callback(summarized)
     return answer
 
 
-def _fill(manager: SharePartitionManager, answer: DescribeShareGroupOffsetsResponsePartitionDict, name: str, index: int, state: Any) -> None:
-    if state.error != ErrorCode.NONE or state.start_offset < 0:  # never consumed, reset to uninitialized, or not readable
-        return
-    answer["start_offset"], answer["leader_epoch"] = state.start_offset, state.leader_epoch
-    try:
-        high_watermark = manager.replica_manager.get_partition(name, index).high_watermark
-    except Exception:  # not hosted here: the lag is unknown
-        return
-    if state.start_offset > high_watermark:  # reset past the log's end: unknown, as Kafka answers it
+def _lag(answer: DescribeShareGroupOffsetsResponsePartitionDict, state: Any, high_watermark: int) -> None:
+    """The records from the start offset to the leader's high watermark not yet complete; unknown (-1) when
+    the leader could not be asked, or the start offset is past the log's end (reset there), as Kafka answers."""
+    if high_watermark < 0 or state.start_offset > high_watermark:
         return
     complete = max(0, state.delivery_complete_count)
     answer["lag"] = max(0, high_watermark - state.start_offset - complete)
