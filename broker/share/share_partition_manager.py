@@ -352,12 +352,13 @@ class SharePartitionManager:
                 return answer.error, None, topic
         self.epochs[key] = (0 if answer is None else answer.state_epoch, leader_epoch)
         if answer is not None and answer.start_offset != UNINITIALIZED:
-            sp = SharePartition(answer.start_offset, answer.batches, delivery_count_limit=config.delivery_count_limit, lock_duration_ms=config.lock_duration_ms, max_in_flight=config.max_in_flight)
-        else:
-            start = self._start_offset(partition, config.auto_offset_reset)
-            sp = SharePartition(start, delivery_count_limit=config.delivery_count_limit, lock_duration_ms=config.lock_duration_ms, max_in_flight=config.max_in_flight)
+            start, kept = answer.start_offset, answer.batches
+        else:  # never consumed: where the group's auto.offset.reset says, written first thing
+            start, kept = self._start_offset(partition, config.auto_offset_reset), None
+        sp = SharePartition(start, kept or (), delivery_count_limit=config.delivery_count_limit, lock_duration_ms=config.lock_duration_ms, max_in_flight=config.max_in_flight)
+        self.partitions[key] = sp  # before its first write, whose failure is judged against it (_written)
+        if kept is None:
             self._persist(key, StateUpdate(start, []))
-        self.partitions[key] = sp
         return ErrorCode.NONE, sp, topic
 
     def _start_offset(self, partition: Any, auto_offset_reset: str) -> int:
