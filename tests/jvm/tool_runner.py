@@ -123,8 +123,9 @@ class Runner:
 
     def __init__(self, command: list[str]) -> None:
         self.owner = os.getpid()
-        self.log = Path(tempfile.mkstemp(prefix="odradek-tool-runner-", suffix=".log")[1])
-        with open(self.log, "wb") as log:
+        descriptor, name = tempfile.mkstemp(prefix="odradek-tool-runner-", suffix=".log")
+        self.log = Path(name)
+        with open(descriptor, "wb") as log:
             self.proc = sp.Popen(command, stdin=sp.PIPE, stdout=sp.PIPE, stderr=log, start_new_session=True)
         self.pending = b""
         try:
