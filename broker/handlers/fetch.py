@@ -91,7 +91,7 @@ def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, c
         hard_limit=version <= 2,
         magic=_MAGIC_FOR_VERSION.get(version),
     )
-    to_read, denied = _authorized(authorization, request, context.partitions(), is_follower)
+    to_read, denied = _authorized(authorization, request, context.partitions(replica_manager.by_topic_id if uses_ids else None), is_follower)
     try:
         reads = replica_manager.fetch_messages(params, to_read) if to_read else []
     except NegativeTimestampError as exc:

@@ -71,6 +71,21 @@ def test_epoch_0_with_a_session_id_closes_it_and_opens_another() -> None:
     assert new_sid not in (0, sid) and sid not in cache.sessions
 
 
+def test_a_session_partition_whose_topic_id_was_unknown_gets_its_name_once_the_broker_knows_it() -> None:
+    """A follower adds a partition of a topic its leader does not know yet (UNKNOWN_TOPIC_ID), backs off,
+    and asks again with the same request: unchanged, it is not sent again, so the session must name it
+    itself (Kafka's ``maybeResolveUnknownName``), or the follower never gets its records."""
+    topic_id = uuid.uuid4()
+    cache = FetchSessionCache(10)
+    unknown = FetchPartition((topic_id, 0), None, topic_id, 0, 0, 1 << 20)
+    context = cache.new_context(0, 0, [unknown], [], True, 0)
+    sid, _ = cache.finish(context, {unknown.key: PartitionOutcome(ErrorCode.UNKNOWN_TOPIC_ID, -1, -1, -1, 0)}, True, 0)
+    context = cache.new_context(sid, 1, [], [], True, 1)
+    assert [p.topic for p in context.partitions({})] == [None]  # still unknown
+    context = cache.new_context(sid, 2, [], [], True, 2)
+    assert [(p.key, p.topic) for p in context.partitions({topic_id: "t"})] == [((topic_id, 0), "t")]
+
+
 def test_the_cache_limit_and_eviction() -> None:
     cache = FetchSessionCache(2)
     small = open_session(cache, [part("a", 0)], now=0)
