@@ -237,7 +237,7 @@ class KafkaServer:
         config = self.config
         return ShareGroupCoordinator(
             self.coordinators["group"],
-            ShareGroups(self._topic_partitions, max_size=config["group.share.max.size"]),
+            ShareGroups(self._topic_partitions, self._topic_names, max_size=config["group.share.max.size"]),
             self.share_partitions.timers,
             self.share_partitions.release_member,
             self.share_partitions.delete_group,
@@ -269,6 +269,9 @@ class KafkaServer:
             auto_offset_reset=value("share.auto.offset.reset"),
             isolation_level=READ_COMMITTED if value("share.isolation.level") == "read_committed" else READ_UNCOMMITTED,
         )
+
+    def _topic_names(self) -> list[str]:
+        return list(self.metadata.topics) if self.metadata_support is not None else []
 
     def _topic_partitions(self, name: str) -> tuple[uuid.UUID, int] | None:
         topic = self.metadata.topics.get(name) if self.metadata_support is not None else None

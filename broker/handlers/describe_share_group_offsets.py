@@ -6,8 +6,11 @@ trail records already acknowledged, which the lag leaves out).
 Each partition's state is read from its share coordinator, on this broker or another
 (ReadShareGroupStateSummary, through the persister), and its high watermark from its leader, this broker
 or another (ListOffsets, through the partition metadata client, as Kafka 4.4's KIP-1226); a partition the
-group never consumed is answered with start offset -1, as Kafka answers it. Without topics, the group's are those its members subscribe to
-and those with state in this broker's share coordinator.
+group never consumed is answered with start offset -1, as Kafka answers it. Without topics, the group's are
+those its members subscribe to, those with state in this broker's share coordinator, and the partitions of
+any other topic whose state another broker's share coordinator keeps: Kafka's group coordinator remembers
+which topics it initialized (ShareGroupStatePartitionMetadata records), odradek's does not, so it reads
+every other topic's state and answers only the partitions that have some.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ def handle(
     coordinator = share_partitions.coordinator
     groups: list[DescribeShareGroupOffsetsResponseGroupDict] = []
     reads: list[Deferred[Any]] = []
+    probed: dict[int, set[str]] = {}
+    """Per group entry (by id()), the topics read only to find whether the group has state in them."""
     for group in request.body.groups:
         entry: DescribeShareGroupOffsetsResponseGroupDict = {"group_id": group.group_id, "topics": []}
         groups.append(entry)
@@ -66,6 +71,12 @@ def handle(
                 topic = share_groups.groups.topics(name)
                 if topic is not None:
                     wanted[name] = sorted(set(wanted.get(name, [])) | set(range(topic[1])))
+            others = {name for name in share_groups.groups.topic_names() if name not in wanted}
+            for name in others:
+                topic = share_groups.groups.topics(name)
+                if topic is not None:
+                    wanted[name] = list(range(topic[1]))
+            probed[id(entry)] = others
         else:
             wanted = {t.topic_name: list(t.partitions) for t in group.topics}
         for name, partitions in sorted(wanted.items()):
@@ -76,7 +87,20 @@ def handle(
             answers = [_partition(share_partitions, partition_metadata_client, group.group_id, topic_id, name, index, reads.append) for index in sorted(partitions)]
             entry["topics"].append({"topic_name": name, "topic_id": topic_id or NO_TOPIC_ID, "partitions": answers})
         entry["error_code"] = ErrorCode.NONE
-    return when_done(reads, lambda: {"groups": groups})
+    return when_done(reads, lambda: {"groups": [_without_stateless(entry, probed.get(id(entry), set())) for entry in groups]})
+
+
+def _without_stateless(entry: DescribeShareGroupOffsetsResponseGroupDict, probed: set[str]) -> DescribeShareGroupOffsetsResponseGroupDict:
+    """``entry`` without the partitions of the ``probed`` topics that hold no state of the group."""
+    kept = []
+    for topic in entry["topics"]:
+        if topic["topic_name"] in probed:
+            topic["partitions"] = [p for p in topic["partitions"] if p["start_offset"] != NO_OFFSET or p["error_code"] != ErrorCode.NONE]
+            if not topic["partitions"]:
+                continue
+        kept.append(topic)
+    entry["topics"] = kept
+    return entry
 
 
 def _partition(manager: SharePartitionManager, latest: PartitionMetadataClient, group: str, topic_id: Any, name: str, index: int, waiting: Callable[[Deferred[Any]], None]) -> DescribeShareGroupOffsetsResponsePartitionDict:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from odradek.broker.coordinator.group.group import GroupOverview
 from odradek.broker.coordinator.timers import Timers
@@ -85,10 +85,12 @@ def simple_assignment(members: list[str], partitions: list[tuple[uuid.UUID, int]
 
 class ShareGroups:
     """Every share group this coordinator knows. ``topics`` answers the partitions of a topic name
-    (id and count) from the broker's metadata, or None when it does not exist."""
+    (id and count) from the broker's metadata, or None when it does not exist; ``topic_names`` lists the
+    cluster's topics."""
 
-    def __init__(self, topics: Callable[[str], tuple[uuid.UUID, int] | None], *, max_size: int = 200) -> None:
+    def __init__(self, topics: Callable[[str], tuple[uuid.UUID, int] | None], topic_names: Callable[[], Iterable[str]], *, max_size: int = 200) -> None:
         self.topics = topics
+        self.topic_names = topic_names
         self.max_size = max_size
         self.groups: dict[str, ShareGroup] = {}
 
