@@ -168,10 +168,7 @@ class Connection:
         while True:
             if pool.exhausted and not protocol.reading_frame:
                 await pool.wait_available()  # Kafka mutes the channel until the pool has memory again
-            throttled_s = self.server.quotas.throttles.remaining_s(protocol.connection_id, time.monotonic())
-            if throttled_s > 0:
-                await anyio.sleep(throttled_s)  # a client over its quota is not read until its throttle time passed (KIP-219)
-                continue
+            await self._wait_out_throttle()
             target = protocol.buffer() if tls is None else self.network.tls_buffer
             try:
                 n = transport.recv_into(target)
@@ -185,12 +182,21 @@ class Connection:
             charged = [getattr(event, "size", 0) for event in events]  # released as each is handled
             try:
                 for event in events:
+                    await self._wait_out_throttle()  # also between requests already read: one at a time, as Kafka's
                     keep_open = await self._handle(event)
                     protocol.release(charged.pop(0))
                     if not keep_open:
                         return
             finally:
                 protocol.release(sum(charged))
+
+    async def _wait_out_throttle(self) -> None:
+        """A client over its quota is neither read nor served until its throttle time passed (KIP-219: Kafka
+        mutes the channel, and handles one request of a connection at a time, so requests the client
+        pipelined wait too)."""
+        throttles, connection_id = self.server.quotas.throttles, self.protocol.connection_id
+        while (throttled_s := throttles.remaining_s(connection_id, time.monotonic())) > 0:
+            await anyio.sleep(throttled_s)
 
     async def _received_tls(self, data: memoryview) -> list[Event]:
         """Decrypt (the transport answers the handshake), and feed the plaintext to the connection."""

@@ -11,8 +11,9 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer
 
 from odradek import Broker
-from odradek.protocol.api import ApiKey
+from odradek.protocol.api import ApiKey, decode_response, encode_request
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import Record, build_batch
 
 RATE = 200_000
 """producer_byte_rate of the throttled client id, bytes per second."""
@@ -97,3 +98,28 @@ def test_a_consumer_over_its_byte_rate_is_throttled_to_it(tmp_path: Path, connec
         assert received <= RATE * (elapsed + 2) * 1.3, (received, elapsed)
         assert received >= RATE * elapsed * 0.4, (received, elapsed)
         assert throttles and max(throttles) > 0
+
+
+def test_requests_pipelined_behind_a_throttled_produce_wait_its_throttle_time(tmp_path: Path, connect) -> None:
+    """Kafka handles one request of a connection at a time and mutes the connection for a throttled answer's
+    throttle time (KIP-219), so a request the client had already sent behind it waits too: the second of two
+    small pipelined produces (read from the socket together), each over the quota, is answered only after
+    the first answer's throttle time."""
+    rate = 1000
+    with Broker(log_dir=tmp_path, config=WINDOWS) as broker:
+        wire = connect(broker.bootstrap, client_id="throttled")
+        entry = {"entity": [{"entity_type": "client-id", "entity_name": "throttled"}], "ops": [{"key": "producer_byte_rate", "value": float(rate), "remove": False}]}
+        assert wire.call(ApiKey.AlterClientQuotas, 1, {"entries": [entry], "validate_only": False}).entries[0].error_code == ErrorCode.NONE
+        topic = {"name": "pipelined", "num_partitions": 1, "replication_factor": 1}
+        assert wire.call(ApiKey.CreateTopics, 7, {"topics": [topic], "timeout_ms": 5000}).topics[0].error_code == ErrorCode.NONE
+        # Each request is three seconds of quota: the first alone is over the bound (a first window counts as two).
+        body = {"acks": 1, "timeout_ms": 5000, "topic_data": [{"name": "pipelined", "partition_data": [{"index": 0, "records": build_batch([Record(value=b"x" * (3 * rate))])}]}]}
+        wire.send(b"".join(encode_request(ApiKey.Produce, 9, correlation_id, body, client_id="throttled") for correlation_id in (1, 2)))
+        first = decode_response(ApiKey.Produce, 9, wire.read_frame())[1]
+        answered = time.monotonic()
+        second = decode_response(ApiKey.Produce, 9, wire.read_frame())[1]
+        waited_ms = (time.monotonic() - answered) * 1000
+        assert first.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+        assert first.throttle_time_ms > 0
+        assert second.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+        assert waited_ms >= first.throttle_time_ms * 0.9, (waited_ms, first.throttle_time_ms)
