@@ -11,11 +11,10 @@ is committed once, and no member dies or starts over.
 
 from __future__ import annotations
 
-import contextlib
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import kafka44_jvm
 import kafka_jvm
@@ -25,7 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from group_members import Member, wait_until
 
 from tests.conftest import Wire
-from tests.controller.zk_brokers import odradek_brokers
+from tests.controller.zk_brokers import ThreeBrokers, three_brokers
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
 
@@ -36,26 +35,10 @@ COMMON = {"offsets.topic.num.partitions": "3", "group.initial.rebalance.delay.ms
 """Both clusters: three ``__consumer_offsets`` partitions (Kafka's 50 take long to create), 1 s heartbeats."""
 
 
-class ThreeBrokers:
-    """A cluster under test: its bootstrap list and a way to kill one broker by its id."""
-
-    def __init__(self, name: str, bootstrap: str, kill: Callable[[int], None]) -> None:
-        self.name, self.bootstrap, self.kill = name, bootstrap, kill
-
-
 @pytest.fixture(params=["odradek", "kafka44"])
 def cluster(request: pytest.FixtureRequest, zookeeper: kafka_jvm.ZooKeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreeBrokers]:
-    root: Path = tmp_path_factory.mktemp(f"group-failover-{request.param}")
-    with contextlib.ExitStack() as stack:
-        if request.param == "odradek":
-            # odradek's offsets topic has one replica by default (a single node); here it has Kafka's three. A
-            # killed broker's ZooKeeper session ends after 6 s, and the controller moves its leaderships.
-            settings = {**COMMON, "offsets.topic.replication.factor": "3", "zookeeper.session.timeout.ms": "6000"}
-            brokers = stack.enter_context(odradek_brokers(zookeeper.connect + "/group-failover", lambda b: root / f"odradek-{b}", settings))
-            yield ThreeBrokers("odradek", ",".join(b.bootstrap for b in brokers.values()), lambda node: brokers[node].kill())
-        else:
-            kraft = stack.enter_context(kafka44_jvm.KRaftCluster(root, settings={**kafka44_jvm.CLUSTER_SETTINGS, **COMMON}))
-            yield ThreeBrokers("kafka44", kraft.bootstrap, lambda node: kraft.node(node).kill())
+    with three_brokers(request.param, zookeeper.connect + "/group-failover", tmp_path_factory.mktemp(f"group-failover-{request.param}"), COMMON) as started:
+        yield started
 
 
 def coordinator(bootstrap: str, group: str, not_on: int | None = None) -> int:

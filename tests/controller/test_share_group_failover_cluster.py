@@ -14,7 +14,6 @@ end the group's start offsets are at the end of every partition with no lag.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
 import time
@@ -31,7 +30,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from group_members import wait_until
 
 from tests.conftest import Wire
-from tests.controller.zk_brokers import odradek_brokers
+from tests.controller.zk_brokers import ThreeBrokers, three_brokers
 from odradek.broker.coordinator.runtime import partition_for
 from odradek.broker.coordinator.share.share_coordinator import coordinator_key
 from odradek.broker.coordinator.share.share_records import SharePartitionKey
@@ -51,28 +50,10 @@ COMMON = {
 }
 
 
-class ThreeBrokers:
-    """A cluster under test: its bootstrap list and a way to kill one broker by its id."""
-
-    def __init__(self, name: str, bootstrap: str, kill: Callable[[int], None], warnings: Callable[[], str] = lambda: "") -> None:
-        self.name, self.bootstrap, self.kill, self.warnings = name, bootstrap, kill, warnings
-
-
 @pytest.fixture(params=["odradek", "kafka44"])
 def cluster(request: pytest.FixtureRequest, zookeeper: kafka_jvm.ZooKeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreeBrokers]:
-    root: Path = tmp_path_factory.mktemp(f"share-failover-{request.param}")
-    with contextlib.ExitStack() as stack:
-        if request.param == "odradek":
-            # A killed broker's ZooKeeper session ends after 6 s, and the controller moves its leaderships.
-            settings = {**COMMON, "offsets.topic.replication.factor": "3", "zookeeper.session.timeout.ms": "6000"}
-            brokers = stack.enter_context(odradek_brokers(zookeeper.connect + "/share-failover", lambda b: root / f"odradek-{b}", settings))
-            yield ThreeBrokers(
-                "odradek", ",".join(b.bootstrap for b in brokers.values()), lambda node: brokers[node].kill(),
-                lambda: "\n".join(f"broker {n}: {line}" for n, b in brokers.items() for line in list(b.output)[-400:] if " WARNING " in line or " ERROR " in line or "Traceback" in line or "share" in line.lower())[-6000:],
-            )
-        else:
-            kraft = stack.enter_context(kafka44_jvm.KRaftCluster(root, settings={**kafka44_jvm.CLUSTER_SETTINGS, **COMMON}))
-            yield ThreeBrokers("kafka44", kraft.bootstrap, lambda node: kraft.node(node).kill())
+    with three_brokers(request.param, zookeeper.connect + "/share-failover", tmp_path_factory.mktemp(f"share-failover-{request.param}"), COMMON) as started:
+        yield started
 
 
 def ask(bootstrap: str, api: ApiKey, version: int, body: dict, answered: Callable[[Any], bool] = lambda _: True) -> Any:

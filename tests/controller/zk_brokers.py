@@ -8,6 +8,7 @@ whatever happened, is written once here.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
@@ -64,3 +65,36 @@ def zk_session(zookeeper_connect: str) -> Iterator[KazooClient]:
     finally:
         client.stop()
         client.close()
+
+
+@dataclass(frozen=True)
+class ThreeBrokers:
+    """A three-broker cluster under a failover test: its bootstrap list, a way to kill one broker by its id,
+    and, for odradek's, the warnings and errors its brokers logged (for a failure's message)."""
+
+    name: str
+    bootstrap: str
+    kill: Callable[[int], None]
+    warnings: Callable[[], str] = lambda: ""
+
+
+@contextlib.contextmanager
+def three_brokers(kind: str, zookeeper_connect: str, root: Path, settings: Mapping[str, str]) -> Iterator[ThreeBrokers]:
+    """Three odradek brokers in ZooKeeper mode on ``zookeeper_connect`` (with the chroot), or (``kafka44``) a
+    three-node Kafka 4.4 KRaft cluster, each with ``settings``. odradek's internal topics get Kafka's three
+    replicas, and a killed broker's ZooKeeper session ends after 6 s, so the controller moves its
+    leaderships soon."""
+    if kind == "odradek":
+        odradek_settings = {**settings, "offsets.topic.replication.factor": "3", "zookeeper.session.timeout.ms": "6000"}
+        with odradek_brokers(zookeeper_connect, lambda b: root / f"odradek-{b}", odradek_settings) as brokers:
+
+            def warnings() -> str:
+                logged = (f"broker {n}: {line}" for n, b in brokers.items() for line in list(b.output)[-400:] if " WARNING " in line or " ERROR " in line or "Traceback" in line)
+                return "\n".join(logged)[-6000:]
+
+            yield ThreeBrokers("odradek", ",".join(b.bootstrap for b in brokers.values()), lambda node: brokers[node].kill(), warnings)
+    else:
+        import kafka44_jvm
+
+        with kafka44_jvm.KRaftCluster(root, settings={**kafka44_jvm.CLUSTER_SETTINGS, **settings}) as kraft:
+            yield ThreeBrokers("kafka44", kraft.bootstrap, lambda node: kraft.node(node).kill())
