@@ -195,6 +195,8 @@ class Connection:
         mutes the channel, and handles one request of a connection at a time, so requests the client
         pipelined wait too)."""
         throttles, connection_id = self.server.quotas.throttles, self.protocol.connection_id
+        if connection_id not in throttles.until:  # the usual case: one lookup per request, no clock read
+            return
         while (throttled_s := throttles.remaining_s(connection_id, time.monotonic())) > 0:
             await anyio.sleep(throttled_s)
 
