@@ -96,7 +96,7 @@ ALTER_CONFIGS = ("metadata", "dynamic_config", "broker_defaults", "metadata_supp
 
 
 SHARE_STATE = ("coordinators", "metadata", "authorization")
-"""What the share-state RPCs need (``share_group_state.serve``): the share coordinator, the topics."""
+"""What the share-state RPCs need (``share_group_state.handle``, one module for the five): the share coordinator, the topics."""
 
 
 TXN_V2_PRODUCE, TXN_V2_END_TXN, TXN_V2_TXN_OFFSET_COMMIT, TXN_V2_ADD_PARTITIONS_TO_TXN = 12, 5, 5, 5
@@ -166,11 +166,11 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ShareGroupDescribe: Handler("share_group_describe", 1, 1, ("share_groups", "replica_manager", "authorization")),
     ApiKey.ShareFetch: Handler("share_fetch", 1, 2, ("share_partitions", "authorization")),
     ApiKey.ShareAcknowledge: Handler("share_acknowledge", 1, 2, ("share_partitions", "authorization")),
-    ApiKey.InitializeShareGroupState: Handler("initialize_share_group_state", 0, 0, SHARE_STATE),
-    ApiKey.ReadShareGroupState: Handler("read_share_group_state", 0, 0, SHARE_STATE),
-    ApiKey.WriteShareGroupState: Handler("write_share_group_state", 0, 1, SHARE_STATE),
-    ApiKey.DeleteShareGroupState: Handler("delete_share_group_state", 0, 0, SHARE_STATE),
-    ApiKey.ReadShareGroupStateSummary: Handler("read_share_group_state_summary", 0, 1, SHARE_STATE),
+    ApiKey.InitializeShareGroupState: Handler("share_group_state", 0, 0, SHARE_STATE),
+    ApiKey.ReadShareGroupState: Handler("share_group_state", 0, 0, SHARE_STATE),
+    ApiKey.WriteShareGroupState: Handler("share_group_state", 0, 1, SHARE_STATE),
+    ApiKey.DeleteShareGroupState: Handler("share_group_state", 0, 0, SHARE_STATE),
+    ApiKey.ReadShareGroupStateSummary: Handler("share_group_state", 0, 1, SHARE_STATE),
     ApiKey.DescribeShareGroupOffsets: Handler("describe_share_group_offsets", 0, 1, ("share_groups", "share_partitions", "partition_metadata_client", "authorization")),
     ApiKey.AlterShareGroupOffsets: Handler("alter_share_group_offsets", 0, 0, ("share_groups", "share_partitions", "authorization")),
     ApiKey.DeleteShareGroupOffsets: Handler("delete_share_group_offsets", 0, 0, ("share_groups", "share_partitions", "authorization")),

@@ -1,6 +1,7 @@
 """The share-state RPCs a share-partition leader sends the share coordinator (KIP-932; Kafka's
 ``ShareCoordinatorService``): InitializeShareGroupState, ReadShareGroupState, WriteShareGroupState,
-DeleteShareGroupState and ReadShareGroupStateSummary, one module each over :func:`serve`.
+DeleteShareGroupState and ReadShareGroupStateSummary, all served by :func:`handle`, which tells them apart
+by the request's API key.
 
 Only brokers send them (CLUSTER_ACTION on the cluster; refused, every partition answers
 CLUSTER_AUTHORIZATION_FAILED). A request without a group id is answered with no results, as Kafka's. Each
@@ -24,11 +25,21 @@ from odradek.protocol.api import ApiKey, Request
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from odradek.protocol.message_types.delete_share_group_state import DeleteShareGroupStateRequest
+    from odradek.protocol.message_types.initialize_share_group_state import InitializeShareGroupStateRequest
+    from odradek.protocol.message_types.read_share_group_state import ReadShareGroupStateRequest
+    from odradek.protocol.message_types.read_share_group_state_summary import ReadShareGroupStateSummaryRequest
+    from odradek.protocol.message_types.write_share_group_state import WriteShareGroupStateRequest
+
+    ShareStateRequest = (
+        InitializeShareGroupStateRequest | ReadShareGroupStateRequest | WriteShareGroupStateRequest | DeleteShareGroupStateRequest | ReadShareGroupStateSummaryRequest
+    )
     from odradek.broker.authorization import Authorization
     from odradek.broker.coordinator.share.share_coordinator import ShareCoordinator
     from odradek.controller.metadata_image import MetadataImage
 
-def serve(api: ApiKey, coordinators: Any, metadata: "MetadataImage", authorization: "Authorization", request: Request) -> Any:
+def handle(coordinators: Any, metadata: "MetadataImage", authorization: "Authorization", request: Request[ShareStateRequest]) -> Any:
+    api = ApiKey(request.header.api_key)
     body = request.body
     if not authorization.authorize(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
         refused = Deferred.completed(StateAnswer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
