@@ -273,6 +273,12 @@ class ErrorCode(IntEnum):
     INVALID_REGULAR_EXPRESSION = 128, False, "The regular expression is not valid."
     SHARE_SESSION_LIMIT_REACHED = 133, True, "The limit of share sessions has been reached."
 
+    @classmethod
+    def for_code(cls, code: int) -> ErrorCode:
+        """The error an answer's code names; a code this release does not know is UNKNOWN_SERVER_ERROR, as
+        Kafka's ``Errors.forCode`` reads it."""
+        return cls(code) if code in cls._value2member_map_ else cls.UNKNOWN_SERVER_ERROR
+
 
 MAX_ERROR_MESSAGE_CHARS = 4096
 """Error messages quote client input (topic names, config names and values) that may be as long as a string

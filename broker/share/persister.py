@@ -113,7 +113,7 @@ def _answer(partition: Any) -> StateAnswer:
     if partition is None:  # left out of the answer: asked again
         return StateAnswer(ErrorCode.NETWORK_EXCEPTION)
     code = partition.error_code
-    error = ErrorCode(code) if code in ErrorCode._value2member_map_ else ErrorCode.UNKNOWN_SERVER_ERROR
+    error = ErrorCode.for_code(code)
     batches = tuple(StateBatch.from_wire({
         "first_offset": b.first_offset, "last_offset": b.last_offset, "delivery_state": b.delivery_state, "delivery_count": b.delivery_count,
     }) for b in getattr(partition, "state_batches", ()))

@@ -105,3 +105,9 @@ def test_kafka_error_keeps_the_specific_message() -> None:
     assert error.code is ErrorCode.INVALID_REPLICATION_FACTOR
     assert error.message == "Replication factor: 3 larger than available brokers: 1."
     assert "INVALID_REPLICATION_FACTOR (38)" in str(error)
+
+
+def test_an_answers_code_reads_as_its_error_and_an_unknown_one_as_unknown_server_error() -> None:
+    assert ErrorCode.for_code(7) is ErrorCode.REQUEST_TIMED_OUT
+    assert ErrorCode.for_code(-1) is ErrorCode.UNKNOWN_SERVER_ERROR
+    assert ErrorCode.for_code(32767) is ErrorCode.UNKNOWN_SERVER_ERROR

@@ -95,7 +95,7 @@ class WriteTxnMarkers:
         return {"markers": markers}
 
     def results(self, items: list[TxnMarkerEntry], response: Any, version: int) -> list[dict[TopicPartition, ErrorCode]]:
-        by_producer = {m.producer_id: {(t.name, p.partition_index): _error(p.error_code) for t in m.topics for p in t.partitions} for m in response.markers}
+        by_producer = {m.producer_id: {(t.name, p.partition_index): ErrorCode.for_code(p.error_code) for t in m.topics for p in t.partitions} for m in response.markers}
         # A partition the leader did not answer for is sent again (Kafka's handler fails on it and retries).
         return [{tp: by_producer.get(entry.producer_id, {}).get(tp, ErrorCode.NETWORK_EXCEPTION) for tp in entry.partitions} for entry in items]
 
@@ -105,10 +105,6 @@ class WriteTxnMarkers:
 
     def conflicts(self, queued: TxnMarkerEntry, item: TxnMarkerEntry) -> bool:
         return queued.producer_id == item.producer_id
-
-
-def _error(code: int) -> ErrorCode:
-    return ErrorCode(code) if code in ErrorCode._value2member_map_ else ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 class MarkerChannel:

@@ -103,10 +103,10 @@ class AddPartitionsToTxnVerify:
     def results(self, items: list[Verification], response: Any, version: int) -> list[ErrorCode]:
         if response.error_code != ErrorCode.NONE:
             # A client is never shown CLUSTER_AUTHORIZATION_FAILED: the partition was not verified.
-            error = ErrorCode.INVALID_TXN_STATE if response.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED else _error(response.error_code)
+            error = ErrorCode.INVALID_TXN_STATE if response.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED else ErrorCode.for_code(response.error_code)
             return [error] * len(items)
         by_id = {
-            r.transactional_id: {(t.name, p.partition_index): _error(p.partition_error_code) for t in r.topic_results for p in t.results_by_partition}
+            r.transactional_id: {(t.name, p.partition_index): ErrorCode.for_code(p.partition_error_code) for t in r.topic_results for p in t.results_by_partition}
             for r in response.results_by_transaction
         }
         return [self._verdict(item, by_id.get(item.transactional_id)) for item in items]
@@ -141,10 +141,6 @@ class AddPartitionsToTxnVerify:
 def _as_producer_error(error: ErrorCode) -> ErrorCode:
     """The coordinator's answer to an add as a producer is told it (Kafka's AddPartitionsToTxnManager)."""
     return ErrorCode.INVALID_PRODUCER_EPOCH if error == ErrorCode.PRODUCER_FENCED else error
-
-
-def _error(code: int) -> ErrorCode:
-    return ErrorCode(code) if code in ErrorCode._value2member_map_ else ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 @dataclass
