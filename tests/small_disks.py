@@ -26,7 +26,7 @@ def fill(disk: Path) -> Path:
     """Write a file until the disk has no space left; removing it gives the space back."""
     filler = disk / "filler"
     try:
-        f = open(filler, "wb")
+        f = open(filler, "wb", buffering=0)  # unbuffered: nothing left to flush (and fail) at the close
     except OSError as exc:
         # Seen twice in full runs, never alone: ENOSPC at the open, the disk full before the filler exists.
         # On a tmpfs that is odd: a tmpfs whose blocks are all taken still lets an empty file be created, and
@@ -41,8 +41,7 @@ def fill(disk: Path) -> Path:
     with f:
         try:
             while True:
-                f.write(b"\0" * 65536)
-                f.flush()
+                f.write(b"\0" * 65536)  # a short write near the end, then ENOSPC
         except OSError as exc:
             assert exc.errno == 28, exc
     return filler
