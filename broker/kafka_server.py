@@ -52,6 +52,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("odradek.server")
 
+GROUP_COORDINATOR_MODULES = ("odradek.broker.coordinator.group.group_coordinator", "odradek.broker.coordinator.partitions")
+TRANSACTION_COORDINATOR_MODULES = (
+    "odradek.broker.coordinator.partitions", "odradek.broker.coordinator.transaction.transaction_coordinator",
+    "odradek.broker.coordinator.transaction.transaction_markers", "odradek.broker.network.inter_broker_send",
+)
+SHARE_COORDINATOR_MODULES = ("odradek.broker.coordinator.partitions", "odradek.broker.coordinator.share.share_coordinator")
+"""What each coordinator's building (``KafkaServer._group_coordinator``, ...) imports: FindCoordinator has
+them imported off the event loop first (``Coordinators.prepare``)."""
+
 
 def credential_store(config: BrokerConfig) -> CredentialStore:
     """Where the users' SCRAM credentials are kept: in ZooKeeper with ``zookeeper.connect`` (bound to the
@@ -119,9 +128,9 @@ class KafkaServer:
         those every registered broker supports, replaced by the ZooKeeper broker as brokers come and go."""
         self.authorization = Authorization()
         self.coordinators = Coordinators({
-            "group": CoordinatorKind(offsets_topic(config), self._group_coordinator),
-            "transaction": CoordinatorKind(transaction_state_topic(config), self._transaction_coordinator),
-            "share": CoordinatorKind(share_group_state_topic(config), self._share_coordinator),
+            "group": CoordinatorKind(offsets_topic(config), self._group_coordinator, GROUP_COORDINATOR_MODULES),
+            "transaction": CoordinatorKind(transaction_state_topic(config), self._transaction_coordinator, TRANSACTION_COORDINATOR_MODULES),
+            "share": CoordinatorKind(share_group_state_topic(config), self._share_coordinator, SHARE_COORDINATOR_MODULES),
         })
         """Built at their first use (broker/coordinator/coordinators.py)."""
         self.replica_manager.make_transaction_verifier = self._transaction_verifier

@@ -17,6 +17,7 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from odradek.broker.coordinator.coordinators import Coordinators
     from odradek.protocol.message_types.find_coordinator import CoordinatorDict, FindCoordinatorRequest, FindCoordinatorResponseDict
 
 COORDINATOR_KEY_TYPES = {0: "group", 1: "transaction"}
@@ -26,7 +27,7 @@ Key type 2 (share groups, KIP-932) is not enabled in Kafka 3.9 brokers."""
 NO_NODE = (-1, "", -1)
 
 
-def _locate(coordinators: dict[str, Any], key_type: int, key: str, listener: str | None) -> tuple[ErrorCode, str | None, tuple[int, str, int]]:
+def _locate(coordinators: Coordinators, key_type: int, key: str, listener: str | None) -> tuple[ErrorCode, str | None, tuple[int, str, int]]:
     kind = COORDINATOR_KEY_TYPES.get(key_type)
     if kind is None:
         return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type} in FindCoordinator request", NO_NODE
@@ -47,14 +48,28 @@ _DESCRIBED_AS = {0: (ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED), 
 """Finding a group's (transactional id's) coordinator needs DESCRIBE on the group (transactional id)."""
 
 
-def _locate_authorized(coordinators: dict[str, Any], authorization: Authorization, request: Request, key_type: int, key: str) -> tuple[ErrorCode, str | None, tuple[int, str, int]]:
+def _locate_authorized(coordinators: Coordinators, authorization: Authorization, request: Request, key_type: int, key: str) -> tuple[ErrorCode, str | None, tuple[int, str, int]]:
     resource = _DESCRIBED_AS.get(key_type)
     if resource is not None and not authorization.authorize(request, AclOperation.DESCRIBE, resource[0], key):
         return resource[1], resource[1].message, NO_NODE
     return _locate(coordinators, key_type, key, listener_name(request))
 
 
-def handle(coordinators: dict[str, Any], authorization: Authorization, request: Request[FindCoordinatorRequest]) -> FindCoordinatorResponseDict:
+def handle(coordinators: Coordinators, authorization: Authorization, request: Request[FindCoordinatorRequest]) -> Any:
+    """The answer; awaitable when the coordinator asked for is not built yet and its modules are not imported:
+    they are imported on a worker thread first (``Coordinators.prepare``), not on the event loop."""
+    kind = COORDINATOR_KEY_TYPES.get(request.body.key_type)
+    if kind is not None and not coordinators.prepared(kind):
+        return _answer_prepared(coordinators, authorization, request, kind)
+    return _answer(coordinators, authorization, request)
+
+
+async def _answer_prepared(coordinators: Coordinators, authorization: Authorization, request: Request[FindCoordinatorRequest], kind: str) -> FindCoordinatorResponseDict:
+    await coordinators.prepare(kind)
+    return _answer(coordinators, authorization, request)
+
+
+def _answer(coordinators: Coordinators, authorization: Authorization, request: Request[FindCoordinatorRequest]) -> FindCoordinatorResponseDict:
     body = request.body
     if request.header.api_version < 4:
         error, message, (node_id, host, port) = _locate_authorized(coordinators, authorization, request, body.key_type, body.key)
