@@ -580,16 +580,25 @@ class Cluster:
 
         return self.wait_until(replicated, f"every replica of {topic}'s {expected} partitions in the ISR", timeout_s)
 
-    def create_topic(self, topic: str, partitions: int, replication_factor: int = 3, config: Mapping[str, str] | None = None, timeout_s: float = 60.0) -> None:
+    def create_topic(
+        self, topic: str, partitions: int, replication_factor: int = 3, config: Mapping[str, str] | None = None, timeout_s: float = 60.0,
+        assignment: Sequence[Sequence[int]] | None = None,
+    ) -> None:
         """Create ``topic`` and wait until it is fully replicated. Tried again, by a new client each time
         (librdkafka keeps the controller it knew), while the cluster settles after a fault (a controller
         that was frozen answers UNKNOWN_SERVER_ERROR or NOT_CONTROLLER until it learns it lost its
-        session), an earlier try's topic then counting as created."""
+        session), an earlier try's topic then counting as created. ``assignment`` places the replicas of
+        each partition (its first the preferred, so first, leader) instead of ``replication_factor``."""
         deadline = time.monotonic() + timeout_s
         tried = False
+        configs = dict(config or {})
+        if assignment is None:
+            new_topic = NewTopic(topic, partitions, replication_factor, config=configs)
+        else:
+            new_topic = NewTopic(topic, partitions, replica_assignment=[list(r) for r in assignment], config=configs)
         while True:
             admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
-            futures = admin.create_topics([NewTopic(topic, partitions, replication_factor, config=dict(config or {}))], operation_timeout=30)
+            futures = admin.create_topics([new_topic], operation_timeout=30)
             try:
                 futures[topic].result(timeout_s)
                 break
