@@ -96,7 +96,7 @@ def supervise(config: BrokerConfig, log_to: Callable[[str], None]) -> int:
                         zero_end.close()
                         if i != index - 1:
                             front_end.close()
-                    status = _front(control, channels[index - 1][1])
+                    status = _front(control, channels[index - 1][1], [b.sasl is None for b in bound])
             except BaseException:
                 log.exception("Worker %d failed", index)
             finally:
@@ -140,7 +140,7 @@ def _worker_zero(config: BrokerConfig, bound: list[Any], credentials: Any, contr
     return 0
 
 
-def _front(control: socket.socket, channel: socket.socket) -> int:
+def _front(control: socket.socket, channel: socket.socket, plaintext: list[bool]) -> int:
     import anyio
 
     from odradek.broker.network.worker_channel import CONNECTION_CLOSED, Channel, Front, receive_connections, tell_supervisor
@@ -152,7 +152,7 @@ def _front(control: socket.socket, channel: socket.socket) -> int:
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:
-            front = Front(tg, Channel(channel), lambda: tell_supervisor(control, CONNECTION_CLOSED))
+            front = Front(tg, Channel(channel), lambda: tell_supervisor(control, CONNECTION_CLOSED), plaintext)
 
             def handed(listener: int, sock: socket.socket) -> None:
                 try:

@@ -46,7 +46,7 @@ from odradek.protocol.record_batch import (
 )
 from odradek.protocol.record_walk import RecordErrorKind, RecordProblem, TimestampBounds, WalkedBatch, walk_batch
 from odradek.protocol.records import NegativeTimestampError, Record, build_batch, iter_records_unchecked
-from odradek.storage.log_config import LogConfig
+from odradek.storage.log_config import LONG_MAX, LogConfig
 from odradek.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
@@ -93,6 +93,44 @@ class ValidationResult(NamedTuple):
 
 
 @dataclass(slots=True)
+class Prechecked:
+    """What :func:`precheck` found of a client's magic-2 batch before its partition is known: the header and
+    CRC checks' verdict (``validated`` or ``error``) and, past them, the record walk's (``walked`` or
+    ``walk_error``; neither when the walk was left to the partition's owner, a batch too large to walk
+    inline). A front process does this work and worker 0 takes it in place of its own (docs/multicore.md,
+    step 2), raising the same error at the point where its own check would have."""
+
+    validated: ValidatedBatches | None = None
+    error: KafkaError | None = None
+    walked: WalkedBatch | None = None
+    walk_error: KafkaError | None = None
+
+
+def precheck(records: Any) -> Prechecked | None:
+    """The checks of a client's batch that need neither its partition nor the topic's config: the header and
+    CRC (``validate_batches``) and the record walk's structure (no timestamp bounds, no keys required). None
+    for what :func:`check_batches` judges first by the request (no records, a legacy message set)."""
+    if records is None or len(records) == 0 or peek_magic(records) != MAGIC_V2:
+        return None
+    try:
+        validated = validate_batches(records)
+    except KafkaError as exc:
+        return Prechecked(error=exc)
+    (position, header), = validated.batches
+    if not header.compression and header.size > INLINE_WALK_BYTES:
+        return Prechecked(validated)
+    try:
+        walked = walk_batch(records, position, header, timestamps=None, require_keys=False, max_decompressed=INLINE_WALK_BYTES)
+    except DecompressedTooLargeError:  # past the inline bound, not refused: the owner walks it on a thread
+        return Prechecked(validated)
+    except KafkaError as exc:
+        return Prechecked(validated, walk_error=exc)
+    except Exception:  # anything unforeseen: the owner walks it itself, and meets it again
+        return Prechecked(validated)
+    return Prechecked(validated, walked=walked)
+
+
+@dataclass(slots=True)
 class CheckedBatches:
     """An append's batches past the checks that read no record; a client's still await the record walk."""
 
@@ -102,12 +140,30 @@ class CheckedBatches:
     origin: AppendOrigin
     now_ms: int
     topic_partition: str
+    prechecked: Prechecked | None = None
 
     @property
     def needs_walk(self) -> bool:
         return self.origin is AppendOrigin.CLIENT
 
+    def _prewalked(self) -> WalkedBatch | None:
+        """The front's walk when it is the one this partition would make: its structural verdict always (a
+        malformed record stops the walk whatever the bounds), its result when the topic bounds no timestamp
+        (LogAppendTime, or both KIP-937 bounds unset) and requires no key."""
+        pre = self.prechecked
+        assert pre is not None
+        if pre.walk_error is not None:
+            raise pre.walk_error
+        config = self.config
+        if pre.walked is not None and not config.compact and (
+            config.log_append_time or (config.effective_timestamp_before_max_ms == LONG_MAX and config.effective_timestamp_after_max_ms == LONG_MAX)
+        ):
+            return pre.walked
+        return None
+
     def walk(self, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> WalkedBatch:
+        if self.prechecked is not None and (walked := self._prewalked()) is not None:
+            return walked
         (position, header), = self.validated.batches
         bounds = None
         if not self.config.log_append_time:
@@ -116,6 +172,8 @@ class CheckedBatches:
 
     def walk_inline(self) -> WalkedBatch:
         """The walk, for a batch small enough to walk on the event loop; else :class:`WalkElsewhere`."""
+        if self.prechecked is not None and (walked := self._prewalked()) is not None:
+            return walked
         (_, header), = self.validated.batches
         if not header.compression and header.size > INLINE_WALK_BYTES:
             raise WalkElsewhere
@@ -125,9 +183,12 @@ class CheckedBatches:
             raise WalkElsewhere from None
 
 
-def check_batches(records: Any, config: LogConfig, origin: AppendOrigin, now_ms: int, topic_partition: str, produce_version: int | None = None) -> CheckedBatches:
+def check_batches(
+    records: Any, config: LogConfig, origin: AppendOrigin, now_ms: int, topic_partition: str, produce_version: int | None = None, prechecked: Prechecked | None = None,
+) -> CheckedBatches:
     """Everything checked before a batch's records are read: for a client, the request version's rules (the
-    magic and codecs ``produce_version`` may carry), the batch header, CRC and size."""
+    magic and codecs ``produce_version`` may carry), the batch header, CRC and size. ``prechecked``: what
+    :func:`precheck` found of these records elsewhere, taken in place of the header and CRC checks."""
     if records is None or len(records) == 0:
         raise KafkaError(ErrorCode.INVALID_RECORD, "Produce request carries no records")
     if origin is not AppendOrigin.CLIENT:
@@ -135,20 +196,26 @@ def check_batches(records: Any, config: LogConfig, origin: AppendOrigin, now_ms:
             records = bytearray(records)
         return CheckedBatches(records, validate_batches(records, from_client=False), config, origin, now_ms, topic_partition)
     assert produce_version is not None, "a client append comes with its produce request's version"
-    if peek_magic(records) != MAGIC_V2:
-        if produce_version >= 3:
-            # Produce v3+ carries magic-2 batches only (ProduceRequest.validateRecords).
-            raise KafkaError(ErrorCode.INVALID_RECORD, f"Produce requests with version {produce_version} must only contain record batches with magic version 2")
-        try:
-            records = memoryview(bytearray(legacy_records.up_convert(records)))
-        except NegativeTimestampError as exc:
-            raise _not_rebuilt(exc, topic_partition) from None
-    validated = validate_batches(records)
+    if prechecked is not None:
+        if prechecked.error is not None:
+            raise prechecked.error
+        assert prechecked.validated is not None
+        validated = prechecked.validated
+    else:
+        if peek_magic(records) != MAGIC_V2:
+            if produce_version >= 3:
+                # Produce v3+ carries magic-2 batches only (ProduceRequest.validateRecords).
+                raise KafkaError(ErrorCode.INVALID_RECORD, f"Produce requests with version {produce_version} must only contain record batches with magic version 2")
+            try:
+                records = memoryview(bytearray(legacy_records.up_convert(records)))
+            except NegativeTimestampError as exc:
+                raise _not_rebuilt(exc, topic_partition) from None
+        validated = validate_batches(records)
     if produce_version < 7 and any(h.compression == CompressionType.ZSTD for _, h in validated.batches):
         # zstd arrived with Produce v7 (KIP-110): Kafka refuses it in older requests.
         raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "Produce requests with version below 7 may not use zstd")
     _check_sizes(validated, config.max_message_bytes)
-    return CheckedBatches(records, validated, config, origin, now_ms, topic_partition)
+    return CheckedBatches(records, validated, config, origin, now_ms, topic_partition, prechecked)
 
 
 def validate_records(checked: CheckedBatches, walked: WalkedBatch | None) -> ValidationResult:

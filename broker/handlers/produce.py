@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Awaitable, Callable
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
 from odradek.broker.handlers import CLOSE_CONNECTION, CloseConnection, internal_topics_allowed
+from odradek.broker.network.forwarded_produce import ForwardedProduce
 from odradek.broker.quotas import ClientQuotas
 from odradek.broker.replication.replica_manager import AppendOutcome, PartitionAppend, PartitionResponse, ReplicaManager
 from odradek.protocol.api import Request
@@ -40,7 +41,8 @@ def handle(
     # The request's fields are read once: each read of a decoded field is a Python call.
     body = request.body
     topic_data, acks, transactional_id = body.topic_data, body.acks, body.transactional_id
-    requested = [PartitionAppend(t.name, pd.index, pd.records) for t in topic_data for pd in t.partition_data]
+    # A produce a front process decoded and checked (docs/multicore.md, step 2) comes with its appends.
+    requested = body.appends if type(body) is ForwardedProduce else [PartitionAppend(t.name, pd.index, pd.records) for t in topic_data for pd in t.partition_data]
     throttle_ms = _record_bytes(quotas, request, requested)
     if has_transactional_records(requested) and (
         transactional_id is None or not authorization.authorize(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)

@@ -88,7 +88,7 @@ class KafkaConnection:
 
     __slots__ = (
         "endpoint", "connection_id", "served", "reader", "pool", "outbox", "max_queued", "state", "_principal", "_client_information", "context",
-        "sasl", "authenticator", "session_expires_at", "clock", "max_request_size", "_fallback",
+        "sasl", "authenticator", "session_expires_at", "clock", "max_request_size", "_fallback", "decode_request",
     )
 
     def __init__(
@@ -104,15 +104,18 @@ class KafkaConnection:
         pool: MemoryPool | Unbounded,
         sasl: SaslSettings | None = None,
         clock: Callable[[], float] = time.monotonic,
+        decode: Callable[[bytearray], Request] = decode_request,
     ) -> None:
         """``served`` maps API keys to the versions the handlers serve; ``fallback(correlation_id)`` is the
-        KIP-511 answer to an ApiVersions request at a version we do not serve."""
+        KIP-511 answer to an ApiVersions request at a version we do not serve; ``decode`` reads a frame (a
+        front process's connection's frames may be its internal ones, broker/network/forwarded_produce.py)."""
         self.endpoint = endpoint
         self.connection_id = f"{endpoint.local_host}:{endpoint.local_port}-{endpoint.peer_host}:{endpoint.peer_port}-{index}"
         self.served = served
         self._fallback = fallback
         self.pool = pool
         self.max_request_size = max_request_size
+        self.decode_request = decode
         self.reader = FrameReader(max_request_size, receive_buffer, pool)
         self.outbox: collections.deque[tuple[Any, Any]] = collections.deque()
         """(request, its result) in request order; an answer made here is (its frame, None)."""
@@ -210,7 +213,7 @@ class KafkaConnection:
         if authenticating and authenticator is not None and authenticator.expects_raw_token:
             return self._authentication_step(authenticator.raw_token(bytes(frame)), size, None)
         try:
-            request = decode_request(frame)
+            request = self.decode_request(frame)
         except UnsupportedApiVersion as exc:
             if exc.api_key == ApiKey.ApiVersions:
                 return AnswerReady(self._fallback(exc.correlation_id), size)

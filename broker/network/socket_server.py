@@ -36,9 +36,10 @@ from odradek.broker.kafka_apis import CLOSE_CONNECTION, HANDLERS, error_response
 from odradek.broker.kafka_server import KafkaServer
 from odradek.broker.network.memory_pool import MemoryPool, Unbounded, memory_pool
 from odradek.broker.network.transport import ConnectionClosed, Piece, SocketTransport, Transport
-from odradek.broker.network.worker_channel import HandedOver, WorkerZeroLinks
+from odradek.broker.network import forwarded_produce
+from odradek.broker.network.worker_channel import ChannelTransport, HandedOver, WorkerZeroLinks
 from odradek.broker.request_quota import charge, charged
-from odradek.protocol.api import Request, encode_response
+from odradek.protocol.api import Request, decode_request, encode_response
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.schema import EncodeError
 
@@ -121,6 +122,7 @@ class Connection:
             receive_buffer=network.receive_buffer,
             pool=network.pool,
             sasl=sasl,
+            decode=forwarded_produce.decode_frame if isinstance(transport, ChannelTransport) and sasl is None else decode_request,
         )
         self.room: anyio.Event | None = None  # set when the writer takes answers from a full outbox
         self.reading = True

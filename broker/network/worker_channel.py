@@ -28,7 +28,9 @@ from typing import Any, Callable
 
 import anyio
 
+from odradek.broker.network.forwarded_produce import ProduceFramer
 from odradek.broker.network.transport import ConnectionClosed, Piece, Readable, SocketTransport
+from odradek.protocol.api import ApiKey
 
 log = logging.getLogger("odradek.network")
 
@@ -354,10 +356,11 @@ class FrontChannel:
 class ForwardedConnection:
     """A front's client connection: what the client sends goes to worker 0, worker 0's answers to the client."""
 
-    def __init__(self, front: Front, number: int, transport: SocketTransport) -> None:
+    def __init__(self, front: Front, number: int, transport: SocketTransport, framer: ProduceFramer) -> None:
         self.front = front
         self.number = number
         self.transport = transport
+        self.framer = framer
         self.unread = 0
         """Bytes forwarded that worker 0 has not read yet."""
         self.answers: list[Piece] = []
@@ -411,8 +414,9 @@ class ForwardedConnection:
                     continue
                 if not n:
                     break
-                channel.send(DATA, self.number, bytes(buffer[:n]))
-                self.unread += n
+                for data in self.framer.feed(buffer[:n]):
+                    channel.send(DATA, self.number, data)
+                    self.unread += len(data)
         except OSError:
             pass
         finally:
@@ -427,9 +431,16 @@ class ForwardedConnection:
 
 
 class Front:
-    """A worker ≥ 1: takes the connections the supervisor hands it and forwards them to worker 0."""
+    """A worker ≥ 1: takes the connections the supervisor hands it and forwards them to worker 0, a Produce
+    request decoded and checked (broker/network/forwarded_produce.py) on a listener without SASL
+    (``plaintext[listener]``)."""
 
-    def __init__(self, tg: Any, channel: Channel, connection_closed: Callable[[], None]) -> None:
+    def __init__(self, tg: Any, channel: Channel, connection_closed: Callable[[], None], plaintext: list[bool]) -> None:
+        from odradek.broker.kafka_apis import HANDLERS  # the versions worker 0 serves
+
+        produce = HANDLERS[ApiKey.Produce]
+        self.produce_versions = range(produce.min_version, produce.max_version + 1)
+        self.plaintext = plaintext
         self.tg = tg
         self.channel = channel
         self.connection_closed = connection_closed
@@ -439,7 +450,8 @@ class Front:
 
     def serve(self, listener: int, sock: socket.socket, peer: tuple, local: tuple) -> None:
         number = next(self.numbers)
-        connection = ForwardedConnection(self, number, SocketTransport(sock, None))
+        framer = ProduceFramer(self.produce_versions if self.plaintext[listener] else None)
+        connection = ForwardedConnection(self, number, SocketTransport(sock, None), framer)
         self.connections[number] = connection
         self.channel.send(NEW, number, encode_endpoint(listener, peer, local))
         self.tg.start_soon(connection.run)

@@ -34,7 +34,7 @@ from odradek.storage.file_records import FileSlice
 from odradek.storage.log import Log
 from odradek.storage.log_config import LogConfig
 from odradek.storage.log_manager import LogManager
-from odradek.storage.log_validator import CheckedBatches, RecordValidationError, ValidationResult, WalkElsewhere, check_batches, validate_records
+from odradek.storage.log_validator import CheckedBatches, Prechecked, RecordValidationError, ValidationResult, WalkElsewhere, check_batches, validate_records
 from odradek.storage.producer_state import AppendOrigin, ProducerStateEntry
 from odradek.storage.topic_partition import TopicPartition
 from odradek.storage.transaction_index import AbortedTxn, CorruptTransactionIndexError
@@ -88,6 +88,8 @@ class PartitionAppend:
     topic: str
     index: int
     records: Any
+    prechecked: Prechecked | None = None
+    """What a front process found of the records' header, CRC and walk (docs/multicore.md, step 2)."""
 
 
 class FetchParams(NamedTuple):
@@ -637,7 +639,7 @@ class AppendOutcome:
         partition = self.replicas.leader_partition(append.topic, append.index)
         if append.topic in INTERNAL_TOPICS and self.origin is AppendOrigin.CLIENT and not self.internal_topics_allowed:
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {append.topic}")
-        checked = check_batches(append.records, partition.config, self.origin, self.now_ms, f"{partition.topic}-{partition.index}", self.produce_version)
+        checked = check_batches(append.records, partition.config, self.origin, self.now_ms, f"{partition.topic}-{partition.index}", self.produce_version, append.prechecked)
         if self.transactional_id is not None and (verifier := self.replicas.transaction_verifier) is not None:
             assert self.produce_version is not None, "a transactional append comes with its produce request's version"
             verifier.verify(self.transactional_id, partition, checked.validated.batches, self.produce_version, self._verdicts.get((append.topic, append.index)))

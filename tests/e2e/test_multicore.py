@@ -354,3 +354,175 @@ def test_sasl_and_the_authorizer_see_the_principal_whichever_worker_holds_the_co
             del producers
         assert results["admin"] == [None, None]
         assert len(results["alice"]) == 2 and all(err is not None and "authorization" in str(err).lower() for err in results["alice"])
+
+
+# -- step 2: a front decodes a Produce request and checks its batches (broker/network/forwarded_produce.py) --
+
+
+def with_crc(batch: bytes | bytearray) -> bytes:
+    """The batch with its CRC recomputed (after an edit)."""
+    from odradek.protocol.record_batch import compute_crc
+
+    edited = bytearray(batch)
+    edited[17:21] = compute_crc(edited, 0, len(edited)).to_bytes(4, "big")
+    return bytes(edited)
+
+
+def refused_batches() -> dict[str, tuple[bytes, ErrorCode]]:
+    """Batches the validator refuses, each with the code Kafka answers (topics: mc-check, mc-check-compact
+    with cleanup.policy=compact, mc-check-time with message.timestamp.before.max.ms=60000)."""
+    good = build_batch([Record(value=b"v1", key=b"k1"), Record(value=b"v2", key=b"k2")])
+    corrupt = bytearray(good)
+    corrupt[-1] ^= 0x55  # a byte of the last record: the CRC no longer matches
+    short = bytearray(build_batch([Record(value=b"only", key=b"k")]))
+    short[23:27] = (1).to_bytes(4, "big")  # last offset delta 1 and 2 records announced, 1 there
+    short[57:61] = (2).to_bytes(4, "big")
+    return {
+        "crc": (bytes(corrupt), ErrorCode.CORRUPT_MESSAGE),
+        "records missing": (with_crc(short), ErrorCode.INVALID_RECORD),
+        "two batches": (good + good, ErrorCode.INVALID_RECORD),
+        "base offset": (build_batch([Record(value=b"v")], base_offset=5), ErrorCode.INVALID_RECORD),
+        "no key, compacted": (build_batch([Record(value=b"no key")]), ErrorCode.INVALID_RECORD),
+        "old timestamp": (build_batch([Record(value=b"old", timestamp=1000)]), ErrorCode.INVALID_TIMESTAMP),
+    }
+
+
+def produce_body(topic: str, records: bytes, acks: int = 1) -> dict:
+    return {"acks": acks, "timeout_ms": 5000, "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]}
+
+
+@pytest.fixture(scope="module")
+def check_topics(broker) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topics = [
+        NewTopic("mc-check", 1, 1),
+        NewTopic("mc-check-compact", 1, 1, config={"cleanup.policy": "compact"}),
+        NewTopic("mc-check-time", 1, 1, config={"message.timestamp.before.max.ms": "60000"}),
+        NewTopic("mc-front-codecs", 1, 1),
+        NewTopic("mc-idem", 1, 1),
+    ]
+    for future in admin.create_topics(topics).values():
+        future.result(15)
+
+
+def test_a_batch_the_front_refuses_gets_the_answer_worker_0_gives(broker, connect, check_topics) -> None:
+    """Each refused batch, sent on a connection worker 0 holds and on one the front holds (where the front
+    decodes the request and checks the batch): the same answer, Kafka's code and message, nothing
+    appended; a good batch after them is appended at offset 0, 1 (once per connection)."""
+    on_zero, on_front = one_on_each_worker(broker, connect)
+    topic_of = {"no key, compacted": "mc-check-compact", "old timestamp": "mc-check-time"}
+    for name, (records, code) in refused_batches().items():
+        topic = topic_of.get(name, "mc-check")
+        answers = [wire.call(ApiKey.Produce, 9, produce_body(topic, records)).responses[0].partition_responses[0] for wire in (on_zero, on_front)]
+        seen = [(a.error_code, a.error_message, [(e.batch_index, e.batch_index_error_message) for e in a.record_errors], a.base_offset) for a in answers]
+        assert seen[0] == seen[1], name
+        assert seen[1][0] == code, name
+        # An unknown partition is reported as such before its batch is looked at, by the front or not.
+        unknown = on_front.call(ApiKey.Produce, 9, produce_body("mc-check-none", records)).responses[0].partition_responses[0]
+        assert unknown.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name
+    assert on_zero.call(ApiKey.Produce, 9, produce_body("mc-check-compact", build_batch([Record(value=b"no key")]))).responses[0].partition_responses[0].record_errors[0].batch_index_error_message == (
+        "Compacted topic cannot accept message without key in topic partition mc-check-compact-0"
+    )
+    offsets = [wire.call(ApiKey.Produce, 9, produce_body("mc-check", build_batch([Record(value=b"good")]))).responses[0].partition_responses[0] for wire in (on_zero, on_front)]
+    assert [(o.error_code, o.base_offset) for o in offsets] == [(ErrorCode.NONE, 0), (ErrorCode.NONE, 1)]
+
+
+def test_produce_through_the_front_consumed_back_byte_identical(broker, connect, check_topics) -> None:
+    """Batches of every codec, produced on the front's connection, are stored as the client sent them
+    (offsets aside) and fetched back byte for byte; among them one that expands past what a walk on the
+    event loop takes (1 MiB: the front leaves it to worker 0, which walks it on a thread)."""
+    from odradek.protocol.compression import CompressionType
+
+    _, on_front = one_on_each_worker(broker, connect)
+    sent = []
+    for codec in (CompressionType.NONE, CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.LZ4, CompressionType.ZSTD):
+        batch = build_batch([Record(value=b"codec-%d-%d" % (codec, i) * 20, key=b"k%d" % i, headers=[("h", b"%d" % i)]) for i in range(5)], compression=codec)
+        answer = on_front.call(ApiKey.Produce, 9, produce_body("mc-front-codecs", batch))
+        assert answer.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+        sent.append((answer.responses[0].partition_responses[0].base_offset, batch))
+    expanding = build_batch([Record(value=bytes(600 * 1024), key=b"big-%d" % i) for i in range(3)], compression=CompressionType.GZIP)
+    answer = on_front.call(ApiKey.Produce, 9, produce_body("mc-front-codecs", expanding)).responses[0].partition_responses[0]
+    assert answer.error_code == ErrorCode.NONE
+    sent.append((answer.base_offset, expanding))
+    fetched = on_front.call(ApiKey.Fetch, 12, fetch_body("mc-front-codecs", 0, 1 << 20)).responses[0].partitions[0].records
+    pos = 0
+    for base_offset, batch in sent:
+        stored = bytes(fetched[pos : pos + len(batch)])
+        assert int.from_bytes(stored[:8], "big") == base_offset
+        assert stored[8:12] == batch[8:12] and stored[16:] == batch[16:]  # the length; the magic, CRC and all after them
+        pos += len(batch)
+    assert pos == len(fetched)
+
+
+def test_pipelined_produces_on_the_front_are_answered_in_order(broker, connect, check_topics) -> None:
+    """60 requests sent at once on the front's connection, Produce (good and refused batches, each checked by
+    the front) between Metadata and ApiVersions: answers in request order, the good batches at consecutive
+    offsets in the order sent."""
+    _, on_front = one_on_each_worker(broker, connect)
+    crc, _ = refused_batches()["crc"]
+    requests = []
+    for i in range(60):
+        if i % 4 == 3:
+            requests.append((ApiKey.Metadata, 12, {"topics": [{"name": "mc-check", "topic_id": uuid.UUID(int=0)}], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}))
+        elif i % 4 == 2:
+            requests.append((ApiKey.Produce, 9, produce_body("mc-check", crc)))
+        else:
+            requests.append((ApiKey.Produce, 9, produce_body("mc-check", build_batch([Record(value=b"pipelined-%d" % i)]))))
+    data = b"".join(encode_request(api, version, correlation_id, body, client_id="mc-pipe") for correlation_id, (api, version, body) in enumerate(requests, start=500))
+    on_front.send(data)
+    answers = [decode_response(api, version, on_front.read_frame()) for api, version, _ in requests]
+    assert [correlation_id for correlation_id, _ in answers] == list(range(500, 560))
+    produced = [(i, body.responses[0].partition_responses[0]) for i, (_, body) in enumerate(answers) if requests[i][0] == ApiKey.Produce]
+    assert all(p.error_code == ErrorCode.CORRUPT_MESSAGE for i, p in produced if i % 4 == 2)
+    offsets = [p.base_offset for i, p in produced if i % 4 != 2]
+    assert offsets == list(range(offsets[0], offsets[0] + len(offsets)))
+
+
+def test_idempotent_produce_through_the_front_deduplicates(broker, connect, check_topics) -> None:
+    """The same idempotent batch sent twice on the front's connection (a retry): the second answer is the
+    first's offset, and the log holds it once; a sequence gap is refused as Kafka refuses it."""
+    _, on_front = one_on_each_worker(broker, connect)
+    producer = on_front.call(ApiKey.InitProducerId, 4, {"transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1})
+    assert producer.error_code == ErrorCode.NONE
+    batch = build_batch([Record(value=b"once-%d" % i) for i in range(3)], producer_id=producer.producer_id, producer_epoch=producer.producer_epoch, base_sequence=0)
+    first, again = (on_front.call(ApiKey.Produce, 9, produce_body("mc-idem", batch, acks=-1)).responses[0].partition_responses[0] for _ in range(2))
+    assert (first.error_code, again.error_code) == (ErrorCode.NONE, ErrorCode.NONE)
+    assert again.base_offset == first.base_offset
+    gap = build_batch([Record(value=b"gap")], producer_id=producer.producer_id, producer_epoch=producer.producer_epoch, base_sequence=7)
+    assert on_front.call(ApiKey.Produce, 9, produce_body("mc-idem", gap, acks=-1)).responses[0].partition_responses[0].error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    fetched = on_front.call(ApiKey.Fetch, 12, fetch_body("mc-idem", 0, 1 << 20)).responses[0].partitions[0]
+    assert fetched.high_watermark == 3 and bytes(fetched.records)[21:] == batch[21:]
+
+
+def test_transactional_produce_through_both_workers(broker, check_topics) -> None:
+    """Transactional producers (confluent-kafka), their connections on both workers: committed records are
+    read once by a read_committed consumer, aborted ones never."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("mc-txn", 1, 1)])["mc-txn"].result(15)
+    producers = [Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"mc-txn-{i}", "enable.idempotence": True}) for i in range(2)]
+    for producer in producers:
+        producer.init_transactions(20)
+    assert all(client_ports(pid, broker.port) for pid in workers(broker))
+    expected = []
+    for round_ in range(3):
+        for i, producer in enumerate(producers):
+            producer.begin_transaction()
+            values = [b"txn-%d-%d-%d" % (round_, i, n) for n in range(20)]
+            for value in values:
+                producer.produce("mc-txn", value, partition=0)
+            if round_ == 1:
+                producer.abort_transaction(20)
+            else:
+                producer.commit_transaction(20)
+                expected += values
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "mc-txn-check", "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    try:
+        consumer.assign([TopicPartition("mc-txn", 0, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < len(expected) and time.monotonic() < deadline:
+            got += [m.value() for m in consumer.consume(500, 0.5) if m.error() is None]
+        got += [m.value() for m in consumer.consume(500, 1) if m.error() is None]
+    finally:
+        consumer.close()
+    assert sorted(got) == sorted(expected)
