@@ -31,6 +31,8 @@ from tests.polling import wait_for
 from odradek import Broker
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.record_batch import iter_batch_positions
+from odradek.protocol.records import Record, build_batch, iter_records
 
 JAVA_SOURCES = Path(__file__).parent / "java44"
 PROBE_TIMEOUT_S = 120
@@ -459,3 +461,31 @@ def test_share_state_rpcs_answer_as_kafkas(broker: ShareBroker, probe: Probe, co
     negative = call(ApiKey.ReadShareGroupState, 0, "g-state-rpcs", {"partition": -1, "leader_epoch": 0})
     assert negative.error_code == ErrorCode.INVALID_REQUEST
     assert wire.call(ApiKey.ReadShareGroupState, 0, {"group_id": "", "topics": [{"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": 0}]}]}).results == []
+
+
+def test_a_share_fetch_from_a_member_id_the_group_never_saw_is_served(broker: ShareBroker, connect: Callable[..., Any]) -> None:
+    """ShareFetch does not check its member id against the group: once the group's state exists (a member
+    heartbeated), a member id the group coordinator never saw acquires records too, on Kafka 4.4 as on
+    odradek. (Where no member ever heartbeated, Kafka 4.4 answers the partition UNKNOWN_SERVER_ERROR and
+    odradek NONE with no records: docs/protocol.md.)"""
+    topic, group = "share-stranger", "g-stranger"
+    create_topic(broker.bootstrap, topic)
+    wire = connect(broker.bootstrap)
+    topic_id = wait_for(lambda: topic_id_of(wire, topic), timeout_s=10, what=f"{topic}'s id")
+    wait_for(lambda: wire.call(ApiKey.FindCoordinator, 4, {"key_type": 0, "coordinator_keys": [group]}).coordinators[0].error_code == ErrorCode.NONE, timeout_s=30, what="a group coordinator")
+    heartbeat = {"group_id": group, "member_id": uuid.uuid4().hex[:22], "member_epoch": 0, "rack_id": None, "subscribed_topic_names": [topic]}
+    wait_for(lambda: (a := wire.call(ApiKey.ShareGroupHeartbeat, 1, heartbeat)).error_code == ErrorCode.NONE and a.assignment and a.assignment.topic_partitions, timeout_s=30, what="the member's assignment")
+
+    def share_fetch(member_id: str) -> Any:
+        body = {"group_id": group, "member_id": member_id, "share_session_epoch": 0, "max_wait_ms": 2000, "min_bytes": 1, "max_bytes": 1 << 20,
+                "max_records": 10, "batch_size": 10, "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}],
+                "forgotten_topics_data": []}
+        return wire.call(ApiKey.ShareFetch, 1, body)
+
+    share_fetch(heartbeat["member_id"])  # the share partition starts at the latest offset: before the record
+    produced = wire.call(ApiKey.Produce, 9, {"acks": -1, "timeout_ms": 5000, "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": build_batch([Record(value=b"to anyone")])}]}]})
+    assert produced.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+    answer = share_fetch(uuid.uuid4().hex[:22])
+    (partition,) = answer.responses[0].partitions
+    assert (answer.error_code, partition.error_code, [(a.first_offset, a.last_offset) for a in partition.acquired_records]) == (ErrorCode.NONE, ErrorCode.NONE, [(0, 0)])
+    assert [r.value for pos, _, _ in iter_batch_positions(partition.records) for r in iter_records(partition.records, pos)] == [b"to anyone"]
