@@ -528,3 +528,23 @@ def test_transactional_produce_through_both_workers(broker, check_topics) -> Non
     finally:
         consumer.close()
     assert sorted(got) == sorted(expected)
+
+
+def test_the_prometheus_endpoint_counts_produces_the_front_decoded(tmp_path, connect) -> None:
+    """With metrics on (worker 0's endpoint), a Produce the front decoded is counted as one worker 0 decoded:
+    messages and bytes in, per topic (and it is answered, not failed by the metrics' reading of it)."""
+    import urllib.request
+
+    metrics_port = free_port()
+    with Broker(tmp_path / "logs", subprocess=True, config={**CONFIG, "prometheus.port": metrics_port}) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic("mc-metered", 1, 1)])["mc-metered"].result(15)
+        on_zero, on_front = one_on_each_worker(broker, connect)
+        batch = build_batch([Record(value=b"m%d" % i) for i in range(7)])
+        for wire in (on_zero, on_front):
+            assert wire.call(ApiKey.Produce, 9, produce_body("mc-metered", batch)).responses[0].partition_responses[0].error_code == ErrorCode.NONE
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as response:
+            text = response.read().decode()
+    counted = {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines() if 'topic="mc-metered"' in line and not line.startswith("#")}
+    assert counted['kafka_server_brokertopicmetrics_messagesin_total{topic="mc-metered"}'] == 14
+    assert counted['kafka_server_brokertopicmetrics_bytesin_total{topic="mc-metered"}'] == 2 * len(batch)
