@@ -288,10 +288,10 @@ JAVA_SOURCES = Path(__file__).parent / "java"
 PROBE_TIMEOUT_S = 120
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def probe(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., list[dict[str, Any]]]:
     """``probe(sub_command, bootstrap, *args)``: runs tests/e2e/java/ClientProbe.java (Kafka's Java client,
-    compiled once per module with ``javac``) and returns the JSON lines it printed."""
+    compiled once per test process with ``javac``) and returns the JSON lines it printed."""
     javac = shutil.which("javac")
     assert javac is not None, "no `javac` on PATH: install a Java 17 JDK (make test does)"
     classes = tmp_path_factory.mktemp("client-probe")

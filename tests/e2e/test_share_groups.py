@@ -15,7 +15,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
-import shutil
 import subprocess
 import uuid
 from collections import Counter
@@ -34,7 +33,6 @@ from odradek.protocol.errors import ErrorCode
 from odradek.protocol.record_batch import iter_batch_positions
 from odradek.protocol.records import Record, build_batch, iter_records
 
-JAVA_SOURCES = Path(__file__).parent / "java44"
 PROBE_TIMEOUT_S = 120
 ACKNOWLEDGED, ARCHIVED = 2, 4
 """State batches' delivery states (ShareSnapshotValue's)."""
@@ -113,16 +111,10 @@ def long_lock_broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
 
 
 @pytest.fixture(scope="module")
-def probe(tmp_path_factory: pytest.TempPathFactory) -> Probe:
-    """``probe(mode, bootstrap, topic, group, count, consumers, policy, timeout_ms)``: ShareProbe's JSON lines."""
-    javac = shutil.which("javac")
-    assert javac is not None, "no `javac` on PATH: install a Java 17 JDK (make test does)"
-    classes = tmp_path_factory.mktemp("share-probe")
-    compiled = subprocess.run(
-        [javac, "-Xlint:all", "-Werror", "-d", str(classes), "-cp", kafka44_jvm.classpath(), *map(str, JAVA_SOURCES.glob("*.java"))],
-        capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
-    )
-    assert compiled.returncode == 0, compiled.stderr
+def probe(java44: kafka44_jvm.JavaPrograms) -> Probe:
+    """``probe(mode, bootstrap, topic, group, count, consumers, policy, timeout_ms)``: ShareProbe's JSON lines
+    (ShareProbe is among the java44 programs, compiled once per test process)."""
+    classes = java44.classes
 
     def run(mode: str, bootstrap: str, topic: str, group: str, count: int, consumers: int = 1, policy: str = "accept", timeout_ms: int = 60000) -> list[dict[str, Any]]:
         cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", kafka44_jvm.classpath(classes),
