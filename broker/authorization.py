@@ -8,7 +8,6 @@ DescribeGroups v3+ include flags) get Kafka's "omitted" marker.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
 from odradek.broker.authorizer.acl import ANONYMOUS, CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourcePattern, ResourceType
@@ -36,9 +35,9 @@ def session_of(request: Request) -> Session:
     return Session(principal, request.client_address or "")
 
 
-@dataclass(eq=False)
 class Authorization:
-    authorizer: AclAuthorizer | None = None
+    def __init__(self, authorizer: AclAuthorizer | None = None) -> None:
+        self.authorizer = authorizer
 
     def authorize(self, request: Request, operation: AclOperation, resource_type: ResourceType, name: str, *, log_denied: bool = True) -> bool:
         if self.authorizer is None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, field
 from typing import Mapping
 
 from odradek.broker.config import BROKER_KEYS, IGNORED_PREFIXES, BrokerConfig
@@ -205,15 +204,13 @@ def override_props(props: dict[str, str], overrides: Mapping[str, str]) -> None:
         props[name] = value
 
 
-@dataclass(eq=False)
 class DynamicBrokerConfig:
     """The static configuration and both dynamic levels; ``current`` is what the broker runs with."""
 
-    static: BrokerConfig
-    per_broker: dict[str, str] = field(default_factory=dict)
-    cluster_default: dict[str, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
+    def __init__(self, static: BrokerConfig) -> None:
+        self.static = static
+        self.per_broker: dict[str, str] = {}
+        self.cluster_default: dict[str, str] = {}
         self.current = self._config(self.per_broker, self.cluster_default)
 
     def level(self, per_broker: bool) -> dict[str, str]:

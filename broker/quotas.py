@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ipaddress
 import urllib.parse
-from dataclasses import dataclass, field
 from typing import Iterable, Mapping, NamedTuple, Protocol
 
 from odradek.protocol.api import Request
@@ -140,11 +139,11 @@ class FilterComponent(NamedTuple):
         return present and (self.match_any or name == self.name)
 
 
-@dataclass(eq=False)
 class ClientQuotaConfigs:
     """The quota configs, kept in the controller's entity configs."""
 
-    store: EntityConfigStore
+    def __init__(self, store: EntityConfigStore) -> None:
+        self.store = store
 
     def alter(self, entity: Entity, ops: Iterable[tuple[str, float | None]], validate_only: bool) -> None:
         """Set (or with None remove) quota keys of one entity, as Kafka's ``ZkAdminManager.alterClientQuotas``."""
@@ -235,16 +234,16 @@ class ClientQuotaConfigs:
         return ("", client_id), None
 
 
-@dataclass(eq=False)
 class Rate:
     """Kafka's ``Rate`` over a ``SampledStat`` of ``samples`` windows of ``window_ms``: the sum of the
     retained samples divided by the elapsed time, counted as at least ``samples - 1`` full windows."""
 
-    samples: int
-    window_ms: int
-    _values: list[float] = field(default_factory=list)
-    _starts: list[int] = field(default_factory=list)
-    _current: int = 0
+    def __init__(self, samples: int, window_ms: int) -> None:
+        self.samples = samples
+        self.window_ms = window_ms
+        self._values: list[float] = []
+        self._starts: list[int] = []
+        self._current = 0
 
     def record(self, value: float, now_ms: int) -> None:
         if not self._starts:
@@ -281,7 +280,6 @@ class Rate:
         return sum(self._values) / (self.window_size_ms(now_ms) / 1000)
 
 
-@dataclass(eq=False)
 class ClientQuotaManager:
     """One quota type (``producer_byte_rate``, ``consumer_byte_rate``, ...): a rate per sensor, measured
     against the client's bound; a client over it is told to wait Kafka's throttle time,
@@ -292,12 +290,13 @@ class ClientQuotaManager:
     throttled) unless ``max_throttle_ms`` bounds it first (request_percentage: throttled one window); a
     NaN or negative bound is always exceeded but never throttles. So here, rather than dividing by zero."""
 
-    key: str
-    configs: ClientQuotaConfigs
-    samples: int = 11
-    window_ms: int = 1000
-    max_throttle_ms: int | None = None
-    sensors: dict[tuple[str, str], Rate] = field(default_factory=dict)
+    def __init__(self, key: str, configs: ClientQuotaConfigs, samples: int = 11, window_ms: int = 1000, max_throttle_ms: int | None = None) -> None:
+        self.key = key
+        self.configs = configs
+        self.samples = samples
+        self.window_ms = window_ms
+        self.max_throttle_ms = max_throttle_ms
+        self.sensors: dict[tuple[str, str], Rate] = {}
 
     def record_and_get_throttle_ms(self, user: str, client_id: str, value: float, now_ms: int) -> int:
         tags, bound = self.configs.quota(self.key, user, client_id)
@@ -325,7 +324,6 @@ class ClientQuotaManager:
         return None if bound is None else java_whole(bound * (self.samples - 1) * self.window_ms / 1000, 32)
 
 
-@dataclass(eq=False)
 class TokenBucket:
     """Kafka's ``TokenBucket`` stat (KIP-599): it holds at most a burst of ``bound`` x samples x window
     tokens, refilled at ``bound`` per second; a mutation takes its partitions' worth and may drive it below
@@ -333,10 +331,11 @@ class TokenBucket:
     Kafka's: a bound of 0 refills nothing (its throttle time is Long.MAX_VALUE), a negative one is always
     exceeded, a NaN one never."""
 
-    bound: float
-    burst: float
-    tokens: float
-    updated_ms: int
+    def __init__(self, bound: float, burst: float, tokens: float, updated_ms: int) -> None:
+        self.bound = bound
+        self.burst = burst
+        self.tokens = tokens
+        self.updated_ms = updated_ms
 
     def refill(self, now_ms: int) -> float:
         self.tokens = java_min(self.burst, self.tokens + self.bound * (now_ms - self.updated_ms) / 1000)
@@ -378,14 +377,14 @@ class ControllerMutationQuota:
         return int32(max(0, self._throttle_ms - int((now_s - self._recorded_s) * 1000)))
 
 
-@dataclass(eq=False)
 class ControllerMutationQuotaManager:
     """``controller_mutation_rate``: a token bucket per sensor (Kafka's ``ControllerMutationQuotaManager``)."""
 
-    configs: ClientQuotaConfigs
-    samples: int = 11
-    window_ms: int = 1000
-    buckets: dict[tuple[str, str], TokenBucket] = field(default_factory=dict)
+    def __init__(self, configs: ClientQuotaConfigs, samples: int = 11, window_ms: int = 1000) -> None:
+        self.configs = configs
+        self.samples = samples
+        self.window_ms = window_ms
+        self.buckets: dict[tuple[str, str], TokenBucket] = {}
 
     def quota_for(self, user: str, client_id: str, strict: bool, now_s: float) -> ControllerMutationQuota:
         tags, bound = self.configs.quota(CONTROLLER_MUTATION, user, client_id)
@@ -401,12 +400,12 @@ class ControllerMutationQuotaManager:
         return ControllerMutationQuota(bucket, strict)
 
 
-@dataclass(eq=False)
 class ChannelThrottles:
     """Connections muted until a time (Kafka's ``ThrottledChannel``, KIP-219): the socket server reads nothing
     more from a throttled client's connection until its throttle time has passed."""
 
-    until: dict[str, float] = field(default_factory=dict)
+    def __init__(self) -> None:
+        self.until: dict[str, float] = {}
 
     def throttle(self, connection_id: str, throttle_ms: int, now_s: float) -> None:
         self.until[connection_id] = max(self.until.get(connection_id, 0.0), now_s + throttle_ms / 1000)
@@ -425,15 +424,15 @@ class ChannelThrottles:
         return end - now_s
 
 
-@dataclass(eq=False)
 class ClientQuotas:
     """The broker's quota managers and throttled channels (Kafka's ``QuotaManagers``)."""
 
-    produce: ClientQuotaManager
-    fetch: ClientQuotaManager
-    controller_mutation: ControllerMutationQuotaManager
-    request: ClientQuotaManager
-    throttles: ChannelThrottles = field(default_factory=ChannelThrottles)
+    def __init__(self, produce: ClientQuotaManager, fetch: ClientQuotaManager, controller_mutation: ControllerMutationQuotaManager, request: ClientQuotaManager) -> None:
+        self.produce = produce
+        self.fetch = fetch
+        self.controller_mutation = controller_mutation
+        self.request = request
+        self.throttles = ChannelThrottles()
 
     @classmethod
     def from_config(cls, configs: ClientQuotaConfigs, samples: int, window_s: int) -> "ClientQuotas":

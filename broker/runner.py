@@ -14,7 +14,6 @@ import contextlib
 import errno
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path
 import signal
 import socket
@@ -254,14 +253,14 @@ async def run(
         signal_handlers.close()
 
 
-@dataclass(eq=False)
 class Duty:
     """A periodic storage duty: what to call (on a worker thread) and how often."""
 
-    name: str
-    every_s: float
-    run: Callable[[int], Any]
-    next_at: float = 0.0
+    def __init__(self, name: str, every_s: float, run: Callable[[int], Any], next_at: float = 0.0) -> None:
+        self.name = name
+        self.every_s = every_s
+        self.run = run
+        self.next_at = next_at
 
 
 def _duties(server: KafkaServer) -> list[Duty]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
@@ -51,15 +50,15 @@ class LoadedLog(NamedTuple):
     recovery_point: int
 
 
-@dataclass(eq=False)
 class LogLoader:
     """Loads one partition directory into segments, leader epochs and producer state."""
 
-    dir: Path
-    config: LogConfig
-    epoch_cache: LeaderEpochFileCache
-    producer_state: ProducerStateManager
-    now_ms: int
+    def __init__(self, dir: Path, config: LogConfig, epoch_cache: LeaderEpochFileCache, producer_state: ProducerStateManager, now_ms: int) -> None:
+        self.dir = dir
+        self.config = config
+        self.epoch_cache = epoch_cache
+        self.producer_state = producer_state
+        self.now_ms = now_ms
 
     def load(self, log_start_checkpoint: int | None, recovery_point: int, had_clean_shutdown: bool) -> LoadedLog:
         """After a clean shutdown nothing is scanned: segments are listed, not opened, and only the last one

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import socket
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Callable
 
 from odradek.broker.quotas import INT_MAX, Rate
@@ -39,12 +38,12 @@ def parse_overrides(value: str | None) -> dict[str, int]:
     return overrides
 
 
-@dataclass(eq=False)
 class CreationRate:
     """One connection creation rate limit and its measured rate (Kafka's connection rate sensor)."""
 
-    bound: float
-    rate: Rate
+    def __init__(self, bound: float, rate: Rate) -> None:
+        self.bound = bound
+        self.rate = rate
 
     def record(self, now_ms: int) -> int:
         """Count a connection; the time to wait to be back within the bound (Kafka's throttle time)."""
@@ -58,24 +57,37 @@ class CreationRate:
         self.rate.record(-1.0, now_ms)
 
 
-@dataclass(eq=False)
 class ConnectionQuotas:
-    max_connections: int
-    max_per_ip: int
-    per_ip_overrides: dict[str, int] = field(default_factory=dict)
-    inter_broker_listener: str | None = None
-    listeners: frozenset[str] = frozenset()
-    per_ip: Counter[str] = field(default_factory=Counter)
-    total: int = 0
-    broker_rate: Callable[[], int] = lambda: INT_MAX
-    """``max.connection.creation.rate`` as the broker runs with it now (it is a dynamic broker config)."""
-    listener_rates: dict[str, float] = field(default_factory=dict)
-    ip_rate: Callable[[str], int | None] = lambda ip: None
-    """An address's ``connection_creation_rate`` quota, if it (or the default ips entity) has one."""
-    samples: int = 11
-    window_ms: int = 1000
-    rates: dict[tuple[str, str], CreationRate] = field(default_factory=dict)
-    """The measured rates: ("broker", ""), ("listener", name), ("ip", address)."""
+    def __init__(
+        self,
+        max_connections: int,
+        max_per_ip: int,
+        per_ip_overrides: dict[str, int] | None = None,
+        inter_broker_listener: str | None = None,
+        listeners: frozenset[str] = frozenset(),
+        *,
+        broker_rate: Callable[[], int] = lambda: INT_MAX,
+        listener_rates: dict[str, float] | None = None,
+        ip_rate: Callable[[str], int | None] = lambda ip: None,
+        samples: int = 11,
+        window_ms: int = 1000,
+    ) -> None:
+        self.max_connections = max_connections
+        self.max_per_ip = max_per_ip
+        self.per_ip_overrides = per_ip_overrides if per_ip_overrides is not None else {}
+        self.inter_broker_listener = inter_broker_listener
+        self.listeners = listeners
+        self.per_ip: Counter[str] = Counter()
+        self.total = 0
+        self.broker_rate = broker_rate
+        """``max.connection.creation.rate`` as the broker runs with it now (it is a dynamic broker config)."""
+        self.listener_rates = listener_rates if listener_rates is not None else {}
+        self.ip_rate = ip_rate
+        """An address's ``connection_creation_rate`` quota, if it (or the default ips entity) has one."""
+        self.samples = samples
+        self.window_ms = window_ms
+        self.rates: dict[tuple[str, str], CreationRate] = {}
+        """The measured rates: ("broker", ""), ("listener", name), ("ip", address)."""
 
     @classmethod
     def from_config(

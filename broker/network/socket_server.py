@@ -20,7 +20,6 @@ import itertools
 import logging
 import socket
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
@@ -56,21 +55,21 @@ _PIECES = object()
 """The outbox's marker for what remains of answers the reader began to send (their pieces follow it)."""
 
 
-@dataclass(eq=False)
 class Network:
     """What the connections of one event loop share: the receive buffer, the request memory pool, the task
     group their tasks run in, the connection limits, and the set of open connections (for idle expiry)."""
 
-    config: BrokerConfig
-    tg: TaskGroup
-    receive_buffer: bytearray
-    pool: MemoryPool | Unbounded
-    connection_quotas: ConnectionQuotas
-    connections: set["Connection"] = field(default_factory=set)
-    tls_buffer: memoryview = field(default_factory=lambda: memoryview(bytearray(_TLS_READ_SIZE)))
-    """Where TLS connections receive their encrypted bytes (handed to their TLS session at once)."""
-    slot_freed: anyio.Event = field(default_factory=anyio.Event)
-    """Set when a connection closes: a listener at max.connections waits for it."""
+    def __init__(self, config: BrokerConfig, tg: TaskGroup, receive_buffer: bytearray, pool: MemoryPool | Unbounded, connection_quotas: ConnectionQuotas) -> None:
+        self.config = config
+        self.tg = tg
+        self.receive_buffer = receive_buffer
+        self.pool = pool
+        self.connection_quotas = connection_quotas
+        self.connections: set[Connection] = set()
+        self.tls_buffer = memoryview(bytearray(_TLS_READ_SIZE))
+        """Where TLS connections receive their encrypted bytes (handed to their TLS session at once)."""
+        self.slot_freed = anyio.Event()
+        """Set when a connection closes: a listener at max.connections waits for it."""
 
     def connection_closed(self, ip: str) -> None:
         self.connection_quotas.close(ip)

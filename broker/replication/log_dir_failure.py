@@ -22,23 +22,22 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 log = logging.getLogger("odradek.log_dir_failure")
 
 
-@dataclass(eq=False)
 class LogDirFailureChannel:
     """The broker's log directories and those that failed; the last one failing halts the process, an
     earlier one is handed to ``on_offline`` (once)."""
 
-    log_dirs: list[Path]
-    on_offline: Callable[[Path], None]
-    """Takes a directory offline (Kafka's ``ReplicaManager.handleLogDirFailure``), called on the event loop."""
-    halt: Callable[[int], None] = os._exit
-    offline: set[Path] = field(default_factory=set)
+    def __init__(self, log_dirs: list[Path], on_offline: Callable[[Path], None], halt: Callable[[int], None] = os._exit) -> None:
+        self.log_dirs = log_dirs
+        self.on_offline = on_offline
+        """Takes a directory offline (Kafka's ``ReplicaManager.handleLogDirFailure``), called on the event loop."""
+        self.halt = halt
+        self.offline: set[Path] = set()
 
     def maybe_add_offline_log_dir(self, log_dir: Path, message: str, exc: OSError) -> None:
         """Called where an I/O error on a log in ``log_dir`` was caught (the caller still answers its

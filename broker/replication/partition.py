@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 from odradek.controller.metadata_image import PartitionState
@@ -115,29 +115,43 @@ class LogReadInfo:
     the follower truncates there before reading on."""
 
 
-@dataclass(eq=False)
 class Partition:
-    topic: str
-    index: int
-    topic_id: uuid.UUID
-    log: Log
-    state: PartitionState
-    local_broker_id: int
-    on_offsets_moved: Callable[["Partition"], None] = lambda p: None
-    """Called when the log end offset or the high watermark moves: what waits on the partition checks again."""
-    followers: dict[int, FollowerState] = field(default_factory=dict)
-    """Every other replica's state as its fetches report it (Kafka's ``remoteReplicasMap``)."""
-    replica_lag_time_max_ms: int = 30000
-    is_alive: Callable[[int], bool] = lambda broker_id: True
-    """Whether a broker is live in the metadata (ZooKeeper mode's ISR eligibility)."""
-    leader_epoch_start_offset: int | None = None
-    alter_partition: Callable[["Partition", PendingIsrChange], None] | None = None
-    """Sends an ISR change to the controller (AlterPartition); None where no controller takes one (the
-    embedded single-node controller: no followers, no ISR changes)."""
-    pending_isr: PendingIsrChange | None = None
-    on_storage_error: Callable[[TopicPartition, str, OSError], None] = lambda tp, message, exc: None
-    """Told of an I/O error on the log (Kafka's ``LogDirFailureChannel``): in a cluster, the broker's last
-    log directory failing halts it."""
+    def __init__(
+        self,
+        topic: str,
+        index: int,
+        topic_id: uuid.UUID,
+        log: Log,
+        state: PartitionState,
+        local_broker_id: int,
+        on_offsets_moved: Callable[[Partition], None] = lambda p: None,
+        *,
+        replica_lag_time_max_ms: int = 30000,
+        is_alive: Callable[[int], bool] = lambda broker_id: True,
+        alter_partition: Callable[[Partition, PendingIsrChange], None] | None = None,
+        on_storage_error: Callable[[TopicPartition, str, OSError], None] = lambda tp, message, exc: None,
+    ) -> None:
+        self.topic = topic
+        self.index = index
+        self.topic_id = topic_id
+        self.log = log
+        self.state = state
+        self.local_broker_id = local_broker_id
+        self.on_offsets_moved = on_offsets_moved
+        """Called when the log end offset or the high watermark moves: what waits on the partition checks again."""
+        self.followers: dict[int, FollowerState] = {}
+        """Every other replica's state as its fetches report it (Kafka's ``remoteReplicasMap``)."""
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.is_alive = is_alive
+        """Whether a broker is live in the metadata (ZooKeeper mode's ISR eligibility)."""
+        self.leader_epoch_start_offset: int | None = None
+        self.alter_partition = alter_partition
+        """Sends an ISR change to the controller (AlterPartition); None where no controller takes one (the
+        embedded single-node controller: no followers, no ISR changes)."""
+        self.pending_isr: PendingIsrChange | None = None
+        self.on_storage_error = on_storage_error
+        """Told of an I/O error on the log (Kafka's ``LogDirFailureChannel``): in a cluster, the broker's last
+        log directory failing halts it."""
 
     @property
     def is_leader(self) -> bool:
