@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -55,40 +54,37 @@ def bind(serve: Callable[..., Any], needs: tuple[str, ...]) -> Callable[[Any, Re
 HANDLERS_PACKAGE = "odradek.broker.handlers"
 
 
-@dataclass(frozen=True)
 class Handler:
-    module: str
-    """The handler's module in :data:`HANDLERS_PACKAGE`, whose ``handle`` takes the declared services, in
-    order, then the request. It is imported at the API's first request: a broker imports only the handlers
-    (and what they need: ZooKeeper mode's, the transactions', ...) of the APIs its clients use, which keeps
-    a single node's start-up short (docs/performance.md)."""
-    min_version: int
-    max_version: int
-    needs: tuple[str, ...] = ()
-    """The names of the broker's services the handler is handed, in order."""
-    serve: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
-    """The function that serves the API, when it is not the module's ``handle`` (ApiVersions': this table)."""
-    handle: Callable[[Any, Request], Any] = field(init=False, repr=False, compare=False)
-    """What the socket server calls with the broker and the request: the services bound, metrics kept."""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "handle", self._first_request)
+    def __init__(self, module: str, min_version: int, max_version: int, needs: tuple[str, ...] = (), serve: Callable[..., Any] | None = None) -> None:
+        self.module = module
+        """The handler's module in :data:`HANDLERS_PACKAGE`, whose ``handle`` takes the declared services, in
+        order, then the request. It is imported at the API's first request: a broker imports only the handlers
+        (and what they need: ZooKeeper mode's, the transactions', ...) of the APIs its clients use, which keeps
+        a single node's start-up short (docs/performance.md)."""
+        self.min_version = min_version
+        self.max_version = max_version
+        self.needs = needs
+        """The names of the broker's services the handler is handed, in order."""
+        self.serve = serve
+        """The function that serves the API, when it is not the module's ``handle`` (ApiVersions': this table)."""
+        self.handle: Callable[[Any, Request], Any] = self._first_request
+        """What the socket server calls with the broker and the request: the services bound, metrics kept."""
 
     def served_by(self) -> Callable[..., Any]:
         return self.serve or importlib.import_module(f"{HANDLERS_PACKAGE}.{self.module}").handle
 
     def _first_request(self, server: Any, request: Request) -> Any:
         handle = metered(bind(self.served_by(), self.needs))
-        object.__setattr__(self, "handle", handle)
+        self.handle = handle
         return handle(server, request)
 
 
-def _all(key: ApiKey, module: str, *needs: str) -> Handler:
+def _all(key: ApiKey, module: str, *needs: str, serve: Callable[..., Any] | None = None) -> Handler:
     """A handler serving every version Kafka 3.9 defines for the API. Not the versions declared: those
     include what Kafka 4.4 adds (Produce 12-13, ...), served only once a handler lists them explicitly."""
     served = APIS[key].kafka_3_9
     assert served.high is not None, f"{key.name}: Kafka 3.9 does not define it; list its served versions"
-    return Handler(module, served.low, served.high, needs)
+    return Handler(module, served.low, served.high, needs, serve)
 
 
 ALTER_CONFIGS = ("metadata", "dynamic_config", "broker_defaults", "metadata_support", "authorization")
@@ -110,7 +106,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.Fetch: _all(ApiKey.Fetch, "fetch", "replica_manager", "fetch_sessions", "config", "authorization", "quotas"),
     ApiKey.ListOffsets: _all(ApiKey.ListOffsets, "list_offsets", "replica_manager", "authorization"),
     ApiKey.Metadata: _all(ApiKey.Metadata, "metadata", "metadata", "config", "auto_create_topic", "authorization"),
-    ApiKey.ApiVersions: replace(_all(ApiKey.ApiVersions, "api_versions", "finalized_features"), serve=lambda features, request: api_versions.handle(API_RANGES, features, request)),
+    ApiKey.ApiVersions: _all(ApiKey.ApiVersions, "api_versions", "finalized_features", serve=lambda features, request: api_versions.handle(API_RANGES, features, request)),
     ApiKey.CreateTopics: _all(ApiKey.CreateTopics, "create_topics", "metadata", "config", "metadata_support", "create_topic", "replica_manager", "dynamic_config", "broker_defaults", "authorization", "quotas", "background"),
     ApiKey.InitProducerId: _all(ApiKey.InitProducerId, "init_producer_id", "transaction_coordinator", "next_producer_id", "authorization"),
     ApiKey.OffsetForLeaderEpoch: _all(ApiKey.OffsetForLeaderEpoch, "offset_for_leader_epoch", "replica_manager", "authorization"),

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
@@ -42,11 +41,11 @@ from odradek.storage.log_manager import DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, ST
 from odradek.storage.producer_state import SNAPSHOT_SUFFIX, CorruptSnapshotError, read_snapshot
 
 
-@dataclass
 class RecoveredMetadata:
-    cluster_id: str | None = None
-    topics: dict[str, TopicInfo] = field(default_factory=dict)
-    max_producer_id: int = -1
+    def __init__(self) -> None:
+        self.cluster_id: str | None = None
+        self.topics: dict[str, TopicInfo] = {}
+        self.max_producer_id = -1
 
 
 def recover_metadata(log_dirs: list[Path], node_id: int, internal_topic_configs: Mapping[str, dict[str, str]]) -> RecoveredMetadata:

@@ -96,13 +96,14 @@ class UnknownApiKey(DecodeError):
     """The request names an API key we do not know: Kafka closes the connection."""
 
 
-@dataclass
 class UnsupportedApiVersion(DecodeError):
     """A known API at a version outside its valid range; the correlation id is still readable."""
 
-    api_key: int
-    api_version: int
-    correlation_id: int
+    def __init__(self, api_key: int, api_version: int, correlation_id: int) -> None:
+        super().__init__(api_key, api_version, correlation_id)
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
 
     def __str__(self) -> str:
         return f"API key {self.api_key} has no version {self.api_version}"
@@ -122,15 +123,17 @@ in ``protocol/message_types``); at run time every body is a ``Container``. Covar
 share (AlterConfigs and IncrementalAlterConfigs) takes ``Request[AlterConfigsRequest | IncrementalAlterConfigsRequest]``."""
 
 
-@dataclass(slots=True)
 class Request(Generic[Body]):
-    header: RequestHeader
-    body: Body
-    client_address: str | None = None
-    """The peer's IP address, set by the network layer (Kafka reports it, e.g. as a group member's host)."""
-    context: Any = None
-    """Who sent it and how (``odradek.broker.network.request_context.RequestContext``), set by the connection before
-    the handler runs; ``None`` for requests decoded outside a broker (tools, tests)."""
+    __slots__ = ("header", "body", "client_address", "context")
+
+    def __init__(self, header: RequestHeader, body: Body, client_address: str | None = None, context: Any = None) -> None:
+        self.header = header
+        self.body = body
+        self.client_address = client_address
+        """The peer's IP address, set by the network layer (Kafka reports it, e.g. as a group member's host)."""
+        self.context = context
+        """Who sent it and how (``odradek.broker.network.request_context.RequestContext``), set by the connection before
+        the handler runs; ``None`` for requests decoded outside a broker (tools, tests)."""
 
     @property
     def api(self) -> Api:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import struct
 import zlib
-from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from odradek.protocol.compression import CompressionType, compress, compression_type, decompress
@@ -59,7 +58,6 @@ _INT32 = struct.Struct(">i")
 _NULL = _INT32.pack(-1)
 
 
-@dataclass(slots=True)
 class LegacyMessage:
     """A magic 0 or 1 message as stored: its offset, and its bytes from the CRC to the end of the value.
 
@@ -70,9 +68,12 @@ class LegacyMessage:
     wrapperTimestampType)``): the type replaces its own, and under LogAppendTime so does the timestamp.
     """
 
-    offset: int
-    body: bytes
-    wrapper: tuple[int, TimestampType] | None = None
+    __slots__ = ("offset", "body", "wrapper")
+
+    def __init__(self, offset: int, body: bytes, wrapper: tuple[int, TimestampType] | None = None) -> None:
+        self.offset = offset
+        self.body = body
+        self.wrapper = wrapper
 
     @property
     def crc(self) -> int:

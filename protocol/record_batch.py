@@ -292,14 +292,16 @@ def encode_batch(
     return b"".join((prefix, _UINT32.pack(crc), covered, records))
 
 
-@dataclass(slots=True)
 class ValidatedBatches:
     """What the produce path needs from a validated ``records`` field, read from the batch headers alone."""
 
-    batches: list[tuple[int, BatchHeader]]  # (position in the buffer, header), in order
-    record_count: int
-    max_timestamp: int
-    size: int
+    __slots__ = ("batches", "record_count", "max_timestamp", "size")
+
+    def __init__(self, batches: list[tuple[int, BatchHeader]], record_count: int, max_timestamp: int, size: int) -> None:
+        self.batches = batches  # (position in the buffer, header), in order
+        self.record_count = record_count
+        self.max_timestamp = max_timestamp
+        self.size = size
 
     @property
     def first(self) -> BatchHeader:

@@ -25,7 +25,6 @@ as Kafka's ProduceResponse v8+ ``record_errors``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import IntEnum
 from typing import NamedTuple
 
@@ -60,14 +59,16 @@ class TimestampBounds(NamedTuple):
     after_max: int
 
 
-@dataclass(frozen=True, slots=True)
 class RecordProblem:
     """One record the topic refuses, for ProduceResponse's ``record_errors``."""
 
-    index: int
-    kind: RecordErrorKind
-    timestamp: int
-    offset_delta: int
+    __slots__ = ("index", "kind", "timestamp", "offset_delta")
+
+    def __init__(self, index: int, kind: RecordErrorKind, timestamp: int, offset_delta: int) -> None:
+        self.index = index
+        self.kind = kind
+        self.timestamp = timestamp
+        self.offset_delta = offset_delta
 
 
 class WalkedBatch(NamedTuple):

@@ -695,12 +695,14 @@ Records = bytes | bytearray | memoryview | SplicedRecords
 """What a ``records`` field may be given to encode (``protocol/message_types``' type for it)."""
 
 
-@dataclass(slots=True)
 class Splice:
     """Where encoded output must be interleaved with data sent separately (a records placeholder)."""
 
-    position: int
-    value: Any
+    __slots__ = ("position", "value")
+
+    def __init__(self, position: int, value: Any) -> None:
+        self.position = position
+        self.value = value
 
 
 def decode(message: Message, version: int, data: bytes | bytearray | memoryview, offset: int = 0, *, exact: bool = True) -> tuple[Container, int]:

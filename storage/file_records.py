@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
@@ -180,16 +179,18 @@ class FileRecords:
         return walk_entries(self.read, position, self.size if end is None else end, min_size=HEADER_SIZE, whole=True, entry=entry)
 
 
-@dataclass(frozen=True, slots=True)
 class FileSlice:
     """``length`` bytes of a segment file at ``position``, for ``os.sendfile(sock, file.fileno(), position, length)``.
 
     Holds its ``FileRecords`` so the bytes stay readable even if the segment is deleted meanwhile.
     """
 
-    file: FileRecords
-    position: int
-    length: int
+    __slots__ = ("file", "position", "length")
+
+    def __init__(self, file: FileRecords, position: int, length: int) -> None:
+        self.file = file
+        self.position = position
+        self.length = length
 
     def read(self) -> bytes:
         """The bytes themselves, for paths that cannot sendfile (tests, TLS, down-conversion)."""

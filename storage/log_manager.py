@@ -21,7 +21,6 @@ import threading
 import time
 import uuid
 from collections import Counter
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, TypeVar
@@ -62,12 +61,12 @@ class InconsistentClusterIdError(Exception):
     """meta.properties belongs to another cluster: Kafka refuses to start."""
 
 
-@dataclass
 class _UnloadedLog:
     """A partition found on disk after a clean shutdown, opened on first use."""
 
-    dir: Path
-    log_dir: Path
+    def __init__(self, dir: Path, log_dir: Path) -> None:
+        self.dir = dir
+        self.log_dir = log_dir
 
 
 def _now_ms() -> int:

@@ -130,17 +130,28 @@ def precheck(records: Any) -> Prechecked | None:
     return Prechecked(validated, walked=walked)
 
 
-@dataclass(slots=True)
 class CheckedBatches:
     """An append's batches past the checks that read no record; a client's still await the record walk."""
 
-    records: bytearray | memoryview
-    validated: ValidatedBatches
-    config: LogConfig
-    origin: AppendOrigin
-    now_ms: int
-    topic_partition: str
-    prechecked: Prechecked | None = None
+    __slots__ = ("records", "validated", "config", "origin", "now_ms", "topic_partition", "prechecked")
+
+    def __init__(
+        self,
+        records: bytearray | memoryview,
+        validated: ValidatedBatches,
+        config: LogConfig,
+        origin: AppendOrigin,
+        now_ms: int,
+        topic_partition: str,
+        prechecked: Prechecked | None = None,
+    ) -> None:
+        self.records = records
+        self.validated = validated
+        self.config = config
+        self.origin = origin
+        self.now_ms = now_ms
+        self.topic_partition = topic_partition
+        self.prechecked = prechecked
 
     @property
     def needs_walk(self) -> bool:

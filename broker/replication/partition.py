@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 from odradek.controller.metadata_image import PartitionState
@@ -36,16 +35,16 @@ LATEST_TIERED_TIMESTAMP = -5
 """ListOffsets' special timestamps (Kafka's ``ListOffsetsRequest``)."""
 
 
-@dataclass
 class FollowerState:
     """The leader's view of one follower (Kafka's ``ReplicaState``), from the follower's fetches."""
 
-    log_start_offset: int = -1
-    log_end_offset: int = -1
-    last_fetch_leader_log_end_offset: int = 0
-    last_fetch_time_ms: int = 0
-    last_caught_up_time_ms: int = 0
-    """When the follower last had everything the leader had (the ISR's lag is measured from it)."""
+    def __init__(self, log_start_offset: int = -1, log_end_offset: int = -1) -> None:
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+        self.last_fetch_leader_log_end_offset = 0
+        self.last_fetch_time_ms = 0
+        self.last_caught_up_time_ms = 0
+        """When the follower last had everything the leader had (the ISR's lag is measured from it)."""
 
     def is_caught_up(self, leader_end_offset: int, now_ms: int, max_lag_ms: int) -> bool:
         return leader_end_offset == self.log_end_offset or now_ms - self.last_caught_up_time_ms <= max_lag_ms
@@ -101,18 +100,20 @@ GIVE_UP_ON = RESET_ON | {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN
 """Answers after which the leader waits for LeaderAndIsr instead of asking again."""
 
 
-@dataclass(slots=True)
 class LogReadInfo:
     """A read from the leader's log with the offsets the fetch response reports (Kafka's LogReadInfo)."""
 
-    data: FetchDataInfo
-    high_watermark: int
-    last_stable_offset: int
-    log_start_offset: int
-    aborted_transactions: list[AbortedTxn]
-    diverging_epoch: tuple[int, int] | None = None
-    """(epoch, end offset) where the follower's last fetched epoch parts from the leader's log (KIP-595):
-    the follower truncates there before reading on."""
+    __slots__ = ("data", "high_watermark", "last_stable_offset", "log_start_offset", "aborted_transactions", "diverging_epoch")
+
+    def __init__(self, data: FetchDataInfo, high_watermark: int, last_stable_offset: int, log_start_offset: int, aborted_transactions: list[AbortedTxn], diverging_epoch: tuple[int, int] | None = None) -> None:
+        self.data = data
+        self.high_watermark = high_watermark
+        self.last_stable_offset = last_stable_offset
+        self.log_start_offset = log_start_offset
+        self.aborted_transactions = aborted_transactions
+        self.diverging_epoch = diverging_epoch
+        """(epoch, end offset) where the follower's last fetched epoch parts from the leader's log (KIP-595):
+        the follower truncates there before reading on."""
 
 
 class Partition:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal, NamedTuple
 
@@ -55,41 +54,47 @@ VALID_ACKS = (-1, 0, 1)
 LONG_MAX = 2**63 - 1
 
 
-@dataclass(slots=True)
 class FetchRecords:
     """A records placeholder for a response: the file slices to send with sendfile, and their total length."""
 
-    slices: tuple[FileSlice, ...] = ()
-    length: int = 0
+    __slots__ = ("slices", "length")
+
+    def __init__(self, slices: tuple[FileSlice, ...] = (), length: int = 0) -> None:
+        self.slices = slices
+        self.length = length
 
 
 # -- what the replica manager answers -----------------------------------------------------------------------
 
 
-@dataclass(slots=True)
 class PartitionResponse:
     """One partition's outcome of an append, as the produce response carries it (Kafka's
     ProduceResponse.PartitionResponse). The coordinators see less: ``coordinator.runtime.AppendResult``,
     committed or not."""
 
-    error: ErrorCode = ErrorCode.NONE
-    base_offset: int = -1
-    log_append_time_ms: int = -1
-    log_start_offset: int = -1
-    error_message: str | None = None
-    record_errors: list[BatchIndexAndErrorMessageDict] | None = None
-    """Set only for records the validator refused one by one: Kafka fills the message for those alone."""
+    __slots__ = ("error", "base_offset", "log_append_time_ms", "log_start_offset", "error_message", "record_errors")
+
+    def __init__(self, error: ErrorCode = ErrorCode.NONE, base_offset: int = -1, log_append_time_ms: int = -1, log_start_offset: int = -1, error_message: str | None = None, record_errors: list[BatchIndexAndErrorMessageDict] | None = None) -> None:
+        self.error = error
+        self.base_offset = base_offset
+        self.log_append_time_ms = log_append_time_ms
+        self.log_start_offset = log_start_offset
+        self.error_message = error_message
+        self.record_errors = record_errors
+        """Set only for records the validator refused one by one: Kafka fills the message for those alone."""
 
 
-@dataclass(slots=True)
 class PartitionAppend:
     """One partition's records in an append."""
 
-    topic: str
-    index: int
-    records: Any
-    prechecked: Prechecked | None = None
-    """What a front process found of the records' header, CRC and walk (docs/multicore.md, step 2)."""
+    __slots__ = ("topic", "index", "records", "prechecked")
+
+    def __init__(self, topic: str, index: int, records: Any, prechecked: Prechecked | None = None) -> None:
+        self.topic = topic
+        self.index = index
+        self.records = records
+        self.prechecked = prechecked
+        """What a front process found of the records' header, CRC and walk (docs/multicore.md, step 2)."""
 
 
 class FetchParams(NamedTuple):
@@ -106,39 +111,45 @@ class FetchParams(NamedTuple):
     """The message format old fetch versions read (down-conversion), or None: batches as stored."""
 
 
-@dataclass(slots=True)
 class PartitionRead:
     """One partition's part of a fetch (Kafka's FetchPartitionData)."""
 
-    request: FetchPartition
-    error: int = ErrorCode.NONE
-    high_watermark: int = -1
-    last_stable_offset: int = -1
-    log_start_offset: int = -1
-    records: Any = None
-    length: int = 0
-    aborted_transactions: list[AbortedTxn] = field(default_factory=list)
-    diverging_epoch: tuple[int, int] | None = None
-    """(epoch, end offset) where the fetcher's log parts from this one (KIP-595): it truncates there first."""
+    __slots__ = ("request", "error", "high_watermark", "last_stable_offset", "log_start_offset", "records", "length", "aborted_transactions", "diverging_epoch")
+
+    def __init__(self, request: FetchPartition, error: int = ErrorCode.NONE, high_watermark: int = -1, last_stable_offset: int = -1, log_start_offset: int = -1, records: Any = None, length: int = 0, aborted_transactions: list[AbortedTxn] | None = None, diverging_epoch: tuple[int, int] | None = None) -> None:
+        self.request = request
+        self.error = error
+        self.high_watermark = high_watermark
+        self.last_stable_offset = last_stable_offset
+        self.log_start_offset = log_start_offset
+        self.records = records
+        self.length = length
+        self.aborted_transactions = aborted_transactions if aborted_transactions is not None else []
+        self.diverging_epoch = diverging_epoch
+        """(epoch, end offset) where the fetcher's log parts from this one (KIP-595): it truncates there first."""
 
 
-@dataclass(slots=True)
 class PartitionSize:
-    topic: str
-    index: int
-    size: int
-    offset_lag: int
+    __slots__ = ("topic", "index", "size", "offset_lag")
+
+    def __init__(self, topic: str, index: int, size: int, offset_lag: int) -> None:
+        self.topic = topic
+        self.index = index
+        self.size = size
+        self.offset_lag = offset_lag
 
 
-@dataclass(slots=True)
 class LogDirDescription:
     """One log directory as DescribeLogDirs reports it (Kafka's ``ReplicaManager.describeLogDirs``)."""
 
-    path: Path
-    error: ErrorCode = ErrorCode.NONE
-    partitions: list[PartitionSize] = field(default_factory=list)
-    total_bytes: int = -1
-    usable_bytes: int = -1
+    __slots__ = ("path", "error", "partitions", "total_bytes", "usable_bytes")
+
+    def __init__(self, path: Path, error: ErrorCode = ErrorCode.NONE, partitions: list[PartitionSize] | None = None, total_bytes: int = -1, usable_bytes: int = -1) -> None:
+        self.path = path
+        self.error = error
+        self.partitions = partitions if partitions is not None else []
+        self.total_bytes = total_bytes
+        self.usable_bytes = usable_bytes
 
 
 class ReplicaManager:
