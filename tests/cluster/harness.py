@@ -569,16 +569,32 @@ class Cluster:
             time.sleep(0.2)
         raise TimeoutError(f"{what}: not within {timeout_s}s")
 
+    def broker_partitions(self, broker_id: int, topic: str) -> dict[int, PartitionState]:
+        """What broker ``broker_id``'s own Metadata answer says of each partition of ``topic``: its view, which
+        follows the controller's decisions only once their UpdateMetadata has reached it."""
+        body = {"topics": [{"name": topic}], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+        (found,) = Wire.call_once(self.brokers[broker_id].bootstrap, ApiKey.Metadata, 12, body).topics
+        if found.error_code != 0:
+            raise RuntimeError(f"broker {broker_id}'s metadata of {topic}: error {found.error_code}")
+        return {p.partition_index: PartitionState(p.leader_id, tuple(p.replica_nodes), tuple(p.isr_nodes)) for p in found.partitions}
+
     def wait_fully_replicated(self, topic: str, timeout_s: float = 60.0, partitions: int | None = None) -> float:
-        """Until ``topic`` has its ``partitions`` (by default, as many as ZooKeeper assigns it) and each has a
-        leader and all its replicas in the ISR. (Without the count, metadata naming none of them yet passed.)"""
+        """Until every running broker's metadata shows ``topic`` with its ``partitions`` (by default, as many as
+        ZooKeeper assigns it), each with a leader and all its replicas in the ISR. (Without the count, metadata
+        naming none of them yet passed.) Every broker's, because a client's next request may go to any: one
+        whose UpdateMetadata was still on its way answered LEADER_NOT_AVAILABLE just after another showed the
+        topic complete."""
         expected = partitions if partitions is not None else len(self.znode(f"/brokers/topics/{topic}")["partitions"])
 
         def replicated() -> bool:
-            states = self.partitions(topic)
-            return len(states) == expected and all(s.leader >= 0 and set(s.isr) == set(s.replicas) for s in states.values())
+            for broker_id, broker in self.brokers.items():
+                if broker.running():
+                    states = self.broker_partitions(broker_id, topic)
+                    if len(states) != expected or not all(s.leader >= 0 and set(s.isr) == set(s.replicas) for s in states.values()):
+                        return False
+            return True
 
-        return self.wait_until(replicated, f"every replica of {topic}'s {expected} partitions in the ISR", timeout_s)
+        return self.wait_until(replicated, f"every replica of {topic}'s {expected} partitions in the ISR, as every broker sees it", timeout_s)
 
     def create_topic(
         self, topic: str, partitions: int, replication_factor: int = 3, config: Mapping[str, str] | None = None, timeout_s: float = 60.0,
