@@ -34,6 +34,7 @@ import kafka_jvm  # noqa: E402
 # hundreds of test files reaches.
 SERIAL = (
     "tests/broker/test_event_loop_stalls.py",
+    "tests/broker/test_hostile_connections.py",
     "tests/broker/test_request_quota.py",
     "tests/e2e/test_quota_throttling.py",
     "tests/cluster/test_mixed_cluster.py",
