@@ -29,11 +29,14 @@ def odradek_brokers(zookeeper_connect: str, log_dir: Callable[[int], Path], sett
     controller's first UpdateMetadata (as Kafka's): until then it answers Metadata with none, and an admin
     client that met that answer (librdkafka) waits for a controller without asking again."""
     started: dict[int, Broker] = {}
+    first, *others = ids
     try:
-        for broker_id in ids:
-            config = {"zookeeper.connect": zookeeper_connect, "broker.id": broker_id, **settings}
-            started[broker_id] = Broker(log_dir(broker_id), config=config, subprocess=True).start()
-            kafka_jvm.wait_until_serving(started[broker_id].bootstrap, kafka_jvm.STARTUP_TIMEOUT_S)
+        for group in ([first], others):  # the first alone: it is the controller, then the others beside each other
+            for broker_id in group:
+                config = {"zookeeper.connect": zookeeper_connect, "broker.id": broker_id, **settings}
+                started[broker_id] = Broker(log_dir(broker_id), config=config, subprocess=True).start()
+            for broker_id in group:
+                kafka_jvm.wait_until_serving(started[broker_id].bootstrap, kafka_jvm.STARTUP_TIMEOUT_S)
         yield started
     finally:
         for broker in started.values():
@@ -46,9 +49,13 @@ def kafka_brokers(zookeeper_connect: str, log_dir: Callable[[int], Path], settin
     """Kafka brokers ``ids`` on ``zookeeper_connect`` (with the chroot) with ``settings``, each with its
     log in ``log_dir(id)`` and a ``heap`` small enough for three beside the tests; all killed on the way out."""
     brokers = {b: kafka_jvm.KafkaBroker(log_dir(b), zookeeper_connect, b, dict(settings)) for b in ids}
+    first, *others = brokers.values()
     try:
-        for broker in brokers.values():
-            broker.start(heap=heap)
+        first.start(heap=heap)  # alone: it is the controller, as odradek_brokers' first is
+        for broker in others:  # then the others' JVMs start beside each other
+            broker.launch(heap)
+        for broker in others:
+            broker.serving()
         yield brokers
     finally:
         for broker in brokers.values():

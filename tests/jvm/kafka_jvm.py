@@ -254,8 +254,13 @@ class KafkaBroker:
         return self.process
 
     def start(self, heap: str = "768m") -> "KafkaBroker":
-        process = self.launch(heap)
-        wait_for_port(self.port, process.proc, STARTUP_TIMEOUT_S, process.log, self.host)
+        self.launch(heap)
+        return self.serving()
+
+    def serving(self) -> "KafkaBroker":
+        """Until the launched broker serves: its port open, then Metadata naming brokers and the controller."""
+        assert self.process is not None, "launch() first"
+        wait_for_port(self.port, self.process.proc, STARTUP_TIMEOUT_S, self.process.log, self.host)
         wait_until_serving(self.bootstrap, STARTUP_TIMEOUT_S)
         return self
 
