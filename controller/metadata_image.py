@@ -86,24 +86,34 @@ class TopicInfo:
         return self.name in INTERNAL_TOPICS
 
 
-@dataclass
 class MetadataImage:
-    cluster_id: str
-    controller_id: int
-    brokers: dict[int, BrokerInfo]
-    topics: dict[str, TopicInfo] = field(default_factory=dict)
-    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
-    """Dynamic broker configs by entity: a broker id, or ``<default>`` for the cluster-wide defaults (ZooKeeper's
-    ``/config/brokers/<entity>``)."""
-    entity_configs: dict[str, dict[str, str]] = field(default_factory=dict)
-    """Client quota configs by ZooKeeper's path below ``/config``: ``users/<u>``, ``users/<u>/clients/<c>``,
-    ``clients/<c>``, ``ips/<ip>`` (names sanitized, ``<default>`` for the default entity)."""
-    group_configs: dict[str, dict[str, str]] = field(default_factory=dict)
-    """Group configs (KIP-848, KIP-932) by group id: ZooKeeper's ``/config/groups/<group>``, the embedded
-    controller's metadata file (Kafka 4.4 keeps them in its metadata log)."""
-    acl_znodes: dict[str, dict] = field(default_factory=dict)
-    """The authorizer's ACLs by znode path, with the JSON ZooKeeper would hold there (``/kafka-acl/Topic/t`` ->
-    ``{"version": 1, "acls": [...]}``)."""
+    def __init__(
+        self,
+        cluster_id: str,
+        controller_id: int,
+        brokers: dict[int, BrokerInfo],
+        topics: dict[str, TopicInfo] | None = None,
+        broker_configs: dict[str, dict[str, str]] | None = None,
+        entity_configs: dict[str, dict[str, str]] | None = None,
+        group_configs: dict[str, dict[str, str]] | None = None,
+        acl_znodes: dict[str, dict] | None = None,
+    ) -> None:
+        self.cluster_id = cluster_id
+        self.controller_id = controller_id
+        self.brokers = brokers
+        self.topics = topics if topics is not None else {}
+        self.broker_configs = broker_configs if broker_configs is not None else {}
+        """Dynamic broker configs by entity: a broker id, or ``<default>`` for the cluster-wide defaults (ZooKeeper's
+        ``/config/brokers/<entity>``)."""
+        self.entity_configs = entity_configs if entity_configs is not None else {}
+        """Client quota configs by ZooKeeper's path below ``/config``: ``users/<u>``, ``users/<u>/clients/<c>``,
+        ``clients/<c>``, ``ips/<ip>`` (names sanitized, ``<default>`` for the default entity)."""
+        self.group_configs = group_configs if group_configs is not None else {}
+        """Group configs (KIP-848, KIP-932) by group id: ZooKeeper's ``/config/groups/<group>``, the embedded
+        controller's metadata file (Kafka 4.4 keeps them in its metadata log)."""
+        self.acl_znodes = acl_znodes if acl_znodes is not None else {}
+        """The authorizer's ACLs by znode path, with the JSON ZooKeeper would hold there (``/kafka-acl/Topic/t`` ->
+        ``{"version": 1, "acls": [...]}``)."""
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         for topic in self.topics.values():

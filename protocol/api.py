@@ -10,7 +10,6 @@ broker's versions can still read the answer.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Generic, Mapping, NamedTuple, TypeVar
 
@@ -35,7 +34,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
 class Api:
     """An API as declared: every version odradek can decode (Kafka 3.9's, and those Kafka 4.4 adds).
 
@@ -44,15 +42,16 @@ class Api:
     messages (``request``, ``response``) are imported at first use: a broker starting reads only the rest.
     """
 
-    key: int
-    name: str
-    versions: Versions
-    """The request's valid versions."""
-    listeners: tuple[str, ...]
-    kafka_3_9: Versions
-    """The versions Kafka 3.9 defines (empty for an API Kafka added later, such as the share-group APIs)."""
-    throttled: bool
-    """Its response carries a throttle time (ThrottleTimeMs)."""
+    def __init__(self, key: int, name: str, versions: Versions, listeners: tuple[str, ...], kafka_3_9: Versions, throttled: bool) -> None:
+        self.key = key
+        self.name = name
+        self.versions = versions
+        """The request's valid versions."""
+        self.listeners = listeners
+        self.kafka_3_9 = kafka_3_9
+        """The versions Kafka 3.9 defines (empty for an API Kafka added later, such as the share-group APIs)."""
+        self.throttled = throttled
+        """Its response carries a throttle time (ThrottleTimeMs)."""
 
     @cached_property
     def request(self) -> Message:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass
 from typing import Any
 
 
@@ -51,16 +50,27 @@ _INT_RANGES = {
 _JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
-@dataclass(frozen=True)
 class ConfigKey:
-    name: str
-    type: ConfigType
-    default: Any
-    doc: str
-    at_least: float | None = None
-    valid: tuple[str, ...] | None = None
-    acted_on: bool = True
-    """False for keys accepted for compatibility whose behaviour odradek does not implement."""
+    __slots__ = ("name", "type", "default", "doc", "at_least", "valid", "acted_on")
+
+    def __init__(
+        self,
+        name: str,
+        type: ConfigType,
+        default: Any,
+        doc: str,
+        at_least: float | None = None,
+        valid: tuple[str, ...] | None = None,
+        acted_on: bool = True,
+    ) -> None:
+        self.name = name
+        self.type = type
+        self.default = default
+        self.doc = doc
+        self.at_least = at_least
+        self.valid = valid
+        self.acted_on = acted_on
+        """False for keys accepted for compatibility whose behaviour odradek does not implement."""
 
     def parse(self, raw: Any) -> Any:
         """A value from its string form (or an already-typed value), validated as Kafka's ConfigDef does."""

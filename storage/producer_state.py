@@ -24,7 +24,6 @@ import logging
 import os
 import struct
 from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -98,14 +97,21 @@ class BatchMetadata(NamedTuple):
         return self.last_offset - self.offset_delta
 
 
-@dataclass
 class ProducerStateEntry:
-    producer_id: int
-    producer_epoch: int = NO_PRODUCER_EPOCH
-    coordinator_epoch: int = -1
-    last_timestamp: int = -1
-    current_txn_first_offset: int | None = None
-    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    def __init__(
+        self,
+        producer_id: int,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        coordinator_epoch: int = -1,
+        last_timestamp: int = -1,
+        current_txn_first_offset: int | None = None,
+    ) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.coordinator_epoch = coordinator_epoch
+        self.last_timestamp = last_timestamp
+        self.current_txn_first_offset = current_txn_first_offset
+        self.batches: deque[BatchMetadata] = deque(maxlen=NUM_BATCHES_TO_RETAIN)
 
     @property
     def is_empty(self) -> bool:
