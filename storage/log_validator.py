@@ -25,7 +25,6 @@ headers under its lock, when it appends.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from odradek.protocol import legacy_records
@@ -92,7 +91,6 @@ class ValidationResult(NamedTuple):
     origin: AppendOrigin
 
 
-@dataclass(slots=True)
 class Prechecked:
     """What :func:`precheck` found of a client's magic-2 batch before its partition is known: the header and
     CRC checks' verdict (``validated`` or ``error``) and, past them, the record walk's (``walked`` or
@@ -100,10 +98,13 @@ class Prechecked:
     inline). A front process does this work and worker 0 takes it in place of its own (docs/multicore.md,
     step 2), raising the same error at the point where its own check would have."""
 
-    validated: ValidatedBatches | None = None
-    error: KafkaError | None = None
-    walked: WalkedBatch | None = None
-    walk_error: KafkaError | None = None
+    __slots__ = ("validated", "error", "walked", "walk_error")
+
+    def __init__(self, validated: ValidatedBatches | None = None, error: KafkaError | None = None, walked: WalkedBatch | None = None, walk_error: KafkaError | None = None) -> None:
+        self.validated = validated
+        self.error = error
+        self.walked = walked
+        self.walk_error = walk_error
 
 
 def precheck(records: Any) -> Prechecked | None:
