@@ -158,18 +158,24 @@ class CheckedBatches:
     def needs_walk(self) -> bool:
         return self.origin is AppendOrigin.CLIENT
 
+    def _timestamp_bounds(self) -> TimestampBounds | None:
+        """The bounds of the records' timestamps (KIP-937); None where nothing is bounded: a LogAppendTime
+        topic, or both bounds unset (``Long.MAX_VALUE``, which no timestamp passes)."""
+        config = self.config
+        before, after = config.effective_timestamp_before_max_ms, config.effective_timestamp_after_max_ms
+        if config.log_append_time or (before == LONG_MAX and after == LONG_MAX):
+            return None
+        return TimestampBounds(self.now_ms, before, after)
+
     def _prewalked(self) -> WalkedBatch | None:
         """The front's walk when it is the one this partition would make: its structural verdict always (a
         malformed record stops the walk whatever the bounds), its result when the topic bounds no timestamp
-        (LogAppendTime, or both KIP-937 bounds unset) and requires no key."""
+        and requires no key."""
         pre = self.prechecked
         assert pre is not None
         if pre.walk_error is not None:
             raise pre.walk_error
-        config = self.config
-        if pre.walked is not None and not config.compact and (
-            config.log_append_time or (config.effective_timestamp_before_max_ms == LONG_MAX and config.effective_timestamp_after_max_ms == LONG_MAX)
-        ):
+        if pre.walked is not None and not self.config.compact and self._timestamp_bounds() is None:
             return pre.walked
         return None
 
@@ -177,15 +183,11 @@ class CheckedBatches:
         if self.prechecked is not None and (walked := self._prewalked()) is not None:
             return walked
         (position, header), = self.validated.batches
-        bounds = None
-        if not self.config.log_append_time:
-            bounds = TimestampBounds(self.now_ms, self.config.effective_timestamp_before_max_ms, self.config.effective_timestamp_after_max_ms)
-        return walk_batch(self.records, position, header, timestamps=bounds, require_keys=self.config.compact, max_decompressed=max_decompressed)
+        return walk_batch(self.records, position, header, timestamps=self._timestamp_bounds(), require_keys=self.config.compact, max_decompressed=max_decompressed)
 
     def walk_inline(self) -> WalkedBatch:
-        """The walk, for a batch small enough to walk on the event loop; else :class:`WalkElsewhere`."""
-        if self.prechecked is not None and (walked := self._prewalked()) is not None:
-            return walked
+        """The walk, for a batch small enough to walk on the event loop; else :class:`WalkElsewhere`. (A
+        front's walk is only of such a batch: :meth:`walk` takes it.)"""
         (_, header), = self.validated.batches
         if not header.compression and header.size > INLINE_WALK_BYTES:
             raise WalkElsewhere
