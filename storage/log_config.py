@@ -44,19 +44,9 @@ class BrokerSynonym(NamedTuple):
 class TopicConfigKey(ConfigKey):
     __slots__ = ("synonyms", "check")
 
-    def __init__(
-        self,
-        name: str,
-        type: ConfigType,
-        default: Any,
-        doc: str,
-        at_least: float | None = None,
-        valid: tuple[str, ...] | None = None,
-        acted_on: bool = True,
-        synonyms: tuple[BrokerSynonym, ...] = (),
-        check: Callable[[Any], str | None] | None = None,
-    ) -> None:
-        super().__init__(name, type, default, doc, at_least, valid, acted_on)
+    def __init__(self, *key: Any, synonyms: tuple[BrokerSynonym, ...] = (), check: Callable[[Any], str | None] | None = None, **options: Any) -> None:
+        """``key`` and ``options``: a :class:`ConfigKey`'s."""
+        super().__init__(*key, **options)
         self.synonyms = synonyms
         self.check = check
         """Validation beyond ``at_least``/``valid``: returns Kafka's reason when the value is rejected."""
