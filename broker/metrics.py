@@ -28,7 +28,6 @@ from prometheus_client import CollectorRegistry, ProcessCollector, start_http_se
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from odradek.broker.coordinator.group.group import GroupState
-from odradek.broker.network.forwarded_produce import ForwardedProduce
 from odradek.protocol.api import ApiKey, Request
 from odradek.protocol.errors import ErrorCode
 
@@ -199,15 +198,15 @@ class BrokerMetrics:
         before the append, and the batches' size."""
         partitions = self.server.replica_manager.partitions
         out = []
-        body = request.body
-        parts: Iterable[tuple[str, int, Any]]
-        if type(body) is ForwardedProduce:  # decoded by a front (docs/multicore.md, step 2): its appends
-            parts = [(append.topic, append.index, append.records) for append in body.appends]
-        else:  # item access: a decoded Container's attribute access costs several times more
-            parts = [(topic_data["name"], pd["index"], pd["records"]) for topic_data in body["topic_data"] for pd in topic_data["partition_data"]]
-        for name, index, records in parts:
-            partition = partitions.get((name, index))
-            out.append((self._counters(name), partition, partition.log_end_offset if partition is not None else 0, len(records) if records is not None else 0))
+        # Attribute reads, which a decoded body (C getters) and a front's (broker/network/forwarded_produce.py,
+        # its topics' partitions being the appends) both answer.
+        for topic_data in request.body.topic_data:
+            name = topic_data.name
+            counters = self._counters(name)
+            for pd in topic_data.partition_data:
+                partition = partitions.get((name, pd.index))
+                records = pd.records
+                out.append((counters, partition, partition.log_end_offset if partition is not None else 0, len(records) if records is not None else 0))
         return out
 
     def _produced(self, appends: list[tuple[TopicCounters, Any, int, int]]) -> None:
