@@ -48,11 +48,13 @@ def handle(
     coordinator = share_partitions.coordinator
     groups: list[DescribeShareGroupOffsetsResponseGroupDict] = []
     reads: list[Deferred[Any]] = []
-    probed: dict[int, set[str]] = {}
-    """Per group entry (by id()), the topics read only to find whether the group has state in them."""
+    probed: list[set[str]] = []
+    """Per group entry, in order: the topics read only to find whether the group has state in them."""
     for group in request.body.groups:
         entry: DescribeShareGroupOffsetsResponseGroupDict = {"group_id": group.group_id, "topics": []}
         groups.append(entry)
+        probes: set[str] = set()
+        probed.append(probes)
         if not authorization.authorize(request, AclOperation.DESCRIBE, ResourceType.GROUP, group.group_id):
             entry["error_code"] = ErrorCode.GROUP_AUTHORIZATION_FAILED
             continue
@@ -71,12 +73,11 @@ def handle(
                 topic = share_groups.groups.topics(name)
                 if topic is not None:
                     wanted[name] = sorted(set(wanted.get(name, [])) | set(range(topic[1])))
-            others = {name for name in share_groups.groups.topic_names() if name not in wanted}
-            for name in others:
+            probes.update(name for name in share_groups.groups.topic_names() if name not in wanted)
+            for name in probes:
                 topic = share_groups.groups.topics(name)
                 if topic is not None:
                     wanted[name] = list(range(topic[1]))
-            probed[id(entry)] = others
         else:
             wanted = {t.topic_name: list(t.partitions) for t in group.topics}
         for name, partitions in sorted(wanted.items()):
@@ -87,7 +88,7 @@ def handle(
             answers = [_partition(share_partitions, partition_metadata_client, group.group_id, topic_id, name, index, reads.append) for index in sorted(partitions)]
             entry["topics"].append({"topic_name": name, "topic_id": topic_id or NO_TOPIC_ID, "partitions": answers})
         entry["error_code"] = ErrorCode.NONE
-    return when_done(reads, lambda: {"groups": [_without_stateless(entry, probed.get(id(entry), set())) for entry in groups]})
+    return when_done(reads, lambda: {"groups": [_without_stateless(entry, probes) for entry, probes in zip(groups, probed)]})
 
 
 def _without_stateless(entry: DescribeShareGroupOffsetsResponseGroupDict, probed: set[str]) -> DescribeShareGroupOffsetsResponseGroupDict:
