@@ -1,12 +1,13 @@
-"""Declarative message schemas, compiled per version into construct parsers and builders.
+"""Declarative message schemas, compiled per version into Python parsers and builders.
 
 A message is declared once, as Kafka's own JSON specs declare it: fields with version ranges, nullable
-versions, tagged fields, defaults and nested structs. For a given (message, version) we build a
-``construct`` object whose ``_emitparse``/``_emitbuild`` generate straight-line Python, then let
-construct's compiler turn it into a module. Custom constructs cover what construct lacks (unsigned varints,
-compact strings, tagged-field sections, zero-copy ``records``).
+versions, tagged fields, defaults and nested structs. For a given (message, version) each field's type
+(:class:`Primitive`, :class:`KArray`, :class:`KStruct`, :class:`NullableStruct`) emits the straight-line
+Python that reads and writes it, and the whole is compiled once into one parser and one builder function
+(:class:`Codec`): Kafka's primitives (unsigned varints, compact strings, tagged-field sections, zero-copy
+``records``) need nothing else.
 
-Decoded structs are :class:`Container` objects (construct's dicts with attribute access) that always carry every
+Decoded structs are :class:`Container` objects (dicts with attribute access) that always carry every
 field of the message, filled with the field's default when the version lacks it, so handlers never branch
 on versions to read a field. Building takes dicts and uses the default for any missing key; under test (``CHECK_FIELD_NAMES``) a key that is not a
 field of the struct in any version raises :class:`UnknownFieldError`.
@@ -20,7 +21,6 @@ in order so the caller can send the record data itself.
 from __future__ import annotations
 
 import io as _io
-import itertools
 import operator
 import os
 import re
@@ -28,10 +28,7 @@ import struct
 import threading
 import uuid
 from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Any, Mapping, Protocol
-
-import construct
+from typing import Any, Mapping, Protocol, cast
 
 __all__ = [
     "Versions",
@@ -39,6 +36,7 @@ __all__ = [
     "S",
     "Array",
     "Message",
+    "Codec",
     "DecodeError",
     "EncodeError",
     "Splice",
@@ -54,13 +52,14 @@ __all__ = [
 ]
 
 
-class Container(construct.Container):  # type: ignore[misc]  # construct has no type hints
-    """construct's Container (what decoded messages are), with a field read costing a dict lookup.
+class Container(dict[str, Any]):
+    """What decoded messages are: a dict whose keys are also its attributes (``body.topics``, read, set and
+    deleted), equal to any dict with the same keys and values in any order, its private keys (``_unknown_tags``)
+    aside on both sides.
 
-    construct's ``__getattr__`` runs only after the ordinary attribute lookup failed and raised, ~0.5 µs per
-    field read, and a handler reads a dozen (produce) to twenty (fetch) per request. Here a field is looked
-    up first among the keys; the Container's own attributes (its methods and slot) still win over a key
-    of the same name, as in construct's."""
+    A field read costs a dict lookup: the key is looked up first, not after the ordinary attribute lookup
+    failed and raised (~0.5 µs per field read, and a handler reads a dozen (produce) to twenty (fetch) per
+    request). The dict's own attributes (its methods) still win over a key of the same name."""
 
     __slots__ = ()
 
@@ -72,10 +71,47 @@ class Container(construct.Container):  # type: ignore[misc]  # construct has no 
         except KeyError:
             raise AttributeError(name) from None
 
+    def __getattr__(self, name: str) -> Any:
+        """A key that is no property of a :func:`_fields_container` class (whose attribute lookup is the
+        ordinary one)."""
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self[name] = value
+
+    def __delattr__(self, name: str) -> None:
+        try:
+            del self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, dict):
+            return False
+        return _public(self) == _public(other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = None  # a dict: mutable
+
+    def __repr__(self) -> str:
+        return f"Container({', '.join(f'{k}={v!r}' for k, v in _public(self).items())})"
+
     def copy(self) -> Container:
         return Container(self)
 
     __copy__ = copy
+
+
+def _public(value: dict[str, Any]) -> dict[str, Any]:
+    """A struct's fields without its private keys (``_unknown_tags``), which equality and repr leave out."""
+    return {k: v for k, v in value.items() if not (isinstance(k, str) and k.startswith("_"))}
 
 
 _CONTAINER_ATTRIBUTES = frozenset(dir(Container))
@@ -280,45 +316,49 @@ def _resolve_default(f: F) -> Any:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Code emission. Every parser is an expression over ``io`` (a BytesIO) and ``this`` (construct's context,
-# used only to reach ``_params``); every builder is an expression over ``obj``, ``io`` and ``this``.
-
-_PRELUDE = '''
-from odradek.protocol.schema import _rt
-'''
+# Code emission. Every parser is an expression over ``io`` (a BytesIO) and ``this`` (the context, whose
+# ``_params`` the parsers read); every builder is an expression over ``obj``, ``io`` and ``this``.
 
 
-class _Emitter:
-    """Per-compilation helper: allocates function names and interns constants into the module."""
+class _Code:
+    """One compilation's source: the functions emitted (each named by :meth:`fn`) and the constants they
+    read (:meth:`const`), which are the globals the source runs with, beside the runtime ``_rt``."""
 
-    def __init__(self, code: Any) -> None:
-        self.code = code
-        if not getattr(code, "_odradek_prelude", False):
-            code.append(_PRELUDE)
-            code._odradek_prelude = True
-            code._odradek_consts = {}
+    def __init__(self) -> None:
+        self.blocks: list[str] = []
+        self.globals: dict[str, Any] = {"_rt": _Runtime}
+        self._const_names: dict[int, str] = {}
 
     def fn(self, prefix: str, body: str) -> str:
-        name = f"{prefix}_{self.code.allocateId()}"
-        self.code.append(body.replace("FN", name))
+        """Emit a function (``FN`` in ``body`` stands for its name); its unique name."""
+        name = f"{prefix}_{len(self.blocks)}"
+        self.blocks.append(body.replace("FN", name))
         return name
 
     def const(self, value: Any) -> str:
-        consts: dict[int, str] = self.code._odradek_consts
-        key = id(value)
-        if key not in consts:
-            name = f"_c{next(_CONST_IDS)}"
-            _CONSTS[name] = value
-            self.code.append(f"{name} = _rt.CONSTS[{name!r}]\n")
-            consts[key] = name
-        return consts[key]
+        """The name of a global holding ``value`` (one per object)."""
+        name = self._const_names.get(id(value))
+        if name is None:
+            name = self._const_names[id(value)] = f"_c{len(self._const_names)}"
+            self.globals[name] = value  # also keeps it alive, so that its id is not reused
+        return name
 
 
-_CONSTS: dict[str, Any] = {}
-_CONST_IDS = itertools.count()
-"""Constant names are unique across compilations: per compilation (construct's ``allocateId``), two threads
-compiling at once overwrote each other's ``_c<n>`` before their modules read it (an encoder once compared a
-``dict_keys`` with an int)."""
+class Codec:
+    """One version of a message compiled: the functions :func:`decode_frame` and :func:`encode_frame` call."""
+
+    __slots__ = ("parsefunc", "buildfunc")
+
+    def __init__(self, struct_: KStruct, label: str) -> None:
+        code = _Code()
+        parse = struct_.parse_function(code)
+        build = struct_.build_function(code)
+        namespace = code.globals
+        exec(compile("\n".join(code.blocks), f"<{label}>", "exec"), namespace)
+        self.parsefunc = namespace[parse]
+        self.buildfunc = namespace[build]
+
+
 _COMPILE_LOCK = threading.RLock()
 """One compilation at a time (a coordinator's channel encodes on a thread of its own): a version is compiled once."""
 
@@ -333,36 +373,29 @@ _FIXED = {
 }
 
 
-class _Field(construct.Construct):  # type: ignore[misc]  # construct ships no type hints, so its classes are Any
-    """Base for our constructs: one implementation (the emitted code); the interpreted path compiles it."""
+class _Field:
+    """A field's type at one version, as the code that reads it and the code that writes it."""
 
-    def _parse(self, stream: Any, context: Any, path: str) -> Any:
-        return self._compiled.parsefunc(stream, context)
+    def emit_parse(self, code: _Code) -> str:
+        """An expression reading the field from ``io``."""
+        raise NotImplementedError
 
-    def _build(self, obj: Any, stream: Any, context: Any, path: str) -> Any:
-        return self._compiled.buildfunc(obj, stream, context)
-
-    @cached_property
-    def _compiled(self) -> Any:
-        with _COMPILE_LOCK:
-            return construct.Construct.compile(self)
-
-    def _sizeof(self, context: Any, path: str) -> int:
-        raise construct.SizeofError(path=path)
+    def emit_build(self, code: _Code) -> str:
+        """An expression writing ``obj`` to ``io``, whose value is ``obj``."""
+        raise NotImplementedError
 
 
 class Primitive(_Field):
     """A Kafka primitive: fixed-width numbers, uuid, (compact) (nullable) string/bytes, records."""
 
     def __init__(self, type_name: str, compact: bool, nullable: bool, name: str = "") -> None:
-        super().__init__()
         self.type_name = type_name
         self.compact = compact
         self.nullable = nullable
         self.name = name
         """The field's name (Kafka's camelCase), for the error a value it cannot carry raises."""
 
-    def _emitparse(self, code: Any) -> str:
+    def emit_parse(self, code: _Code) -> str:
         t = self.type_name
         if t in _FIXED:
             # A short read makes unpack raise struct.error, which decode() reports as a DecodeError.
@@ -386,7 +419,7 @@ class Primitive(_Field):
         kind = {"bytes": "bytes", "records": "records"}[t]
         return f"_rt.write_{kind}({value}, io, this, {self.compact}, {self.nullable})"
 
-    def _emitbuild(self, code: Any) -> str:
+    def emit_build(self, code: _Code) -> str:
         t = self.type_name
         if t in _FIXED:
             packer, _ = _FIXED[t]
@@ -406,18 +439,16 @@ class KArray(_Field):
     negative count as null; no client writes one, so it can only be a corrupt or hostile frame).
     """
 
-    def __init__(self, element: construct.Construct, compact: bool, nullable: bool) -> None:
-        super().__init__()
+    def __init__(self, element: _Field, compact: bool, nullable: bool) -> None:
         self.element = element
         self.compact = compact
         self.nullable = nullable
 
-    def _emitparse(self, code: Any) -> str:
-        e = _Emitter(code)
+    def emit_parse(self, code: _Code) -> str:
         count = f"{_UVARINT_EXPR} - 1" if self.compact else "_rt.INT32.unpack(_rt.read(io, 4))[0]"
-        elem = self.element._compileparse(code)
+        elem = self.element.emit_parse(code)
         null = "return None" if self.nullable else "raise _rt.DecodeError('null array in non-nullable field')"
-        fn = e.fn(
+        fn = code.fn(
             "parse_array",
             f"""
 def FN(io, this):
@@ -433,12 +464,11 @@ def FN(io, this):
         )
         return f"{fn}(io, this)"
 
-    def _emitbuild(self, code: Any) -> str:
-        e = _Emitter(code)
-        elem = _build_statement(e, self.element, "item", code)
+    def emit_build(self, code: _Code) -> str:
+        elem = _build_statement(self.element, "item", code)
         write_count = "io.write(_rt.UVARINTS[n] if (n := len(obj) + 1) < 0x80 else _rt.uvarint_bytes(n))" if self.compact else "io.write(_rt.INT32.pack(len(obj)))"
         null_count = "_rt.write_uvarint(0, io)" if self.compact else "io.write(_rt.INT32.pack(-1))"
-        fn = e.fn(
+        fn = code.fn(
             "build_array",
             f"""
 def FN(obj, io, this):
@@ -462,12 +492,11 @@ class KStruct(_Field):
     """
 
     def __init__(self, decl: S, version: int, flexible: bool) -> None:
-        super().__init__()
         self.decl = decl
         self.version = version
         self.flexible = flexible
-        self.regular: list[tuple[str, construct.Construct, F]] = []
-        self.tagged: list[tuple[str, int, construct.Construct, F]] = []
+        self.regular: list[tuple[str, _Field, F]] = []
+        self.tagged: list[tuple[str, int, _Field, F]] = []
         self.absent: list[tuple[str, F]] = []
         for f in decl.fields:
             name = snake_case(f.name)
@@ -483,53 +512,59 @@ class KStruct(_Field):
                 self.regular.append((name, _construct_for(f, version, field_flexible), f))
         self.tagged.sort(key=lambda t: t[1])
 
-    def _emitparse(self, code: Any) -> str:
-        e = _Emitter(code)
-        fields = e.const(_fields_container(tuple(snake_case(f.name) for f in self.decl.fields)))
+    def emit_parse(self, code: _Code) -> str:
+        return f"{self.parse_function(code)}(io, this)"
+
+    def parse_function(self, code: _Code) -> str:
+        """Emit the function ``(io, this)`` that reads the struct; its name."""
+        fields = code.const(_fields_container(tuple(snake_case(f.name) for f in self.decl.fields)))
         lines = ["def FN(io, this):", f"    r = {fields}()"]
         for run in _fixed_runs(self.regular):
             if len(run) == 1:
                 name, sub, _ = run[0]
-                lines.append(f"    r[{name!r}] = {sub._compileparse(code)}")
+                lines.append(f"    r[{name!r}] = {sub.emit_parse(code)}")
             else:
                 packer = _run_struct(run)
                 targets = ", ".join(f"r[{name!r}]" for name, _, _ in run)
-                lines.append(f"    {targets} = {e.const(packer)}.unpack(io.read({packer.size}))")
+                lines.append(f"    {targets} = {code.const(packer)}.unpack(io.read({packer.size}))")
         for name, f in self.absent:
-            lines.append(f"    r[{name!r}] = {_default_expr(e, f)}")
+            lines.append(f"    r[{name!r}] = {_default_expr(code, f)}")
         if self.flexible:
             tag_parsers = {}
             for name, tag, sub, f in self.tagged:
-                lines.append(f"    r[{name!r}] = {_default_expr(e, f)}")
-                tag_parsers[tag] = (name, e.fn("parse_tag", f"\ndef FN(io, this):\n    return {sub._compileparse(code)}\n"))
+                lines.append(f"    r[{name!r}] = {_default_expr(code, f)}")
+                tag_parsers[tag] = (name, code.fn("parse_tag", f"\ndef FN(io, this):\n    return {sub.emit_parse(code)}\n"))
             table = "{" + ", ".join(f"{tag}: ({n!r}, {p})" for tag, (n, p) in tag_parsers.items()) + "}"
             # Most sections are empty (one zero byte): read inline, the rest by the runtime.
             lines.append("    t = io.read(1)")
             lines.append("    if t != b'\\x00':")
             lines.append(f"        _rt.read_tagged(io, this, r, {table}, t)")
         lines.append("    return r")
-        return f"{e.fn('parse_struct', chr(10) + chr(10).join(lines) + chr(10))}(io, this)"
+        return code.fn("parse_struct", "\n" + "\n".join(lines) + "\n")
 
-    def _emitbuild(self, code: Any) -> str:
-        e = _Emitter(code)
+    def emit_build(self, code: _Code) -> str:
+        return f"{self.build_function(code)}(obj, io, this)"
+
+    def build_function(self, code: _Code) -> str:
+        """Emit the function ``(obj, io, this)`` that writes the struct; its name."""
         lines = ["def FN(obj, io, this):", "    get = obj.get"]
         if CHECK_FIELD_NAMES:
-            known = e.const(frozenset(snake_case(f.name) for f in self.decl.fields) | {"_unknown_tags"})
+            known = code.const(frozenset(snake_case(f.name) for f in self.decl.fields) | {"_unknown_tags"})
             lines.append(f"    if not obj.keys() <= {known}: _rt.unknown_fields(obj, {known}, {self.decl.name!r})")
         for run in _fixed_runs(self.regular):
-            values = [f"get({name!r}, {e.const(_resolve_default(f))})" for name, _, f in run]
+            values = [f"get({name!r}, {code.const(_resolve_default(f))})" for name, _, f in run]
             if len(run) == 1:
-                lines.append(f"    {_build_statement(e, run[0][1], values[0], code)}")
+                lines.append(f"    {_build_statement(run[0][1], values[0], code)}")
             else:
-                lines.append(f"    io.write({e.const(_run_struct(run))}.pack({', '.join(values)}))")
+                lines.append(f"    io.write({code.const(_run_struct(run))}.pack({', '.join(values)}))")
         if self.flexible:
             if self.tagged:
                 entries = []
                 for name, tag, sub, f in self.tagged:
-                    sub_fn = e.fn("build_tag", f"\ndef FN(obj, io, this):\n    return {sub._compilebuild(code)}\n")
-                    entries.append(f"({tag}, {name!r}, {sub_fn}, {e.const(_resolve_default(f))})")
+                    sub_fn = code.fn("build_tag", f"\ndef FN(obj, io, this):\n    return {sub.emit_build(code)}\n")
+                    entries.append(f"({tag}, {name!r}, {sub_fn}, {code.const(_resolve_default(f))})")
                 # Tagged fields are mostly left out (their defaults): then the section is one zero byte.
-                names = e.const(frozenset(name for name, _, _, _ in self.tagged) | {"_unknown_tags"})
+                names = code.const(frozenset(name for name, _, _, _ in self.tagged) | {"_unknown_tags"})
                 lines.append(f"    if obj.keys().isdisjoint({names}):")
                 lines.append("        io.write(b'\\x00')")
                 lines.append("    else:")
@@ -537,22 +572,21 @@ class KStruct(_Field):
             else:
                 lines.append("    io.write(b'\\x00') if not get('_unknown_tags') else _rt.write_tagged(obj, io, this, ())")
         lines.append("    return obj")
-        return f"{e.fn('build_struct', chr(10) + chr(10).join(lines) + chr(10))}(obj, io, this)"
+        return code.fn("build_struct", "\n" + "\n".join(lines) + "\n")
 
 
 class NullableStruct(_Field):
     """Kafka's nullable struct: an int8 marker (-1 = null, 1 = present) before the struct."""
 
     def __init__(self, struct_: KStruct) -> None:
-        super().__init__()
         self.struct = struct_
 
-    def _emitparse(self, code: Any) -> str:
-        inner = self.struct._compileparse(code)
+    def emit_parse(self, code: _Code) -> str:
+        inner = self.struct.emit_parse(code)
         return f"(None if _rt.INT8.unpack(_rt.read(io, 1))[0] < 0 else {inner})"
 
-    def _emitbuild(self, code: Any) -> str:
-        inner = self.struct._compilebuild(code)
+    def emit_build(self, code: _Code) -> str:
+        inner = self.struct.emit_build(code)
         return f"(io.write(b'\\xff'), obj)[1] if obj is None else (io.write(b'\\x01'), {inner})[1]"
 
 
@@ -562,23 +596,23 @@ _UVARINT_EXPR = "(b[0] if (b := io.read(1)) and b[0] < 0x80 else _rt.read_uvarin
 _IMMUTABLE = (type(None), bool, int, float, str, bytes, uuid.UUID)
 
 
-def _default_expr(e: _Emitter, f: F) -> str:
+def _default_expr(code: _Code, f: F) -> str:
     """A field's default for a decoded struct: the constant itself when immutable, else a fresh copy (a flat
     struct's by one dict copy)."""
     value = _resolve_default(f)
     if isinstance(value, _IMMUTABLE):
-        return e.const(value)
+        return code.const(value)
     if isinstance(value, list) and not value:
         return "[]"
     if isinstance(value, Container) and all(isinstance(v, _IMMUTABLE) for v in value.values()):
-        return f"_rt.Container({e.const(value)})"
-    return f"_rt.copy_default({e.const(value)})"
+        return f"_rt.Container({code.const(value)})"
+    return f"_rt.copy_default({code.const(value)})"
 
 
 _RUN_FORMATS = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "int64": "q", "float64": "d"}
 """Fixed-width types read and written together when consecutive (bool is not: its values are normalized)."""
 
-_Regular = tuple[str, construct.Construct, F]
+_Regular = tuple[str, _Field, F]
 
 
 def _fixed_runs(regular: list[_Regular]) -> list[list[_Regular]]:
@@ -599,26 +633,26 @@ def _fixed_runs(regular: list[_Regular]) -> list[list[_Regular]]:
 
 
 def _run_struct(run: list[_Regular]) -> struct.Struct:
-    return struct.Struct(">" + "".join(_RUN_FORMATS[sub.type_name] for _, sub, _ in run))
+    return struct.Struct(">" + "".join(_RUN_FORMATS[cast(Primitive, sub).type_name] for _, sub, _ in run))  # a run: fixed-width primitives
 
 
 _CALL = re.compile(r"(\w+)\(obj, io, this\)")
 
 
-def _build_statement(e: _Emitter, sub: construct.Construct, value: str, code: Any) -> str:
+def _build_statement(sub: _Field, value: str, code: _Code) -> str:
     """A statement writing ``value`` with ``sub``: a primitive written in place, a struct or an array by a
     direct call of its function (one Python call fewer per field than a wrapper)."""
     if isinstance(sub, Primitive):
         return sub.build_statement(value)
-    expr = sub._compilebuild(code)
+    expr = sub.emit_build(code)
     call = _CALL.fullmatch(expr)
     if call is not None:
         return f"{call.group(1)}({value}, io, this)"
-    fn = e.fn("build_field", f"\ndef FN(obj, io, this):\n    return {expr}\n")
+    fn = code.fn("build_field", f"\ndef FN(obj, io, this):\n    return {expr}\n")
     return f"{fn}({value}, io, this)"
 
 
-def _construct_for(f: F, version: int, flexible: bool) -> construct.Construct:
+def _construct_for(f: F, version: int, flexible: bool) -> _Field:
     nullable = version in f.nullable
     t = f.type
     if isinstance(t, S):
@@ -648,7 +682,7 @@ class Message:
     valid: Versions
     flexible: Versions
     fields: tuple[F, ...]
-    _cache: dict[int, Any] = field(default_factory=dict, compare=False, repr=False)
+    _cache: dict[int, Codec] = field(default_factory=dict, compare=False, repr=False)
 
     def __init__(self, name: str, valid: str, flexible: str, *fields: F) -> None:
         set_ = object.__setattr__
@@ -669,8 +703,8 @@ class Message:
         assert self.valid.high is not None
         return range(self.valid.low, self.valid.high + 1)
 
-    def codec(self, version: int) -> Any:
-        """The compiled construct for one version (cached: compiling costs milliseconds)."""
+    def codec(self, version: int) -> Codec:
+        """The compiled codec of one version (cached: compiling costs milliseconds)."""
         compiled = self._cache.get(version)
         if compiled is None:
             if version not in self.valid:
@@ -678,7 +712,7 @@ class Message:
             with _COMPILE_LOCK:
                 compiled = self._cache.get(version)
                 if compiled is None:
-                    compiled = KStruct(self.struct, version, self.is_flexible(version)).compile()
+                    compiled = Codec(KStruct(self.struct, version, self.is_flexible(version)), f"{self.name} v{version}")
                     self._cache[version] = compiled
         return compiled
 
@@ -730,8 +764,7 @@ def decode_frame(data: bytes | bytearray | memoryview, *parts: tuple[Message, in
     stream: _io.BytesIO | _ViewStream = _io.BytesIO(data) if isinstance(data, bytes) or size < _VIEW_STREAM_THRESHOLD else _ViewStream(view)
     if offset:
         stream.seek(offset)
-    # The compiled parsers themselves, without construct's per-call context and error-report layers: the
-    # emitted code reads nothing from its context but ``_params``.
+    # The emitted code reads nothing from its context but ``_params``.
     context = {"_params": {"_buf": view, "_size": size}}
     values = []
     message = version = None
@@ -740,7 +773,7 @@ def decode_frame(data: bytes | bytearray | memoryview, *parts: tuple[Message, in
             values.append(message.codec(version).parsefunc(stream, context))
     except DecodeError:
         raise
-    except (construct.ConstructError, struct.error, ValueError, IndexError, KeyError, TypeError, OverflowError, MemoryError, RecursionError) as exc:
+    except (struct.error, ValueError, IndexError, KeyError, TypeError, OverflowError, MemoryError, RecursionError) as exc:
         assert message is not None
         raise DecodeError(f"{message.name} v{version}: {exc.__class__.__name__}: {exc}") from None
     return values, stream.tell()
@@ -818,7 +851,6 @@ class _Runtime:
     DecodeError = DecodeError
     EncodeError = EncodeError
     Container = Container
-    CONSTS = _CONSTS
     BOOL = struct.Struct(">?")
     INT8 = struct.Struct(">b")
     INT16 = struct.Struct(">h")

@@ -1,8 +1,8 @@
 """Write ``protocol/message_types/*.py``: the static types of every API's request and response, for mypy.
 
-The codec works on untyped values (decoded structs are ``construct.Container`` objects, answers are built from
-dicts), so a handler that reads a field its request lacks, or answers with a misspelt key, would fail only when
-it runs. These modules give mypy the shapes, derived from the same declarations the codec compiles
+The codec works on untyped values (decoded structs are ``Container`` objects, dicts read by attribute;
+answers are built from dicts), so a handler that reads a field its request lacks, or answers with a misspelt
+key, would fail only when it runs. These modules give mypy the shapes, derived from the same declarations the codec compiles
 (``protocol/messages/*``, the runtime ``Message`` objects, not Kafka's JSON), each struct twice:
 
 - ``ProduceRequest``, ``TopicProduceData``, ...: a ``Protocol`` of a decoded struct, read by attribute. Decoding

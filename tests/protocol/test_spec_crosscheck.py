@@ -384,7 +384,7 @@ def test_every_version_of_the_api_compiles(api_key: int, module: ModuleType) -> 
         versions = message.versions()
         for version in versions:
             codec = message.codec(version)
-            assert callable(codec.parse) and callable(codec.build), f"{message.name} v{version}"
+            assert callable(codec.parsefunc) and callable(codec.buildfunc), f"{message.name} v{version}"
         with pytest.raises(ValueError):
             message.codec(versions.stop)
 
