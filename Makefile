@@ -34,8 +34,9 @@ install: build-deps $(PYTHON)
 # the suite in three parts: two workers, a test file each at a time, the longest files first (tests/conftest.py
 # LONGEST; most tests wait on brokers, JVMs and clients, not on the CPU); the cluster fault tests, two files at
 # a time beside each other only; then the timing-sensitive tests (marked serial) alone. Each part must collect tests: pytest's exit 5
-# (none collected) fails too.
-PYTEST = $(PYTHON) -m pytest -q -p no:cacheprovider --durations=15
+# (none collected) fails too. Short tracebacks: a CI that keeps only part of the output still shows each
+# failing line and its message, not the failing test's whole source.
+PYTEST = $(PYTHON) -m pytest -q -p no:cacheprovider --durations=15 --tb=short
 test: system-deps install-test jvm-deps lint
 	$(PYTEST) -n 2 --dist loadfile --no-loadscope-reorder -m "not serial and not cluster_faults" $(PYTEST_ARGS); parallel=$$?; \
 	$(PYTEST) -n 2 --dist loadfile --no-loadscope-reorder -m cluster_faults $(PYTEST_ARGS); cluster=$$?; \

@@ -503,7 +503,9 @@ def test_odradek_keeps_the_same_transactions_as_kafka(odradek_written: WrittenDi
 def test_odradek_answers_list_offsets_as_kafka_did(kafka_written: WrittenDir, kafka_dir_served: WrittenDir) -> None:
     expected = kafka_written.observed.list_offsets
     assert expected[("interop-events", 0, "latest")][0] == len(CODECS) * RECORDS_PER_CODEC // 3
-    assert len({offset for (topic, _, how), (offset, _, _) in expected.items() if topic == "interop-events" and how.startswith("at ")}) > 10
+    # Many distinct answers, so the comparison below means something. Told apart by partition: the five codecs'
+    # producers write at once, and how their batches interleave decides how many lookups share an offset.
+    assert len({(p, offset) for (topic, p, how), (offset, _, _) in expected.items() if topic == "interop-events" and how.startswith("at ")}) > 10
     assert kafka_dir_served.observed.list_offsets == kafka_written.observed.list_offsets
 
 
