@@ -245,10 +245,10 @@ def real_kafka44() -> kafka44_jvm.RealKafka44:
 
 
 @pytest.fixture(scope="session")
-def java44(tmp_path_factory: pytest.TempPathFactory) -> kafka44_jvm.JavaPrograms:
+def java44() -> kafka44_jvm.JavaPrograms:
     """tests/e2e/java44/*.java compiled once against kafka-clients 4.4.0: ``java44.run("Client44Probe", ...)``."""
     try:
-        return kafka44_jvm.JavaPrograms.compile(sorted((ROOT / "tests" / "e2e" / "java44").glob("*.java")), tmp_path_factory.mktemp("java44"))
+        return kafka44_jvm.java_programs(sorted((ROOT / "tests" / "e2e" / "java44").glob("*.java")))
     except kafka_jvm.JvmUnavailable as exc:
         pytest.fail(str(exc), pytrace=False)
 

@@ -12,8 +12,6 @@ import asyncio
 import itertools
 import json
 import re
-import shutil
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -289,24 +287,13 @@ PROBE_TIMEOUT_S = 120
 
 
 @pytest.fixture(scope="session")
-def probe(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., list[dict[str, Any]]]:
+def probe() -> Callable[..., list[dict[str, Any]]]:
     """``probe(sub_command, bootstrap, *args)``: runs tests/e2e/java/ClientProbe.java (Kafka's Java client,
-    compiled once per test process with ``javac``) and returns the JSON lines it printed."""
-    javac = shutil.which("javac")
-    assert javac is not None, "no `javac` on PATH: install a Java 17 JDK (make test does)"
-    classes = tmp_path_factory.mktemp("client-probe")
-    compiled = subprocess.run(
-        [javac, "-Xlint:all", "-Werror", "-d", str(classes), "-cp", kafka_jvm.classpath("kafka"), *map(str, JAVA_SOURCES.glob("*.java"))],
-        capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
-    )
-    assert compiled.returncode == 0, compiled.stderr
-    log4j = classes / "log4j.properties"
-    log4j.write_text(kafka_jvm.TOOLS_LOG4J)
+    compiled once) and returns the JSON lines it printed."""
+    programs = kafka_jvm.java_programs(sorted(JAVA_SOURCES.glob("*.java")), PROBE_TIMEOUT_S)
 
     def run(sub_command: str, bootstrap: str, *args: str) -> list[dict[str, Any]]:
-        cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", f"-Dlog4j.configuration={log4j.as_uri()}",
-               "-cp", kafka_jvm.classpath("kafka", classes), "ClientProbe", sub_command, bootstrap, *args]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+        done = programs.run("ClientProbe", sub_command, bootstrap, *args, timeout_s=PROBE_TIMEOUT_S)
         assert done.returncode == 0, f"ClientProbe {sub_command} exited {done.returncode}:\n{done.stderr[-4000:]}"
         return [json.loads(line) for line in done.stdout.splitlines()]
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
 import socket
 import subprocess
 import sys
@@ -271,21 +270,14 @@ def test_sasl_handshake_on_a_plaintext_listener_is_an_illegal_sasl_state(secured
 
 
 @pytest.fixture(scope="module")
-def java_probe(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., dict[str, Any]]:
+def java_probe() -> Callable[..., dict[str, Any]]:
     """``java_probe(bootstrap, protocol, mechanism, jaas, seconds, topic)``: Kafka's own producer
     (tests/e2e/java_security/SecurityProbe.java) and what it observed."""
-    javac = shutil.which("javac")
-    assert javac is not None, "no `javac` on PATH: install a Java 17 JDK (make test does)"
-    classes = tmp_path_factory.mktemp("security-probe")
     sources = Path(__file__).parent / "java_security"
-    compiled = subprocess.run([javac, "-Xlint:all", "-Werror", "-d", str(classes), "-cp", kafka_jvm.classpath("kafka"), *map(str, sources.glob("*.java"))], capture_output=True, text=True, timeout=120)
-    assert compiled.returncode == 0, compiled.stderr
-    log4j = classes / "log4j.properties"
-    log4j.write_text(kafka_jvm.TOOLS_LOG4J)
+    programs = kafka_jvm.java_programs(sorted(sources.glob("*.java")), 120)
 
     def run(*args: str) -> dict[str, Any]:
-        cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", f"-Dlog4j.configuration={log4j.as_uri()}", "-cp", kafka_jvm.classpath("kafka", classes), "SecurityProbe", *args]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        done = programs.run("SecurityProbe", *args, timeout_s=120)
         assert done.returncode == 0, done.stderr[-4000:]
         return json.loads(done.stdout.splitlines()[-1])
 

@@ -113,13 +113,10 @@ def long_lock_broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
 @pytest.fixture(scope="module")
 def probe(java44: kafka44_jvm.JavaPrograms) -> Probe:
     """``probe(mode, bootstrap, topic, group, count, consumers, policy, timeout_ms)``: ShareProbe's JSON lines
-    (ShareProbe is among the java44 programs, compiled once per test process)."""
-    classes = java44.classes
+    (ShareProbe is among the java44 programs, compiled once)."""
 
     def run(mode: str, bootstrap: str, topic: str, group: str, count: int, consumers: int = 1, policy: str = "accept", timeout_ms: int = 60000) -> list[dict[str, Any]]:
-        cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", kafka44_jvm.classpath(classes),
-               "ShareProbe", mode, bootstrap, topic, group, str(count), str(consumers), policy, str(timeout_ms)]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+        done = java44.run("ShareProbe", mode, bootstrap, topic, group, str(count), str(consumers), policy, str(timeout_ms), timeout_s=PROBE_TIMEOUT_S)
         assert done.returncode == 0, f"ShareProbe {mode} exited {done.returncode}:\n{done.stderr[-4000:]}"
         return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 

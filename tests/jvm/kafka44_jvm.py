@@ -37,7 +37,7 @@ from typing import Sequence
 
 import kafka_jvm
 import tool_runner
-from kafka_jvm import JavaProcess, free_port, start_java, tail, wait_for_port
+from kafka_jvm import JavaProcess, JavaPrograms, free_port, start_java, tail, wait_for_port
 
 KAFKA44_ENV = "ODRADEK_COMPAT_KAFKA44"
 JAR_SETS = ("kafka44", "kafka44-log4j2")
@@ -327,30 +327,9 @@ def run_tool(tool: str, *args: str, timeout_s: float = 120.0, input: str | None 
         archive.finish()
 
 
-@dataclass(frozen=True)
-class JavaPrograms:
-    """Java sources compiled once against kafka-clients 4.4.0 (``javac -Werror``), each program run as a JVM of
-    its own: ``programs.run("Main", *args)``."""
-
-    classes: Path
-
-    @classmethod
-    def compile(cls, sources: Sequence[Path], classes: Path, timeout_s: float = 180.0) -> "JavaPrograms":
-        javac = shutil.which("javac")
-        if javac is None:
-            raise kafka_jvm.JvmUnavailable("no `javac` on PATH: install a Java 17 JDK (make test does)")
-        classes.mkdir(parents=True, exist_ok=True)
-        done = sp.run([javac, "-Xlint:all", "-Werror", "-d", str(classes), "-cp", classpath(), *map(str, sources)], capture_output=True, text=True, timeout=timeout_s)
-        if done.returncode != 0:
-            raise RuntimeError(f"javac exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
-        return cls(classes)
-
-    def command(self, main_class: str, *args: str, heap: str = "256m") -> list[str]:
-        log4j2 = log4j2_file(TOOLS_LOG4J2, "tools-log4j2.properties")
-        return ["java", f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", f"-Dlog4j2.configurationFile={log4j2}", "-cp", classpath(self.classes), main_class, *args]
-
-    def run(self, main_class: str, *args: str, timeout_s: float = 180.0) -> sp.CompletedProcess[str]:
-        return sp.run(self.command(main_class, *args), capture_output=True, text=True, timeout=timeout_s)
+def java_programs(sources: Sequence[Path]) -> JavaPrograms:
+    """Java sources compiled once against kafka-clients 4.4.0, each program logging as Kafka 4.4's tools do."""
+    return JavaPrograms.compile(sources, JAR_SETS, {"log4j2.configurationFile": str(log4j2_file(TOOLS_LOG4J2, "tools-log4j2.properties"))})
 
 
 @dataclass

@@ -312,9 +312,9 @@ class ClassDataArchive:
     dump_to: Path | None
 
     @classmethod
-    def of(cls, *names: str) -> "ClassDataArchive":
-        """The archive of the classpath made of jar sets ``names``, in that order."""
-        jars = [jar for name in names for jar in sorted(jar_dir(name).glob("*.jar"))]
+    def of(cls, *names: str, jar: Path | None = None) -> "ClassDataArchive":
+        """The archive of the classpath made of jar sets ``names``, in that order, then ``jar`` if given."""
+        jars = [*(jar for name in names for jar in sorted(jar_dir(name).glob("*.jar"))), *([jar] if jar else [])]
         java = os.path.realpath(shutil.which("java") or "java")
         listing = "\n".join([java, *(f"{j.name}:{j.stat().st_size}:{j.stat().st_mtime_ns}" for j in jars)])
         path = JAR_ROOT / f"{names[0]}-{hashlib.sha256(listing.encode()).hexdigest()[:16]}.jsa"
@@ -339,13 +339,88 @@ RUNNER_HEAP = "-Xmx512m"
 """A tool runner's heap (tool_runner): its tools' 256 MiB, and room for the classes of all of them."""
 
 
-def run_tool(tool: str, *args: str, timeout_s: float = 120.0, input: str | None = None, cp: str | None = None) -> sp.CompletedProcess[str]:
-    """Run one of Kafka's command-line tools (``kafka-topics``, ...) as its ``bin/*.sh`` script would: in this
-    process's tool runner (tool_runner.py) unless ``cp`` names another classpath or runners are off."""
+def tools_log4j() -> Path:
+    """:data:`TOOLS_LOG4J` in a file beside the jars (written once; the tools' and programs' JVMs share it)."""
     log4j = JAR_ROOT / "tools-log4j.properties"
     if not log4j.exists():
         log4j.parent.mkdir(parents=True, exist_ok=True)
         log4j.write_text(TOOLS_LOG4J)
+    return log4j
+
+
+@dataclass(frozen=True)
+class JavaPrograms:
+    """Java sources compiled once (``javac -Werror``) against jar sets, each program run as a JVM of its own:
+    ``programs.run("Main", *args)``.
+
+    The classes go into one jar beside the jar sets, named by a digest of the sources, the JDK and the jars,
+    so every test process finds the same file: a class-data archive (:class:`ClassDataArchive`) is dumped only
+    from a classpath of jars, and maps only where the classpath is the one it was dumped from. The first run
+    dumps it; each later JVM maps Kafka's client classes from it instead of loading them (about half of a
+    short program's start-up CPU).
+    """
+
+    jar: Path
+    jar_sets: tuple[str, ...]
+    system_properties: tuple[tuple[str, str], ...]
+    """The logging configuration each program gets, as ``bin/*.sh`` gives the tools theirs."""
+
+    @classmethod
+    def compile(cls, sources: Sequence[Path], jar_sets: Sequence[str], system_properties: Mapping[str, str], timeout_s: float = 180.0) -> "JavaPrograms":
+        javac, jar_tool = shutil.which("javac"), shutil.which("jar")
+        if javac is None or jar_tool is None:
+            raise JvmUnavailable("no `javac` or `jar` on PATH: install a Java 17 JDK (make test does)")
+        cp = os.pathsep.join(str(jar_dir(name) / "*") for name in jar_sets)
+        jars = [jar for name in jar_sets for jar in sorted(jar_dir(name).glob("*.jar"))]
+        digest = hashlib.sha256()
+        for part in [os.path.realpath(javac).encode(), *(f"{j.name}:{j.stat().st_size}".encode() for j in jars), *(s.name.encode() + s.read_bytes() for s in sorted(sources))]:
+            digest.update(part + b"\0")
+        folder = JAR_ROOT / f"programs-{jar_sets[0]}-{digest.hexdigest()[:16]}"
+        if not (folder / "programs.jar").exists():
+            temp = Path(tempfile.mkdtemp(prefix=f"{folder.name}.", dir=JAR_ROOT))
+            try:
+                for command in ([javac, "-Xlint:all", "-Werror", "-d", str(temp / "classes"), "-cp", cp, *map(str, sources)], [jar_tool, "cf", str(temp / "programs.jar"), "-C", str(temp / "classes"), "."]):
+                    done = sp.run(command, capture_output=True, text=True, timeout=timeout_s)
+                    if done.returncode != 0:
+                        raise RuntimeError(f"{Path(command[0]).name} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+                shutil.rmtree(temp / "classes")
+                os.rename(temp, folder)
+            except OSError:  # another process put it there first
+                if not (folder / "programs.jar").exists():
+                    raise
+            finally:
+                shutil.rmtree(temp, ignore_errors=True)
+        return cls(folder / "programs.jar", tuple(jar_sets), tuple(system_properties.items()))
+
+    def archive(self) -> ClassDataArchive:
+        return ClassDataArchive.of(*self.jar_sets, jar=self.jar)
+
+    def command(self, main_class: str, *args: str, heap: str = "256m", cds: Sequence[str] | None = None) -> list[str]:
+        """The command line of ``main_class``; one that runs until killed (a group member) maps the archive when
+        there is one, and never dumps it (a killed JVM dumps nothing)."""
+        flags = self.archive().runner_flags() if cds is None else cds
+        properties = [f"-D{k}={v}" for k, v in self.system_properties]
+        cp = os.pathsep.join([*(str(jar_dir(name) / "*") for name in self.jar_sets), str(self.jar)])
+        return ["java", f"-Xmx{heap}", *TOOL_JVM_FLAGS, *flags, *properties, "-cp", cp, main_class, *args]
+
+    def run(self, main_class: str, *args: str, timeout_s: float = 180.0) -> sp.CompletedProcess[str]:
+        """``main_class`` run to its exit (the first such run dumps the archive)."""
+        archive = self.archive()
+        try:
+            return sp.run(self.command(main_class, *args, cds=archive.flags()), capture_output=True, text=True, timeout=timeout_s)
+        finally:
+            archive.finish()
+
+
+def java_programs(sources: Sequence[Path], timeout_s: float = 180.0) -> JavaPrograms:
+    """Java sources compiled once against kafka-clients 3.9.1, each program logging as Kafka's tools do."""
+    return JavaPrograms.compile(sources, ["kafka"], {"log4j.configuration": tools_log4j().as_uri()}, timeout_s)
+
+
+def run_tool(tool: str, *args: str, timeout_s: float = 120.0, input: str | None = None, cp: str | None = None) -> sp.CompletedProcess[str]:
+    """Run one of Kafka's command-line tools (``kafka-topics``, ...) as its ``bin/*.sh`` script would: in this
+    process's tool runner (tool_runner.py) unless ``cp`` names another classpath or runners are off."""
+    log4j = tools_log4j()
     archive = ClassDataArchive.of("kafka") if cp is None else None
     cds = archive.flags() if archive else []
     properties = [f"-Dlog4j.configuration={log4j.as_uri()}"]
