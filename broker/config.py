@@ -242,6 +242,10 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     _k("group.share.partition.max.record.locks", I, 2000, "The most records of a share partition in flight (acquired or awaiting redelivery) at once.", at_least=100),
     _k("group.share.session.timeout.ms", I, 45000, "A share group member that sends no heartbeat for this long is removed.", at_least=1),
     _k("group.share.heartbeat.interval.ms", I, 5000, "How often share group members are told to heartbeat.", at_least=1),
+    _k("group.share.min.session.timeout.ms", I, 45000, "The least session timeout a share group may have.", at_least=1),
+    _k("group.share.max.session.timeout.ms", I, 60000, "The most session timeout a share group may have.", at_least=1),
+    _k("group.share.min.heartbeat.interval.ms", I, 5000, "The least heartbeat interval a share group may have.", at_least=1),
+    _k("group.share.max.heartbeat.interval.ms", I, 15000, "The most heartbeat interval a share group may have.", at_least=1),
     _k("group.share.max.size", I, 200, "The most members a share group may have.", at_least=1),
     _k("group.share.max.share.sessions", I, 2000, "The most share sessions the broker keeps.", at_least=1),
     _k("share.coordinator.state.topic.num.partitions", I, 50, "The number of partitions of __share_group_state (should not change after deployment).", at_least=1),
@@ -299,18 +303,22 @@ def parse_listeners(value: str) -> list[Listener]:
     return out
 
 
-KEY_ORDER: tuple[tuple[str, str, str], ...] = (
-    ("group.consumer.max.heartbeat.interval.ms", ">=", "group.consumer.min.heartbeat.interval.ms"),
-    ("group.consumer.heartbeat.interval.ms", ">=", "group.consumer.min.heartbeat.interval.ms"),
-    ("group.consumer.heartbeat.interval.ms", "<=", "group.consumer.max.heartbeat.interval.ms"),
-    ("group.consumer.max.session.timeout.ms", ">=", "group.consumer.min.session.timeout.ms"),
-    ("group.consumer.session.timeout.ms", ">=", "group.consumer.min.session.timeout.ms"),
-    ("group.consumer.session.timeout.ms", "<=", "group.consumer.max.session.timeout.ms"),
-    ("group.consumer.heartbeat.interval.ms", "<", "group.consumer.session.timeout.ms"),
+KEY_ORDER: tuple[tuple[str, str, str], ...] = tuple(
+    check
+    for group in ("consumer", "share")
+    for check in (
+        (f"group.{group}.max.heartbeat.interval.ms", ">=", f"group.{group}.min.heartbeat.interval.ms"),
+        (f"group.{group}.heartbeat.interval.ms", ">=", f"group.{group}.min.heartbeat.interval.ms"),
+        (f"group.{group}.heartbeat.interval.ms", "<=", f"group.{group}.max.heartbeat.interval.ms"),
+        (f"group.{group}.max.session.timeout.ms", ">=", f"group.{group}.min.session.timeout.ms"),
+        (f"group.{group}.session.timeout.ms", ">=", f"group.{group}.min.session.timeout.ms"),
+        (f"group.{group}.session.timeout.ms", "<=", f"group.{group}.max.session.timeout.ms"),
+        (f"group.{group}.heartbeat.interval.ms", "<", f"group.{group}.session.timeout.ms"),
+    )
 )
 """Keys whose values must keep an order, checked at start-up as Kafka's GroupCoordinatorConfig does (with its
-messages): a consumer group's heartbeat interval and session timeout within their bounds, the interval
-shorter than the session."""
+messages): a consumer or share group's heartbeat interval and session timeout within their bounds, the
+interval shorter than the session."""
 
 _ORDER_CHECKS = {
     ">=": (lambda a, b: a >= b, "must be greater than or equal to"),

@@ -142,8 +142,6 @@ KAFKA_BROKER_DEFAULTS: dict[str, Any] = {
     "group.consumer.assignment.interval.ms": 1000,
     "group.consumer.min.assignment.interval.ms": 0, "group.consumer.max.assignment.interval.ms": 15000,
     "group.consumer.assignor.offload.enable": True,
-    "group.share.min.session.timeout.ms": 45000, "group.share.max.session.timeout.ms": 60000,
-    "group.share.min.heartbeat.interval.ms": 5000, "group.share.max.heartbeat.interval.ms": 15000,
     "group.share.min.delivery.count.limit": 2, "group.share.max.delivery.count.limit": 10,
     "group.share.min.partition.max.record.locks": 100, "group.share.max.partition.max.record.locks": 4000,
     "group.share.assignment.interval.ms": 1000,

@@ -59,28 +59,30 @@ def test_bad_values_fail_with_the_key_named(key: str, value: str, message: str) 
         BrokerConfig({key: value})
 
 
+@pytest.mark.parametrize("group", ["consumer", "share"])
 @pytest.mark.parametrize(
     ("props", "message"),
     [
-        ({"group.consumer.heartbeat.interval.ms": "1000"}, "group.consumer.heartbeat.interval.ms must be greater than or equal to group.consumer.min.heartbeat.interval.ms"),
-        ({"group.consumer.heartbeat.interval.ms": "20000"}, "group.consumer.heartbeat.interval.ms must be less than or equal to group.consumer.max.heartbeat.interval.ms"),
-        ({"group.consumer.max.heartbeat.interval.ms": "4000"}, "group.consumer.max.heartbeat.interval.ms must be greater than or equal to group.consumer.min.heartbeat.interval.ms"),
-        ({"group.consumer.session.timeout.ms": "10000"}, "group.consumer.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms"),
-        ({"group.consumer.session.timeout.ms": "70000"}, "group.consumer.session.timeout.ms must be less than or equal to group.consumer.max.session.timeout.ms"),
-        ({"group.consumer.max.session.timeout.ms": "40000"}, "group.consumer.max.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms"),
+        ({"group.G.heartbeat.interval.ms": "1000"}, "group.G.heartbeat.interval.ms must be greater than or equal to group.G.min.heartbeat.interval.ms"),
+        ({"group.G.heartbeat.interval.ms": "20000"}, "group.G.heartbeat.interval.ms must be less than or equal to group.G.max.heartbeat.interval.ms"),
+        ({"group.G.max.heartbeat.interval.ms": "4000"}, "group.G.max.heartbeat.interval.ms must be greater than or equal to group.G.min.heartbeat.interval.ms"),
+        ({"group.G.session.timeout.ms": "10000"}, "group.G.session.timeout.ms must be greater than or equal to group.G.min.session.timeout.ms"),
+        ({"group.G.session.timeout.ms": "70000"}, "group.G.session.timeout.ms must be less than or equal to group.G.max.session.timeout.ms"),
+        ({"group.G.max.session.timeout.ms": "40000"}, "group.G.max.session.timeout.ms must be greater than or equal to group.G.min.session.timeout.ms"),
         (
-            {"group.consumer.min.session.timeout.ms": "1000", "group.consumer.session.timeout.ms": "4000", "group.consumer.min.heartbeat.interval.ms": "1000"},
-            "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms",
+            {"group.G.min.session.timeout.ms": "1000", "group.G.session.timeout.ms": "4000", "group.G.min.heartbeat.interval.ms": "1000"},
+            "group.G.heartbeat.interval.ms must be less than group.G.session.timeout.ms",
         ),
     ],
 )
-def test_consumer_group_timeouts_keep_kafkas_order(props: dict[str, str], message: str) -> None:
-    """Kafka's GroupCoordinatorConfig checks: the session timeout and heartbeat interval within their bounds,
-    the interval shorter than the session (what tests lower, they lower together)."""
-    with pytest.raises(ConfigError, match=message):
-        BrokerConfig(props)
-    lowered = BrokerConfig({"group.consumer.min.session.timeout.ms": "6000", "group.consumer.session.timeout.ms": "6000", "group.consumer.min.heartbeat.interval.ms": "500", "group.consumer.heartbeat.interval.ms": "500"})
-    assert (lowered["group.consumer.session.timeout.ms"], lowered["group.consumer.heartbeat.interval.ms"], lowered["group.consumer.max.heartbeat.interval.ms"]) == (6000, 500, 15000)
+def test_group_timeouts_keep_kafkas_order(group: str, props: dict[str, str], message: str) -> None:
+    """Kafka's GroupCoordinatorConfig checks, the same for consumer and share groups (G): the session timeout
+    and heartbeat interval within their bounds, the interval shorter than the session (what tests lower, they
+    lower together)."""
+    with pytest.raises(ConfigError, match=message.replace(".G.", f".{group}.")):
+        BrokerConfig({key.replace(".G.", f".{group}."): value for key, value in props.items()})
+    lowered = BrokerConfig({f"group.{group}.min.session.timeout.ms": "6000", f"group.{group}.session.timeout.ms": "6000", f"group.{group}.min.heartbeat.interval.ms": "500", f"group.{group}.heartbeat.interval.ms": "500"})
+    assert (lowered[f"group.{group}.session.timeout.ms"], lowered[f"group.{group}.heartbeat.interval.ms"], lowered[f"group.{group}.max.heartbeat.interval.ms"]) == (6000, 500, 15000)
 
 
 def test_unknown_keys_are_warned_about(caplog: pytest.LogCaptureFixture) -> None:

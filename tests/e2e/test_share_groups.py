@@ -53,8 +53,12 @@ SETTINGS = {
     "group.share.min.record.lock.duration.ms": "1000",
     "group.share.record.lock.duration.ms": str(LOCK_MS),
     "group.share.delivery.count.limit": str(LIMIT),
+    "group.share.min.heartbeat.interval.ms": "1000",
+    "group.share.heartbeat.interval.ms": "1000",
 }
-"""Both brokers: one partition for each coordinator topic, a 2 s acquisition lock, the least delivery-count limit."""
+"""Both brokers: one partition for each coordinator topic, a 2 s acquisition lock, the least delivery-count limit,
+and members heartbeating every second rather than every 5 s: Kafka 4.4 hands a joining member its partitions
+in the answer to a later heartbeat, so each consumer that joins waits one interval for them."""
 
 
 @dataclass
