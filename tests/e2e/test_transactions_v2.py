@@ -39,9 +39,9 @@ def metrics_port() -> int:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory, metrics_port: int) -> Iterator[Broker]:
-    """odradek set up as the real Kafka (kafka_jvm.BROKER_SETTINGS), with its Prometheus endpoint, whose
-    request counts by API and version show which protocol the client used."""
-    config = {"broker.id": "0", **kafka_jvm.BROKER_SETTINGS, "prometheus.port": str(metrics_port)}
+    """odradek set up as the shared Kafka 4.4 (kafka_jvm.BROKER_SETTINGS, kafka44_jvm.TRANSACTION_SETTINGS), with
+    its Prometheus endpoint, whose request counts by API and version show which protocol the client used."""
+    config = {"broker.id": "0", **kafka_jvm.BROKER_SETTINGS, **kafka44_jvm.TRANSACTION_SETTINGS, "prometheus.port": str(metrics_port)}
     with Broker(log_dir=tmp_path_factory.mktemp("txn-v2"), subprocess=True, config=config) as b:
         yield b
 
@@ -158,7 +158,7 @@ def test_transactional_producer_bumps_its_epoch_per_transaction_as_on_kafka_44(b
 
 def test_a_timed_out_v2_transaction_is_aborted_and_fenced_as_on_kafka_44(broker, java44, real_kafka44) -> None:
     """The coordinator's own abort of a v2 transaction (transaction.timeout.ms 2 s; both brokers look for timed
-    out transactions every 10 s): a fence bumps the epoch once, the old producer's commit fails, and a new
+    out transactions every second): a fence bumps the epoch once, the old producer's commit fails, and a new
     producer goes on with the next epoch."""
     topic = f"timeout44-{uuid.uuid4().hex[:8]}"
     bootstraps = [broker.bootstrap, real_kafka44.bootstrap]

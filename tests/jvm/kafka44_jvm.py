@@ -64,6 +64,11 @@ CONSUMER_GROUP_SETTINGS: dict[str, str] = {
 every second rather than every 5 s, so each step of a rebalance waits a second, and a killed member is fenced
 after 10 s rather than 45 s. Kafka's bounds (``group.consumer.min.*``) are lowered with them, as they must be."""
 
+TRANSACTION_SETTINGS: dict[str, str] = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000"}
+"""What the transactions v2 tests run both brokers with (the shared node has it): the coordinator looks for
+transactions past their timeout every second rather than every 10 s, so a test that lets one time out waits
+about its timeout, not up to 10 s more."""
+
 TOOLS: dict[str, str] = {
     "kafka-topics": "org.apache.kafka.tools.TopicCommand",
     "kafka-configs": "org.apache.kafka.tools.ConfigCommand",
@@ -345,7 +350,7 @@ _shared: RealKafka44 | None = None
 
 def shared_kafka44() -> RealKafka44:
     """The session's Kafka 4.4: ``ODRADEK_COMPAT_KAFKA44`` if set, else one combined KRaft node started once
-    (with :data:`CONSUMER_GROUP_SETTINGS`)."""
+    (with :data:`CONSUMER_GROUP_SETTINGS` and :data:`TRANSACTION_SETTINGS`)."""
     global _shared
     if _shared is not None:
         return _shared
@@ -355,7 +360,7 @@ def shared_kafka44() -> RealKafka44:
         return _shared
     classpath()  # fails with the command that fetches a missing jar set
     root = Path(tempfile.mkdtemp(prefix="odradek-kafka44-"))
-    node = KRaftNode(root, 1, new_cluster_id(), free_port(), free_port(), settings={**SINGLE_NODE_SETTINGS, **CONSUMER_GROUP_SETTINGS})
+    node = KRaftNode(root, 1, new_cluster_id(), free_port(), free_port(), settings={**SINGLE_NODE_SETTINGS, **CONSUMER_GROUP_SETTINGS, **TRANSACTION_SETTINGS})
 
     def stop() -> None:
         node.stop()
