@@ -7,6 +7,10 @@
 * A restart with 2,000 partitions holding data (20 topics of 100, five records each), in-process and as
   ``odradek serve`` (process start to its first answer): every log is opened and its partition led again.
 
+With valgrind installed, also the instructions ``Broker()``'s start runs beyond the interpreter's own start: a
+count that other work on the machine does not change (wall and CPU times on a shared machine vary by tens of
+percent), the figure issue 21's rounds compare (docs/performance.md, "Start-up").
+
 Each figure is the best of ``ODRADEK_BENCH_REPEAT`` runs (default 5) after one warm-up run (which writes the
 bytecode caches a first run after an install would write), since interference on a shared machine only ever
 slows a run. Python writes no bytecode caches when ``PYTHONDONTWRITEBYTECODE`` is set, and every import then
@@ -17,6 +21,8 @@ writes) does.
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -40,6 +46,16 @@ broker.stop()
 """
 """``time.process_time``: the CPU time of every thread of the process (the broker runs on its own), to the
 microsecond where ``os.times`` counts clock ticks of 10 ms."""
+
+COUNTED = """
+import os, sys
+from odradek import Broker
+Broker(log_dir=sys.argv[1]).start()
+os._exit(0)
+"""
+"""``Broker()``'s start alone, for valgrind (under which the stop's waits would take seconds)."""
+BARE = "import os; os._exit(0)"
+"""The interpreter's own start: what :data:`COUNTED` runs before its first line."""
 
 CREATE_TOPICS = """
 import sys
@@ -74,6 +90,19 @@ def embedded_ms(log_dir: str) -> tuple[float, float]:
     done = subprocess.run([sys.executable, "-c", EMBEDDED, log_dir], env=ENV, capture_output=True, text=True, timeout=300, check=True)
     wall, cpu = done.stdout.split()[:2]
     return float(wall), float(cpu)
+
+
+def instructions(args: list[str]) -> int:
+    """The instructions a fresh interpreter runs for ``args``: valgrind's cachegrind without its cache
+    simulation, hash and address randomisation off (the same count to ~0.02% run to run)."""
+    done = subprocess.run(
+        ["setarch", "-R", "valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null", sys.executable, *args],
+        env=ENV | {"PYTHONHASHSEED": "0"}, capture_output=True, text=True, timeout=600, check=True,
+    )
+    match = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+    if match is None:
+        raise RuntimeError(f"no instruction count in valgrind's output: {done.stderr[-500:]}")
+    return int(match.group(1).replace(",", ""))
 
 
 def cpu_ms(pid: int) -> float:
@@ -131,8 +160,13 @@ def run() -> list[Result]:
         subprocess.run([sys.executable, "-c", CREATE_TOPICS, many], env=ENV, check=True, timeout=600, capture_output=True)
         many_embedded = best(embedded_ms, many)
         many_served = best(serve_ms, many)
+        counted = None
+        if shutil.which("valgrind") and shutil.which("setarch"):  # after the runs above wrote the bytecode caches
+            counted = instructions(["-c", COUNTED, str(Path(d) / "counted")]) - instructions(["-c", BARE])
     load = os.getloadavg()[0]
     results = []
+    if counted is not None:
+        results.append(Result("Broker() start-up: instructions beyond the interpreter's own start (valgrind)", counted / 1e6, "M (lower is better)"))
     for name, (wall, cpu) in (
         (f"Broker() start-up in a fresh interpreter, imports included (load {load:.1f})", embedded),
         ("odradek serve: process start to its first answer", served),
