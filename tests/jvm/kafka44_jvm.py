@@ -119,9 +119,9 @@ logger.request.level = WARN
 that wants it sets ``kafka.request.logger`` to DEBUG in ``KRaftNode.loggers``)."""
 
 
-def classpath(*extra: str | Path) -> str:
-    """The broker, tools and client jars, the log4j2 binding, then ``extra`` (compiled classes)."""
-    return os.pathsep.join([*(str(kafka_jvm.jar_dir(name) / "*") for name in JAR_SETS), *map(str, extra)])
+def classpath() -> str:
+    """The broker, tools and client jars, then the log4j2 binding."""
+    return kafka_jvm.jars_classpath(JAR_SETS)
 
 
 def log4j2_file(text: str, name: str) -> Path:
@@ -218,7 +218,7 @@ class KRaftNode:
         self.format()
         server_properties = self.write_config()
         self.process = start_java(
-            "kafka.Kafka", [str(server_properties)], log=self.root / "kafka.out", heap=heap, cp=classpath(),
+            "kafka.Kafka", [str(server_properties)], log=self.root / "kafka.out", heap=heap, jar_sets=JAR_SETS,
             system_properties={"log4j2.configurationFile": str(self.root / "log4j2.properties"), "kafka.logs.dir": str(self.root)},
         )
         return self.process

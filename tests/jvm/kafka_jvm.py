@@ -20,8 +20,8 @@ import signal
 import socket
 import subprocess as sp
 import tempfile
-import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -100,6 +100,11 @@ def classpath(name: str = "kafka", *extra: str | Path) -> str:
     return os.pathsep.join([str(jar_dir(name) / "*"), *map(str, extra)])
 
 
+def jars_classpath(jar_sets: Sequence[str], *jars: Path) -> str:
+    """The classpath of ``jar_sets`` then ``jars``: jars only, as a class-data archive needs."""
+    return os.pathsep.join([*(str(jar_dir(name) / "*") for name in jar_sets), *map(str, jars)])
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -132,6 +137,8 @@ class JavaProcess:
 
     proc: sp.Popen
     log: Path
+    archive: "ClassDataArchive | None" = None
+    """The class-data archive it maps, or dumps at its exit when there was none yet."""
 
     @property
     def pid(self) -> int:
@@ -145,25 +152,36 @@ class JavaProcess:
                 self.proc.wait(timeout_s)
             except sp.TimeoutExpired:
                 self.kill()
+        self.exited()
 
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(30)
+        self.exited()
+
+    def exited(self) -> None:
+        """Its archive, if it dumped one, put in place -- only after an exit of its own or on SIGTERM (143): a
+        JVM killed, perhaps while dumping, leaves nothing to keep."""
+        if self.archive is not None and self.proc.returncode is not None:
+            self.archive.finish(kept=self.proc.returncode in (0, 143))
 
 
-def start_java(main_class: str, args: Sequence[str], *, log: Path, heap: str = "512m", cp: str | None = None, system_properties: Mapping[str, str] | None = None, netns: str | None = None) -> JavaProcess:
-    """Start a JVM; in network namespace ``netns`` when given (``ip netns exec`` execs the JVM, so the PID is
-    the JVM's own and signals reach it directly)."""
+def start_java(main_class: str, args: Sequence[str], *, log: Path, heap: str = "512m", jar_sets: Sequence[str] = ("kafka",), system_properties: Mapping[str, str] | None = None, netns: str | None = None) -> JavaProcess:
+    """Start a JVM on the classpath of ``jar_sets``; in network namespace ``netns`` when given (``ip netns exec``
+    execs the JVM, so the PID is the JVM's own and signals reach it directly). It maps the class-data archive
+    of ``main_class`` on those jars (a Kafka broker serves in about half the time), or dumps it at its exit."""
     props = [f"-D{k}={v}" for k, v in (system_properties or {}).items()]
     in_netns = ["ip", "netns", "exec", netns] if netns else []
-    cmd = [*in_netns, "java", f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *props, "-cp", cp or classpath(), main_class, *args]
+    archive = ClassDataArchive.of(*jar_sets, user=main_class)
+    cp = jars_classpath(jar_sets)
+    cmd = [*in_netns, "java", f"-Xmx{heap}", *TOOL_JVM_FLAGS, *archive.flags(), *props, "-cp", cp, main_class, *args]
     out = open(log, "ab")
     try:
         proc = sp.Popen(cmd, stdout=out, stderr=sp.STDOUT, start_new_session=True)
     finally:
         out.close()
-    return JavaProcess(proc, log)
+    return JavaProcess(proc, log, archive)
 
 
 @dataclass
@@ -312,13 +330,14 @@ class ClassDataArchive:
     dump_to: Path | None
 
     @classmethod
-    def of(cls, *names: str, jar: Path | None = None) -> "ClassDataArchive":
-        """The archive of the classpath made of jar sets ``names``, in that order, then ``jar`` if given."""
+    def of(cls, *names: str, jar: Path | None = None, user: str = "") -> "ClassDataArchive":
+        """The archive of the classpath made of jar sets ``names``, in that order, then ``jar`` if given; one of
+        its own for ``user`` (a main class: a broker loads other classes than a tool)."""
         jars = [*(jar for name in names for jar in sorted(jar_dir(name).glob("*.jar"))), *([jar] if jar else [])]
         java = os.path.realpath(shutil.which("java") or "java")
         listing = "\n".join([java, *(f"{j.name}:{j.stat().st_size}:{j.stat().st_mtime_ns}" for j in jars)])
-        path = JAR_ROOT / f"{names[0]}-{hashlib.sha256(listing.encode()).hexdigest()[:16]}.jsa"
-        return cls(path, None if path.exists() else path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"))
+        path = JAR_ROOT / f"{'-'.join(filter(None, [names[0], user]))}-{hashlib.sha256(listing.encode()).hexdigest()[:16]}.jsa"
+        return cls(path, None if path.exists() else path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp"))
 
     def flags(self) -> list[str]:
         use = f"-XX:ArchiveClassesAtExit={self.dump_to}" if self.dump_to else f"-XX:SharedArchiveFile={self.path}"
@@ -329,9 +348,19 @@ class ClassDataArchive:
         dump (such a JVM is killed, and a dump would take in its own classes)."""
         return ["-Xlog:disable", f"-XX:SharedArchiveFile={self.path}"] if self.path.exists() else []
 
-    def finish(self) -> None:
+    def finish(self, kept: bool = True) -> None:
         if self.dump_to is not None and self.dump_to.exists():
-            os.replace(self.dump_to, self.path)
+            if kept:
+                os.replace(self.dump_to, self.path)
+            else:
+                self.dump_to.unlink(missing_ok=True)
+
+
+@atexit.register
+def _forget_unfinished_archives() -> None:
+    """The dumps this process's JVMs left unfinished (one whose owner never stopped it: a start that failed)."""
+    for left in JAR_ROOT.glob(f"*.jsa.{os.getpid()}.*.tmp"):
+        left.unlink(missing_ok=True)
 
 
 TOOL_JVM_FLAGS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
@@ -370,7 +399,7 @@ class JavaPrograms:
         javac, jar_tool = shutil.which("javac"), shutil.which("jar")
         if javac is None or jar_tool is None:
             raise JvmUnavailable("no `javac` or `jar` on PATH: install a Java 17 JDK (make test does)")
-        cp = os.pathsep.join(str(jar_dir(name) / "*") for name in jar_sets)
+        cp = jars_classpath(jar_sets)
         jars = [jar for name in jar_sets for jar in sorted(jar_dir(name).glob("*.jar"))]
         digest = hashlib.sha256()
         for part in [os.path.realpath(javac).encode(), *(f"{j.name}:{j.stat().st_size}".encode() for j in jars), *(s.name.encode() + s.read_bytes() for s in sorted(sources))]:
@@ -400,7 +429,7 @@ class JavaPrograms:
         there is one, and never dumps it (a killed JVM dumps nothing)."""
         flags = self.archive().runner_flags() if cds is None else cds
         properties = [f"-D{k}={v}" for k, v in self.system_properties]
-        cp = os.pathsep.join([*(str(jar_dir(name) / "*") for name in self.jar_sets), str(self.jar)])
+        cp = jars_classpath(self.jar_sets, self.jar)
         return ["java", f"-Xmx{heap}", *TOOL_JVM_FLAGS, *flags, *properties, "-cp", cp, main_class, *args]
 
     def run(self, main_class: str, *args: str, timeout_s: float = 180.0) -> sp.CompletedProcess[str]:
