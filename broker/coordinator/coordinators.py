@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import anyio.to_thread
@@ -129,6 +129,12 @@ class Coordinators(Mapping[str, Runtime]):
     def prepared(self, kind: str) -> bool:
         """Whether looking up ``kind`` (a kind this broker has) imports nothing: it is built, or its modules are."""
         return kind in self.built or all(module in sys.modules for module in self.kinds[kind].modules)
+
+    def unprepared(self, topics: Iterable[str]) -> list[str]:
+        """The kinds keeping their state in one of ``topics`` whose lookup would import modules: those a
+        LeaderAndIsr making this broker leader of ``topics``' partitions has prepared first."""
+        names = set(topics)
+        return [name for name, kind in self.kinds.items() if kind.topic.name in names and not self.prepared(name)]
 
     async def prepare(self, kind: str) -> None:
         """Import the modules of coordinator ``kind`` on a worker thread, so that building it at its lookup

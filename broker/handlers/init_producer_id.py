@@ -14,41 +14,55 @@ from typing import TYPE_CHECKING, Awaitable, Callable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
-from odradek.broker.coordinator.runtime import CoordinatorRuntime
-from odradek.broker.coordinator.transaction.transaction_coordinator import InitProducerIdResult, TransactionCoordinator
 from odradek.broker.coordinator.transaction.transaction_metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from odradek.broker.coordinator.coordinators import Coordinators
     from odradek.protocol.message_types.init_producer_id import InitProducerIdRequest, InitProducerIdResponseDict
 
 FENCED_AS_INVALID_EPOCH_BELOW = 4
 
 
-def handle(transaction_coordinator: TransactionCoordinator, next_producer_id: Callable[[], int], authorization: Authorization, request: Request[InitProducerIdRequest]) -> InitProducerIdResponseDict | Awaitable[InitProducerIdResponseDict]:
+def handle(coordinators: Coordinators, next_producer_id: Callable[[], int], authorization: Authorization, request: Request[InitProducerIdRequest]) -> InitProducerIdResponseDict | Awaitable[InitProducerIdResponseDict]:
     """A transactional producer needs WRITE on its transactional id; an idempotent one IDEMPOTENT_WRITE on the
-    cluster or WRITE on some topic (KIP-679), as Kafka."""
+    cluster or WRITE on some topic (KIP-679), as Kafka. An idempotent producer's id needs no transaction
+    coordinator; a transactional one's is awaitable when the coordinator is not built and its modules are not
+    imported: they are imported on a worker thread first (``Coordinators.prepare``), not on the event loop."""
     body = request.body
     if body.transactional_id is not None:
         if not authorization.authorize(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
-            return _response(request, InitProducerIdResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+            return _response(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     elif not authorization.authorize(request, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False) and not authorization.authorize_by_resource_type(
         request, AclOperation.WRITE, ResourceType.TOPIC
     ):
-        return _response(request, InitProducerIdResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
-    producer_id, producer_epoch = body.producer_id, body.producer_epoch  # -1 before v3
-    if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
-        return _response(request, InitProducerIdResult(ErrorCode.INVALID_REQUEST))
+        return _response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    if (body.producer_id == NO_PRODUCER_ID) != (body.producer_epoch == NO_PRODUCER_EPOCH):  # -1 before v3
+        return _response(request, ErrorCode.INVALID_REQUEST)
     if body.transactional_id is None:
-        return _response(request, InitProducerIdResult(ErrorCode.NONE, next_producer_id(), 0))
-    expected = None if producer_id == NO_PRODUCER_ID else (producer_id, producer_epoch)
-    result = transaction_coordinator.init_producer_id(body.transactional_id, body.transaction_timeout_ms, expected)
-    return CoordinatorRuntime.respond(result, lambda r: _response(request, r))
+        return _response(request, ErrorCode.NONE, next_producer_id(), 0)
+    if not coordinators.prepared("transaction"):
+        return _init_prepared(coordinators, request)
+    return _init(coordinators, request)
 
 
-def _response(request: Request[InitProducerIdRequest], result: InitProducerIdResult) -> InitProducerIdResponseDict:
-    error = result.error
+async def _init_prepared(coordinators: Coordinators, request: Request[InitProducerIdRequest]) -> InitProducerIdResponseDict:
+    await coordinators.prepare("transaction")
+    answer = _init(coordinators, request)
+    return await answer if isinstance(answer, Awaitable) else answer
+
+
+def _init(coordinators: Coordinators, request: Request[InitProducerIdRequest]) -> InitProducerIdResponseDict | Awaitable[InitProducerIdResponseDict]:
+    from odradek.broker.coordinator.runtime import CoordinatorRuntime  # imported with the coordinator
+
+    body = request.body
+    expected = None if body.producer_id == NO_PRODUCER_ID else (body.producer_id, body.producer_epoch)
+    result = coordinators["transaction"].coordinator.init_producer_id(body.transactional_id, body.transaction_timeout_ms, expected)
+    return CoordinatorRuntime.respond(result, lambda r: _response(request, r.error, r.producer_id, r.producer_epoch))
+
+
+def _response(request: Request[InitProducerIdRequest], error: ErrorCode, producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH) -> InitProducerIdResponseDict:
     if error == ErrorCode.PRODUCER_FENCED and request.header.api_version < FENCED_AS_INVALID_EPOCH_BELOW:
         error = ErrorCode.INVALID_PRODUCER_EPOCH
-    return {"error_code": error, "producer_id": result.producer_id, "producer_epoch": result.producer_epoch}
+    return {"error_code": error, "producer_id": producer_id, "producer_epoch": producer_epoch}

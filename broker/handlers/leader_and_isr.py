@@ -8,6 +8,7 @@ follows only its embedded controller and answers any other STALE_CONTROLLER_EPOC
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING
 
 from odradek.broker.authorization import Authorization
@@ -18,19 +19,38 @@ from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from odradek.broker.coordinator.coordinators import Coordinators
+    from odradek.controller.metadata_image import PartitionState
+    from odradek.storage.topic_partition import TopicPartition
     from odradek.protocol.message_types.leader_and_isr import LeaderAndIsrPartitionErrorDict, LeaderAndIsrRequest, LeaderAndIsrResponseDict
 
 TOPIC_IDS_VERSION = 5
 """From v5 the answer groups partitions by topic id."""
 
+PartitionStates = dict["TopicPartition", tuple[uuid.UUID, "PartitionState"]]
 
-def handle(metadata_support: MetadataSupport, authorization: Authorization, request: Request[LeaderAndIsrRequest]) -> LeaderAndIsrResponseDict:
-    body = request.body
-    states = leader_and_isr_states(body)
+
+def handle(metadata_support: MetadataSupport, coordinators: Coordinators, broker_id: int, authorization: Authorization, request: Request[LeaderAndIsrRequest]) -> LeaderAndIsrResponseDict | Awaitable[LeaderAndIsrResponseDict]:
+    """The answer; awaitable when the request makes this broker the leader of a partition of a coordinator's
+    topic (``__consumer_offsets``, ``__transaction_state``) whose coordinator is not built and whose modules are
+    not imported: they are imported on a worker thread first (``Coordinators.prepare``), then the request is
+    applied as it comes, building the coordinator (its imports done) on the event loop."""
+    states = leader_and_isr_states(request.body)
     if not authorization.authorize(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
-        error, errors = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, {key: ErrorCode.CLUSTER_AUTHORIZATION_FAILED for key in states}
-    else:
-        error, errors = metadata_support.leader_and_isr(body)
+        return _answer(request, states, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, {key: ErrorCode.CLUSTER_AUTHORIZATION_FAILED for key in states})
+    kinds = coordinators.unprepared({name for (name, _), (_, state) in states.items() if state.leader == broker_id})
+    if kinds:
+        return _apply_prepared(metadata_support, coordinators, kinds, request, states)
+    return _answer(request, states, *metadata_support.leader_and_isr(request.body))
+
+
+async def _apply_prepared(metadata_support: MetadataSupport, coordinators: Coordinators, kinds: list[str], request: Request[LeaderAndIsrRequest], states: PartitionStates) -> LeaderAndIsrResponseDict:
+    for kind in kinds:
+        await coordinators.prepare(kind)
+    return _answer(request, states, *metadata_support.leader_and_isr(request.body))
+
+
+def _answer(request: Request[LeaderAndIsrRequest], states: PartitionStates, error: ErrorCode, errors: Mapping[TopicPartition, ErrorCode]) -> LeaderAndIsrResponseDict:
     if request.header.api_version < TOPIC_IDS_VERSION:
         return {
             "error_code": error,
