@@ -64,6 +64,17 @@ def numbers_held(log_dir: Path, topic: str, partition: int) -> dict[int, int]:
     return held
 
 
+def where_held(cluster: Cluster, topic: str, numbers: list[int], held: dict[int, dict[int, int]]) -> str:
+    """Where each of ``numbers`` is, for a failed check: at which offsets of the leader's log (read now) and
+    of each frozen follower's, and what the ZooKeeper state and the controller are now. An acknowledged
+    offset that holds another number in the leader's log tells a wrong answer from a write acknowledged too
+    early."""
+    leader = cluster.leader_and_isr(topic, 0)
+    logs = {"leader": numbers_held(cluster.brokers[leader.leader].log_dir, topic, 0), **{f"follower {f}": h for f, h in held.items()}}
+    places = {n: {name: [o for o, v in log.items() if v == n] for name, log in logs.items()} for n in numbers}
+    return f"now {leader}, controller {cluster.controller()}; where each is: {places}"
+
+
 def test_nothing_acknowledged_that_only_the_leader_holds(cluster: Cluster) -> None:
     topic = "followers-paused"
     cluster.create_topic(topic, PARTITIONS)
@@ -104,7 +115,7 @@ def test_nothing_acknowledged_that_only_the_leader_holds(cluster: Cluster) -> No
             assert not under, (
                 f"leader {state.leader} acknowledged {len(under)} writes to {topic}-0 that neither of its frozen followers "
                 f"{followers} holds (their logs end at {log_ends}): "
-                f"{workload.describe_acknowledgements(0, under[:10], paused_at)}"
+                f"{workload.describe_acknowledgements(0, under[:10], paused_at)}; {where_held(cluster, topic, under[:10], held)}"
             )
             recovered = cluster.wait_fully_replicated(topic) + workload.wait_for_progress()
             timings.append(f"ISR of {state.leader} alone after {shrunk:.1f}s, {len(acknowledged)} writes acknowledged while frozen, "
