@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
     from odradek.broker.security.scram import CredentialStore
     from odradek.broker.coordinator.group.share_groups import ShareGroupCoordinator
+    from odradek.broker.coordinator.transaction.producer_id_manager import ProducerIdManager
     from odradek.broker.coordinator.transaction.transaction_markers import MarkerWriter
     from odradek.broker.authorizer.acl_authorizer import AclStore
     from odradek.broker.share.partition_metadata_client import PartitionMetadataClient
@@ -138,8 +139,6 @@ class KafkaServer:
         a v2 client's partitions to its transaction (always)."""
         self.metrics: Any = None
         """The runner's ``BrokerMetrics`` (broker/metrics.py, which reads this server), when prometheus.port is set."""
-        self._producer_ids: range = range(0)
-        self._next_producer_id = 0
 
     @cached_property
     def fetch_sessions(self) -> "FetchSessionCache":
@@ -501,12 +500,16 @@ class KafkaServer:
 
         self.replica_manager.tasks.start_soon(create)
 
-    def next_producer_id(self) -> int:
-        """Producer ids come in blocks from the controller, as brokers get them from ZooKeeper."""
+    @cached_property
+    def producer_ids(self) -> "ProducerIdManager":
+        """Producer ids come in blocks from the controller, as brokers get them from ZooKeeper; in ZooKeeper
+        mode the block is claimed on a worker thread, its ZooKeeper round trips off the event loop."""
+        from odradek.broker.coordinator.transaction.producer_id_manager import ProducerIdManager
+
         assert self.metadata_support is not None
-        if self._next_producer_id >= self._producer_ids.stop:
-            self._producer_ids = self.metadata_support.allocate_producer_ids()
-            self._next_producer_id = self._producer_ids.start
-        pid = self._next_producer_id
-        self._next_producer_id += 1
-        return pid
+        support = self.metadata_support
+        return ProducerIdManager(support.allocate_producer_ids, self._spawn if support.allocating_producer_ids_waits else None)
+
+    def next_producer_id(self) -> int:
+        """The next producer id; KafkaError COORDINATOR_LOAD_IN_PROGRESS while this broker has no block."""
+        return self.producer_ids.generate()

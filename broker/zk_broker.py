@@ -506,8 +506,10 @@ class ZkBroker(MetadataSupport):
         self.zk.change_entity_config(zd.ConfigType(entity_type), name, {**kept, **props})
         self._put(self.image.entity_configs, path, props)
 
+    allocating_producer_ids_waits = True
+
     def allocate_producer_ids(self) -> range:
-        """A block from ``/latest_producer_id_block``, unique across the cluster."""
+        """A block from ``/latest_producer_id_block``, unique across the cluster (called on a worker thread)."""
         block = self.zk.new_producer_id_block(self.broker_id)
         return range(block.first, block.last + 1)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import uuid
 from abc import ABC, abstractmethod
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Iterable, Mapping, Protocol, TypeVar
 
 from odradek.controller.metadata_image import MetadataImage, TopicInfo
 from odradek.protocol.errors import ErrorCode
@@ -186,6 +186,10 @@ class MetadataSupport(ABC):
     @abstractmethod
     def allocate_producer_ids(self) -> range:
         """A block of producer ids for this broker, unique in the cluster."""
+
+    allocating_producer_ids_waits: ClassVar[bool] = False
+    """Whether :meth:`allocate_producer_ids` waits for a round trip (ZooKeeper's conditional write): blocks are
+    then claimed on a worker thread ahead of need, as Kafka 3.9's brokers ask their controller for them."""
 
     # -- leaders and reassignments ------------------------------------------------------------------------------
 

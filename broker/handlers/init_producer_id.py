@@ -16,7 +16,7 @@ from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.broker.coordinator.transaction.transaction_metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from odradek.protocol.api import Request
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from odradek.broker.coordinator.coordinators import Coordinators
@@ -41,7 +41,10 @@ def handle(coordinators: Coordinators, next_producer_id: Callable[[], int], auth
     if (body.producer_id == NO_PRODUCER_ID) != (body.producer_epoch == NO_PRODUCER_EPOCH):  # -1 before v3
         return _response(request, ErrorCode.INVALID_REQUEST)
     if body.transactional_id is None:
-        return _response(request, ErrorCode.NONE, next_producer_id(), 0)
+        try:
+            return _response(request, ErrorCode.NONE, next_producer_id(), 0)
+        except KafkaError as exc:  # no producer id block yet: COORDINATOR_LOAD_IN_PROGRESS, retried by clients
+            return _response(request, exc.code)
     if not coordinators.prepared("transaction"):
         return _init_prepared(coordinators, request)
     return _init(coordinators, request)

@@ -47,7 +47,7 @@ from odradek.broker.coordinator.transaction.transaction_metadata import (
     TxnTransitMetadata,
     is_epoch_exhausted,
 )
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from odradek.broker.config import BrokerConfig
@@ -255,7 +255,9 @@ class TransactionCoordinator:
         producer_ids: Callable[[], int],
         transaction_version: Callable[[], int],
     ) -> None:
-        """``transaction_version``: the cluster's finalized ``transaction.version``, which chooses the version
+        """``producer_ids``: the next producer id, or KafkaError COORDINATOR_LOAD_IN_PROGRESS while the broker
+        has no block (``ProducerIdManager.generate``), which the request asking for one is answered.
+        ``transaction_version``: the cluster's finalized ``transaction.version``, which chooses the version
         of the values written to ``__transaction_state``."""
         self.config = config
         self.runtime = runtime
@@ -302,7 +304,11 @@ class TransactionCoordinator:
         if shard is None:
             return Deferred.completed(InitProducerIdResult(error))
         if metadata is None:
-            metadata = TransactionMetadata(transactional_id, self.producer_ids(), NO_PRODUCER_EPOCH, timeout_ms, _S.EMPTY, self.clock())
+            try:
+                producer_id = self.producer_ids()
+            except KafkaError as exc:  # no producer id block yet (COORDINATOR_LOAD_IN_PROGRESS)
+                return Deferred.completed(InitProducerIdResult(exc.code))
+            metadata = TransactionMetadata(transactional_id, producer_id, NO_PRODUCER_EPOCH, timeout_ms, _S.EMPTY, self.clock())
             shard.transactions[transactional_id] = metadata
         prepared = self._prepare_init(metadata, timeout_ms, expected)
         if isinstance(prepared, ErrorCode):
@@ -339,7 +345,11 @@ class TransactionCoordinator:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         if state in (_S.COMPLETE_ABORT, _S.COMPLETE_COMMIT, _S.EMPTY):
             if metadata.is_producer_epoch_exhausted and (expected is None or expected[1] == metadata.producer_epoch):
-                return metadata.prepare_producer_id_rotation(self.producer_ids(), timeout_ms, self.clock(), expected is not None)
+                try:
+                    producer_id = self.producer_ids()
+                except KafkaError as exc:
+                    return exc.code
+                return metadata.prepare_producer_id_rotation(producer_id, timeout_ms, self.clock(), expected is not None)
             return metadata.prepare_increment_producer_epoch(timeout_ms, None if expected is None else expected[1], self.clock())
         if state == _S.ONGOING:
             return metadata.prepare_fence_producer_epoch()
@@ -474,7 +484,12 @@ class TransactionCoordinator:
             next_state, no_partition_added = _S.PREPARE_ABORT, True
         else:
             return _end_answer(metadata, commit, retry=is_retry)
-        next_producer_id = self.producer_ids() if not is_epoch_fence and metadata.is_producer_epoch_exhausted else NO_PRODUCER_ID
+        next_producer_id = NO_PRODUCER_ID
+        if not is_epoch_fence and metadata.is_producer_epoch_exhausted:
+            try:
+                next_producer_id = self.producer_ids()
+            except KafkaError as exc:
+                return EndTxnResult(exc.code)
         if is_epoch_fence and next_state == _S.PREPARE_ABORT:
             _make_way_for_fenced_abort(metadata, producer_epoch)
         return metadata.prepare_abort_or_commit(next_state, self.clock(), TV_2, next_producer_id, no_partition_added, bump=not is_epoch_fence), is_epoch_fence
