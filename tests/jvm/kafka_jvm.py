@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess as sp
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -173,7 +174,7 @@ def start_java(main_class: str, args: Sequence[str], *, log: Path, heap: str = "
     of ``main_class`` on those jars (a Kafka broker serves in about half the time), or dumps it at its exit."""
     props = [f"-D{k}={v}" for k, v in (system_properties or {}).items()]
     in_netns = ["ip", "netns", "exec", netns] if netns else []
-    archive = ClassDataArchive.of(*jar_sets, user=main_class)
+    archive = ClassDataArchive.of(*jar_sets, user=main_class, side_by_side=True)
     cp = jars_classpath(jar_sets)
     cmd = [*in_netns, "java", f"-Xmx{heap}", *TOOL_JVM_FLAGS, *archive.flags(), *props, "-cp", cp, main_class, *args]
     out = open(log, "ab")
@@ -330,14 +331,16 @@ class ClassDataArchive:
     dump_to: Path | None
 
     @classmethod
-    def of(cls, *names: str, jar: Path | None = None, user: str = "") -> "ClassDataArchive":
+    def of(cls, *names: str, jar: Path | None = None, user: str = "", side_by_side: bool = False) -> "ClassDataArchive":
         """The archive of the classpath made of jar sets ``names``, in that order, then ``jar`` if given; one of
-        its own for ``user`` (a main class: a broker loads other classes than a tool)."""
+        its own for ``user`` (a main class: a broker loads other classes than a tool). ``side_by_side``: JVMs
+        this thread starts may run (and dump) at once, so each dumps to a file of its own; a tool's dump file
+        is named by process and thread only, so a tool's command line is the same in every call."""
         jars = [*(jar for name in names for jar in sorted(jar_dir(name).glob("*.jar"))), *([jar] if jar else [])]
         java = os.path.realpath(shutil.which("java") or "java")
         listing = "\n".join([java, *(f"{j.name}:{j.stat().st_size}:{j.stat().st_mtime_ns}" for j in jars)])
         path = JAR_ROOT / f"{'-'.join(filter(None, [names[0], user]))}-{hashlib.sha256(listing.encode()).hexdigest()[:16]}.jsa"
-        return cls(path, None if path.exists() else path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp"))
+        return cls(path, None if path.exists() else path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}{f'.{uuid.uuid4().hex[:12]}' if side_by_side else ''}.tmp"))
 
     def flags(self) -> list[str]:
         use = f"-XX:ArchiveClassesAtExit={self.dump_to}" if self.dump_to else f"-XX:SharedArchiveFile={self.path}"
