@@ -124,11 +124,14 @@ def cluster(request: pytest.FixtureRequest, zookeeper: kafka_jvm.ZooKeeper, tmp_
 def test_generate_execute_verify_and_list_print_what_kafka_prints(cluster: ZkCluster, tmp_path: Path) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
     admin.create_topics([NewTopic(TOPIC, num_partitions=len(BEFORE), replica_assignment=[BEFORE[p] for p in sorted(BEFORE)])])[TOPIC].result(30)
-    wait_for(lambda: len(admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions) == len(BEFORE), what="the topic in the metadata")
+    # Every broker's: the tool asks whichever it reaches first, and a broker the controller has not updated yet
+    # knows no such topic.
+    wait_for(lambda: all(len(cluster.replicas(b, TOPIC)) == len(BEFORE) for b in cluster.nodes), what="the topic in every broker's metadata")
 
     topics = tmp_path / "topics.json"
     topics.write_text(json.dumps({"version": 1, "topics": [{"topic": TOPIC}]}))
     generated = cluster.tool(tmp_path, "generate", None, "--topics-to-move-json-file", str(topics), "--broker-list", "0,1,2")
+    assert "\n\nProposed partition reassignment configuration\n" in generated, generated
     current, proposed = generated.split("\n\nProposed partition reassignment configuration\n")
     assert current + "\n" == "exit 0\nCurrent partition replica assignment\n" + CURRENT
     proposal = json.loads(proposed)  # Kafka's starts at a random broker: what it must be
