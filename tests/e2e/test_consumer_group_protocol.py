@@ -84,6 +84,15 @@ def committed_values(*ms: Member) -> list[str]:
     return [value for m in ms for _, _, value in m.batches()[0]]
 
 
+def missing(values: list[str], members: list[Member]) -> str:
+    """For a failed wait: how many records are committed, the first ones not committed, and each member's
+    partitions, last event and whether its JVM still runs."""
+    committed = set(committed_values(*members))
+    absent = [v for v in values if v not in committed]
+    states = [(m.owned(), (m.snapshot() or [{}])[-1].get("event"), m.proc.poll()) for m in members]
+    return f"{len(committed)} committed; not {absent[:8]} of {len(absent)}; members (owned, last event, exit): {states}"
+
+
 def describe(bootstrap: str, group: str, *args: str) -> list[list[str]]:
     """kafka-consumer-groups.sh of Kafka 4.4 --describe: the rows of its table, split on whitespace."""
     done = kafka44_jvm.run_tool("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--group", group, "--timeout", "60000", *args)
@@ -373,7 +382,7 @@ def test_rolling_between_the_classic_and_the_consumer_protocol(bootstrap: str, m
 
     producer.join(180)
     assert not producer.is_alive()
-    wait_until(lambda: len(set(committed_values(*started))) >= len(values), 90, lambda: f"every record committed ({len(set(committed_values(*started)))})")
+    wait_until(lambda: len(set(committed_values(*started))) >= len(values), 90, lambda: f"every record committed ({missing(values, started)})")
     committed = committed_values(*started)
     assert len(committed) == len(set(committed)), "a record was committed twice"
     assert set(committed) == set(values)

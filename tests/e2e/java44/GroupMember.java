@@ -3,6 +3,7 @@ import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
 import java.util.Properties;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
@@ -10,7 +11,6 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 
 /**
@@ -50,12 +50,16 @@ public final class GroupMember {
         if (args.length > 3 && !args[3].equals("-")) props.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, args[3]);
         if (args.length > 4 && !args[4].equals("-")) props.put(ConsumerConfig.GROUP_REMOTE_ASSIGNOR_CONFIG, args[4]);
         KafkaConsumer<String, String> consumer = new KafkaConsumer<>(props);
+        // Standard input closed: leave after the batch in hand is committed. Not consumer.wakeup(), which
+        // would abort a commitSync whose offsets the coordinator may already have taken, so that the batch,
+        // committed, would never be reported as such.
+        AtomicBoolean leaving = new AtomicBoolean();
         Thread stdin = new Thread(() -> {
             try {
                 while (System.in.read() != -1) { }
             } catch (Exception ignored) {
             }
-            consumer.wakeup();
+            leaving.set(true);
         });
         stdin.setDaemon(true);
         stdin.start();
@@ -72,7 +76,7 @@ public final class GroupMember {
         });
         emit("{\"event\":\"subscribed\"}");
         try {
-            while (true) {
+            while (!leaving.get()) {
                 ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(200));
                 if (records.isEmpty()) continue;
                 List<String> batch = new ArrayList<>();
@@ -83,8 +87,6 @@ public final class GroupMember {
                 consumer.commitSync();
                 emit("{\"event\":\"committed\"}");
             }
-        } catch (WakeupException e) {
-            // standard input closed: leave the group
         } finally {
             consumer.close();
             emit("{\"event\":\"closed\"}");
