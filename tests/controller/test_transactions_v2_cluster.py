@@ -19,6 +19,7 @@ import kafka_jvm
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests import polling
 from tests.controller.zk_brokers import odradek_brokers
 
 
@@ -37,12 +38,21 @@ def spread(java44: kafka44_jvm.JavaPrograms, bootstrap: str, topic: str) -> list
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
+def led(admin: AdminClient, topic: str) -> list[int] | None:
+    """The leaders of ``topic``'s three partitions in the metadata, or None while one is missing."""
+    leaders = [p.leader for p in admin.list_topics(topic, timeout=30).topics[topic].partitions.values()]
+    return leaders if len(leaders) == 3 and -1 not in leaders else None
+
+
 def test_a_transaction_over_three_leaders_bumps_the_epoch_and_marks_every_partition_as_on_kafka_44(clusters, java44) -> None:
     topic = f"spread44-{uuid.uuid4().hex[:8]}"
     for bootstrap in clusters:
         admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
         admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(60)
-        assert len({p.leader for p in admin.list_topics(topic, timeout=30).topics[topic].partitions.values()}) == 3
+        # Asked of whichever broker the client reaches: one its controller has not updated yet knows no such
+        # topic, so the leaders are waited for.
+        leaders = polling.wait_for(lambda: led(admin, topic), what=f"{topic}'s three leaders in {bootstrap}'s metadata")
+        assert len(set(leaders)) == 3, leaders
     with ThreadPoolExecutor(2) as pool:
         on_odradek, on_kafka = pool.map(lambda bootstrap: spread(java44, bootstrap, topic), clusters)
 
