@@ -52,11 +52,12 @@ def test_reads_what_a_client_produced_with_every_codec(
 
 
 def test_reads_every_segment_of_a_large_topic(broker: Any, clients, read_log, log_frame, topic_name, wait) -> None:
-    """About 4.5 MiB over three partitions against 1 MiB segments. Records go to partitions by key (null keys to
-    any), so the split is not even: some partition spans two segments or more."""
+    """About 4.5 MiB over three partitions against 1 MiB segments, 1.5 MiB to each partition, so that every one
+    spans two segments or more. (Produced by key, a partition could get under 1 MiB: the keyed records split
+    unevenly, and the null-keyed ones go to any partition.)"""
     topic = topic_name("large")
     clients.create_topic(topic, 3)
-    expected = clients.produce(topic, 9000, value_size=500)
+    expected = [row for p in range(3) for row in clients.produce(topic, 3000, value_size=500, seed=p, partition=p)]
     wait_for_checkpoint(wait, broker.log_dir, expected)
 
     segments = sorted(broker.log_dir.glob(f"{topic}-*/*.log"))
