@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from collections.abc import Awaitable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, TypeVar
 
 import anyio.to_thread
 
@@ -31,6 +31,8 @@ this module's :class:`CoordinatorTopic`)."""
 GROUP_METADATA_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 SHARE_GROUP_STATE_TOPIC = "__share_group_state"
+
+T = TypeVar("T")
 
 
 class CoordinatorTopic(NamedTuple):
@@ -130,11 +132,25 @@ class Coordinators(Mapping[str, Runtime]):
         """Whether looking up ``kind`` (a kind this broker has) imports nothing: it is built, or its modules are."""
         return kind in self.built or all(module in sys.modules for module in self.kinds[kind].modules)
 
-    def unprepared(self, topics: Iterable[str]) -> list[str]:
-        """The kinds keeping their state in one of ``topics`` whose lookup would import modules: those a
-        LeaderAndIsr making this broker leader of ``topics``' partitions has prepared first."""
+    def kinds_of(self, topics: Iterable[str]) -> list[str]:
+        """The kinds keeping their state in one of ``topics``."""
         names = set(topics)
-        return [name for name, kind in self.kinds.items() if kind.topic.name in names and not self.prepared(name)]
+        return [name for name, kind in self.kinds.items() if kind.topic.name in names]
+
+    def when_prepared(self, kinds: Iterable[str], answer: Callable[[], T | Awaitable[T]]) -> T | Awaitable[T]:
+        """``answer()``, which may look up ``kinds``: at once when that imports nothing, else awaitable, their
+        modules imported first on a worker thread (:meth:`prepare`), off the event loop that serves every
+        client."""
+        missing = [kind for kind in kinds if not self.prepared(kind)]
+        if not missing:
+            return answer()
+        return self._answer_prepared(missing, answer)
+
+    async def _answer_prepared(self, kinds: list[str], answer: Callable[[], T | Awaitable[T]]) -> T:
+        for kind in kinds:
+            await self.prepare(kind)
+        result = answer()
+        return await result if isinstance(result, Awaitable) else result
 
     async def prepare(self, kind: str) -> None:
         """Import the modules of coordinator ``kind`` on a worker thread, so that building it at its lookup

@@ -59,14 +59,7 @@ def handle(coordinators: Coordinators, authorization: Authorization, request: Re
     """The answer; awaitable when the coordinator asked for is not built yet and its modules are not imported:
     they are imported on a worker thread first (``Coordinators.prepare``), not on the event loop."""
     kind = COORDINATOR_KEY_TYPES.get(request.body.key_type)
-    if kind is not None and not coordinators.prepared(kind):
-        return _answer_prepared(coordinators, authorization, request, kind)
-    return _answer(coordinators, authorization, request)
-
-
-async def _answer_prepared(coordinators: Coordinators, authorization: Authorization, request: Request[FindCoordinatorRequest], kind: str) -> FindCoordinatorResponseDict:
-    await coordinators.prepare(kind)
-    return _answer(coordinators, authorization, request)
+    return coordinators.when_prepared([kind] if kind is not None else [], lambda: _answer(coordinators, authorization, request))
 
 
 def _answer(coordinators: Coordinators, authorization: Authorization, request: Request[FindCoordinatorRequest]) -> FindCoordinatorResponseDict:

@@ -45,15 +45,7 @@ def handle(coordinators: Coordinators, next_producer_id: Callable[[], int], auth
             return _response(request, ErrorCode.NONE, next_producer_id(), 0)
         except KafkaError as exc:  # no producer id block yet: COORDINATOR_LOAD_IN_PROGRESS, retried by clients
             return _response(request, exc.code)
-    if not coordinators.prepared("transaction"):
-        return _init_prepared(coordinators, request)
-    return _init(coordinators, request)
-
-
-async def _init_prepared(coordinators: Coordinators, request: Request[InitProducerIdRequest]) -> InitProducerIdResponseDict:
-    await coordinators.prepare("transaction")
-    answer = _init(coordinators, request)
-    return await answer if isinstance(answer, Awaitable) else answer
+    return coordinators.when_prepared(["transaction"], lambda: _init(coordinators, request))
 
 
 def _init(coordinators: Coordinators, request: Request[InitProducerIdRequest]) -> InitProducerIdResponseDict | Awaitable[InitProducerIdResponseDict]:

@@ -38,16 +38,8 @@ def handle(metadata_support: MetadataSupport, coordinators: Coordinators, broker
     states = leader_and_isr_states(request.body)
     if not authorization.authorize(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
         return _answer(request, states, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, {key: ErrorCode.CLUSTER_AUTHORIZATION_FAILED for key in states})
-    kinds = coordinators.unprepared({name for (name, _), (_, state) in states.items() if state.leader == broker_id})
-    if kinds:
-        return _apply_prepared(metadata_support, coordinators, kinds, request, states)
-    return _answer(request, states, *metadata_support.leader_and_isr(request.body))
-
-
-async def _apply_prepared(metadata_support: MetadataSupport, coordinators: Coordinators, kinds: list[str], request: Request[LeaderAndIsrRequest], states: PartitionStates) -> LeaderAndIsrResponseDict:
-    for kind in kinds:
-        await coordinators.prepare(kind)
-    return _answer(request, states, *metadata_support.leader_and_isr(request.body))
+    led = coordinators.kinds_of({name for (name, _), (_, state) in states.items() if state.leader == broker_id})
+    return coordinators.when_prepared(led, lambda: _answer(request, states, *metadata_support.leader_and_isr(request.body)))
 
 
 def _answer(request: Request[LeaderAndIsrRequest], states: PartitionStates, error: ErrorCode, errors: Mapping[TopicPartition, ErrorCode]) -> LeaderAndIsrResponseDict:
