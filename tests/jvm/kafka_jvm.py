@@ -98,12 +98,17 @@ def jar_dir(name: str) -> Path:
 
 
 def classpath(name: str = "kafka", *extra: str | Path) -> str:
-    return os.pathsep.join([str(jar_dir(name) / "*"), *map(str, extra)])
+    return jars_classpath([name], *extra)
 
 
-def jars_classpath(jar_sets: Sequence[str], *jars: Path) -> str:
+def jars_classpath(jar_sets: Sequence[str], *jars: str | Path) -> str:
     """The classpath of ``jar_sets`` then ``jars``: jars only, as a class-data archive needs."""
     return os.pathsep.join([*(str(jar_dir(name) / "*") for name in jar_sets), *map(str, jars)])
+
+
+def jar_files(jar_sets: Sequence[str]) -> list[Path]:
+    """The jars of ``jar_sets``, in classpath order: what a class-data archive or a compilation depends on."""
+    return [jar for name in jar_sets for jar in sorted(jar_dir(name).glob("*.jar"))]
 
 
 def free_port() -> int:
@@ -336,7 +341,7 @@ class ClassDataArchive:
         its own for ``user`` (a main class: a broker loads other classes than a tool). ``side_by_side``: JVMs
         this thread starts may run (and dump) at once, so each dumps to a file of its own; a tool's dump file
         is named by process and thread only, so a tool's command line is the same in every call."""
-        jars = [*(jar for name in names for jar in sorted(jar_dir(name).glob("*.jar"))), *([jar] if jar else [])]
+        jars = [*jar_files(names), *([jar] if jar else [])]
         java = os.path.realpath(shutil.which("java") or "java")
         listing = "\n".join([java, *(f"{j.name}:{j.stat().st_size}:{j.stat().st_mtime_ns}" for j in jars)])
         path = JAR_ROOT / f"{'-'.join(filter(None, [names[0], user]))}-{hashlib.sha256(listing.encode()).hexdigest()[:16]}.jsa"
@@ -403,7 +408,7 @@ class JavaPrograms:
         if javac is None or jar_tool is None:
             raise JvmUnavailable("no `javac` or `jar` on PATH: install a Java 17 JDK (make test does)")
         cp = jars_classpath(jar_sets)
-        jars = [jar for name in jar_sets for jar in sorted(jar_dir(name).glob("*.jar"))]
+        jars = jar_files(jar_sets)
         digest = hashlib.sha256()
         for part in [os.path.realpath(javac).encode(), *(f"{j.name}:{j.stat().st_size}".encode() for j in jars), *(s.name.encode() + s.read_bytes() for s in sorted(sources))]:
             digest.update(part + b"\0")
