@@ -140,10 +140,7 @@ def _field_setter(name: str) -> Any:
 
 def _field_deleter(name: str) -> Any:
     def delete_field(container: Container) -> None:
-        try:
-            del container[name]
-        except KeyError:
-            raise AttributeError(name) from None
+        Container.__delattr__(container, name)
 
     return delete_field
 
@@ -542,11 +539,11 @@ class KStruct(_Field):
                 self.absent.append((name, f))
             elif f.tag is not None and version in f.tagged:
                 if flexible:
-                    self.tagged.append((name, f.tag, _construct_for(f, version, field_flexible), f))
+                    self.tagged.append((name, f.tag, _field_for(f, version, field_flexible), f))
                 else:
                     self.absent.append((name, f))
             else:
-                self.regular.append((name, _construct_for(f, version, field_flexible), f))
+                self.regular.append((name, _field_for(f, version, field_flexible), f))
         self.tagged.sort(key=lambda t: t[1])
 
     def emit_parse(self, code: _Code) -> str:
@@ -689,7 +686,8 @@ def _build_statement(sub: _Field, value: str, code: _Code) -> str:
     return f"{fn}({value}, io, this)"
 
 
-def _construct_for(f: F, version: int, flexible: bool) -> _Field:
+def _field_for(f: F, version: int, flexible: bool) -> _Field:
+    """The type that reads and writes field ``f`` at ``version``."""
     nullable = version in f.nullable
     t = f.type
     if isinstance(t, S):
