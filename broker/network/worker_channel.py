@@ -29,7 +29,7 @@ from typing import Any, Callable
 import anyio
 
 from odradek.broker.network.forwarded_produce import ProduceFramer
-from odradek.broker.network.transport import ConnectionClosed, Piece, Readable, SocketTransport
+from odradek.broker.network.transport import ConnectionClosed, Piece, Readiness, SocketTransport
 from odradek.protocol.api import ApiKey
 
 log = logging.getLogger("odradek.network")
@@ -106,7 +106,7 @@ class Channel:
 
     async def receive(self, handle: Callable[[int, int, bytes], None]) -> None:
         """Until the other end closes."""
-        readable = Readable(self.sock)
+        readable = Readiness(self.sock)
         buf = bytearray()
         try:
             while True:
@@ -538,7 +538,7 @@ async def receive_connections(control: socket.socket, handed: Callable[[int, soc
     """Connections the supervisor hands over (SCM_RIGHTS; the message is the listener's index), until its end
     of the control socket closes."""
     control.setblocking(False)
-    readable = Readable(control)
+    readable = Readiness(control)
     try:
         while True:
             try:

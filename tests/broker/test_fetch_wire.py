@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import struct
 import time
 
 import pytest
@@ -133,3 +135,46 @@ def test_one_bad_partition_fails_only_itself(broker, real_kafka, connect, two_pa
         response = connect(bootstrap).call(ApiKey.Fetch, version, body)
         answers[name] = (getattr(response, "error_code", ErrorCode.NONE), [(p.partition_index, p.error_code, p.high_watermark, bool(p.records)) for t in response.responses for p in t.partitions])
     assert answers["odradek"] == answers["kafka"] == (ErrorCode.NONE, expected)
+
+
+def test_a_large_fetch_answer_read_slowly_arrives_whole_and_in_order(broker, connect):
+    """A fetch answer of ~6 MiB to a client that reads it 64 KiB at a time: the broker writes it as the
+    socket makes room (many waits, the socket corked between the answer's fields and records), and it
+    arrives byte for byte as a quick reader gets it, followed by the answer to the request pipelined after
+    it; another connection is answered meanwhile."""
+    from odradek.protocol.api import decode_response, encode_request
+    from odradek.protocol.records import Record, build_batch
+
+    wire = connect(broker.bootstrap)
+    wire.call(ApiKey.CreateTopics, 7, {"topics": [{"name": "large-answer", "num_partitions": 2, "replication_factor": 1}], "timeout_ms": 5000})
+    for i in range(12):
+        batch = build_batch([Record(value=bytes([i]) * 250_000, key=str(n).encode()) for n in range(2)])
+        body = {"acks": 1, "timeout_ms": 5000, "topic_data": [{"name": "large-answer", "partition_data": [{"index": i % 2, "records": batch}]}]}
+        assert wire.call(ApiKey.Produce, 9, body).responses[0].partition_responses[0].error_code == ErrorCode.NONE
+    fetch = {
+        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 64 << 20, "isolation_level": 0,
+        "topics": [{"topic": "large-answer", "partitions": [{"partition": p, "fetch_offset": 0, "partition_max_bytes": 32 << 20} for p in (0, 1)]}],
+    }
+    quick = wire.call(ApiKey.Fetch, 11, fetch)
+    expected = {p.partition_index: bytes(p.records) for p in quick.responses[0].partitions}
+    assert all(len(records) > 2_900_000 for records in expected.values())
+
+    slow = connect(broker.bootstrap)
+    slow.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 * 1024)
+    slow.send(encode_request(ApiKey.Fetch, 11, 7, fetch) + encode_request(ApiKey.ApiVersions, 3, 8, {"client_software_name": "t", "client_software_version": "1"}))
+    time.sleep(0.3)  # the broker has filled the socket and waits for room
+    other = connect(broker.bootstrap)
+    started = time.monotonic()
+    assert other.call(ApiKey.Metadata, 12, {"topics": None, "allow_auto_topic_creation": False}).brokers
+    assert time.monotonic() - started < 2
+
+    (size,) = struct.unpack(">i", slow.read_exactly(4))
+    frame = bytearray()
+    while len(frame) < size:
+        frame += slow.sock.recv(min(65536, size - len(frame)))
+        time.sleep(0.001)
+    correlation, answer = decode_response(ApiKey.Fetch, 11, bytes(frame))
+    assert correlation == 7
+    assert {p.partition_index: bytes(p.records) for p in answer.responses[0].partitions} == expected
+    correlation, versions = decode_response(ApiKey.ApiVersions, 3, slow.read_frame())
+    assert correlation == 8 and versions.error_code == ErrorCode.NONE
