@@ -94,7 +94,8 @@ def odradek(workers: int) -> Iterator[tuple[str, list[int]]]:
 
 @contextlib.contextmanager
 def kafka() -> Iterator[tuple[str, list[int]]]:
-    """Apache Kafka 3.9.1 from the suite's jars (ZooKeeper mode): its bootstrap and the broker JVM's pid."""
+    """Apache Kafka 3.9.1 from the suite's jars (ZooKeeper mode), its JVM started as Kafka's scripts start it
+    (G1, full compilation, 1 GiB heap; not the tests' quick-start options): its bootstrap and the JVM's pid."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "jvm"))
     import kafka_jvm
 
@@ -102,7 +103,7 @@ def kafka() -> Iterator[tuple[str, list[int]]]:
         zookeeper = kafka_jvm.ZooKeeper(Path(root) / "zookeeper").start()
         broker = kafka_jvm.KafkaBroker(Path(root) / "kafka", zookeeper.connect, settings={"num.partitions": "8"})
         try:
-            broker.start()
+            broker.start(heap="1G", as_shipped=True)
             assert broker.process is not None
             yield broker.bootstrap, [broker.process.pid]
         finally:

@@ -9,6 +9,9 @@ fresh log directory, one partition per topic:
   produce then consume them;
 * 10 KiB records: produce MB/s and consume MB/s, and the broker's CPU per GB each way.
 
+Each broker first produces and consumes the same amounts on other topics, unmeasured: Kafka's JVM (started
+with the options of Kafka's own scripts, G1 and full compilation) compiles its hot paths meanwhile.
+
 The broker's CPU is the steadier figure on a shared machine: client and broker compete for two cores, so
 throughput moves with whatever else runs. Note ``uptime`` beside the figures.
 
@@ -42,7 +45,12 @@ def _create(bootstrap: str, *topics: str) -> None:
 def measure(broker: contextlib.AbstractContextManager[tuple[str, list[int]]]) -> dict[str, float]:
     with broker as (bootstrap, pids):
         pid = pids[0]  # one process: odradek with worker.processes=1, or Kafka's broker JVM
-        _create(bootstrap, "small", "large")
+        _create(bootstrap, "small", "large", "warm-small", "warm-large")
+        # Warm-up: a JVM compiles its hot paths (C2) during its first minute of load, in threads whose CPU
+        # would count as the broker's; both brokers get the same warm-up, and only later topics are measured.
+        for topic, count, size in (("warm-small", SMALL, 100), ("warm-large", LARGE, 10_240)):
+            produce(bootstrap, topic, count, size)
+            consume(bootstrap, topic, count)
         small = produce(bootstrap, "small", SMALL, 100, broker_pid=pid)
         small_read = consume(bootstrap, "small", SMALL, broker_pid=pid)
         large = produce(bootstrap, "large", LARGE, 10_240, broker_pid=pid)

@@ -347,7 +347,16 @@ class OdradekBrokerProcess:
         return kafka_jvm.tail(self.log, 80)
 
 
-BROKER_KINDS: dict[str, Callable[..., BrokerProcess]] = {"kafka": KafkaBrokerProcess, "odradek": OdradekBrokerProcess}
+@dataclass
+class ShippedKafkaBrokerProcess(KafkaBrokerProcess):
+    """Apache Kafka 3.9.1 started as its own scripts start it (1 GiB heap, G1, full JIT compilation), not with
+    the tests' quick-start JVM options: for benchmarks that compare with Kafka (benchmarks/bench_replication.py)."""
+
+    def launch(self) -> None:
+        self.broker.launch(heap="1G", as_shipped=True)
+
+
+BROKER_KINDS: dict[str, Callable[..., BrokerProcess]] = {"kafka": KafkaBrokerProcess, "kafka-as-shipped": ShippedKafkaBrokerProcess, "odradek": OdradekBrokerProcess}
 """The implementations a cluster can be made of, by the name tests parametrise with (``broker_kind``)."""
 
 
@@ -388,7 +397,7 @@ class Cluster:
         unknown = set(kinds) - set(BROKER_KINDS)
         if unknown:
             raise ValueError(f"unknown broker kinds {sorted(unknown)}: each one of {sorted(BROKER_KINDS)}")
-        if "kafka" in kinds:
+        if {"kafka", "kafka-as-shipped"} & set(kinds):
             try:
                 kafka_jvm.jar_dir("kafka")
             except kafka_jvm.JvmUnavailable as exc:

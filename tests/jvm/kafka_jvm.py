@@ -173,15 +173,19 @@ class JavaProcess:
             self.archive.finish(kept=self.proc.returncode in (0, 143))
 
 
-def start_java(main_class: str, args: Sequence[str], *, log: Path, heap: str = "512m", jar_sets: Sequence[str] = ("kafka",), system_properties: Mapping[str, str] | None = None, netns: str | None = None) -> JavaProcess:
+def start_java(main_class: str, args: Sequence[str], *, log: Path, heap: str = "512m", jar_sets: Sequence[str] = ("kafka",), system_properties: Mapping[str, str] | None = None, netns: str | None = None, as_shipped: bool = False) -> JavaProcess:
     """Start a JVM on the classpath of ``jar_sets``; in network namespace ``netns`` when given (``ip netns exec``
     execs the JVM, so the PID is the JVM's own and signals reach it directly). It maps the class-data archive
-    of ``main_class`` on those jars (a Kafka broker serves in about half the time), or dumps it at its exit."""
+    of ``main_class`` on those jars (a Kafka broker serves in about half the time), or dumps it at its exit.
+
+    ``as_shipped``: the JVM options of Kafka's own start scripts (:data:`KAFKA_SERVER_JVM_FLAGS`, ``heap``
+    as its minimum too) instead of the tests' quick-start ones, and no archive: what benchmarks compare with."""
     props = [f"-D{k}={v}" for k, v in (system_properties or {}).items()]
     in_netns = ["ip", "netns", "exec", netns] if netns else []
-    archive = ClassDataArchive.of(*jar_sets, user=main_class, side_by_side=True)
+    archive = None if as_shipped else ClassDataArchive.of(*jar_sets, user=main_class, side_by_side=True)
     cp = jars_classpath(jar_sets)
-    cmd = [*in_netns, "java", f"-Xmx{heap}", *TOOL_JVM_FLAGS, *archive.flags(), *props, "-cp", cp, main_class, *args]
+    flags = [f"-Xms{heap}", *KAFKA_SERVER_JVM_FLAGS] if archive is None else [*TOOL_JVM_FLAGS, *archive.flags()]
+    cmd = [*in_netns, "java", f"-Xmx{heap}", *flags, *props, "-cp", cp, main_class, *args]
     out = open(log, "ab")
     try:
         proc = sp.Popen(cmd, stdout=out, stderr=sp.STDOUT, start_new_session=True)
@@ -262,9 +266,10 @@ class KafkaBroker:
             **self.settings,
         }
 
-    def launch(self, heap: str = "768m") -> JavaProcess:
+    def launch(self, heap: str = "768m", as_shipped: bool = False) -> JavaProcess:
         """Write the broker's files and start its JVM without waiting for it to serve (also for a start that
-        must fail: its ``server.log`` then says why)."""
+        must fail: its ``server.log`` then says why). ``as_shipped``: with the JVM options of Kafka's start
+        scripts (see :func:`start_java`; give ``heap="1G"`` as kafka-server-start.sh does), for benchmarks."""
         self.port = self.port or free_port()
         self.root.mkdir(parents=True, exist_ok=True)
         server_properties = self.root / "server.properties"
@@ -273,12 +278,12 @@ class KafkaBroker:
         log4j.write_text(SERVER_LOG4J)
         self.process = start_java(
             "kafka.Kafka", [str(server_properties)], log=self.root / "kafka.out", heap=heap,
-            system_properties={"log4j.configuration": log4j.as_uri(), "kafka.logs.dir": str(self.root)}, netns=self.netns,
+            system_properties={"log4j.configuration": log4j.as_uri(), "kafka.logs.dir": str(self.root)}, netns=self.netns, as_shipped=as_shipped,
         )
         return self.process
 
-    def start(self, heap: str = "768m") -> "KafkaBroker":
-        self.launch(heap)
+    def start(self, heap: str = "768m", as_shipped: bool = False) -> "KafkaBroker":
+        self.launch(heap, as_shipped)
         return self.serving()
 
     def serving(self) -> "KafkaBroker":
@@ -372,6 +377,14 @@ def _forget_unfinished_archives() -> None:
 
 
 TOOL_JVM_FLAGS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+"""The tests' JVMs start quickly: one GC thread, and only the first compiler tier (peak speed is not what a
+test waits for; a benchmark must not use these against odradek: :data:`KAFKA_SERVER_JVM_FLAGS`)."""
+KAFKA_SERVER_JVM_FLAGS = [
+    "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent", "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true",
+]
+"""``KAFKA_JVM_PERFORMANCE_OPTS`` of Kafka's bin/kafka-run-class.sh; bin/kafka-server-start.sh adds a 1 GiB heap
+(``-Xmx1G -Xms1G``): a broker as Kafka ships it, for benchmarks."""
 RUNNER_HEAP = "-Xmx512m"
 """A tool runner's heap (tool_runner): its tools' 256 MiB, and room for the classes of all of them."""
 
