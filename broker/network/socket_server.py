@@ -51,6 +51,10 @@ log = logging.getLogger("odradek.network")
 
 _TLS_READ_SIZE = 256 * 1024
 
+_HOLD_AT_MOST = 64
+"""Pieces of pipelined answers held back at most (:meth:`Connection._send`): the first of many waits for a few
+dozen more to be handled, not for a whole receive buffer of requests."""
+
 _PIECES = object()
 """The outbox's marker for what remains of answers the reader began to send (their pieces follow it)."""
 
@@ -104,7 +108,7 @@ class Connection:
     connections, so that thousands of connections cost a few kilobytes each.
     """
 
-    __slots__ = ("server", "network", "transport", "peer", "protocol", "room", "reading", "waiting", "writing", "closed", "last_active")
+    __slots__ = ("server", "network", "transport", "peer", "protocol", "room", "reading", "waiting", "writing", "closed", "last_active", "held", "holding")
 
     def __init__(self, server: KafkaServer, network: Network, transport: Transport, endpoint: Endpoint, index: int, sasl: SaslSettings | None) -> None:
         self.server = server
@@ -130,6 +134,10 @@ class Connection:
         self.writing = False
         self.closed = False
         self.last_active = time.monotonic()
+        self.held: list[Piece] = []
+        """Answers held back while more requests read with theirs are handled, to go out with the last one's."""
+        self.holding = False
+        """More requests of the same read follow the one being handled: its answer is held (:meth:`_send`)."""
 
     async def run(self) -> None:
         self.network.connections.add(self)
@@ -181,15 +189,19 @@ class Connection:
             self.last_active = time.monotonic()
             events = protocol.received(n) if tls is None else await self._received_tls(target[:n])
             charged = [getattr(event, "size", 0) for event in events]  # released as each is handled
+            last = len(events) - 1
             try:
-                for event in events:
+                for i, event in enumerate(events):
+                    self.holding = i < last  # pipelined requests read at once: their answers leave together
                     await self._wait_out_throttle()  # also between requests already read: one at a time, as Kafka's
                     keep_open = await self._handle(event)
                     protocol.release(charged.pop(0))
                     if not keep_open:
+                        await self._release_held()
                         return
             finally:
                 protocol.release(sum(charged))
+            await self._release_held()
 
     async def _wait_out_throttle(self) -> None:
         """A client over its quota is neither read nor served until its throttle time passed (KIP-219: Kafka
@@ -198,6 +210,8 @@ class Connection:
         throttles, connection_id = self.server.quotas.throttles, self.protocol.connection_id
         if connection_id not in throttles.until:  # the usual case: one lookup per request, no clock read
             return
+        if throttles.remaining_s(connection_id, time.monotonic()) > 0:
+            await self._release_held()  # the answers before the throttle do not wait it out
         while (throttled_s := throttles.remaining_s(connection_id, time.monotonic())) > 0:
             await anyio.sleep(throttled_s)
 
@@ -225,6 +239,7 @@ class Connection:
         else:
             log.warning("Closing connection from %s: %s", self.peer, event.reason)
         if event.delay_s > 0:
+            await self._release_held()
             await anyio.sleep(event.delay_s)  # connection.failed.authentication.delay.ms: no quick retries
         if event.answer is not None:
             await self._send(event.answer, None)
@@ -233,18 +248,39 @@ class Connection:
     async def _send(self, request: Any, result: Any) -> None:
         """Send an answer at once when nothing is queued before it and the socket takes it all (no writer task,
         one ``sendmsg``); else queue it, or what the socket did not take of it (at most queued.max.requests:
-        reading waits beyond), and start the writer if idle."""
-        protocol = self.protocol
+        reading waits beyond), and start the writer if idle.
+
+        The answers to requests a client pipelined, read from the socket together and answered without a wait,
+        go out together with the last one's (one ``sendmsg``, one wake-up of the client, instead of one each);
+        any wait in between (an acks=all produce, a long poll, a throttle) sends what is held first."""
         if not self.writing and self.transport.tls is None and not self.closed:
-            pieces: list[Piece] = []
-            close = self._add_answer(request, result, pieces)
-            rest = self.transport.send_some(pieces)
+            close = self._add_answer(request, result, self.held)
+            if self.holding and not close and len(self.held) < _HOLD_AT_MOST:
+                return
+            rest = self._send_held()
             if close:
                 raise ConnectionClosed
-            self.last_active = time.monotonic()
             if not rest:
                 return
             request, result = _PIECES, rest
+        await self._queue(request, result)
+
+    def _send_held(self) -> list[Piece]:
+        """Send the held answers now, as much as the socket takes; what it did not."""
+        pieces, self.held = self.held, []
+        rest = self.transport.send_some(pieces)
+        self.last_active = time.monotonic()
+        return rest
+
+    async def _release_held(self) -> None:
+        """Stop holding answers back, and send those held."""
+        self.holding = False
+        if self.held and (rest := self._send_held()):
+            await self._queue(_PIECES, rest)
+
+    async def _queue(self, request: Any, result: Any) -> None:
+        """Queue an answer (or, after ``_PIECES``, what remains of answers begun) for the writer, starting it."""
+        protocol = self.protocol
         while protocol.outbox_full and not self.closed:
             if self.room is None:
                 self.room = anyio.Event()
@@ -278,6 +314,7 @@ class Connection:
         if type(result) is not dict and inspect.isawaitable(result):
             # Kafka mutes the channel from a request's arrival until its answer is sent: the next request of
             # the connection is not handled before this one's answer is complete.
+            await self._release_held()
             self.waiting = True
             try:
                 result = await self._complete(request, result)

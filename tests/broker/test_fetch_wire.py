@@ -178,3 +178,33 @@ def test_a_large_fetch_answer_read_slowly_arrives_whole_and_in_order(broker, con
     assert {p.partition_index: bytes(p.records) for p in answer.responses[0].partitions} == expected
     correlation, versions = decode_response(ApiKey.ApiVersions, 3, slow.read_frame())
     assert correlation == 8 and versions.error_code == ErrorCode.NONE
+
+
+def test_answers_before_a_long_poll_are_not_held_back_by_it(broker, connect):
+    """Requests a client pipelines are read together and their answers sent together (one send for many): but
+    the answers before a request that waits (a long poll here) leave before the wait, and those after it in
+    order once it is answered; 200 small requests in one write all come back, in order."""
+    from odradek.protocol.api import decode_response, encode_request
+
+    wire = connect(broker.bootstrap)
+    wire.call(ApiKey.CreateTopics, 7, {"topics": [{"name": "long-poll", "num_partitions": 1, "replication_factor": 1}], "timeout_ms": 5000})
+    versions = {"client_software_name": "t", "client_software_version": "1"}
+    metadata = {"topics": None, "allow_auto_topic_creation": False}
+    long_poll = {
+        "replica_id": -1, "max_wait_ms": 1500, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+        "topics": [{"topic": "long-poll", "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}],
+    }
+    calls = [(ApiKey.ApiVersions, 3, versions), (ApiKey.Metadata, 12, metadata), (ApiKey.Fetch, 11, long_poll), (ApiKey.ApiVersions, 3, versions)]
+    started = time.monotonic()
+    wire.send(b"".join(encode_request(api, version, i, body) for i, (api, version, body) in enumerate(calls)))
+    arrived = []
+    for i, (api, version, _) in enumerate(calls):
+        correlation, _answer = decode_response(api, version, wire.read_frame())
+        arrived.append((correlation, time.monotonic() - started))
+    assert [correlation for correlation, _ in arrived] == [0, 1, 2, 3]
+    assert arrived[1][1] < 1.0, f"the answers before the long poll waited for it: {arrived}"
+    assert arrived[2][1] >= 1.4 and arrived[3][1] >= arrived[2][1]
+
+    many = [(ApiKey.ApiVersions, 3, versions) if i % 2 else (ApiKey.Metadata, 12, metadata) for i in range(200)]
+    wire.send(b"".join(encode_request(api, version, 1000 + i, body) for i, (api, version, body) in enumerate(many)))
+    assert [decode_response(api, version, wire.read_frame())[0] for api, version, _ in many] == list(range(1000, 1200))
