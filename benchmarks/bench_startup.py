@@ -11,6 +11,10 @@ With valgrind installed, also the instructions ``Broker()``'s start runs beyond 
 count that other work on the machine does not change (wall and CPU times on a shared machine vary by tens of
 percent), the figure issue 21's rounds compare (docs/performance.md, "Start-up").
 
+* The floor: asyncio, anyio (with ``from_thread`` and ``lowlevel``) and uvloop imported and an empty event loop
+  started on its own thread, as ``Broker().start()`` starts its loop, with nothing of odradek's. What
+  ``Broker()`` takes beyond it (in instructions, and in wall time best against best) is odradek's own.
+
 Each figure is the best of ``ODRADEK_BENCH_REPEAT`` runs (default 5) after one warm-up run (which writes the
 bytecode caches a first run after an install would write), since interference on a shared machine only ever
 slows a run. Python writes no bytecode caches when ``PYTHONDONTWRITEBYTECODE`` is set, and every import then
@@ -57,6 +61,31 @@ os._exit(0)
 BARE = "import os; os._exit(0)"
 """The interpreter's own start: what :data:`COUNTED` runs before its first line."""
 
+FLOOR = """
+import os, threading, time
+started, cpu = time.perf_counter(), time.process_time()
+import anyio, anyio.from_thread, anyio.lowlevel
+
+running = threading.Event()
+
+
+async def main() -> None:
+    anyio.lowlevel.current_token()
+    running.set()
+    await anyio.sleep_forever()
+
+
+threading.Thread(target=anyio.run, args=(main,), kwargs={"backend": "asyncio", "backend_options": {"use_uvloop": True}}, daemon=True).start()
+running.wait()
+print((time.perf_counter() - started) * 1000, (time.process_time() - cpu) * 1000, flush=True)
+os._exit(0)
+"""
+"""What any broker on anyio and uvloop pays before a line of odradek's runs, measured as :data:`EMBEDDED` is:
+asyncio (which imports ``ssl``, ``concurrent.futures``, ``inspect``, ``logging``), anyio with
+``anyio.from_thread`` and ``anyio.lowlevel`` (what ``Broker`` imports of it), uvloop, and an empty event loop
+started on its own thread (anyio imports its asyncio backend then), up to the loop running, as
+``Broker().start()`` waits for its loop."""
+
 CREATE_TOPICS = """
 import sys
 from confluent_kafka import Producer
@@ -84,12 +113,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def embedded_ms(log_dir: str) -> tuple[float, float]:
-    """``from odradek import Broker`` to ``Broker().start()`` returning, in a fresh interpreter: wall and CPU
-    milliseconds (the CPU time, user and system, is what a busy machine's other work does not inflate)."""
-    done = subprocess.run([sys.executable, "-c", EMBEDDED, log_dir], env=ENV, capture_output=True, text=True, timeout=300, check=True)
+def fresh_ms(script: str, *args: str) -> tuple[float, float]:
+    """Wall and CPU milliseconds a script measures of itself in a fresh interpreter (the CPU time, user and
+    system, is what a busy machine's other work does not inflate)."""
+    done = subprocess.run([sys.executable, "-c", script, *args], env=ENV, capture_output=True, text=True, timeout=300, check=True)
     wall, cpu = done.stdout.split()[:2]
     return float(wall), float(cpu)
+
+
+def embedded_ms(log_dir: str) -> tuple[float, float]:
+    """``from odradek import Broker`` to ``Broker().start()`` returning, in a fresh interpreter."""
+    return fresh_ms(EMBEDDED, log_dir)
+
+
+def floor_ms(_: str) -> tuple[float, float]:
+    """The floor (:data:`FLOOR`), in a fresh interpreter."""
+    return fresh_ms(FLOOR)
 
 
 def instructions(args: list[str]) -> int:
@@ -154,6 +193,7 @@ def best(measure: Callable[[str], tuple[float, float]], log_dir: str) -> tuple[f
 
 def run() -> list[Result]:
     with tempfile.TemporaryDirectory() as d:
+        floor = best(floor_ms, d)
         embedded = best(embedded_ms, str(Path(d) / "embedded"))
         served = best(serve_ms, str(Path(d) / "served"))
         many = str(Path(d) / "many")
@@ -162,13 +202,21 @@ def run() -> list[Result]:
         many_served = best(serve_ms, many)
         counted = None
         if shutil.which("valgrind") and shutil.which("setarch"):  # after the runs above wrote the bytecode caches
-            counted = instructions(["-c", COUNTED, str(Path(d) / "counted")]) - instructions(["-c", BARE])
+            bare = instructions(["-c", BARE])
+            counted = instructions(["-c", COUNTED, str(Path(d) / "counted")]) - bare, instructions(["-c", FLOOR]) - bare
     load = os.getloadavg()[0]
     results = []
     if counted is not None:
-        results.append(Result("Broker() start-up: instructions beyond the interpreter's own start (valgrind)", counted / 1e6, "M (lower is better)"))
+        broker, below = counted
+        results += [
+            Result("Broker() start-up: instructions beyond the interpreter's own start (valgrind)", broker / 1e6, "M (lower is better)"),
+            Result("the floor, asyncio + anyio + uvloop and an empty loop: instructions beyond the interpreter's own start", below / 1e6, "M"),
+            Result("Broker() start-up beyond the floor: odradek's own instructions", (broker - below) / 1e6, "M (lower is better)"),
+        ]
     for name, (wall, cpu) in (
         (f"Broker() start-up in a fresh interpreter, imports included (load {load:.1f})", embedded),
+        ("the floor, asyncio + anyio + uvloop and an empty loop, as Broker() starts it", floor),
+        ("Broker() start-up beyond the floor (best against best)", (embedded[0] - floor[0], embedded[1] - floor[1])),
         ("odradek serve: process start to its first answer", served),
         ("restart with 2,000 partitions: Broker(), imports included", many_embedded),
         ("restart with 2,000 partitions: odradek serve to its first answer", many_served),
