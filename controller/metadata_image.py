@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 import uuid
-from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
+
+from odradek.protocol.values import Fields
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 MAX_TOPIC_NAME_LENGTH = 249
@@ -59,27 +60,43 @@ class BrokerInfo(NamedTuple):
         return None
 
 
-@dataclass
-class PartitionState:
+class PartitionState(Fields):
     """What LeaderAndIsr carries for one partition."""
 
-    leader: int
-    leader_epoch: int
-    isr: list[int]
-    replicas: list[int]
-    partition_epoch: int = 0
-    adding_replicas: list[int] = field(default_factory=list)
-    removing_replicas: list[int] = field(default_factory=list)
-    offline_replicas: list[int] = field(default_factory=list)
-    """Replicas on brokers the ZooKeeper controller knows to be down (UpdateMetadata's OfflineReplicas)."""
+    _FIELDS = ("leader", "leader_epoch", "isr", "replicas", "partition_epoch", "adding_replicas", "removing_replicas", "offline_replicas")
+
+    def __init__(
+        self,
+        leader: int,
+        leader_epoch: int,
+        isr: list[int],
+        replicas: list[int],
+        partition_epoch: int = 0,
+        adding_replicas: list[int] | None = None,
+        removing_replicas: list[int] | None = None,
+        offline_replicas: list[int] | None = None,
+    ) -> None:
+        """Its attributes are its fields, in order: the embedded controller writes them to its state file
+        with ``vars()``."""
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.isr = isr
+        self.replicas = replicas
+        self.partition_epoch = partition_epoch
+        self.adding_replicas: list[int] = [] if adding_replicas is None else adding_replicas
+        self.removing_replicas: list[int] = [] if removing_replicas is None else removing_replicas
+        self.offline_replicas: list[int] = [] if offline_replicas is None else offline_replicas
+        """Replicas on brokers the ZooKeeper controller knows to be down (UpdateMetadata's OfflineReplicas)."""
 
 
-@dataclass
-class TopicInfo:
-    name: str
-    topic_id: uuid.UUID
-    partitions: dict[int, PartitionState]
-    configs: dict[str, str] = field(default_factory=dict)
+class TopicInfo(Fields):
+    _FIELDS = ("name", "topic_id", "partitions", "configs")
+
+    def __init__(self, name: str, topic_id: uuid.UUID, partitions: dict[int, PartitionState], configs: dict[str, str] | None = None) -> None:
+        self.name = name
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.configs: dict[str, str] = {} if configs is None else configs
 
     @property
     def is_internal(self) -> bool:

@@ -27,11 +27,11 @@ Layout (big-endian), from Kafka's implementation docs::
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Callable, ClassVar, Iterator
 
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.values import Fields
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes not counted by batchLength
@@ -135,26 +135,40 @@ def crc32c(data: bytes | bytearray | memoryview) -> int:
     return _crc32c(data)
 
 
-@dataclass(slots=True)
-class BatchHeader:
-    base_offset: int
-    batch_length: int
-    partition_leader_epoch: int
-    magic: int
-    crc: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    records_count: int
-    size: int = field(init=False)
+class BatchHeader(Fields):
+    """A record batch's header as parsed, with three values worked out from it (:func:`parse_header`)."""
+
+    __slots__ = _FIELDS = (
+        "base_offset", "batch_length", "partition_leader_epoch", "magic", "crc", "attributes", "last_offset_delta",
+        "base_timestamp", "max_timestamp", "producer_id", "producer_epoch", "base_sequence", "records_count",
+        "size", "compression", "timestamp_type",
+    )
+    size: int
     """Total bytes of the batch on the wire and on disk."""
-    compression: int = field(init=False)
-    timestamp_type: int = field(init=False)
+    compression: int
+    timestamp_type: int
     """0 = CreateTime, 1 = LogAppendTime."""
+
+    def __init__(
+        self, base_offset: int, batch_length: int, partition_leader_epoch: int, magic: int, crc: int, attributes: int,
+        last_offset_delta: int, base_timestamp: int, max_timestamp: int, producer_id: int, producer_epoch: int,
+        base_sequence: int, records_count: int,
+    ) -> None:
+        """The header's fields in their order on the wire; ``size``, ``compression`` and ``timestamp_type`` are
+        set by :func:`parse_header`."""
+        self.base_offset = base_offset
+        self.batch_length = batch_length
+        self.partition_leader_epoch = partition_leader_epoch
+        self.magic = magic
+        self.crc = crc
+        self.attributes = attributes
+        self.last_offset_delta = last_offset_delta
+        self.base_timestamp = base_timestamp
+        self.max_timestamp = max_timestamp
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.records_count = records_count
 
     @property
     def last_offset(self) -> int:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import struct
 import time
-from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Iterable, Iterator
 
@@ -43,31 +42,53 @@ from odradek.protocol.record_batch import (
     read_batch_header,
 )
 from odradek.protocol.java_hash import int64
+from odradek.protocol.values import Fields, FrozenFields
 
 Bytes = bytes | bytearray | memoryview
 Header = tuple[str, bytes | None]
 
 
-@dataclass(slots=True)
-class Record:
+class Record(Fields):
     """One record. When building a batch, ``offset`` None means "the next offset" and ``timestamp`` None
     means "now"; decoded records always carry both."""
 
-    offset: int | None = None
-    timestamp: int | None = None
-    key: bytes | None = None
-    value: bytes | None = None
-    headers: list[Header] = field(default_factory=list)
-    attributes: int = 0
+    __slots__ = _FIELDS = ("offset", "timestamp", "key", "value", "headers", "attributes")
+
+    def __init__(
+        self,
+        offset: int | None = None,
+        timestamp: int | None = None,
+        key: bytes | None = None,
+        value: bytes | None = None,
+        headers: list[Header] | None = None,
+        attributes: int = 0,
+    ) -> None:
+        self.offset = offset
+        self.timestamp = timestamp
+        self.key = key
+        self.value = value
+        self.headers: list[Header] = [] if headers is None else headers
+        self.attributes = attributes
 
 
-@dataclass(slots=True)
 class PlacedRecord(Record):
     """A record whose offset and timestamp are known: what ``complete_records`` returns, so that code
     computing deltas from them needs no None checks."""
 
-    offset: int = 0
-    timestamp: int = 0
+    __slots__ = ()
+    offset: int
+    timestamp: int
+
+    def __init__(
+        self,
+        offset: int = 0,
+        timestamp: int = 0,
+        key: bytes | None = None,
+        value: bytes | None = None,
+        headers: list[Header] | None = None,
+        attributes: int = 0,
+    ) -> None:
+        super().__init__(offset, timestamp, key, value, headers, attributes)
 
 
 RecordLike = Record | tuple[bytes | None, bytes | None]
@@ -362,16 +383,18 @@ def parse_control_record_type(key: Bytes | None) -> ControlRecordType:
         return ControlRecordType.UNKNOWN
 
 
-@dataclass(frozen=True, slots=True)
-class EndTransactionMarker:
+class EndTransactionMarker(FrozenFields):
     """The COMMIT or ABORT a transaction coordinator writes to each partition a transaction touched."""
 
+    __slots__ = _FIELDS = ("control_type", "coordinator_epoch")
     control_type: ControlRecordType
     coordinator_epoch: int
 
-    def __post_init__(self) -> None:
-        if self.control_type not in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
-            raise ValueError(f"{self.control_type!r} is not a transaction marker type")
+    def __init__(self, control_type: ControlRecordType, coordinator_epoch: int) -> None:
+        if control_type not in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+            raise ValueError(f"{control_type!r} is not a transaction marker type")
+        object.__setattr__(self, "control_type", control_type)
+        object.__setattr__(self, "coordinator_epoch", coordinator_epoch)
 
     def to_record(self, timestamp: int | None = None) -> Record:
         value = _END_TXN_MARKER_VALUE.pack(END_TXN_MARKER_VERSION, self.coordinator_epoch)

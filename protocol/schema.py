@@ -29,6 +29,8 @@ import threading
 import uuid
 from typing import Any, Mapping, Protocol, cast
 
+from odradek.protocol.values import FrozenFields
+
 __all__ = [
     "Versions",
     "F",
@@ -170,42 +172,11 @@ Off in production because it is not free on the hot path: measured at +7% encode
 Fetch v12 response and for a 10-partition Produce v9 response (one subset test per struct)."""
 
 
-class _Value:
-    """What ``@dataclass(frozen=True)`` would give the declarations below, written once: immutable, equal and
-    hashed by the fields ``_FIELDS`` names, shown with them. (A dataclass compiles each of those methods from
-    generated source at every import, about 3 M instructions a class: ~3 ms of every start for these five.)
-    ``__init__`` sets the fields with ``object.__setattr__``."""
-
-    __slots__ = ()
-    _FIELDS: tuple[str, ...] = ()
-
-    def _values(self) -> tuple[Any, ...]:
-        return tuple([getattr(self, name) for name in self._FIELDS])
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        assert isinstance(other, _Value)
-        return self._values() == other._values()
-
-    def __hash__(self) -> int:
-        return hash(self._values())
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({', '.join(f'{name}={getattr(self, name)!r}' for name in self._FIELDS)})"
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"cannot delete field {name!r}")
-
-
 # ----------------------------------------------------------------------------------------------------------
 # Version ranges, as Kafka writes them: "0+", "3-7", "5", "none".
 
 
-class Versions(_Value):
+class Versions(FrozenFields):
     __slots__ = _FIELDS = ("low", "high")
     low: int
     high: int | None  # None = open-ended
@@ -255,7 +226,7 @@ def snake_case(name: str) -> str:
 # ----------------------------------------------------------------------------------------------------------
 # Declarations
 
-class S(_Value):
+class S(FrozenFields):
     """A struct: Kafka's nested field groups and common structs."""
 
     __slots__ = _FIELDS = ("name", "fields")
@@ -267,7 +238,7 @@ class S(_Value):
         object.__setattr__(self, "fields", tuple(fields))
 
 
-class Array(_Value):
+class Array(FrozenFields):
     __slots__ = _FIELDS = ("element",)
     element: "str | S"  # a primitive type name or a struct
 
@@ -275,7 +246,7 @@ class Array(_Value):
         object.__setattr__(self, "element", element)
 
 
-class F(_Value):
+class F(FrozenFields):
     """A field: name, type (primitive name, ``S`` or ``Array``), versions and Kafka's per-field options."""
 
     __slots__ = _FIELDS = ("name", "type", "versions", "nullable", "tag", "tagged", "default", "flexible")
@@ -709,7 +680,7 @@ def _camel(name: str) -> str:
 # Messages
 
 
-class Message(_Value):
+class Message(FrozenFields):
     """A top-level request or response (or header, or coordinator record) with its versions."""
 
     _FIELDS = ("name", "valid", "flexible", "fields")
