@@ -24,7 +24,9 @@ import anyio.lowlevel
 
 from odradek.broker.config import BrokerConfig
 
-_BANNER = re.compile(r"started in \d+ ms: listeners \w+://([^:,\s]+):(\d+)")
+_BANNER = r"started in \d+ ms: listeners \w+://([^:,\s]+):(\d+)"
+"""What ``odradek serve`` prints once it serves (compiled by ``re``'s cache at the first subprocess broker: an
+in-process one never reads it)."""
 
 
 class Broker:
@@ -124,7 +126,7 @@ class Broker:
         lines = []
         for line in self._proc.stdout:
             lines.append(line)
-            match = _BANNER.search(line)
+            match = re.search(_BANNER, line)
             if match:
                 self.port = int(match.group(2))
                 threading.Thread(target=self._drain, daemon=True).start()

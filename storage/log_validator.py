@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from odradek.protocol import legacy_records
 from odradek.protocol.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.java_hash import int64
@@ -220,6 +219,8 @@ def check_batches(
             if produce_version >= 3:
                 # Produce v3+ carries magic-2 batches only (ProduceRequest.validateRecords).
                 raise KafkaError(ErrorCode.INVALID_RECORD, f"Produce requests with version {produce_version} must only contain record batches with magic version 2")
+            from odradek.protocol import legacy_records  # the message formats before v2, only for clients that send them
+
             try:
                 records = memoryview(bytearray(legacy_records.up_convert(records)))
             except NegativeTimestampError as exc:

@@ -26,7 +26,6 @@ from odradek.broker.replication.purgatory import Purgatory
 from odradek.broker.replication.log_dir_failure import LogDirFailureChannel
 from odradek.broker.coordinator.transaction.ask_coordinator import AskCoordinator
 from odradek.controller.metadata_image import INTERNAL_TOPICS, PartitionState, TopicInfo
-from odradek.protocol import legacy_records
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import UnsupportedCompressionTypeError
 from odradek.storage.file_records import FileSlice
@@ -511,6 +510,8 @@ def _down_convert(partition: Partition, info: LogReadInfo, magic: int, fetch_off
     """Old fetch versions get the stored batches rewritten in their magic, as Kafka's ``RecordsUtil.downConvert``."""
     if not partition.config.message_downconversion_enable:
         raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "Down-conversion of fetched records is disabled")
+    from odradek.protocol import legacy_records  # the message formats before v2, only for clients that fetch them
+
     try:
         return legacy_records.down_convert(info.data.read(), magic, first_offset=fetch_offset)
     except UnsupportedCompressionTypeError as exc:
