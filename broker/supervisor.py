@@ -2,7 +2,8 @@
 
 The supervisor is the process ``odradek serve`` started: it binds the listeners, forks the workers before any
 thread exists, then accepts every connection and hands it (SCM_RIGHTS over the worker's control socket) to the
-worker holding the fewest, as Kafka's Acceptor hands its connections to its processors. Worker 0 is the whole
+worker holding the fewest, as Kafka's Acceptor hands its connections to its processors (``worker.placement``
+``fronts``: to the fronts first, since worker 0 does every request's stateful work too). Worker 0 is the whole
 broker (every partition, the controller, the coordinators) and serves the connections handed to it as its
 own; every other worker (a *front*) forwards its connections' requests to worker 0 over a socketpair and
 writes the answers back, fetched records with ``sendfile`` (broker/network/worker_channel.py).
@@ -224,8 +225,12 @@ def _supervise(config: BrokerConfig, listeners: list[socket.socket], workers: li
                     pass
             os.kill(zero.pid, signal.SIGTERM)
 
+    fronts_first = config["worker.placement"] == "fronts"
+
     def hand_over(index: int, sock: socket.socket) -> None:
-        for worker in sorted((w for w in workers if w.status is None), key=lambda w: (w.connections, w.index)):
+        live = (w for w in workers if w.status is None)
+        order = (lambda w: (w.index == 0, w.connections, w.index)) if fronts_first else (lambda w: (w.connections, w.index))
+        for worker in sorted(live, key=order):
             try:
                 socket.send_fds(worker.control, [bytes([index])], [sock.fileno()])
             except OSError:

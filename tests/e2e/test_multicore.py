@@ -64,13 +64,13 @@ def open_files(pid: int) -> list[str]:
     return targets
 
 
-def one_on_each_worker(broker: Broker, connect) -> tuple:
+def one_on_each_worker(broker: Broker, connect, client_id: str = "wire-test") -> tuple:
     """Connections, one held by worker 0 and one by worker 1: opened until each worker has one (the supervisor
     hands each to the worker holding fewer; connections left from other tests may tip the count)."""
     zero, front = workers(broker)
     held: dict[int, object] = {}
     for _ in range(10):
-        wire = connect(broker.bootstrap)
+        wire = connect(broker.bootstrap, client_id)
         port = wire.sock.getsockname()[1]
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:  # accepted by the supervisor, then passed to a worker: not at once
@@ -552,3 +552,52 @@ def test_the_prometheus_endpoint_counts_produces_the_front_decoded(tmp_path, con
     counted = {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines() if 'topic="mc-metered"' in line and not line.startswith("#")}
     assert counted['kafka_server_brokertopicmetrics_messagesin_total{topic="mc-metered"}'] == 14
     assert counted['kafka_server_brokertopicmetrics_bytesin_total{topic="mc-metered"}'] == 2 * len(batch)
+
+
+# -- step 2, continued: placement, worker 0's frames served from the channel, the front encoding answers --
+
+
+@pytest.fixture(scope="module")
+def fronts_broker(tmp_path_factory: pytest.TempPathFactory):
+    """worker.placement=fronts: every client connection is the front's."""
+    with Broker(tmp_path_factory.mktemp("multicore-fronts"), subprocess=True, config={**CONFIG, "worker.placement": "fronts"}) as b:
+        yield b
+
+
+def test_placement_fronts_hands_every_connection_to_the_front(fronts_broker, connect) -> None:
+    """With worker.placement=fronts the supervisor hands worker 0 no client connection while the front lives:
+    confluent-kafka and kafka-python produce (acks 1, all and 0) and consume through the front alone, and
+    every record comes back."""
+    from kafka import KafkaProducer
+
+    zero, front = workers(fronts_broker)
+    wires = [connect(fronts_broker.bootstrap) for _ in range(4)]
+    producer = Producer({"bootstrap.servers": fronts_broker.bootstrap, "acks": "all", "linger.ms": 0})
+    values = [b"fronts-%04d" % i for i in range(300)]
+    failures: list = []
+    for value in values[:200]:
+        producer.produce("mc-fronts", value, on_delivery=lambda err, msg: err is not None and failures.append(err))
+        producer.poll(0)
+    assert producer.flush(30) == 0 and failures == []
+    kp = KafkaProducer(bootstrap_servers=fronts_broker.bootstrap, acks=0)
+    for value in values[200:]:
+        kp.send("mc-fronts", value)
+    kp.flush(30)
+    ports = {wire.sock.getsockname()[1] for wire in wires}
+    deadline = time.monotonic() + 10
+    while not ports <= client_ports(front, fronts_broker.port) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ports <= client_ports(front, fronts_broker.port)
+    assert client_ports(zero, fronts_broker.port) == set()
+    consumer = Consumer({"bootstrap.servers": fronts_broker.bootstrap, "group.id": "mc-fronts", "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe(["mc-fronts"])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(got) < len(values) and time.monotonic() < deadline:
+            got += [m.value() for m in consumer.consume(500, 0.2) if m.error() is None]
+        assert sorted(got) == values
+        assert client_ports(zero, fronts_broker.port) == set()
+    finally:
+        consumer.close()
+        kp.close()
