@@ -14,7 +14,7 @@ import collections
 import enum
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Protocol, Sequence
 
 from odradek.broker.network.framing import FrameReader, FrameTooLarge
 from odradek.broker.network.memory_pool import MemoryPool, Unbounded
@@ -104,7 +104,7 @@ class KafkaConnection:
         pool: MemoryPool | Unbounded,
         sasl: SaslSettings | None = None,
         clock: Callable[[], float] = time.monotonic,
-        decode: Callable[[bytearray], Request] = decode_request,
+        decode: Callable[[bytearray | memoryview], Request] = decode_request,
     ) -> None:
         """``served`` maps API keys to the versions the handlers serve; ``fallback(correlation_id)`` is the
         KIP-511 answer to an ApiVersions request at a version we do not serve; ``decode`` reads a frame (a
@@ -165,6 +165,18 @@ class KafkaConnection:
             return [self._too_large(exc)]
         return self._events(frames)
 
+    def whole_frame(self, frame: memoryview) -> Event | None:
+        """A whole frame (without its size prefix) that came in one piece from elsewhere (a front process's
+        channel): charged to the memory pool and decoded as ``received`` would, without the frame reader's
+        copy. None when it must go through the reader instead, where it ends as it would: a frame begun there,
+        the pool exhausted, a size the reader refuses, a connection not serving requests."""
+        reader = self.reader
+        size = len(frame)
+        if self.state is not ConnectionState.READY or not reader.between_frames or self.pool.exhausted or size > reader.max_size:
+            return None
+        self.pool.allocate(size)
+        return self._events([frame])[0]
+
     def _too_large(self, exc: FrameTooLarge) -> ConnectionEnded:
         if self.state is ConnectionState.AUTHENTICATING:
             return self._authentication_failed("Failing SASL authentication due to invalid receive size", None)
@@ -195,7 +207,7 @@ class KafkaConnection:
 
     # -- decoding --------------------------------------------------------------------------------------------
 
-    def _events(self, frames: list[bytearray]) -> list[Event]:
+    def _events(self, frames: Sequence[bytearray | memoryview]) -> list[Event]:
         events: list[Event] = []
         for i, frame in enumerate(frames):
             event = self._decode(frame)
@@ -206,7 +218,7 @@ class KafkaConnection:
                 break
         return events
 
-    def _decode(self, frame: bytearray) -> Event:
+    def _decode(self, frame: bytearray | memoryview) -> Event:
         size = len(frame)
         authenticator = self.authenticator
         authenticating = self.state is ConnectionState.AUTHENTICATING

@@ -229,12 +229,13 @@ class ProduceFramer:
         self.passing = _PASS_ALL if versions is None else 0
         """Bytes of the current frame still to forward as they come."""
 
-    def feed(self, data: memoryview) -> list[bytes]:
-        """What to forward, in order, of ``data`` the client sent."""
+    def feed(self, data: memoryview) -> list[tuple[bool, bytes]]:
+        """What to forward, in order, of ``data`` the client sent: each part with whether it is one whole
+        internal frame (which worker 0 may serve at once: worker_channel.FRAME) or bytes as they came."""
         if self.passing >= len(data):
             self.passing -= len(data)
-            return [bytes(data)]
-        out: list[bytes] = []
+            return [(False, bytes(data))]
+        out: list[tuple[bool, bytes]] = []
         raw = bytearray()
         pos, end = 0, len(data)
         while pos < end:
@@ -251,7 +252,7 @@ class ProduceFramer:
                 self.need -= n
                 if not self.need:
                     if raw:
-                        out.append(bytes(raw))
+                        out.append((False, bytes(raw)))
                         raw = bytearray()
                     out.append(self._forward(self.frame))
                     self.frame = None
@@ -277,17 +278,17 @@ class ProduceFramer:
                 raw += head
                 self.passing = size - 2
         if raw:
-            out.append(bytes(raw))
+            out.append((False, bytes(raw)))
         return out
 
-    def _forward(self, frame: bytearray) -> bytes:
+    def _forward(self, frame: bytearray) -> tuple[bool, bytes]:
         """The internal frame of a whole Produce request; the frame as it came when worker 0 would not serve it
         (it answers or closes as without a front)."""
         try:
             request = decode_request(memoryview(frame)[4:])
         except Exception:
-            return bytes(frame)
+            return False, bytes(frame)
         assert self.versions is not None
         if request.header.api_version not in self.versions:
-            return bytes(frame)
-        return encode(request)
+            return False, bytes(frame)
+        return True, encode(request)

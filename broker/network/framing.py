@@ -48,6 +48,11 @@ class FrameReader:
         """A request's size was read and charged and its body is still arriving (reading on needs no pool)."""
         return self._frame is not None or self._pending_charged
 
+    @property
+    def between_frames(self) -> bool:
+        """Nothing of a frame waits here: the next bytes begin one."""
+        return self._frame is None and not self._pending
+
     def buffer(self) -> memoryview:
         """Where the next received bytes go (pass to ``socket.recv_into``, then call ``received`` at once)."""
         frame = self._frame

@@ -20,7 +20,7 @@ import itertools
 import logging
 import socket
 import time
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Coroutine, NamedTuple
 
 import anyio
 import anyio.lowlevel
@@ -108,7 +108,7 @@ class Connection:
     connections, so that thousands of connections cost a few kilobytes each.
     """
 
-    __slots__ = ("server", "network", "transport", "peer", "protocol", "room", "reading", "waiting", "writing", "closed", "last_active", "held", "holding")
+    __slots__ = ("server", "network", "transport", "peer", "protocol", "room", "reading", "waiting", "writing", "closed", "last_active", "held", "holding", "left")
 
     def __init__(self, server: KafkaServer, network: Network, transport: Transport, endpoint: Endpoint, index: int, sasl: SaslSettings | None) -> None:
         self.server = server
@@ -138,6 +138,12 @@ class Connection:
         """Answers held back while more requests read with theirs are handled, to go out with the last one's."""
         self.holding = False
         """More requests of the same read follow the one being handled: its answer is held (:meth:`_send`)."""
+        self.left: tuple[Coroutine[Any, Any, bool], int] | None = None
+        """What is left of a frame served from a front's channel (:meth:`_serve_frame`) for the reader to
+        finish (an answer that waits, such as acks=all's, or an event that is no request), and the bytes it
+        holds of the memory pool."""
+        if isinstance(transport, ChannelTransport) and sasl is None:
+            transport.serve_frame = self._serve_frame
 
     async def run(self) -> None:
         self.network.connections.add(self)
@@ -150,6 +156,10 @@ class Connection:
             log.exception("Closing connection from %s after an unexpected error", self.peer)
         finally:
             self.reading = False
+            if self.left is not None:  # the reader was cancelled before it got to it
+                work, size = self.left
+                work.close()
+                self.protocol.release(size)
             self.network.connections.discard(self)
             self.network.connection_closed(self.protocol.endpoint.peer_host)
             self.server.quotas.throttles.forget(self.protocol.connection_id)
@@ -183,6 +193,8 @@ class Connection:
                 n = transport.recv_into(target)
             except BlockingIOError:
                 await transport.wait_readable()
+                if self.left is not None and not await self._finish_left():
+                    return
                 continue
             if not n or self.closed:
                 return
@@ -254,16 +266,22 @@ class Connection:
         go out together with the last one's (one ``sendmsg``, one wake-up of the client, instead of one each);
         any wait in between (an acks=all produce, a long poll, a throttle) sends what is held first."""
         if not self.writing and self.transport.tls is None and not self.closed:
-            close = self._add_answer(request, result, self.held)
-            if self.holding and not close and len(self.held) < _HOLD_AT_MOST:
-                return
-            rest = self._send_held()
-            if close:
-                raise ConnectionClosed
+            rest = self._send_at_once(request, result)
             if not rest:
                 return
             request, result = _PIECES, rest
         await self._queue(request, result)
+
+    def _send_at_once(self, request: Any, result: Any) -> list[Piece]:
+        """``_send`` while nothing is being written, without TLS, open: the answer joins those held and, unless
+        held back, they are sent; what the transport did not take."""
+        close = self._add_answer(request, result, self.held)
+        if self.holding and not close and len(self.held) < _HOLD_AT_MOST:
+            return []
+        rest = self._send_held()
+        if close:
+            raise ConnectionClosed
+        return rest
 
     def _send_held(self) -> list[Piece]:
         """Send the held answers now, as much as the socket takes; what it did not."""
@@ -287,13 +305,26 @@ class Connection:
             await self.room.wait()
         if self.closed:
             raise ConnectionClosed
-        protocol.queue(request, result)
+        self._enqueue(request, result)
+
+    def _enqueue(self, request: Any, result: Any) -> None:
+        self.protocol.queue(request, result)
         if not self.writing:
             self.writing = True
             self.network.tg.start_soon(self._write_loop)
 
     async def _dispatch(self, request: Request) -> bool:
         """Handle one request; False closes the connection."""
+        result = self._start(request)
+        if result is CLOSE_CONNECTION:
+            return False
+        if result is not None:
+            await self._answer(request, result)
+        return True
+
+    def _start(self, request: Request) -> Any:
+        """Run the request's handler, charging its time to the request quota: its answer, an awaitable of it,
+        None (no answer) or CLOSE_CONNECTION."""
         header = request.header
         quotas = self.server.quotas
         timed = quotas.any_quota() and charged(request)  # request_percentage: the handling time, when a quota may apply
@@ -304,13 +335,15 @@ class Connection:
             log.exception("Error handling %s v%d from %s (client %s)", request.api.name, header.api_version, self.peer, header.client_id)
             result = error_response(request, ErrorCode.UNKNOWN_SERVER_ERROR)
             if result is None:
-                return False
+                return CLOSE_CONNECTION
         if result is CLOSE_CONNECTION:
-            return False
+            return result
         if timed:
             result = charge(quotas, request, time.perf_counter_ns() - start_ns, result)
-        if result is None:
-            return True
+        return result
+
+    async def _answer(self, request: Request, result: Any) -> bool:
+        """Send the answer once complete; True (the connection stays open)."""
         if type(result) is not dict and inspect.isawaitable(result):
             # Kafka mutes the channel from a request's arrival until its answer is sent: the next request of
             # the connection is not handled before this one's answer is complete.
@@ -323,6 +356,61 @@ class Connection:
                 self.last_active = time.monotonic()
         await self._send(request, result)
         return True
+
+    # -- a front's whole frames ------------------------------------------------------------------------------
+
+    def _serve_frame(self, frame: bytearray) -> bool:
+        """A whole frame a front made (worker_channel.FRAME: a Produce it decoded), served at once from the
+        channel's reader while this connection's reader waits for bytes with none queued: what the reader
+        would do with it, in the same order and with the same charges, without copying it into the frame
+        reader and waking the reader's task per request (docs/multicore.md, step 2). An answer that waits
+        (acks=all), or an event that is no request, is left to the reader, woken for it: later frames queue
+        behind it meanwhile. False, with nothing done: not now (closing, throttled, writing, a frame begun),
+        read it in its turn."""
+        protocol = self.protocol
+        if self.closed or self.writing or self.left is not None or protocol.connection_id in self.server.quotas.throttles.until:
+            return False
+        transport = self.transport
+        assert isinstance(transport, ChannelTransport)
+        size = 0
+        try:
+            event = protocol.whole_frame(memoryview(frame)[4:])
+            if event is None:
+                return False
+            self.last_active = time.monotonic()
+            if type(event) is not RequestReceived:
+                self.left = (self._handle(event), getattr(event, "size", 0))
+                transport.wake()
+                return True
+            request, size = event
+            result = self._start(request)
+            if result is CLOSE_CONNECTION:
+                self.end()
+            elif result is not None:
+                if type(result) is not dict and inspect.isawaitable(result):
+                    self.left = (self._answer(request, result), size)
+                    transport.wake()
+                    return True
+                if rest := self._send_at_once(request, result):  # nothing is held or queued: the reader waits
+                    self._enqueue(_PIECES, rest)
+        except (ConnectionClosed, OSError):
+            self.end()
+        except Exception:
+            # As the reader's: a bug met while serving one connection closes that connection, never the broker.
+            log.exception("Closing connection from %s after an unexpected error", self.peer)
+            self.end()
+        protocol.release(size)
+        return True
+
+    async def _finish_left(self) -> bool:
+        """The reader finishes what :meth:`_serve_frame` left it; False closes the connection."""
+        assert self.left is not None
+        work, size = self.left
+        self.left = None
+        try:
+            return await work
+        finally:
+            self.protocol.release(size)
 
     # -- writing ------------------------------------------------------------------------------------------
 

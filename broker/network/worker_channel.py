@@ -9,9 +9,15 @@ with ``sendfile`` from its own descriptor of the segment (:class:`SegmentFiles`)
 per event-loop turn, all that waits in one ``sendmsg``: busy, a forwarded request costs a couple of µs
 (docs/multicore.md, "Forwarding a small request").
 
+A Produce request the front decoded goes as a FRAME, one whole internal frame (broker/network/forwarded_produce.py):
+worker 0 serves it at once, from the channel's reader, when its connection is idle (its reader waits for bytes
+and none is queued), without the connection's frame reader and the wake-up of its task (docs/multicore.md,
+step 2); otherwise it is read in its turn as any bytes.
+
 Flow control is a window, as TCP's: a front forwards at most :data:`WINDOW` bytes of a connection that worker
 0 has not yet read (it reads them as its own socket's: one request at a time, muted while one is handled), and
-worker 0 returns credit as it reads; a front stops reading a client whose answers are not yet written.
+worker 0 returns credit as it reads, for every connection in one message per write; a front stops reading a
+client whose answers are not yet written.
 """
 
 from __future__ import annotations
@@ -36,13 +42,15 @@ log = logging.getLogger("odradek.network")
 
 HEADER = struct.Struct("!IBI")
 """A message: its payload's length, its kind, the connection it is about (the front's number for it)."""
-NEW, DATA, CLOSED, ANSWER, CREDIT, CLOSE = range(6)
-"""Front → worker 0: NEW (payload :data:`ENDPOINT`, a client connected), DATA (bytes the client sent), CLOSED
-(the client went). Worker 0 → front: ANSWER (pieces), CREDIT (bytes of DATA read), CLOSE (close once the
-answers before are written)."""
+NEW, DATA, CLOSED, ANSWER, CREDIT, CLOSE, FRAME = range(7)
+"""Front → worker 0: NEW (payload :data:`ENDPOINT`, a client connected), DATA (bytes the client sent), FRAME
+(one whole frame the front made in place of the client's: read as DATA, or served at once), CLOSED (the client
+went). Worker 0 → front: ANSWER (pieces), CREDIT (:data:`CREDIT_ENTRY` per connection: bytes of DATA and FRAME
+read; the message's own connection is 0), CLOSE (close once the answers before are written)."""
 ENDPOINT = struct.Struct("!B")
 """NEW's payload: the listener's index, then "peer host|peer port|local host|local port" in ASCII."""
-CREDIT_SIZE = struct.Struct("!I")
+CREDIT_ENTRY = struct.Struct("!II")
+"""A connection and how many of its bytes worker 0 read."""
 BUFFER = struct.Struct("!BI")
 """An answer's piece: kind 0 and its length, the bytes following; or :data:`SLICE`."""
 SLICE = struct.Struct("!BHQQQI")
@@ -61,6 +69,8 @@ class Channel:
         self.sock = sock
         self.loop = asyncio.get_running_loop()
         self.out: list[Any] = []
+        self.credits: dict[int, int] = {}
+        """Bytes read per connection since the last write: sent as one CREDIT message with it."""
         self.flushing = False
         self.blocked = False
         self.broken = False
@@ -74,9 +84,22 @@ class Channel:
             self.flushing = True
             self.loop.call_soon(self._flush)
 
+    def credit(self, connection: int, n: int) -> None:
+        """``n`` bytes of the connection were read: told with the next write, summed with the others'."""
+        credits = self.credits
+        credits[connection] = credits.get(connection, 0) + n
+        if not self.flushing and not self.blocked:
+            self.flushing = True
+            self.loop.call_soon(self._flush)
+
     def _flush(self) -> None:
         self.flushing = False
         out = self.out
+        if self.credits and not self.broken:
+            entries = b"".join([CREDIT_ENTRY.pack(connection, n) for connection, n in self.credits.items()])
+            self.credits = {}
+            out.append(HEADER.pack(len(entries), CREDIT, 0))
+            out.append(entries)
         while out:
             try:
                 sent = self.sock.sendmsg(out[:1024])
@@ -104,8 +127,9 @@ class Channel:
         self.blocked = False
         self._flush()
 
-    async def receive(self, handle: Callable[[int, int, bytes], None]) -> None:
-        """Until the other end closes."""
+    async def receive(self, handle: Callable[[int, int, bytearray], None]) -> None:
+        """Until the other end closes. Each payload is a copy of its own (writable: a FRAME's records are
+        appended from it, as from a frame read off a socket)."""
         readable = Readiness(self.sock)
         buf = bytearray()
         try:
@@ -126,7 +150,7 @@ class Channel:
                     start = pos + HEADER.size
                     if end - start < size:
                         break
-                    handle(kind, connection, bytes(buf[start : start + size]))
+                    handle(kind, connection, buf[start : start + size])
                     pos = start + size
                 del buf[:pos]
         finally:
@@ -203,7 +227,7 @@ class SegmentFiles:
                 del self.files[key]
 
 
-def decode_answer(payload: bytes, files: SegmentFiles) -> list[Piece] | None:
+def decode_answer(payload: bytearray, files: SegmentFiles) -> list[Piece] | None:
     """ANSWER's payload as pieces to write; None when a segment file cannot be opened as worker 0 named it
     (deleted and gone meanwhile: the connection is closed, as for a segment shorter than its slice)."""
     pieces: list[Piece] = []
@@ -218,7 +242,7 @@ def decode_answer(payload: bytes, files: SegmentFiles) -> list[Piece] | None:
         else:
             _, path_size, dev, ino, position, length = SLICE.unpack_from(payload, pos)
             pos += SLICE.size
-            file = files.get(payload[pos : pos + path_size], dev, ino)
+            file = files.get(bytes(payload[pos : pos + path_size]), dev, ino)
             pos += path_size
             if file is None:
                 return None
@@ -230,7 +254,7 @@ def encode_endpoint(listener: int, peer: tuple, local: tuple) -> bytes:
     return ENDPOINT.pack(listener) + f"{peer[0]}|{peer[1]}|{local[0]}|{local[1]}".encode()
 
 
-def decode_endpoint(payload: bytes) -> tuple[int, tuple[str, int], tuple[str, int]]:
+def decode_endpoint(payload: bytearray) -> tuple[int, tuple[str, int], tuple[str, int]]:
     (listener,) = ENDPOINT.unpack_from(payload)
     peer_host, peer_port, local_host, local_port = payload[ENDPOINT.size :].decode().split("|")
     return listener, (peer_host, int(peer_port)), (local_host, int(local_port))
@@ -243,28 +267,40 @@ class ChannelTransport:
     """Worker 0's transport for a connection a front holds: what it reads is what the front forwarded, what it
     writes goes back as ANSWER messages (never waits: the front queues)."""
 
-    __slots__ = ("channel", "connection", "inbound", "eof", "ended", "waiter", "on_close")
+    __slots__ = ("channel", "connection", "inbound", "eof", "ended", "waiter", "on_close", "serve_frame")
 
     tls = None
 
     def __init__(self, channel: Channel, connection: int, on_close: Callable[[], None]) -> None:
         self.channel = channel
         self.connection = connection
-        self.inbound: collections.deque[bytes] = collections.deque()
+        self.inbound: collections.deque[bytearray] = collections.deque()
         self.eof = False
         self.ended = False
         self.waiter: anyio.Event | None = None
+        """Set while the connection's reader waits for bytes: it has read and handled all before."""
         self.on_close = on_close
+        self.serve_frame: Callable[[bytearray], bool] | None = None
+        """The connection's way to serve a whole FRAME at once (False: not now, read it in its turn)."""
 
-    def received(self, data: bytes) -> None:
+    def received(self, data: bytearray) -> None:
         self.inbound.append(data)
-        self._wake()
+        self.wake()
+
+    def received_frame(self, frame: bytearray) -> None:
+        """A whole frame the front made: served at once while the reader waits with nothing queued before it
+        (no copy into the frame reader, no wake-up of the connection's task), else queued as any bytes."""
+        if self.waiter is not None and not self.inbound and self.serve_frame is not None and self.serve_frame(frame):
+            self.channel.credit(self.connection, len(frame))
+        else:
+            self.received(frame)
 
     def peer_closed(self) -> None:
         self.eof = True
-        self._wake()
+        self.wake()
 
-    def _wake(self) -> None:
+    def wake(self) -> None:
+        """Wake the reader waiting for bytes (to find new ones, the end, or work left for it)."""
         if self.waiter is not None:
             self.waiter.set()
             self.waiter = None
@@ -281,7 +317,7 @@ class ChannelTransport:
             self.inbound[0] = chunk[n:]
         else:
             self.inbound.popleft()
-        self.channel.send(CREDIT, self.connection, CREDIT_SIZE.pack(n))
+        self.channel.credit(self.connection, n)
         return n
 
     async def wait_readable(self) -> None:
@@ -301,7 +337,7 @@ class ChannelTransport:
 
     def shutdown(self) -> None:
         self.eof = True
-        self._wake()
+        self.wake()
         if not self.ended:
             self.ended = True
             self.channel.send(CLOSE, self.connection)
@@ -321,8 +357,12 @@ class FrontChannel:
         self.accepted = accepted
         self.transports: dict[int, ChannelTransport] = {}
 
-    def _handle(self, kind: int, connection: int, payload: bytes) -> None:
-        if kind == DATA:
+    def _handle(self, kind: int, connection: int, payload: bytearray) -> None:
+        if kind == FRAME:
+            transport = self.transports.get(connection)
+            if transport is not None:
+                transport.received_frame(payload)
+        elif kind == DATA:
             transport = self.transports.get(connection)
             if transport is not None:
                 transport.received(payload)
@@ -369,8 +409,10 @@ class ForwardedConnection:
         self.room = anyio.Event()
 
     def credit(self, n: int) -> None:
+        blocked = self.unread >= WINDOW  # else reading waits for nothing, or for the answers to be written
         self.unread -= n
-        self.room.set()
+        if blocked:
+            self.room.set()
 
     def answer(self, pieces: list[Piece]) -> None:
         self.answers.extend(pieces)
@@ -414,8 +456,8 @@ class ForwardedConnection:
                     continue
                 if not n:
                     break
-                for data in self.framer.feed(buffer[:n]):
-                    channel.send(DATA, self.number, data)
+                for whole, data in self.framer.feed(buffer[:n]):
+                    channel.send(FRAME if whole else DATA, self.number, data)
                     self.unread += len(data)
         except OSError:
             pass
@@ -456,7 +498,13 @@ class Front:
         self.channel.send(NEW, number, encode_endpoint(listener, peer, local))
         self.tg.start_soon(connection.run)
 
-    def _handle(self, kind: int, number: int, payload: bytes) -> None:
+    def _handle(self, kind: int, number: int, payload: bytearray) -> None:
+        if kind == CREDIT:
+            connections = self.connections
+            for number, n in CREDIT_ENTRY.iter_unpack(payload):
+                if (credited := connections.get(number)) is not None:
+                    credited.credit(n)
+            return
         connection = self.connections.get(number)
         if connection is None:
             return
@@ -467,8 +515,6 @@ class Front:
                 connection.close_after_answers()
             else:
                 connection.answer(pieces)
-        elif kind == CREDIT:
-            connection.credit(CREDIT_SIZE.unpack(payload)[0])
         elif kind == CLOSE:
             connection.close_after_answers()
 

@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from odradek import Broker
 from odradek.protocol.api import ApiKey, decode_response, encode_request
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.records import Record, build_batch
+from odradek.protocol.records import Record, build_batch, iter_records
 from tests.e2e.test_share_fetch_sendfile import Sendfiles, share_fetch
 
 CONFIG = {"worker.processes": 2, "offsets.topic.num.partitions": 1}
@@ -601,3 +601,110 @@ def test_placement_fronts_hands_every_connection_to_the_front(fronts_broker, con
     finally:
         consumer.close()
         kp.close()
+
+
+def produce_frames(wire, requests: list[tuple[int, dict]], client_id: str = "mc-answers") -> list[bytes]:
+    """Each (version, body) sent as a Produce request in turn; the raw answer frames of those with acks other
+    than 0 (acks 0 has none), read after all were sent."""
+    for correlation_id, (version, body) in enumerate(requests, start=1000):
+        wire.send(encode_request(ApiKey.Produce, version, correlation_id, body, client_id=client_id))
+    return [wire.read_frame() for _, body in requests if body["acks"] != 0]
+
+
+def test_produce_answers_byte_identical_on_worker_0_and_the_front_at_every_version(broker, connect, check_topics) -> None:
+    """At every Produce version worker 0 serves, the same requests on a connection of worker 0 and on one of the
+    front (where worker 0 serves the front's decoded request from the channel, and the front builds the
+    answer from the outcome worker 0 sends): answers byte for byte the same, topic names aside. The requests
+    cover two topics with three partitions (one unknown), a corrupt batch, a compacted topic's key-less
+    record (record errors from v8), an unknown topic, acks 0 (no answer) between them and acks all."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.create_topics([
+        NewTopic(f"mc-ans-{side}", 2, 1) for side in "ab"
+    ] + [NewTopic(f"mc-ans-c{side}", 1, 1, config={"cleanup.policy": "compact"}) for side in "ab"]).values():
+        future.result(15)
+    on_zero, on_front = one_on_each_worker(broker, connect)
+    good = build_batch([Record(value=b"answer", key=b"k")])
+    corrupt, _ = refused_batches()["crc"]
+    keyless = build_batch([Record(value=b"no key"), Record(value=b"no key either")])
+    frames = []
+    for side, wire in (("a", on_zero), ("b", on_front)):
+        topic, compacted = f"mc-ans-{side}", f"mc-ans-c{side}"
+        requests = []
+        for version in range(0, 13):
+            requests += [
+                (version, {"acks": 1, "timeout_ms": 5000, "topic_data": [
+                    {"name": topic, "partition_data": [{"index": 0, "records": good}, {"index": 1, "records": corrupt}, {"index": 7, "records": good}]},
+                    {"name": compacted, "partition_data": [{"index": 0, "records": keyless}]},
+                    {"name": "mc-ans-none", "partition_data": [{"index": 0, "records": good}]},
+                ]}),
+                (version, {"acks": 0, "timeout_ms": 5000, "topic_data": [{"name": topic, "partition_data": [{"index": 1, "records": good}]}]}),
+                (version, {"acks": -1, "timeout_ms": 5000, "topic_data": [{"name": topic, "partition_data": [{"index": 1, "records": good}]}]}),
+            ]
+        frames.append(produce_frames(wire, requests))
+    assert len(frames[0]) == len(frames[1]) == 26
+    for version, zero, front in zip((v for v in range(13) for _ in range(2)), *frames):
+        assert zero.replace(b"mc-ans-a", b"mc-ans-b").replace(b"mc-ans-ca", b"mc-ans-cb") == front, version
+    # What they say: the good batch appended, each refusal with its code, record errors where the version has them.
+    last = decode_response(ApiKey.Produce, 12, frames[1][-2])[1]
+    codes = [[(p.index, p.error_code) for p in t.partition_responses] for t in last.responses]
+    assert codes == [[(0, ErrorCode.NONE), (1, ErrorCode.CORRUPT_MESSAGE), (7, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)], [(0, ErrorCode.INVALID_RECORD)], [(0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]]
+    assert [e.batch_index for e in last.responses[1].partition_responses[0].record_errors] == [0, 1]
+    # Every acks 0 and acks all batch of partition 1 was appended, in order, after the partition's own.
+    assert decode_response(ApiKey.Produce, 12, frames[1][-1])[1].responses[0].partition_responses[0].base_offset == 2 * 13 - 1
+
+
+def test_throttle_time_in_answers_built_by_the_front(broker, connect, check_topics) -> None:
+    """A client over its producer_byte_rate: the throttle time is in the answer on the front's connection as on
+    worker 0's (the rest of the answer the same)."""
+    on_zero, on_front = one_on_each_worker(broker, connect, client_id="mc-throttled")
+    entry = {"entity": [{"entity_type": "client-id", "entity_name": "mc-throttled"}], "ops": [{"key": "producer_byte_rate", "value": 1000.0, "remove": False}]}
+    assert on_zero.call(ApiKey.AlterClientQuotas, 1, {"entries": [entry], "validate_only": False}).entries[0].error_code == ErrorCode.NONE
+    time.sleep(0.5)  # the quota reaches the quota manager
+    big = build_batch([Record(value=bytes(50_000))])
+    answers = []
+    for wire in (on_zero, on_front):
+        frame = produce_frames(wire, [(9, produce_body("mc-check", big))], client_id="mc-throttled")[0]
+        answers.append(decode_response(ApiKey.Produce, 9, frame)[1])
+    assert all(a.throttle_time_ms > 0 for a in answers), [a.throttle_time_ms for a in answers]
+    assert [a.responses[0].partition_responses[0].error_code for a in answers] == [ErrorCode.NONE, ErrorCode.NONE]
+
+
+def test_pipelined_behind_a_waiting_produce_on_the_front_in_order(broker, connect, check_topics) -> None:
+    """On the front's connection, a Produce whose answer waits (a batch expanding past 1 MiB, walked on a
+    thread) with small Produce (acks 1, 0 and all) and Metadata requests pipelined behind it: answers in
+    request order, the batches appended in the order sent."""
+    from odradek.protocol.compression import CompressionType
+
+    _, on_front = one_on_each_worker(broker, connect)
+    expanding = build_batch([Record(value=bytes(600 * 1024), key=b"big-%d" % i) for i in range(3)], compression=CompressionType.GZIP)
+    requests: list[tuple[int, int, dict]] = [(ApiKey.Produce, 9, produce_body("mc-front-codecs", expanding, acks=-1))]
+    for i in range(30):
+        if i % 10 == 9:
+            requests.append((ApiKey.Metadata, 12, {"topics": [{"name": "mc-front-codecs", "topic_id": uuid.UUID(int=0)}], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}))
+        else:
+            requests.append((ApiKey.Produce, 9, produce_body("mc-front-codecs", build_batch([Record(value=b"behind-%d" % i)]), acks=(1, 0, -1)[i % 3])))
+    on_front.send(b"".join(encode_request(api, version, correlation_id, body, client_id="mc-behind") for correlation_id, (api, version, body) in enumerate(requests, start=700)))
+    answered = [(correlation_id, request) for correlation_id, request in enumerate(requests, start=700) if request[0] != ApiKey.Produce or request[2]["acks"] != 0]
+    answers = [decode_response(api, version, on_front.read_frame()) for _, (api, version, _) in answered]
+    assert [correlation_id for correlation_id, _ in answers] == [correlation_id for correlation_id, _ in answered]
+    produced = [body.responses[0].partition_responses[0] for (_, (api, _, _)), (_, body) in zip(answered, answers) if api == ApiKey.Produce]
+    assert all(p.error_code == ErrorCode.NONE for p in produced)
+    first = produced[0].base_offset
+    fetched = on_front.call(ApiKey.Fetch, 12, fetch_body("mc-front-codecs", first + 3, 1 << 20)).responses[0].partitions[0].records
+    data, values, pos = bytes(fetched), [], 0
+    while pos < len(data):  # one record per batch
+        values += [r.value for r in iter_records(data, pos)]
+        pos += 12 + int.from_bytes(data[pos + 8 : pos + 12], "big")
+    assert values == [b"behind-%d" % i for i in range(30) if i % 10 != 9]
+
+
+def test_an_acks_0_produce_refused_closes_the_connection_on_either_worker(broker, connect, check_topics) -> None:
+    """acks=0 gets no answer, and a refused one closes the connection (so the client notices), whichever
+    worker holds it; an acks=0 produce that was appended leaves it open and the next answer is the next
+    request's."""
+    corrupt, _ = refused_batches()["crc"]
+    for wire in one_on_each_worker(broker, connect):
+        frames = produce_frames(wire, [(9, produce_body("mc-check", build_batch([Record(value=b"quiet")]), acks=0)), (9, produce_body("mc-check", build_batch([Record(value=b"loud")])))])
+        assert len(frames) == 1 and int.from_bytes(frames[0][:4], "big") == 1001
+        wire.send(encode_request(ApiKey.Produce, 9, 5, produce_body("mc-check", corrupt, acks=0)))
+        assert wire.closed_by_peer(10)
