@@ -11,23 +11,30 @@ the topic's config: sizes, timestamp bounds, keys of compacted topics, codecs) s
 
 An internal frame is told apart by its API key, :data:`MARKER` (-1, no API's): a front never forwards a
 client's frame with that key as it came (:func:`guard`), and worker 0 reads the marker only on PLAINTEXT
-connections a front holds, so no client can forge one. A SASL listener's connections are forwarded as they
-came (a SASL exchange's frames need not be requests, and what a client may send depends on its
+connections a front holds, so no client can forge one. Worker 0 answers such a request with a
+:class:`ProduceAnswer`, each partition's outcome as a few fields, from which the front builds the Kafka
+response at the request's version (one encoder, the front's): worker 0 encodes no Produce response for a
+front. A SASL listener's connections are forwarded as they came (a SASL exchange's frames need not be requests, and what a client may send depends on its
 authentication, which is worker 0's): worker 0 decodes and checks their requests itself.
 """
 
 from __future__ import annotations
 
+import collections
+import operator
 import struct
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from odradek.broker.replication.replica_manager import PartitionAppend
-from odradek.protocol.api import ApiKey, Request, RequestHeader, decode_request
+from odradek.protocol.api import ApiKey, Request, RequestHeader, decode_request, encode_response
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import NO_TIMESTAMP, ValidatedBatches, parse_header
 from odradek.protocol.record_walk import WalkedBatch
-from odradek.protocol.schema import DecodeError
+from odradek.protocol.schema import DecodeError, EncodeError
 from odradek.storage.log_validator import Prechecked, precheck
+
+if TYPE_CHECKING:
+    from odradek.protocol.message_types.produce import PartitionProduceResponseDict, ProduceResponseDict, TopicProduceResponseDict
 
 MARKER = -1
 """The API key of an internal frame."""
@@ -51,6 +58,14 @@ _WALKED = struct.Struct(">qB")
 UNCHECKED, REFUSED, CHECKED, WALK_REFUSED, WALKED = range(5)
 """A partition's verdict: no precheck (no records, a legacy message set), header or CRC refused, header and CRC
 passed but the walk left to worker 0, the walk refused, the walk passed."""
+OUTCOME_FIELDS = ("error_code", "base_offset", "log_append_time_ms", "log_start_offset")
+"""The fields of a partition's entry in the Produce response that a :class:`ProduceAnswer` carries as numbers
+(:data:`_OUTCOME`); besides them an entry has its index (the front's, from the request) and, for records the
+validator refused one by one, the record errors and the error message."""
+_OUTCOME = struct.Struct(">hqqqi")
+"""A partition's :data:`OUTCOME_FIELDS`, then how many record errors follow (-1: the entry has neither record
+errors nor error message; else the error message, then each error's batch index and message)."""
+_outcome = operator.itemgetter(*OUTCOME_FIELDS)
 
 
 class ForwardedTopic(NamedTuple):
@@ -79,12 +94,12 @@ def guard(header: bytearray) -> None:
 # -- the front's side ---------------------------------------------------------------------------------------
 
 
-def _put_string(value: str | None, out: list[bytes]) -> None:
+def _put_string(value: str | None, out: list[bytes], size: struct.Struct = _STRING) -> None:
     if value is None:
-        out.append(_STRING.pack(-1))
+        out.append(size.pack(-1))
     else:
         data = value.encode()
-        out.append(_STRING.pack(len(data)))
+        out.append(size.pack(len(data)))
         out.append(data)
 
 
@@ -95,17 +110,32 @@ def _put_error(exc: KafkaError, out: list[bytes]) -> None:
         out.append(message)
 
 
-def encode(request: Request[Any]) -> bytes:
-    """The internal frame (size prefix included) of a decoded Produce request, its batches prechecked."""
+class Awaited(NamedTuple):
+    """What a front keeps of a forwarded Produce request until worker 0's :class:`ProduceAnswer`: what the
+    Kafka response repeats of the request."""
+
+    api_version: int
+    correlation_id: int
+    topics: list[tuple[str, list[int]]]
+    """Each topic's name and its partitions' indexes, in the request's order."""
+
+
+def encode(request: Request[Any]) -> tuple[bytes, Awaited]:
+    """The internal frame (size prefix included) of a decoded Produce request, its batches prechecked; and
+    what the front keeps to build its answer."""
     header, body = request.header, request.body
     out: list[bytes] = [b"", _HEAD.pack(MARKER, header.api_version, header.correlation_id, header.header_version, body.acks, body.timeout_ms)]
     _put_string(header.client_id, out)
     _put_string(body.transactional_id, out)
     out.append(_COUNT.pack(len(body.topic_data)))
+    topics: list[tuple[str, list[int]]] = []
     for topic in body.topic_data:
         _put_string(topic.name, out)
         out.append(_COUNT.pack(len(topic.partition_data)))
+        indexes: list[int] = []
+        topics.append((topic.name, indexes))
         for pd in topic.partition_data:
+            indexes.append(pd.index)
             records = pd.records
             pre = precheck(records)
             if pre is None:
@@ -130,7 +160,32 @@ def encode(request: Request[Any]) -> bytes:
                 out.append(records)
     size = sum(len(part) for part in out)
     out[0] = _COUNT.pack(size)
-    return b"".join(out)
+    return b"".join(out), Awaited(header.api_version, header.correlation_id, topics)
+
+
+def kafka_answer(awaited: Awaited, answer: memoryview) -> bytes:
+    """The Kafka response frame of a forwarded Produce request, from worker 0's :class:`ProduceAnswer`: the
+    entries the produce handler made, rebuilt, encoded at the request's version."""
+    (throttle_ms,) = _COUNT.unpack_from(answer, 0)
+    pos = _COUNT.size
+    responses: list[TopicProduceResponseDict] = []
+    for name, indexes in awaited.topics:
+        entries: list[PartitionProduceResponseDict] = []
+        for index in indexes:
+            *outcome, errors = _OUTCOME.unpack_from(answer, pos)
+            pos += _OUTCOME.size
+            entry: Any = {"index": index, **dict(zip(OUTCOME_FIELDS, outcome))}
+            if errors >= 0:
+                entry["error_message"], pos = _string(answer, pos, _COUNT)
+                record_errors = []
+                for _ in range(errors):
+                    (batch_index,) = _COUNT.unpack_from(answer, pos)
+                    message, pos = _string(answer, pos + _COUNT.size, _COUNT)
+                    record_errors.append({"batch_index": batch_index, "batch_index_error_message": message})
+                entry["record_errors"] = record_errors
+            entries.append(entry)
+        responses.append({"name": name, "partition_responses": entries})
+    return encode_response(ApiKey.Produce, awaited.api_version, awaited.correlation_id, {"responses": responses, "throttle_time_ms": throttle_ms})[0]
 
 
 # -- worker 0's side ----------------------------------------------------------------------------------------
@@ -146,9 +201,37 @@ def decode_frame(frame: bytearray | memoryview) -> Request[Any]:
     return decode_request(frame)
 
 
-def _string(view: memoryview, pos: int) -> tuple[str | None, int]:
-    (size,) = _STRING.unpack_from(view, pos)
-    pos += 2
+class ProduceAnswer(bytes):
+    """A forwarded Produce request's answer as worker 0 sends it to the front (a piece of its own kind,
+    worker_channel.ANSWER): the throttle time, then each partition's outcome in the request's order."""
+
+    __slots__ = ()
+
+
+def answer(response: ProduceResponseDict) -> ProduceAnswer:
+    """The :class:`ProduceAnswer` of the produce handler's response to a forwarded request. A response with
+    more than the fields it carries is refused (EncodeError, as the encoder refuses what it cannot carry)
+    rather than answered without them."""
+    out = [_COUNT.pack(response.get("throttle_time_ms", 0))]
+    if len(response) > 2:
+        raise EncodeError(f"a forwarded Produce's answer carries no {sorted(set(response) - {'responses', 'throttle_time_ms'})}")
+    for topic in response["responses"]:
+        for entry in topic["partition_responses"]:
+            record_errors = entry.get("record_errors")
+            if len(entry) != (5 if record_errors is None else 7):
+                raise EncodeError(f"a forwarded Produce's answer carries {OUTCOME_FIELDS} and record errors, not {sorted(entry)}")
+            out.append(_OUTCOME.pack(*_outcome(entry), -1 if record_errors is None else len(record_errors)))
+            if record_errors is not None:
+                _put_string(entry["error_message"], out, _COUNT)
+                for error in record_errors:
+                    out.append(_COUNT.pack(error["batch_index"]))
+                    _put_string(error["batch_index_error_message"], out, _COUNT)
+    return ProduceAnswer(b"".join(out))
+
+
+def _string(view: memoryview, pos: int, size_of: struct.Struct = _STRING) -> tuple[str | None, int]:
+    (size,) = size_of.unpack_from(view, pos)
+    pos += size_of.size
     if size < 0:
         return None, pos
     return str(view[pos : pos + size], "utf-8"), pos + size
@@ -217,7 +300,7 @@ class ProduceFramer:
     as an internal frame; every other byte as it came, in the same order. ``versions`` None (a SASL listener,
     whose requests worker 0 serves only once authenticated): every byte as it came."""
 
-    __slots__ = ("versions", "head", "frame", "need", "passing")
+    __slots__ = ("versions", "head", "frame", "need", "passing", "awaiting")
 
     def __init__(self, versions: range | None) -> None:
         self.versions = versions
@@ -228,6 +311,8 @@ class ProduceFramer:
         self.need = 0
         self.passing = _PASS_ALL if versions is None else 0
         """Bytes of the current frame still to forward as they come."""
+        self.awaiting: collections.deque[Awaited] = collections.deque()
+        """The Produce requests forwarded as internal frames whose answers are to come (acks 0 has none), in order."""
 
     def feed(self, data: memoryview) -> list[tuple[bool, bytes]]:
         """What to forward, in order, of ``data`` the client sent: each part with whether it is one whole
@@ -291,4 +376,11 @@ class ProduceFramer:
         assert self.versions is not None
         if request.header.api_version not in self.versions:
             return False, bytes(frame)
-        return True, encode(request)
+        internal, awaited = encode(request)
+        if request.body.acks != 0:
+            self.awaiting.append(awaited)
+        return True, internal
+
+    def answered(self, answer: memoryview) -> bytes:
+        """The Kafka response of the oldest Produce request awaiting its answer, from worker 0's."""
+        return kafka_answer(self.awaiting.popleft(), answer)

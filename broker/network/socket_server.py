@@ -474,12 +474,14 @@ class Connection:
         return False
 
     def _encode(self, request: Request, result: Any) -> tuple[bytes, list[Any]] | None:
-        """The answer's frame; for an answer holding a value its field cannot carry (a string over 32,767
-        bytes, such as a member id made of a client id that long), the request's error answer, as Kafka's
-        KafkaApis answers when its writer refuses (``'memberId' field is too long to be serialized``), or
-        None to close when the API has no such answer."""
+        """The answer's frame (a ``ProduceAnswer`` for a Produce a front decoded); for an answer holding a value
+        its field cannot carry (a string over 32,767 bytes, such as a member id made of a client id that long),
+        the request's error answer, as Kafka's KafkaApis answers when its writer refuses (``'memberId' field
+        is too long to be serialized``), or None to close when the API has no such answer."""
         header = request.header
         try:
+            if type(request.body) is forwarded_produce.ForwardedProduce:  # a front's: the front encodes it
+                return forwarded_produce.answer(result), []
             return encode_response(header.api_key, header.api_version, header.correlation_id, result)
         except EncodeError as exc:
             log.error("Unexpected error handling %s v%d from %s (client %s): %s", request.api.name, header.api_version, self.peer, header.client_id, exc)

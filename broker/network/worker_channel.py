@@ -34,9 +34,10 @@ from typing import Any, Callable
 
 import anyio
 
-from odradek.broker.network.forwarded_produce import ProduceFramer
+from odradek.broker.network.forwarded_produce import ProduceAnswer, ProduceFramer
 from odradek.broker.network.transport import ConnectionClosed, Piece, Readiness, SocketTransport
 from odradek.protocol.api import ApiKey
+from odradek.protocol.schema import EncodeError
 
 log = logging.getLogger("odradek.network")
 
@@ -52,7 +53,8 @@ ENDPOINT = struct.Struct("!B")
 CREDIT_ENTRY = struct.Struct("!II")
 """A connection and how many of its bytes worker 0 read."""
 BUFFER = struct.Struct("!BI")
-"""An answer's piece: kind 0 and its length, the bytes following; or :data:`SLICE`."""
+"""An answer's piece: kind 0 and its length, the bytes following; kind 2, a forwarded Produce's
+``ProduceAnswer`` (the front builds the Kafka response); or :data:`SLICE`."""
 SLICE = struct.Struct("!BHQQQI")
 """kind 1, the path's length, the file's device and inode, position, length; the path (bytes) follows."""
 WINDOW = 1 << 20
@@ -167,7 +169,10 @@ def encode_answer(pieces: list[Piece]) -> list[Any]:
     identity (so a front never sends from another file that took the name since)."""
     out: list[Any] = []
     for piece in pieces:
-        if type(piece) is tuple:
+        if type(piece) is ProduceAnswer:
+            out.append(BUFFER.pack(2, len(piece)))
+            out.append(piece)
+        elif type(piece) is tuple:
             file, position, length = piece
             path = os.fsencode(file.path)
             st = os.fstat(file.fileno())
@@ -227,17 +232,19 @@ class SegmentFiles:
                 del self.files[key]
 
 
-def decode_answer(payload: bytearray, files: SegmentFiles) -> list[Piece] | None:
-    """ANSWER's payload as pieces to write; None when a segment file cannot be opened as worker 0 named it
-    (deleted and gone meanwhile: the connection is closed, as for a segment shorter than its slice)."""
+def decode_answer(payload: bytearray, files: SegmentFiles, framer: ProduceFramer) -> list[Piece] | None:
+    """ANSWER's payload as pieces to write (a Produce's answer as its Kafka response, built by the connection's
+    ``framer``); None when a segment file cannot be opened as worker 0 named it (deleted and gone meanwhile:
+    the connection is closed, as for a segment shorter than its slice)."""
     pieces: list[Piece] = []
     view = memoryview(payload)
     pos = 0
     while pos < len(payload):
-        if payload[pos] == 0:
+        kind = payload[pos]
+        if kind != 1:
             _, size = BUFFER.unpack_from(payload, pos)
             pos += BUFFER.size
-            pieces.append(view[pos : pos + size])
+            pieces.append(view[pos : pos + size] if kind == 0 else framer.answered(view[pos : pos + size]))
             pos += size
         else:
             _, path_size, dev, ino, position, length = SLICE.unpack_from(payload, pos)
@@ -509,7 +516,12 @@ class Front:
         if connection is None:
             return
         if kind == ANSWER:
-            pieces = decode_answer(payload, self.files)
+            try:
+                pieces = decode_answer(payload, self.files, connection.framer)
+            except (IndexError, ValueError, struct.error, EncodeError) as exc:  # a bug of ours, never a client's bytes
+                log.error("Closing connection %d: worker 0's answer could not be read: %r", number, exc)
+                connection.close_after_answers()
+                return
             if pieces is None:
                 log.warning("Closing connection %d: a segment file worker 0 named is gone", number)
                 connection.close_after_answers()
