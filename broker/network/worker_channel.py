@@ -139,6 +139,8 @@ class Channel:
                 try:
                     data = self.sock.recv(_READ_SIZE)
                 except BlockingIOError:
+                    if self.flushing:  # what the messages read made (answers, credit) goes before the wait
+                        self._flush()
                     await readable.wait()
                     continue
                 except OSError:
@@ -422,10 +424,19 @@ class ForwardedConnection:
             self.room.set()
 
     def answer(self, pieces: list[Piece]) -> None:
-        self.answers.extend(pieces)
+        """Write the answer: at once when nothing is queued before it (one ``sendmsg``, no writer task), what
+        the socket does not take by the writer."""
         if not self.writing:
+            try:
+                pieces = self.transport.send_some(pieces)
+            except (ConnectionClosed, OSError):
+                self.transport.shutdown()
+                return
+            if not pieces:
+                return
             self.writing = True
             self.front.tg.start_soon(self._write)
+        self.answers.extend(pieces)
 
     def close_after_answers(self) -> None:
         self.closing = True
