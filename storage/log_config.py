@@ -12,8 +12,9 @@ Bad values raise ``ConfigError`` with Kafka's wording; the broker answers INVALI
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Callable, Mapping
 
+from odradek.protocol.values import FrozenFields
 from odradek.storage.config_types import ConfigError, ConfigKey, ConfigType, InvalidValueError
 
 B, S, I, L, LIST, D = (
@@ -34,11 +35,16 @@ SOURCE_STATIC_BROKER = 4  # STATIC_BROKER_CONFIG
 SOURCE_DEFAULT = 5  # DEFAULT_CONFIG
 
 
-class BrokerSynonym(NamedTuple):
+class BrokerSynonym(FrozenFields):
     """A ``server.properties`` key a topic key falls back to; ``scale`` converts its unit (hours -> ms)."""
 
+    __slots__ = _FIELDS = ("name", "scale")
     name: str
-    scale: int = 1
+    scale: int
+
+    def __init__(self, name: str, scale: int = 1) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "scale", scale)
 
 
 class TopicConfigKey(ConfigKey):
@@ -337,53 +343,64 @@ TOPIC_CONFIG: tuple[TopicConfigKey, ...] = (
 TOPIC_CONFIG_BY_NAME: dict[str, TopicConfigKey] = {key.name: key for key in TOPIC_CONFIG}
 
 
-class LogConfig(NamedTuple):
-    """The effective configuration of one topic's logs (one attribute per ``TOPIC_CONFIG`` key).
+class LogConfig(FrozenFields):
+    """The effective configuration of one topic's logs (one attribute per ``TOPIC_CONFIG`` key, its default the
+    table's), immutable and compared by value: two configs are equal when their values and the overrides and
+    broker defaults they came from are.
 
-    A NamedTuple, not a frozen dataclass: its 40 fields made the dataclass's generated methods ~18 M
-    instructions of every start (docs/performance.md, "Start-up"). Its lists and mappings are read, never
-    changed in place, so the defaults may be shared. Two configs are equal when their values and the
-    overrides and broker defaults they came from are."""
+    Not a NamedTuple: the annotations of its 40 fields made ~4 M instructions of every start as one (each
+    compiled into a ``ForwardRef``), as a frozen dataclass its generated methods ~18 M (docs/performance.md,
+    "Start-up"). Its lists and mappings are read, never changed in place, so the defaults may be shared."""
 
-    cleanup_policy: list[str] = ["delete"]
-    compression_gzip_level: int = -1
-    compression_lz4_level: int = 9
-    compression_type: str = "producer"
-    compression_zstd_level: int = 3
-    delete_retention_ms: int = 86_400_000
-    file_delete_delay_ms: int = 60_000
-    flush_messages: int = LONG_MAX
-    flush_ms: int = LONG_MAX
-    follower_replication_throttled_replicas: list[str] = []
-    index_interval_bytes: int = 4096
-    leader_replication_throttled_replicas: list[str] = []
-    local_retention_bytes: int = -2
-    local_retention_ms: int = -2
-    max_compaction_lag_ms: int = LONG_MAX
-    max_message_bytes: int = 1_048_588
-    message_format_version: str = "3.0-IV1"
-    message_timestamp_after_max_ms: int = LONG_MAX
-    message_timestamp_before_max_ms: int = LONG_MAX
-    message_timestamp_difference_max_ms: int = LONG_MAX
-    message_timestamp_type: str = "CreateTime"
-    min_cleanable_dirty_ratio: float = 0.5
-    min_compaction_lag_ms: int = 0
-    min_insync_replicas: int = 1
-    preallocate: bool = False
-    remote_log_copy_disable: bool = False
-    remote_log_delete_on_disable: bool = False
-    remote_storage_enable: bool = False
-    retention_bytes: int = -1
-    retention_ms: int = 604_800_000
-    segment_bytes: int = 1_073_741_824
-    segment_index_bytes: int = 10_485_760
-    segment_jitter_ms: int = 0
-    segment_ms: int = 604_800_000
-    unclean_leader_election_enable: bool = False
-    message_downconversion_enable: bool = True
-    overrides: Mapping[str, str] = {}
+    __slots__ = _FIELDS = (*(key.attribute for key in TOPIC_CONFIG), "overrides", "broker_defaults")
+
+    cleanup_policy: list[str]
+    compression_gzip_level: int
+    compression_lz4_level: int
+    compression_type: str
+    compression_zstd_level: int
+    delete_retention_ms: int
+    file_delete_delay_ms: int
+    flush_messages: int
+    flush_ms: int
+    follower_replication_throttled_replicas: list[str]
+    index_interval_bytes: int
+    leader_replication_throttled_replicas: list[str]
+    local_retention_bytes: int
+    local_retention_ms: int
+    max_compaction_lag_ms: int
+    max_message_bytes: int
+    message_format_version: str
+    message_timestamp_after_max_ms: int
+    message_timestamp_before_max_ms: int
+    message_timestamp_difference_max_ms: int
+    message_timestamp_type: str
+    min_cleanable_dirty_ratio: float
+    min_compaction_lag_ms: int
+    min_insync_replicas: int
+    preallocate: bool
+    remote_log_copy_disable: bool
+    remote_log_delete_on_disable: bool
+    remote_storage_enable: bool
+    retention_bytes: int
+    retention_ms: int
+    segment_bytes: int
+    segment_index_bytes: int
+    segment_jitter_ms: int
+    segment_ms: int
+    unclean_leader_election_enable: bool
+    message_downconversion_enable: bool
+    overrides: Mapping[str, str]
     """The topic-level overrides this config was built from (DescribeConfigs source DYNAMIC_TOPIC_CONFIG)."""
-    broker_defaults: Mapping[str, str] = {}
+    broker_defaults: Mapping[str, str]
+
+    def __init__(self, **values: Any) -> None:
+        """Each field's value, else its default (``LogConfig()``: every default)."""
+        unknown = values.keys() - _DEFAULTS.keys()
+        if unknown:
+            raise TypeError(f"LogConfig has no field {', '.join(sorted(unknown))}")
+        for name, default in _DEFAULTS.items():
+            object.__setattr__(self, name, values.get(name, default))
 
     @classmethod
     def from_props(cls, topic_overrides: Mapping[str, str] | None = None, broker_defaults: Mapping[str, str] | None = None) -> LogConfig:
@@ -486,11 +503,13 @@ def _resolve(key: TopicConfigKey, topic_overrides: Mapping[str, str], broker_def
     return key.default, SOURCE_DEFAULT
 
 
+_DEFAULTS: dict[str, Any] = {key.attribute: key.default for key in TOPIC_CONFIG} | {"overrides": {}, "broker_defaults": {}}
+"""Each ``LogConfig`` field's default: the table's."""
+
+
 def _check_table_matches_attributes() -> None:
-    attributes = [name for name in LogConfig._fields if name not in ("overrides", "broker_defaults")]
-    assert attributes == [key.attribute for key in TOPIC_CONFIG], "LogConfig attributes must follow TOPIC_CONFIG"
-    for key in TOPIC_CONFIG:
-        assert LogConfig._field_defaults[key.attribute] == key.default, f"LogConfig default of {key.name} differs from the table"
+    annotated = [name for name in LogConfig.__annotations__ if name not in ("overrides", "broker_defaults")]
+    assert annotated == [key.attribute for key in TOPIC_CONFIG], "LogConfig attributes must follow TOPIC_CONFIG"
 
 
 _check_table_matches_attributes()
