@@ -37,6 +37,7 @@ from odradek.protocol.record_batch import (
     validate_batches,
 )
 from odradek.protocol.records import iter_records
+from odradek.protocol.values import Fields
 from odradek.storage.checkpoints import fsync_dir, read_partition_metadata, write_partition_metadata
 from odradek.storage.file_records import FileSlice
 from odradek.storage.leader_epoch import LeaderEpochFileCache
@@ -90,18 +91,24 @@ class AppendInfo(NamedTuple):
     original append's and the produce succeeds with them."""
 
 
-class LogOffsetMetadata(NamedTuple):
-    message_offset: int
-    segment_base_offset: int = -1
-    relative_position: int = -1
+class LogOffsetMetadata(Fields):
+    __slots__ = _FIELDS = ("message_offset", "segment_base_offset", "relative_position")
+
+    def __init__(self, message_offset: int, segment_base_offset: int = -1, relative_position: int = -1) -> None:
+        self.message_offset = message_offset
+        self.segment_base_offset = segment_base_offset
+        self.relative_position = relative_position
 
 
-class FetchDataInfo(NamedTuple):
+class FetchDataInfo(Fields):
     """The result of a read: slices of segment files (at most one segment's worth, as in Kafka)."""
 
-    fetch_offset_metadata: LogOffsetMetadata
-    slices: tuple[FileSlice, ...] = ()
-    first_entry_incomplete: bool = False
+    __slots__ = _FIELDS = ("fetch_offset_metadata", "slices", "first_entry_incomplete")
+
+    def __init__(self, fetch_offset_metadata: LogOffsetMetadata, slices: tuple[FileSlice, ...] = (), first_entry_incomplete: bool = False) -> None:
+        self.fetch_offset_metadata = fetch_offset_metadata
+        self.slices = slices
+        self.first_entry_incomplete = first_entry_incomplete
 
     @property
     def size(self) -> int:

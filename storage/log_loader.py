@@ -12,9 +12,10 @@ import bisect
 import logging
 import os
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import Sequence
 
 from odradek.protocol.record_batch import BatchHeader
+from odradek.protocol.values import Fields
 from odradek.storage.checkpoints import fsync_dir
 from odradek.storage.file_records import FileRecords
 from odradek.storage.leader_epoch import LeaderEpochFileCache
@@ -41,13 +42,16 @@ _TEMPORARY_SUFFIXES = (".tmp", CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX)
 _INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
-class LoadedLog(NamedTuple):
+class LoadedLog(Fields):
     """What loading found (Kafka's LoadedLogOffsets plus the segments): the log starts from it."""
 
-    segments: list[LogSegment]
-    log_start_offset: int
-    log_end_offset: int
-    recovery_point: int
+    __slots__ = _FIELDS = ("segments", "log_start_offset", "log_end_offset", "recovery_point")
+
+    def __init__(self, segments: list[LogSegment], log_start_offset: int, log_end_offset: int, recovery_point: int) -> None:
+        self.segments = segments
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+        self.recovery_point = recovery_point
 
 
 class LogLoader:

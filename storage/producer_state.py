@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import BatchHeader, crc32c
+from odradek.protocol.values import Fields
 from odradek.protocol.records import ControlRecordType, EndTransactionMarker, iter_records
 from odradek.storage.checkpoints import fsync_file, write_atomically
 from odradek.storage.hash_map_order import HashMapOrder
@@ -82,11 +83,16 @@ def decrement_sequence(sequence: int, decrement: int) -> int:
     return (sequence - decrement) % (INT32_MAX + 1)
 
 
-class BatchMetadata(NamedTuple):
-    last_seq: int
-    last_offset: int
-    offset_delta: int
-    timestamp: int
+class BatchMetadata(Fields):
+    """One of the last batches a producer appended: what a retry of it is recognised by and answered with."""
+
+    __slots__ = _FIELDS = ("last_seq", "last_offset", "offset_delta", "timestamp")
+
+    def __init__(self, last_seq: int, last_offset: int, offset_delta: int, timestamp: int) -> None:
+        self.last_seq = last_seq
+        self.last_offset = last_offset
+        self.offset_delta = offset_delta
+        self.timestamp = timestamp
 
     @property
     def first_seq(self) -> int:

@@ -12,9 +12,10 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Callable, Iterator, NamedTuple
+from typing import Callable, Iterator
 
 from odradek.protocol.record_batch import LOG_OVERHEAD, BatchHeader
+from odradek.protocol.values import Fields
 from odradek.storage.file_records import FileRecords, FileSlice
 from odradek.storage.indexes import INT32_MAX, NO_TIMESTAMP, CorruptIndexError, OffsetIndex, TimeIndex
 from odradek.storage.log_config import LogConfig
@@ -56,20 +57,26 @@ class SegmentOverflowError(Exception):
     """An offset that no longer fits the segment's 32-bit relative offsets (the log must roll first)."""
 
 
-class OffsetPosition(NamedTuple):
+class OffsetPosition(Fields):
     """Where a read starts: the batch holding (or following) an offset, and its size."""
 
-    offset: int
-    position: int
-    size: int
+    __slots__ = _FIELDS = ("offset", "position", "size")
+
+    def __init__(self, offset: int, position: int, size: int) -> None:
+        self.offset = offset
+        self.position = position
+        self.size = size
 
 
-class SegmentRead(NamedTuple):
+class SegmentRead(Fields):
     """A segment's answer to a read: the bytes to send and the metadata of where the read started."""
 
-    start: OffsetPosition
-    slice: FileSlice | None
-    first_entry_incomplete: bool
+    __slots__ = _FIELDS = ("start", "slice", "first_entry_incomplete")
+
+    def __init__(self, start: OffsetPosition, slice: FileSlice | None, first_entry_incomplete: bool) -> None:
+        self.start = start
+        self.slice = slice
+        self.first_entry_incomplete = first_entry_incomplete
 
 
 class LogSegment:

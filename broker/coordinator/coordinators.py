@@ -89,13 +89,16 @@ def share_group_state_topic(config: "BrokerConfig") -> CoordinatorTopic:
     )
 
 
-class CoordinatorKind(NamedTuple):
+class CoordinatorKind:
     """A coordinator: the internal topic it keeps its state in, and how to build it on that topic."""
 
-    topic: CoordinatorTopic
-    build: Callable[[CoordinatorTopic], Runtime]
-    modules: tuple[str, ...] = ()
-    """The modules ``build`` imports, which :meth:`Coordinators.prepare` imports ahead of it on a worker thread."""
+    __slots__ = ("topic", "build", "modules")
+
+    def __init__(self, topic: CoordinatorTopic, build: Callable[[CoordinatorTopic], Runtime], modules: tuple[str, ...] = ()) -> None:
+        self.topic = topic
+        self.build = build
+        self.modules = modules
+        """The modules ``build`` imports, which :meth:`Coordinators.prepare` imports ahead of it on a worker thread."""
 
 
 class Coordinators(Mapping[str, Runtime]):

@@ -17,7 +17,7 @@ import logging
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 import anyio
 
@@ -96,18 +96,21 @@ class PartitionAppend:
         """What a front process found of the records' header, CRC and walk (docs/multicore.md, step 2)."""
 
 
-class FetchParams(NamedTuple):
+class FetchParams:
     """A fetch's limits (Kafka's FetchParams), decided by the handler from the request and its version."""
 
-    replica_id: int
-    max_wait_ms: int
-    min_bytes: int
-    max_bytes: int
-    isolation: int
-    hard_limit: bool
-    """Fetch v0-v2: no partition returns more than its limit, not even a first batch (KIP-74 came with v3)."""
-    magic: int | None
-    """The message format old fetch versions read (down-conversion), or None: batches as stored."""
+    __slots__ = ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "isolation", "hard_limit", "magic")
+
+    def __init__(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int, isolation: int, hard_limit: bool, magic: int | None) -> None:
+        self.replica_id = replica_id
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.isolation = isolation
+        self.hard_limit = hard_limit
+        """Fetch v0-v2: no partition returns more than its limit, not even a first batch (KIP-74 came with v3)."""
+        self.magic = magic
+        """The message format old fetch versions read (down-conversion), or None: batches as stored."""
 
 
 class PartitionRead:
