@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import ipaddress
 import urllib.parse
-from typing import Iterable, Mapping, NamedTuple, Protocol
+from typing import Iterable, Mapping, Protocol
 
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.java_hash import int32, java_divide, java_double_string, java_min, java_round, java_whole
+from odradek.protocol.values import FrozenFields
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 DEFAULT = "<default>"
@@ -127,13 +128,19 @@ def typed_value(key: str, value: float, key_type: str) -> str:
     return str(whole)
 
 
-class FilterComponent(NamedTuple):
+class FilterComponent(FrozenFields):
     """One DescribeClientQuotas component: ``exact`` name, the default entity (``match_default``) or any
     specified entity of the type (``match_any``)."""
 
+    __slots__ = _FIELDS = ("entity_type", "name", "match_any")
     entity_type: str
     name: str | None
     match_any: bool
+
+    def __init__(self, entity_type: str, name: str | None, match_any: bool) -> None:
+        object.__setattr__(self, "entity_type", entity_type)
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "match_any", match_any)
 
     def selects(self, name: str | None, present: bool) -> bool:
         return present and (self.match_any or name == self.name)

@@ -26,11 +26,11 @@ as Kafka's ProduceResponse v8+ ``record_errors``.
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import NamedTuple
 
 from odradek.protocol import _records
 from odradek.protocol.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, decompress
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.values import Fields
 from odradek.protocol.record_batch import (
     HEADER_SIZE,
     BatchHeader,
@@ -51,12 +51,15 @@ class RecordErrorKind(IntEnum):
     TIMESTAMP_OUT_OF_RANGE = 1
 
 
-class TimestampBounds(NamedTuple):
+class TimestampBounds(Fields):
     """KIP-937: a CreateTime record's timestamp must lie within [now - before_max, now + after_max]."""
 
-    now: int
-    before_max: int
-    after_max: int
+    __slots__ = _FIELDS = ("now", "before_max", "after_max")
+
+    def __init__(self, now: int, before_max: int, after_max: int) -> None:
+        self.now = now
+        self.before_max = before_max
+        self.after_max = after_max
 
 
 class RecordProblem:
@@ -71,12 +74,15 @@ class RecordProblem:
         self.offset_delta = offset_delta
 
 
-class WalkedBatch(NamedTuple):
-    max_timestamp: int
-    """The largest record timestamp (-1 when none is larger): what Kafka stores as the batch's."""
-    offsets_in_sequence: bool
-    """Offset deltas 0, 1, 2, ...: otherwise Kafka rebuilds a compressed batch with offsets assigned."""
-    problems: list[RecordProblem]
+class WalkedBatch(Fields):
+    __slots__ = _FIELDS = ("max_timestamp", "offsets_in_sequence", "problems")
+
+    def __init__(self, max_timestamp: int, offsets_in_sequence: bool, problems: list[RecordProblem]) -> None:
+        self.max_timestamp = max_timestamp
+        """The largest record timestamp (-1 when none is larger): what Kafka stores as the batch's."""
+        self.offsets_in_sequence = offsets_in_sequence
+        """Offset deltas 0, 1, 2, ...: otherwise Kafka rebuilds a compressed batch with offsets assigned."""
+        self.problems = problems
 
 
 def walk_batch(

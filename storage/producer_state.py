@@ -25,11 +25,10 @@ import os
 import struct
 from collections import deque
 from pathlib import Path
-from typing import NamedTuple
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import BatchHeader, crc32c
-from odradek.protocol.values import Fields
+from odradek.protocol.values import Fields, FrozenFields
 from odradek.protocol.records import ControlRecordType, EndTransactionMarker, iter_records
 from odradek.storage.checkpoints import fsync_file, write_atomically
 from odradek.storage.hash_map_order import HashMapOrder
@@ -69,13 +68,20 @@ def read_end_txn_marker(batch: bytes | bytearray | memoryview) -> EndTransaction
     return None
 
 
-class CompletedTxn(NamedTuple):
+class CompletedTxn(FrozenFields):
     """A transaction a marker just ended (Kafka's CompletedTxn): its first offset and the marker's offset."""
 
+    __slots__ = _FIELDS = ("producer_id", "first_offset", "last_offset", "is_aborted")
     producer_id: int
     first_offset: int
     last_offset: int
     is_aborted: bool
+
+    def __init__(self, producer_id: int, first_offset: int, last_offset: int, is_aborted: bool) -> None:
+        object.__setattr__(self, "producer_id", producer_id)
+        object.__setattr__(self, "first_offset", first_offset)
+        object.__setattr__(self, "last_offset", last_offset)
+        object.__setattr__(self, "is_aborted", is_aborted)
 
 
 def decrement_sequence(sequence: int, decrement: int) -> int:

@@ -12,10 +12,11 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from typing import Callable, NamedTuple
+from typing import Callable
 
 from odradek.controller.metadata_image import PartitionState
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.values import FrozenFields
 from odradek.storage.log import AppendInfo, FetchDataInfo, Log, LogOffsetMetadata
 from odradek.storage.log_config import LogConfig
 from odradek.storage.log_validator import ValidationResult
@@ -74,24 +75,38 @@ class FollowerState:
             self.last_fetch_time_ms = now_ms if in_sync else 0
 
 
-class PendingIsrChange(NamedTuple):
+class PendingIsrChange(FrozenFields):
     """An ISR change the leader asked the controller for and awaits (Kafka's PendingExpandIsr /
     PendingShrinkIsr): the ISR it sent, and the maximal ISR meanwhile -- the committed ISR plus a replica
     being added -- over which the high watermark is computed, so no answer can make it go back."""
 
+    __slots__ = _FIELDS = ("isr", "maximal_isr", "leader_epoch", "partition_epoch")
     isr: tuple[int, ...]
     maximal_isr: frozenset[int]
     leader_epoch: int
     partition_epoch: int
 
+    def __init__(self, isr: tuple[int, ...], maximal_isr: frozenset[int], leader_epoch: int, partition_epoch: int) -> None:
+        object.__setattr__(self, "isr", isr)
+        object.__setattr__(self, "maximal_isr", maximal_isr)
+        object.__setattr__(self, "leader_epoch", leader_epoch)
+        object.__setattr__(self, "partition_epoch", partition_epoch)
 
-class AlterPartitionResult(NamedTuple):
+
+class AlterPartitionResult(FrozenFields):
     """The controller's answer for one partition: an error, or the ISR and partition epoch it committed."""
 
+    __slots__ = _FIELDS = ("error", "leader_epoch", "isr", "partition_epoch")
     error: ErrorCode
-    leader_epoch: int = -1
-    isr: tuple[int, ...] = ()
-    partition_epoch: int = -1
+    leader_epoch: int
+    isr: tuple[int, ...]
+    partition_epoch: int
+
+    def __init__(self, error: ErrorCode, leader_epoch: int = -1, isr: tuple[int, ...] = (), partition_epoch: int = -1) -> None:
+        object.__setattr__(self, "error", error)
+        object.__setattr__(self, "leader_epoch", leader_epoch)
+        object.__setattr__(self, "isr", isr)
+        object.__setattr__(self, "partition_epoch", partition_epoch)
 
 
 RESET_ON = frozenset({ErrorCode.OPERATION_NOT_ATTEMPTED, ErrorCode.INELIGIBLE_REPLICA})

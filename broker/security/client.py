@@ -7,9 +7,10 @@ of odradek's admin tools, from Kafka's client properties."""
 from __future__ import annotations
 
 import ssl
-from typing import TYPE_CHECKING, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Mapping
 
 from odradek.broker.config import BrokerConfig
+from odradek.protocol.values import FrozenFields
 from odradek.broker.security.listeners import SASL_PROTOCOLS, TLS_PROTOCOLS, inter_broker_listener, jaas_config, security_protocol_map, tls_setting
 from odradek.storage.config_types import ConfigError
 
@@ -21,12 +22,20 @@ if TYPE_CHECKING:
 # listener is PLAINTEXT (every single node) never loads them.
 
 
-class ClientSecurity(NamedTuple):
-    security_protocol: str = "PLAINTEXT"
-    ssl_context: ssl.SSLContext | None = None
-    mechanism: str | None = None
-    username: str = ""
-    password: str = ""
+class ClientSecurity(FrozenFields):
+    __slots__ = _FIELDS = ("security_protocol", "ssl_context", "mechanism", "username", "password")
+    security_protocol: str
+    ssl_context: ssl.SSLContext | None
+    mechanism: str | None
+    username: str
+    password: str
+
+    def __init__(self, security_protocol: str = "PLAINTEXT", ssl_context: ssl.SSLContext | None = None, mechanism: str | None = None, username: str = "", password: str = "") -> None:
+        object.__setattr__(self, "security_protocol", security_protocol)
+        object.__setattr__(self, "ssl_context", ssl_context)
+        object.__setattr__(self, "mechanism", mechanism)
+        object.__setattr__(self, "username", username)
+        object.__setattr__(self, "password", password)
 
     def sasl_client(self) -> SaslClient | None:
         if not self.mechanism:

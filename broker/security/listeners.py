@@ -4,9 +4,10 @@ and its SASL mechanisms, checked at start-up as Kafka's ``KafkaConfig`` checks t
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Callable, NamedTuple
+from typing import TYPE_CHECKING, Callable
 
 from odradek.broker.config import BrokerConfig
+from odradek.protocol.values import FrozenFields
 from odradek.storage.config_types import ConfigError
 
 if TYPE_CHECKING:
@@ -26,11 +27,18 @@ TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 
 
-class ListenerSecurity(NamedTuple):
+class ListenerSecurity(FrozenFields):
+    __slots__ = _FIELDS = ("name", "security_protocol", "tls", "sasl")
     name: str
     security_protocol: str
-    tls: TlsSettings | None = None
-    sasl: SaslSettings | None = None
+    tls: TlsSettings | None
+    sasl: SaslSettings | None
+
+    def __init__(self, name: str, security_protocol: str, tls: TlsSettings | None = None, sasl: SaslSettings | None = None) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "security_protocol", security_protocol)
+        object.__setattr__(self, "tls", tls)
+        object.__setattr__(self, "sasl", sasl)
 
 
 def security_protocol_map(config: BrokerConfig) -> dict[str, str]:
