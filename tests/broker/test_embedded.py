@@ -1,6 +1,8 @@
 """The embeddable broker and the pytest plugin: what Python users test their Kafka code with."""
 
 import socket
+import subprocess
+import sys
 import time
 
 from confluent_kafka.admin import AdminClient
@@ -26,6 +28,49 @@ def test_in_process_broker_starts_fast_and_stops_cleanly(tmp_path) -> None:
     assert elapsed < 5
     assert (tmp_path / ".kafka_cleanshutdown").exists()  # at the log directory's root, as Kafka writes it
     assert (tmp_path / "meta.properties").exists()
+
+
+NOT_AT_START = (
+    "odradek.protocol.legacy_records",  # message formats v0 and v1: at the first request that uses one
+    "odradek.broker.coordinator.runtime",  # the coordinators: at their first use (FindCoordinator, ...)
+    "odradek.broker.coordinator.group.group_coordinator",
+    "odradek.broker.coordinator.transaction.transaction_coordinator",
+    "odradek.broker.replication.fetch_session",  # at the first fetch
+    "odradek.broker.replication.replica_fetcher",  # when this broker first follows a leader
+    "odradek.broker.network.kafka_client",
+    "odradek.broker.zk_broker",  # ZooKeeper mode, with zookeeper.connect
+    "odradek.controller.zk_controller",
+    "kazoo",
+    "odradek.broker.security.tls",  # TLS and SASL, by the listeners that use them
+    "odradek.broker.security.sasl_authenticator",
+    "odradek.broker.security.scram",
+    "odradek.broker.authorizer.acl_authorizer",  # with authorizer.class.name
+    "odradek.storage.log_cleaner",  # at the cleaner's first pass
+    "cramjam",  # the codecs at the first compressed batch, crc32c at the first checksum
+    "zstandard",
+    "crc32c",
+    "odradek.broker.metrics",  # with prometheus.port
+    "prometheus_client",
+    "construct",
+)
+"""Modules a single node on an empty log directory does not import before it serves (each at its first use,
+docs/performance.md, "Start-up"): ``Broker()``'s start stays at what it needs."""
+
+START_IMPORTS = """
+import sys
+from odradek import Broker
+broker = Broker(log_dir=sys.argv[1]).start()
+print(" ".join(sorted(sys.modules)))
+broker.stop()
+"""
+
+
+def test_a_single_node_imports_only_what_it_serves_with(tmp_path) -> None:
+    done = subprocess.run([sys.executable, "-c", START_IMPORTS, str(tmp_path)], capture_output=True, text=True, timeout=60, check=True)
+    loaded = set(done.stdout.split())
+    assert "odradek.broker.runner" in loaded
+    assert sorted(loaded & set(NOT_AT_START)) == []
+    assert sorted(m for m in loaded if m.startswith("odradek.broker.handlers.")) == ["odradek.broker.handlers.api_versions"]  # the others at their API's first request
 
 
 def test_subprocess_broker_restarts_on_the_same_address(tmp_path) -> None:
