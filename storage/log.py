@@ -75,20 +75,23 @@ class OffsetOutOfRangeError(KafkaError):
         super().__init__(ErrorCode.OFFSET_OUT_OF_RANGE, message)
 
 
-class AppendInfo(NamedTuple):
+class AppendInfo(Fields):
     """What an append did, as Kafka's LogAppendInfo reports it to the produce path."""
 
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    log_append_time: int
-    """The LogAppendTime stamped on the batches, or -1 (CreateTime topics)."""
-    log_start_offset: int
-    valid_bytes: int
-    duplicate: bool = False
-    """True when the batch repeated one of the producer's last 5: nothing was written, the offsets are the
-    original append's and the produce succeeds with them."""
+    __slots__ = _FIELDS = ("first_offset", "last_offset", "max_timestamp", "offset_of_max_timestamp", "log_append_time", "log_start_offset", "valid_bytes", "duplicate")
+
+    def __init__(self, first_offset: int, last_offset: int, max_timestamp: int, offset_of_max_timestamp: int, log_append_time: int, log_start_offset: int, valid_bytes: int, duplicate: bool = False) -> None:
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.max_timestamp = max_timestamp
+        self.offset_of_max_timestamp = offset_of_max_timestamp
+        self.log_append_time = log_append_time
+        """The LogAppendTime stamped on the batches, or -1 (CreateTime topics)."""
+        self.log_start_offset = log_start_offset
+        self.valid_bytes = valid_bytes
+        self.duplicate = duplicate
+        """True when the batch repeated one of the producer's last 5: nothing was written, the offsets are the
+        original append's and the produce succeeds with them."""
 
 
 class LogOffsetMetadata(Fields):

@@ -25,10 +25,11 @@ headers under its lock, when it appends.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.values import Fields
 from odradek.protocol.java_hash import int64
 from odradek.protocol.record_batch import (
     MAGIC_V2,
@@ -80,14 +81,17 @@ class RecordValidationError(KafkaError):
         self.record_errors = record_errors
 
 
-class ValidationResult(NamedTuple):
+class ValidationResult(Fields):
     """An append the validator passed (Kafka's ``LogValidator.ValidationResult``): the records to write, as
     received or rebuilt, writable so the log can patch their headers in place, and each batch's (position,
     header); validated for ``origin``, whose producer-state rules the log applies."""
 
-    records: bytearray | memoryview
-    batches: list[tuple[int, BatchHeader]]
-    origin: AppendOrigin
+    __slots__ = _FIELDS = ("records", "batches", "origin")
+
+    def __init__(self, records: bytearray | memoryview, batches: list[tuple[int, BatchHeader]], origin: AppendOrigin) -> None:
+        self.records = records
+        self.batches = batches
+        self.origin = origin
 
 
 class Prechecked:

@@ -14,9 +14,11 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Awaitable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import anyio.to_thread
+
+from odradek.protocol.values import FrozenFields
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -35,15 +37,23 @@ SHARE_GROUP_STATE_TOPIC = "__share_group_state"
 T = TypeVar("T")
 
 
-class CoordinatorTopic(NamedTuple):
+class CoordinatorTopic(FrozenFields):
     """A coordinator's internal topic, as the first FindCoordinator creates it."""
 
+    __slots__ = _FIELDS = ("name", "num_partitions", "replication_factor", "configs", "compression")
     name: str
     num_partitions: int
     replication_factor: int
     configs: dict[str, str]
-    compression: int = 0
-    """The codec of the batches the runtime writes (``offsets.topic.compression.codec``)."""
+    compression: int
+
+    def __init__(self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str], compression: int = 0) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "num_partitions", num_partitions)
+        object.__setattr__(self, "replication_factor", replication_factor)
+        object.__setattr__(self, "configs", configs)
+        object.__setattr__(self, "compression", compression)
+        """The codec of the batches the runtime writes (``offsets.topic.compression.codec``)."""
 
 
 def offsets_topic(config: "BrokerConfig") -> CoordinatorTopic:
