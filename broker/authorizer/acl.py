@@ -11,6 +11,8 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, Iterable, NamedTuple
 
+from odradek.protocol.values import FrozenFields
+
 if TYPE_CHECKING:
     from odradek.protocol.message_types.delete_acls import DeleteAclsMatchingAclDict
 
@@ -181,10 +183,16 @@ class AclBinding(NamedTuple):
     entry: AccessControlEntry
 
 
-class ResourcePatternFilter(NamedTuple):
+class ResourcePatternFilter(FrozenFields):
+    __slots__ = _FIELDS = ("resource_type", "name", "pattern_type")
     resource_type: ResourceType
     name: str | None
     pattern_type: PatternType
+
+    def __init__(self, resource_type: ResourceType, name: str | None, pattern_type: PatternType) -> None:
+        object.__setattr__(self, "resource_type", resource_type)
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "pattern_type", pattern_type)
 
     def matches(self, pattern: ResourcePattern) -> bool:
         """Kafka's ``ResourcePatternFilter.matches``: MATCH also selects the wildcard and the prefixes that
@@ -213,11 +221,18 @@ class ResourcePatternFilter(NamedTuple):
         return []
 
 
-class AccessControlEntryFilter(NamedTuple):
+class AccessControlEntryFilter(FrozenFields):
+    __slots__ = _FIELDS = ("principal", "host", "operation", "permission_type")
     principal: str | None
     host: str | None
     operation: AclOperation
     permission_type: AclPermissionType
+
+    def __init__(self, principal: str | None, host: str | None, operation: AclOperation, permission_type: AclPermissionType) -> None:
+        object.__setattr__(self, "principal", principal)
+        object.__setattr__(self, "host", host)
+        object.__setattr__(self, "operation", operation)
+        object.__setattr__(self, "permission_type", permission_type)
 
     def matches(self, entry: AccessControlEntry) -> bool:
         return (
@@ -228,9 +243,14 @@ class AccessControlEntryFilter(NamedTuple):
         )
 
 
-class AclBindingFilter(NamedTuple):
+class AclBindingFilter(FrozenFields):
+    __slots__ = _FIELDS = ("pattern", "entry")
     pattern: ResourcePatternFilter
     entry: AccessControlEntryFilter
+
+    def __init__(self, pattern: ResourcePatternFilter, entry: AccessControlEntryFilter) -> None:
+        object.__setattr__(self, "pattern", pattern)
+        object.__setattr__(self, "entry", entry)
 
     def matches(self, binding: AclBinding) -> bool:
         return self.pattern.matches(binding.pattern) and self.entry.matches(binding.entry)
