@@ -538,18 +538,23 @@ throttle time) is declared here; each API's messages are in its own module, impo
 import enum
 import importlib
 from types import ModuleType
-from typing import NamedTuple
 
 
-class Declaration(NamedTuple):
-    module: str
-    name: str
-    versions: str
-    """The request's valid versions (as its module's ``REQUEST``)."""
-    kafka_3_9: str | None
-    listeners: tuple[str, ...]
-    throttled: bool
-    """Its response carries ThrottleTimeMs."""
+class Declaration:
+    """An API as the broker reads it at start (a class with slots: a NamedTuple costs ~1 M instructions to
+    create at import, docs/performance.md "Start-up")."""
+
+    __slots__ = ("module", "name", "versions", "kafka_3_9", "listeners", "throttled")
+
+    def __init__(self, module: str, name: str, versions: str, kafka_3_9: str | None, listeners: tuple[str, ...], throttled: bool) -> None:
+        self.module = module
+        self.name = name
+        self.versions = versions
+        """The request's valid versions (as its module's ``REQUEST``)."""
+        self.kafka_3_9 = kafka_3_9
+        self.listeners = listeners
+        self.throttled = throttled
+        """Its response carries ThrottleTimeMs."""
 
 
 def module(api_key: int) -> ModuleType:
