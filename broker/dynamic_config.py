@@ -317,6 +317,8 @@ class DynamicBrokerConfig:
     def update(self, props: Mapping[str, str], per_broker: bool) -> None:
         """Replace one level (validated, or loaded from the metadata through :meth:`from_persistent`)."""
         level = self.level(per_broker)
+        if level == props:
+            return  # the configuration the broker runs with stays as it is (a start with no dynamic configs)
         level.clear()
         level.update(props)
         self.current = self._config(self.per_broker, self.cluster_default)
