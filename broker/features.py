@@ -13,20 +13,29 @@ KAFKA-17492), and a feature finalized at level 0 is not listed as finalized at a
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
+
+from odradek.protocol.values import FrozenFields
 
 if TYPE_CHECKING:
     from odradek.protocol.message_types.api_versions import ApiVersionsResponseDict, FinalizedFeatureKeyDict
 
 
-class Feature(NamedTuple):
+class Feature(FrozenFields):
     """A feature by Kafka's name: the levels this broker supports, and the level in force in the cluster."""
 
+    __slots__ = _FIELDS = ("name", "min_version", "max_version", "level")
     name: str
     min_version: int
     max_version: int
     level: int
     """The finalized level clients go by (0: off, and not listed as finalized, as Kafka does)."""
+
+    def __init__(self, name: str, min_version: int, max_version: int, level: int) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "min_version", min_version)
+        object.__setattr__(self, "max_version", max_version)
+        object.__setattr__(self, "level", level)
 
 
 FEATURES: tuple[Feature, ...] = (
@@ -48,15 +57,20 @@ bumps the producer epoch and answers the new one, its Produce v12 and TxnOffsetC
 to the transaction (no AddPartitionsToTxn or AddOffsetsToTxn from the client)."""
 
 
-class FinalizedFeatures(NamedTuple):
+class FinalizedFeatures(FrozenFields):
     """The features as this broker answers for them: each with the level in force, and the epoch of those
     levels. Kafka's epoch grows with each change (the metadata log's offset in KRaft mode, the feature
     znode's version in ZooKeeper mode); without finalized features the answer carries -1, "unknown"."""
 
-    features: tuple[Feature, ...] = FEATURES
-    epoch: int = 0
+    __slots__ = _FIELDS = ("features", "epoch")
+    features: tuple[Feature, ...]
+    epoch: int
     """A single node's levels are fixed for its life, so one epoch serves; a ZooKeeper cluster's change
     with its brokers (:func:`finalized_in_cluster`)."""
+
+    def __init__(self, features: tuple[Feature, ...] = FEATURES, epoch: int = 0) -> None:
+        object.__setattr__(self, "features", features)
+        object.__setattr__(self, "epoch", epoch)
 
     def level(self, name: str) -> int:
         """A feature's finalized level (0: not finalized)."""
@@ -81,7 +95,7 @@ def finalized_in_cluster(registrations: Iterable[Mapping[str, Mapping[str, int]]
     def supported(name: str, level: int) -> bool:
         return all(name in r and r[name].get("min_version", 0) <= level <= r[name].get("max_version", -1) for r in registered)
 
-    return tuple(f._replace(level=next((lv for lv in range(f.level, 0, -1) if supported(f.name, lv)), 0)) for f in features)
+    return tuple(Feature(f.name, f.min_version, f.max_version, next((lv for lv in range(f.level, 0, -1) if supported(f.name, lv)), 0)) for f in features)
 
 
 def api_versions_features(finalized_features: FinalizedFeatures, version: int) -> ApiVersionsResponseDict:

@@ -46,6 +46,7 @@ class CoordinatorTopic(FrozenFields):
     replication_factor: int
     configs: dict[str, str]
     compression: int
+    """The codec of the batches the runtime writes (``offsets.topic.compression.codec``)."""
 
     def __init__(self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str], compression: int = 0) -> None:
         object.__setattr__(self, "name", name)
@@ -53,7 +54,6 @@ class CoordinatorTopic(FrozenFields):
         object.__setattr__(self, "replication_factor", replication_factor)
         object.__setattr__(self, "configs", configs)
         object.__setattr__(self, "compression", compression)
-        """The codec of the batches the runtime writes (``offsets.topic.compression.codec``)."""
 
 
 def offsets_topic(config: "BrokerConfig") -> CoordinatorTopic:
