@@ -18,7 +18,7 @@ from pathlib import Path
 import signal
 import socket
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import anyio
 
@@ -26,9 +26,11 @@ from odradek.broker.config import BrokerConfig, Listener
 from odradek.broker.kafka_server import KafkaServer, credential_store
 from odradek.broker.security.listeners import listener_securities
 from odradek.broker.network.socket_server import BoundListener, open_listeners, serve
-from odradek.broker.network.worker_channel import WorkerZeroLinks
 from odradek.storage.config_types import ConfigError
 from odradek.storage.log_manager import InconsistentBrokerIdError, InconsistentClusterIdError
+
+if TYPE_CHECKING:
+    from odradek.broker.network.worker_channel import WorkerZeroLinks
 
 log = logging.getLogger("odradek")
 

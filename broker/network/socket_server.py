@@ -20,7 +20,7 @@ import itertools
 import logging
 import socket
 import time
-from typing import TYPE_CHECKING, Any, Coroutine, NamedTuple
+from typing import TYPE_CHECKING, Any, Coroutine, NamedTuple, cast
 
 import anyio
 import anyio.lowlevel
@@ -35,14 +35,13 @@ from odradek.broker.kafka_apis import CLOSE_CONNECTION, HANDLERS, error_response
 from odradek.broker.kafka_server import KafkaServer
 from odradek.broker.network.memory_pool import MemoryPool, Unbounded, memory_pool
 from odradek.broker.network.transport import ConnectionClosed, Piece, SocketTransport, Transport
-from odradek.broker.network import forwarded_produce
-from odradek.broker.network.worker_channel import ChannelTransport, HandedOver, WorkerZeroLinks
 from odradek.broker.request_quota import charge, charged
 from odradek.protocol.api import Request, decode_request, encode_response
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.schema import EncodeError
 
 if TYPE_CHECKING:
+    from odradek.broker.network.worker_channel import ChannelTransport, HandedOver, WorkerZeroLinks
     from odradek.broker.security.listeners import ListenerSecurity
     from odradek.broker.security.sasl_authenticator import SaslSettings
     from odradek.broker.security.tls import TlsSettings
@@ -125,7 +124,7 @@ class Connection:
             receive_buffer=network.receive_buffer,
             pool=network.pool,
             sasl=sasl,
-            decode=forwarded_produce.decode_frame if isinstance(transport, ChannelTransport) and sasl is None else decode_request,
+            decode=_forwarded_produce().decode_frame if transport.front and sasl is None else decode_request,
         )
         self.room: anyio.Event | None = None  # set when the writer takes answers from a full outbox
         self.reading = True
@@ -142,8 +141,8 @@ class Connection:
         """What is left of a frame served from a front's channel (:meth:`_serve_frame`) for the reader to
         finish (an answer that waits, such as acks=all's, or an event that is no request), and the bytes it
         holds of the memory pool."""
-        if isinstance(transport, ChannelTransport) and sasl is None:
-            transport.serve_frame = self._serve_frame
+        if transport.front and sasl is None:
+            cast("ChannelTransport", transport).serve_frame = self._serve_frame
 
     async def run(self) -> None:
         self.network.connections.add(self)
@@ -370,8 +369,7 @@ class Connection:
         protocol = self.protocol
         if self.closed or self.writing or self.left is not None or protocol.connection_id in self.server.quotas.throttles.until:
             return False
-        transport = self.transport
-        assert isinstance(transport, ChannelTransport)
+        transport = cast("ChannelTransport", self.transport)
         size = 0
         try:
             event = protocol.whole_frame(memoryview(frame)[4:])
@@ -480,8 +478,8 @@ class Connection:
         is too long to be serialized``), or None to close when the API has no such answer."""
         header = request.header
         try:
-            if type(request.body) is forwarded_produce.ForwardedProduce:  # a front's: the front encodes it
-                return forwarded_produce.answer(result), []
+            if self.transport.front and type(request.body) is (forwarded := _forwarded_produce()).ForwardedProduce:
+                return forwarded.answer(result), []  # a Produce a front decoded: the front encodes its answer
             return encode_response(header.api_key, header.api_version, header.correlation_id, result)
         except EncodeError as exc:
             log.error("Unexpected error handling %s v%d from %s (client %s): %s", request.api.name, header.api_version, self.peer, header.client_id, exc)
@@ -556,19 +554,31 @@ async def serve(server: KafkaServer, listeners: list[BoundListener], links: Work
         server.background = tg
         tg.start_soon(network.expire_idle_connections)
         acceptors: list[Acceptor | HandedOver] = []
+        handed_over: list[HandedOver] = []
         for listener in listeners:
             acceptor: Acceptor | HandedOver
             if links is None:
                 acceptor = Acceptor(listener.sock, lambda sock: prepare(server.config, sock), listener.name)
                 acceptor.start()
             else:
+                from odradek.broker.network.worker_channel import HandedOver  # only worker 0 of several processes
+
                 acceptor = HandedOver()
                 acceptor.on_socket_closed = links.connection_closed
+                handed_over.append(acceptor)
             acceptors.append(acceptor)
             tg.start_soon(accept_loop, listener, acceptor, network)
         if links is not None:
-            links.start(tg, [a for a in acceptors if isinstance(a, HandedOver)])
+            links.start(tg, handed_over)
         task_status.started(acceptors)
+
+
+def _forwarded_produce() -> Any:
+    """broker/network/forwarded_produce.py, for connections a front holds: imported by the first of them, so a
+    broker in one process (``Broker()``, ``worker.processes=1``) never loads the multi-process modules."""
+    from odradek.broker.network import forwarded_produce
+
+    return forwarded_produce
 
 
 async def _within_creation_rates(network: Network, listener: str, sock: Transport, ip: str) -> bool:

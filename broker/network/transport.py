@@ -46,6 +46,9 @@ class Transport(Protocol):
     """What the request side needs of the bytes' carrier."""
 
     tls: TlsSession | None
+    front: bool
+    """A connection a front worker process holds, forwarded to worker 0 (broker/network/worker_channel.py):
+    the only kind that needs the multi-process modules, which a single-process broker never imports."""
 
     def recv_into(self, target: memoryview) -> int:
         """Bytes received now (0: the peer closed); BlockingIOError when none is there yet."""
@@ -128,6 +131,8 @@ class SocketTransport:
     """A client's socket, plain or TLS (the TLS session ends here: the request side sees plaintext)."""
 
     __slots__ = ("sock", "tls", "tls_lock", "_readable", "on_close")
+
+    front = False
 
     def __init__(self, sock: socket.socket, tls: TlsSettings | None, on_close: Callable[[], None] | None = None) -> None:
         self.sock = sock

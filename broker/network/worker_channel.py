@@ -279,6 +279,7 @@ class ChannelTransport:
     __slots__ = ("channel", "connection", "inbound", "eof", "ended", "waiter", "on_close", "serve_frame")
 
     tls = None
+    front = True
 
     def __init__(self, channel: Channel, connection: int, on_close: Callable[[], None]) -> None:
         self.channel = channel

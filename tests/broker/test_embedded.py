@@ -38,6 +38,9 @@ NOT_AT_START = (
     "odradek.broker.replication.fetch_session",  # at the first fetch
     "odradek.broker.replication.replica_fetcher",  # when this broker first follows a leader
     "odradek.broker.network.kafka_client",
+    "odradek.broker.network.worker_channel",  # only in a broker over several processes (worker.processes)
+    "odradek.broker.network.forwarded_produce",
+    "odradek.broker.supervisor",
     "odradek.broker.zk_broker",  # ZooKeeper mode, with zookeeper.connect
     "odradek.controller.zk_controller",
     "kazoo",
