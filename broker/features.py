@@ -32,10 +32,7 @@ class Feature(FrozenFields):
     """The finalized level clients go by (0: off, and not listed as finalized, as Kafka does)."""
 
     def __init__(self, name: str, min_version: int, max_version: int, level: int) -> None:
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "min_version", min_version)
-        object.__setattr__(self, "max_version", max_version)
-        object.__setattr__(self, "level", level)
+        self._set(name, min_version, max_version, level)
 
 
 FEATURES: tuple[Feature, ...] = (
@@ -69,8 +66,7 @@ class FinalizedFeatures(FrozenFields):
     with its brokers (:func:`finalized_in_cluster`)."""
 
     def __init__(self, features: tuple[Feature, ...] = FEATURES, epoch: int = 0) -> None:
-        object.__setattr__(self, "features", features)
-        object.__setattr__(self, "epoch", epoch)
+        self._set(features, epoch)
 
     def level(self, name: str) -> int:
         """A feature's finalized level (0: not finalized)."""

@@ -138,9 +138,7 @@ class FilterComponent(FrozenFields):
     match_any: bool
 
     def __init__(self, entity_type: str, name: str | None, match_any: bool) -> None:
-        object.__setattr__(self, "entity_type", entity_type)
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "match_any", match_any)
+        self._set(entity_type, name, match_any)
 
     def selects(self, name: str | None, present: bool) -> bool:
         return present and (self.match_any or name == self.name)

@@ -393,8 +393,7 @@ class EndTransactionMarker(FrozenFields):
     def __init__(self, control_type: ControlRecordType, coordinator_epoch: int) -> None:
         if control_type not in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
             raise ValueError(f"{control_type!r} is not a transaction marker type")
-        object.__setattr__(self, "control_type", control_type)
-        object.__setattr__(self, "coordinator_epoch", coordinator_epoch)
+        self._set(control_type, coordinator_epoch)
 
     def to_record(self, timestamp: int | None = None) -> Record:
         value = _END_TXN_MARKER_VALUE.pack(END_TXN_MARKER_VERSION, self.coordinator_epoch)

@@ -182,6 +182,7 @@ class Versions(FrozenFields):
     high: int | None  # None = open-ended
 
     def __init__(self, low: int, high: int | None) -> None:
+        # Set directly, not with FrozenFields._set: declarations make thousands of these at import (~1 M instructions).
         object.__setattr__(self, "low", low)
         object.__setattr__(self, "high", high)
 
@@ -234,6 +235,7 @@ class S(FrozenFields):
     fields: tuple["F", ...]
 
     def __init__(self, name: str, *fields: "F") -> None:
+        # Set directly, as Versions' fields.
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "fields", tuple(fields))
 

@@ -36,9 +36,14 @@ class Fields:
 
 class FrozenFields(Fields):
     """Immutable and hashed by its fields (``@dataclass(frozen=True)``): ``__init__`` sets them with
-    ``object.__setattr__``."""
+    :meth:`_set`."""
 
     __slots__ = ()
+
+    def _set(self, *values: Any) -> None:
+        """Set the fields, in ``_FIELDS`` order: what an ``__init__`` does once it has its values."""
+        for name, value in zip(self._FIELDS, values, strict=True):
+            object.__setattr__(self, name, value)
 
     def __hash__(self) -> int:  # type: ignore[override]
         return hash(self._values())

@@ -43,8 +43,7 @@ class BrokerSynonym(FrozenFields):
     scale: int
 
     def __init__(self, name: str, scale: int = 1) -> None:
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "scale", scale)
+        self._set(name, scale)
 
 
 class TopicConfigKey(ConfigKey):

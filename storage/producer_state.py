@@ -78,10 +78,7 @@ class CompletedTxn(FrozenFields):
     is_aborted: bool
 
     def __init__(self, producer_id: int, first_offset: int, last_offset: int, is_aborted: bool) -> None:
-        object.__setattr__(self, "producer_id", producer_id)
-        object.__setattr__(self, "first_offset", first_offset)
-        object.__setattr__(self, "last_offset", last_offset)
-        object.__setattr__(self, "is_aborted", is_aborted)
+        self._set(producer_id, first_offset, last_offset, is_aborted)
 
 
 def decrement_sequence(sequence: int, decrement: int) -> int:

@@ -190,9 +190,7 @@ class ResourcePatternFilter(FrozenFields):
     pattern_type: PatternType
 
     def __init__(self, resource_type: ResourceType, name: str | None, pattern_type: PatternType) -> None:
-        object.__setattr__(self, "resource_type", resource_type)
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "pattern_type", pattern_type)
+        self._set(resource_type, name, pattern_type)
 
     def matches(self, pattern: ResourcePattern) -> bool:
         """Kafka's ``ResourcePatternFilter.matches``: MATCH also selects the wildcard and the prefixes that
@@ -229,10 +227,7 @@ class AccessControlEntryFilter(FrozenFields):
     permission_type: AclPermissionType
 
     def __init__(self, principal: str | None, host: str | None, operation: AclOperation, permission_type: AclPermissionType) -> None:
-        object.__setattr__(self, "principal", principal)
-        object.__setattr__(self, "host", host)
-        object.__setattr__(self, "operation", operation)
-        object.__setattr__(self, "permission_type", permission_type)
+        self._set(principal, host, operation, permission_type)
 
     def matches(self, entry: AccessControlEntry) -> bool:
         return (
@@ -249,8 +244,7 @@ class AclBindingFilter(FrozenFields):
     entry: AccessControlEntryFilter
 
     def __init__(self, pattern: ResourcePatternFilter, entry: AccessControlEntryFilter) -> None:
-        object.__setattr__(self, "pattern", pattern)
-        object.__setattr__(self, "entry", entry)
+        self._set(pattern, entry)
 
     def matches(self, binding: AclBinding) -> bool:
         return self.pattern.matches(binding.pattern) and self.entry.matches(binding.entry)

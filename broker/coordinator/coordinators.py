@@ -49,11 +49,7 @@ class CoordinatorTopic(FrozenFields):
     """The codec of the batches the runtime writes (``offsets.topic.compression.codec``)."""
 
     def __init__(self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str], compression: int = 0) -> None:
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "num_partitions", num_partitions)
-        object.__setattr__(self, "replication_factor", replication_factor)
-        object.__setattr__(self, "configs", configs)
-        object.__setattr__(self, "compression", compression)
+        self._set(name, num_partitions, replication_factor, configs, compression)
 
 
 def offsets_topic(config: "BrokerConfig") -> CoordinatorTopic:

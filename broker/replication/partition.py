@@ -87,10 +87,7 @@ class PendingIsrChange(FrozenFields):
     partition_epoch: int
 
     def __init__(self, isr: tuple[int, ...], maximal_isr: frozenset[int], leader_epoch: int, partition_epoch: int) -> None:
-        object.__setattr__(self, "isr", isr)
-        object.__setattr__(self, "maximal_isr", maximal_isr)
-        object.__setattr__(self, "leader_epoch", leader_epoch)
-        object.__setattr__(self, "partition_epoch", partition_epoch)
+        self._set(isr, maximal_isr, leader_epoch, partition_epoch)
 
 
 class AlterPartitionResult(FrozenFields):
@@ -103,10 +100,7 @@ class AlterPartitionResult(FrozenFields):
     partition_epoch: int
 
     def __init__(self, error: ErrorCode, leader_epoch: int = -1, isr: tuple[int, ...] = (), partition_epoch: int = -1) -> None:
-        object.__setattr__(self, "error", error)
-        object.__setattr__(self, "leader_epoch", leader_epoch)
-        object.__setattr__(self, "isr", isr)
-        object.__setattr__(self, "partition_epoch", partition_epoch)
+        self._set(error, leader_epoch, isr, partition_epoch)
 
 
 RESET_ON = frozenset({ErrorCode.OPERATION_NOT_ATTEMPTED, ErrorCode.INELIGIBLE_REPLICA})

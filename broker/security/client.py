@@ -31,11 +31,7 @@ class ClientSecurity(FrozenFields):
     password: str
 
     def __init__(self, security_protocol: str = "PLAINTEXT", ssl_context: ssl.SSLContext | None = None, mechanism: str | None = None, username: str = "", password: str = "") -> None:
-        object.__setattr__(self, "security_protocol", security_protocol)
-        object.__setattr__(self, "ssl_context", ssl_context)
-        object.__setattr__(self, "mechanism", mechanism)
-        object.__setattr__(self, "username", username)
-        object.__setattr__(self, "password", password)
+        self._set(security_protocol, ssl_context, mechanism, username, password)
 
     def sasl_client(self) -> SaslClient | None:
         if not self.mechanism:

@@ -35,10 +35,7 @@ class ListenerSecurity(FrozenFields):
     sasl: SaslSettings | None
 
     def __init__(self, name: str, security_protocol: str, tls: TlsSettings | None = None, sasl: SaslSettings | None = None) -> None:
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "security_protocol", security_protocol)
-        object.__setattr__(self, "tls", tls)
-        object.__setattr__(self, "sasl", sasl)
+        self._set(name, security_protocol, tls, sasl)
 
 
 def security_protocol_map(config: BrokerConfig) -> dict[str, str]:
