@@ -130,7 +130,7 @@ class Readiness:
 class SocketTransport:
     """A client's socket, plain or TLS (the TLS session ends here: the request side sees plaintext)."""
 
-    __slots__ = ("sock", "tls", "tls_lock", "_readable", "on_close")
+    __slots__ = ("sock", "tls", "tls_lock", "_readable", "_writable", "on_close")
 
     front = False
 
@@ -142,6 +142,9 @@ class SocketTransport:
         self.tls_lock = anyio.Lock() if tls is not None else None
         """The reader (handshake, TLS 1.3 tickets) and the writer both send TLS records: one at a time."""
         self._readable: Readiness | None = None
+        self._writable: Readiness | None = None
+        """The socket's registration for writing, kept from one wait for room to the next while an answer is
+        written (the writer's, and the reader's TLS handshake records, one at a time under ``tls_lock``)."""
 
     def recv_into(self, target: memoryview) -> int:
         return self.sock.recv_into(target)
@@ -157,10 +160,18 @@ class SocketTransport:
         except OSError:
             pass
 
+    async def _wait_writable(self) -> None:
+        if self._writable is None:
+            self._writable = Readiness(self.sock, writing=True)
+        await self._writable.wait()
+
     def close(self) -> None:
         if self._readable is not None:
             self._readable.close()
             self._readable = None
+        if self._writable is not None:
+            self._writable.close()
+            self._writable = None
         if self.sock.fileno() < 0:
             return
         self.sock.close()
@@ -188,7 +199,7 @@ class SocketTransport:
             outgoing = self.tls.outgoing()
             pieces: list[Piece] = [outgoing] if outgoing else []
             while pieces := self.send_some(pieces):
-                await anyio.wait_writable(self.sock)
+                await self._wait_writable()
 
     async def _send_file_tls(self, file: Any, position: int, remaining: int) -> None:
         assert self.tls is not None
@@ -205,6 +216,10 @@ class SocketTransport:
     # -- writing ------------------------------------------------------------------------------------------
 
     async def write(self, pieces: list[Piece]) -> None:
+        """Send the answers' pieces, waiting for room as needed: the socket stays registered for writing from
+        one wait to the next (:class:`Readiness`: until the loop finds it writable with nobody waiting, once
+        the answers are out), not registered again per buffer's worth (the wait cost two ``epoll_ctl`` and four
+        ``getpid`` calls each time, a 1 MiB fetch answer four to eight times)."""
         if self.tls is not None:
             for piece in pieces:
                 if type(piece) is tuple:
@@ -217,21 +232,18 @@ class SocketTransport:
             await self._write_rest(pieces)
 
     async def _write_rest(self, pieces: list[Piece]) -> None:
-        """What ``send_some`` left (a large answer: the socket's buffer is full), sent as room is made: the
-        socket stays registered for writing, and corked if file slices and buffers are still mixed, until the
-        whole answer is out, not per buffer's worth (the wait and the cork cost five system calls each
-        time, a 1 MiB fetch answer four to eight times)."""
+        """What ``send_some`` left (a large answer: the socket's buffer is full), sent as room is made, with the
+        socket corked until the whole answer is out if file slices and buffers are still mixed (not corked and
+        uncorked per buffer's worth: two more system calls each time)."""
         sock = self.sock
         corked = len(pieces) > 1 and any(type(piece) is tuple for piece in pieces)
-        writable = Readiness(sock, writing=True)
         try:
             if corked:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
             while pieces:
-                await writable.wait()
+                await self._wait_writable()
                 pieces = self._send_now(pieces)
         finally:
-            writable.close()
             if corked and sock.fileno() >= 0:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)
 
