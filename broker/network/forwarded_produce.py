@@ -218,7 +218,7 @@ def answer(response: ProduceResponseDict) -> ProduceAnswer:
     for topic in response["responses"]:
         for entry in topic["partition_responses"]:
             record_errors = entry.get("record_errors")
-            if len(entry) != (5 if record_errors is None else 7):
+            if len(entry) != len(OUTCOME_FIELDS) + (1 if record_errors is None else 3):  # the index; the record errors and message
                 raise EncodeError(f"a forwarded Produce's answer carries {OUTCOME_FIELDS} and record errors, not {sorted(entry)}")
             out.append(_OUTCOME.pack(*_outcome(entry), -1 if record_errors is None else len(record_errors)))
             if record_errors is not None:
