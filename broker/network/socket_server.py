@@ -221,9 +221,8 @@ class Connection:
         throttles, connection_id = self.server.quotas.throttles, self.protocol.connection_id
         if connection_id not in throttles.until:  # the usual case: one lookup per request, no clock read
             return
-        if throttles.remaining_s(connection_id, time.monotonic()) > 0:
-            await self._release_held()  # the answers before the throttle do not wait it out
         while (throttled_s := throttles.remaining_s(connection_id, time.monotonic())) > 0:
+            await self._release_held()  # the answers before the throttle do not wait it out
             await anyio.sleep(throttled_s)
 
     async def _received_tls(self, data: memoryview) -> list[Event]:
