@@ -84,6 +84,15 @@ def one_on_each_worker(broker: Broker, connect, client_id: str = "wire-test") ->
     raise AssertionError(f"connections not spread over the workers: {held}")
 
 
+def consume_values(consumer: Consumer, count: int) -> list[bytes]:
+    """The values of up to ``count`` records the subscribed consumer reads within 60 s."""
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(got) < count and time.monotonic() < deadline:
+        got += [m.value() for m in consumer.consume(500, 0.2) if m.error() is None]
+    return got
+
+
 def gone(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -113,10 +122,7 @@ def test_produce_consume_and_a_group_with_connections_on_both_workers(broker) ->
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "mc-group", "auto.offset.reset": "earliest", "enable.auto.commit": False})
     try:
         consumer.subscribe(["mc"])
-        got: list[bytes] = []
-        deadline = time.monotonic() + 60
-        while len(got) < len(values) and time.monotonic() < deadline:
-            got += [m.value() for m in consumer.consume(500, 0.2) if m.error() is None]
+        got = consume_values(consumer, len(values))
         assert sorted(got) == sorted(values)
         # The producer, the consumer and its coordinator connection: each worker holds some.
         held = [len(client_ports(pid, broker.port)) for pid in workers(broker)]
@@ -592,10 +598,7 @@ def test_placement_fronts_hands_every_connection_to_the_front(fronts_broker, con
     consumer = Consumer({"bootstrap.servers": fronts_broker.bootstrap, "group.id": "mc-fronts", "auto.offset.reset": "earliest"})
     try:
         consumer.subscribe(["mc-fronts"])
-        got: list[bytes] = []
-        deadline = time.monotonic() + 60
-        while len(got) < len(values) and time.monotonic() < deadline:
-            got += [m.value() for m in consumer.consume(500, 0.2) if m.error() is None]
+        got = consume_values(consumer, len(values))
         assert sorted(got) == values
         assert client_ports(zero, fronts_broker.port) == set()
     finally:
