@@ -99,6 +99,15 @@ def render_protocol() -> str:
         lines.append(f"| {key} | {api.name} | {served} | {kafka_3_9} | {api.min_version}-{api.max_version} |")
     lines += [
         "",
+        "**Not yet served as Kafka 3.9 serves it: KIP-951's leader hints.** From Produce v10 and Fetch v16, Kafka",
+        "answers a partition refused with NOT_LEADER_OR_FOLLOWER (and, for Fetch, FENCED_LEADER_EPOCH) with the",
+        "partition's current leader and epoch (`CurrentLeader`, a tagged field) and the leaders' addresses",
+        "(`NodeEndpoints`), so that a client can move to the new leader without a Metadata round trip. odradek",
+        "answers those errors without the two tagged fields. Clients treat their absence as Kafka's older versions:",
+        "they refresh their metadata and retry, which costs a round trip after a leader change, not a record. The",
+        "multi-process broker's internal Produce answer (broker/network/forwarded_produce.py) carries no such field",
+        "either and refuses an answer that has one, so the two are to come together.",
+        "",
         "## Features",
         "",
         "ApiVersions (v3+) reports the features listed in `broker/features.py` (KIP-584), which Kafka 4.x clients",
