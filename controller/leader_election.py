@@ -9,14 +9,14 @@ The ZooKeeper-mode controller (:mod:`odradek.controller.zk_controller`) elects t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
 from typing import Iterable, Mapping
 
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.values import CodeEnum
 from odradek.storage.topic_partition import TopicPartition
 
 
-class ElectionType(IntEnum):
+class ElectionType(CodeEnum):
     """``org.apache.kafka.common.ElectionType``: the request's ``election_type`` (v0 knows only PREFERRED)."""
 
     PREFERRED = 0

@@ -30,11 +30,10 @@ import mmap
 import struct
 import threading
 import zlib
-from enum import IntEnum
-
 from typing import Any, Callable
 
 from odradek.protocol.record_batch import CorruptRecordError, DecompressedTooLargeError, UndecompressableRecordsError
+from odradek.protocol.values import CodeEnum
 
 Bytes = bytes | bytearray | memoryview
 
@@ -42,7 +41,7 @@ DEFAULT_MAX_DECOMPRESSED_SIZE = 128 * 1024 * 1024
 """Far above what real batches expand to (producers cap requests at ~1 MiB compressed by default)."""
 
 
-class CompressionType(IntEnum):
+class CompressionType(CodeEnum):
     """Attribute bits 0-2 of a batch or legacy message."""
 
     NONE = 0

@@ -1,5 +1,7 @@
 """Kafka's error codes: the ``error_code`` values every response carries, with Kafka's own metadata.
 
+from odradek.protocol.values import CodeEnum
+
 One member per row of Kafka 3.9's protocol error table (docs/protocol.html, "Error Codes"), in Kafka's
 order and under Kafka's names, so that log lines and tests read exactly like Kafka's. ``retriable`` is
 whether Kafka's client treats the error as transient (its exception is a ``RetriableException``) -- a
@@ -10,20 +12,19 @@ has nothing more specific to say.
 
 from __future__ import annotations
 
-from enum import IntEnum
+from odradek.protocol.values import CodeEnum
 
 
-class ErrorCode(IntEnum):
+class ErrorCode(CodeEnum):
     """A Kafka protocol error code; ``int(code)`` is the INT16 on the wire."""
 
     retriable: bool
     message: str
 
-    # Runs once per member while the class is built, always with all three. Afterwards ErrorCode(5) is Enum's
-    # look-up by value, but a type checker reads this signature for that call too: hence the defaults.
+    # Runs once per member while the class is built, always with all three. Afterwards ErrorCode(5) is the
+    # look-up by value (CodeEnum's), but a type checker reads this signature for that call too: hence the defaults.
     def __new__(cls, code: int, retriable: bool = False, message: str = "") -> ErrorCode:
         member = int.__new__(cls, code)
-        member._value_ = code
         member.retriable = retriable
         member.message = message
         return member

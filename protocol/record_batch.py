@@ -27,11 +27,10 @@ Layout (big-endian), from Kafka's implementation docs::
 from __future__ import annotations
 
 import struct
-from enum import IntEnum
 from typing import Callable, ClassVar, Iterator
 
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.values import Fields
+from odradek.protocol.values import CodeEnum, Fields
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes not counted by batchLength
@@ -67,7 +66,7 @@ _INT16 = struct.Struct(">h")
 _UINT32 = struct.Struct(">I")
 
 
-class TimestampType(IntEnum):
+class TimestampType(CodeEnum):
     NO_TIMESTAMP_TYPE = -1  # magic 0 messages
     CREATE_TIME = 0
     LOG_APPEND_TIME = 1

@@ -25,12 +25,11 @@ as Kafka's ProduceResponse v8+ ``record_errors``.
 
 from __future__ import annotations
 
-from enum import IntEnum
 
 from odradek.protocol import _records
 from odradek.protocol.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, decompress
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.values import Fields
+from odradek.protocol.values import CodeEnum, Fields
 from odradek.protocol.record_batch import (
     HEADER_SIZE,
     BatchHeader,
@@ -44,7 +43,7 @@ _OVERLONG_LENGTH = 1
 """``MalformedRecords`` kind: a record length varint of more than five bytes."""
 
 
-class RecordErrorKind(IntEnum):
+class RecordErrorKind(CodeEnum):
     """What ``_records.walk`` reports about one record."""
 
     MISSING_KEY = 0

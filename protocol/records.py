@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import struct
 import time
-from enum import IntEnum
 from typing import Iterable, Iterator
 
 from odradek.protocol.compression import CompressionType, compress, decompress
@@ -42,7 +41,7 @@ from odradek.protocol.record_batch import (
     read_batch_header,
 )
 from odradek.protocol.java_hash import int64
-from odradek.protocol.values import Fields, FrozenFields
+from odradek.protocol.values import CodeEnum, Fields, FrozenFields
 
 Bytes = bytes | bytearray | memoryview
 Header = tuple[str, bytes | None]
@@ -345,7 +344,7 @@ def build_batch(
 # --- control records --------------------------------------------------------------------------------------
 
 
-class ControlRecordType(IntEnum):
+class ControlRecordType(CodeEnum):
     """The ``type`` in a control record's key (Kafka's ControlRecordType)."""
 
     UNKNOWN = -1  # a type this broker does not know; readers skip such records

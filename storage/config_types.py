@@ -6,9 +6,10 @@ strings DescribeConfigs returns (``true``/``false``, comma-joined lists, ``null`
 
 from __future__ import annotations
 
-import enum
 import re
 from typing import Any
+
+from odradek.protocol.values import CodeEnum
 
 
 class ConfigError(ValueError):
@@ -25,7 +26,7 @@ ConfigValue = bool | int | float | str | list[str] | None
 (STRING, CLASS, PASSWORD) a string; None when unset."""
 
 
-class ConfigType(enum.IntEnum):
+class ConfigType(CodeEnum):
     """Numbered as DescribeConfigs v3+ reports ``ConfigType``."""
 
     UNKNOWN = 0

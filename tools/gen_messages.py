@@ -518,9 +518,9 @@ def generate(spec_root: Path, newer_root: Path, out: Path) -> list[str]:
         module_source("Keys and values that the coordinators write to their internal topics.", records, [record_types_source(new.records)])
     )
     index = [INDEX_HEAD, "DECLARATIONS = {\n" + "".join(declarations) + "}\n"]
-    # A class statement rather than enum.IntEnum("ApiKey", {...}) so that a type checker knows every member.
+    # A class statement rather than a functional call so that a type checker knows every member.
     index.append(
-        "\nclass ApiKey(enum.IntEnum):\n"
+        "\nclass ApiKey(CodeEnum):\n"
         '    """Every API key the broker can decode, named as Kafka names them (``ApiKey.Produce == 0``)."""\n\n'
         + "".join(f"    {name} = {k}\n" for k, _, name in modules)
     )
@@ -535,9 +535,10 @@ throttle time) is declared here; each API's messages are in its own module, impo
 (``odradek.protocol.api``), so that a broker starting does not build ninety APIs' codecs it may never use.
 """
 
-import enum
 import importlib
 from types import ModuleType
+
+from odradek.protocol.values import CodeEnum
 
 
 class Declaration:

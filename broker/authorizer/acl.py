@@ -8,10 +8,9 @@ appear in ZooKeeper's ``/kafka-acl/<ResourceType>/<name>`` JSON and in ``kafka-a
 
 from __future__ import annotations
 
-import enum
 from typing import TYPE_CHECKING, Iterable, NamedTuple
 
-from odradek.protocol.values import FrozenFields
+from odradek.protocol.values import CodeEnum, FrozenFields
 
 if TYPE_CHECKING:
     from odradek.protocol.message_types.delete_acls import DeleteAclsMatchingAclDict
@@ -27,7 +26,7 @@ def pascal_case(name: str) -> str:
     return "".join(part.capitalize() for part in name.split("_"))
 
 
-class _Named(enum.IntEnum):
+class _Named(CodeEnum):
     @property
     def pascal(self) -> str:
         return pascal_case(self.name)

@@ -7,7 +7,6 @@ The cluster's authorized operations, when asked for, come from the authorizer (a
 
 from __future__ import annotations
 
-import enum
 from typing import TYPE_CHECKING
 
 from odradek.broker.authorization import Authorization
@@ -15,12 +14,13 @@ from odradek.broker.network.request_context import listener_name
 from odradek.controller.metadata_image import MetadataImage
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.values import CodeEnum
 
 if TYPE_CHECKING:
     from odradek.protocol.message_types.describe_cluster import DescribeClusterRequest, DescribeClusterResponseDict
 
 
-class EndpointType(enum.IntEnum):
+class EndpointType(CodeEnum):
     UNKNOWN = 0
     BROKER = 1
     CONTROLLER = 2

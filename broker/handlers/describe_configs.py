@@ -16,7 +16,6 @@ set at its level, with only that level's synonyms. A key is read-only unless Alt
 
 from __future__ import annotations
 
-import enum
 import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
@@ -30,6 +29,7 @@ from odradek.broker.dynamic_config import DYNAMIC_KEYS, SOURCE_DYNAMIC_BROKER, S
 from odradek.controller.metadata_image import MetadataImage, topic_name_error
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.values import CodeEnum
 from odradek.storage.config_types import ConfigKey, ConfigType
 from odradek.storage.log_config import SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC, TOPIC_CONFIG, LogConfig
 
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from odradek.protocol.message_types.describe_configs import DescribeConfigsRequest, DescribeConfigsResourceResultDict, DescribeConfigsResponseDict, DescribeConfigsResultDict
 
 
-class ResourceType(enum.IntEnum):
+class ResourceType(CodeEnum):
     """Kafka's ``ConfigResource.Type`` ids."""
 
     UNKNOWN = 0

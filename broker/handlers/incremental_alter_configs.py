@@ -8,7 +8,6 @@ validate-only, dynamic broker configs).
 
 from __future__ import annotations
 
-import enum
 from typing import TYPE_CHECKING, Any, Awaitable, Mapping
 
 from odradek.broker.authorization import Authorization
@@ -18,13 +17,14 @@ from odradek.controller.metadata_image import MetadataImage
 from odradek.controller.metadata_support import MetadataSupport
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.values import CodeEnum
 from odradek.storage.config_types import ConfigKey, ConfigType
 
 if TYPE_CHECKING:
     from odradek.protocol.message_types.incremental_alter_configs import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponseDict
 
 
-class OpType(enum.IntEnum):
+class OpType(CodeEnum):
     SET = 0
     DELETE = 1
     APPEND = 2

@@ -15,7 +15,6 @@ that closes the connection fails them all with :class:`DisconnectedError`; the n
 from __future__ import annotations
 
 import collections
-import enum
 import itertools
 import logging
 import struct
@@ -30,6 +29,7 @@ from odradek.broker.security.client import PLAINTEXT, ClientSecurity
 from odradek.protocol.api import APIS, ApiKey, decode_response, encode_request
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.schema import Container, DecodeError
+from odradek.protocol.values import CodeEnum
 
 if TYPE_CHECKING:
     from odradek.broker.security.sasl_client import SaslClient
@@ -87,7 +87,7 @@ def retry_backoff_s(error: BaseException, backoff_s: float) -> float:
     return max(backoff_s, AUTHENTICATION_RETRY_BACKOFF_S) if isinstance(error, AuthenticationError) else backoff_s
 
 
-class CoordinatorType(enum.IntEnum):
+class CoordinatorType(CodeEnum):
     """FindCoordinator's key types."""
 
     GROUP = 0

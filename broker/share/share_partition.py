@@ -20,18 +20,18 @@ Kafka), only their outcome.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 from odradek.broker.share.state_batches import RecordState, StateBatch, overlay
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.values import CodeEnum
 
 NO_MEMBER = ""
 NO_DEADLINE = -1
 
 
-class AcknowledgeType(enum.IntEnum):
+class AcknowledgeType(CodeEnum):
     """What a consumer says of records it acquired (ShareFetch/ShareAcknowledge ``AcknowledgeTypes``)."""
 
     GAP = 0

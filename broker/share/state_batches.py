@@ -10,12 +10,13 @@ acknowledgements were fragmented.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import Iterable
 
+from odradek.protocol.values import CodeEnum
 
-class RecordState(enum.IntEnum):
+
+class RecordState(CodeEnum):
     """A record's delivery state (Kafka's ``RecordState``); the persisted ones are 0, 2 and 4."""
 
     AVAILABLE = 0

@@ -5,9 +5,10 @@ throttle time) is declared here; each API's messages are in its own module, impo
 (``odradek.protocol.api``), so that a broker starting does not build ninety APIs' codecs it may never use.
 """
 
-import enum
 import importlib
 from types import ModuleType
+
+from odradek.protocol.values import CodeEnum
 
 
 class Declaration:
@@ -129,7 +130,7 @@ DECLARATIONS = {
 }
 
 
-class ApiKey(enum.IntEnum):
+class ApiKey(CodeEnum):
     """Every API key the broker can decode, named as Kafka names them (``ApiKey.Produce == 0``)."""
 
     Produce = 0

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Mapping
 
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.values import CodeEnum
 
 Assignment = Mapping[uuid.UUID, frozenset[int]]
 """Partitions by topic id. Never holds an empty set."""
@@ -41,7 +42,7 @@ CONSUMER_GROUP_TYPE = "consumer"
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
-class MemberState(enum.IntEnum):
+class MemberState(CodeEnum):
     """Kafka's ``MemberState``, with the byte the CurrentMemberAssignment record stores."""
 
     STABLE = 0

@@ -1,0 +1,87 @@
+"""``CodeEnum`` (protocol/values.py) behaves as the ``enum.IntEnum`` it replaces wherever the broker, tools and
+tests use one: the same members, names, values, look-ups, text and equality, built without ``EnumType``."""
+
+from __future__ import annotations
+
+import copy
+import enum
+import pickle
+
+import pytest
+
+from odradek.broker.authorizer.acl import AclOperation
+from odradek.protocol.api import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.values import CodeEnum
+
+
+class Colour(CodeEnum):
+    RED = 1
+    GREEN = 2
+    CRIMSON = 1  # an alias of RED
+    NEGATIVE = -3
+
+    @property
+    def lower(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def default(cls) -> Colour:
+        return cls.GREEN
+
+    def doubled(self) -> int:
+        return 2 * self
+
+
+class StdColour(enum.IntEnum):
+    RED = 1
+    GREEN = 2
+    CRIMSON = 1
+    NEGATIVE = -3
+
+
+def test_members_and_lookups_are_an_int_enums() -> None:
+    assert list(Colour) == [Colour.RED, Colour.GREEN, Colour.NEGATIVE]
+    assert [m.name for m in Colour] == [m.name for m in StdColour]
+    assert [m.value for m in Colour] == [m.value for m in StdColour]
+    assert list(reversed(Colour)) == list(reversed(list(Colour)))
+    assert len(Colour) == len(StdColour) == 3
+    assert Colour.CRIMSON is Colour.RED and Colour.CRIMSON.name == "RED"
+    assert dict(Colour.__members__) == {"RED": Colour.RED, "GREEN": Colour.GREEN, "CRIMSON": Colour.RED, "NEGATIVE": Colour.NEGATIVE}
+    assert Colour(2) is Colour.GREEN and Colour(Colour.GREEN) is Colour.GREEN and Colour["CRIMSON"] is Colour.RED
+    with pytest.raises(ValueError, match="7 is not a valid Colour"):
+        Colour(7)
+    with pytest.raises(ValueError):
+        Colour([1])  # type: ignore[arg-type]  # unhashable: ValueError, as Enum's
+    with pytest.raises(KeyError):
+        Colour["BLUE"]
+    assert Colour.RED in Colour and 2 in Colour and 7 not in Colour
+    assert bool(Colour) and bool(CodeEnum)
+
+
+def test_members_are_ints_shown_as_an_int_enums() -> None:
+    for ours, theirs in zip(Colour, StdColour):
+        assert isinstance(ours, Colour) and isinstance(ours, int)
+        assert ours == theirs == int(theirs) and hash(ours) == hash(int(theirs))
+        assert repr(ours) == repr(theirs).replace("StdColour", "Colour") and str(ours) == str(theirs) and f"{ours}" == f"{theirs}" and f"{ours:>4}" == f"{theirs:>4}"
+        assert "%s %d" % (ours, ours) == "%s %d" % (theirs, theirs)
+    assert Colour.RED < Colour.GREEN and Colour.NEGATIVE < 0 and {1: "one"}[Colour.RED] == "one"
+    assert Colour.GREEN + 1 == 3 and type(Colour.GREEN + 1) is int
+
+
+def test_methods_properties_and_classmethods_are_not_members() -> None:
+    assert Colour.RED.lower == "red" and Colour.default() is Colour.GREEN and Colour.GREEN.doubled() == 4
+    assert "lower" not in Colour.__members__ and "default" not in Colour.__members__
+
+
+def test_pickled_and_copied_members_are_the_members() -> None:
+    for member in (Colour.NEGATIVE, ErrorCode.NOT_LEADER_OR_FOLLOWER, ApiKey.Fetch, AclOperation.DESCRIBE):
+        assert pickle.loads(pickle.dumps(member)) is member
+        assert copy.copy(member) is member and copy.deepcopy([member])[0] is member
+
+
+def test_a_class_with_its_own_new_gives_each_member_its_fields() -> None:
+    assert ErrorCode.NOT_LEADER_OR_FOLLOWER.value == 6 and ErrorCode.NOT_LEADER_OR_FOLLOWER.retriable
+    assert ErrorCode(3).message == "This server does not host this topic-partition."
+    assert ErrorCode.for_code(9999) is ErrorCode.UNKNOWN_SERVER_ERROR and ErrorCode.for_code(-1) is ErrorCode.UNKNOWN_SERVER_ERROR
+    assert repr(ErrorCode.NONE) == "<ErrorCode.NONE: 0>" and not ErrorCode.NONE  # 0 is false, as an IntEnum member
