@@ -122,6 +122,7 @@ class KafkaServer:
             num_replica_fetchers=config["num.replica.fetchers"], replica_lag_time_max_ms=config["replica.lag.time.max.ms"],
         )
         self.replica_manager.leader_node = self._inter_broker_node
+        self.replica_manager.metadata = lambda: self.metadata_support.image if self.metadata_support is not None else None
         self.metadata_support: MetadataSupport | None = None
         """The metadata mode, chosen at :meth:`startup` (:func:`start_metadata_support`)."""
         self.finalized_features = FinalizedFeatures()

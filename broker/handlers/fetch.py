@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Awaitable
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.broker.config import BrokerConfig
+from odradek.broker.handlers import leader_hints
 from odradek.broker.replication.fetch_session import FetchContext, FetchPartition, FetchSessionCache, PartitionKey, PartitionOutcome
 from odradek.broker.quotas import ClientQuotas
 from odradek.broker.replication.replica_manager import FetchParams, PartitionRead, ReplicaManager
@@ -61,13 +62,15 @@ def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, c
     for topic in body.topics:
         topic_id = topic.topic_id  # each decoded-field read is a Python call: each read once
         if uses_ids:
-            name, key_topic = replica_manager.by_topic_id.get(topic_id), topic_id
+            name, key_topic = replica_manager.topic_name(topic_id), topic_id
         else:
             name = key_topic = topic.topic
         for p in topic.partitions:
             index = p.partition
+            # Kafka's FetchRequest reads any negative current leader epoch as none given (``optionalEpoch``).
+            epoch = p.current_leader_epoch
             requested.append(
-                FetchPartition((key_topic, index), name, topic_id, index, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch, p.log_start_offset, p.last_fetched_epoch)
+                FetchPartition((key_topic, index), name, topic_id, index, p.fetch_offset, p.partition_max_bytes, epoch if epoch >= 0 else -1, p.log_start_offset, p.last_fetched_epoch)
             )
     forgotten: list[PartitionKey] = []
     for forgotten_topic in body.forgotten_topics_data:
@@ -91,7 +94,7 @@ def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, c
         hard_limit=version <= 2,
         magic=_MAGIC_FOR_VERSION.get(version),
     )
-    to_read, denied = _authorized(authorization, request, context.partitions(replica_manager.by_topic_id if uses_ids else None), is_follower)
+    to_read, denied = _authorized(authorization, request, context.partitions(replica_manager.topic_name if uses_ids else None), is_follower)
     try:
         reads = replica_manager.fetch_messages(params, to_read) if to_read else []
     except NegativeTimestampError as exc:
@@ -100,7 +103,7 @@ def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, c
     if isinstance(reads, list):
         throttle_ms = 0 if is_follower else _charge(quotas, request, reads)
         if throttle_ms == 0:
-            return _respond(fetch_sessions, context, reads + denied, version, is_follower, read_committed, now_ms)
+            return _respond(replica_manager, request, fetch_sessions, context, reads + denied, version, is_follower, read_committed, now_ms)
         return _throttled(context, throttle_ms)
 
     async def after_wait() -> FetchResponseDict:
@@ -110,7 +113,7 @@ def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, c
             return _failed(request, exc)
         throttle_ms = 0 if is_follower else _charge(quotas, request, done)
         if throttle_ms == 0:
-            return _respond(fetch_sessions, context, done + denied, version, is_follower, read_committed, int(time.time() * 1000))
+            return _respond(replica_manager, request, fetch_sessions, context, done + denied, version, is_follower, read_committed, int(time.time() * 1000))
         return _throttled(context, throttle_ms)
 
     return after_wait()
@@ -162,7 +165,7 @@ def _authorized(authorization: Authorization, request: Request, partitions: list
     return [fp for fp in partitions if fp.topic is None or fp.topic in readable], [PartitionRead(fp, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for fp in denied]
 
 
-def _respond(fetch_sessions: FetchSessionCache, context: FetchContext, reads: list[PartitionRead], version: int, is_follower: bool, read_committed: bool, now_ms: int) -> FetchResponseDict:
+def _respond(replica_manager: ReplicaManager, request: Request[FetchRequest], fetch_sessions: FetchSessionCache, context: FetchContext, reads: list[PartitionRead], version: int, is_follower: bool, read_committed: bool, now_ms: int) -> FetchResponseDict:
     outcomes = {r.request.key: PartitionOutcome(r.error, r.high_watermark, r.last_stable_offset, r.log_start_offset, r.length) for r in reads}
     if version >= 7:
         session_id, included = fetch_sessions.finish(context, outcomes, is_follower, now_ms)
@@ -173,6 +176,7 @@ def _respond(fetch_sessions: FetchSessionCache, context: FetchContext, reads: li
         # Kafka answers a consumer's partitions it cannot look up after the others (KafkaApis' "erroneous").
         included = [k for k in included if by_key[k].error not in _LOOKUP_ERRORS] + [k for k in included if by_key[k].error in _LOOKUP_ERRORS]
     topics: list[FetchableTopicResponseDict] = []
+    hinted: list[tuple[str, int, PartitionDataDict]] = []
     last_topic = object()
     for key in included:
         r = by_key[key]
@@ -183,20 +187,24 @@ def _respond(fetch_sessions: FetchSessionCache, context: FetchContext, reads: li
         partition: PartitionDataDict = {}
         if r.diverging_epoch is not None:
             partition["diverging_epoch"] = {"epoch": r.diverging_epoch[0], "end_offset": r.diverging_epoch[1]}
-        topics[-1]["partitions"].append(
-            partition | {
-                "partition_index": fp.partition,
-                "error_code": r.error,
-                "high_watermark": r.high_watermark,
-                "last_stable_offset": r.last_stable_offset,
-                "log_start_offset": r.log_start_offset,
-                # Kafka lists aborted transactions only for READ_COMMITTED; a partition it refuses before
-                # reading (KafkaApis' "erroneous") carries the field's default, an empty list.
-                "aborted_transactions": [{"producer_id": t.producer_id, "first_offset": t.first_offset} for t in r.aborted_transactions]
-                if read_committed or r.error == ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                else None,
-                "preferred_read_replica": -1,
-                "records": r.records if r.records is not None else b"",
-            }
-        )
-    return {"error_code": ErrorCode.NONE, "session_id": session_id, "responses": topics}
+        entry: PartitionDataDict = partition | {
+            "partition_index": fp.partition,
+            "error_code": r.error,
+            "high_watermark": r.high_watermark,
+            "last_stable_offset": r.last_stable_offset,
+            "log_start_offset": r.log_start_offset,
+            # Kafka lists aborted transactions only for READ_COMMITTED; a partition it refuses before
+            # reading (KafkaApis' "erroneous") carries the field's default, an empty list.
+            "aborted_transactions": [{"producer_id": t.producer_id, "first_offset": t.first_offset} for t in r.aborted_transactions]
+            if read_committed or r.error == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            else None,
+            "preferred_read_replica": -1,
+            "records": r.records if r.records is not None else b"",
+        }
+        topics[-1]["partitions"].append(entry)
+        if r.error in leader_hints.FETCH_ERRORS and version >= leader_hints.FETCH_VERSION and fp.topic is not None:
+            hinted.append((fp.topic, fp.partition, entry))
+    response: FetchResponseDict = {"error_code": ErrorCode.NONE, "session_id": session_id, "responses": topics}
+    if hinted:
+        leader_hints.add(replica_manager, request, response, hinted)
+    return response

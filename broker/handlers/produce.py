@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Awaitable, Callable
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import AclOperation, ResourceType
-from odradek.broker.handlers import CLOSE_CONNECTION, CloseConnection, internal_topics_allowed
+from odradek.broker.handlers import CLOSE_CONNECTION, CloseConnection, internal_topics_allowed, leader_hints
 from odradek.broker.network.forwarded_produce import ForwardedProduce
 from odradek.broker.quotas import ClientQuotas
 from odradek.broker.replication.replica_manager import AppendOutcome, PartitionAppend, PartitionResponse, ReplicaManager
@@ -63,11 +63,11 @@ def handle(
     if acks == 0:
         return CLOSE_CONNECTION if outcome.failed or len(appends) < len(requested) else None
     if not outcome.pending:
-        return _response(topic_data, outcome, writable, throttle_ms)
+        return _response(replica_manager, request, outcome, writable, throttle_ms)
 
     async def answer() -> ProduceResponseDict:
         await outcome.completion()
-        return _response(topic_data, outcome, writable, throttle_ms)
+        return _response(replica_manager, request, outcome, writable, throttle_ms)
 
     return answer()
 
@@ -99,11 +99,15 @@ def _refused(topic_data: list[TopicProduceData], error: ErrorCode) -> ProduceRes
     return _entries(topic_data, lambda topic: result)
 
 
-def _response(topic_data: list[TopicProduceData], outcome: AppendOutcome, writable: set[str], throttle_ms: int) -> ProduceResponseDict:
+def _response(replica_manager: ReplicaManager, request: Request[ProduceRequest], outcome: AppendOutcome, writable: set[str], throttle_ms: int) -> ProduceResponseDict:
     results = iter(outcome.results)
     refused = PartitionResponse(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    response = _entries(topic_data, lambda topic: next(results) if topic in writable else refused)
+    response = _entries(request.body.topic_data, lambda topic: next(results) if topic in writable else refused)
     response["throttle_time_ms"] = throttle_ms
+    if outcome.failed and request.header.api_version >= leader_hints.PRODUCE_VERSION:
+        hinted = [(t["name"], e["index"], e) for t in response["responses"] for e in t["partition_responses"] if e["error_code"] in leader_hints.PRODUCE_ERRORS]
+        if hinted:
+            leader_hints.add(replica_manager, request, response, hinted)
     return response
 
 

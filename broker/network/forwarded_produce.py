@@ -169,6 +169,7 @@ def kafka_answer(awaited: Awaited, answer: memoryview) -> bytes:
     (throttle_ms,) = _COUNT.unpack_from(answer, 0)
     pos = _COUNT.size
     responses: list[TopicProduceResponseDict] = []
+    placed: list[Any] = []
     for name, indexes in awaited.topics:
         entries: list[PartitionProduceResponseDict] = []
         for index in indexes:
@@ -184,8 +185,27 @@ def kafka_answer(awaited: Awaited, answer: memoryview) -> bytes:
                     record_errors.append({"batch_index": batch_index, "batch_index_error_message": message})
                 entry["record_errors"] = record_errors
             entries.append(entry)
+        placed += entries
         responses.append({"name": name, "partition_responses": entries})
-    return encode_response(ApiKey.Produce, awaited.api_version, awaited.correlation_id, {"responses": responses, "throttle_time_ms": throttle_ms})[0]
+    response: Any = {"responses": responses, "throttle_time_ms": throttle_ms}
+    if pos < len(answer):
+        (count,) = _COUNT.unpack_from(answer, pos)
+        pos += _COUNT.size
+        for _ in range(count):
+            place, leader_id, leader_epoch = _LEADER.unpack_from(answer, pos)
+            pos += _LEADER.size
+            placed[place]["current_leader"] = {"leader_id": leader_id, "leader_epoch": leader_epoch}
+        (count,) = _COUNT.unpack_from(answer, pos)
+        pos += _COUNT.size
+        nodes = []
+        for _ in range(count):
+            (node_id,) = _COUNT.unpack_from(answer, pos)
+            host, pos = _string(answer, pos + _COUNT.size, _COUNT)
+            (port,) = _COUNT.unpack_from(answer, pos)
+            rack, pos = _string(answer, pos + _COUNT.size, _COUNT)
+            nodes.append({"node_id": node_id, "host": host, "port": port, "rack": rack})
+        response["node_endpoints"] = nodes
+    return encode_response(ApiKey.Produce, awaited.api_version, awaited.correlation_id, response)[0]
 
 
 # -- worker 0's side ----------------------------------------------------------------------------------------
@@ -203,9 +223,16 @@ def decode_frame(frame: bytearray | memoryview) -> Request[Any]:
 
 class ProduceAnswer(bytes):
     """A forwarded Produce request's answer as worker 0 sends it to the front (a piece of its own kind,
-    worker_channel.ANSWER): the throttle time, then each partition's outcome in the request's order."""
+    worker_channel.ANSWER): the throttle time, then each partition's outcome in the request's order, then, only
+    when the handler gave leader hints (KIP-951, broker/handlers/leader_hints.py), the hinted partitions (their
+    place among the outcomes, leader and epoch) and the leaders' endpoints."""
 
     __slots__ = ()
+
+
+_ANSWER_FIELDS = frozenset({"responses", "throttle_time_ms", "node_endpoints"})
+_LEADER = struct.Struct(">iii")
+"""A hinted partition's place among the answer's outcomes, its leader id and leader epoch."""
 
 
 def answer(response: ProduceResponseDict) -> ProduceAnswer:
@@ -213,19 +240,36 @@ def answer(response: ProduceResponseDict) -> ProduceAnswer:
     more than the fields it carries is refused (EncodeError, as the encoder refuses what it cannot carry)
     rather than answered without them."""
     out = [_COUNT.pack(response.get("throttle_time_ms", 0))]
-    if len(response) > 2:
-        raise EncodeError(f"a forwarded Produce's answer carries no {sorted(set(response) - {'responses', 'throttle_time_ms'})}")
+    if not response.keys() <= _ANSWER_FIELDS:
+        raise EncodeError(f"a forwarded Produce's answer carries no {sorted(response.keys() - _ANSWER_FIELDS)}")
+    leaders: list[bytes] = []
+    place = 0
     for topic in response["responses"]:
         for entry in topic["partition_responses"]:
             record_errors = entry.get("record_errors")
-            if len(entry) != len(OUTCOME_FIELDS) + (1 if record_errors is None else 3):  # the index; the record errors and message
-                raise EncodeError(f"a forwarded Produce's answer carries {OUTCOME_FIELDS} and record errors, not {sorted(entry)}")
+            leader = entry.get("current_leader")
+            # the index; the record errors and message; the leader hint
+            if len(entry) != len(OUTCOME_FIELDS) + (1 if record_errors is None else 3) + (leader is not None):
+                raise EncodeError(f"a forwarded Produce's answer carries {OUTCOME_FIELDS}, record errors and leader hints, not {sorted(entry)}")
             out.append(_OUTCOME.pack(*_outcome(entry), -1 if record_errors is None else len(record_errors)))
             if record_errors is not None:
                 _put_string(entry["error_message"], out, _COUNT)
                 for error in record_errors:
                     out.append(_COUNT.pack(error["batch_index"]))
                     _put_string(error["batch_index_error_message"], out, _COUNT)
+            if leader is not None:
+                leaders.append(_LEADER.pack(place, leader["leader_id"], leader["leader_epoch"]))
+            place += 1
+    nodes = response.get("node_endpoints", [])
+    if leaders or nodes:
+        out.append(_COUNT.pack(len(leaders)))
+        out += leaders
+        out.append(_COUNT.pack(len(nodes)))
+        for node in nodes:
+            out.append(_COUNT.pack(node["node_id"]))
+            _put_string(node["host"], out, _COUNT)
+            out.append(_COUNT.pack(node["port"]))
+            _put_string(node["rack"], out, _COUNT)
     return ProduceAnswer(b"".join(out))
 
 

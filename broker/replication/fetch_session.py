@@ -14,7 +14,7 @@ import random
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Hashable, Mapping
+from typing import Callable, Hashable
 
 from odradek.protocol.errors import ErrorCode
 
@@ -82,15 +82,15 @@ class FetchContext:
     requested: list[FetchPartition] = field(default_factory=list)
     create_session: bool = False
 
-    def partitions(self, topic_names: Mapping[uuid.UUID, str] | None = None) -> list[FetchPartition]:
+    def partitions(self, topic_name: Callable[[uuid.UUID], str | None] | None = None) -> list[FetchPartition]:
         """The partitions to read. A session's partition whose topic id was unknown when it joined gets its
-        name from ``topic_names`` once the broker knows it (Kafka's ``maybeResolveUnknownName``): a fetcher
+        name from ``topic_name`` once the broker knows it (Kafka's ``maybeResolveUnknownName``): a fetcher
         sends a partition again only when its request changes, so the name is never asked for again."""
         if self.incremental and self.session is not None:
             requests = [c.request for c in self.session.partitions.values()]
-            if topic_names is not None:
+            if topic_name is not None:
                 for request in requests:
-                    if request.topic is None and (name := topic_names.get(request.topic_id)) is not None:
+                    if request.topic is None and (name := topic_name(request.topic_id)) is not None:
                         request.topic = name
             return requests
         return self.requested

@@ -236,14 +236,16 @@ class Partition:
         return new_epoch
 
     def check_leader(self, current_leader_epoch: int = -1) -> None:
-        """Kafka's leader checks: the requester's view of the epoch must not be stale or from the future."""
-        if not self.is_leader:
-            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        """Kafka's leader checks (``Partition.getLocalLog``), in its order: the requester's view of the epoch
+        must not be stale or from the future, then this replica must lead (a follower asked with a stale epoch
+        answers FENCED_LEADER_EPOCH)."""
         if current_leader_epoch != -1:
             if current_leader_epoch < self.leader_epoch:
                 raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
             if current_leader_epoch > self.leader_epoch:
                 raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+        if not self.is_leader:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
     # -- append ---------------------------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from odradek.broker.replication.partition import LogReadInfo, Partition
 from odradek.broker.replication.purgatory import Purgatory
 from odradek.broker.replication.log_dir_failure import LogDirFailureChannel
 from odradek.broker.coordinator.transaction.ask_coordinator import AskCoordinator
-from odradek.controller.metadata_image import INTERNAL_TOPICS, PartitionState, TopicInfo
+from odradek.controller.metadata_image import INTERNAL_TOPICS, MetadataImage, PartitionState, TopicInfo
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import UnsupportedCompressionTypeError
 from odradek.storage.file_records import FileSlice
@@ -175,6 +175,9 @@ class ReplicaManager:
         self._transaction_verifier: TransactionVerifier | None = None
         self.leader_node: Callable[[int], Node | None] = lambda broker_id: None
         """A live broker's inter-broker endpoint (the metadata's), or None: where a follower fetches from."""
+        self.metadata: Callable[[], MetadataImage | None] = lambda: None
+        """The cluster's metadata (every topic, whichever brokers host it), or None before there is any: what
+        answers for a partition or topic id this broker does not host."""
         self.fetcher_config = fetcher_config
         """Makes the fetchers' settings (Kafka's defaults without it) when this broker first follows a leader:
         a single node never does, nor imports the fetchers and the inter-broker client."""
@@ -320,12 +323,39 @@ class ReplicaManager:
     # -- lookups ------------------------------------------------------------------------------------------
 
     def get_partition(self, topic: str, index: int) -> Partition:
+        """Kafka's ``getPartitionOrException``: a partition this broker does not host is NOT_LEADER_OR_FOLLOWER
+        while the metadata has it (a client with older metadata, a replica moved away), else unknown."""
         partition = self.partitions.get((topic, index))
-        if partition is None and (topic, index) in self.offline_partitions:
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"Partition {topic}-{index} is in an offline log directory")
         if partition is None:
+            if (topic, index) in self.offline_partitions:
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"Partition {topic}-{index} is in an offline log directory")
+            if self._metadata_partition(topic, index) is not None:
+                raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return partition
+
+    def current_leader(self, topic: str, index: int) -> tuple[int, int]:
+        """(leader id, leader epoch) of a partition as this broker knows them, -1 for unknown: its own replica's
+        view, else the metadata's. Kafka's ``KafkaApis.getCurrentLeader``, what a refused Produce or Fetch
+        tells the client (KIP-951)."""
+        partition = self.partitions.get((topic, index))
+        if partition is not None:
+            return partition.state.leader, partition.state.leader_epoch
+        state = self._metadata_partition(topic, index)
+        return (state.leader, state.leader_epoch) if state is not None else (-1, -1)
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of a topic id (Fetch v13+): a hosted topic's, else the metadata's (Kafka resolves ids with its
+        metadata cache, so a partition moved away is NOT_LEADER_OR_FOLLOWER, not an unknown id)."""
+        name = self.by_topic_id.get(topic_id)
+        if name is None and (image := self.metadata()) is not None and (topic := image.topic_by_id(topic_id)) is not None:
+            name = topic.name
+        return name
+
+    def _metadata_partition(self, topic: str, index: int) -> PartitionState | None:
+        image = self.metadata()
+        info = image.topics.get(topic) if image is not None else None
+        return info.partitions.get(index) if info is not None else None
 
     def get_log(self, topic: str, index: int) -> Log:
         """The partition's log, read as a whole (Kafka's ``ReplicaManager.getLog``): a coordinator loading
@@ -524,7 +554,8 @@ def _down_convert(partition: Partition, info: LogReadInfo, magic: int, fetch_off
 class AppendOutcome:
     """One append request's run: each partition validated and appended in order, and the results so far.
 
-    ``failed`` tells whether any partition was refused (an acks=0 producer is told by a closed connection).
+    ``failed`` tells whether any partition was refused (an acks=0 producer is told by a closed connection) or,
+    once :meth:`completion` returned, failed waiting for its replicas.
     """
 
     def __init__(self, replicas: ReplicaManager, appends: list[PartitionAppend], required_acks: int, timeout_ms: int, origin: AppendOrigin, internal_topics_allowed: bool, transactional_id: str | None, produce_version: int | None) -> None:
@@ -555,6 +586,8 @@ class AppendOutcome:
         for partition, last_offset, result in self._waits:
             remaining = deadline - time.monotonic()
             result.error = await self.replicas.wait_for_replicas(partition, last_offset + 1, max(remaining, 0))
+            if result.error != ErrorCode.NONE:
+                self.failed = True
 
     @property
     def pending(self) -> bool:

@@ -81,9 +81,9 @@ def test_a_session_partition_whose_topic_id_was_unknown_gets_its_name_once_the_b
     context = cache.new_context(0, 0, [unknown], [], True, 0)
     sid, _ = cache.finish(context, {unknown.key: PartitionOutcome(ErrorCode.UNKNOWN_TOPIC_ID, -1, -1, -1, 0)}, True, 0)
     context = cache.new_context(sid, 1, [], [], True, 1)
-    assert [p.topic for p in context.partitions({})] == [None]  # still unknown
+    assert [p.topic for p in context.partitions({}.get)] == [None]  # still unknown
     context = cache.new_context(sid, 2, [], [], True, 2)
-    assert [(p.key, p.topic) for p in context.partitions({topic_id: "t"})] == [((topic_id, 0), "t")]
+    assert [(p.key, p.topic) for p in context.partitions({topic_id: "t"}.get)] == [((topic_id, 0), "t")]
 
 
 def test_the_cache_limit_and_eviction() -> None:
