@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple, TypeVar
+from typing import Any, Mapping, TypeVar
 
+from odradek.protocol.values import TupleFields
 from odradek.storage.config_types import ConfigKey, ConfigType, ConfigError, ConfigValue
 
 log = logging.getLogger("odradek.config")
@@ -280,7 +281,7 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in BROKER_CONFIG}
 IGNORED_PREFIXES = ("ssl.", "sasl.", "security.", "metric", "kafka.metrics", "quota.", "client.quota", "controller.", "process.roles", "remote.", "authorizer.", "super.users", "principal.", "listener.name.", "max.connections", "delegation.token", "share.", "password.encoder")
 
 
-class Listener(NamedTuple):
+class Listener(TupleFields):
     name: str
     host: str
     port: int

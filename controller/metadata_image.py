@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
-from odradek.protocol.values import Fields
+from odradek.protocol.values import Fields, TupleFields
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 MAX_TOPIC_NAME_LENGTH = 249
@@ -39,7 +39,7 @@ def unify_collision_chars(name: str) -> str:
     return name.replace(".", "_")
 
 
-class BrokerInfo(NamedTuple):
+class BrokerInfo(TupleFields):
     node_id: int
     host: str
     port: int

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import struct
 from functools import cached_property
-from typing import Any, Generic, Mapping, NamedTuple, TypeVar
+from typing import Any, Generic, Mapping, TypeVar
 
 from odradek.protocol.messages import DECLARATIONS, ApiKey, headers, module
 from odradek.protocol.schema import Container, DecodeError, Message, Splice, Versions, decode, decode_frame, encode_frame
+from odradek.protocol.values import TupleFields
 
 __all__ = [
     "ApiKey",
@@ -108,7 +109,7 @@ class UnsupportedApiVersion(DecodeError):
         return f"API key {self.api_key} has no version {self.api_version}"
 
 
-class RequestHeader(NamedTuple):
+class RequestHeader(TupleFields):
     api_key: int
     api_version: int
     correlation_id: int

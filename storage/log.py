@@ -25,7 +25,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Callable
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import (
@@ -37,7 +37,7 @@ from odradek.protocol.record_batch import (
     validate_batches,
 )
 from odradek.protocol.records import iter_records
-from odradek.protocol.values import Fields
+from odradek.protocol.values import Fields, TupleFields
 from odradek.storage.checkpoints import fsync_dir, read_partition_metadata, write_partition_metadata
 from odradek.storage.file_records import FileSlice
 from odradek.storage.leader_epoch import LeaderEpochFileCache
@@ -121,7 +121,7 @@ class FetchDataInfo(Fields):
         return b"".join(piece.read() for piece in self.slices)
 
 
-class TimestampAndOffset(NamedTuple):
+class TimestampAndOffset(TupleFields):
     """A ListOffsets answer: the found record's timestamp, its offset and its batch's leader epoch (-1 if none)."""
 
     timestamp: int

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import struct
 from pathlib import Path
-from typing import NamedTuple
+
+from odradek.protocol.values import TupleFields
 
 ENTRY = struct.Struct(">hqqqq")
 CURRENT_VERSION = 0
@@ -22,7 +23,7 @@ class CorruptTransactionIndexError(Exception):
     pass
 
 
-class AbortedTxn(NamedTuple):
+class AbortedTxn(TupleFields):
     producer_id: int
     first_offset: int
     last_offset: int

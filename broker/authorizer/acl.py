@@ -8,9 +8,9 @@ appear in ZooKeeper's ``/kafka-acl/<ResourceType>/<name>`` JSON and in ``kafka-a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, NamedTuple
+from typing import TYPE_CHECKING, Iterable
 
-from odradek.protocol.values import CodeEnum, FrozenFields
+from odradek.protocol.values import CodeEnum, FrozenFields, TupleFields
 
 if TYPE_CHECKING:
     from odradek.protocol.message_types.delete_acls import DeleteAclsMatchingAclDict
@@ -124,7 +124,7 @@ ANONYMOUS = "User:ANONYMOUS"
 WILDCARD_PRINCIPAL = "User:*"
 
 
-class ResourcePattern(NamedTuple):
+class ResourcePattern(TupleFields):
     """A tuple: the authorizer builds several per decision, and a tuple is cheap to make and hash."""
 
     resource_type: ResourceType
@@ -145,7 +145,7 @@ class ResourcePattern(NamedTuple):
         return cls(ResourceType.from_name(parts[3]), path.split("/", 4)[4], PatternType[parts[2].upper()])
 
 
-class AccessControlEntry(NamedTuple):
+class AccessControlEntry(TupleFields):
     principal: str
     host: str
     operation: AclOperation
@@ -177,7 +177,7 @@ def acls_from_json(data: dict) -> list[AccessControlEntry]:
     return list(dict.fromkeys(AccessControlEntry.from_json(item) for item in data["acls"]))
 
 
-class AclBinding(NamedTuple):
+class AclBinding(TupleFields):
     pattern: ResourcePattern
     entry: AccessControlEntry
 

@@ -14,13 +14,14 @@ import collections
 import enum
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 from odradek.broker.network.framing import FrameReader, FrameTooLarge
 from odradek.broker.network.memory_pool import MemoryPool, Unbounded
 from odradek.broker.network.request_context import ANONYMOUS, UNKNOWN_CLIENT, ClientInformation, KafkaPrincipal, RequestContext
 from odradek.protocol.api import ApiKey, Request, UnknownApiKey, UnsupportedApiVersion, decode_request
 from odradek.protocol.schema import DecodeError
+from odradek.protocol.values import TupleFields
 
 if TYPE_CHECKING:  # the SASL modules are imported by SASL listeners' connections only
     from odradek.broker.security.sasl_authenticator import SaslServerAuthenticator, SaslSettings, Step
@@ -36,7 +37,7 @@ class VersionRange(Protocol):
     def max_version(self) -> int: ...
 
 
-class Endpoint(NamedTuple):
+class Endpoint(TupleFields):
     """The listener a connection came through, and the two ends of its socket."""
 
     listener_name: str
@@ -56,21 +57,21 @@ class ConnectionState(enum.Enum):
     """A protocol violation or the shell ended it: nothing more is read."""
 
 
-class RequestReceived(NamedTuple):
+class RequestReceived(TupleFields):
     """A request for the handlers. ``size`` bytes stay charged to the memory pool until ``release``."""
 
     request: Request
     size: int
 
 
-class AnswerReady(NamedTuple):
+class AnswerReady(TupleFields):
     """An answer the connection made itself (already a size-prefixed frame), to queue in order."""
 
     data: bytes
     size: int
 
 
-class ConnectionEnded(NamedTuple):
+class ConnectionEnded(TupleFields):
     """Close after what is queued is sent, and after ``answer`` if any, sent once ``delay_s`` has passed (a
     failed authentication); ``reason`` is for the log."""
 

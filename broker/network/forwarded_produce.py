@@ -23,7 +23,7 @@ from __future__ import annotations
 import collections
 import operator
 import struct
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.replication.replica_manager import PartitionAppend
 from odradek.protocol.api import ApiKey, Request, RequestHeader, decode_request, encode_response
@@ -31,6 +31,7 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import NO_TIMESTAMP, ValidatedBatches, parse_header
 from odradek.protocol.record_walk import WalkedBatch
 from odradek.protocol.schema import DecodeError, EncodeError
+from odradek.protocol.values import TupleFields
 from odradek.storage.log_validator import Prechecked, precheck
 
 if TYPE_CHECKING:
@@ -68,13 +69,13 @@ errors nor error message; else the error message, then each error's batch index 
 _outcome = operator.itemgetter(*OUTCOME_FIELDS)
 
 
-class ForwardedTopic(NamedTuple):
+class ForwardedTopic(TupleFields):
     name: str
     partition_data: list[PartitionAppend]
     """Each partition's append: its ``index`` and ``records`` are what the handler reads of a decoded one's."""
 
 
-class ForwardedProduce(NamedTuple):
+class ForwardedProduce(TupleFields):
     """The body of a forwarded Produce request: the fields the produce handler reads of a decoded one, and the
     appends with their verdicts."""
 
@@ -110,7 +111,7 @@ def _put_error(exc: KafkaError, out: list[bytes]) -> None:
         out.append(message)
 
 
-class Awaited(NamedTuple):
+class Awaited(TupleFields):
     """What a front keeps of a forwarded Produce request until worker 0's :class:`ProduceAnswer`: what the
     Kafka response repeats of the request."""
 

@@ -20,7 +20,7 @@ import itertools
 import logging
 import socket
 import time
-from typing import TYPE_CHECKING, Any, Coroutine, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, Coroutine, cast
 
 import anyio
 import anyio.lowlevel
@@ -39,6 +39,7 @@ from odradek.broker.request_quota import charge, charged
 from odradek.protocol.api import Request, decode_request, encode_response
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.schema import EncodeError
+from odradek.protocol.values import TupleFields
 
 if TYPE_CHECKING:
     from odradek.broker.network.worker_channel import ChannelTransport, HandedOver, WorkerZeroLinks
@@ -498,7 +499,7 @@ class Connection:
             return answer
 
 
-class BoundListener(NamedTuple):
+class BoundListener(TupleFields):
     """A listening socket and what its connections speak."""
 
     name: str

@@ -1,18 +1,21 @@
-"""``CodeEnum`` (protocol/values.py) behaves as the ``enum.IntEnum`` it replaces wherever the broker, tools and
-tests use one: the same members, names, values, look-ups, text and equality, built without ``EnumType``."""
+"""The value bases of protocol/values.py behave as what they replace wherever the broker, tools and tests use
+one: ``CodeEnum`` as ``enum.IntEnum`` (the same members, names, values, look-ups, text and equality, built
+without ``EnumType``), ``TupleFields`` as ``typing.NamedTuple`` (the same tuple, fields, defaults, keywords,
+methods and text, built without evaluating source per class)."""
 
 from __future__ import annotations
 
 import copy
 import enum
 import pickle
+from typing import NamedTuple
 
 import pytest
 
 from odradek.broker.authorizer.acl import AclOperation
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.values import CodeEnum
+from odradek.protocol.values import CodeEnum, TupleFields
 
 
 class Colour(CodeEnum):
@@ -85,3 +88,55 @@ def test_a_class_with_its_own_new_gives_each_member_its_fields() -> None:
     assert ErrorCode(3).message == "This server does not host this topic-partition."
     assert ErrorCode.for_code(9999) is ErrorCode.UNKNOWN_SERVER_ERROR and ErrorCode.for_code(-1) is ErrorCode.UNKNOWN_SERVER_ERROR
     assert repr(ErrorCode.NONE) == "<ErrorCode.NONE: 0>" and not ErrorCode.NONE  # 0 is false, as an IntEnum member
+
+
+class Ended(TupleFields):
+    """A docstring, and a method: neither is a field."""
+
+    reason: str
+    answer: bytes | None = None
+    delay_s: float = 0.0
+
+    def delayed(self) -> bool:
+        return self.delay_s > 0
+
+
+class StdEnded(NamedTuple):
+    reason: str
+    answer: bytes | None = None
+    delay_s: float = 0.0
+
+
+def test_a_tuple_class_is_a_named_tuples() -> None:
+    for ours, theirs in ((Ended("x"), StdEnded("x")), (Ended("x", b"a", delay_s=1.5), StdEnded("x", b"a", delay_s=1.5)), (Ended(reason="y", answer=None), StdEnded(reason="y", answer=None))):
+        assert ours == theirs and tuple(ours) == tuple(theirs) and hash(ours) == hash(theirs) and isinstance(ours, tuple)
+        assert repr(ours) == repr(theirs).replace("StdEnded", "Ended")
+        assert (ours.reason, ours.answer, ours.delay_s) == (theirs.reason, theirs.answer, theirs.delay_s) == tuple(ours)
+        reason, answer, delay_s = ours
+        assert ours[0] == reason and ours[-1] == delay_s
+        assert ours._asdict() == theirs._asdict()
+        assert ours._replace(delay_s=2.0) == theirs._replace(delay_s=2.0) and type(ours._replace(delay_s=2.0)) is Ended
+        assert pickle.loads(pickle.dumps(ours)) == ours and copy.deepcopy(ours) == ours and type(copy.copy(ours)) is Ended
+    assert Ended._fields == StdEnded._fields == ("reason", "answer", "delay_s") == Ended.__match_args__
+    assert Ended._field_defaults == StdEnded._field_defaults
+    assert Ended._make(["z", None, 0.5]) == Ended("z", None, 0.5) and Ended("a", delay_s=1).delayed()
+    with pytest.raises(AttributeError):
+        Ended("x").reason = "y"  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        Ended("x").extra = 1  # type: ignore[attr-defined]  # no __dict__, as a namedtuple
+    with pytest.raises(TypeError):
+        Ended()  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        Ended("x", bogus=1)  # type: ignore[call-arg]
+    with pytest.raises(ValueError):
+        Ended("x")._replace(bogus=1)
+    with pytest.raises(TypeError):
+        Ended._make(["only one"])
+
+
+def test_a_field_without_a_default_after_one_with_is_refused() -> None:
+    with pytest.raises(TypeError, match="follows one with a default"):
+
+        class Wrong(TupleFields):  # type: ignore[misc]
+            first: int = 0
+            second: int
