@@ -61,6 +61,8 @@ class PartitionOutcome:
     last_stable_offset: int
     log_start_offset: int
     records_length: int
+    preferred_read_replica: int = -1
+    diverging: bool = False
 
 
 @dataclass
@@ -186,8 +188,10 @@ class FetchSessionCache:
 
 
 def _must_respond(cached: CachedPartition, outcome: PartitionOutcome) -> bool:
-    """Kafka's ``CachedPartition.maybeUpdateResponseData``: update the cache and say if anything is news."""
-    respond = outcome.records_length > 0 or outcome.error != 0
+    """Kafka's ``CachedPartition.maybeUpdateResponseData``: update the cache and say if anything is news. Records,
+    an error, a preferred read replica and a diverging epoch always are; after an error the cached high watermark
+    is forgotten, so the partition is sent again once the error is gone."""
+    respond = outcome.records_length > 0 or outcome.error != 0 or outcome.preferred_read_replica >= 0 or outcome.diverging
     if cached.high_watermark != outcome.high_watermark:
         cached.high_watermark = outcome.high_watermark
         respond = True
@@ -197,6 +201,8 @@ def _must_respond(cached: CachedPartition, outcome: PartitionOutcome) -> bool:
     if cached.log_start_offset != outcome.log_start_offset:
         cached.log_start_offset = outcome.log_start_offset
         respond = True
+    if outcome.error != 0:
+        cached.high_watermark = -1
     return respond
 
 

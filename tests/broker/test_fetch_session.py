@@ -47,6 +47,25 @@ def test_incremental_fetches_answer_only_what_changed_and_bump_the_epoch() -> No
     assert cache.new_context(sid, 2, [], [], False, 3).error == ErrorCode.INVALID_FETCH_SESSION_EPOCH  # epoch reused
 
 
+def test_a_preferred_replica_a_diverging_epoch_and_the_end_of_an_error_are_always_news() -> None:
+    """Kafka's ``maybeUpdateResponseData``: a preferred read replica (KIP-392) or a diverging epoch is answered
+    even with nothing else new; after an error the partition is answered again once the error is gone, though
+    its high watermark is the one cached before the error."""
+    cache = FetchSessionCache(10)
+    sid = open_session(cache, [part("a", 0)])
+    news = [
+        PartitionOutcome(0, 0, 0, 0, 0, preferred_read_replica=2),
+        PartitionOutcome(0, 0, 0, 0, 0, diverging=True),
+        PartitionOutcome(ErrorCode.NOT_LEADER_OR_FOLLOWER, 0, 0, 0, 0),
+        outcome(0),  # the error gone: answered again
+    ]
+    for epoch, found in enumerate(news, start=1):
+        context = cache.new_context(sid, epoch, [], [], False, epoch)
+        assert cache.finish(context, {("a", 0): found}, False, epoch) == (sid, [("a", 0)]), found
+    context = cache.new_context(sid, len(news) + 1, [], [], False, 9)
+    assert cache.finish(context, {("a", 0): outcome(0)}, False, 9) == (sid, [])  # and then not
+
+
 def test_unknown_session_and_wrong_epoch_are_errors() -> None:
     cache = FetchSessionCache(10)
     sid = open_session(cache, [part("a", 0)])
