@@ -161,6 +161,11 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     _k("min.insync.replicas", I, 1, "Minimum number of in-sync replicas required for acks=all.", at_least=1),
     _k("unclean.leader.election.enable", B, False, "Allow replicas not in the ISR to be elected leader as a last resort."),
     _k("replica.lag.time.max.ms", L, 30000, "A follower that has not caught up with the leader for this long leaves the ISR."),
+    _k(
+        "replica.selector.class", C, None,
+        "The leader's choice of a replica for a consumer to fetch from (KIP-392): org.apache.kafka.common.replica.RackAwareReplicaSelector, a replica in the consumer's client.rack; unset: none is preferred, though any replica serves a consumer that fetches from it.",
+        valid=("org.apache.kafka.common.replica.RackAwareReplicaSelector",),
+    ),
     _k("replica.fetch.max.bytes", I, 1048576, "Bytes of messages a follower fetches per partition.", at_least=0),
     _k("replica.fetch.wait.max.ms", I, 500, "Max wait time for each fetcher request issued by follower replicas; at most replica.socket.timeout.ms and replica.lag.time.max.ms."),
     _k("replica.fetch.min.bytes", I, 1, "Minimum bytes expected for each fetch response. If not enough bytes, wait up to replica.fetch.wait.max.ms."),

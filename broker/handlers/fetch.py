@@ -29,6 +29,7 @@ from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.broker.config import BrokerConfig
 from odradek.broker.handlers import leader_hints
+from odradek.broker.network.request_context import listener_name
 from odradek.broker.replication.fetch_session import FetchContext, FetchPartition, FetchSessionCache, PartitionKey, PartitionOutcome
 from odradek.broker.quotas import ClientQuotas
 from odradek.broker.replication.replica_manager import FetchParams, PartitionRead, ReplicaManager
@@ -85,6 +86,8 @@ def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, c
         return {"error_code": context.error, "session_id": 0, "responses": []}
 
     isolation = body.isolation_level if version >= 4 else 0
+    # From v11 a consumer names its rack and any replica may serve it (KIP-392, Kafka's ClientMetadata).
+    from_any_replica = version >= 11 and not is_follower
     params = FetchParams(
         replica_id=replica_id,
         max_wait_ms=body.max_wait_ms,
@@ -93,6 +96,9 @@ def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, c
         isolation=isolation,
         hard_limit=version <= 2,
         magic=_MAGIC_FOR_VERSION.get(version),
+        fetch_only_leader=not from_any_replica,
+        client_rack=body.rack_id if from_any_replica else None,
+        listener=listener_name(request) if from_any_replica else None,
     )
     to_read, denied = _authorized(authorization, request, context.partitions(replica_manager.topic_name if uses_ids else None), is_follower)
     try:
@@ -166,7 +172,10 @@ def _authorized(authorization: Authorization, request: Request, partitions: list
 
 
 def _respond(replica_manager: ReplicaManager, request: Request[FetchRequest], fetch_sessions: FetchSessionCache, context: FetchContext, reads: list[PartitionRead], version: int, is_follower: bool, read_committed: bool, now_ms: int) -> FetchResponseDict:
-    outcomes = {r.request.key: PartitionOutcome(r.error, r.high_watermark, r.last_stable_offset, r.log_start_offset, r.length) for r in reads}
+    outcomes = {
+        r.request.key: PartitionOutcome(r.error, r.high_watermark, r.last_stable_offset, r.log_start_offset, r.length, r.preferred_read_replica, r.diverging_epoch is not None)
+        for r in reads
+    }
     if version >= 7:
         session_id, included = fetch_sessions.finish(context, outcomes, is_follower, now_ms)
     else:
@@ -198,7 +207,7 @@ def _respond(replica_manager: ReplicaManager, request: Request[FetchRequest], fe
             "aborted_transactions": [{"producer_id": t.producer_id, "first_offset": t.first_offset} for t in r.aborted_transactions]
             if read_committed or r.error == ErrorCode.TOPIC_AUTHORIZATION_FAILED
             else None,
-            "preferred_read_replica": -1,
+            "preferred_read_replica": r.preferred_read_replica,
             "records": r.records if r.records is not None else b"",
         }
         topics[-1]["partitions"].append(entry)

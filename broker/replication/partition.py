@@ -237,15 +237,20 @@ class Partition:
 
     def check_leader(self, current_leader_epoch: int = -1) -> None:
         """Kafka's leader checks (``Partition.getLocalLog``), in its order: the requester's view of the epoch
-        must not be stale or from the future, then this replica must lead (a follower asked with a stale epoch
-        answers FENCED_LEADER_EPOCH)."""
+        must not be stale or from the future (:meth:`check_epoch`), then this replica must lead (a follower
+        asked with a stale epoch answers FENCED_LEADER_EPOCH)."""
+        self.check_epoch(current_leader_epoch)
+        if not self.is_leader:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+    def check_epoch(self, current_leader_epoch: int = -1) -> None:
+        """The requester's leader epoch against this replica's (-1: none given): all a read that any replica
+        may serve checks (a v11+ consumer's fetch, KIP-392)."""
         if current_leader_epoch != -1:
             if current_leader_epoch < self.leader_epoch:
                 raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
             if current_leader_epoch > self.leader_epoch:
                 raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
-        if not self.is_leader:
-            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
     # -- append ---------------------------------------------------------------------------------------------
 

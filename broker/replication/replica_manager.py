@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from odradek.broker.replication.fetch_session import FetchPartition
     from odradek.broker.replication.alter_partition_manager import AlterPartitionManager
     from odradek.broker.replication.replica_fetcher import FetcherConfig, ReplicaFetcherManager
+    from odradek.broker.replication.replica_selector import ReplicaView
     from odradek.protocol.message_types.produce import BatchIndexAndErrorMessageDict
 
 log = logging.getLogger("odradek.replica_manager")
@@ -99,9 +100,12 @@ class PartitionAppend:
 class FetchParams:
     """A fetch's limits (Kafka's FetchParams), decided by the handler from the request and its version."""
 
-    __slots__ = ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "isolation", "hard_limit", "magic")
+    __slots__ = ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "isolation", "hard_limit", "magic", "fetch_only_leader", "client_rack", "listener")
 
-    def __init__(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int, isolation: int, hard_limit: bool, magic: int | None) -> None:
+    def __init__(
+        self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int, isolation: int, hard_limit: bool, magic: int | None,
+        fetch_only_leader: bool = True, client_rack: str | None = None, listener: str | None = None,
+    ) -> None:
         self.replica_id = replica_id
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
@@ -111,12 +115,20 @@ class FetchParams:
         """Fetch v0-v2: no partition returns more than its limit, not even a first batch (KIP-74 came with v3)."""
         self.magic = magic
         """The message format old fetch versions read (down-conversion), or None: batches as stored."""
+        self.fetch_only_leader = fetch_only_leader
+        """Only a leader serves the fetch: a follower's, or a consumer's before v11; from v11 any replica serves a
+        consumer (KIP-392, Kafka's ``FetchParams.fetchOnlyLeader``)."""
+        self.client_rack = client_rack
+        """A v11+ consumer's rack (Kafka's ``ClientMetadata``, "" when it names none), which the leader's replica
+        selector goes by; None for other fetches."""
+        self.listener = listener
+        """The listener the fetch came through: the preferred replica must be reachable on it."""
 
 
 class PartitionRead:
     """One partition's part of a fetch (Kafka's FetchPartitionData)."""
 
-    __slots__ = ("request", "error", "high_watermark", "last_stable_offset", "log_start_offset", "records", "length", "aborted_transactions", "diverging_epoch")
+    __slots__ = ("request", "error", "high_watermark", "last_stable_offset", "log_start_offset", "records", "length", "aborted_transactions", "diverging_epoch", "preferred_read_replica")
 
     def __init__(self, request: FetchPartition, error: int = ErrorCode.NONE, high_watermark: int = -1, last_stable_offset: int = -1, log_start_offset: int = -1, records: Any = None, length: int = 0, aborted_transactions: list[AbortedTxn] | None = None, diverging_epoch: tuple[int, int] | None = None) -> None:
         self.request = request
@@ -129,6 +141,8 @@ class PartitionRead:
         self.aborted_transactions = aborted_transactions if aborted_transactions is not None else []
         self.diverging_epoch = diverging_epoch
         """(epoch, end offset) where the fetcher's log parts from this one (KIP-595): it truncates there first."""
+        self.preferred_read_replica = -1
+        """The replica the leader's selector sends the consumer to (KIP-392), read instead of the records; -1: none."""
 
 
 class PartitionSize:
@@ -175,6 +189,8 @@ class ReplicaManager:
         self._transaction_verifier: TransactionVerifier | None = None
         self.leader_node: Callable[[int], Node | None] = lambda broker_id: None
         """A live broker's inter-broker endpoint (the metadata's), or None: where a follower fetches from."""
+        self.replica_selector: Callable[[str, ReplicaView, list[ReplicaView]], ReplicaView] | None = None
+        """``replica.selector.class``'s choice of a replica for a v11+ consumer (KIP-392); None: the one it asked."""
         self.metadata: Callable[[], MetadataImage | None] = lambda: None
         """The cluster's metadata (every topic, whichever brokers host it), or None before there is any: what
         answers for a partition or topic id this broker does not host."""
@@ -398,7 +414,8 @@ class ReplicaManager:
         """The fetch's reads, or (a long poll: too few bytes yet, ``max_wait_ms`` > 0) an awaitable of them
         that reads again whenever a partition changes, until ``min_bytes`` arrive or the wait is over."""
         reads = self._read(params, partitions)
-        if params.max_wait_ms <= 0 or sum(r.length for r in reads) >= params.min_bytes or any(r.error for r in reads) or not reads:
+        # Answered at once, as Kafka's: no wait asked, enough bytes, an error, or a preferred read replica named.
+        if params.max_wait_ms <= 0 or sum(r.length for r in reads) >= params.min_bytes or any(r.error or r.preferred_read_replica >= 0 for r in reads) or not reads:
             return reads
         # Watch from now on: appends made before the connection's writer starts the wait must wake it.
         keys = [(r.request.topic, r.request.partition) for r in reads if r.request.topic is not None]
@@ -453,7 +470,17 @@ class ReplicaManager:
             try:
                 if fp.topic is None:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
-                partition = self.leader_partition(fp.topic, fp.partition, fp.current_leader_epoch)
+                if params.fetch_only_leader:
+                    partition = self.leader_partition(fp.topic, fp.partition, fp.current_leader_epoch)
+                else:
+                    partition = self.get_partition(fp.topic, fp.partition)
+                    partition.check_epoch(fp.current_leader_epoch)
+                    if params.client_rack is not None and self.replica_selector is not None and partition.is_leader:
+                        read.preferred_read_replica = self._preferred_read_replica(partition, params, fp.fetch_offset, now_ms)
+                        if read.preferred_read_replica >= 0:  # not read: the consumer is to read it there
+                            log_ = partition.log
+                            read.high_watermark, read.last_stable_offset, read.log_start_offset = log_.high_watermark, log_.last_stable_offset, log_.log_start_offset
+                            continue
                 info = partition.read_records(
                     fp.fetch_offset, min(fp.max_bytes, budget), params.replica_id, params.isolation, min_one, fp.last_fetched_epoch, fp.log_start_offset, now_ms,
                     update_fetch_state,
@@ -477,6 +504,30 @@ class ReplicaManager:
                 read.error = ErrorCode.UNKNOWN_SERVER_ERROR
                 read.high_watermark = read.last_stable_offset = read.log_start_offset = -1
         return reads
+
+    def _preferred_read_replica(self, partition: Partition, params: FetchParams, fetch_offset: int, now_ms: int) -> int:
+        """Kafka's ``findPreferredReadReplica``: the selector chooses among the leader and the in-sync followers
+        that hold ``fetch_offset``, each with the rack of its endpoint on the consumer's listener; -1 when it
+        chooses the leader (never named in the answer) or a replica without such an endpoint."""
+        from odradek.broker.replication.replica_selector import ReplicaView  # only where replica.selector.class is set
+
+        assert self.replica_selector is not None and params.client_rack is not None
+        image = self.metadata()
+
+        def rack(broker_id: int) -> str | None:
+            broker = image.brokers.get(broker_id) if image is not None else None
+            return broker.rack if broker is not None and broker.endpoint(params.listener) is not None else None
+
+        isr = partition.isr
+        replicas = [
+            ReplicaView(broker_id, rack(broker_id), state.log_end_offset, now_ms - state.last_caught_up_time_ms)
+            for broker_id, state in partition.followers.items()
+            if broker_id in isr and state.log_end_offset >= fetch_offset and state.log_start_offset <= fetch_offset
+        ]
+        leader = ReplicaView(self.broker_id, rack(self.broker_id), partition.log.log_end_offset, 0)
+        replicas.append(leader)
+        chosen = self.replica_selector(params.client_rack, leader, replicas)
+        return chosen.broker_id if chosen is not leader and chosen.rack is not None else -1
 
     # -- offsets, deletion, descriptions ------------------------------------------------------------------
 

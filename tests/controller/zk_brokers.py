@@ -19,9 +19,11 @@ from odradek import Broker
 
 
 @contextlib.contextmanager
-def odradek_brokers(zookeeper_connect: str, log_dir: Callable[[int], Path], settings: Mapping[str, Any], ids: Iterable[int] = range(3)) -> Iterator[dict[int, Broker]]:
+def odradek_brokers(
+    zookeeper_connect: str, log_dir: Callable[[int], Path], settings: Mapping[str, Any], ids: Iterable[int] = range(3), per_broker: Mapping[int, Mapping[str, Any]] | None = None
+) -> Iterator[dict[int, Broker]]:
     """odradek brokers ``ids``, each a subprocess on ``zookeeper_connect`` (with the chroot) with ``settings``
-    and its log in ``log_dir(id)``, each waited for as :func:`kafka_brokers` waits for Kafka's: until it
+    (and its own of ``per_broker``) and its log in ``log_dir(id)``, each waited for as :func:`kafka_brokers` waits for Kafka's: until it
     answers Metadata with a broker in it; on the way out, those still in the dict are killed (one a test
     stopped and could not start again is down already).
 
@@ -33,7 +35,7 @@ def odradek_brokers(zookeeper_connect: str, log_dir: Callable[[int], Path], sett
     try:
         for group in ([first], others):  # the first alone: it is the controller, then the others beside each other
             for broker_id in group:
-                config = {"zookeeper.connect": zookeeper_connect, "broker.id": broker_id, **settings}
+                config = {"zookeeper.connect": zookeeper_connect, "broker.id": broker_id, **settings, **(per_broker or {}).get(broker_id, {})}
                 started[broker_id] = Broker(log_dir(broker_id), config=config, subprocess=True).start()
             for broker_id in group:
                 kafka_jvm.wait_until_serving(started[broker_id].bootstrap, kafka_jvm.STARTUP_TIMEOUT_S)
@@ -45,10 +47,13 @@ def odradek_brokers(zookeeper_connect: str, log_dir: Callable[[int], Path], sett
 
 
 @contextlib.contextmanager
-def kafka_brokers(zookeeper_connect: str, log_dir: Callable[[int], Path], settings: Mapping[str, str], ids: Iterable[int] = range(3), heap: str = "384m") -> Iterator[dict[int, kafka_jvm.KafkaBroker]]:
-    """Kafka brokers ``ids`` on ``zookeeper_connect`` (with the chroot) with ``settings``, each with its
-    log in ``log_dir(id)`` and a ``heap`` small enough for three beside the tests; all killed on the way out."""
-    brokers = {b: kafka_jvm.KafkaBroker(log_dir(b), zookeeper_connect, b, dict(settings)) for b in ids}
+def kafka_brokers(
+    zookeeper_connect: str, log_dir: Callable[[int], Path], settings: Mapping[str, str], ids: Iterable[int] = range(3), heap: str = "384m", per_broker: Mapping[int, Mapping[str, str]] | None = None
+) -> Iterator[dict[int, kafka_jvm.KafkaBroker]]:
+    """Kafka brokers ``ids`` on ``zookeeper_connect`` (with the chroot) with ``settings`` (and each its own of
+    ``per_broker``), each with its log in ``log_dir(id)`` and a ``heap`` small enough for three beside the
+    tests; all killed on the way out."""
+    brokers = {b: kafka_jvm.KafkaBroker(log_dir(b), zookeeper_connect, b, {**settings, **(per_broker or {}).get(b, {})}) for b in ids}
     first, *others = brokers.values()
     try:
         first.start(heap=heap)  # alone: it is the controller, as odradek_brokers' first is
