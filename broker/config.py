@@ -112,6 +112,8 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     # client quotas
     _k("quota.window.num", I, 11, "The number of samples to retain in memory for client quotas.", at_least=1),
     _k("quota.window.size.seconds", I, 1, "The time span of each sample for client quotas.", at_least=1),
+    _k("replication.quota.window.num", I, 11, "The number of samples to retain in memory for replication quotas.", at_least=1),
+    _k("replication.quota.window.size.seconds", I, 1, "The time span of each sample for replication quotas.", at_least=1),
     # tiered storage (not implemented): its dynamic keys, accepted and described
     _k("remote.log.index.file.cache.total.size.bytes", L, 1073741824, "The total size of the space allocated to store remote index files (tiered storage, not implemented).", at_least=1, acted_on=False),
     _k("remote.fetch.max.wait.ms", I, 500, "The longest wait for remote data to fill a fetch (tiered storage, not implemented).", at_least=1, acted_on=False),

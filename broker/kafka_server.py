@@ -26,6 +26,7 @@ from odradek.broker.coordinator.coordinators import CoordinatorKind, Coordinator
 from odradek.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from odradek.broker.replication.new_logs import make_logs, unmake_logs
 from odradek.broker.replication.log_dir_failure import LogDirFailureChannel
+from odradek.broker.replication.replication_quota import FOLLOWER_RATE, LEADER_RATE, rate_bound
 from odradek.broker.replication.replica_manager import ReplicaManager
 from odradek.broker.security.client import inter_broker_security
 from odradek.broker.security.credential_file import SCRAM_CREDENTIALS_FILE, FileCredentialStore
@@ -120,6 +121,7 @@ class KafkaServer:
             self.broker_id, self.log_manager, self.broker_defaults,
             fetcher_config=self._fetcher_config,
             num_replica_fetchers=config["num.replica.fetchers"], replica_lag_time_max_ms=config["replica.lag.time.max.ms"],
+            quota_window=(config["replication.quota.window.num"], config["replication.quota.window.size.seconds"]),
         )
         self.replica_manager.leader_node = self._inter_broker_node
         self.replica_manager.metadata = lambda: self.metadata_support.image if self.metadata_support is not None else None
@@ -345,6 +347,7 @@ class KafkaServer:
         for entity in (DEFAULT_ENTITY, str(self.broker_id)):
             self._load_broker_configs(entity)
         self._apply_broker_defaults()
+        self._apply_replication_quotas()
         self.log_manager.startup(support.image.cluster_id, self.broker_id)
         support.startup()
 
@@ -410,6 +413,7 @@ class KafkaServer:
         """New dynamic broker configs: every topic without an override of its own follows the new defaults."""
         self._load_broker_configs(entity)
         self._apply_broker_defaults()
+        self._apply_replication_quotas()
         for topic in self.metadata.topics.values():
             try:
                 self.replica_manager.update_configs(topic)
@@ -421,6 +425,14 @@ class KafkaServer:
             per_broker = entity != DEFAULT_ENTITY
             stored = DynamicBrokerConfig.from_persistent(self.metadata.broker_configs.get(entity, {}), per_broker)
             self.dynamic_config.update(stored, per_broker=per_broker)
+
+    def _apply_replication_quotas(self) -> None:
+        """The replication throttle rates (KIP-73), as Kafka's BrokerConfigHandler takes them: no KafkaConfig
+        keys, read from the stored dynamic configs, this broker's over the cluster default."""
+        configs = self.metadata.broker_configs
+        per_broker, cluster_default = configs.get(str(self.broker_id), {}), configs.get(DEFAULT_ENTITY, {})
+        self.replica_manager.leader_quota.bound = rate_bound(per_broker, cluster_default, LEADER_RATE)
+        self.replica_manager.follower_quota.bound = rate_bound(per_broker, cluster_default, FOLLOWER_RATE)
 
     def _apply_broker_defaults(self) -> None:
         """The replica manager shares ``broker_defaults``; the log manager keeps its own copy."""

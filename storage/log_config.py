@@ -188,7 +188,7 @@ TOPIC_CONFIG: tuple[TopicConfigKey, ...] = (
        "A list of replicas for which log replication should be throttled on the follower side. The list should "
        "describe a set of replicas in the form [PartitionId]:[BrokerId],[PartitionId]:[BrokerId]:... or "
        "alternatively the wildcard '*' can be used to throttle all replicas for this topic.",
-       check=_throttled_replicas, acted_on=False),
+       check=_throttled_replicas),
     _k("index.interval.bytes", I, 4096, "log.index.interval.bytes",
        "This setting controls how frequently Kafka adds an index entry to its offset index. The default setting "
        "ensures that we index a message roughly every 4096 bytes. More indexing allows reads to jump closer to "
@@ -198,7 +198,7 @@ TOPIC_CONFIG: tuple[TopicConfigKey, ...] = (
        "A list of replicas for which log replication should be throttled on the leader side. The list should "
        "describe a set of replicas in the form [PartitionId]:[BrokerId],[PartitionId]:[BrokerId]:... or "
        "alternatively the wildcard '*' can be used to throttle all replicas for this topic.",
-       check=_throttled_replicas, acted_on=False),
+       check=_throttled_replicas),
     _k("local.retention.bytes", L, -2, "log.local.retention.bytes",
        "The maximum size of local log segments that can grow for a partition before it deletes the old "
        "segments. Default value is -2, it represents `retention.bytes` value to be used. The effective value "

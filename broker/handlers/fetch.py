@@ -172,6 +172,8 @@ def _authorized(authorization: Authorization, request: Request, partitions: list
 
 
 def _respond(replica_manager: ReplicaManager, request: Request[FetchRequest], fetch_sessions: FetchSessionCache, context: FetchContext, reads: list[PartitionRead], version: int, is_follower: bool, read_committed: bool, now_ms: int) -> FetchResponseDict:
+    if is_follower:
+        replica_manager.record_leader_replication(reads)
     outcomes = {
         r.request.key: PartitionOutcome(r.error, r.high_watermark, r.last_stable_offset, r.log_start_offset, r.length, r.preferred_read_replica, r.diverging_epoch is not None)
         for r in reads

@@ -39,6 +39,7 @@ import anyio
 from odradek.broker.network.kafka_client import BrokerConnection, Node, ResponseError
 from odradek.broker.replication.fetch_session_handler import FIRST_SESSION_VERSION, FetchSessionHandler, PartitionRequest
 from odradek.broker.replication.partition import Partition
+from odradek.broker.replication.replication_quota import UNBOUNDED, ReplicationQuota
 from odradek.broker.security.client import PLAINTEXT, ClientSecurity
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -178,13 +179,15 @@ class ReplicaFetcher:
     """The partitions this broker follows on one leader, fetched in one loop (Kafka's fetcher thread)."""
 
     def __init__(
-        self, leader: Node, fetcher_index: int, config: FetcherConfig, partition: Callable[[TopicPartition], Partition],
+        self, leader: Node, fetcher_index: int, config: FetcherConfig, partition: Callable[[TopicPartition], Partition], quota: ReplicationQuota | None = None,
     ) -> None:
         self.leader = leader
         self.fetcher_index = fetcher_index
         self.config = config
         self.partition = partition
         """The follower's partition, the one way to its log."""
+        self.quota = quota if quota is not None else ReplicationQuota(config.broker_id)
+        """The broker's follower quota (KIP-73), shared by its fetchers."""
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
         """In fetch order: a partition just served or delayed goes to the end, so none starves."""
         self.failed: set[TopicPartition] = set()
@@ -334,9 +337,12 @@ class ReplicaFetcher:
             if not state.ready_for_fetch(now):
                 continue
             try:
-                log_start = self.partition(tp).log_start_offset
+                local = self.partition(tp)
+                log_start = local.log_start_offset
             except (KeyError, OSError):  # gone with its log directory
                 self._mark_failed(tp)
+                continue
+            if self._throttled(tp, local, state):
                 continue
             wanted[tp] = (
                 state.topic_id or ZERO_UUID,
@@ -375,6 +381,17 @@ class ReplicaFetcher:
             "rack_id": "",
         }
         return body, sent
+
+    def _throttled(self, tp: TopicPartition, local: Partition, state: PartitionFetchState) -> bool:
+        """Kafka's ``shouldFollowerThrottle``: a replica not in sync (its lag unknown or above 0), on a partition
+        the topic throttles here, is left out of the fetch while the follower quota is exceeded."""
+        quota = self.quota
+        return (
+            quota.bound < UNBOUNDED
+            and not (state.lag is not None and state.lag <= 0)
+            and quota.throttles(local.config.follower_replication_throttled_replicas, tp[1])
+            and quota.exceeded(int(time.time() * 1000))
+        )
 
     async def _maybe_fetch(self, connection: BrokerConnection) -> None:
         version = min(connection.version_for(ApiKey.Fetch), INTER_BROKER_FETCH_VERSION)
@@ -506,6 +523,8 @@ class ReplicaFetcher:
             raise RuntimeError(f"Offset mismatch for partition {tp[0]}-{tp[1]}: fetched offset = {state.fetch_offset}, log end offset = {local.log_end_offset}.")
         records = data.records
         info = local.append_records_to_follower(records) if records is not None and len(records) else None
+        if info is not None and self.quota.throttles(local.config.follower_replication_throttled_replicas, tp[1]):
+            self.quota.record(len(records), int(time.time() * 1000))  # type: ignore[arg-type]
         local.update_follower_high_watermark(data.high_watermark, data.log_start_offset)
         next_offset = info.last_offset + 1 if info is not None else state.fetch_offset
         lag = max(0, data.high_watermark - next_offset)
@@ -523,6 +542,8 @@ class ReplicaFetcherManager:
     num_fetchers: int
     partition: Callable[[TopicPartition], Partition]
     task_group: Any
+    quota: ReplicationQuota | None = None
+    """The follower quota (KIP-73) every fetcher of the broker counts against."""
     fetchers: dict[tuple[int, int], ReplicaFetcher] = field(default_factory=dict)
 
     def add_fetcher_for_partitions(self, initial: dict[TopicPartition, InitialFetchState]) -> None:
@@ -536,7 +557,7 @@ class ReplicaFetcherManager:
                 fetcher.shutdown()
                 fetcher = None
             if fetcher is None:
-                fetcher = self.fetchers[key] = ReplicaFetcher(leader, index, self.config, self.partition)
+                fetcher = self.fetchers[key] = ReplicaFetcher(leader, index, self.config, self.partition, self.quota)
                 self.task_group.start_soon(fetcher.run)
             fetcher.add_partitions(partitions)
 

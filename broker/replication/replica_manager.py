@@ -24,6 +24,7 @@ import anyio
 from odradek.broker.replication.partition import LogReadInfo, Partition
 from odradek.broker.replication.purgatory import Purgatory
 from odradek.broker.replication.log_dir_failure import LogDirFailureChannel
+from odradek.broker.replication.replication_quota import UNBOUNDED, ReplicationQuota
 from odradek.broker.coordinator.transaction.ask_coordinator import AskCoordinator
 from odradek.controller.metadata_image import INTERNAL_TOPICS, MetadataImage, PartitionState, TopicInfo
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -169,7 +170,11 @@ class LogDirDescription:
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, log_manager: LogManager, broker_defaults: dict[str, str], *, fetcher_config: "Callable[[], FetcherConfig] | None" = None, num_replica_fetchers: int = 1, replica_lag_time_max_ms: int = 30000) -> None:
+    def __init__(
+        self, broker_id: int, log_manager: LogManager, broker_defaults: dict[str, str], *, fetcher_config: "Callable[[], FetcherConfig] | None" = None,
+        num_replica_fetchers: int = 1, replica_lag_time_max_ms: int = 30000, quota_window: tuple[int, int] = (11, 1),
+    ) -> None:
+        """``quota_window``: the replication quotas' sample count and window seconds (``replication.quota.window.*``)."""
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.broker_defaults = broker_defaults
@@ -189,6 +194,10 @@ class ReplicaManager:
         self._transaction_verifier: TransactionVerifier | None = None
         self.leader_node: Callable[[int], Node | None] = lambda broker_id: None
         """A live broker's inter-broker endpoint (the metadata's), or None: where a follower fetches from."""
+        self.leader_quota = ReplicationQuota(broker_id, *quota_window)
+        """What this broker sends throttled followers out of the ISR (KIP-73, broker/replication/replication_quota.py)."""
+        self.follower_quota = ReplicationQuota(broker_id, *quota_window)
+        """What this broker fetches for its throttled replicas while they are not in sync."""
         self.replica_selector: Callable[[str, ReplicaView, list[ReplicaView]], ReplicaView] | None = None
         """``replica.selector.class``'s choice of a replica for a v11+ consumer (KIP-392); None: the one it asked."""
         self.metadata: Callable[[], MetadataImage | None] = lambda: None
@@ -310,7 +319,7 @@ class ReplicaManager:
 
         if self._fetchers is None:
             config = self.fetcher_config() if self.fetcher_config is not None else FetcherConfig(self.broker_id)
-            self._fetchers = ReplicaFetcherManager(config, self.num_replica_fetchers, self.partitions.__getitem__, self.tasks)
+            self._fetchers = ReplicaFetcherManager(config, self.num_replica_fetchers, self.partitions.__getitem__, self.tasks, self.follower_quota)
         self._fetchers.add_fetcher_for_partitions(
             {key: InitialFetchState(self.partitions[key].topic_id, leader, self.partitions[key].leader_epoch, initial_fetch_offset(self.partitions[key])) for key, leader in leaders.items()}
         )
@@ -488,6 +497,8 @@ class ReplicaManager:
                 read.high_watermark, read.last_stable_offset, read.log_start_offset = info.high_watermark, info.last_stable_offset, info.log_start_offset
                 read.diverging_epoch = info.diverging_epoch
                 size = info.data.size  # a sum over the read's slices: taken once
+                if size > 0 and params.replica_id >= 0 and self._leader_throttles(partition, params.replica_id, now_ms):
+                    size = 0  # Kafka's checkFetchDataInfo: the throttled follower gets no records this time
                 if size > 0:
                     read.aborted_transactions = info.aborted_transactions
                     if params.magic is None:
@@ -504,6 +515,29 @@ class ReplicaManager:
                 read.error = ErrorCode.UNKNOWN_SERVER_ERROR
                 read.high_watermark = read.last_stable_offset = read.log_start_offset = -1
         return reads
+
+    def _leader_throttles(self, partition: Partition, replica_id: int, now_ms: int) -> bool:
+        """Kafka's ``shouldLeaderThrottle``: a follower out of the ISR, on a partition the topic throttles here,
+        while the leader quota is exceeded."""
+        quota = self.leader_quota
+        return (
+            quota.bound < UNBOUNDED
+            and replica_id not in partition.isr
+            and quota.throttles(partition.config.leader_replication_throttled_replicas, partition.index)
+            and quota.exceeded(now_ms)
+        )
+
+    def record_leader_replication(self, reads: list[PartitionRead]) -> None:
+        """Count what a follower's fetch answer carries of throttled partitions against the leader quota (as
+        Kafka's KafkaApis does once the answer is made)."""
+        quota = self.leader_quota
+        size = 0
+        for read in reads:
+            if read.length and (partition := self.partitions.get((read.request.topic, read.request.partition))) is not None:  # type: ignore[arg-type]
+                if quota.throttles(partition.config.leader_replication_throttled_replicas, partition.index):
+                    size += read.length
+        if size:
+            quota.record(size, int(time.time() * 1000))
 
     def _preferred_read_replica(self, partition: Partition, params: FetchParams, fetch_offset: int, now_ms: int) -> int:
         """Kafka's ``findPreferredReadReplica``: the selector chooses among the leader and the in-sync followers
