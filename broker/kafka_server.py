@@ -12,7 +12,6 @@ start (:func:`credential_store`, :func:`start_metadata_support`); everything els
 from __future__ import annotations
 
 import logging
-import uuid
 from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable
@@ -34,6 +33,7 @@ from odradek.controller.embedded_controller import EmbeddedController
 from odradek.controller.metadata_image import BrokerInfo, MetadataImage, TopicInfo
 from odradek.controller.metadata_support import MetadataSupport
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.kafka_uuid import Uuid
 from odradek.storage.config_types import ConfigError
 from odradek.storage.log_manager import LogManager
 
@@ -288,7 +288,7 @@ class KafkaServer:
     def _topic_names(self) -> list[str]:
         return list(self.metadata.topics) if self.metadata_support is not None else []
 
-    def _topic_partitions(self, name: str) -> tuple[uuid.UUID, int] | None:
+    def _topic_partitions(self, name: str) -> tuple[Uuid, int] | None:
         topic = self.metadata.topics.get(name) if self.metadata_support is not None else None
         return None if topic is None else (topic.topic_id, len(topic.partitions))
 
@@ -447,7 +447,7 @@ class KafkaServer:
         assert self.metadata_support is not None
         return self.metadata_support.image
 
-    def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1, configs: dict[str, str] | None = None, assignments: dict[int, list[int]] | None = None, *, validate_only: bool = False, topic_id: uuid.UUID | None = None) -> TopicInfo:
+    def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1, configs: dict[str, str] | None = None, assignments: dict[int, list[int]] | None = None, *, validate_only: bool = False, topic_id: Uuid | None = None) -> TopicInfo:
         """Validate configs against the topic config table, then let the controller create the topic."""
         from odradek.storage.log_config import LogConfig
         from odradek.storage.config_types import ConfigError

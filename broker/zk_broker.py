@@ -20,7 +20,6 @@ import asyncio
 import functools
 import logging
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, TypeVar
 
@@ -58,6 +57,7 @@ from odradek.controller.zk_controller import LeaderBalance, ZkController
 from odradek.controller.zk_controller_state import NO_EPOCH, leader_and_isr_states, stop_replica_states
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.kafka_uuid import Uuid, ZERO_UUID, random_uuid
 from odradek.storage.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
@@ -343,7 +343,7 @@ class ZkBroker(MetadataSupport):
                 errors[(name, index)] = ErrorCode.FENCED_LEADER_EPOCH
                 continue
             errors[(name, index)] = ErrorCode.NONE
-            topic_id = current.topic_id if current is not None else uuid.UUID(int=0)
+            topic_id = current.topic_id if current is not None else ZERO_UUID
             # the controller deleting a topic says so with the epoch LeaderDuringDelete (versions without
             # epochs cannot tell: a deletion); any other deletion is a replica moved away (reassignment)
             topic_deleted = delete and leader_epoch in (NO_EPOCH, LEADER_DURING_DELETE)
@@ -435,7 +435,7 @@ class ZkBroker(MetadataSupport):
         validate_only: bool = False,
         default_partitions: int = 1,
         default_replication_factor: int = 1,
-        topic_id: uuid.UUID | None = None,
+        topic_id: Uuid | None = None,
     ) -> TopicInfo:
         """Kafka's ``ZkAdminManager.createTopics``: validated and assigned over the registered brokers; unless
         ``validate_only``, the config and assignment written (the controller brings the partitions online)."""
@@ -450,7 +450,7 @@ class ZkBroker(MetadataSupport):
             assignments = assign_replicas_to_brokers(zk_admin.broker_metadatas(self.zk), partitions, rf)
         zk_admin.validate_topic_create(self.zk, name, assignments)
         topic = TopicInfo(
-            name, topic_id or uuid.uuid4(), {p: PartitionState(r[0], 0, list(r), list(r)) for p, r in assignments.items()}, dict(configs or {})
+            name, topic_id or random_uuid(), {p: PartitionState(r[0], 0, list(r), list(r)) for p, r in assignments.items()}, dict(configs or {})
         )
         if validate_only:
             return topic
@@ -476,7 +476,7 @@ class ZkBroker(MetadataSupport):
         found = self.zk.topic_assignment(name)
         if found is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
-        return TopicInfo(name, found[0].topic_id or uuid.UUID(int=0), {})
+        return TopicInfo(name, found[0].topic_id or ZERO_UUID, {})
 
     def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None) -> list[int]:
         """``AdminZkClient.addPartitions``: the grown assignment written; the controller brings them online.

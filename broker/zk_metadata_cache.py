@@ -10,16 +10,16 @@ from ``/config/topics`` when a topic is first seen.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from odradek.controller.metadata_image import BrokerInfo, MetadataImage, PartitionState, TopicInfo
+from odradek.protocol.kafka_uuid import Uuid, ZERO_UUID
 
 LEADER_DURING_DELETE = -2
 """The leader UpdateMetadata names for a partition whose topic is being deleted: it leaves the cache."""
 
-NO_TOPIC_ID = uuid.UUID(int=0)
+NO_TOPIC_ID = ZERO_UUID
 
 
 @dataclass
@@ -62,7 +62,7 @@ class ZkMetadataCache:
         return list(deleted.values())
 
 
-def _partition_states(body: Any) -> list[tuple[str, uuid.UUID, Any]]:
+def _partition_states(body: Any) -> list[tuple[str, Uuid, Any]]:
     """(topic, topic id, partition state) of every partition: ungrouped before v5, by topic from v5."""
     ungrouped = [(s.topic_name, NO_TOPIC_ID, s) for s in body.ungrouped_partition_states or ()]
     grouped = [(t.topic_name, t.topic_id or NO_TOPIC_ID, s) for t in body.topic_states or () for s in t.partition_states]

@@ -15,6 +15,7 @@ import uuid
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class NotOffered(Exception):
@@ -33,7 +34,7 @@ def is_kafka_uuid(value: Any) -> bool:
     """A non-zero topic id or cluster id, in any spelling a client returns it (UUID, base64, hex)."""
     if value is None:
         return False
-    if isinstance(value, uuid.UUID):
+    if isinstance(value, (uuid.UUID, Uuid)):
         return value.int != 0
     text = str(value)
     try:

@@ -12,13 +12,13 @@ partition epoch), and every live broker gets UpdateMetadata for the partitions a
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from odradek.controller import zk_data as zd
 from odradek.controller.zk_controller_state import ControllerContext, Leadership
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.kafka_uuid import Uuid, ZERO_UUID
 from odradek.storage.topic_partition import TopicPartition
 
 RECOVERING = 1
@@ -36,7 +36,7 @@ class IsrProposal:
     partition_epoch: int
 
 
-def proposals(ctx: ControllerContext, body: Any, version: int) -> tuple[list[IsrProposal], list[tuple[uuid.UUID, int]]]:
+def proposals(ctx: ControllerContext, body: Any, version: int) -> tuple[list[IsrProposal], list[tuple[Uuid, int]]]:
     """The request's partitions, and those of topic ids the controller does not know (UNKNOWN_TOPIC_ID)."""
     names = {topic_id: name for name, topic_id in ctx.topic_ids.items()}
     found, unknown = [], []
@@ -92,7 +92,7 @@ def process(ctx: ControllerContext, body: Any, version: int, write: Callable[[To
             answer |= {"error_code": outcome}
         answers.setdefault(proposal.partition[0], []).append(answer)
     update_metadata([p.partition for p in found])
-    topics = [{"topic_name": name, "topic_id": ctx.topic_ids.get(name, uuid.UUID(int=0)), "partitions": parts} for name, parts in answers.items()]
+    topics = [{"topic_name": name, "topic_id": ctx.topic_ids.get(name, ZERO_UUID), "partitions": parts} for name, parts in answers.items()]
     for topic_id, index in unknown:
         topics.append({"topic_name": "", "topic_id": topic_id, "partitions": [{"partition_index": index, "error_code": ErrorCode.UNKNOWN_TOPIC_ID}]})
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "topics": topics}

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import json
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
@@ -32,6 +31,7 @@ from odradek.controller.metadata_image import (
 from odradek.controller.log_dir_discovery import recover_metadata
 from odradek.controller.metadata_support import ControllerForBrokers, MetadataSupport, PartitionErrors
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.kafka_uuid import Uuid, random_uuid
 from odradek.storage.checkpoints import write_atomically
 from odradek.storage.topic_partition import TopicPartition
 
@@ -70,7 +70,7 @@ def _put(configs: dict[str, dict[str, str]], key: str, props: dict[str, str]) ->
 
 def new_cluster_id() -> str:
     """Kafka's cluster ids: a random UUID as 22 characters of URL-safe base64."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    return base64.urlsafe_b64encode(random_uuid().bytes).rstrip(b"=").decode()
 
 
 class EmbeddedController(MetadataSupport):
@@ -107,7 +107,7 @@ class EmbeddedController(MetadataSupport):
             self.image.group_configs = state.get("group_configs", {})
             for name, t in state["topics"].items():
                 partitions = {int(p): PartitionState(**ps) for p, ps in t["partitions"].items()}
-                self.image.topics[name] = TopicInfo(name, uuid.UUID(t["topic_id"]), partitions, t.get("configs", {}))
+                self.image.topics[name] = TopicInfo(name, Uuid(t["topic_id"]), partitions, t.get("configs", {}))
 
     @property
     def image(self) -> MetadataImage:
@@ -231,7 +231,7 @@ class EmbeddedController(MetadataSupport):
         validate_only: bool = False,
         default_partitions: int = 1,
         default_replication_factor: int = 1,
-        topic_id: uuid.UUID | None = None,
+        topic_id: Uuid | None = None,
     ) -> TopicInfo:
         """Validate, assign and publish a topic, all or nothing: if its partitions cannot all be made, the
         ones made are deleted again and the topic does not exist. ``topic_id`` is the id a validate-only
@@ -247,7 +247,7 @@ class EmbeddedController(MetadataSupport):
         check_batch_size(1 + len(assignments) + len(configs or {}))
         topic = TopicInfo(
             name,
-            topic_id or uuid.uuid4(),
+            topic_id or random_uuid(),
             {p: PartitionState(replicas[0], 0, list(replicas), list(replicas)) for p, replicas in assignments.items()},
             dict(configs or {}),
         )

@@ -23,11 +23,11 @@ defaults until set again.
 from __future__ import annotations
 
 import os
-import uuid
 from pathlib import Path
 from typing import Mapping
 
 from odradek.controller.metadata_image import PartitionState, TopicInfo
+from odradek.protocol.kafka_uuid import Uuid, random_uuid
 from odradek.storage.checkpoints import (
     LEADER_EPOCH_CHECKPOINT,
     META_PROPERTIES,
@@ -51,7 +51,7 @@ class RecoveredMetadata:
 def recover_metadata(log_dirs: list[Path], node_id: int, internal_topic_configs: Mapping[str, dict[str, str]]) -> RecoveredMetadata:
     recovered = RecoveredMetadata()
     epochs: dict[str, dict[int, int]] = {}
-    topic_ids: dict[str, uuid.UUID] = {}
+    topic_ids: dict[str, Uuid] = {}
     for log_dir in log_dirs:
         properties = read_properties(log_dir / META_PROPERTIES) or {}
         recovered.cluster_id = recovered.cluster_id or properties.get("cluster.id")
@@ -73,7 +73,7 @@ def recover_metadata(log_dirs: list[Path], node_id: int, internal_topic_configs:
     for topic, partitions in sorted(epochs.items()):
         recovered.topics[topic] = TopicInfo(
             topic,
-            topic_ids.get(topic) or uuid.uuid4(),
+            topic_ids.get(topic) or random_uuid(),
             {p: PartitionState(node_id, partitions.get(p, 0), [node_id], [node_id]) for p in range(max(partitions) + 1)},
             dict(internal_topic_configs.get(topic, {})),
         )
@@ -91,7 +91,7 @@ def _latest_epoch(partition_dir: Path) -> int:
     return entries[-1][0] if entries else 0
 
 
-def _topic_id(partition_dir: Path) -> uuid.UUID | None:
+def _topic_id(partition_dir: Path) -> Uuid | None:
     try:
         return read_partition_metadata(partition_dir)
     except CorruptCheckpointError:

@@ -10,9 +10,9 @@ broker itself.
 from __future__ import annotations
 
 import re
-import uuid
 from typing import Protocol
 
+from odradek.protocol.kafka_uuid import Uuid
 from odradek.protocol.values import Fields, TupleFields
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
@@ -92,7 +92,7 @@ class PartitionState(Fields):
 class TopicInfo(Fields):
     _FIELDS = ("name", "topic_id", "partitions", "configs")
 
-    def __init__(self, name: str, topic_id: uuid.UUID, partitions: dict[int, PartitionState], configs: dict[str, str] | None = None) -> None:
+    def __init__(self, name: str, topic_id: Uuid, partitions: dict[int, PartitionState], configs: dict[str, str] | None = None) -> None:
         self.name = name
         self.topic_id = topic_id
         self.partitions = partitions
@@ -132,7 +132,7 @@ class MetadataImage:
         """The authorizer's ACLs by znode path, with the JSON ZooKeeper would hold there (``/kafka-acl/Topic/t`` ->
         ``{"version": 1, "acls": [...]}``)."""
 
-    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+    def topic_by_id(self, topic_id: Uuid) -> TopicInfo | None:
         for topic in self.topics.values():
             if topic.topic_id == topic_id:
                 return topic

@@ -19,13 +19,13 @@ start-up code tests the mode.
 
 from __future__ import annotations
 
-import uuid
 from abc import ABC, abstractmethod
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Iterable, Mapping, Protocol, TypeVar
 
 from odradek.controller.metadata_image import MetadataImage, TopicInfo
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.kafka_uuid import Uuid
 from odradek.storage.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
@@ -143,7 +143,7 @@ class MetadataSupport(ABC):
         validate_only: bool = False,
         default_partitions: int = 1,
         default_replication_factor: int = 1,
-        topic_id: uuid.UUID | None = None,
+        topic_id: Uuid | None = None,
     ) -> TopicInfo:
         """Validate and assign a topic (raising the KafkaError Kafka answers); unless ``validate_only``, create
         it. ``topic_id``: the id a validate-only call chose, for logs made in advance."""

@@ -8,7 +8,6 @@ config validation) are the handlers'.
 
 from __future__ import annotations
 
-import uuid
 from typing import Mapping, Sequence
 
 from kazoo.exceptions import NodeExistsError
@@ -18,6 +17,7 @@ from odradek.controller.metadata_image import topic_name_error, unify_collision_
 from odradek.controller.replica_assignment import BrokerMetadata, assign_replicas_to_brokers
 from odradek.controller.zk_client import ZkClient
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.kafka_uuid import Uuid, random_uuid
 
 
 def broker_metadatas(zk: ZkClient) -> list[BrokerMetadata]:
@@ -55,11 +55,11 @@ def validate_topic_create(zk: ZkClient, topic: str, assignment: Mapping[int, Seq
         raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions should be a consecutive 0-based integer sequence")
 
 
-def create_topic_with_assignment(zk: ZkClient, topic: str, config: Mapping[str, str], assignment: Mapping[int, Sequence[int]], *, validate: bool = True) -> uuid.UUID:
+def create_topic_with_assignment(zk: ZkClient, topic: str, config: Mapping[str, str], assignment: Mapping[int, Sequence[int]], *, validate: bool = True) -> Uuid:
     """The config first, then the assignment with a new topic id (the controller watches for the latter)."""
     if validate:
         validate_topic_create(zk, topic, assignment)
-    topic_id = uuid.uuid4()
+    topic_id = random_uuid()
     try:
         zk.create_topic(topic, zd.TopicAssignment(topic_id, {p: zd.ReplicaAssignment(tuple(r)) for p, r in assignment.items()}), dict(config))
     except NodeExistsError:

@@ -10,13 +10,13 @@ sends, at the versions a Kafka 3.9 controller uses with inter.broker.protocol.ve
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from odradek.controller import zk_data as zd
 from odradek.controller.metadata_image import PartitionState
 from odradek.protocol.api import ApiKey
+from odradek.protocol.kafka_uuid import Uuid, ZERO_UUID
 from odradek.storage.topic_partition import TopicPartition
 
 
@@ -50,7 +50,7 @@ class ControllerContext:
     epoch_zk_version: int = 0
     live_brokers: dict[int, zd.BrokerRegistration] = field(default_factory=dict)
     broker_epochs: dict[int, int] = field(default_factory=dict)
-    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+    topic_ids: dict[str, Uuid] = field(default_factory=dict)
     assignments: dict[TopicPartition, zd.ReplicaAssignment] = field(default_factory=dict)
     leadership: dict[TopicPartition, Leadership] = field(default_factory=dict)
     topics_being_deleted: set[str] = field(default_factory=set)
@@ -268,7 +268,7 @@ class RequestBatch:
         return {
             **self._header(broker),
             "type": 0,
-            "topic_states": [{"topic_name": t, "topic_id": ctx.topic_ids.get(t, uuid.UUID(int=0)), "partition_states": ps} for t, ps in by_topic.items()],
+            "topic_states": [{"topic_name": t, "topic_id": ctx.topic_ids.get(t, ZERO_UUID), "partition_states": ps} for t, ps in by_topic.items()],
             "live_leaders": live_leaders,
         }
 
@@ -289,7 +289,7 @@ class RequestBatch:
                 "replicas": list(replicas),
                 "offline_replicas": [r for r in replicas if not ctx.is_online(r, (topic, p))],
             })
-        return [{"topic_name": t, "topic_id": ctx.topic_ids.get(t, uuid.UUID(int=0)), "partition_states": ps} for t, ps in by_topic.items()]
+        return [{"topic_name": t, "topic_id": ctx.topic_ids.get(t, ZERO_UUID), "partition_states": ps} for t, ps in by_topic.items()]
 
     @staticmethod
     def _live_broker(broker: zd.BrokerRegistration) -> dict[str, Any]:
@@ -306,11 +306,11 @@ class RequestBatch:
 # -- what a broker reads of them -------------------------------------------------------------------------------
 
 
-def leader_and_isr_states(body: Any) -> dict[TopicPartition, tuple[uuid.UUID, PartitionState]]:
+def leader_and_isr_states(body: Any) -> dict[TopicPartition, tuple[Uuid, PartitionState]]:
     """Each partition's state: ungrouped before v2, by topic from v2 (with the topic id from v5)."""
-    found: dict[TopicPartition, tuple[uuid.UUID, PartitionState]] = {}
-    grouped = [(t.topic_name, t.topic_id or uuid.UUID(int=0), s) for t in body.topic_states or () for s in t.partition_states]
-    for name, topic_id, s in [(s.topic_name, uuid.UUID(int=0), s) for s in body.ungrouped_partition_states or ()] + grouped:
+    found: dict[TopicPartition, tuple[Uuid, PartitionState]] = {}
+    grouped = [(t.topic_name, t.topic_id or ZERO_UUID, s) for t in body.topic_states or () for s in t.partition_states]
+    for name, topic_id, s in [(s.topic_name, ZERO_UUID, s) for s in body.ungrouped_partition_states or ()] + grouped:
         found[(name, s.partition_index)] = (topic_id, PartitionState(
             s.leader, s.leader_epoch, list(s.isr), list(s.replicas), s.partition_epoch,
             list(s.adding_replicas or ()), list(s.removing_replicas or ()),

@@ -18,11 +18,11 @@ import enum
 import json
 import re
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from odradek.protocol.java_hash import hash_map_spread, int32, java_string_hash
+from odradek.protocol.kafka_uuid import Uuid
 from odradek.storage.topic_partition import TopicPartition
 
 # -- paths ------------------------------------------------------------------------------------------------
@@ -316,7 +316,7 @@ class ReplicaAssignment:
 class TopicAssignment:
     """``/brokers/topics/<t>``: version 3, each partition's replicas, those being added and removed, the id."""
 
-    topic_id: uuid.UUID | None
+    topic_id: Uuid | None
     partitions: Mapping[int, ReplicaAssignment]
 
     def encode(self) -> bytes:
@@ -348,13 +348,13 @@ class TopicAssignment:
         return cls(None if topic_id is None else decode_uuid(topic_id), partitions)
 
 
-def encode_uuid(u: uuid.UUID) -> str:
+def encode_uuid(u: Uuid) -> str:
     """Kafka's ``Uuid.toString``: 22 characters of URL-safe base64, unpadded."""
     return base64.urlsafe_b64encode(u.bytes).rstrip(b"=").decode()
 
 
-def decode_uuid(s: str) -> uuid.UUID:
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(s + "=="))
+def decode_uuid(s: str) -> Uuid:
+    return Uuid(bytes=base64.urlsafe_b64decode(s + "=="))
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,9 @@ import os
 import re
 import struct
 import threading
-import uuid
 from typing import Any, Mapping, Protocol, cast
 
+from odradek.protocol.kafka_uuid import ZERO_UUID, Uuid, uuid_of_bytes
 from odradek.protocol.values import FrozenFields
 
 __all__ = [
@@ -306,7 +306,7 @@ _PRIMITIVE_DEFAULTS: dict[str, Any] = {
     "int32": 0,
     "int64": 0,
     "float64": 0.0,
-    "uuid": uuid.UUID(int=0),
+    "uuid": ZERO_UUID,
     "string": "",
     "bytes": b"",
     "records": None,
@@ -600,7 +600,7 @@ class NullableStruct(_Field):
 _UVARINT_EXPR = "(b[0] if (b := io.read(1)) and b[0] < 0x80 else _rt.read_uvarint_from(b, io))"
 """An unsigned varint, read inline when it is one byte (counts and lengths below 128: nearly all)."""
 
-_IMMUTABLE = (type(None), bool, int, float, str, bytes, uuid.UUID)
+_IMMUTABLE = (type(None), bool, int, float, str, bytes, Uuid)
 
 
 def _default_expr(code: _Code, f: F) -> str:
@@ -868,7 +868,7 @@ class _Runtime:
     INT32 = struct.Struct(">i")
     INT64 = struct.Struct(">q")
     FLOAT64 = struct.Struct(">d")
-    UUID = uuid.UUID
+    UUID = Uuid
     UVARINTS = tuple(bytes((i,)) for i in range(0x80))
     """The one-byte varints, made once."""
 
@@ -1037,12 +1037,12 @@ class _Runtime:
         return obj
 
     @staticmethod
-    def read_uuid(io: Any) -> uuid.UUID:
-        return uuid.UUID(bytes=_Runtime.read(io, 16))
+    def read_uuid(io: Any) -> Uuid:
+        return uuid_of_bytes(_Runtime.read(io, 16))
 
     @staticmethod
-    def write_uuid(obj: uuid.UUID | bytes, io: Any) -> Any:
-        io.write(obj.bytes if isinstance(obj, uuid.UUID) else bytes(obj))
+    def write_uuid(obj: Uuid | bytes, io: Any) -> Any:
+        io.write(obj.bytes if isinstance(obj, Uuid) else bytes(getattr(obj, "bytes", obj)))  # or a uuid.UUID, or 16 bytes
         return obj
 
     @staticmethod

@@ -17,10 +17,10 @@ import functools
 import json
 import os
 import time
-import uuid
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from odradek.protocol.kafka_uuid import Uuid
 from odradek.storage.topic_partition import TopicPartition
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -165,20 +165,20 @@ class LeaderEpochCheckpointFile:
             raise CorruptCheckpointError(f"Malformed line in checkpoint file ({self.path})") from None
 
 
-def topic_id_to_string(topic_id: uuid.UUID) -> str:
+def topic_id_to_string(topic_id: Uuid) -> str:
     """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, unpadded."""
     return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
 
 
-def topic_id_from_string(text: str) -> uuid.UUID:
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+def topic_id_from_string(text: str) -> Uuid:
+    return Uuid(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
 
 
-def write_partition_metadata(dir: Path, topic_id: uuid.UUID, *, sync: bool = True) -> None:
+def write_partition_metadata(dir: Path, topic_id: Uuid, *, sync: bool = True) -> None:
     write_atomically(dir / PARTITION_METADATA, f"version: 0\ntopic_id: {topic_id_to_string(topic_id)}".encode(), sync=sync)
 
 
-def read_partition_metadata(dir: Path) -> uuid.UUID | None:
+def read_partition_metadata(dir: Path) -> Uuid | None:
     try:
         text = (dir / PARTITION_METADATA).read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -23,11 +23,11 @@ import logging
 import os
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Callable
 
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.kafka_uuid import Uuid, random_uuid
 from odradek.protocol.record_batch import (
     BatchHeader,
     iter_batch_positions,
@@ -132,7 +132,7 @@ class TimestampAndOffset(TupleFields):
 def log_delete_dir_name(topic: str, partition: int) -> str:
     """``<topic>-<partition>.<uuid hex>-delete``, the topic cut so that the name fits in 255 characters
     (Kafka's ``LocalLog.logDirNameWithSuffixCappedLength``)."""
-    suffix = f"-{partition}.{uuid.uuid4().hex}-delete"
+    suffix = f"-{partition}.{random_uuid().hex}-delete"
     return topic[: 255 - len(suffix)] + suffix
 
 
@@ -170,7 +170,7 @@ class Log:
         self._recovery_point = 0
         self._pending_roll_flush = 0
         self.last_flush_ms = time_ms()
-        self.topic_id: uuid.UUID | None = None
+        self.topic_id: Uuid | None = None
         self.epoch_cache = LeaderEpochFileCache(dir)
         self.producer_state = ProducerStateManager(dir, producer_id_expiration_ms)
         self._position_cache: tuple[int, int, int] | None = None
@@ -193,7 +193,7 @@ class Log:
         recovery_point: int = 0,
         high_watermark: int | None = None,
         had_clean_shutdown: bool = False,
-        topic_id: uuid.UUID | None = None,
+        topic_id: Uuid | None = None,
         time_ms: Callable[[], int] = _now_ms,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> Log:
@@ -217,12 +217,12 @@ class Log:
         self.high_watermark = self._log_start_offset if high_watermark is None else high_watermark
         return self
 
-    def _init_topic_id(self, topic_id: uuid.UUID | None) -> None:
+    def _init_topic_id(self, topic_id: Uuid | None) -> None:
         self.topic_id = read_partition_metadata(self.dir)
         if topic_id is not None:
             self.assign_topic_id(topic_id)
 
-    def assign_topic_id(self, topic_id: uuid.UUID, *, sync: bool = True) -> None:
+    def assign_topic_id(self, topic_id: Uuid, *, sync: bool = True) -> None:
         """Record the topic id in ``partition.metadata``; a different id than the stored one is refused."""
         if self.topic_id is None:
             write_partition_metadata(self.dir, topic_id, sync=sync)

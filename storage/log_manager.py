@@ -19,12 +19,12 @@ import logging
 import os
 import threading
 import time
-import uuid
 from collections import Counter
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, TypeVar
 
+from odradek.protocol.kafka_uuid import Uuid
 from odradek.storage.checkpoints import (
     CLEAN_SHUTDOWN,
     LOG_START_OFFSET_CHECKPOINT,
@@ -175,7 +175,7 @@ class LogManager:
         if cluster_id and not stored_cluster:
             write_properties(path, {"cluster.id": cluster_id, **properties})
 
-    def _open(self, tp: TopicPartition, dir: Path, *, had_clean_shutdown: bool, config: LogConfig | None = None, topic_id: uuid.UUID | None = None) -> Log:
+    def _open(self, tp: TopicPartition, dir: Path, *, had_clean_shutdown: bool, config: LogConfig | None = None, topic_id: Uuid | None = None) -> Log:
         return Log.open(
             dir,
             config or self._topic_configs.get(tp[0], self.default_config),
@@ -199,7 +199,7 @@ class LogManager:
                 log_ = self._logs[tp] = self._open(tp, pending.dir, had_clean_shutdown=True)
             return log_
 
-    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None, topic_id: uuid.UUID | None = None) -> Log:
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None, topic_id: Uuid | None = None) -> Log:
         """The partition's log, created in the least loaded log directory if it does not exist yet."""
         tp = (topic, partition)
         with self._lock:
@@ -228,7 +228,7 @@ class LogManager:
             self._partitions_in[log_dir] += 1
             return log_
 
-    def create_logs(self, topic: str, leader_epochs: Mapping[int, int | None], config: LogConfig, topic_id: uuid.UUID) -> list[int]:
+    def create_logs(self, topic: str, leader_epochs: Mapping[int, int | None], config: LogConfig, topic_id: Uuid) -> list[int]:
         """Make the logs of new partitions (index -> the leader epoch this broker starts, None if it follows)
         with their topic id, durable when this returns; returns the partitions it made (not those that had
         a log already). All or nothing: if one cannot be made, those it made are deleted again.

@@ -12,7 +12,6 @@ import argparse
 import base64
 import re
 import sys
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Awaitable, Callable
@@ -25,6 +24,7 @@ from odradek.broker.security.client import client_security
 from odradek.controller.metadata_image import INTERNAL_TOPICS
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.kafka_uuid import Uuid
 from odradek.protocol.schema import Container
 from odradek.storage.topic_partition import TopicPartition
 
@@ -102,7 +102,7 @@ def is_internal(topic: str) -> bool:
     return topic in INTERNAL_TOPICS
 
 
-def uuid_string(value: uuid.UUID) -> str:
+def uuid_string(value: Uuid) -> str:
     """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, unpadded."""
     return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode()
 

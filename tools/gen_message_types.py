@@ -36,7 +36,7 @@ _SCALARS = {
     "int32": "int",
     "int64": "int",
     "float64": "float",
-    "uuid": "uuid.UUID",
+    "uuid": "Uuid",
     "string": "str",
     "bytes": "bytes",
 }
@@ -140,12 +140,12 @@ def module_source(module: ModuleType) -> str:
             + "\n".join(types.field_lines(struct, "built", prefixes[name]))
             + "\n"
         )
-    imports = ["from __future__ import annotations", ""]
-    if types.uses_uuid:
-        imports += ["import uuid"]
-    imports += ["from typing import Protocol, TypedDict"]
+    imports = ["from __future__ import annotations", "", "from typing import Protocol, TypedDict"]
+    ours = ["from odradek.protocol.kafka_uuid import Uuid"] if types.uses_uuid else []
     if types.uses_records:
-        imports += ["", "from odradek.protocol.schema import Records"]
+        ours += ["from odradek.protocol.schema import Records"]
+    if ours:
+        imports += ["", *ours]
     head = (
         f'"""{module.NAME} (API key {module.API_KEY}, v{request.valid}): the types of its request and response, for mypy.\n\n'
         "Each struct as decoded (a Protocol: every field, at its default where a version lacks it) and as a dict to\n"

@@ -9,7 +9,6 @@ computes the offsets (earliest, latest, a datetime...) itself with ListOffsets.
 
 from __future__ import annotations
 
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from odradek.broker.authorization import Authorization
@@ -20,6 +19,7 @@ from odradek.broker.handlers.share_acknowledgements import when_done
 from odradek.broker.share.share_partition_manager import SharePartitionManager
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.kafka_uuid import ZERO_UUID
 
 if TYPE_CHECKING:
     from odradek.protocol.message_types.alter_share_group_offsets import (
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
         AlterShareGroupOffsetsResponseTopicDict,
     )
 
-NO_TOPIC_ID = uuid.UUID(int=0)
+NO_TOPIC_ID = ZERO_UUID
 INVALID_GROUP_ID_MESSAGE = "The group id is invalid."
 
 

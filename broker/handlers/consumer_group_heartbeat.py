@@ -6,7 +6,6 @@ TOPIC_AUTHORIZATION_FAILED otherwise). The coordinator's answer waits until its 
 
 from __future__ import annotations
 
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from odradek.broker.authorization import Authorization
@@ -16,6 +15,7 @@ from odradek.broker.coordinator.group.group_requests import client_host
 from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.kafka_uuid import Uuid
 
 if TYPE_CHECKING:
     from odradek.protocol.message_types.consumer_group_heartbeat import AssignmentDict, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponseDict
@@ -45,7 +45,7 @@ def handle(group_coordinator: CoordinatorRuntime, authorization: Authorization, 
         allowed = authorization.filter_authorized(request, AclOperation.DESCRIBE, ResourceType.TOPIC, set(topics))
         if set(topics) - allowed:
             return response(HeartbeatResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
-    owned: dict[uuid.UUID, frozenset[int]] | None = None
+    owned: dict[Uuid, frozenset[int]] | None = None
     if body.topic_partitions is not None:
         owned = {}
         for tp in body.topic_partitions:

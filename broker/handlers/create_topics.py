@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
@@ -39,6 +38,7 @@ from odradek.controller.metadata_image import MetadataImage, TopicInfo
 from odradek.controller.metadata_support import MetadataSupport
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.kafka_uuid import ZERO_UUID
 
 if TYPE_CHECKING:
     from odradek.protocol.message_types.create_topics import CreatableTopicConfigsDict, CreatableTopicResultDict, CreateTopicsRequest, CreateTopicsResponseDict
@@ -124,7 +124,7 @@ async def handle(
                 created[t.name] = sorted(topic.partitions)
             state = next(iter(topic.partitions.values()))
             # Kafka names the topic's id once it is created, not when only validating.
-            topic_id = uuid.UUID(int=0) if body.validate_only else topic.topic_id
+            topic_id = ZERO_UUID if body.validate_only else topic.topic_id
             if t.name not in describable:
                 result.update({"topic_id": topic_id, "topic_config_error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED})
                 results.append(result)

@@ -15,7 +15,6 @@ waits, up to the request's timeout, until the topics are gone from this broker's
 from __future__ import annotations
 
 import time
-import uuid
 from typing import TYPE_CHECKING, Awaitable
 
 from odradek.broker.authorization import Authorization
@@ -27,23 +26,23 @@ from odradek.controller.metadata_image import MetadataImage
 from odradek.controller.metadata_support import MetadataSupport
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.kafka_uuid import Uuid, ZERO_UUID
 
 if TYPE_CHECKING:
     from odradek.protocol.message_types.delete_topics import DeletableTopicResultDict, DeleteTopicsRequest, DeleteTopicsResponseDict
 
-ZERO_UUID = uuid.UUID(int=0)
 STRICT_QUOTA_SINCE = 5
 """The version from which ``controller_mutation_rate`` refuses (KIP-599); older ones are let through."""
 
 
-def _requested(request: Request[DeleteTopicsRequest]) -> list[tuple[str | None, uuid.UUID]]:
+def _requested(request: Request[DeleteTopicsRequest]) -> list[tuple[str | None, Uuid]]:
     body = request.body
     if request.header.api_version >= 6:
         return [(t.name, t.topic_id) for t in body.topics]
     return [(name, ZERO_UUID) for name in body.topic_names]
 
 
-def _result(name: str | None, topic_id: uuid.UUID, code: ErrorCode, message: str | None = None) -> DeletableTopicResultDict:
+def _result(name: str | None, topic_id: Uuid, code: ErrorCode, message: str | None = None) -> DeletableTopicResultDict:
     return {"name": name, "topic_id": topic_id, "error_code": code, "error_message": message}
 
 

@@ -15,7 +15,6 @@ every other topic's state and answers only the partitions that have some.
 
 from __future__ import annotations
 
-import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
 from odradek.broker.authorization import Authorization
@@ -28,6 +27,7 @@ from odradek.broker.share.partition_metadata_client import PartitionMetadataClie
 from odradek.broker.share.share_partition_manager import SharePartitionManager
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.kafka_uuid import ZERO_UUID
 
 if TYPE_CHECKING:
     from odradek.protocol.message_types.describe_share_group_offsets import (
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     )
 
 NO_OFFSET = -1
-NO_TOPIC_ID = uuid.UUID(int=0)
+NO_TOPIC_ID = ZERO_UUID
 
 
 def handle(

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from typing import TYPE_CHECKING, Awaitable
 
 
@@ -35,6 +34,7 @@ from odradek.broker.quotas import ClientQuotas
 from odradek.broker.replication.replica_manager import FetchParams, PartitionRead, ReplicaManager
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.kafka_uuid import Uuid
 from odradek.protocol.records import NegativeTimestampError
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, c
     now_ms = int(time.time() * 1000)
 
     requested = []
-    key_topic: str | uuid.UUID  # a session's partitions are keyed by topic id from v13, by name before
+    key_topic: str | Uuid  # a session's partitions are keyed by topic id from v13, by name before
     for topic in body.topics:
         topic_id = topic.topic_id  # each decoded-field read is a Python call: each read once
         if uses_ids:

@@ -7,7 +7,6 @@ follows only its embedded controller and answers any other STALE_CONTROLLER_EPOC
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING
 
@@ -17,6 +16,7 @@ from odradek.controller.metadata_support import MetadataSupport
 from odradek.controller.zk_controller_state import leader_and_isr_states
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.kafka_uuid import Uuid
 
 if TYPE_CHECKING:
     from odradek.broker.coordinator.coordinators import Coordinators
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 TOPIC_IDS_VERSION = 5
 """From v5 the answer groups partitions by topic id."""
 
-PartitionStates = dict["TopicPartition", tuple[uuid.UUID, "PartitionState"]]
+PartitionStates = dict["TopicPartition", tuple[Uuid, "PartitionState"]]
 
 
 def handle(metadata_support: MetadataSupport, coordinators: Coordinators, broker_id: int, authorization: Authorization, request: Request[LeaderAndIsrRequest]) -> LeaderAndIsrResponseDict | Awaitable[LeaderAndIsrResponseDict]:
@@ -48,7 +48,7 @@ def _answer(request: Request[LeaderAndIsrRequest], states: PartitionStates, erro
             "error_code": error,
             "partition_errors": [{"topic_name": t, "partition_index": p, "error_code": code} for (t, p), code in errors.items()],
         }
-    by_topic: dict[uuid.UUID, list[LeaderAndIsrPartitionErrorDict]] = {}
+    by_topic: dict[Uuid, list[LeaderAndIsrPartitionErrorDict]] = {}
     for (topic, index), code in errors.items():
         by_topic.setdefault(states[(topic, index)][0], []).append({"partition_index": index, "error_code": code})
     return {"error_code": error, "topics": [{"topic_id": topic_id, "partition_errors": errors} for topic_id, errors in by_topic.items()]}

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Awaitable, Callable
 
-import uuid
 
 from odradek.broker.authorization import AUTHORIZED_OPERATIONS_OMITTED, Authorization
 from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -22,6 +21,7 @@ from odradek.broker.network.request_context import listener_name
 from odradek.controller.metadata_image import MetadataImage, TopicInfo, topic_name_error
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.kafka_uuid import Uuid, ZERO_UUID
 
 if TYPE_CHECKING:
     from odradek.protocol.message_types.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponseDict, MetadataResponsePartitionDict, MetadataResponseTopicDict
@@ -55,7 +55,7 @@ def topic_entry(topic: TopicInfo, authorized_operations: int = AUTHORIZED_OPERAT
     }
 
 
-def _error_entry(name: str | None, error: ErrorCode, topic_id: uuid.UUID | None = None) -> MetadataResponseTopicDict:
+def _error_entry(name: str | None, error: ErrorCode, topic_id: Uuid | None = None) -> MetadataResponseTopicDict:
     entry: MetadataResponseTopicDict = {"error_code": error, "name": name, "is_internal": False, "partitions": [], "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
     if topic_id is not None:
         entry["topic_id"] = topic_id
@@ -106,7 +106,7 @@ def handle(metadata: MetadataImage, config: BrokerConfig, create_topic: TopicCre
     else:
         # Kafka answers each topic once however often the request names it (KafkaApis takes the names, and the
         # ids, as a Set): a request naming one topic a hundred thousand times is one answer, not 100,000.
-        named: dict[str | uuid.UUID, MetadataRequestTopic] = {}
+        named: dict[str | Uuid, MetadataRequestTopic] = {}
         for requested in body.topics:
             named.setdefault(requested.name if requested.name is not None else requested.topic_id, requested)
         for requested in named.values():
@@ -121,7 +121,7 @@ def handle(metadata: MetadataImage, config: BrokerConfig, create_topic: TopicCre
                     refused_topics.append(_error_entry(None, ErrorCode.TOPIC_AUTHORIZATION_FAILED, topic.topic_id))
                 continue
             if not may(AclOperation.DESCRIBE, name):
-                refused_topics.append(_error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, uuid.UUID(int=0)))
+                refused_topics.append(_error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, ZERO_UUID))
                 continue
             topic = image.topics.get(name)
             if topic is not None:
@@ -133,7 +133,7 @@ def handle(metadata: MetadataImage, config: BrokerConfig, create_topic: TopicCre
                     to_create.append((len(topics), name))
                     topics.append({})  # answered once the topic is created
                 else:
-                    refused_topics.append(_error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, uuid.UUID(int=0)))
+                    refused_topics.append(_error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, ZERO_UUID))
             else:
                 topics.append(_error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
     response: MetadataResponseDict = {

@@ -3,7 +3,6 @@ share partitions, and their per-partition answers."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any, Awaitable, Callable
 
 import anyio
@@ -15,12 +14,13 @@ from odradek.broker.share.share_partition import Acknowledgement
 from odradek.broker.share.share_partition_manager import PartitionAnswer, SharePartitionManager
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.kafka_uuid import Uuid
 
-PartitionId = tuple[uuid.UUID, int]
+PartitionId = tuple[Uuid, int]
 NO_LEADER = {"leader_id": -1, "leader_epoch": -1}
 
 
-def topic_error(manager: SharePartitionManager, authorization: Authorization, request: Request, topic_id: uuid.UUID) -> ErrorCode | None:
+def topic_error(manager: SharePartitionManager, authorization: Authorization, request: Request, topic_id: Uuid) -> ErrorCode | None:
     """Why a partition of this topic is not served: an unknown topic id, or no READ on the topic."""
     name = manager.replica_manager.by_topic_id.get(topic_id)
     if name is None:
@@ -66,7 +66,7 @@ def when_done(deferreds: list[Deferred[Any]], then: Callable[[], dict]) -> dict 
 
 def topic_responses(answers: list[PartitionAnswer], with_records: bool) -> list[dict]:
     """Per-topic response entries (ShareFetch's with records and acquired ranges)."""
-    by_topic: dict[uuid.UUID, list[dict]] = {}
+    by_topic: dict[Uuid, list[dict]] = {}
     for a in answers:
         entry: dict = {"partition_index": a.partition, "error_code": a.error, "current_leader": NO_LEADER}
         if with_records:

@@ -11,7 +11,6 @@ whole (no controller, a lost connection, NOT_CONTROLLER, STALE_BROKER_EPOCH) is 
 from __future__ import annotations
 
 import logging
-import uuid
 from typing import TYPE_CHECKING, Callable
 
 import anyio
@@ -21,6 +20,7 @@ from odradek.broker.replication.partition import AlterPartitionResult, PendingIs
 from odradek.broker.security.client import PLAINTEXT, ClientSecurity
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.kafka_uuid import ZERO_UUID
 from odradek.storage.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("odradek.alter_partition")
 
-ZERO_UUID = uuid.UUID(int=0)
 RETRY_BACKOFF_S = 0.05
 """Kafka's ``retry.backoff.ms`` default for the broker-to-controller channel."""
 LAST_VERSION_WITHOUT_TOPIC_IDS = 1

@@ -11,12 +11,12 @@ Kafka's ``FetchSessionCache`` does. Answering without a session (id 0) is always
 from __future__ import annotations
 
 import random
-import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Hashable
 
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.kafka_uuid import Uuid
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
@@ -33,7 +33,7 @@ class FetchPartition:
 
     key: PartitionKey
     topic: str | None
-    topic_id: uuid.UUID
+    topic_id: Uuid
     """The request's topic id (zeros before v13, which name topics)."""
     partition: int
     fetch_offset: int
@@ -84,7 +84,7 @@ class FetchContext:
     requested: list[FetchPartition] = field(default_factory=list)
     create_session: bool = False
 
-    def partitions(self, topic_name: Callable[[uuid.UUID], str | None] | None = None) -> list[FetchPartition]:
+    def partitions(self, topic_name: Callable[[Uuid], str | None] | None = None) -> list[FetchPartition]:
         """The partitions to read. A session's partition whose topic id was unknown when it joined gets its
         name from ``topic_name`` once the broker knows it (Kafka's ``maybeResolveUnknownName``): a fetcher
         sends a partition again only when its request changes, so the name is never asked for again."""

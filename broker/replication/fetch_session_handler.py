@@ -13,11 +13,11 @@ answers without a session id (its cache full) leaves the fetcher fetching in ful
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.kafka_uuid import Uuid
 from odradek.storage.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ INVALID_SESSION_ID = 0
 FIRST_SESSION_VERSION = 7
 """Fetch v7 brought sessions (KIP-227)."""
 
-PartitionRequest = tuple[uuid.UUID, "FetchPartitionDict"]
+PartitionRequest = tuple[Uuid, "FetchPartitionDict"]
 """A partition as a fetch asks for it: its topic id (zeros for none) and its request fields."""
 
 
@@ -40,7 +40,7 @@ class SessionFetch:
     session_id: int
     epoch: int
     to_send: dict[TopicPartition, PartitionRequest]
-    to_forget: dict[TopicPartition, uuid.UUID]
+    to_forget: dict[TopicPartition, Uuid]
 
     @property
     def full(self) -> bool:

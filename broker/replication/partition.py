@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from typing import Callable
 
 from odradek.controller.metadata_image import PartitionState
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.kafka_uuid import Uuid
 from odradek.protocol.values import FrozenFields
 from odradek.storage.log import AppendInfo, FetchDataInfo, Log, LogOffsetMetadata
 from odradek.storage.log_config import LogConfig
@@ -130,7 +130,7 @@ class Partition:
         self,
         topic: str,
         index: int,
-        topic_id: uuid.UUID,
+        topic_id: Uuid,
         log: Log,
         state: PartitionState,
         local_broker_id: int,

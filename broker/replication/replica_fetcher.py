@@ -30,7 +30,6 @@ from __future__ import annotations
 import enum
 import logging
 import time
-import uuid
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
@@ -43,6 +42,7 @@ from odradek.broker.replication.replication_quota import UNBOUNDED, ReplicationQ
 from odradek.broker.security.client import PLAINTEXT, ClientSecurity
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.kafka_uuid import Uuid, ZERO_UUID
 from odradek.storage.leader_epoch import UNDEFINED_EPOCH_OFFSET
 from odradek.storage.topic_partition import TopicPartition
 
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("odradek.replica_fetcher")
 
-ZERO_UUID = uuid.UUID(int=0)
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 SESSIONLESS_EPOCH = -1
@@ -116,7 +115,7 @@ class FetchState(enum.Enum):
 class InitialFetchState:
     """What LeaderAndIsr hands the fetcher for one followed partition."""
 
-    topic_id: uuid.UUID | None
+    topic_id: Uuid | None
     leader: Node
     current_leader_epoch: int
     init_offset: int
@@ -127,7 +126,7 @@ class PartitionFetchState:
     """Kafka's ``PartitionFetchState``: where the follower fetches next, in which epoch, and whether it must
     truncate first."""
 
-    topic_id: uuid.UUID | None
+    topic_id: Uuid | None
     fetch_offset: int
     lag: int | None
     current_leader_epoch: int

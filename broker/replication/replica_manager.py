@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal
 
@@ -28,6 +27,7 @@ from odradek.broker.replication.replication_quota import UNBOUNDED, ReplicationQ
 from odradek.broker.coordinator.transaction.ask_coordinator import AskCoordinator
 from odradek.controller.metadata_image import INTERNAL_TOPICS, MetadataImage, PartitionState, TopicInfo
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.kafka_uuid import Uuid
 from odradek.protocol.record_batch import UnsupportedCompressionTypeError
 from odradek.storage.file_records import FileSlice
 from odradek.storage.log import Log
@@ -179,7 +179,7 @@ class ReplicaManager:
         self.log_manager = log_manager
         self.broker_defaults = broker_defaults
         self.partitions: dict[TopicPartition, Partition] = {}
-        self.by_topic_id: dict[uuid.UUID, str] = {}
+        self.by_topic_id: dict[Uuid, str] = {}
         self.purgatory = Purgatory()
         self.append_turns: dict[TopicPartition, anyio.Event] = {}
         """The partitions an append finishing in the background is yet to append to, each with the event it
@@ -369,7 +369,7 @@ class ReplicaManager:
         state = self._metadata_partition(topic, index)
         return (state.leader, state.leader_epoch) if state is not None else (-1, -1)
 
-    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+    def topic_name(self, topic_id: Uuid) -> str | None:
         """The name of a topic id (Fetch v13+): a hosted topic's, else the metadata's (Kafka resolves ids with its
         metadata cache, so a partition moved away is NOT_LEADER_OR_FOLLOWER, not an unknown id)."""
         name = self.by_topic_id.get(topic_id)

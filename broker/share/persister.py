@@ -17,7 +17,6 @@ overtaken by the next write of the same share partition.
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Coroutine
 
@@ -28,6 +27,7 @@ from odradek.broker.coordinator.share.share_records import SharePartitionKey, Sh
 from odradek.broker.share.state_batches import StateBatch
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.kafka_uuid import Uuid
 
 if TYPE_CHECKING:
     from odradek.broker.coordinator.share.share_coordinator import ShareCoordinator
@@ -91,7 +91,7 @@ class ShareStateRequest:
         self.api_key = api_key
 
     def body(self, items: list[StateCall], version: int) -> dict[str, Any]:
-        topics: dict[uuid.UUID, list[dict[str, Any]]] = {}
+        topics: dict[Uuid, list[dict[str, Any]]] = {}
         for call in items:
             topics.setdefault(call.key.topic_id, []).append({"partition": call.key.partition, **call.fields})
         return {"group_id": items[0].key.group, "topics": [{"topic_id": t, "partitions": p} for t, p in topics.items()]}

@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -41,6 +40,7 @@ from odradek.broker.replication.fetch_session import FetchPartition
 from odradek.broker.replication.replica_manager import FetchParams, FetchRecords
 from odradek.broker.share.share_partition import Acknowledgement, AcquiredRecords, SharePartition, StateUpdate
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.kafka_uuid import Uuid
 from odradek.protocol.record_batch import BatchHeader
 from odradek.storage.file_records import FileSlice
 
@@ -61,7 +61,7 @@ with a negative offset): it starts where ``share.auto.offset.reset`` says."""
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 
-PartitionId = tuple[uuid.UUID, int]
+PartitionId = tuple[Uuid, int]
 
 
 def now_ms() -> int:
@@ -94,7 +94,7 @@ class ShareSession:
 class PartitionAnswer:
     """One partition of a ShareFetch/ShareAcknowledge response."""
 
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partition: int
     error: ErrorCode = ErrorCode.NONE
     acknowledge_error: ErrorCode = ErrorCode.NONE
@@ -197,7 +197,7 @@ class SharePartitionManager:
             del self.sessions[(session.group, session.member)]
         self.delete_state(group)
 
-    def delete_state(self, group: str, topic_id: uuid.UUID | None = None, partitions: int = 0) -> list[Deferred[ErrorCode]]:
+    def delete_state(self, group: str, topic_id: Uuid | None = None, partitions: int = 0) -> list[Deferred[ErrorCode]]:
         """The group's share partitions (of one topic with ``partitions`` partitions, or all) go, with their
         persisted state (tombstones): the next consumer starts where ``share.auto.offset.reset`` says
         (DeleteShareGroupOffsets). All of a group (DeleteGroups) is what this broker knows of it: the state
@@ -214,7 +214,7 @@ class SharePartitionManager:
             keys.update(SharePartitionKey(group, topic_id, index) for index in range(partitions))
         return [self.persister.delete(key) for key in sorted(keys, key=lambda k: (str(k.topic_id), k.partition))]
 
-    def reset_start_offset(self, group: str, topic_id: uuid.UUID, partition: int, start_offset: int) -> Deferred[ErrorCode]:
+    def reset_start_offset(self, group: str, topic_id: Uuid, partition: int, start_offset: int) -> Deferred[ErrorCode]:
         """AlterShareGroupOffsets: the share partition starts again at ``start_offset`` with nothing in flight
         (a negative offset: as if never consumed, Kafka's uninitialized -1)."""
         key = SharePartitionKey(group, topic_id, partition)

@@ -6,15 +6,16 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
+
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class AddRaftVoterRequest(Protocol):
     cluster_id: str | None
     timeout_ms: int
     voter_id: int
-    voter_directory_id: uuid.UUID
+    voter_directory_id: Uuid
     listeners: list[Listener]
     ack_when_committed: bool
 
@@ -35,7 +36,7 @@ class AddRaftVoterRequestDict(TypedDict, total=False):
     cluster_id: str | None
     timeout_ms: int
     voter_id: int
-    voter_directory_id: uuid.UUID
+    voter_directory_id: Uuid
     listeners: list[ListenerDict]
     ack_when_committed: bool
 

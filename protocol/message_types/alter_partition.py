@@ -6,8 +6,9 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
+
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class AlterPartitionRequest(Protocol):
@@ -18,7 +19,7 @@ class AlterPartitionRequest(Protocol):
 
 class TopicData(Protocol):
     topic_name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionData]
 
 
@@ -44,7 +45,7 @@ class AlterPartitionResponse(Protocol):
 
 class ResponseTopicData(Protocol):
     topic_name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[ResponsePartitionData]
 
 
@@ -66,7 +67,7 @@ class AlterPartitionRequestDict(TypedDict, total=False):
 
 class TopicDataDict(TypedDict, total=False):
     topic_name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionDataDict]
 
 
@@ -92,7 +93,7 @@ class AlterPartitionResponseDict(TypedDict, total=False):
 
 class ResponseTopicDataDict(TypedDict, total=False):
     topic_name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[ResponsePartitionDataDict]
 
 

@@ -6,8 +6,9 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
+
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class AlterShareGroupOffsetsRequest(Protocol):
@@ -34,7 +35,7 @@ class AlterShareGroupOffsetsResponse(Protocol):
 
 class AlterShareGroupOffsetsResponseTopic(Protocol):
     topic_name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[AlterShareGroupOffsetsResponsePartition]
 
 
@@ -68,7 +69,7 @@ class AlterShareGroupOffsetsResponseDict(TypedDict, total=False):
 
 class AlterShareGroupOffsetsResponseTopicDict(TypedDict, total=False):
     topic_name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[AlterShareGroupOffsetsResponsePartitionDict]
 
 

@@ -6,8 +6,9 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
+
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class ConsumerGroupDescribeRequest(Protocol):
@@ -51,7 +52,7 @@ class Assignment(Protocol):
 
 
 class TopicPartitions(Protocol):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     topic_name: str
     partitions: list[int]
 
@@ -97,6 +98,6 @@ class AssignmentDict(TypedDict, total=False):
 
 
 class TopicPartitionsDict(TypedDict, total=False):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     topic_name: str
     partitions: list[int]

@@ -6,8 +6,9 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
+
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class ConsumerGroupHeartbeatRequest(Protocol):
@@ -24,7 +25,7 @@ class ConsumerGroupHeartbeatRequest(Protocol):
 
 
 class TopicPartitions(Protocol):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[int]
 
 
@@ -56,7 +57,7 @@ class ConsumerGroupHeartbeatRequestDict(TypedDict, total=False):
 
 
 class TopicPartitionsDict(TypedDict, total=False):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[int]
 
 

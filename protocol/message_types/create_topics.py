@@ -6,8 +6,9 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
+
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class CreateTopicsRequest(Protocol):
@@ -41,7 +42,7 @@ class CreateTopicsResponse(Protocol):
 
 class CreatableTopicResult(Protocol):
     name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     error_code: int
     error_message: str | None
     topic_config_error_code: int
@@ -89,7 +90,7 @@ class CreateTopicsResponseDict(TypedDict, total=False):
 
 class CreatableTopicResultDict(TypedDict, total=False):
     name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     error_code: int
     error_message: str | None
     topic_config_error_code: int

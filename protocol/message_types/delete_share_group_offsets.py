@@ -6,8 +6,9 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
+
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class DeleteShareGroupOffsetsRequest(Protocol):
@@ -28,7 +29,7 @@ class DeleteShareGroupOffsetsResponse(Protocol):
 
 class DeleteShareGroupOffsetsResponseTopic(Protocol):
     topic_name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     error_code: int
     error_message: str | None
 
@@ -51,6 +52,6 @@ class DeleteShareGroupOffsetsResponseDict(TypedDict, total=False):
 
 class DeleteShareGroupOffsetsResponseTopicDict(TypedDict, total=False):
     topic_name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     error_code: int
     error_message: str | None

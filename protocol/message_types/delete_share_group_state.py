@@ -6,8 +6,9 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
+
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class DeleteShareGroupStateRequest(Protocol):
@@ -16,7 +17,7 @@ class DeleteShareGroupStateRequest(Protocol):
 
 
 class DeleteStateData(Protocol):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionData]
 
 
@@ -29,7 +30,7 @@ class DeleteShareGroupStateResponse(Protocol):
 
 
 class DeleteStateResult(Protocol):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionResult]
 
 
@@ -45,7 +46,7 @@ class DeleteShareGroupStateRequestDict(TypedDict, total=False):
 
 
 class DeleteStateDataDict(TypedDict, total=False):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionDataDict]
 
 
@@ -58,7 +59,7 @@ class DeleteShareGroupStateResponseDict(TypedDict, total=False):
 
 
 class DeleteStateResultDict(TypedDict, total=False):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionResultDict]
 
 

@@ -6,8 +6,9 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
+
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class DeleteTopicsRequest(Protocol):
@@ -18,7 +19,7 @@ class DeleteTopicsRequest(Protocol):
 
 class DeleteTopicState(Protocol):
     name: str | None
-    topic_id: uuid.UUID
+    topic_id: Uuid
 
 
 class DeleteTopicsResponse(Protocol):
@@ -28,7 +29,7 @@ class DeleteTopicsResponse(Protocol):
 
 class DeletableTopicResult(Protocol):
     name: str | None
-    topic_id: uuid.UUID
+    topic_id: Uuid
     error_code: int
     error_message: str | None
 
@@ -41,7 +42,7 @@ class DeleteTopicsRequestDict(TypedDict, total=False):
 
 class DeleteTopicStateDict(TypedDict, total=False):
     name: str | None
-    topic_id: uuid.UUID
+    topic_id: Uuid
 
 
 class DeleteTopicsResponseDict(TypedDict, total=False):
@@ -51,6 +52,6 @@ class DeleteTopicsResponseDict(TypedDict, total=False):
 
 class DeletableTopicResultDict(TypedDict, total=False):
     name: str | None
-    topic_id: uuid.UUID
+    topic_id: Uuid
     error_code: int
     error_message: str | None

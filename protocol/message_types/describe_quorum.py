@@ -6,8 +6,9 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
+
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class DescribeQuorumRequest(Protocol):
@@ -48,7 +49,7 @@ class ResponsePartitionData(Protocol):
 
 class ReplicaState(Protocol):
     replica_id: int
-    replica_directory_id: uuid.UUID
+    replica_directory_id: Uuid
     log_end_offset: int
     last_fetch_timestamp: int
     last_caught_up_timestamp: int
@@ -103,7 +104,7 @@ class ResponsePartitionDataDict(TypedDict, total=False):
 
 class ReplicaStateDict(TypedDict, total=False):
     replica_id: int
-    replica_directory_id: uuid.UUID
+    replica_directory_id: Uuid
     log_end_offset: int
     last_fetch_timestamp: int
     last_caught_up_timestamp: int

@@ -6,8 +6,9 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
+
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class DescribeShareGroupOffsetsRequest(Protocol):
@@ -38,7 +39,7 @@ class DescribeShareGroupOffsetsResponseGroup(Protocol):
 
 class DescribeShareGroupOffsetsResponseTopic(Protocol):
     topic_name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[DescribeShareGroupOffsetsResponsePartition]
 
 
@@ -79,7 +80,7 @@ class DescribeShareGroupOffsetsResponseGroupDict(TypedDict, total=False):
 
 class DescribeShareGroupOffsetsResponseTopicDict(TypedDict, total=False):
     topic_name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[DescribeShareGroupOffsetsResponsePartitionDict]
 
 

@@ -6,8 +6,9 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
+
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class DescribeTopicPartitionsRequest(Protocol):
@@ -34,7 +35,7 @@ class DescribeTopicPartitionsResponse(Protocol):
 class DescribeTopicPartitionsResponseTopic(Protocol):
     error_code: int
     name: str | None
-    topic_id: uuid.UUID
+    topic_id: Uuid
     is_internal: bool
     partitions: list[DescribeTopicPartitionsResponsePartition]
     topic_authorized_operations: int
@@ -76,7 +77,7 @@ class DescribeTopicPartitionsResponseDict(TypedDict, total=False):
 class DescribeTopicPartitionsResponseTopicDict(TypedDict, total=False):
     error_code: int
     name: str | None
-    topic_id: uuid.UUID
+    topic_id: Uuid
     is_internal: bool
     partitions: list[DescribeTopicPartitionsResponsePartitionDict]
     topic_authorized_operations: int

@@ -6,9 +6,9 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
 
+from odradek.protocol.kafka_uuid import Uuid
 from odradek.protocol.schema import Records
 
 
@@ -34,7 +34,7 @@ class ReplicaState(Protocol):
 
 class FetchTopic(Protocol):
     topic: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[FetchPartition]
 
 
@@ -45,13 +45,13 @@ class FetchPartition(Protocol):
     last_fetched_epoch: int
     log_start_offset: int
     partition_max_bytes: int
-    replica_directory_id: uuid.UUID
+    replica_directory_id: Uuid
     high_watermark: int
 
 
 class ForgottenTopic(Protocol):
     topic: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[int]
 
 
@@ -65,7 +65,7 @@ class FetchResponse(Protocol):
 
 class FetchableTopicResponse(Protocol):
     topic: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionData]
 
 
@@ -132,7 +132,7 @@ class ReplicaStateDict(TypedDict, total=False):
 
 class FetchTopicDict(TypedDict, total=False):
     topic: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[FetchPartitionDict]
 
 
@@ -143,13 +143,13 @@ class FetchPartitionDict(TypedDict, total=False):
     last_fetched_epoch: int
     log_start_offset: int
     partition_max_bytes: int
-    replica_directory_id: uuid.UUID
+    replica_directory_id: Uuid
     high_watermark: int
 
 
 class ForgottenTopicDict(TypedDict, total=False):
     topic: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[int]
 
 
@@ -163,7 +163,7 @@ class FetchResponseDict(TypedDict, total=False):
 
 class FetchableTopicResponseDict(TypedDict, total=False):
     topic: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionDataDict]
 
 

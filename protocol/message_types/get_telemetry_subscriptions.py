@@ -6,18 +6,19 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
+
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class GetTelemetrySubscriptionsRequest(Protocol):
-    client_instance_id: uuid.UUID
+    client_instance_id: Uuid
 
 
 class GetTelemetrySubscriptionsResponse(Protocol):
     throttle_time_ms: int
     error_code: int
-    client_instance_id: uuid.UUID
+    client_instance_id: Uuid
     subscription_id: int
     accepted_compression_types: list[int]
     push_interval_ms: int
@@ -27,13 +28,13 @@ class GetTelemetrySubscriptionsResponse(Protocol):
 
 
 class GetTelemetrySubscriptionsRequestDict(TypedDict, total=False):
-    client_instance_id: uuid.UUID
+    client_instance_id: Uuid
 
 
 class GetTelemetrySubscriptionsResponseDict(TypedDict, total=False):
     throttle_time_ms: int
     error_code: int
-    client_instance_id: uuid.UUID
+    client_instance_id: Uuid
     subscription_id: int
     accepted_compression_types: list[int]
     push_interval_ms: int

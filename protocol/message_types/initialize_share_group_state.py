@@ -6,8 +6,9 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
+
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class InitializeShareGroupStateRequest(Protocol):
@@ -16,7 +17,7 @@ class InitializeShareGroupStateRequest(Protocol):
 
 
 class InitializeStateData(Protocol):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionData]
 
 
@@ -31,7 +32,7 @@ class InitializeShareGroupStateResponse(Protocol):
 
 
 class InitializeStateResult(Protocol):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionResult]
 
 
@@ -47,7 +48,7 @@ class InitializeShareGroupStateRequestDict(TypedDict, total=False):
 
 
 class InitializeStateDataDict(TypedDict, total=False):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionDataDict]
 
 
@@ -62,7 +63,7 @@ class InitializeShareGroupStateResponseDict(TypedDict, total=False):
 
 
 class InitializeStateResultDict(TypedDict, total=False):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionResultDict]
 
 

@@ -6,8 +6,9 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
+
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class LeaderAndIsrRequest(Protocol):
@@ -38,7 +39,7 @@ class LeaderAndIsrPartitionState(Protocol):
 
 class LeaderAndIsrTopicState(Protocol):
     topic_name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partition_states: list[LeaderAndIsrPartitionState]
 
 
@@ -61,7 +62,7 @@ class LeaderAndIsrPartitionError(Protocol):
 
 
 class LeaderAndIsrTopicError(Protocol):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partition_errors: list[LeaderAndIsrPartitionError]
 
 
@@ -93,7 +94,7 @@ class LeaderAndIsrPartitionStateDict(TypedDict, total=False):
 
 class LeaderAndIsrTopicStateDict(TypedDict, total=False):
     topic_name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partition_states: list[LeaderAndIsrPartitionStateDict]
 
 
@@ -116,5 +117,5 @@ class LeaderAndIsrPartitionErrorDict(TypedDict, total=False):
 
 
 class LeaderAndIsrTopicErrorDict(TypedDict, total=False):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partition_errors: list[LeaderAndIsrPartitionErrorDict]

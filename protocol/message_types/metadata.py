@@ -6,8 +6,9 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
+
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class MetadataRequest(Protocol):
@@ -18,7 +19,7 @@ class MetadataRequest(Protocol):
 
 
 class MetadataRequestTopic(Protocol):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     name: str | None
 
 
@@ -42,7 +43,7 @@ class MetadataResponseBroker(Protocol):
 class MetadataResponseTopic(Protocol):
     error_code: int
     name: str | None
-    topic_id: uuid.UUID
+    topic_id: Uuid
     is_internal: bool
     partitions: list[MetadataResponsePartition]
     topic_authorized_operations: int
@@ -66,7 +67,7 @@ class MetadataRequestDict(TypedDict, total=False):
 
 
 class MetadataRequestTopicDict(TypedDict, total=False):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     name: str | None
 
 
@@ -90,7 +91,7 @@ class MetadataResponseBrokerDict(TypedDict, total=False):
 class MetadataResponseTopicDict(TypedDict, total=False):
     error_code: int
     name: str | None
-    topic_id: uuid.UUID
+    topic_id: Uuid
     is_internal: bool
     partitions: list[MetadataResponsePartitionDict]
     topic_authorized_operations: int

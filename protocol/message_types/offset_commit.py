@@ -6,8 +6,9 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
+
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class OffsetCommitRequest(Protocol):
@@ -21,7 +22,7 @@ class OffsetCommitRequest(Protocol):
 
 class OffsetCommitRequestTopic(Protocol):
     name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[OffsetCommitRequestPartition]
 
 
@@ -40,7 +41,7 @@ class OffsetCommitResponse(Protocol):
 
 class OffsetCommitResponseTopic(Protocol):
     name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[OffsetCommitResponsePartition]
 
 
@@ -60,7 +61,7 @@ class OffsetCommitRequestDict(TypedDict, total=False):
 
 class OffsetCommitRequestTopicDict(TypedDict, total=False):
     name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[OffsetCommitRequestPartitionDict]
 
 
@@ -79,7 +80,7 @@ class OffsetCommitResponseDict(TypedDict, total=False):
 
 class OffsetCommitResponseTopicDict(TypedDict, total=False):
     name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[OffsetCommitResponsePartitionDict]
 
 

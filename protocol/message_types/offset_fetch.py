@@ -6,8 +6,9 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
+
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class OffsetFetchRequest(Protocol):
@@ -31,7 +32,7 @@ class OffsetFetchRequestGroup(Protocol):
 
 class OffsetFetchRequestTopics(Protocol):
     name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partition_indexes: list[int]
 
 
@@ -63,7 +64,7 @@ class OffsetFetchResponseGroup(Protocol):
 
 class OffsetFetchResponseTopics(Protocol):
     name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[OffsetFetchResponsePartitions]
 
 
@@ -96,7 +97,7 @@ class OffsetFetchRequestGroupDict(TypedDict, total=False):
 
 class OffsetFetchRequestTopicsDict(TypedDict, total=False):
     name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partition_indexes: list[int]
 
 
@@ -128,7 +129,7 @@ class OffsetFetchResponseGroupDict(TypedDict, total=False):
 
 class OffsetFetchResponseTopicsDict(TypedDict, total=False):
     name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[OffsetFetchResponsePartitionsDict]
 
 

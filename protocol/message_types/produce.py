@@ -6,9 +6,9 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
 
+from odradek.protocol.kafka_uuid import Uuid
 from odradek.protocol.schema import Records
 
 
@@ -21,7 +21,7 @@ class ProduceRequest(Protocol):
 
 class TopicProduceData(Protocol):
     name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partition_data: list[PartitionProduceData]
 
 
@@ -38,7 +38,7 @@ class ProduceResponse(Protocol):
 
 class TopicProduceResponse(Protocol):
     name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partition_responses: list[PartitionProduceResponse]
 
 
@@ -79,7 +79,7 @@ class ProduceRequestDict(TypedDict, total=False):
 
 class TopicProduceDataDict(TypedDict, total=False):
     name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partition_data: list[PartitionProduceDataDict]
 
 
@@ -96,7 +96,7 @@ class ProduceResponseDict(TypedDict, total=False):
 
 class TopicProduceResponseDict(TypedDict, total=False):
     name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partition_responses: list[PartitionProduceResponseDict]
 
 

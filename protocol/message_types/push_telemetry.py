@@ -6,12 +6,13 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
+
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class PushTelemetryRequest(Protocol):
-    client_instance_id: uuid.UUID
+    client_instance_id: Uuid
     subscription_id: int
     terminating: bool
     compression_type: int
@@ -24,7 +25,7 @@ class PushTelemetryResponse(Protocol):
 
 
 class PushTelemetryRequestDict(TypedDict, total=False):
-    client_instance_id: uuid.UUID
+    client_instance_id: Uuid
     subscription_id: int
     terminating: bool
     compression_type: int

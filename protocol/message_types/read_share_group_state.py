@@ -6,8 +6,9 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
+
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class ReadShareGroupStateRequest(Protocol):
@@ -16,7 +17,7 @@ class ReadShareGroupStateRequest(Protocol):
 
 
 class ReadStateData(Protocol):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionData]
 
 
@@ -30,7 +31,7 @@ class ReadShareGroupStateResponse(Protocol):
 
 
 class ReadStateResult(Protocol):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionResult]
 
 
@@ -56,7 +57,7 @@ class ReadShareGroupStateRequestDict(TypedDict, total=False):
 
 
 class ReadStateDataDict(TypedDict, total=False):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionDataDict]
 
 
@@ -70,7 +71,7 @@ class ReadShareGroupStateResponseDict(TypedDict, total=False):
 
 
 class ReadStateResultDict(TypedDict, total=False):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionResultDict]
 
 

@@ -6,8 +6,9 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
+
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class ReadShareGroupStateSummaryRequest(Protocol):
@@ -16,7 +17,7 @@ class ReadShareGroupStateSummaryRequest(Protocol):
 
 
 class ReadStateSummaryData(Protocol):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionData]
 
 
@@ -30,7 +31,7 @@ class ReadShareGroupStateSummaryResponse(Protocol):
 
 
 class ReadStateSummaryResult(Protocol):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionResult]
 
 
@@ -50,7 +51,7 @@ class ReadShareGroupStateSummaryRequestDict(TypedDict, total=False):
 
 
 class ReadStateSummaryDataDict(TypedDict, total=False):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionDataDict]
 
 
@@ -64,7 +65,7 @@ class ReadShareGroupStateSummaryResponseDict(TypedDict, total=False):
 
 
 class ReadStateSummaryResultDict(TypedDict, total=False):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionResultDict]
 
 

@@ -6,14 +6,15 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
+
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class RemoveRaftVoterRequest(Protocol):
     cluster_id: str | None
     voter_id: int
-    voter_directory_id: uuid.UUID
+    voter_directory_id: Uuid
 
 
 class RemoveRaftVoterResponse(Protocol):
@@ -25,7 +26,7 @@ class RemoveRaftVoterResponse(Protocol):
 class RemoveRaftVoterRequestDict(TypedDict, total=False):
     cluster_id: str | None
     voter_id: int
-    voter_directory_id: uuid.UUID
+    voter_directory_id: Uuid
 
 
 class RemoveRaftVoterResponseDict(TypedDict, total=False):

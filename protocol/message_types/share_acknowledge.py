@@ -6,8 +6,9 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
+
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class ShareAcknowledgeRequest(Protocol):
@@ -19,7 +20,7 @@ class ShareAcknowledgeRequest(Protocol):
 
 
 class AcknowledgeTopic(Protocol):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[AcknowledgePartition]
 
 
@@ -44,7 +45,7 @@ class ShareAcknowledgeResponse(Protocol):
 
 
 class ShareAcknowledgeTopicResponse(Protocol):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionData]
 
 
@@ -76,7 +77,7 @@ class ShareAcknowledgeRequestDict(TypedDict, total=False):
 
 
 class AcknowledgeTopicDict(TypedDict, total=False):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[AcknowledgePartitionDict]
 
 
@@ -101,7 +102,7 @@ class ShareAcknowledgeResponseDict(TypedDict, total=False):
 
 
 class ShareAcknowledgeTopicResponseDict(TypedDict, total=False):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionDataDict]
 
 

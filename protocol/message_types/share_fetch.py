@@ -6,9 +6,9 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
 
+from odradek.protocol.kafka_uuid import Uuid
 from odradek.protocol.schema import Records
 
 
@@ -28,7 +28,7 @@ class ShareFetchRequest(Protocol):
 
 
 class FetchTopic(Protocol):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[FetchPartition]
 
 
@@ -45,7 +45,7 @@ class AcknowledgementBatch(Protocol):
 
 
 class ForgottenTopic(Protocol):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[int]
 
 
@@ -59,7 +59,7 @@ class ShareFetchResponse(Protocol):
 
 
 class ShareFetchableTopicResponse(Protocol):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionData]
 
 
@@ -108,7 +108,7 @@ class ShareFetchRequestDict(TypedDict, total=False):
 
 
 class FetchTopicDict(TypedDict, total=False):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[FetchPartitionDict]
 
 
@@ -125,7 +125,7 @@ class AcknowledgementBatchDict(TypedDict, total=False):
 
 
 class ForgottenTopicDict(TypedDict, total=False):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[int]
 
 
@@ -139,7 +139,7 @@ class ShareFetchResponseDict(TypedDict, total=False):
 
 
 class ShareFetchableTopicResponseDict(TypedDict, total=False):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionDataDict]
 
 

@@ -6,8 +6,9 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
+
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class TxnOffsetCommitRequest(Protocol):
@@ -23,7 +24,7 @@ class TxnOffsetCommitRequest(Protocol):
 
 class TxnOffsetCommitRequestTopic(Protocol):
     name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[TxnOffsetCommitRequestPartition]
 
 
@@ -41,7 +42,7 @@ class TxnOffsetCommitResponse(Protocol):
 
 class TxnOffsetCommitResponseTopic(Protocol):
     name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[TxnOffsetCommitResponsePartition]
 
 
@@ -63,7 +64,7 @@ class TxnOffsetCommitRequestDict(TypedDict, total=False):
 
 class TxnOffsetCommitRequestTopicDict(TypedDict, total=False):
     name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[TxnOffsetCommitRequestPartitionDict]
 
 
@@ -81,7 +82,7 @@ class TxnOffsetCommitResponseDict(TypedDict, total=False):
 
 class TxnOffsetCommitResponseTopicDict(TypedDict, total=False):
     name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[TxnOffsetCommitResponsePartitionDict]
 
 

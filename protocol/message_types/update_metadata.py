@@ -6,8 +6,9 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
+
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class UpdateMetadataRequest(Protocol):
@@ -35,7 +36,7 @@ class UpdateMetadataPartitionState(Protocol):
 
 class UpdateMetadataTopicState(Protocol):
     topic_name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partition_states: list[UpdateMetadataPartitionState]
 
 
@@ -83,7 +84,7 @@ class UpdateMetadataPartitionStateDict(TypedDict, total=False):
 
 class UpdateMetadataTopicStateDict(TypedDict, total=False):
     topic_name: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partition_states: list[UpdateMetadataPartitionStateDict]
 
 

@@ -6,8 +6,9 @@ encode (``...Dict``: every key optional, a missing one encoded as its default). 
 
 from __future__ import annotations
 
-import uuid
 from typing import Protocol, TypedDict
+
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class WriteShareGroupStateRequest(Protocol):
@@ -16,7 +17,7 @@ class WriteShareGroupStateRequest(Protocol):
 
 
 class WriteStateData(Protocol):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionData]
 
 
@@ -41,7 +42,7 @@ class WriteShareGroupStateResponse(Protocol):
 
 
 class WriteStateResult(Protocol):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionResult]
 
 
@@ -57,7 +58,7 @@ class WriteShareGroupStateRequestDict(TypedDict, total=False):
 
 
 class WriteStateDataDict(TypedDict, total=False):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionDataDict]
 
 
@@ -82,7 +83,7 @@ class WriteShareGroupStateResponseDict(TypedDict, total=False):
 
 
 class WriteStateResultDict(TypedDict, total=False):
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partitions: list[PartitionResultDict]
 
 

@@ -55,6 +55,8 @@ NOT_AT_START = (
     "odradek.broker.metrics",  # with prometheus.port
     "prometheus_client",
     "construct",
+    "uuid",  # topic ids are our own Uuid (protocol/kafka_uuid.py): the standard library's imports platform
+    "platform",
 )
 """Modules a single node on an empty log directory does not import before it serves (each at its first use,
 docs/performance.md, "Start-up"): ``Broker()``'s start stays at what it needs."""

@@ -26,6 +26,7 @@ from odradek.controller.embedded_controller import new_cluster_id
 from odradek.controller.zk_client import ZkClient
 from odradek.controller.zk_controller import ZkController
 from odradek.controller.zk_controller_state import Leadership
+from odradek.protocol.kafka_uuid import Uuid
 from tests.polling import wait_for
 
 
@@ -125,7 +126,7 @@ def test_odradek_registers_in_a_cluster_kafka_controls(zk_kafka: kafka_jvm.Kafka
 
         run("kafka-topics", "--bootstrap-server", zk_kafka.bootstrap, "--create", "--topic", "kafka-led", "--partitions", "4", "--replication-factor", "1")
         assignment, _ = zk.topic_assignment("kafka-led")
-        assert isinstance(assignment.topic_id, uuid.UUID)
+        assert isinstance(assignment.topic_id, Uuid)
         described = run("kafka-topics", "--bootstrap-server", zk_kafka.bootstrap, "--describe", "--topic", "kafka-led")
         assert f"TopicId: {zd.encode_uuid(assignment.topic_id)}" in described
         for p, replicas in assignment.partitions.items():

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import uuid
 from pathlib import Path
 from typing import Callable
 
@@ -20,6 +19,7 @@ from confluent_kafka import Producer
 from kazoo.client import KazooClient
 
 from odradek.controller import zk_data as zd
+from odradek.protocol.kafka_uuid import Uuid
 
 MANY_CONFIGS = {
     "cleanup.policy": "compact",
@@ -111,7 +111,7 @@ def test_decoders_read_what_kafka_means(kafka_layout: dict[str, bytes | None], z
     assert epoch >= 1
 
     many = zd.TopicAssignment.decode(kafka_layout["/brokers/topics/layout-many"])
-    assert isinstance(many.topic_id, uuid.UUID)
+    assert isinstance(many.topic_id, Uuid)
     assert many.partitions == {p: zd.ReplicaAssignment((0,)) for p in range(40)}
     state = zd.LeaderIsrAndControllerEpoch.decode(kafka_layout["/brokers/topics/layout-many/partitions/7/state"])
     assert state == zd.LeaderIsrAndControllerEpoch(leader=0, leader_epoch=0, isr=(0,), controller_epoch=epoch)

@@ -8,7 +8,6 @@ version allows null, arrays, nested and nullable structs, tagged fields (known a
 from __future__ import annotations
 
 import os
-import uuid
 from typing import Any
 
 import pytest
@@ -16,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from odradek.protocol.api import APIS, decode_request, decode_response, encode_request, encode_response
+from odradek.protocol.kafka_uuid import ZERO_UUID, Uuid
 from odradek.protocol.messages import coordinator_records, headers
 from odradek.protocol.schema import NULL, Array, F, Message, S, decode, encode, snake_case
 
@@ -33,7 +33,7 @@ PRIMITIVE_STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
     **{t: st.integers(lo, hi) for t, (lo, hi) in INTEGER_BOUNDS.items()},
     "bool": st.booleans(),
     "float64": st.floats(allow_nan=False),
-    "uuid": st.uuids(),
+    "uuid": st.uuids().map(lambda u: Uuid(int=u.int)),
     "string": st.text(max_size=12),
     "bytes": st.binary(max_size=12),
     "records": st.binary(max_size=64),
@@ -44,7 +44,7 @@ TYPE_DEFAULTS: dict[str, Any] = {
     **{t: 0 for t in INTEGER_BOUNDS},
     "bool": False,
     "float64": 0.0,
-    "uuid": uuid.UUID(int=0),
+    "uuid": ZERO_UUID,
     "string": "",
     "bytes": b"",
     "records": None,

@@ -17,11 +17,11 @@ each member's subscription and current target assignment and returns the new tar
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from odradek.broker.coordinator.group.consumer_group import Assignment, without_empty
+from odradek.protocol.kafka_uuid import Uuid
 
 
 class PartitionAssignorError(Exception):
@@ -32,7 +32,7 @@ class PartitionAssignorError(Exception):
 class MemberSpec:
     member_id: str
     instance_id: str | None
-    subscribed_topic_ids: frozenset[uuid.UUID]
+    subscribed_topic_ids: frozenset[Uuid]
     assignment: Assignment
 
 
@@ -41,15 +41,15 @@ class GroupSpec:
     members: dict[str, MemberSpec]
     """In the group's order."""
     homogeneous: bool
-    is_partition_assigned: Callable[[uuid.UUID, int], bool]
+    is_partition_assigned: Callable[[Uuid, int], bool]
     """Whether a partition is in the current target assignment (of any member)."""
 
 
-Assignor = Callable[[GroupSpec, Mapping[uuid.UUID, int]], dict[str, Assignment]]
+Assignor = Callable[[GroupSpec, Mapping[Uuid, int]], dict[str, Assignment]]
 """(group spec, partition count by subscribed topic id) -> the target assignment by member id."""
 
 
-def uniform(spec: GroupSpec, partitions: Mapping[uuid.UUID, int]) -> dict[str, Assignment]:
+def uniform(spec: GroupSpec, partitions: Mapping[Uuid, int]) -> dict[str, Assignment]:
     if not spec.members:
         return {}
     if spec.homogeneous:
@@ -57,33 +57,33 @@ def uniform(spec: GroupSpec, partitions: Mapping[uuid.UUID, int]) -> dict[str, A
     return _uniform_heterogeneous(spec, partitions)
 
 
-def _num_partitions(partitions: Mapping[uuid.UUID, int], topic_id: uuid.UUID) -> int:
+def _num_partitions(partitions: Mapping[Uuid, int], topic_id: Uuid) -> int:
     n = partitions.get(topic_id, -1)
     if n == -1:
         raise PartitionAssignorError(f"Members are subscribed to topic {topic_id} which doesn't exist in the topic metadata.")
     return n
 
 
-def _uniform_homogeneous(spec: GroupSpec, partitions: Mapping[uuid.UUID, int]) -> dict[str, Assignment]:
+def _uniform_homogeneous(spec: GroupSpec, partitions: Mapping[Uuid, int]) -> dict[str, Assignment]:
     """Kafka's ``UniformHomogeneousAssignmentBuilder``."""
     subscribed = next(iter(spec.members.values())).subscribed_topic_ids
     if not subscribed:
         return {member_id: {} for member_id in spec.members}
-    unassigned: list[tuple[uuid.UUID, int]] = []
+    unassigned: list[tuple[Uuid, int]] = []
     total = 0
     for topic_id in subscribed:
         count = _num_partitions(partitions, topic_id)
         unassigned.extend((topic_id, p) for p in range(count) if not spec.is_partition_assigned(topic_id, p))
         total += count
     min_quota, extra = divmod(total, len(spec.members))
-    target: dict[str, dict[uuid.UUID, set[int]]] = {}
+    target: dict[str, dict[Uuid, set[int]]] = {}
     unfilled: list[tuple[str, int]] = []
     for member_id, member in spec.members.items():
         quota = min_quota
         if extra > 0:
             quota += 1
             extra -= 1
-        kept: dict[uuid.UUID, set[int]] = {}
+        kept: dict[Uuid, set[int]] = {}
         for topic_id, owned in member.assignment.items():
             if topic_id not in subscribed:
                 continue
@@ -111,14 +111,14 @@ def _uniform_homogeneous(spec: GroupSpec, partitions: Mapping[uuid.UUID, int]) -
     return {member_id: without_empty(a) for member_id, a in target.items()}
 
 
-def _uniform_heterogeneous(spec: GroupSpec, partitions: Mapping[uuid.UUID, int]) -> dict[str, Assignment]:
+def _uniform_heterogeneous(spec: GroupSpec, partitions: Mapping[Uuid, int]) -> dict[str, Assignment]:
     """Keep each member's partitions of the topics it still subscribes to, up to a per-topic fair share,
     then give every other partition to its least loaded subscriber."""
-    subscribers: dict[uuid.UUID, list[str]] = {}
+    subscribers: dict[Uuid, list[str]] = {}
     for member_id, member in spec.members.items():
         for topic_id in member.subscribed_topic_ids:
             subscribers.setdefault(topic_id, []).append(member_id)
-    target: dict[str, dict[uuid.UUID, set[int]]] = {member_id: {} for member_id in spec.members}
+    target: dict[str, dict[Uuid, set[int]]] = {member_id: {} for member_id in spec.members}
     load = dict.fromkeys(spec.members, 0)
     for topic_id in sorted(subscribers):
         count = _num_partitions(partitions, topic_id)
@@ -140,7 +140,7 @@ def _uniform_heterogeneous(spec: GroupSpec, partitions: Mapping[uuid.UUID, int])
     return {member_id: without_empty(a) for member_id, a in target.items()}
 
 
-def range_(spec: GroupSpec, partitions: Mapping[uuid.UUID, int]) -> dict[str, Assignment]:
+def range_(spec: GroupSpec, partitions: Mapping[Uuid, int]) -> dict[str, Assignment]:
     """Kafka's ``RangeAssignor``: homogeneous and heterogeneous alike, topic by topic."""
     if not spec.members:
         return {}
@@ -149,15 +149,15 @@ def range_(spec: GroupSpec, partitions: Mapping[uuid.UUID, int]) -> dict[str, As
         return (0, member.instance_id) if member.instance_id is not None else (1, member.member_id)
 
     members = sorted(spec.members.values(), key=order)
-    subscribers: dict[uuid.UUID, int] = {}
+    subscribers: dict[Uuid, int] = {}
     for member in members:
         for topic_id in member.subscribed_topic_ids:
             subscribers[topic_id] = subscribers.get(topic_id, 0) + 1
-    ranges: dict[uuid.UUID, list[int]] = {}
+    ranges: dict[Uuid, list[int]] = {}
     """topic -> [next start, partitions, min quota, extra partitions left]"""
     target: dict[str, Assignment] = {}
     for member in members:
-        assignment: dict[uuid.UUID, frozenset[int]] = {}
+        assignment: dict[Uuid, frozenset[int]] = {}
         for topic_id in member.subscribed_topic_ids:
             state = ranges.get(topic_id)
             if state is None:

@@ -19,18 +19,18 @@ applies, when written as when loaded.
 from __future__ import annotations
 
 import enum
-import uuid
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Mapping
 
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.kafka_uuid import Uuid
 from odradek.protocol.values import CodeEnum
 
-Assignment = Mapping[uuid.UUID, frozenset[int]]
+Assignment = Mapping[Uuid, frozenset[int]]
 """Partitions by topic id. Never holds an empty set."""
 
-AssignmentEpochs = Mapping[tuple[uuid.UUID, int], int]
+AssignmentEpochs = Mapping[tuple[Uuid, int], int]
 """(topic id, partition) -> the member epoch at which the member was given the partition (KIP-1251)."""
 
 EMPTY_ASSIGNMENT: Assignment = {}
@@ -77,7 +77,7 @@ class GroupError(Exception):
         self.message = message
 
 
-def without_empty(assignment: Mapping[uuid.UUID, frozenset[int] | set[int]]) -> Assignment:
+def without_empty(assignment: Mapping[Uuid, frozenset[int] | set[int]]) -> Assignment:
     return {topic_id: frozenset(partitions) for topic_id, partitions in assignment.items() if partitions}
 
 
@@ -127,7 +127,7 @@ class ConsumerGroupMember:
     def uses_classic_protocol(self) -> bool:
         return self.classic is not None
 
-    def assignment_epoch(self, topic_id: uuid.UUID, partition: int) -> int | None:
+    def assignment_epoch(self, topic_id: Uuid, partition: int) -> int | None:
         """The epoch at which the member got the partition; None if it does not own it."""
         if partition not in self.assigned_partitions.get(topic_id, ()) and partition not in self.partitions_pending_revocation.get(topic_id, ()):
             return None
@@ -148,7 +148,7 @@ class ConsumerGroupMember:
 class TopicMetadata:
     """A subscribed topic as the assignment sees it."""
 
-    topic_id: uuid.UUID
+    topic_id: Uuid
     name: str
     num_partitions: int
 
@@ -165,8 +165,8 @@ class ConsumerGroup:
         self.static_members: dict[str, str] = {}
         """Instance id -> member id."""
         self.target_assignment: dict[str, Assignment] = {}
-        self.inverted_target_assignment: dict[uuid.UUID, dict[int, str]] = {}
-        self.partition_epochs: dict[uuid.UUID, dict[int, int]] = {}
+        self.inverted_target_assignment: dict[Uuid, dict[int, str]] = {}
+        self.partition_epochs: dict[Uuid, dict[int, int]] = {}
         """The epoch at which each owned (or being revoked) partition is owned: a partition with an epoch
         here cannot be given to another member yet."""
         self.subscribed_topic_names: Counter[str] = Counter()
@@ -213,7 +213,7 @@ class ConsumerGroup:
             return self.target_assignment.get(previous, EMPTY_ASSIGNMENT) if previous is not None else EMPTY_ASSIGNMENT
         return self.target_assignment.get(member_id, EMPTY_ASSIGNMENT)
 
-    def current_partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
+    def current_partition_epoch(self, topic_id: Uuid, partition: int) -> int:
         return self.partition_epochs.get(topic_id, {}).get(partition, -1)
 
     def preferred_server_assignor(self, counts: Counter[str] | None = None) -> str | None:
@@ -248,7 +248,7 @@ class ConsumerGroup:
     # -- offsets ------------------------------------------------------------------------------------------
 
     def validate_offset_commit(
-        self, member_id: str, member_epoch: int, is_transactional: bool, api_version: int, partitions: Iterable[tuple[uuid.UUID | None, int]]
+        self, member_id: str, member_epoch: int, is_transactional: bool, api_version: int, partitions: Iterable[tuple[Uuid | None, int]]
     ) -> ErrorCode | None:
         """Kafka 4.4's ``ConsumerGroup.validateOffsetCommit``: a commit without a member (epoch < 0) only into
         an empty group; a member commits with OffsetCommit v9+, at its current epoch or -- KIP-1251 -- at an
@@ -386,7 +386,7 @@ class ConsumerGroup:
             for p in partitions:
                 owners[p] = member_id
 
-    def is_partition_in_target(self, topic_id: uuid.UUID, partition: int) -> bool:
+    def is_partition_in_target(self, topic_id: Uuid, partition: int) -> bool:
         return partition in self.inverted_target_assignment.get(topic_id, {})
 
 
@@ -394,8 +394,8 @@ def reconcile(
     member: ConsumerGroupMember,
     target_epoch: int,
     target: Assignment,
-    current_partition_epoch: Callable[[uuid.UUID, int], int],
-    owned: Mapping[uuid.UUID, frozenset[int]] | None,
+    current_partition_epoch: Callable[[Uuid, int], int],
+    owned: Mapping[Uuid, frozenset[int]] | None,
 ) -> ConsumerGroupMember:
     """Kafka's ``CurrentAssignmentBuilder.build``: the member's next step towards ``target``.
 
@@ -419,7 +419,7 @@ def reconcile(
     return _next_assignment(member, target_epoch, target_epoch, target, current_partition_epoch, owned)
 
 
-def _owns_any(owned: Mapping[uuid.UUID, frozenset[int]] | None, partitions: Assignment) -> bool:
+def _owns_any(owned: Mapping[Uuid, frozenset[int]] | None, partitions: Assignment) -> bool:
     """Whether the member still reports any of ``partitions``; not saying counts as still owning them."""
     if owned is None:
         return True
@@ -431,13 +431,13 @@ def _next_assignment(
     member_epoch: int,
     target_epoch: int,
     target: Assignment,
-    current_partition_epoch: Callable[[uuid.UUID, int], int],
-    owned: Mapping[uuid.UUID, frozenset[int]] | None,
+    current_partition_epoch: Callable[[Uuid, int], int],
+    owned: Mapping[Uuid, frozenset[int]] | None,
 ) -> ConsumerGroupMember:
     has_unreleased = False
-    assigned: dict[uuid.UUID, set[int]] = {}
-    pending_revocation: dict[uuid.UUID, set[int]] = {}
-    pending_assignment: dict[uuid.UUID, set[int]] = {}
+    assigned: dict[Uuid, set[int]] = {}
+    pending_revocation: dict[Uuid, set[int]] = {}
+    pending_assignment: dict[Uuid, set[int]] = {}
     for topic_id in set(target) | set(member.assigned_partitions):
         wanted = target.get(topic_id, frozenset())
         current = member.assigned_partitions.get(topic_id, frozenset())
@@ -477,7 +477,7 @@ def _next_assignment(
     )
 
 
-def _epochs(member: ConsumerGroupMember, assignments: tuple[Assignment, ...], new_epoch: int) -> dict[tuple[uuid.UUID, int], int]:
+def _epochs(member: ConsumerGroupMember, assignments: tuple[Assignment, ...], new_epoch: int) -> dict[tuple[Uuid, int], int]:
     """The assignment epochs of what the member owns next: a partition it keeps keeps its epoch, a partition
     it is given now gets ``new_epoch``, the epoch it moves to (Kafka's KIP-1251)."""
     epochs = {}

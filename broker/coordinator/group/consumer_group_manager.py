@@ -24,7 +24,6 @@ import copy
 import hashlib
 import logging
 import re
-import uuid
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol
 
@@ -63,6 +62,7 @@ from odradek.broker.coordinator.group.group import JoinResult, SyncResult
 from odradek.broker.coordinator.group.group_metadata_records import MemberMetadata
 from odradek.broker.coordinator.runtime import AppendResult, CoordinatorResult, Record, ShardContext
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.kafka_uuid import Uuid, random_uuid
 from odradek.protocol.schema import DecodeError
 
 if TYPE_CHECKING:
@@ -156,7 +156,7 @@ class HeartbeatRequest:
     subscribed_topic_names: list[str] | None = None
     subscribed_topic_regex: str | None = None
     server_assignor: str | None = None
-    owned: Mapping[uuid.UUID, frozenset[int]] | None = None
+    owned: Mapping[Uuid, frozenset[int]] | None = None
     """TopicPartitions: what the member owns (None: unchanged since its last heartbeat)."""
     client_id: str = ""
     client_host: str = ""
@@ -177,8 +177,8 @@ class HeartbeatResult:
 @dataclass(frozen=True)
 class DescribedMember:
     member: ConsumerGroupMember
-    assignment: list[tuple[uuid.UUID, str, list[int]]]
-    target_assignment: list[tuple[uuid.UUID, str, list[int]]]
+    assignment: list[tuple[Uuid, str, list[int]]]
+    target_assignment: list[tuple[Uuid, str, list[int]]]
 
 
 @dataclass(frozen=True)
@@ -509,7 +509,7 @@ class ConsumerGroupManager:
         group = self.groups[req.group_id]
         replaced = group.static_member(req.group_instance_id) if req.group_instance_id is not None else None
         unknown = req.member_id == ""
-        member_id = str(uuid.uuid4()) if unknown else req.member_id
+        member_id = str(random_uuid()) if unknown else req.member_id
         records: list[ConsumerGroupRecord] = []
         try:
             if len(group.members) >= self.config.max_size and member_id not in group.members:
@@ -667,7 +667,7 @@ class ConsumerGroupManager:
         records: list[ConsumerGroupRecord] = []
         joining = req.member_epoch == JOIN_GROUP_MEMBER_EPOCH
         group, retire = self._group(req.group_id, joining, records)
-        member_id = req.member_id or str(uuid.uuid4())
+        member_id = req.member_id or str(random_uuid())
         if len(group.members) >= self.config.max_size and (not req.member_id or req.member_id not in group.members):
             raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity of {self.config.max_size} members.")
         if req.instance_id is None:
@@ -698,7 +698,7 @@ class ConsumerGroupManager:
         return records, self._retire(group) if retire else [], result
 
     def _update_member(
-        self, group: ConsumerGroup, member: ConsumerGroupMember, updated: ConsumerGroupMember, owned: Mapping[uuid.UUID, frozenset[int]] | None, records: list[ConsumerGroupRecord]
+        self, group: ConsumerGroup, member: ConsumerGroupMember, updated: ConsumerGroupMember, owned: Mapping[Uuid, frozenset[int]] | None, records: list[ConsumerGroupRecord]
     ) -> tuple[ConsumerGroupMember, int]:
         """The three steps of a heartbeat (or a classic member's JoinGroup), once ``member`` became ``updated``:
         the member record and maybe a new group epoch, the target assignment when the epoch moved past it,
@@ -763,7 +763,7 @@ class ConsumerGroupManager:
         member_id: str,
         instance_id: str,
         member_epoch: int,
-        owned: Mapping[uuid.UUID, frozenset[int]] | None,
+        owned: Mapping[Uuid, frozenset[int]] | None,
         joining: bool,
         records: list[ConsumerGroupRecord],
         classic: bool = False,
@@ -857,7 +857,7 @@ class ConsumerGroupManager:
         return counts
 
     @staticmethod
-    def _topic_metadata(topics: Iterable[str], image: "MetadataImage | None") -> dict[str, tuple[uuid.UUID, int]]:
+    def _topic_metadata(topics: Iterable[str], image: "MetadataImage | None") -> dict[str, tuple[Uuid, int]]:
         """The subscribed topics that exist: name -> (topic id, partition count)."""
         out = {}
         if image is not None:
@@ -876,7 +876,7 @@ class ConsumerGroupManager:
         old: ConsumerGroupMember,
         new: ConsumerGroupMember,
         topics: Mapping[str, int],
-        metadata: Mapping[str, tuple[uuid.UUID, int]],
+        metadata: Mapping[str, tuple[Uuid, int]],
         resolved: Mapping[str, frozenset[str]],
         records: list[ConsumerGroupRecord],
         now: int,
@@ -893,7 +893,7 @@ class ConsumerGroupManager:
         num_members = len(members)
         homogeneous = all(n == num_members for n in topics.values())
 
-        def topic_ids(m: ConsumerGroupMember) -> frozenset[uuid.UUID]:
+        def topic_ids(m: ConsumerGroupMember) -> frozenset[Uuid]:
             return frozenset(metadata[t][0] for t in self._member_topics(m, resolved) if t in metadata)
 
         specs = {}
@@ -990,7 +990,7 @@ class ConsumerGroupManager:
             lambda: self._fence_by_timer(group_id, member_id, f"it failed to transition from epoch {epoch} within {timeout}ms.", epoch),
         )
 
-    def by_topic_id(self, partitions: Iterable["TopicPartition"]) -> list[tuple[uuid.UUID | None, int]]:
+    def by_topic_id(self, partitions: Iterable["TopicPartition"]) -> list[tuple[Uuid | None, int]]:
         """Partitions named as assignments name them: (topic id, None for a topic the metadata does not know;
         partition)."""
         image = self.metadata()
@@ -1004,7 +1004,7 @@ class ConsumerGroupManager:
         image = self.metadata()
         names = {info.topic_id: name for name, info in image.topics.items()} if image is not None else {}
 
-        def partitions(assignment: Assignment) -> list[tuple[uuid.UUID, str, list[int]]]:
+        def partitions(assignment: Assignment) -> list[tuple[Uuid, str, list[int]]]:
             return [(topic_id, names[topic_id], sorted(ps)) for topic_id, ps in assignment.items() if topic_id in names]
 
         out = []
@@ -1037,7 +1037,7 @@ class ConsumerGroupManager:
         return [encode_record(r) for r in records]
 
 
-def _check_member_epoch(member: ConsumerGroupMember, epoch: int, owned: Mapping[uuid.UUID, frozenset[int]] | None) -> None:
+def _check_member_epoch(member: ConsumerGroupMember, epoch: int, owned: Mapping[Uuid, frozenset[int]] | None) -> None:
     """Kafka's ``throwIfConsumerGroupMemberEpochIsInvalid`` (4.4): epoch 0 is a member rejoining under its own
     id (KIP-1082: a fenced client keeps its member id); the previous epoch is accepted with a subset of the
     current assignment, in case the answer that bumped it was lost."""
@@ -1055,13 +1055,13 @@ def _check_member_epoch(member: ConsumerGroupMember, epoch: int, owned: Mapping[
         )
 
 
-def _is_subset(owned: Mapping[uuid.UUID, frozenset[int]] | None, assigned: Assignment) -> bool:
+def _is_subset(owned: Mapping[Uuid, frozenset[int]] | None, assigned: Assignment) -> bool:
     if owned is None:
         return False
     return all(ps <= assigned.get(topic_id, frozenset()) if ps else topic_id in assigned for topic_id, ps in owned.items())
 
 
-def _metadata_hash(metadata: Mapping[str, tuple[uuid.UUID, int]]) -> int:
+def _metadata_hash(metadata: Mapping[str, tuple[Uuid, int]]) -> int:
     """A 64-bit hash of the subscribed topics (name, id, partition count); 0 for none. It plays the part of
     KIP-1101's MetadataHash (a change bumps the group epoch) but is not Kafka's Murmur3 digest."""
     if not metadata:

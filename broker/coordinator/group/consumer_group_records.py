@@ -14,7 +14,6 @@ moment it decides it, and replays the partition's log when it loads it, so the t
 from __future__ import annotations
 
 import struct
-import uuid
 from dataclasses import dataclass, replace
 from typing import Union
 
@@ -26,6 +25,7 @@ from odradek.broker.coordinator.group.consumer_group import (
     ConsumerGroupMember,
     MemberState,
 )
+from odradek.protocol.kafka_uuid import Uuid
 from odradek.protocol.messages import coordinator_records as cr
 from odradek.protocol.schema import Container, DecodeError, Message, decode, encode
 
@@ -231,11 +231,11 @@ def _assignment(topic_partitions: list) -> Assignment:
     return {tp.topic_id: frozenset(tp.partitions) for tp in topic_partitions if tp.partitions}
 
 
-def _assignment_epochs(topic_partitions: list, member_epoch: int) -> dict[tuple[uuid.UUID, int], int]:
+def _assignment_epochs(topic_partitions: list, member_epoch: int) -> dict[tuple[Uuid, int], int]:
     """The AssignmentEpochs of a record; a record without them (before Kafka 4.3) gives each partition the
     member's epoch, as Kafka reads such a record."""
     default = max(member_epoch, 0)
-    epochs: dict[tuple[uuid.UUID, int], int] = {}
+    epochs: dict[tuple[Uuid, int], int] = {}
     for tp in topic_partitions:
         given = tp.assignment_epochs if tp.assignment_epochs is not None and len(tp.assignment_epochs) == len(tp.partitions) else [default] * len(tp.partitions)
         epochs.update(((tp.topic_id, p), e) for p, e in zip(tp.partitions, given))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
@@ -19,6 +18,7 @@ from typing import Callable, Iterable
 from odradek.broker.coordinator.deferred import Deferred
 from odradek.broker.coordinator.group.group_metadata_records import GroupRecord, MemberMetadata, MemberRecord, OffsetAndMetadata, subscribed_topics
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.kafka_uuid import random_uuid
 from odradek.protocol.schema import DecodeError
 from odradek.storage.topic_partition import TopicPartition
 
@@ -254,7 +254,7 @@ class Group:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
     def generate_member_id(self, client_id: str, group_instance_id: str | None) -> str:
-        return f"{client_id if group_instance_id is None else group_instance_id}-{uuid.uuid4()}"
+        return f"{client_id if group_instance_id is None else group_instance_id}-{random_uuid()}"
 
     def add(self, member: Member, join: Deferred[JoinResult] | None = None) -> None:
         if member.group_instance_id is not None:

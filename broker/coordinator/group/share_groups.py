@@ -17,19 +17,19 @@ and join again (Kafka persists ShareGroup* records in ``__consumer_offsets``).
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from odradek.broker.coordinator.group.group import GroupOverview
 from odradek.broker.coordinator.timers import Timers
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.kafka_uuid import Uuid
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
 ASSIGNOR = "simple"
 
-TopicPartitions = dict[uuid.UUID, list[int]]
+TopicPartitions = dict[Uuid, list[int]]
 
 
 @dataclass
@@ -69,7 +69,7 @@ class HeartbeatAnswer:
     message: str | None = None
 
 
-def simple_assignment(members: list[str], partitions: list[tuple[uuid.UUID, int]]) -> dict[str, TopicPartitions]:
+def simple_assignment(members: list[str], partitions: list[tuple[Uuid, int]]) -> dict[str, TopicPartitions]:
     """Kafka's SimpleAssignor for a homogeneous group (see the module's docstring)."""
     out: dict[str, TopicPartitions] = {m: {} for m in members}
     if not members or not partitions:
@@ -88,7 +88,7 @@ class ShareGroups:
     (id and count) from the broker's metadata, or None when it does not exist; ``topic_names`` lists the
     cluster's topics."""
 
-    def __init__(self, topics: Callable[[str], tuple[uuid.UUID, int] | None], topic_names: Callable[[], Iterable[str]], *, max_size: int = 200) -> None:
+    def __init__(self, topics: Callable[[str], tuple[Uuid, int] | None], topic_names: Callable[[], Iterable[str]], *, max_size: int = 200) -> None:
         self.topics = topics
         self.topic_names = topic_names
         self.max_size = max_size
@@ -144,7 +144,7 @@ class ShareGroups:
                 group.epoch += 1
                 self._maybe_assign(group)
 
-    def _partitions(self, group: ShareGroup) -> list[tuple[uuid.UUID, int]]:
+    def _partitions(self, group: ShareGroup) -> list[tuple[Uuid, int]]:
         partitions = []
         for name in sorted(group.subscribed_topics()):
             found = self.topics(name)
@@ -154,7 +154,7 @@ class ShareGroups:
         return partitions
 
     @staticmethod
-    def _assigned_partitions(group: ShareGroup) -> list[tuple[uuid.UUID, int]]:
+    def _assigned_partitions(group: ShareGroup) -> list[tuple[Uuid, int]]:
         return sorted({(t, p) for a in group.target.values() for t, ps in a.items() for p in ps}, key=lambda tp: (str(tp[0]), tp[1]))
 
     def _maybe_assign(self, group: ShareGroup) -> None:

@@ -10,10 +10,10 @@ state is deleted.
 from __future__ import annotations
 
 import struct
-import uuid
 from dataclasses import dataclass
 
 from odradek.broker.share.state_batches import StateBatch
+from odradek.protocol.kafka_uuid import Uuid
 from odradek.protocol.messages.coordinator_records import SHARE_SNAPSHOT_KEY, SHARE_SNAPSHOT_VALUE, SHARE_UPDATE_KEY, SHARE_UPDATE_VALUE
 from odradek.protocol.schema import DecodeError, decode, encode
 
@@ -30,7 +30,7 @@ class SharePartitionKey:
     """A share group's view of one topic partition (Kafka's ``SharePartitionKey``)."""
 
     group: str
-    topic_id: uuid.UUID
+    topic_id: Uuid
     partition: int
 
 
