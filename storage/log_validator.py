@@ -246,7 +246,8 @@ def validate_records(checked: CheckedBatches, walked: WalkedBatch | None) -> Val
     assert walked is not None
     records, validated, config = checked.records, checked.validated, checked.config
     (position, header), = validated.batches
-    _check_record_errors(records, position, header, walked.problems, config, checked.now_ms, checked.topic_partition)
+    if walked.problems or header.timestamp_type == TimestampType.LOG_APPEND_TIME:  # else nothing to report
+        _check_record_errors(records, position, header, walked.problems, config, checked.now_ms, checked.topic_partition)
     target = _TOPIC_CODECS.get(config.compression_type, header.compression)
     if target == header.compression and header.compression and not walked.offsets_in_sequence:
         # Kafka would rebuild the batch from the key-less records of its in-place walk and fail doing so.
