@@ -75,6 +75,8 @@ def handle(
 def _record_bytes(quotas: ClientQuotas, request: Request, appends: list[PartitionAppend]) -> int:
     """Charge the request's record bytes to the client's producer quota (Kafka charges the whole request's
     size; the header and field overhead left out here are a few dozen bytes)."""
+    if not quotas.any_quota():
+        return 0  # nothing to charge: no sum, no clock read
     size = 0
     for append in appends:
         if append.records is not None:
@@ -99,10 +101,13 @@ def _refused(topic_data: list[TopicProduceData], error: ErrorCode) -> ProduceRes
     return _entries(topic_data, lambda topic: result)
 
 
+_TOPIC_REFUSED = PartitionResponse(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+"""The result of a partition of a topic the client may not write (read only: one for all answers)."""
+
+
 def _response(replica_manager: ReplicaManager, request: Request[ProduceRequest], outcome: AppendOutcome, writable: set[str], throttle_ms: int) -> ProduceResponseDict:
     results = iter(outcome.results)
-    refused = PartitionResponse(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    response = _entries(request.body.topic_data, lambda topic: next(results) if topic in writable else refused)
+    response = _entries(request.body.topic_data, lambda topic: next(results) if topic in writable else _TOPIC_REFUSED)
     response["throttle_time_ms"] = throttle_ms
     if outcome.failed and request.header.api_version >= leader_hints.PRODUCE_VERSION:
         hinted = [(t["name"], e["index"], e) for t in response["responses"] for e in t["partition_responses"] if e["error_code"] in leader_hints.PRODUCE_ERRORS]
