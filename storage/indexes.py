@@ -54,6 +54,7 @@ class _Index:
             with open(path, "rb") as f:
                 self._mm = f.read()
             self._length = len(self._mm)
+            self.max_entries = self._length // entry_size
             self.entries = self._length // entry_size
             self._load_last_entry()
             return
@@ -67,6 +68,8 @@ class _Index:
             length = _round_down(max_index_size, entry_size)
             os.ftruncate(fd, length)
         self._length = length
+        self.max_entries = length // entry_size
+        """The entries the file has room for (an attribute: read at every append, by the roll check)."""
         self._mm = mmap.mmap(fd, length) if length else None
         self.entries = 0 if newly_created else length // entry_size
         self._load_last_entry()
@@ -76,10 +79,6 @@ class _Index:
     @property
     def size_in_bytes(self) -> int:
         return self._length
-
-    @property
-    def max_entries(self) -> int:
-        return self._length // self.ENTRY.size
 
     def is_full(self) -> bool:
         return self.entries >= self.max_entries
@@ -118,6 +117,7 @@ class _Index:
         self._mm = None
         os.ftruncate(self._fd, rounded)
         self._length = rounded
+        self.max_entries = rounded // self.ENTRY.size
         self._mm = mmap.mmap(self._fd, rounded) if rounded else None
         self.entries = min(self.entries, rounded // self.ENTRY.size)
         return True

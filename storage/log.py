@@ -335,7 +335,9 @@ class Log:
             self._check_open()
             offset = first_offset = self._log_end_offset
             max_timestamp, offset_of_max_timestamp = NO_TIMESTAMP, -1
+            producers = False
             for position, header in headers:
+                producers = producers or header.producer_id >= 0
                 set_base_offset(batches, position, offset)
                 set_partition_leader_epoch(batches, position, leader_epoch)
                 header.base_offset = offset
@@ -348,7 +350,8 @@ class Log:
                     max_timestamp, offset_of_max_timestamp = header.max_timestamp, offset - 1
             last_offset = offset - 1
 
-            updates, completed, duplicate = self._analyze_producer_state(batches, headers, origin)
+            # Batches without a producer id (a producer that is not idempotent) leave the producer state alone.
+            updates, completed, duplicate = self._analyze_producer_state(batches, headers, origin) if producers else ({}, [], None)
             if duplicate is not None:
                 return AppendInfo(
                     duplicate.first_offset, duplicate.last_offset, duplicate.timestamp, duplicate.last_offset,
@@ -440,11 +443,11 @@ class Log:
         for txn in completed:
             state.complete_txn(txn, segment.txn_index)
         state.map_end_offset = self._log_end_offset
-        if self.unflushed_messages >= self._config.flush_messages:
+        if self._log_end_offset - self._recovery_point >= self._config.flush_messages:  # unflushed_messages
             self.flush()
 
     def _maybe_roll(self, messages_size: int, max_timestamp: int, max_offset: int, first_offset: int) -> LogSegment:
-        segment = self._segments[-1]
+        segment = self._listing[0][-1]  # the active segment (as ``_segments``, a property call fewer per append)
         config = self._config
         if segment.should_roll(
             segment_bytes=config.segment_bytes,

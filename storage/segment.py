@@ -243,7 +243,9 @@ class LogSegment:
 
     def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
         """Since the first batch's timestamp if it has one, else since the segment was created."""
-        first = self.first_batch_timestamp()
+        first = self._rolling_based_timestamp
+        if first is None:  # known after the first append or read: asked at every append
+            first = self.first_batch_timestamp()
         if first is not None and first >= 0:
             return message_timestamp - first
         return now_ms - self.created_ms
@@ -279,7 +281,7 @@ class LogSegment:
             self.bytes_since_last_index_entry = 0
         self.bytes_since_last_index_entry += len(data)
         next_batch_at = self._next_batch_at
-        next_batch_at[largest_offset + 1] = self.log.size
+        next_batch_at[largest_offset + 1] = records.size
         if len(next_batch_at) > _NEXT_BATCH_POSITIONS:
             del next_batch_at[next(iter(next_batch_at))]
 
