@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Callable, Iterator
 
-from odradek.protocol.record_batch import LOG_OVERHEAD, BatchHeader
+from odradek.protocol.record_batch import LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V2, BatchHeader, read_prefix
 from odradek.protocol.values import Fields
 from odradek.storage.file_records import FileRecords, FileSlice
 from odradek.storage.indexes import INT32_MAX, NO_TIMESTAMP, CorruptIndexError, OffsetIndex, TimeIndex
@@ -28,7 +28,7 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"
 _NEXT_BATCH_POSITIONS = 16
-"""How many positions past the last appends a segment keeps (``LogSegment._next_batch_at``)."""
+"""How many of the last appends' first batches a segment keeps the place of (``LogSegment._next_batch_at``)."""
 CLEANED_FILE_SUFFIX = ".cleaned"
 SWAP_FILE_SUFFIX = ".swap"
 DELETED_FILE_SUFFIX = ".deleted"
@@ -110,10 +110,11 @@ class LogSegment:
         self._txn_index: TransactionIndex | None = None
         self.indexes_trusted = False
         """True once the indexes were created or rebuilt by this process (no sanity check needed)."""
-        self._next_batch_at: dict[int, int] = {}
-        """Where the batch after each of the last few appends starts, by the offset just past the append:
-        the offset a follower or a consumer reading at the end fetches next, found here without a scan of
-        batch headers from the index entry before it."""
+        self._next_batch_at: dict[int, tuple[int, int]] = {}
+        """Where the first batch of each of the last few appends is and its size, by its base offset (the
+        offset just past the append before it): the offset a follower or a consumer reading at the end
+        fetches next, found here without reading a batch header, nor scanning those after the index entry
+        before it."""
         self.active = False
         """The segment appends go to: its indexes are sized for appends (``segment.index.bytes``) when they are
         opened, and trimmed when it stops being active. Until then they hold no file or mapping, so an idle
@@ -280,10 +281,12 @@ class LogSegment:
             self.time_index.maybe_append(*self.max_timestamp_and_offset)
             self.bytes_since_last_index_entry = 0
         self.bytes_since_last_index_entry += len(data)
-        next_batch_at = self._next_batch_at
-        next_batch_at[largest_offset + 1] = records.size
-        if len(next_batch_at) > _NEXT_BATCH_POSITIONS:
-            del next_batch_at[next(iter(next_batch_at))]
+        if len(data) > MAGIC_OFFSET and data[MAGIC_OFFSET] == MAGIC_V2:  # (a legacy message's offset is its last one: none kept)
+            base_offset, size = read_prefix(data, 0)
+            next_batch_at = self._next_batch_at
+            next_batch_at[base_offset] = (physical_position, size)
+            if len(next_batch_at) > _NEXT_BATCH_POSITIONS:
+                del next_batch_at[next(iter(next_batch_at))]
 
     # -- lookup and read -------------------------------------------------------------------------------------------
 
@@ -294,11 +297,8 @@ class LogSegment:
         corrupt, is rebuilt, and the lookup is repeated.
         """
         known = self._next_batch_at.get(offset)
-        if known is not None and known >= starting_position:
-            # The batch there came right after one ending before ``offset``: the first whose last offset is >= it.
-            for batch_position, header in self.log.batch_headers(known):
-                return OffsetPosition(header.base_offset, batch_position, header.batch_length + LOG_OVERHEAD)
-            return None
+        if known is not None and known[0] >= starting_position:
+            return OffsetPosition(offset, *known)  # a batch starting at ``offset``: the first whose last offset is >= it
         for _ in range(2):
             entry_offset, entry_position = self.offset_index.lookup(offset)
             position = max(entry_position, starting_position)
