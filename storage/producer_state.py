@@ -345,6 +345,8 @@ class ProducerStateManager:
     @property
     def first_unstable_offset(self) -> int | None:
         """The first offset of the earliest open or unreplicated transaction (Kafka's firstUnstableOffset)."""
+        if not self.ongoing_txns and not self.unreplicated_txns:
+            return None  # the usual case, asked by every fetch: no tuple made
         return min((*self.ongoing_txns, *self.unreplicated_txns), default=None)
 
     def apply_batch(self, header: BatchHeader, marker: EndTransactionMarker | None = None) -> CompletedTxn | None:

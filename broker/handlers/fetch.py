@@ -146,6 +146,8 @@ def _quota_max_bytes(quotas: ClientQuotas, request: Request, is_follower: bool) 
 
 def _charge(quotas: ClientQuotas, request: Request, reads: list[PartitionRead]) -> int:
     """The answer's record bytes against the consumer's quota (Kafka counts the whole answer's size)."""
+    if not quotas.any_quota():
+        return 0  # nothing to charge: no sum, no clock read
     return quotas.record_fetch(request, sum(r.length for r in reads), time.monotonic())
 
 

@@ -365,7 +365,7 @@ class Partition:
         if follower is not None and update_fetch_state:
             self.update_follower_fetch_state(replica_id, follower, fetch_offset, follower_log_start_offset, now_ms, log_end)
         aborted = []
-        if data.size > 0 and isolation == READ_COMMITTED and replica_id < 0:
+        if isolation == READ_COMMITTED and replica_id < 0 and data.size > 0:  # (the size is a sum: asked last)
             aborted = log.aborted_transactions(fetch_offset, data)
         return LogReadInfo(data, high_watermark, last_stable, log_start, aborted)
 
