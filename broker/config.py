@@ -31,8 +31,8 @@ INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 
 
-def _k(name: str, type_: ConfigType, default: Any, doc: str, *, at_least: float | None = None, valid: tuple[str, ...] | None = None, acted_on: bool = True) -> ConfigKey:
-    return ConfigKey(name, type_, default, doc, at_least=at_least, valid=valid, acted_on=acted_on)
+_k = ConfigKey
+"""Each row of the table below: ``_k(name, type, default, doc, at_least=..., valid=..., acted_on=...)``."""
 
 
 BROKER_CONFIG: tuple[ConfigKey, ...] = (

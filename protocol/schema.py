@@ -188,14 +188,21 @@ class Versions(FrozenFields):
 
     @classmethod
     def parse(cls, spec: str | None) -> "Versions":
-        if spec is None or spec == "none" or spec == "":
-            return NONE
-        if spec.endswith("+"):
-            return cls(int(spec[:-1]), None)
-        if "-" in spec:
-            lo, hi = spec.split("-")
-            return cls(int(lo), int(hi))
-        return cls(int(spec), int(spec))
+        """The range a spec (``"0-4"``, ``"3+"``, ``"2"``, ``"none"``) names; one object per spec (the declarations
+        name the same few hundred ranges many times, and a range is immutable)."""
+        parsed = _PARSED.get(spec)
+        if parsed is None:
+            if spec is None or spec == "none" or spec == "":
+                parsed = NONE
+            elif spec.endswith("+"):
+                parsed = cls(int(spec[:-1]), None)
+            elif "-" in spec:
+                lo, hi = spec.split("-")
+                parsed = cls(int(lo), int(hi))
+            else:
+                parsed = cls(int(spec), int(spec))
+            _PARSED[spec] = parsed
+        return parsed
 
     def __contains__(self, version: int) -> bool:
         return self.low <= version and (self.high is None or version <= self.high)
@@ -211,6 +218,7 @@ class Versions(FrozenFields):
 
 
 NONE = Versions(1, 0)  # empty range
+_PARSED: dict[str | None, Versions] = {}
 
 
 def _versions(spec: str | Versions | None) -> Versions:
