@@ -19,7 +19,6 @@ the data after the latest snapshot.
 
 from __future__ import annotations
 
-import enum
 import logging
 import os
 import struct
@@ -28,7 +27,7 @@ from pathlib import Path
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import BatchHeader, crc32c
-from odradek.protocol.values import Fields, FrozenFields
+from odradek.protocol.values import CodeEnum, Fields, FrozenFields
 from odradek.protocol.records import ControlRecordType, EndTransactionMarker, iter_records
 from odradek.storage.checkpoints import fsync_file, write_atomically
 from odradek.storage.hash_map_order import HashMapOrder
@@ -49,12 +48,12 @@ _SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
 # producer_id, epoch, last_sequence, last_offset, offset_delta, timestamp, coordinator_epoch, current_txn_first_offset
 
 
-class AppendOrigin(enum.Enum):
+class AppendOrigin(CodeEnum):
     """Who is appending: clients get full sequence checks, replication gets none (the leader did them)."""
 
-    CLIENT = "client"
-    COORDINATOR = "coordinator"
-    REPLICATION = "replication"
+    CLIENT = 0
+    COORDINATOR = 1
+    REPLICATION = 2
 
 
 class CorruptSnapshotError(Exception):

@@ -11,7 +11,6 @@ No socket, no event loop: the shell (``socket_server.py``) moves the bytes, and 
 from __future__ import annotations
 
 import collections
-import enum
 import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
@@ -21,7 +20,7 @@ from odradek.broker.network.memory_pool import MemoryPool, Unbounded
 from odradek.broker.network.request_context import ANONYMOUS, UNKNOWN_CLIENT, ClientInformation, KafkaPrincipal, RequestContext
 from odradek.protocol.api import ApiKey, Request, UnknownApiKey, UnsupportedApiVersion, decode_request
 from odradek.protocol.schema import DecodeError
-from odradek.protocol.values import TupleFields
+from odradek.protocol.values import CodeEnum, TupleFields
 
 if TYPE_CHECKING:  # the SASL modules are imported by SASL listeners' connections only
     from odradek.broker.security.sasl_authenticator import SaslServerAuthenticator, SaslSettings, Step
@@ -48,12 +47,12 @@ class Endpoint(TupleFields):
     peer_port: int
 
 
-class ConnectionState(enum.Enum):
-    AUTHENTICATING = "authenticating"
+class ConnectionState(CodeEnum):
+    AUTHENTICATING = 0
     """A SASL listener's exchange (first or re-authentication): only its requests are served."""
-    READY = "ready"
+    READY = 1
     """Requests are decoded and handed to the handlers."""
-    CLOSED = "closed"
+    CLOSED = 2
     """A protocol violation or the shell ended it: nothing more is read."""
 
 
