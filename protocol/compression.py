@@ -29,7 +29,6 @@ from __future__ import annotations
 import mmap
 import struct
 import threading
-import zlib
 from typing import Any, Callable
 
 from odradek.protocol.record_batch import CorruptRecordError, DecompressedTooLargeError, UndecompressableRecordsError
@@ -61,16 +60,19 @@ def compression_type(codec_id: int) -> CompressionType:
 
 cramjam: Any = None
 zstandard: Any = None
+zlib: Any = None
 
 
 def _import_codecs() -> None:
-    """cramjam (snappy, lz4, zstd into a buffer) and zstandard, imported at the first compression or
-    decompression: a broker that starts, or whose clients do not compress, does not wait for them."""
-    global cramjam, zstandard
+    """zlib (gzip), cramjam (snappy, lz4, zstd into a buffer) and zstandard, imported at the first compression
+    or decompression: a broker that starts, or whose clients do not compress, does not wait for them."""
+    global cramjam, zstandard, zlib
+    import zlib as _zlib
+
     import cramjam as _cramjam
     import zstandard as _zstandard
 
-    cramjam, zstandard = _cramjam, _zstandard
+    cramjam, zlib, zstandard = _cramjam, _zlib, _zstandard
 
 
 def compress(codec: int, data: Bytes, *, magic: int = 2) -> bytes:
@@ -139,12 +141,14 @@ def _identity(data: Bytes, magic: int, max_size: int | None = None) -> bytes:
 
 # --- gzip ---------------------------------------------------------------------------------------------------
 
-_GZIP_WBITS = 16 + zlib.MAX_WBITS
+_GZIP_WBITS = 16 + 15
+"""zlib's window bits for a gzip header and trailer around the deflate stream: 16 + ``zlib.MAX_WBITS``."""
 
 
 def _gzip_compress(data: Bytes, magic: int) -> bytes:
     compressor = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, _GZIP_WBITS)
-    return compressor.compress(data) + compressor.flush()
+    compressed: bytes = compressor.compress(data) + compressor.flush()
+    return compressed
 
 
 def _gzip_decompress(data: memoryview, magic: int, max_size: int) -> bytes:

@@ -51,6 +51,7 @@ NOT_AT_START = (
     "odradek.storage.log_cleaner",  # at the cleaner's first pass
     "cramjam",  # the codecs at the first compressed batch, crc32c at the first checksum
     "zstandard",
+    "zlib",
     "crc32c",
     "odradek.broker.metrics",  # with prometheus.port
     "prometheus_client",
