@@ -19,6 +19,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from tests.polling import wait_for
 from tests.controller.zk_brokers import odradek_brokers, zk_session
@@ -300,8 +301,11 @@ def test_the_controller_killed_another_takes_over_and_metadata_converges(brokers
     started = time.monotonic()
 
     def new_controller() -> int | None:
-        data = zk.exists(zd.CONTROLLER) and zk.get(zd.CONTROLLER)[0]
-        broker_id = zd.ControllerRegistration.decode(data).broker_id if data else None
+        try:
+            data = zk.get(zd.CONTROLLER)[0]
+        except NoNodeError:  # between the dead controller's session and the next election
+            return None
+        broker_id = zd.ControllerRegistration.decode(data).broker_id
         return broker_id if broker_id in survivors else None
 
     wait_for(new_controller, timeout_s=SESSION_TIMEOUT_MS / 1000 + 10, what="a surviving broker elected controller")
