@@ -89,6 +89,9 @@ LOG_DIR_EVENT = "log-dir-event-notification"
 LEADER_AND_ISR_RESPONSE = "leader-and-isr-response"
 _STOP = "stop"
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
+FIRST_BALANCE_CHECK_S = 5.0
+"""Kafka's ``onControllerFailover`` schedules the first leader balance check 5 s after the election, the next
+ones every ``leader.imbalance.check.interval.seconds``: a new controller puts right what it inherits."""
 
 
 @dataclass(frozen=True)
@@ -235,7 +238,7 @@ class ZkController:
         """``onControllerFailover``: read everything, tell every broker, then elect what has no live leader.
         ``active`` turns true once that is done (what other threads read of the controller is then whole)."""
         ctx = self.context = ControllerContext(self.broker_id, epoch, epoch_zk_version)
-        self._next_balance_check = time.monotonic() + self.leader_balance.check_interval_s
+        self._next_balance_check = time.monotonic() + FIRST_BALANCE_CHECK_S
         # as Kafka: stale log dir events go, the LeaderAndIsr sent to every broker below finds offline replicas
         self.zk.delete_log_dir_event_notifications(self.zk.log_dir_event_notifications(), epoch_zk_version)
         for broker_id, (registration, broker_epoch) in self.zk.broker_registrations().items():
