@@ -112,7 +112,16 @@ ZERO_UUID = Uuid(int=0)
 """Kafka's ``Uuid.ZERO_UUID``: no topic id (a request naming its topics by name, a topic without one)."""
 
 
+_DASH_FIRST = 0b111110 << 122
+"""The 6 leading bits that make a base64url text start with "-" (character 62)."""
+
+
 def random_uuid() -> Uuid:
-    """A random (version 4, RFC 4122 variant) id, as Java's ``UUID.randomUUID`` and ``uuid.uuid4`` make one."""
-    value = _int.from_bytes(os.urandom(16), "big")
-    return _of_int((value & ~(0xF000 << 64) & ~(0xC000 << 48)) | (0x4000 << 64) | (0x8000 << 48))
+    """A random (version 4, RFC 4122 variant) id, as Kafka's ``Uuid.randomUuid`` makes one: never a reserved id
+    (zero, one), never one whose text (base64url, how tools print and take topic and cluster ids) starts with
+    "-", which a command line would read as an option."""
+    while True:
+        value = _int.from_bytes(os.urandom(16), "big")
+        value = (value & ~(0xF000 << 64) & ~(0xC000 << 48)) | (0x4000 << 64) | (0x8000 << 48)
+        if value > 1 and value >> 122 != _DASH_FIRST >> 122:
+            return _of_int(value)

@@ -3,6 +3,7 @@ with the same text, bytes and value, and is equal to (and found in a dict by) a 
 
 from __future__ import annotations
 
+import base64
 import copy
 import pickle
 import random
@@ -52,3 +53,13 @@ def test_random_uuids_are_version_4_and_differ() -> None:
     for one in made:
         standard = uuid.UUID(str(one))
         assert (standard.version, standard.variant) == (4, uuid.RFC_4122)
+
+
+def test_random_uuids_never_print_with_a_leading_dash_nor_are_reserved() -> None:
+    """Kafka's ``Uuid.randomUuid``: a topic or cluster id's text (base64url) never starts with "-", which tools
+    would read as an option; one in 64 random values would. Zero and one are reserved."""
+    made = [random_uuid() for _ in range(2000)]
+    texts = [base64.urlsafe_b64encode(u.bytes).decode() for u in made]
+    assert not [t for t in texts if t.startswith("-")]
+    assert {t[0] for t in texts} >= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") - {"-"}
+    assert ZERO_UUID not in made and Uuid(int=1) not in made
