@@ -55,8 +55,9 @@ CLUSTER_FAULTS = (
     "tests/cluster/test_log_dir_failure.py",
 )
 # The parallel part's 48 longest test files, longest first (the sum of their tests' times in one run of that
-# part), which it starts first (see longest_first): files of one or two long tests (a cluster's fail-over, a
-# fresh clone's install) belong here, or they come last. A stale entry only costs balance, never a test.
+# part: its "longest test files" section), which it starts first (see longest_first): files of one or two long
+# tests (a cluster's fail-over, a fresh clone's install) belong here, or they come last. A stale entry only
+# costs balance, never a test.
 LONGEST = (
     "tests/e2e/test_share_groups.py",
     "tests/tools/test_console.py",
@@ -133,6 +134,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         elif path in CLUSTER_FAULTS:
             item.add_marker(pytest.mark.cluster_faults)
     items[:] = longest_first(items)
+
+
+FILE_SECONDS: dict[str, float] = {}
+"""Each test file's seconds in this run (its tests' setup, call and teardown), summed where reports arrive: the
+xdist controller, or the one process without xdist."""
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    path = report.nodeid.split("::", 1)[0]
+    FILE_SECONDS[path] = FILE_SECONDS.get(path, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The longest files of the run, which :data:`LONGEST` should start with (its order is taken from here)."""
+    if not FILE_SECONDS:
+        return
+    terminalreporter.section("longest test files")
+    for path, seconds in sorted(FILE_SECONDS.items(), key=lambda entry: -entry[1])[:25]:
+        terminalreporter.write_line(f"{seconds:8.1f}s {path}")
 
 
 def longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
