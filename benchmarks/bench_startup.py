@@ -14,6 +14,8 @@ percent), the figure issue 21's rounds compare (docs/performance.md, "Start-up")
 * The floor: asyncio, anyio (with ``from_thread`` and ``lowlevel``) and uvloop imported and an empty event loop
   started on its own thread, as ``Broker().start()`` starts its loop, with nothing of odradek's. What
   ``Broker()`` takes beyond it (in instructions, and in wall time best against best) is odradek's own.
+* The start and a first test's first requests (:data:`FIRST_REQUESTS`): a cut of the start that only moved
+  work to a first request would show here as no gain.
 
 Each figure is the best of ``ODRADEK_BENCH_REPEAT`` runs (default 5) after one warm-up run (which writes the
 bytecode caches a first run after an install would write), since interference on a shared machine only ever
@@ -58,6 +60,19 @@ Broker(log_dir=sys.argv[1]).start()
 os._exit(0)
 """
 """``Broker()``'s start alone, for valgrind (under which the stop's waits would take seconds)."""
+FIRST_REQUESTS = """
+import os, socket, struct, sys
+from odradek import Broker
+broker = Broker(log_dir=sys.argv[1]).start()
+host, port = broker.bootstrap.rsplit(":", 1)
+with socket.create_connection((host, int(port))) as s:
+    for frame in sys.argv[2:]:
+        s.sendall(bytes.fromhex(frame))
+        s.recv(struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0], socket.MSG_WAITALL)
+os._exit(0)
+"""
+"""``Broker()``'s start and a first test's first requests, each sent when the one before is answered (:func:`first_requests`):
+what a test that starts a broker, creates a topic, produces and reads back costs the broker before its own work."""
 BARE = "import os; os._exit(0)"
 """The interpreter's own start: what :data:`COUNTED` runs before its first line."""
 
@@ -105,6 +120,25 @@ with Broker(log_dir=sys.argv[1]) as broker:
 """
 """20 topics of 100 partitions, each partition given five idempotently produced records: every log opened
 at the restart has a segment, indexes and a producer-state snapshot to read, as a broker in use has."""
+
+
+def first_requests() -> list[str]:
+    """What a client sends first (ApiVersions v3, Metadata v12 for all topics), then CreateTopics v7 of one
+    partition, a Produce v9 (acks=1) of one 100-byte record and a Fetch v12 of it, as hexadecimal frames."""
+    from odradek.protocol.api import ApiKey, encode_request
+    from odradek.protocol.records import Record, build_batch
+
+    batch = build_batch([Record(timestamp=1_700_000_000_000, value=b"x" * 100)])
+    fetched = {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1 << 20}
+    requests = [
+        (ApiKey.ApiVersions, 3, {"client_software_name": "bench", "client_software_version": "1"}),
+        (ApiKey.Metadata, 12, {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}),
+        (ApiKey.CreateTopics, 7, {"topics": [{"name": "t", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}], "timeout_ms": 30000, "validate_only": False}),
+        (ApiKey.Produce, 9, {"transactional_id": None, "acks": 1, "timeout_ms": 30000, "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": batch}]}]}),
+        (ApiKey.Fetch, 12, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                            "topics": [{"topic": "t", "partitions": [fetched]}], "forgotten_topics_data": [], "rack_id": ""}),
+    ]
+    return [encode_request(key, version, correlation, body, client_id="bench").hex() for correlation, (key, version, body) in enumerate(requests)]
 
 
 def free_port() -> int:
@@ -202,16 +236,23 @@ def run() -> list[Result]:
         many_served = best(serve_ms, many)
         counted = None
         if shutil.which("valgrind") and shutil.which("setarch"):  # after the runs above wrote the bytecode caches
+            frames = first_requests()
+            subprocess.run([sys.executable, "-c", FIRST_REQUESTS, str(Path(d) / "warm"), *frames], env=ENV, check=True, timeout=120)  # the requests' modules' caches
             bare = instructions(["-c", BARE])
-            counted = instructions(["-c", COUNTED, str(Path(d) / "counted")]) - bare, instructions(["-c", FLOOR]) - bare
+            counted = (
+                instructions(["-c", COUNTED, str(Path(d) / "counted")]) - bare,
+                instructions(["-c", FLOOR]) - bare,
+                instructions(["-c", FIRST_REQUESTS, str(Path(d) / "first"), *frames]) - bare,
+            )
     load = os.getloadavg()[0]
     results = []
     if counted is not None:
-        broker, below = counted
+        broker, below, first = counted
         results += [
             Result("Broker() start-up: instructions beyond the interpreter's own start (valgrind)", broker / 1e6, "M (lower is better)"),
             Result("the floor, asyncio + anyio + uvloop and an empty loop: instructions beyond the interpreter's own start", below / 1e6, "M"),
             Result("Broker() start-up beyond the floor: odradek's own instructions", (broker - below) / 1e6, "M (lower is better)"),
+            Result("Broker() start-up and a first ApiVersions, Metadata, CreateTopics, Produce and Fetch: instructions", first / 1e6, "M (lower is better)"),
         ]
     for name, (wall, cpu) in (
         (f"Broker() start-up in a fresh interpreter, imports included (load {load:.1f})", embedded),

@@ -81,22 +81,29 @@ class _CodeEnumType(type):
     _members: tuple[Any, ...]
 
     def __new__(mcs, name: str, bases: tuple[type, ...], namespace: dict[str, Any]) -> _CodeEnumType:
-        # As EnumType: every public name whose value is no descriptor (function, property, classmethod) is a member.
-        members = [(key, value) for key, value in namespace.items() if key[0] != "_" and not hasattr(value, "__get__")]
-        cls = super().__new__(mcs, name, bases, {key: value for key, value in namespace.items() if key[0] == "_" or hasattr(value, "__get__")})
+        body: dict[str, Any] = {}
+        members: dict[str, Any] = {}
+        for key, value in namespace.items():
+            # As EnumType: every public name whose value is no descriptor (function, property, classmethod) is a member.
+            if key[0] == "_" or hasattr(value, "__get__"):
+                body[key] = value
+            else:
+                members[key] = value
+        cls = super().__new__(mcs, name, bases, body)
         by_name: dict[str, Any] = {}
         by_value: dict[int, Any] = {}
         new: Any = cls.__new__  # int's, or the class's own (ErrorCode's)
-        for key, value in members:
-            member = new(cls, *value) if value.__class__ is tuple else new(cls, value)
-            code = int(member)
+        set_member = type.__setattr__
+        for key, value in members.items():
+            code = value[0] if value.__class__ is tuple else value
             canonical = by_value.get(code)
             if canonical is None:  # a second name for a code is an alias of the first, as in Enum
-                member.name = key
-                member.value = code
-                by_value[code] = canonical = member
+                canonical = new(cls, *value) if value.__class__ is tuple else new(cls, value)
+                canonical.name = key
+                canonical.value = code
+                by_value[code] = canonical
             by_name[key] = canonical
-            type.__setattr__(cls, key, canonical)
+            set_member(cls, key, canonical)
         cls._member_map_ = by_name
         cls._value2member_map_ = by_value
         cls._members = tuple(by_value.values())
