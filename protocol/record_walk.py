@@ -61,6 +61,10 @@ class TimestampBounds(Fields):
         self.after_max = after_max
 
 
+_UNBOUNDED = TimestampBounds(0, 0, 0)
+"""What the walk is given when no timestamp is bounded (it then reads none of them): one for all walks."""
+
+
 class RecordProblem:
     """One record the topic refuses, for ProduceResponse's ``record_errors``."""
 
@@ -97,7 +101,7 @@ def walk_batch(
     payload: bytes | bytearray | memoryview = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
     if header.compression:
         payload = decompress(header.compression, payload, max_size=max_decompressed)
-    bounds = timestamps or TimestampBounds(0, 0, 0)
+    bounds = timestamps or _UNBOUNDED
     try:
         max_timestamp, in_sequence, problems = _records.walk(
             payload, header.records_count, header.base_timestamp,
@@ -109,5 +113,5 @@ def walk_batch(
         if kind == _OVERLONG_LENGTH and not header.compression:
             raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, message) from None
         raise InvalidRecordError(message) from None
-    found = [RecordProblem(index, RecordErrorKind(kind), ts, delta) for index, kind, ts, delta in problems or ()]
+    found = [RecordProblem(index, RecordErrorKind(kind), ts, delta) for index, kind, ts, delta in problems] if problems else []
     return WalkedBatch(max_timestamp, in_sequence, found)
