@@ -7,12 +7,13 @@ verification nor the transaction coordinator before a transactional produce need
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import anyio
 
-from odradek.broker.coordinator.deferred import Deferred
-from odradek.protocol.errors import ErrorCode
+if TYPE_CHECKING:  # the coordinators' Deferred, with them: a broker without transactions never imports it
+    from odradek.broker.coordinator.deferred import Deferred
+    from odradek.protocol.errors import ErrorCode
 
 
 class AskCoordinator(Exception):
