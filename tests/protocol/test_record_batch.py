@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import struct
+import subprocess
+import sys
 
 import crc32c
 import pytest
@@ -97,6 +99,20 @@ def build_golden() -> bytes:
 
 
 # --- golden bytes -------------------------------------------------------------------------------------------
+
+
+FIRST_CHECKSUM = """
+import sys
+from odradek.protocol.record_batch import crc32c
+print(crc32c(b"123456789"), "crc32c" in sys.modules, "importlib.metadata" in sys.modules)
+"""
+
+
+def test_the_first_checksum_loads_the_c_crc32c_without_the_packages_metadata_read() -> None:
+    """The crc32c package's ``__init__`` reads every installed distribution's metadata for its version (~84 M
+    instructions): the broker's first checksum loads only its C extension, and computes the same value."""
+    done = subprocess.run([sys.executable, "-c", FIRST_CHECKSUM], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == [str(crc32c.crc32c(b"123456789")), "False", "False"]
 
 
 def test_golden_crc_is_crc32c_of_attributes_to_end() -> None:
