@@ -512,7 +512,8 @@ class Partition:
             return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
         if self.log.high_watermark < required_offset:
             return False, ErrorCode.NONE
-        if len(self.maximal_isr) < self.effective_min_isr:
+        pending = self.pending_isr  # the maximal ISR's size, without making it a set per acks=all append
+        if len(pending.maximal_isr if pending is not None else self.state.isr) < self.effective_min_isr:
             return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return True, ErrorCode.NONE
 
