@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from tests.conftest import Wire
 from tests.polling import wait_for
 from tests.controller.zk_brokers import odradek_brokers, zk_session
 from odradek import Broker
@@ -86,17 +87,34 @@ def converged(connect: Callable[..., Any], zk: KazooClient, brokers: dict[int, B
     return expected if all(v == expected for v in views) else None
 
 
-def test_a_topic_created_on_one_broker_is_seen_alike_by_every_broker_and_in_zookeeper(brokers: dict[int, Broker], zk: KazooClient, connect: Callable[..., Any]) -> None:
+@pytest.fixture(scope="module")
+def spread(brokers: dict[int, Broker], zk: KazooClient) -> Any:
+    """:data:`TOPIC`, created through broker 1 once for the module's tests that use it (whichever of them run),
+    and the view every broker and ZooKeeper then agree on."""
     admin = AdminClient({"bootstrap.servers": brokers[1].bootstrap})
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
-    controller, broker_ids, partitions = wait_for(lambda: converged(connect, zk, brokers), what="every broker's metadata equal to ZooKeeper's")
+    wires: list[Wire] = []
+
+    def connect(bootstrap: str) -> Wire:
+        wires.append(Wire(bootstrap))
+        return wires[-1]
+
+    try:
+        return wait_for(lambda: converged(connect, zk, brokers), what="every broker's metadata equal to ZooKeeper's")
+    finally:
+        for wire in wires:
+            wire.close()
+
+
+def test_a_topic_created_on_one_broker_is_seen_alike_by_every_broker_and_in_zookeeper(brokers: dict[int, Broker], spread: Any) -> None:
+    controller, broker_ids, partitions = spread
     assert controller in brokers
     assert broker_ids == (0, 1, 2)
     assert {state[2][0] for state in partitions.values()} == {0, 1, 2}  # spread over the brokers
     assert all(state[0] == state[2][0] and state[3] == state[2] and state[4] == [] for state in partitions.values())
 
 
-def test_records_produced_to_each_partitions_leader_are_consumed(brokers: dict[int, Broker]) -> None:
+def test_records_produced_to_each_partitions_leader_are_consumed(brokers: dict[int, Broker], spread: Any) -> None:
     bootstrap = ",".join(b.bootstrap for b in brokers.values())
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     for index in range(PARTITIONS):
@@ -171,7 +189,7 @@ def test_a_stopped_follower_leaves_the_isr_through_alter_partition_and_comes_bac
     wait_for(lambda: all(sorted(view(connect, b, topic)[2][0][3]) == sorted(brokers) for b in brokers.values()), what="every broker's metadata with the ISR whole again")
 
 
-def test_kafka_topics_describe_shows_the_clusters_leaders(brokers: dict[int, Broker], zk: KazooClient, connect: Callable[..., Any]) -> None:
+def test_kafka_topics_describe_shows_the_clusters_leaders(brokers: dict[int, Broker], spread: Any, zk: KazooClient, connect: Callable[..., Any]) -> None:
     done = kafka_jvm.run_tool("kafka-topics", "--bootstrap-server", brokers[2].bootstrap, "--describe", "--topic", TOPIC)
     assert done.returncode == 0, done.stdout + done.stderr
     _, _, partitions = view(connect, brokers[2])
@@ -183,7 +201,7 @@ def test_kafka_topics_describe_shows_the_clusters_leaders(brokers: dict[int, Bro
     assert described == {index: (state[0], state[2], state[3]) for index, state in partitions.items()}
 
 
-def test_a_topic_config_altered_through_one_broker_is_written_to_zookeeper_and_described_by_every_broker(brokers: dict[int, Broker], zk: KazooClient, connect: Callable[..., Any]) -> None:
+def test_a_topic_config_altered_through_one_broker_is_written_to_zookeeper_and_described_by_every_broker(brokers: dict[int, Broker], spread: Any, zk: KazooClient, connect: Callable[..., Any]) -> None:
     """The broker the tool's request reached writes the config and the /config/changes notification; every
     broker follows the notification (Kafka's ZkConfigManager)."""
     done = kafka_jvm.run_tool("kafka-configs", "--bootstrap-server", brokers[1].bootstrap, "--alter", "--entity-type", "topics", "--entity-name", TOPIC, "--add-config", "retention.ms=12345")
@@ -243,7 +261,7 @@ def test_a_stopping_broker_hands_its_leaderships_over_first_and_rejoins_after_a_
     wait_for(lambda: all(sorted(s.isr) == sorted(brokers) for s in states().values()), what="the restarted broker back in every ISR")
 
 
-def test_requests_from_a_deposed_controller_or_for_an_old_broker_epoch_are_refused(brokers: dict[int, Broker], zk: KazooClient, connect: Callable[..., Any]) -> None:
+def test_requests_from_a_deposed_controller_or_for_an_old_broker_epoch_are_refused(brokers: dict[int, Broker], spread: Any, zk: KazooClient, connect: Callable[..., Any]) -> None:
     """A controller whose epoch is older than the one a broker has followed is refused STALE_CONTROLLER_EPOCH,
     a request for an earlier registration of the broker STALE_BROKER_EPOCH; neither changes its metadata."""
     epoch = int(zk.get(zd.CONTROLLER_EPOCH)[0])
@@ -293,7 +311,7 @@ def test_the_controller_hands_a_live_broker_at_its_epoch_a_producer_id_block(bro
     assert not_controller.call(ApiKey.AllocateProducerIds, 0, {"broker_id": asking, "broker_epoch": broker_epoch}).error_code == ErrorCode.NOT_CONTROLLER
 
 
-def test_the_controller_killed_another_takes_over_and_metadata_converges(brokers: dict[int, Broker], zk: KazooClient, connect: Callable[..., Any]) -> None:
+def test_the_controller_killed_another_takes_over_and_metadata_converges(brokers: dict[int, Broker], spread: Any, zk: KazooClient, connect: Callable[..., Any]) -> None:
     old_controller = zd.ControllerRegistration.decode(zk.get(zd.CONTROLLER)[0]).broker_id
     leaders_before = {index: state[0] for index, state in zk_view(zk, set(brokers), "replicated")[2].items()}
     brokers.pop(old_controller).kill()
