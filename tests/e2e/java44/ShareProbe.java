@@ -45,12 +45,12 @@ public final class ShareProbe {
         System.out.flush();
     }
 
-    private static KafkaProducer<String, String> producer(String bootstrap) {
+    private static KafkaProducer<String, String> producer(String bootstrap, int lingerMs) {
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
         p.put("key.serializer", StringSerializer.class.getName());
         p.put("value.serializer", StringSerializer.class.getName());
-        p.put("linger.ms", "5");
+        p.put("linger.ms", Integer.toString(lingerMs));
         p.put("batch.size", "1024");  // small batches: a share fetch acquires whole batches, so consumers can share
         return new KafkaProducer<>(p);
     }
@@ -85,7 +85,7 @@ public final class ShareProbe {
         long deadline = System.currentTimeMillis() + timeoutMs;
 
         if (mode.equals("produce")) {
-            try (KafkaProducer<String, String> producer = producer(bootstrap)) {
+            try (KafkaProducer<String, String> producer = producer(bootstrap, 5)) {
                 for (int i = 0; i < count; i++) producer.send(new ProducerRecord<>(topic, "p-" + i));
                 producer.flush();
             }
@@ -142,7 +142,10 @@ public final class ShareProbe {
             threads.add(t);
         }
         if (produce) {
-            try (KafkaProducer<String, String> producer = producer(bootstrap)) {
+            // A holding consumer must get its COUNT records in one poll: in explicit mode the client refuses to poll
+            // again while records are unacknowledged (ensureInFlightAcknowledgedIfExplicitAcknowledgement). With
+            // 5 ms a loaded machine split them over batches a fetch could return apart; 200 ms keeps them in one.
+            try (KafkaProducer<String, String> producer = producer(bootstrap, hold ? 200 : 5)) {
                 int w = 0;
                 while (!warm.get() && System.currentTimeMillis() < deadline) {
                     producer.send(new ProducerRecord<>(topic, "w-" + w++)).get();
