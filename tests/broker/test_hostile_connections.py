@@ -159,19 +159,21 @@ def test_thousands_of_connections_open_quickly_and_cost_little(broker, connect) 
     before = settled_rss(pid)
     socks, slowest, elapsed = open_many(broker.bootstrap, pid)
     try:
-        per_connection = (settled_rss(pid) - before) / CONNECTIONS
+        first_round = settled_rss(pid)
+        per_connection = (first_round - before) / CONNECTIONS
         assert slowest < 0.5, f"slowest connect took {slowest:.2f} s"
         assert elapsed < 5, f"{CONNECTIONS} connections took {elapsed:.1f} s to be accepted"
         assert per_connection < 16 * 1024, f"{per_connection / 1024:.1f} KB per idle connection"
         assert connect(broker.bootstrap).call(ApiKey.Metadata, 12, {"topics": None}).brokers
     finally:
         close_all(socks, pid, base_fds)
-    # What closed connections held serves the next ones: a second round costs (almost) nothing more.
-    after_first = settled_rss(pid)
+    # What closed connections held serves the next ones: a second round, all open, holds (almost) no more than the
+    # first did. Measured against the first round's peak, not the RSS between the rounds: the allocator gives
+    # some freed memory back to the kernel, which the second round then takes again (up to 6 MB, one run in four).
     socks, _, _ = open_many(broker.bootstrap, pid)
     try:
-        again = settled_rss(pid) - after_first
-        assert again < CONNECTIONS * 2 * 1024, f"a second round of connections grew the broker by {again / MB:.1f} MB"
+        again = settled_rss(pid) - first_round
+        assert again < CONNECTIONS * 2 * 1024, f"a second round of connections took {again / MB:.1f} MB more than the first"
     finally:
         close_all(socks, pid, base_fds)
 
