@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
 from odradek.protocol.values import TupleFields
+from odradek.broker.replication.replica_selector import SELECTORS
 from odradek.storage.config_types import ConfigKey, ConfigType, ConfigError, ConfigValue
 
 log = logging.getLogger("odradek.config")
@@ -166,7 +167,7 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     _k(
         "replica.selector.class", C, None,
         "The leader's choice of a replica for a consumer to fetch from (KIP-392): org.apache.kafka.common.replica.RackAwareReplicaSelector, a replica in the consumer's client.rack; unset: none is preferred, though any replica serves a consumer that fetches from it.",
-        valid=("org.apache.kafka.common.replica.RackAwareReplicaSelector",),
+        valid=tuple(SELECTORS),
     ),
     _k("replica.fetch.max.bytes", I, 1048576, "Bytes of messages a follower fetches per partition.", at_least=0),
     _k("replica.fetch.wait.max.ms", I, 500, "Max wait time for each fetcher request issued by follower replicas; at most replica.socket.timeout.ms and replica.lag.time.max.ms."),

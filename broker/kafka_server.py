@@ -125,10 +125,10 @@ class KafkaServer:
         )
         self.replica_manager.leader_node = self._inter_broker_node
         self.replica_manager.metadata = lambda: self.metadata_support.image if self.metadata_support is not None else None
-        if config["replica.selector.class"] is not None:  # the one value the key takes (replica_selector.RACK_AWARE)
-            from odradek.broker.replication.replica_selector import rack_aware
+        if config["replica.selector.class"] is not None:
+            from odradek.broker.replication.replica_selector import SELECTORS
 
-            self.replica_manager.replica_selector = rack_aware
+            self.replica_manager.replica_selector = SELECTORS[config["replica.selector.class"]]
         self.metadata_support: MetadataSupport | None = None
         """The metadata mode, chosen at :meth:`startup` (:func:`start_metadata_support`)."""
         self.finalized_features = FinalizedFeatures()

@@ -35,3 +35,8 @@ def rack_aware(client_rack: str, leader: ReplicaView, replicas: list[ReplicaView
     if not same_rack or leader in same_rack:
         return leader
     return max(same_rack, key=lambda r: (r.log_end_offset, -r.time_since_caught_up_ms))
+
+
+SELECTORS = {RACK_AWARE: rack_aware}
+"""The ``replica.selector.class`` values odradek has, each with its selector: the key's valid values
+(broker/config.py) and what the broker runs (broker/kafka_server.py) both come from here."""
