@@ -11,7 +11,7 @@ With valgrind installed, also the instructions ``Broker()``'s start runs beyond 
 count that other work on the machine does not change (wall and CPU times on a shared machine vary by tens of
 percent), the figure issue 21's rounds compare (docs/performance.md, "Start-up").
 
-* The floor: asyncio, anyio (with ``from_thread`` and ``lowlevel``) and uvloop imported and an empty event loop
+* The floor: asyncio, anyio (with ``lowlevel``) and uvloop imported and an empty event loop
   started on its own thread, as ``Broker().start()`` starts its loop, with nothing of odradek's. What
   ``Broker()`` takes beyond it (in instructions, and in wall time best against best) is odradek's own.
 * The start and a first test's first requests (:data:`FIRST_REQUESTS`): a cut of the start that only moved
@@ -79,7 +79,7 @@ BARE = "import os; os._exit(0)"
 FLOOR = """
 import os, threading, time
 started, cpu = time.perf_counter(), time.process_time()
-import anyio, anyio.from_thread, anyio.lowlevel
+import anyio, anyio.lowlevel
 
 running = threading.Event()
 
@@ -97,7 +97,7 @@ os._exit(0)
 """
 """What any broker on anyio and uvloop pays before a line of odradek's runs, measured as :data:`EMBEDDED` is:
 asyncio (which imports ``ssl``, ``concurrent.futures``, ``inspect``, ``logging``), anyio with
-``anyio.from_thread`` and ``anyio.lowlevel`` (what ``Broker`` imports of it), uvloop, and an empty event loop
+``anyio.lowlevel`` (what ``Broker`` imports of it; ``anyio.from_thread``, 3.7 M instructions, it no longer does), uvloop, and an empty event loop
 started on its own thread (anyio imports its asyncio backend then), up to the loop running, as
 ``Broker().start()`` waits for its loop."""
 

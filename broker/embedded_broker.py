@@ -8,6 +8,7 @@ on a free loopback port with a temporary log directory and yields when it accept
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import os
 import re
@@ -19,7 +20,6 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import anyio
-import anyio.from_thread
 import anyio.lowlevel
 
 from odradek.broker.config import BrokerConfig
@@ -58,6 +58,8 @@ class Broker:
         self._proc: sp.Popen | None = None
         self._stop: anyio.Event | None = None
         self._token: Any = None
+        """The loop's anyio token, for tests and benchmarks that run code on the broker's loop."""
+        self._loop: Any = None
         self._started = threading.Event()
         self.output: collections.deque[str] = collections.deque(maxlen=2000)
         """The subprocess broker's latest log lines (to explain a failing test)."""
@@ -96,6 +98,7 @@ class Broker:
 
             self._stop = anyio.Event()
             self._token = anyio.lowlevel.current_token()
+            self._loop = asyncio.get_running_loop()
 
             def started(server: Any, address: tuple[str, int]) -> None:
                 self.server = server
@@ -150,8 +153,10 @@ class Broker:
             self._proc.wait(30)
             self._proc = None
         if self._thread is not None:
-            if self._stop is not None and self._token is not None:
-                anyio.from_thread.run_sync(self._stop.set, token=self._token)
+            if self._stop is not None and self._loop is not None:
+                # The loop sets the event (an anyio Event is the loop's own): what anyio.from_thread.run_sync
+                # does, without importing anyio.from_thread (3.7 M instructions, ~1 ms) at every start.
+                self._loop.call_soon_threadsafe(self._stop.set)
             self._thread.join(30)
             self._thread = None
 

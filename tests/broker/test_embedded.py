@@ -58,6 +58,7 @@ NOT_AT_START = (
     "construct",
     "uuid",  # topic ids are our own Uuid (protocol/kafka_uuid.py): the standard library's imports platform
     "platform",
+    "anyio.from_thread",  # the stop asks the loop itself to set its event
 )
 """Modules a single node on an empty log directory does not import before it serves (each at its first use,
 docs/performance.md, "Start-up"): ``Broker()``'s start stays at what it needs."""
