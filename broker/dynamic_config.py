@@ -115,13 +115,14 @@ reports the others read-only). Those odradek acts on at run time: the topic defa
 DYNAMIC_PASSWORD_CONFIGS = tuple(name for name, key in DYNAMIC_KEYS.items() if key.type is ConfigType.PASSWORD)
 """DynamicBrokerConfig.DynamicPasswordConfigs: Kafka stores them encrypted with ``password.encoder.secret``."""
 
-LISTENER_CONFIG = re.compile(r"listener\.name\.[^.]*\.(.*)")
-"""DynamicBrokerConfig.ListenerConfigRegex: a listener's own value of a key (``listener.name.<l>.<key>``)."""
+LISTENER_CONFIG = r"listener\.name\.[^.]*\.(.*)"
+"""DynamicBrokerConfig.ListenerConfigRegex: a listener's own value of a key (``listener.name.<l>.<key>``),
+compiled by ``re``'s cache at its first use (a start with no dynamic configs has none)."""
 
 
 def listener_base(name: str) -> str | None:
     """The key a listener-prefixed name overrides; None for any other name."""
-    found = LISTENER_CONFIG.fullmatch(name)
+    found = re.fullmatch(LISTENER_CONFIG, name)
     return found.group(1) if found else None
 
 

@@ -8,7 +8,7 @@ in ApiVersions (KIP-511).
 
 from __future__ import annotations
 
-import re
+import string
 from typing import Any
 
 from odradek.protocol.values import TupleFields
@@ -33,7 +33,14 @@ ANONYMOUS = KafkaPrincipal(USER_TYPE, "ANONYMOUS")
 """Kafka's principal of an unauthenticated client (PLAINTEXT listeners, TLS without a client certificate)."""
 
 
-_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+_ALPHANUMERIC = frozenset(string.ascii_letters + string.digits)
+_SOFTWARE_CHARS = _ALPHANUMERIC | {"-", "."}
+
+
+def _valid_software(text: str) -> bool:
+    """Kafka's ``[a-zA-Z0-9](?:[a-zA-Z0-9\\-.]*[a-zA-Z0-9])?``, matched whole. Set tests rather than a regular
+    expression, whose compilation cost every start 0.7 M instructions."""
+    return bool(text) and text[0] in _ALPHANUMERIC and text[-1] in _ALPHANUMERIC and _SOFTWARE_CHARS.issuperset(text)
 
 
 class ClientInformation(TupleFields):
@@ -44,7 +51,7 @@ class ClientInformation(TupleFields):
 
     def is_valid(self) -> bool:
         """Kafka's ApiVersionsRequest check: letters, digits, '-' and '.', starting and ending alphanumeric."""
-        return bool(_SOFTWARE.match(self.software_name) and _SOFTWARE.match(self.software_version))
+        return _valid_software(self.software_name) and _valid_software(self.software_version)
 
 
 UNKNOWN_CLIENT = ClientInformation()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import struct
 
+import pytest
+
 from odradek.broker.network.connection import AnswerReady, ConnectionEnded, ConnectionState, Endpoint, KafkaConnection, RequestReceived
 from odradek.broker.kafka_apis import HANDLERS, unsupported_api_versions_response
 from odradek.broker.network.memory_pool import MemoryPool
@@ -42,9 +44,10 @@ def test_pipelined_requests_come_out_in_order_with_their_context_even_byte_by_by
     assert second.client_address == "10.0.0.7"
 
 
-def test_an_invalid_software_name_is_not_recorded() -> None:
+@pytest.mark.parametrize("name", ["-bad", "probe\n"])  # Kafka matches the whole name: no trailing newline either
+def test_an_invalid_software_name_is_not_recorded(name: str) -> None:
     conn = connection()
-    conn.feed(api_versions(3, 1, name="-bad"))
+    conn.feed(api_versions(3, 1, name=name))
     [event] = conn.feed(api_versions(0, 2))
     assert event.request.context.client_information == ClientInformation("unknown", "unknown")
 

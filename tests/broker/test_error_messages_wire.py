@@ -77,6 +77,7 @@ def test_a_topic_name_of_32767_characters_is_answered_with_a_bounded_message(bro
 @pytest.mark.parametrize(("name", "reason"), [
     ("x" * 300, f"the length of '{'x' * 300}' is longer than the max allowed length 249"),  # quoted whole: it fits
     ("a b", "'a b' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"),
+    ("a\n", "'a\n' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"),  # not taken for an end
     ("..", "'..' is not allowed"),
 ])
 def test_a_message_that_fits_is_kafkas_own(broker, real_kafka, connect, name, reason):
