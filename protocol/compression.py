@@ -31,23 +31,15 @@ import struct
 import threading
 from typing import Any, Callable
 
-from odradek.protocol.record_batch import CorruptRecordError, DecompressedTooLargeError, UndecompressableRecordsError
-from odradek.protocol.values import CodeEnum
+from odradek.protocol.record_batch import DEFAULT_MAX_DECOMPRESSED_SIZE as DEFAULT_MAX_DECOMPRESSED_SIZE  # the codecs' bound and ids,
+from odradek.protocol.record_batch import CompressionType as CompressionType  # named here by the codecs' users too
+from odradek.protocol.record_batch import (
+    CorruptRecordError,
+    DecompressedTooLargeError,
+    UndecompressableRecordsError,
+)
 
 Bytes = bytes | bytearray | memoryview
-
-DEFAULT_MAX_DECOMPRESSED_SIZE = 128 * 1024 * 1024
-"""Far above what real batches expand to (producers cap requests at ~1 MiB compressed by default)."""
-
-
-class CompressionType(CodeEnum):
-    """Attribute bits 0-2 of a batch or legacy message."""
-
-    NONE = 0
-    GZIP = 1
-    SNAPPY = 2
-    LZ4 = 3
-    ZSTD = 4
 
 
 def compression_type(codec_id: int) -> CompressionType:

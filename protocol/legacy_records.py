@@ -26,7 +26,7 @@ import struct
 import zlib
 from typing import Iterable, Iterator
 
-from odradek.protocol.compression import CompressionType, compress, compression_type, decompress
+from odradek.protocol.compression import compress, compression_type, decompress
 from odradek.protocol.record_batch import (
     COMPRESSION_MASK,
     LOG_OVERHEAD,
@@ -35,6 +35,7 @@ from odradek.protocol.record_batch import (
     MAGIC_V2,
     NO_TIMESTAMP,
     TIMESTAMP_TYPE_MASK,
+    CompressionType,
     CorruptRecordError,
     InvalidRecordError,
     TimestampType,

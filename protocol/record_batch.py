@@ -66,6 +66,17 @@ _INT16 = struct.Struct(">h")
 _UINT32 = struct.Struct(">I")
 
 
+class CompressionType(CodeEnum):
+    """Attribute bits 0-2 of a batch or legacy message. The codecs are :mod:`.compression`'s, imported at the
+    first compressed batch: a broker whose clients do not compress never loads them."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+
 class TimestampType(CodeEnum):
     NO_TIMESTAMP_TYPE = -1  # magic 0 messages
     CREATE_TIME = 0
@@ -98,6 +109,11 @@ class UndecompressableRecordsError(CorruptRecordError):
     error_code = ErrorCode.UNKNOWN_SERVER_ERROR
 
 
+DEFAULT_MAX_DECOMPRESSED_SIZE = 128 * 1024 * 1024
+"""The decompression bound: far above what real batches expand to (producers cap requests at ~1 MiB compressed
+by default)."""
+
+
 class DecompressedTooLargeError(CorruptRecordError):
     """Compressed records that expand beyond the decompression bound: a bomb, refused before it is expanded."""
 
@@ -108,6 +124,15 @@ class InvalidRecordError(RecordsError):
     """Well-formed bytes that break Kafka's rules: offsets vs count, record structure, magic mismatch."""
 
     error_code = ErrorCode.INVALID_RECORD
+
+
+class NegativeTimestampError(ValueError):
+    """A record to write with a timestamp below zero other than -1 (NO_TIMESTAMP). Kafka's
+    ``MemoryRecordsBuilder`` refuses to write one ("Invalid negative timestamp"), so where Kafka's broker
+    rebuilds records it fails: a produce that must be up-converted or recompressed is answered
+    UNKNOWN_SERVER_ERROR for the partition, a fetch that must down-convert such a record as a whole. (A batch
+    appended as it came keeps any timestamp.) Here, not in :mod:`.records` which raises it, so that the
+    produce and fetch paths that catch it need not import the record codec."""
 
 
 class UnsupportedCompressionTypeError(RecordsError):

@@ -6,7 +6,7 @@ and compressed data that does not decompress; it also checks each record's key (
 timestamp (KIP-937 bounds), and takes the batch's max timestamp from the records rather than from the
 header. ``walk_batch`` is that loop. The walk itself runs in C (``_records.walk``) with no Python object
 per record; only a compressed batch costs more, its decompression (at most
-``compression.DEFAULT_MAX_DECOMPRESSED_SIZE`` bytes, so a decompression bomb is refused, not expanded).
+``record_batch.DEFAULT_MAX_DECOMPRESSED_SIZE`` bytes, so a decompression bomb is refused, not expanded).
 
 What Kafka answers, and so what ``walk_batch`` raises:
 
@@ -27,10 +27,10 @@ from __future__ import annotations
 
 
 from odradek.protocol import _records
-from odradek.protocol.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, decompress
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.values import CodeEnum, Fields
 from odradek.protocol.record_batch import (
+    DEFAULT_MAX_DECOMPRESSED_SIZE,
     HEADER_SIZE,
     BatchHeader,
     InvalidRecordError,
@@ -100,6 +100,8 @@ def walk_batch(
     """
     payload: bytes | bytearray | memoryview = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
     if header.compression:
+        from odradek.protocol.compression import decompress  # the codecs at the first compressed batch
+
         payload = decompress(header.compression, payload, max_size=max_decompressed)
     bounds = timestamps or _UNBOUNDED
     try:

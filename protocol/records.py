@@ -24,7 +24,6 @@ import struct
 import time
 from typing import Iterable, Iterator
 
-from odradek.protocol.compression import CompressionType, compress, decompress
 from odradek.protocol.record_batch import (
     CONTROL_FLAG,
     HEADER_SIZE,
@@ -35,7 +34,9 @@ from odradek.protocol.record_batch import (
     NO_TIMESTAMP,
     TRANSACTIONAL_FLAG,
     BatchHeader,
+    CompressionType,
     InvalidRecordError,
+    NegativeTimestampError,
     TimestampType,
     encode_batch,
     read_batch_header,
@@ -183,6 +184,8 @@ def iter_records_unchecked(buf: Bytes, pos: int, header: BatchHeader) -> Iterato
         raise InvalidRecordError(f"invalid record count {header.records_count}")
     payload = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
     if header.compression:
+        from odradek.protocol.compression import decompress  # the codecs at the first compressed batch
+
         payload = memoryview(decompress(header.compression, payload))
     return _decode_records(payload, header)
 
@@ -263,14 +266,6 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class NegativeTimestampError(ValueError):
-    """A record to write with a timestamp below zero other than -1 (NO_TIMESTAMP). Kafka's
-    ``MemoryRecordsBuilder`` refuses to write one ("Invalid negative timestamp"), so where Kafka's broker
-    rebuilds records it fails: a produce that must be up-converted or recompressed is answered
-    UNKNOWN_SERVER_ERROR for the partition, a fetch that must down-convert such a record as a whole. (A batch
-    appended as it came keeps any timestamp.)"""
-
-
 def complete_records(records: Iterable[RecordLike], base_offset: int) -> list[PlacedRecord]:
     """Records with every offset and timestamp filled in, the way the batch builders number them.
 
@@ -319,6 +314,8 @@ def build_batch(
     base_timestamp = items[0].timestamp
     payload = b"".join(encode_record(r, r.offset - base_offset, r.timestamp - base_timestamp) for r in items)
     if compression:
+        from odradek.protocol.compression import compress  # the codecs at the first compressed batch
+
         payload = compress(compression, payload)
     attributes = (
         CompressionType(compression)

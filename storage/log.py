@@ -36,7 +36,6 @@ from odradek.protocol.record_batch import (
     set_partition_leader_epoch,
     validate_batches,
 )
-from odradek.protocol.records import iter_records
 from odradek.protocol.values import Fields, TupleFields
 from odradek.storage.checkpoints import fsync_dir, read_partition_metadata, write_partition_metadata
 from odradek.storage.file_records import FileSlice
@@ -565,6 +564,8 @@ class Log:
                 break
         else:
             return None
+        from odradek.protocol.records import iter_records  # the record codec: the one batch that holds it is decoded
+
         for position, header in segment.batches_from(segment.find_timestamp_position(timestamp, start)):
             if header.max_timestamp >= timestamp:
                 for record in iter_records(segment.read_batch(position, header)):
@@ -578,6 +579,8 @@ class Log:
         segment = max(self._segments, key=lambda s: s.max_timestamp)
         max_timestamp, offset = segment.max_timestamp_and_offset
         _, position = segment.offset_index.lookup(offset)
+        from odradek.protocol.records import iter_records  # as offset_for_timestamp
+
         for batch_position, header in segment.batches_from(position):
             if header.max_timestamp == max_timestamp:
                 for record in iter_records(segment.read_batch(batch_position, header)):

@@ -27,15 +27,17 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from odradek.protocol.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.values import Fields
 from odradek.protocol.java_hash import int64
 from odradek.protocol.record_batch import (
+    DEFAULT_MAX_DECOMPRESSED_SIZE,
     MAGIC_V2,
     NO_TIMESTAMP,
     BatchHeader,
+    CompressionType,
     DecompressedTooLargeError,
+    NegativeTimestampError,
     TimestampType,
     ValidatedBatches,
     parse_header,
@@ -44,7 +46,6 @@ from odradek.protocol.record_batch import (
     validate_batches,
 )
 from odradek.protocol.record_walk import RecordErrorKind, RecordProblem, TimestampBounds, WalkedBatch, walk_batch
-from odradek.protocol.records import NegativeTimestampError, Record, build_batch, iter_records_unchecked
 from odradek.storage.log_config import LONG_MAX, LogConfig
 from odradek.storage.producer_state import AppendOrigin
 
@@ -283,7 +284,9 @@ def _rebuild(records: Any, position: int, header: Any, codec: int, log_append_ti
     """The batch rewritten as Kafka's LogValidator.buildRecordsAndAssignOffsets writes it: in ``codec``,
     offsets 0, 1, 2, ... in record order (whatever offset deltas the client wrote); producer id, epoch and
     sequence, timestamps, headers and the transactional flag kept. The one case where the broker decodes
-    and re-encodes records."""
+    and re-encodes records, so the record codec is imported here, at the first batch rebuilt."""
+    from odradek.protocol.records import Record, build_batch, iter_records_unchecked
+
     renumbered = (Record(None, r.timestamp, r.key, r.value, r.headers, r.attributes) for r in iter_records_unchecked(records, position, header))
     return memoryview(bytearray(build_batch(
         renumbered,
@@ -311,6 +314,8 @@ def _check_record_errors(records: Any, position: int, header: Any, problems: lis
     LogAppendTime batch unless its max timestamp is a CreateTime the topic accepts."""
     errors = {p.index: _problem_message(p, config, now_ms, topic_partition) for p in problems}
     if header.timestamp_type == TimestampType.LOG_APPEND_TIME and (config.log_append_time or header.max_timestamp == NO_TIMESTAMP):
+        from odradek.protocol.records import iter_records_unchecked  # the record codec, for a refused batch only
+
         for index, record in enumerate(iter_records_unchecked(records, position, header)):
             errors.setdefault(index, (
                 f"Invalid timestamp type in message DefaultRecord(offset={record.offset}, timestamp={record.timestamp}, "

@@ -24,14 +24,17 @@ import os
 import struct
 from collections import deque
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import BatchHeader, crc32c
 from odradek.protocol.values import CodeEnum, Fields, FrozenFields
-from odradek.protocol.records import ControlRecordType, EndTransactionMarker, iter_records
 from odradek.storage.checkpoints import fsync_file, write_atomically
 from odradek.storage.hash_map_order import HashMapOrder
 from odradek.storage.transaction_index import AbortedTxn, TransactionIndex
+
+if TYPE_CHECKING:
+    from odradek.protocol.records import EndTransactionMarker
 
 log = logging.getLogger("odradek.storage")
 
@@ -61,7 +64,10 @@ class CorruptSnapshotError(Exception):
 
 
 def read_end_txn_marker(batch: bytes | bytearray | memoryview) -> EndTransactionMarker | None:
-    """The COMMIT or ABORT a transactional control batch carries; None for a batch the cleaner emptied."""
+    """The COMMIT or ABORT a transactional control batch carries; None for a batch the cleaner emptied. (The
+    record codec is imported here, at the first control batch: a log without transactions never needs it.)"""
+    from odradek.protocol.records import EndTransactionMarker, iter_records
+
     for record in iter_records(batch):
         return EndTransactionMarker.from_record(record)
     return None
@@ -220,6 +226,8 @@ class ProducerAppendInfo:
         first_offset = self.updated.current_txn_first_offset
         completed = None
         if first_offset is not None:
+            from odradek.protocol.records import ControlRecordType  # loaded with the marker it read
+
             completed = CompletedTxn(self.producer_id, first_offset, header.base_offset, marker.control_type is ControlRecordType.ABORT)
         self.updated.maybe_update_producer_epoch(header.producer_epoch)
         self.updated.current_txn_first_offset = None

@@ -35,7 +35,7 @@ from odradek.broker.replication.replica_manager import FetchParams, PartitionRea
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.kafka_uuid import Uuid
-from odradek.protocol.records import NegativeTimestampError
+from odradek.protocol.record_batch import NegativeTimestampError
 
 if TYPE_CHECKING:
     from odradek.protocol.message_types.fetch import FetchableTopicResponseDict, FetchRequest, FetchResponseDict, PartitionDataDict

@@ -52,6 +52,8 @@ NOT_AT_START = (
     "cramjam",  # the codecs at the first compressed batch, crc32c at the first checksum
     "zstandard",
     "zlib",
+    "odradek.protocol.compression",
+    "odradek.protocol.records",  # the record codec: at the first batch decoded or rebuilt (compressed, transactional...)
     "crc32c",
     "odradek.broker.metrics",  # with prometheus.port
     "prometheus_client",
