@@ -14,7 +14,8 @@ JVM_CACHE = .cache/jvm
 serve: install
 	$(VENV)/bin/odradek serve
 
-# The venv module, a C compiler and Python's headers (odradek builds one small C extension, protocol/_records.c).
+# The venv module, a C compiler and Python's headers (odradek builds two small C extensions, protocol/_records.c
+# and protocol/_codec.c).
 build-deps:
 	@missing=""; \
 	$(BASE_PYTHON) -c 'import ensurepip' 2>/dev/null || missing="$$missing python3-venv"; \

@@ -5,7 +5,9 @@ versions, tagged fields, defaults and nested structs. For a given (message, vers
 (:class:`Primitive`, :class:`KArray`, :class:`KStruct`, :class:`NullableStruct`) emits the straight-line
 Python that reads and writes it, and the whole is compiled once into one parser and one builder function
 (:class:`Codec`): Kafka's primitives (unsigned varints, compact strings, tagged-field sections, zero-copy
-``records``) need nothing else.
+``records``) need nothing else. The same struct is also derived into a program for the schema machine
+(``protocol/_codec.c``), which decodes and encodes at C speed; the Python functions are its reference, run
+whenever the machine refuses an input or a value, so that errors are theirs.
 
 Decoded structs are :class:`Container` objects (dicts with attribute access) that always carry every
 field of the message, filled with the field's default when the version lacks it, so handlers never branch
@@ -25,11 +27,17 @@ import operator
 import os
 import re
 import struct
+import sys
 import threading
 from typing import Any, Mapping, Protocol, cast
 
 from odradek.protocol.kafka_uuid import ZERO_UUID, Uuid, uuid_of_bytes
 from odradek.protocol.values import FrozenFields
+
+try:
+    from odradek.protocol import _codec
+except ImportError:  # a tree whose extension was not rebuilt since it gained the machine: the Python codec runs
+    _codec = None  # type: ignore[assignment]
 
 __all__ = [
     "Versions",
@@ -362,7 +370,7 @@ class _Code:
 class Codec:
     """One version of a message compiled: the functions :func:`decode_frame` and :func:`encode_frame` call."""
 
-    __slots__ = ("parsefunc", "buildfunc")
+    __slots__ = ("parsefunc", "buildfunc", "program")
 
     def __init__(self, struct_: KStruct, label: str) -> None:
         code = _Code()
@@ -372,6 +380,9 @@ class Codec:
         exec(compile("\n".join(code.blocks), f"<{label}>", "exec"), namespace)
         self.parsefunc = namespace[parse]
         self.buildfunc = namespace[build]
+        self.program: tuple[Any, ...] | None = struct_.program() if _codec is not None and struct_.machine_can_run() else None
+        """The same struct as the schema machine's program (``protocol/_codec.c``), or None where the Python
+        functions above run: the extension not built, or a construct the machine does not run."""
 
 
 _COMPILE_LOCK = threading.RLock()
@@ -399,6 +410,19 @@ class _Field:
         """An expression writing ``obj`` to ``io``, whose value is ``obj``."""
         raise NotImplementedError
 
+    def op(self) -> tuple[int, int, Any]:
+        """The schema machine's op for this field: (code, flags, argument), as ``protocol/_codec.c`` reads it."""
+        raise NotImplementedError
+
+    def holds_records(self) -> bool:
+        """Whether a ``records`` field is in it (the machine refuses one in a tagged field, see
+        :meth:`KStruct.machine_can_run`)."""
+        return False
+
+    def machine_can_run(self) -> bool:
+        """Whether the schema machine reads and writes it as the Python functions do."""
+        return True
+
 
 class Primitive(_Field):
     """A Kafka primitive: fixed-width numbers, uuid, (compact) (nullable) string/bytes, records."""
@@ -421,6 +445,12 @@ class Primitive(_Field):
             return "_rt.read_uuid(io)"
         kind = {"string": "str", "bytes": "bytes", "records": "records"}[t]
         return f"_rt.read_{kind}(io, this, {self.compact}, {self.nullable})"
+
+    def op(self) -> tuple[int, int, Any]:
+        return (_OPS[self.type_name], _flags(self.compact, self.nullable), None)
+
+    def holds_records(self) -> bool:
+        return self.type_name == "records"
 
     def build_statement(self, value: str) -> str:
         """A statement writing ``value`` (an expression evaluated once)."""
@@ -479,6 +509,15 @@ class KArray(_Field):
             f"        a.append({self.element.emit_parse(code)})",
         ]
 
+    def op(self) -> tuple[int, int, Any]:
+        return (_OP_ARRAY, _flags(self.compact, self.nullable), self.element.op())
+
+    def holds_records(self) -> bool:
+        return self.element.holds_records()
+
+    def machine_can_run(self) -> bool:
+        return self.element.machine_can_run()
+
     def emit_parse(self, code: _Code) -> str:
         body = "\n".join("    " + line for line in self.parse_lines(code, "r"))
         fn = code.fn("parse_array", f"\ndef FN(io, this):\n{body}\n    return r\n")
@@ -533,6 +572,31 @@ class KStruct(_Field):
             else:
                 self.regular.append((name, _field_for(f, version, field_flexible), f))
         self.tagged.sort(key=lambda t: t[1])
+
+    def op(self) -> tuple[int, int, Any]:
+        return (_OP_STRUCT, 0, self.program())
+
+    def holds_records(self) -> bool:
+        return any(sub.holds_records() for _, sub, _ in self.regular) or any(sub.holds_records() for _, _, sub, _ in self.tagged)
+
+    def machine_can_run(self) -> bool:
+        """Whether the schema machine reads and writes this struct as the Python functions do. It does not run a
+        ``records`` field inside a tagged field: the Python reader takes such a field's slice at its place in
+        the tagged field's own stream (no message declares one), so the machine leaves it to Python."""
+        subs = [sub for _, sub, _ in self.regular] + [sub for _, _, sub, _ in self.tagged]
+        return not any(sub.holds_records() for _, _, sub, _ in self.tagged) and all(sub.machine_can_run() for sub in subs)
+
+    def program(self) -> tuple[Any, ...]:
+        """The struct as the schema machine runs it (the layout is in ``protocol/_codec.c``'s opening comment):
+        the same fields, defaults, container class and tagged fields as the functions emitted below."""
+        fields = tuple((sys.intern(name), sub.op(), _resolve_default(f)) for name, sub, f in self.regular)
+        absent = tuple(_default_entry(name, f) for name, f in self.absent)
+        tag_defaults = tuple(_default_entry(name, f) for name, _, _, f in self.tagged)
+        parsers = {tag: (sys.intern(name), sub.op()) for name, tag, sub, _ in self.tagged}
+        known = frozenset(snake_case(f.name) for f in self.decl.fields) | {"_unknown_tags"} if CHECK_FIELD_NAMES else None
+        tagged = tuple((tag, sys.intern(name), sub.op(), _resolve_default(f)) for name, tag, sub, f in self.tagged)
+        container = _fields_container(tuple(snake_case(f.name) for f in self.decl.fields))
+        return (container, fields, absent, tag_defaults, bool(self.flexible), parsers, known, tagged)
 
     def emit_parse(self, code: _Code) -> str:
         return f"{self.parse_function(code)}(io, this)"
@@ -610,6 +674,15 @@ class NullableStruct(_Field):
     def __init__(self, struct_: KStruct) -> None:
         self.struct = struct_
 
+    def op(self) -> tuple[int, int, Any]:
+        return (_OP_NULLABLE_STRUCT, 0, self.struct.program())
+
+    def holds_records(self) -> bool:
+        return self.struct.holds_records()
+
+    def machine_can_run(self) -> bool:
+        return self.struct.machine_can_run()
+
     def emit_parse(self, code: _Code) -> str:
         inner = self.struct.emit_parse(code)
         return f"(None if _rt.INT8.unpack(_rt.read(io, 1))[0] < 0 else {inner})"
@@ -636,6 +709,30 @@ def _default_expr(code: _Code, f: F) -> str:
     if isinstance(value, Container) and all(isinstance(v, _IMMUTABLE) for v in value.values()):
         return f"_rt.Container({code.const(value)})"
     return f"_rt.copy_default({code.const(value)})"
+
+
+_OPS = {name: code for code, name in enumerate(("bool", "int8", "int16", "uint16", "int32", "int64", "float64", "uuid", "string", "bytes", "records"))}
+"""The schema machine's op codes of the primitives (``protocol/_codec.c``'s enum, in its order)."""
+_OP_ARRAY, _OP_STRUCT, _OP_NULLABLE_STRUCT = len(_OPS), len(_OPS) + 1, len(_OPS) + 2
+
+
+def _flags(compact: bool, nullable: bool) -> int:
+    return compact | nullable << 1
+
+
+def _default_entry(name: str, f: F) -> tuple[str, int, Any]:
+    """A field's default for a struct the machine decodes, as :func:`_default_expr` makes it: (name, kind,
+    value) with kind 0 the value itself, 1 a new empty list, 2 a Container copy of it, 3 its deep copy."""
+    value = _resolve_default(f)
+    if isinstance(value, _IMMUTABLE):
+        kind = 0
+    elif isinstance(value, list) and not value:
+        kind = 1
+    elif isinstance(value, Container) and all(isinstance(v, _IMMUTABLE) for v in value.values()):
+        kind = 2
+    else:
+        kind = 3
+    return (sys.intern(name), kind, value)
 
 
 _RUN_FORMATS = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "int64": "q", "float64": "d"}
@@ -790,10 +887,27 @@ def decode_frame(data: bytes | bytearray | memoryview, *parts: tuple[Message, in
     offset of the last, bytes after it ignored (one stream and context for all of them, as
     :func:`encode_frame` builds them). Errors as :func:`decode`'s."""
     # ``records`` views are taken on ``data`` itself, so a bytearray frame yields writable views the broker
-    # patches in place. BytesIO shares a bytes object's buffer but copies anything else: large mutable
-    # frames (produce requests) are read through a view instead, which costs a little per field and
-    # saves copying the records.
+    # patches in place.
     view = memoryview(data)
+    if _codec is not None:
+        programs = tuple(message.codec(version).program for message, version in parts)
+        if None not in programs:
+            try:
+                values, end = _codec.decode(programs, view, offset)
+                return values, end
+            except Exception:  # noqa: BLE001 - the Python reader below gives the error its kind and text
+                pass
+    return _decode_frame_python(data, view, parts, offset)
+
+
+def _decode_frame_python(
+    data: bytes | bytearray | memoryview, view: memoryview, parts: tuple[tuple[Message, int], ...], offset: int
+) -> tuple[list[Container], int]:
+    """:func:`decode_frame` by the generated Python functions: the reference the schema machine is tested
+    against, and what runs wherever the machine refuses the input (then raising the error)."""
+    # BytesIO shares a bytes object's buffer but copies anything else: large mutable frames (produce
+    # requests) are read through a view instead, which costs a little per field and saves copying the
+    # records.
     size = len(view)
     stream: _io.BytesIO | _ViewStream = _io.BytesIO(data) if isinstance(data, bytes) or size < _VIEW_STREAM_THRESHOLD else _ViewStream(view)
     if offset:
@@ -841,6 +955,17 @@ class _ViewStream:
 
 def encode_parts(message: Message, version: int, value: Mapping[str, Any]) -> tuple[bytes, list[Splice]]:
     """Encode ``value``; records fields that are not bytes-like become splices (length written, data not)."""
+    program = message.codec(version).program
+    if program is not None:
+        try:
+            return cast("tuple[bytes, list[Splice]]", _codec.encode(((program, value),), False))
+        except Exception:  # noqa: BLE001 - the Python writer below gives the error its kind and text
+            pass
+    return _encode_parts_python(message, version, value)
+
+
+def _encode_parts_python(message: Message, version: int, value: Mapping[str, Any]) -> tuple[bytes, list[Splice]]:
+    """:func:`encode_parts` by the generated Python functions (the reference, as :func:`_decode_frame_python`)."""
     stream = _io.BytesIO()
     splices = _build(stream, ((message, version, value),))
     return stream.getvalue(), splices
@@ -852,6 +977,18 @@ def encode_frame(*parts: tuple[Message, int, Mapping[str, Any]]) -> tuple[bytes,
     The size is written over a placeholder once the parts are built and before the buffer is taken out
     (writing after ``getvalue`` would copy it); it counts the spliced-in data, which is sent separately.
     Splice positions are offsets in the returned frame."""
+    if _codec is not None:
+        programs = tuple((message.codec(version).program, value) for message, version, value in parts)
+        if all(program is not None for program, _ in programs):
+            try:
+                return cast("tuple[bytes, list[Splice]]", _codec.encode(programs, True))
+            except Exception:  # noqa: BLE001 - the Python writer below gives the error its kind and text
+                pass
+    return _encode_frame_python(*parts)
+
+
+def _encode_frame_python(*parts: tuple[Message, int, Mapping[str, Any]]) -> tuple[bytes, list[Splice]]:
+    """:func:`encode_frame` by the generated Python functions (the reference, as :func:`_decode_frame_python`)."""
     stream = _io.BytesIO()
     stream.write(b"\0\0\0\0")
     splices = _build(stream, parts)
@@ -1066,7 +1203,7 @@ class _Runtime:
 
     @staticmethod
     def write_uuid(obj: Uuid | bytes, io: Any) -> Any:
-        io.write(obj.bytes if isinstance(obj, Uuid) else bytes(getattr(obj, "bytes", obj)))  # or a uuid.UUID, or 16 bytes
+        io.write(_uuid_bytes(obj))
         return obj
 
     @staticmethod
@@ -1124,6 +1261,11 @@ class _Runtime:
             io.write(data)
 
 
+def _uuid_bytes(obj: Uuid | bytes) -> bytes:
+    """What a uuid field's value is written as: a Uuid's bytes (or a uuid.UUID's, or 16 bytes)."""
+    return obj.bytes if isinstance(obj, Uuid) else bytes(getattr(obj, "bytes", obj))
+
+
 def _uvarint_bytes(value: int) -> bytes:
     if value < 0x80:
         return _UVARINTS[value]
@@ -1142,3 +1284,6 @@ def _long_uvarint_bytes(value: int) -> bytes:
 _UVARINTS = _Runtime.UVARINTS
 
 _rt = _Runtime
+
+if _codec is not None:
+    _codec.configure(DecodeError, EncodeError, Container, _Runtime.copy_default, uuid_of_bytes, _uuid_bytes, Splice)

@@ -1,0 +1,889 @@
+/*
+ * The schema machine: Kafka messages decoded and encoded at C speed by running a program that
+ * odradek/protocol/schema.py derives from a message's declaration at one version (the same `Message`
+ * that its Python codec is generated from, so each message is still declared once). The Python codec
+ * stays the reference: schema.py runs it whenever this machine refuses something (any exception here),
+ * so that errors carry the reference's kind and text, and tests compare the two on every message version.
+ *
+ * A struct's program is a tuple:
+ *   (container class, fields, absent, tag_defaults, flexible, tag_parsers, known_names, tagged, tagged_names)
+ *   fields        ((name, op, encode default), ...) in wire order
+ *   absent        ((name, kind, value), ...): defaults of fields this version lacks, then tag_defaults those of
+ *                 its tagged fields (kind 0: the value itself, 1: a new empty list, 2: Container(value),
+ *                 3: copy_default(value))
+ *   tag_parsers   {tag: (name, op)}, for decoding a flexible struct's tagged fields
+ *   known_names   frozenset of the struct's field names (encoding refuses other keys) or None
+ *   tagged        ((tag, name, op, encode default), ...) in tag order, for encoding
+ * An op is (code, flags, argument): flags COMPACT and NULLABLE; the argument is an array's element op, or a
+ * struct's program.
+ *
+ * decode(programs, view, offset) -> (values, end): the parts one after the other from the buffer `view`;
+ *   records fields are slices of `view`.
+ * encode(parts, framed) -> (bytes, splices): parts are (program, value); framed puts the 4-byte size first
+ *   (counting the spliced records); splices are Splice(position, value) for records given as objects with
+ *   a `length` (sent beside the frame).
+ *
+ * Bounds: every read is checked against the end of its range (a tagged field's range is its declared size),
+ * array counts against the input's size, varints stop at five bytes, strings at 32,767 bytes: never a read
+ * out of bounds, never an allocation the input's size does not pay for.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+enum {
+    OP_BOOL, OP_INT8, OP_INT16, OP_UINT16, OP_INT32, OP_INT64, OP_FLOAT64, OP_UUID,
+    OP_STRING, OP_BYTES, OP_RECORDS, OP_ARRAY, OP_STRUCT, OP_NULLABLE_STRUCT
+};
+enum { COMPACT = 1, NULLABLE = 2 };
+enum { P_CLASS, P_FIELDS, P_ABSENT, P_TAG_DEFAULTS, P_FLEXIBLE, P_TAG_PARSERS, P_KNOWN, P_TAGGED };
+
+static PyObject *DecodeError, *EncodeError, *ContainerBase, *copy_default, *uuid_of_bytes, *uuid_bytes, *SpliceClass;
+static PyObject *empty_tuple, *str_unknown_tags, *str_length;
+
+#define OP_CODE(op) ((int)PyLong_AsLong(PyTuple_GET_ITEM(op, 0)))
+#define OP_FLAGS(op) ((int)PyLong_AsLong(PyTuple_GET_ITEM(op, 1)))
+#define OP_ARG(op) PyTuple_GET_ITEM(op, 2)
+
+/* ---------------------------------------------------------------------------------------------------- */
+/* Decoding */
+
+typedef struct {
+    const uint8_t *buf;
+    Py_ssize_t pos;
+    Py_ssize_t end;  /* the end of this range: the input's, or a tagged field's */
+    Py_ssize_t size; /* the input's size, which bounds array counts */
+    PyObject *view;  /* the input, which records fields are slices of */
+} reader;
+
+static int fail(const char *message) {
+    PyErr_SetString(DecodeError, message);
+    return -1;
+}
+
+static inline int need(reader *r, Py_ssize_t n) {
+    if (n < 0 || r->end - r->pos < n)
+        return fail("truncated");
+    return 0;
+}
+
+/* An unsigned varint of at most five bytes (up to 35 bits, as the reference reads it). */
+static int read_uvarint(reader *r, int64_t *out) {
+    uint64_t result = 0;
+    for (int shift = 0; shift < 35; shift += 7) {
+        if (r->pos >= r->end)
+            return fail("truncated varint");
+        uint8_t b = r->buf[r->pos++];
+        result |= (uint64_t)(b & 0x7F) << shift;
+        if (!(b & 0x80)) {
+            *out = (int64_t)result;
+            return 0;
+        }
+    }
+    return fail("unsigned varint longer than 5 bytes");
+}
+
+static inline int read_uvarint_fast(reader *r, int64_t *out) {
+    if (r->pos < r->end && r->buf[r->pos] < 0x80) {
+        *out = r->buf[r->pos++];
+        return 0;
+    }
+    return read_uvarint(r, out);
+}
+
+static inline int16_t be16(const uint8_t *p) { return (int16_t)(((uint16_t)p[0] << 8) | p[1]); }
+static inline int32_t be32(const uint8_t *p) {
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+}
+static inline int64_t be64(const uint8_t *p) {
+    return (int64_t)(((uint64_t)(uint32_t)be32(p) << 32) | (uint32_t)be32(p + 4));
+}
+
+/* A length or count: compact (unsigned varint, less one) or of `width` bytes (2 or 4). */
+static int read_length(reader *r, int compact, int width, int64_t *out) {
+    if (compact) {
+        if (read_uvarint_fast(r, out) < 0)
+            return -1;
+        *out -= 1;
+        return 0;
+    }
+    if (need(r, width) < 0)
+        return -1;
+    *out = width == 2 ? be16(r->buf + r->pos) : be32(r->buf + r->pos);
+    r->pos += width;
+    return 0;
+}
+
+static PyObject *decode_struct(reader *r, PyObject *program);
+
+static PyObject *decode_op(reader *r, PyObject *op) {
+    int code = OP_CODE(op);
+    int flags = OP_FLAGS(op);
+    int64_t n;
+    const uint8_t *p;
+    switch (code) {
+    case OP_BOOL:
+        if (need(r, 1) < 0)
+            return NULL;
+        return PyBool_FromLong(r->buf[r->pos++] != 0);
+    case OP_INT8:
+        if (need(r, 1) < 0)
+            return NULL;
+        return PyLong_FromLong((int8_t)r->buf[r->pos++]);
+    case OP_INT16:
+    case OP_UINT16:
+        if (need(r, 2) < 0)
+            return NULL;
+        p = r->buf + r->pos;
+        r->pos += 2;
+        return PyLong_FromLong(code == OP_INT16 ? (long)be16(p) : (long)(uint16_t)be16(p));
+    case OP_INT32:
+        if (need(r, 4) < 0)
+            return NULL;
+        p = r->buf + r->pos;
+        r->pos += 4;
+        return PyLong_FromLong(be32(p));
+    case OP_INT64:
+        if (need(r, 8) < 0)
+            return NULL;
+        p = r->buf + r->pos;
+        r->pos += 8;
+        return PyLong_FromLongLong(be64(p));
+    case OP_FLOAT64:
+        if (need(r, 8) < 0)
+            return NULL;
+        p = r->buf + r->pos;
+        r->pos += 8;
+        {
+            double d = PyFloat_Unpack8((const char *)p, 0);
+            if (d == -1.0 && PyErr_Occurred())
+                return NULL;
+            return PyFloat_FromDouble(d);
+        }
+    case OP_UUID: {
+        if (need(r, 16) < 0)
+            return NULL;
+        PyObject *raw = PyBytes_FromStringAndSize((const char *)r->buf + r->pos, 16);
+        if (raw == NULL)
+            return NULL;
+        r->pos += 16;
+        PyObject *result = PyObject_CallOneArg(uuid_of_bytes, raw);
+        Py_DECREF(raw);
+        return result;
+    }
+    case OP_STRING:
+        if (read_length(r, flags & COMPACT, 2, &n) < 0)
+            return NULL;
+        if (n < 0) {
+            if (n == -1 && (flags & NULLABLE))
+                Py_RETURN_NONE;
+            fail("bad string length");
+            return NULL;
+        }
+        if (n > 0x7FFF) {
+            fail("string field had invalid length");
+            return NULL;
+        }
+        if (need(r, n) < 0)
+            return NULL;
+        p = r->buf + r->pos;
+        r->pos += n;
+        return PyUnicode_DecodeUTF8((const char *)p, n, NULL);
+    case OP_BYTES:
+        if (read_length(r, flags & COMPACT, 4, &n) < 0)
+            return NULL;
+        if (n < 0) {
+            if (n == -1 && (flags & NULLABLE))
+                Py_RETURN_NONE;
+            fail("bad bytes length");
+            return NULL;
+        }
+        if (need(r, n) < 0)
+            return NULL;
+        p = r->buf + r->pos;
+        r->pos += n;
+        return PyBytes_FromStringAndSize((const char *)p, n);
+    case OP_RECORDS:
+        if (read_length(r, flags & COMPACT, 4, &n) < 0)
+            return NULL;
+        if (n < 0) {
+            if (n == -1)
+                Py_RETURN_NONE; /* Kafka's records fields are nullable in every version */
+            fail("bad records length");
+            return NULL;
+        }
+        if (need(r, n) < 0)
+            return NULL;
+        r->pos += n;
+        return PySequence_GetSlice(r->view, r->pos - n, r->pos);
+    case OP_ARRAY: {
+        if (read_length(r, flags & COMPACT, 4, &n) < 0)
+            return NULL;
+        if (n < 0) {
+            if (n == -1 && (flags & NULLABLE))
+                Py_RETURN_NONE;
+            fail(n == -1 ? "null array in non-nullable field" : "bad array count");
+            return NULL;
+        }
+        if (n > r->size) {
+            fail("count exceeds the remaining input");
+            return NULL;
+        }
+        PyObject *list = PyList_New((Py_ssize_t)n);
+        if (list == NULL)
+            return NULL;
+        PyObject *element = OP_ARG(op);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *item = decode_op(r, element);
+            if (item == NULL) {
+                Py_DECREF(list);
+                return NULL;
+            }
+            PyList_SET_ITEM(list, i, item);
+        }
+        return list;
+    }
+    case OP_STRUCT:
+        return decode_struct(r, OP_ARG(op));
+    case OP_NULLABLE_STRUCT:
+        if (need(r, 1) < 0)
+            return NULL;
+        if ((int8_t)r->buf[r->pos++] < 0)
+            Py_RETURN_NONE;
+        return decode_struct(r, OP_ARG(op));
+    }
+    PyErr_SetString(PyExc_SystemError, "unknown op");
+    return NULL;
+}
+
+/* Set the defaults of ((name, kind, value), ...) in `result`. */
+static int set_defaults(PyObject *result, PyObject *defaults) {
+    Py_ssize_t count = PyTuple_GET_SIZE(defaults);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *entry = PyTuple_GET_ITEM(defaults, i);
+        PyObject *value = PyTuple_GET_ITEM(entry, 2);
+        int rc;
+        switch (PyLong_AsLong(PyTuple_GET_ITEM(entry, 1))) {
+        case 0:
+            rc = PyDict_SetItem(result, PyTuple_GET_ITEM(entry, 0), value);
+            break;
+        case 1:
+            value = PyList_New(0);
+            goto made;
+        case 2:
+            value = PyObject_CallOneArg(ContainerBase, value);
+            goto made;
+        default:
+            value = PyObject_CallOneArg(copy_default, value);
+        made:
+            if (value == NULL)
+                return -1;
+            rc = PyDict_SetItem(result, PyTuple_GET_ITEM(entry, 0), value);
+            Py_DECREF(value);
+        }
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* A flexible struct's tagged fields, in strictly increasing tag order, each consumed exactly. */
+static int decode_tagged(reader *r, PyObject *result, PyObject *parsers) {
+    if (r->pos < r->end && r->buf[r->pos] == 0) { /* most sections are empty */
+        r->pos++;
+        return 0;
+    }
+    int64_t count, tag, size, last = -1;
+    if (read_uvarint(r, &count) < 0)
+        return -1;
+    for (int64_t i = 0; i < count; i++) {
+        if (read_uvarint(r, &tag) < 0)
+            return -1;
+        if (tag <= last)
+            return fail("tagged fields out of order");
+        last = tag;
+        if (read_uvarint(r, &size) < 0 || need(r, size) < 0)
+            return -1;
+        PyObject *key = PyLong_FromLongLong(tag);
+        if (key == NULL)
+            return -1;
+        PyObject *known = PyDict_GetItemWithError(parsers, key);
+        if (known == NULL) {
+            if (PyErr_Occurred()) {
+                Py_DECREF(key);
+                return -1;
+            }
+            PyObject *unknown = PyDict_GetItemWithError(result, str_unknown_tags);
+            if (unknown == NULL) {
+                if (PyErr_Occurred() || (unknown = PyDict_New()) == NULL) {
+                    Py_DECREF(key);
+                    return -1;
+                }
+                int rc = PyDict_SetItem(result, str_unknown_tags, unknown);
+                Py_DECREF(unknown);
+                if (rc < 0) {
+                    Py_DECREF(key);
+                    return -1;
+                }
+            }
+            PyObject *data = PyBytes_FromStringAndSize((const char *)r->buf + r->pos, (Py_ssize_t)size);
+            int rc = data == NULL ? -1 : PyDict_SetItem(unknown, key, data);
+            Py_XDECREF(data);
+            Py_DECREF(key);
+            if (rc < 0)
+                return -1;
+            r->pos += size;
+            continue;
+        }
+        Py_DECREF(key);
+        reader sub = *r;
+        sub.end = r->pos + size;
+        PyObject *value = decode_op(&sub, PyTuple_GET_ITEM(known, 1));
+        if (value == NULL)
+            return -1;
+        int rc = PyDict_SetItem(result, PyTuple_GET_ITEM(known, 0), value);
+        Py_DECREF(value);
+        if (rc < 0)
+            return -1;
+        if (sub.pos != sub.end)
+            return fail("tagged field: trailing bytes");
+        r->pos = sub.end;
+    }
+    return 0;
+}
+
+static PyObject *decode_struct(reader *r, PyObject *program) {
+    PyTypeObject *cls = (PyTypeObject *)PyTuple_GET_ITEM(program, P_CLASS);
+    PyObject *result = cls->tp_new(cls, empty_tuple, NULL);
+    if (result == NULL)
+        return NULL;
+    PyObject *fields = PyTuple_GET_ITEM(program, P_FIELDS);
+    Py_ssize_t count = PyTuple_GET_SIZE(fields);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *field = PyTuple_GET_ITEM(fields, i);
+        PyObject *value = decode_op(r, PyTuple_GET_ITEM(field, 1));
+        if (value == NULL)
+            goto error;
+        int rc = PyDict_SetItem(result, PyTuple_GET_ITEM(field, 0), value);
+        Py_DECREF(value);
+        if (rc < 0)
+            goto error;
+    }
+    if (set_defaults(result, PyTuple_GET_ITEM(program, P_ABSENT)) < 0)
+        goto error;
+    if (PyTuple_GET_ITEM(program, P_FLEXIBLE) == Py_True) {
+        if (set_defaults(result, PyTuple_GET_ITEM(program, P_TAG_DEFAULTS)) < 0)
+            goto error;
+        if (decode_tagged(r, result, PyTuple_GET_ITEM(program, P_TAG_PARSERS)) < 0)
+            goto error;
+    }
+    return result;
+error:
+    Py_DECREF(result);
+    return NULL;
+}
+
+static PyObject *decode(PyObject *self, PyObject *args) {
+    PyObject *programs, *view;
+    Py_ssize_t offset;
+    if (!PyArg_ParseTuple(args, "O!On", &PyTuple_Type, &programs, &view, &offset))
+        return NULL;
+    if (offset < 0) {
+        PyErr_SetString(PyExc_ValueError, "negative offset");
+        return NULL;
+    }
+    Py_buffer buffer;
+    if (PyObject_GetBuffer(view, &buffer, PyBUF_SIMPLE) < 0)
+        return NULL;
+    reader r = {(const uint8_t *)buffer.buf, offset, buffer.len, buffer.len, view};
+    Py_ssize_t count = PyTuple_GET_SIZE(programs);
+    PyObject *values = PyList_New(count);
+    PyObject *result = NULL;
+    if (values == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *value = decode_struct(&r, PyTuple_GET_ITEM(programs, i));
+        if (value == NULL)
+            goto done;
+        PyList_SET_ITEM(values, i, value);
+    }
+    result = Py_BuildValue("(On)", values, r.pos);
+done:
+    Py_XDECREF(values);
+    PyBuffer_Release(&buffer);
+    return result;
+}
+
+/* ---------------------------------------------------------------------------------------------------- */
+/* Encoding */
+
+typedef struct {
+    char *data;
+    Py_ssize_t len, cap;
+    PyObject *splices;      /* list of Splice, or NULL where records placeholders are refused */
+    Py_ssize_t spliced;     /* the spliced records' total length */
+} writer;
+
+static int grow(writer *w, Py_ssize_t n) {
+    if (w->len + n <= w->cap)
+        return 0;
+    Py_ssize_t cap = w->cap ? w->cap : 256;
+    while (cap < w->len + n)
+        cap *= 2;
+    char *data = PyMem_Realloc(w->data, cap);
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    w->data = data;
+    w->cap = cap;
+    return 0;
+}
+
+static inline int put(writer *w, const void *p, Py_ssize_t n) {
+    if (grow(w, n) < 0)
+        return -1;
+    memcpy(w->data + w->len, p, n);
+    w->len += n;
+    return 0;
+}
+
+static inline int put_be(writer *w, uint64_t v, int width) {
+    if (grow(w, width) < 0)
+        return -1;
+    for (int i = width - 1; i >= 0; i--) {
+        w->data[w->len + i] = (char)(v & 0xFF);
+        v >>= 8;
+    }
+    w->len += width;
+    return 0;
+}
+
+static int put_uvarint(writer *w, uint64_t v) {
+    if (grow(w, 10) < 0)
+        return -1;
+    while (v >= 0x80) {
+        w->data[w->len++] = (char)((v & 0x7F) | 0x80);
+        v >>= 7;
+    }
+    w->data[w->len++] = (char)v;
+    return 0;
+}
+
+static int refuse(const char *message) {
+    PyErr_SetString(EncodeError, message);
+    return -1;
+}
+
+/* A length prefix: compact (unsigned varint of n + 1) or of `width` bytes (2 or 4); null is n = -1. */
+static int put_length(writer *w, int compact, int width, Py_ssize_t n) {
+    if (compact)
+        return put_uvarint(w, (uint64_t)(n + 1));
+    if (width == 4 && n > INT32_MAX)
+        return refuse("length out of range");
+    return put_be(w, (uint64_t)(int64_t)n, width);
+}
+
+static int put_integer(writer *w, PyObject *value, int code) {
+    static const int widths[] = {[OP_INT8] = 1, [OP_INT16] = 2, [OP_UINT16] = 2, [OP_INT32] = 4, [OP_INT64] = 8};
+    if (!PyLong_Check(value))
+        return refuse("not an integer");
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    int ok;
+    switch (code) {
+    case OP_INT8: ok = v >= INT8_MIN && v <= INT8_MAX; break;
+    case OP_INT16: ok = v >= INT16_MIN && v <= INT16_MAX; break;
+    case OP_UINT16: ok = v >= 0 && v <= UINT16_MAX; break;
+    case OP_INT32: ok = v >= INT32_MIN && v <= INT32_MAX; break;
+    default: ok = 1;
+    }
+    if (overflow || !ok)
+        return refuse("integer out of range");
+    return put_be(w, (uint64_t)v, widths[code]);
+}
+
+/* The bytes of a bytes-like value the reference would write (bytes, bytearray, a 1-D byte memoryview). */
+static int byte_view(PyObject *value, const char **p, Py_ssize_t *n) {
+    if (PyBytes_Check(value)) {
+        *p = PyBytes_AS_STRING(value);
+        *n = PyBytes_GET_SIZE(value);
+        return 1;
+    }
+    if (PyByteArray_Check(value)) {
+        *p = PyByteArray_AS_STRING(value);
+        *n = PyByteArray_GET_SIZE(value);
+        return 1;
+    }
+    if (PyMemoryView_Check(value)) {
+        Py_buffer *b = PyMemoryView_GET_BUFFER(value);
+        if (b->ndim != 1 || b->itemsize != 1 || !PyBuffer_IsContiguous(b, 'C'))
+            return refuse("not a byte buffer");
+        *p = b->buf;
+        *n = b->len;
+        return 1;
+    }
+    return 0;
+}
+
+static int encode_struct(writer *w, PyObject *program, PyObject *value);
+
+static int encode_op(writer *w, PyObject *op, PyObject *value) {
+    int code = OP_CODE(op);
+    int flags = OP_FLAGS(op);
+    const char *p;
+    Py_ssize_t n;
+    int is_bytes;
+    switch (code) {
+    case OP_BOOL: {
+        int truth = PyObject_IsTrue(value);
+        if (truth < 0)
+            return -1;
+        return put_be(w, (uint64_t)truth, 1);
+    }
+    case OP_INT8:
+    case OP_INT16:
+    case OP_UINT16:
+    case OP_INT32:
+    case OP_INT64:
+        return put_integer(w, value, code);
+    case OP_FLOAT64: {
+        double d = PyFloat_AsDouble(value);
+        if (d == -1.0 && PyErr_Occurred())
+            return -1;
+        if (grow(w, 8) < 0 || PyFloat_Pack8(d, w->data + w->len, 0) < 0)
+            return -1;
+        w->len += 8;
+        return 0;
+    }
+    case OP_UUID: {
+        PyObject *raw = PyObject_CallOneArg(uuid_bytes, value);
+        if (raw == NULL)
+            return -1;
+        int rc = PyBytes_Check(raw) ? put(w, PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw)) : refuse("uuid");
+        Py_DECREF(raw);
+        return rc;
+    }
+    case OP_STRING:
+        if (value == Py_None) {
+            if (!(flags & NULLABLE))
+                return refuse("null string in a non-nullable field");
+            return put_length(w, flags & COMPACT, 2, -1);
+        }
+        if (!PyUnicode_Check(value))
+            return refuse("not a string");
+        p = PyUnicode_AsUTF8AndSize(value, &n);
+        if (p == NULL)
+            return -1;
+        if (n > 0x7FFF)
+            return refuse("string too long");
+        if (put_length(w, flags & COMPACT, 2, n) < 0)
+            return -1;
+        return put(w, p, n);
+    case OP_BYTES:
+        if (value == Py_None) {
+            if (!(flags & NULLABLE))
+                return refuse("null bytes in a non-nullable field");
+            return put_length(w, flags & COMPACT, 4, -1);
+        }
+        is_bytes = byte_view(value, &p, &n);
+        if (is_bytes <= 0)
+            return is_bytes < 0 ? -1 : refuse("not bytes");
+        if (put_length(w, flags & COMPACT, 4, n) < 0)
+            return -1;
+        return put(w, p, n);
+    case OP_RECORDS: {
+        if (value == Py_None)
+            return put_length(w, flags & COMPACT, 4, -1);
+        is_bytes = byte_view(value, &p, &n);
+        if (is_bytes < 0)
+            return -1;
+        if (is_bytes) {
+            if (put_length(w, flags & COMPACT, 4, n) < 0)
+                return -1;
+            return put(w, p, n);
+        }
+        if (w->splices == NULL)
+            return refuse("records placeholder outside a frame");
+        PyObject *length = PyObject_GetAttr(value, str_length);
+        if (length == NULL)
+            return -1;
+        n = PyLong_Check(length) ? PyLong_AsSsize_t(length) : -1;
+        Py_DECREF(length);
+        if (n < 0) {
+            if (!PyErr_Occurred())
+                refuse("bad records length");
+            return -1;
+        }
+        if (put_length(w, flags & COMPACT, 4, n) < 0)
+            return -1;
+        PyObject *position = PyLong_FromSsize_t(w->len);
+        if (position == NULL)
+            return -1;
+        PyObject *call_args[] = {position, value};
+        PyObject *splice = PyObject_Vectorcall(SpliceClass, call_args, 2, NULL);
+        Py_DECREF(position);
+        if (splice == NULL)
+            return -1;
+        int rc = PyList_Append(w->splices, splice);
+        Py_DECREF(splice);
+        w->spliced += n;
+        return rc;
+    }
+    case OP_ARRAY: {
+        if (value == Py_None) {
+            if (!(flags & NULLABLE))
+                return refuse("null array in non-nullable field");
+            return put_length(w, flags & COMPACT, 4, -1);
+        }
+        if (!PyList_Check(value) && !PyTuple_Check(value))
+            return refuse("not a list");
+        n = PySequence_Fast_GET_SIZE(value);
+        if (put_length(w, flags & COMPACT, 4, n) < 0)
+            return -1;
+        PyObject *element = OP_ARG(op);
+        /* A list's items are read by index each time: an element's encoding runs no Python that could change
+         * it, but the size is checked again all the same. */
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(value); i++) {
+            PyObject *item = PySequence_Fast_GET_ITEM(value, i);
+            Py_INCREF(item);
+            int rc = encode_op(w, element, item);
+            Py_DECREF(item);
+            if (rc < 0)
+                return -1;
+        }
+        if (PySequence_Fast_GET_SIZE(value) != n)
+            return refuse("list changed size");
+        return 0;
+    }
+    case OP_STRUCT:
+        return encode_struct(w, OP_ARG(op), value);
+    case OP_NULLABLE_STRUCT:
+        if (value == Py_None)
+            return put_be(w, 0xFF, 1);
+        if (put_be(w, 1, 1) < 0)
+            return -1;
+        return encode_struct(w, OP_ARG(op), value);
+    }
+    PyErr_SetString(PyExc_SystemError, "unknown op");
+    return -1;
+}
+
+/* obj.get(name, default), borrowed. */
+static inline PyObject *get(PyObject *obj, PyObject *name, PyObject *default_) {
+    PyObject *value = PyDict_GetItemWithError(obj, name);
+    if (value == NULL && !PyErr_Occurred())
+        return default_;
+    return value;
+}
+
+typedef struct {
+    int64_t tag;
+    PyObject *data; /* bytes (owned) */
+} tagged_field;
+
+static int by_tag(const void *a, const void *b) {
+    int64_t x = ((const tagged_field *)a)->tag, y = ((const tagged_field *)b)->tag;
+    return x < y ? -1 : x > y;
+}
+
+/* The tagged-field section: fields whose value is not their default, then unknown tags kept from a decode,
+ * in tag order (stable: a known field before an unknown one of the same tag, as the reference sorts). */
+static int encode_tagged(writer *w, PyObject *obj, PyObject *tagged) {
+    PyObject *unknown = get(obj, str_unknown_tags, Py_None);
+    if (unknown == NULL)
+        return -1;
+    if (unknown != Py_None && !PyDict_Check(unknown))
+        return refuse("_unknown_tags is not a dict");
+    Py_ssize_t known_count = PyTuple_GET_SIZE(tagged);
+    Py_ssize_t unknown_count = unknown == Py_None ? 0 : PyDict_GET_SIZE(unknown);
+    if (known_count + unknown_count == 0)
+        return put_be(w, 0, 1);
+    tagged_field *fields = PyMem_Calloc(known_count + unknown_count, sizeof(tagged_field));
+    if (fields == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t count = 0;
+    int rc = -1;
+    for (Py_ssize_t i = 0; i < known_count; i++) {
+        PyObject *entry = PyTuple_GET_ITEM(tagged, i);
+        PyObject *default_ = PyTuple_GET_ITEM(entry, 3);
+        PyObject *value = get(obj, PyTuple_GET_ITEM(entry, 1), default_);
+        if (value == NULL)
+            goto done;
+        if (value == default_)
+            continue;
+        Py_INCREF(value);
+        int same = PyObject_RichCompareBool(value, default_, Py_EQ);
+        if (same != 0) {
+            Py_DECREF(value);
+            if (same < 0)
+                goto done;
+            continue;
+        }
+        writer sub = {NULL, 0, 0, NULL, 0};
+        int built = encode_op(&sub, PyTuple_GET_ITEM(entry, 2), value);
+        Py_DECREF(value);
+        if (built == 0)
+            fields[count].data = PyBytes_FromStringAndSize(sub.data ? sub.data : "", sub.len);
+        PyMem_Free(sub.data);
+        if (built < 0 || fields[count].data == NULL)
+            goto done;
+        fields[count++].tag = PyLong_AsLongLong(PyTuple_GET_ITEM(entry, 0));
+    }
+    if (unknown_count) {
+        Py_ssize_t known = count, position = 0;
+        PyObject *key, *data;
+        while (PyDict_Next(unknown, &position, &key, &data)) {
+            if (count == known_count + unknown_count || !PyLong_Check(key) || !PyBytes_Check(data)) {
+                refuse("unknown tagged fields of another kind");
+                goto done;
+            }
+            int overflow;
+            long long tag = PyLong_AsLongLongAndOverflow(key, &overflow);
+            if (overflow || tag < 0) {
+                if (!PyErr_Occurred())
+                    refuse("tag out of range");
+                goto done;
+            }
+            Py_INCREF(data);
+            fields[count].data = data;
+            fields[count++].tag = tag;
+        }
+        /* Stable: qsort is not, so sort the unknown ones and merge them after known ones of equal tags. */
+        qsort(fields + known, count - known, sizeof(tagged_field), by_tag);
+        tagged_field *merged = PyMem_Calloc(count ? count : 1, sizeof(tagged_field));
+        if (merged == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        Py_ssize_t a = 0, b = known, m = 0;
+        while (a < known || b < count)
+            merged[m++] = (b == count || (a < known && fields[a].tag <= fields[b].tag)) ? fields[a++] : fields[b++];
+        memcpy(fields, merged, count * sizeof(tagged_field));
+        PyMem_Free(merged);
+    }
+    if (put_uvarint(w, (uint64_t)count) < 0)
+        goto done;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (put_uvarint(w, (uint64_t)fields[i].tag) < 0 || put_uvarint(w, (uint64_t)PyBytes_GET_SIZE(fields[i].data)) < 0 ||
+            put(w, PyBytes_AS_STRING(fields[i].data), PyBytes_GET_SIZE(fields[i].data)) < 0)
+            goto done;
+    }
+    rc = 0;
+done:
+    for (Py_ssize_t i = 0; i < count; i++)
+        Py_XDECREF(fields[i].data);
+    PyMem_Free(fields);
+    return rc;
+}
+
+static int encode_struct(writer *w, PyObject *program, PyObject *obj) {
+    if (!PyDict_Check(obj))
+        return refuse("not a dict");
+    PyObject *known = PyTuple_GET_ITEM(program, P_KNOWN);
+    if (known != Py_None) {
+        Py_ssize_t position = 0;
+        PyObject *key, *value;
+        while (PyDict_Next(obj, &position, &key, &value)) {
+            int has = PySet_Contains(known, key);
+            if (has <= 0)
+                return has < 0 ? -1 : refuse("unknown field");
+        }
+    }
+    PyObject *fields = PyTuple_GET_ITEM(program, P_FIELDS);
+    Py_ssize_t count = PyTuple_GET_SIZE(fields);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *field = PyTuple_GET_ITEM(fields, i);
+        PyObject *value = get(obj, PyTuple_GET_ITEM(field, 0), PyTuple_GET_ITEM(field, 2));
+        if (value == NULL)
+            return -1;
+        Py_INCREF(value);
+        int rc = encode_op(w, PyTuple_GET_ITEM(field, 1), value);
+        Py_DECREF(value);
+        if (rc < 0)
+            return -1;
+    }
+    if (PyTuple_GET_ITEM(program, P_FLEXIBLE) == Py_True)
+        return encode_tagged(w, obj, PyTuple_GET_ITEM(program, P_TAGGED));
+    return 0;
+}
+
+static PyObject *encode(PyObject *self, PyObject *args) {
+    PyObject *parts;
+    int framed;
+    if (!PyArg_ParseTuple(args, "O!p", &PyTuple_Type, &parts, &framed))
+        return NULL;
+    writer w = {NULL, 0, 0, PyList_New(0), 0};
+    PyObject *result = NULL, *data = NULL;
+    if (w.splices == NULL)
+        return NULL;
+    if (framed && put_be(&w, 0, 4) < 0)
+        goto done;
+    Py_ssize_t count = PyTuple_GET_SIZE(parts);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *part = PyTuple_GET_ITEM(parts, i);
+        if (!PyTuple_Check(part) || PyTuple_GET_SIZE(part) != 2) {
+            PyErr_SetString(PyExc_TypeError, "a part is (program, value)");
+            goto done;
+        }
+        if (encode_struct(&w, PyTuple_GET_ITEM(part, 0), PyTuple_GET_ITEM(part, 1)) < 0)
+            goto done;
+    }
+    if (framed) {
+        Py_ssize_t size = w.len - 4 + w.spliced;
+        if (size > INT32_MAX) {
+            refuse("frame too large");
+            goto done;
+        }
+        for (int i = 3; i >= 0; i--, size >>= 8)
+            w.data[i] = (char)(size & 0xFF);
+    }
+    data = PyBytes_FromStringAndSize(w.data ? w.data : "", w.len);
+    if (data != NULL)
+        result = PyTuple_Pack(2, data, w.splices);
+done:
+    Py_XDECREF(data);
+    Py_DECREF(w.splices);
+    PyMem_Free(w.data);
+    return result;
+}
+
+/* ---------------------------------------------------------------------------------------------------- */
+
+static PyObject *configure(PyObject *self, PyObject *args) {
+    PyObject *objects[7];
+    if (!PyArg_ParseTuple(args, "OOOOOOO", &objects[0], &objects[1], &objects[2], &objects[3], &objects[4], &objects[5], &objects[6]))
+        return NULL;
+    PyObject **targets[] = {&DecodeError, &EncodeError, &ContainerBase, &copy_default, &uuid_of_bytes, &uuid_bytes, &SpliceClass};
+    for (int i = 0; i < 7; i++) {
+        Py_INCREF(objects[i]);
+        Py_XSETREF(*targets[i], objects[i]);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"configure", configure, METH_VARARGS,
+     "configure(DecodeError, EncodeError, Container, copy_default, uuid_of_bytes, uuid_bytes, Splice)"},
+    {"decode", decode, METH_VARARGS, "decode(programs, view, offset) -> (values, end); see the module source."},
+    {"encode", encode, METH_VARARGS, "encode(parts, framed) -> (bytes, splices); see the module source."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_codec", "The schema machine: Kafka messages decoded and encoded in C.", -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__codec(void) {
+    empty_tuple = PyTuple_New(0);
+    str_unknown_tags = PyUnicode_InternFromString("_unknown_tags");
+    str_length = PyUnicode_InternFromString("length");
+    if (empty_tuple == NULL || str_unknown_tags == NULL || str_length == NULL)
+        return NULL;
+    return PyModule_Create(&module);
+}
