@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
-from odradek.broker.authorizer.acl import ANONYMOUS, CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourcePattern, ResourceType
+from odradek.broker.authorizer.acl import ANONYMOUS, CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
 from odradek.protocol.api import Request
 
 if TYPE_CHECKING:
-    # The authorizer's module is imported only by a broker that has one (authorizer.class.name).
+    # The authorizer's modules are imported only by a broker that has one (authorizer.class.name).
     from odradek.broker.authorizer.acl_authorizer import AclAuthorizer, Session
+    from odradek.broker.authorizer.acl_bindings import ResourcePattern
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
@@ -35,6 +36,13 @@ def session_of(request: Request) -> Session:
     return Session(principal, request.client_address or "")
 
 
+def pattern_of(resource_type: ResourceType, name: str) -> ResourcePattern:
+    """The literal pattern of one resource, as the authorizer is asked about it."""
+    from odradek.broker.authorizer.acl_bindings import ResourcePattern
+
+    return ResourcePattern(resource_type, name)
+
+
 class Authorization:
     def __init__(self, authorizer: AclAuthorizer | None = None) -> None:
         self.authorizer = authorizer
@@ -42,7 +50,7 @@ class Authorization:
     def authorize(self, request: Request, operation: AclOperation, resource_type: ResourceType, name: str, *, log_denied: bool = True) -> bool:
         if self.authorizer is None:
             return True
-        return self.authorizer.authorize(session_of(request), operation, ResourcePattern(resource_type, name), log_denied=log_denied)
+        return self.authorizer.authorize(session_of(request), operation, pattern_of(resource_type, name), log_denied=log_denied)
 
     def filter_authorized(self, request: Request, operation: AclOperation, resource_type: ResourceType, names: Iterable[str], *, log_denied: bool = True) -> set[str]:
         """The names the sender may ``operation`` (Kafka's ``filterByAuthorized``; a listing that only
@@ -61,7 +69,7 @@ class Authorization:
         """The authorized-operations bitfield of one resource for the sender."""
         if self.authorizer is None or not requested:
             return authorized_operations(SUPPORTED_OPERATIONS[resource_type], requested)
-        return authorized_operations(self.authorizer.authorized_operations(session_of(request), ResourcePattern(resource_type, name)))
+        return authorized_operations(self.authorizer.authorized_operations(session_of(request), pattern_of(resource_type, name)))
 
     def cluster_authorized_operations(self, request: Request, requested: bool) -> int:
         """Metadata's and DescribeCluster's field: 0 for a client that may not DESCRIBE the cluster (Kafka)."""

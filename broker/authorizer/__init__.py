@@ -1,4 +1,4 @@
-"""Authorization: Kafka's ACL model (:mod:`.acl`) and its ZooKeeper-mode ``AclAuthorizer``
+"""Authorization: Kafka's ACL model (:mod:`.acl`, :mod:`.acl_bindings`) and its ZooKeeper-mode ``AclAuthorizer``
 (:mod:`.acl_authorizer`), chosen by ``authorizer.class.name``."""
 
 from __future__ import annotations

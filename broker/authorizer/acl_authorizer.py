@@ -21,18 +21,13 @@ from odradek.broker.authorizer.acl import (
     WILDCARD_HOST,
     WILDCARD_PRINCIPAL,
     WILDCARD_RESOURCE,
-    AccessControlEntry,
-    AclBinding,
-    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     PatternType,
-    ResourcePattern,
     ResourceType,
-    acls_from_json,
-    acls_to_json,
     parse_principal,
 )
+from odradek.broker.authorizer.acl_bindings import AccessControlEntry, AclBinding, AclBindingFilter, ResourcePattern, acls_from_json, acls_to_json
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("kafka.authorizer.logger")

@@ -20,7 +20,8 @@ from typing import Callable
 from kazoo.exceptions import KazooException
 from kazoo.protocol.states import EventType, WatchedEvent
 
-from odradek.broker.authorizer.acl import PatternType, ResourcePattern, ResourceType
+from odradek.broker.authorizer.acl import PatternType, ResourceType
+from odradek.broker.authorizer.acl_bindings import ResourcePattern
 from odradek.broker.authorizer.acl_authorizer import AclUpdate
 from odradek.controller import zk_data as zd
 from odradek.controller.zk_client import UNKNOWN_VERSION, ZkClient

@@ -10,16 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Awaitable
 
-from odradek.broker.authorizer.acl import (
-    CLUSTER_NAME,
-    AccessControlEntry,
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourcePattern,
-    ResourceType,
-)
+from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, AclPermissionType, PatternType, ResourceType
+from odradek.broker.authorizer.acl_bindings import AccessControlEntry, AclBinding, ResourcePattern
 from odradek.broker.handlers import CLOSE_CONNECTION, CloseConnection
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Awaitable
 
-from odradek.broker.authorizer.acl import CLUSTER_NAME, AclBinding, AclBindingFilter, AclOperation, ResourceType, binding_filter, binding_to_fields, unparsable_filter
+from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
+from odradek.broker.authorizer.acl_bindings import AclBinding, AclBindingFilter, binding_filter, binding_to_fields, unparsable_filter
 from odradek.broker.handlers import CLOSE_CONNECTION, CloseConnection
 from odradek.broker.handlers.create_acls import NO_AUTHORIZER
 from odradek.protocol.api import Request

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourcePattern, ResourceType, binding_filter, unparsable_filter
+from odradek.broker.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
+from odradek.broker.authorizer.acl_bindings import ResourcePattern, binding_filter, unparsable_filter
 from odradek.broker.handlers import CLOSE_CONNECTION, CloseConnection
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode

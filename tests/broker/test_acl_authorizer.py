@@ -5,17 +5,14 @@ from __future__ import annotations
 import pytest
 
 from odradek.broker.authorizer import create_authorizer
-from odradek.broker.authorizer.acl import (
+from odradek.broker.authorizer.acl import AclOperation as Op, AclPermissionType as Perm, PatternType as PT, ResourceType as RT
+from odradek.broker.authorizer.acl_bindings import (
     AccessControlEntry,
     AccessControlEntryFilter,
     AclBinding,
     AclBindingFilter,
-    AclOperation as Op,
-    AclPermissionType as Perm,
-    PatternType as PT,
     ResourcePattern,
     ResourcePatternFilter,
-    ResourceType as RT,
 )
 from odradek.broker.authorizer.acl_authorizer import ACL_AUTHORIZER, AclAuthorizer, Session
 from odradek.storage.config_types import ConfigError

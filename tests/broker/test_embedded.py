@@ -48,6 +48,7 @@ NOT_AT_START = (
     "odradek.broker.security.sasl_authenticator",
     "odradek.broker.security.scram",
     "odradek.broker.authorizer.acl_authorizer",  # with authorizer.class.name
+    "odradek.broker.authorizer.acl_bindings",  # the ACLs themselves: with the authorizer or at the first ACL request
     "odradek.storage.log_cleaner",  # at the cleaner's first pass
     "cramjam",  # the codecs at the first compressed batch, crc32c at the first checksum
     "zstandard",
