@@ -265,8 +265,12 @@ def test_leadership_moves_when_a_broker_is_killed_and_it_catches_up_when_restart
     values = [f"after-{n}".encode() for n in range(RECORDS)]
     produce(cluster.pki, cluster.bootstrap, TOPIC, values, 0)
     assert consume(cluster.pki, cluster.bootstrap, TOPIC, 0, 2 * RECORDS)[RECORDS:] == values
-    cluster.start(before.leader)
-    wait_for(lambda: cluster.isr_full(TOPIC, 1, 3), timeout_s=40, what=f"broker {before.leader} back in the ISR")
+    restarted = cluster.start(before.leader)
+    try:
+        wait_for(lambda: cluster.isr_full(TOPIC, 1, 3), timeout_s=40, what=f"broker {before.leader} back in the ISR")
+    except AssertionError as missing:
+        leader = cluster.brokers[cluster.state(TOPIC, 0).leader]
+        raise AssertionError(f"{missing}; {cluster.state(TOPIC, 0)}\nrestarted:\n{''.join(list(restarted.output)[-60:])}\nleader:\n{''.join(list(leader.output)[-60:])}") from None
 
 
 def test_a_broker_stopped_gracefully_hands_its_leadership_over_through_the_controller_first(cluster: SecureCluster) -> None:
