@@ -88,6 +88,12 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     _k("connections.max.reauth.ms", L, 0, "When positive, the most time an authenticated SASL session lasts: the client must re-authenticate (KIP-368) or be disconnected."),
     _k("connection.failed.authentication.delay.ms", I, 100, "Connection close delay on failed authentication.", at_least=0),
     _k("sasl.server.max.receive.size", I, 524288, "The maximum receive size allowed before and during initial SASL authentication.", at_least=1),
+    # delegation tokens (KIP-48): enabled when a secret key is set
+    _k("delegation.token.secret.key", PW, None, "The secret that signs delegation tokens (HMAC-SHA512 of the token id); the same on every broker. Unset or empty: delegation tokens are disabled."),
+    _k("delegation.token.master.key", PW, None, "DEPRECATED: an alias for delegation.token.secret.key, read when that is unset."),
+    _k("delegation.token.max.lifetime.ms", L, 604800000, "The longest a token lives, renewals included.", at_least=1),
+    _k("delegation.token.expiry.time.ms", L, 86400000, "How long a token lives before it must be renewed, when the request names no period.", at_least=1),
+    _k("delegation.token.expiry.check.interval.ms", L, 3600000, "How often expired tokens are removed (by the controller in a ZooKeeper cluster).", at_least=1),
     # OAUTHBEARER (each also as listener.name.<listener>.oauthbearer.<key>)
     _k("sasl.server.callback.handler.class", C, None, "The SASL server's callback handler. For OAUTHBEARER: org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler validates signed tokens against sasl.oauthbearer.jwks.endpoint.url; unset: Kafka's unsecured validator (unsigned tokens)."),
     _k("sasl.oauthbearer.jwks.endpoint.url", S, None, "The JWKS (JSON Web Key Set) whose keys sign OAUTHBEARER tokens, read once at start-up. odradek: a file: URL (an HTTP(S) endpoint is not implemented)."),

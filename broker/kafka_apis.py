@@ -142,6 +142,10 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.AlterClientQuotas: _all(ApiKey.AlterClientQuotas, "alter_client_quotas", "authorization", "client_quotas", "metadata_support"),
     ApiKey.AlterUserScramCredentials: _all(ApiKey.AlterUserScramCredentials, "alter_user_scram_credentials", "credentials", "metadata_support", "authorization"),
     ApiKey.DescribeUserScramCredentials: _all(ApiKey.DescribeUserScramCredentials, "describe_user_scram_credentials", "credentials", "authorization"),
+    **{
+        key: _all(key, "delegation_tokens", "delegation_tokens", "metadata_support", "authorization")
+        for key in (ApiKey.CreateDelegationToken, ApiKey.RenewDelegationToken, ApiKey.ExpireDelegationToken, ApiKey.DescribeDelegationToken)
+    },
     ApiKey.AddPartitionsToTxn: Handler("add_partitions_to_txn", 0, TXN_V2_ADD_PARTITIONS_TO_TXN, ("metadata", "transaction_coordinator", "authorization")),
     ApiKey.AddOffsetsToTxn: _all(ApiKey.AddOffsetsToTxn, "add_offsets_to_txn", "metadata", "config", "transaction_coordinator", "authorization"),
     ApiKey.EndTxn: Handler("end_txn", 0, TXN_V2_END_TXN, ("transaction_coordinator", "authorization")),

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable, cast
 
 from odradek.broker.authorization import Authorization
 from odradek.broker.authorizer import create_authorizer
@@ -40,6 +40,8 @@ from odradek.storage.log_manager import LogManager
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
+    from odradek.broker.security.credentials import ZkCredentialStore
+    from odradek.broker.security.delegation_token import DelegationTokenManager
     from odradek.broker.security.scram import CredentialStore
     from odradek.broker.coordinator.group.share_groups import ShareGroupCoordinator
     from odradek.broker.coordinator.transaction.producer_id_manager import ProducerIdManager
@@ -68,11 +70,22 @@ def credential_store(config: BrokerConfig) -> CredentialStore:
     """Where the users' SCRAM credentials are kept: in ZooKeeper with ``zookeeper.connect`` (bound to the
     broker's session when it connects, :func:`start_metadata_support`), else in a file beside the embedded
     controller's metadata. Chosen before the broker starts: the listeners' authenticators need it."""
+    store: "ZkCredentialStore | FileCredentialStore"
     if config["zookeeper.connect"]:
         from odradek.broker.security.credentials import ZkCredentialStore  # ZooKeeper mode's modules only in it
 
-        return ZkCredentialStore()
-    return FileCredentialStore(config.log_dirs[0] / SCRAM_CREDENTIALS_FILE)
+        store = ZkCredentialStore()
+    else:
+        store = FileCredentialStore(config.log_dirs[0] / SCRAM_CREDENTIALS_FILE)
+    if config["delegation.token.secret.key"] or config["delegation.token.master.key"]:
+        from odradek.broker.security.delegation_token import DELEGATION_TOKENS_FILE, FileTokenStore, token_manager
+
+        if config["zookeeper.connect"]:
+            store.tokens = token_manager(config, None)  # ZooKeeper's, once the broker's session is there (ZkCredentialStore.bind)
+        else:
+            store.tokens = token_manager(config, FileTokenStore(config.log_dirs[0] / DELEGATION_TOKENS_FILE))
+            store.tokens.start()
+    return store
 
 
 def start_metadata_support(server: "KafkaServer", me: BrokerInfo) -> "tuple[MetadataSupport, AclStore]":
@@ -110,6 +123,8 @@ class KafkaServer:
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
         self.credentials: CredentialStore = credentials if credentials is not None else credential_store(config)
+        self.delegation_tokens = cast("DelegationTokenManager | None", self.credentials.tokens)
+        """The broker's own manager (credential_store made it): the store's protocol shows SCRAM only its logins."""
         self.dynamic_config = DynamicBrokerConfig(config)
         self.broker_defaults = config.broker_defaults_for_topics()
         """What topic configs fall back to: the static configuration, then with the dynamic levels over it."""

@@ -278,6 +278,12 @@ def _duties(server: KafkaServer) -> list[Duty]:
         # Kafka's kafka-delete-logs: deleted partitions' directories go once file.delete.delay.ms has passed.
         Duty("delete logs", 1.0, logs.delete_logs),
     ]
+    tokens = server.delegation_tokens
+    if tokens is not None and tokens.enabled:
+        # Kafka's delete-expired-tokens, run by the active controller (a single node is its own)
+        support = server.metadata_support
+        expire = lambda now_ms: tokens.expire_tokens() if support is not None and support.is_controller() else None  # noqa: E731
+        duties.append(Duty("delete expired tokens", config["delegation.token.expiry.check.interval.ms"] / 1000, expire, next_at=now))
     if config["log.cleaner.enable"]:
         # Compaction reads and rewrites segments on a worker thread while appends go on (LogManager.clean_logs).
         duties.append(Duty("log cleaner", config["log.cleaner.backoff.ms"] / 1000, logs.clean_logs, next_at=now))

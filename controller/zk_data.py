@@ -547,3 +547,16 @@ def decode_acl_change(store: str, data: bytes) -> tuple[str, str, str]:
     if not isinstance(js, dict) or js.get("version") != 1:
         raise ValueError("Failed to parse ACL change event")
     return str(js["resourceType"]).upper(), str(js["name"]), str(js["patternType"]).upper()
+
+
+# -- delegation tokens (Kafka's DelegationToken*ZNode) --------------------------------------------------------
+
+DELEGATION_TOKENS = "/delegation_token/tokens"
+"""``<path>/<token id>``: a token's information (JSON, without its HMAC)."""
+DELEGATION_TOKEN_CHANGES = "/delegation_token/token_changes"
+"""Sequence znodes ``token_change_<n>`` naming the token (its id, UTF-8) each broker's cache reads again."""
+DELEGATION_TOKEN_CHANGE_PREFIX = "token_change_"
+
+
+def delegation_token_path(token_id: str) -> str:
+    return f"{DELEGATION_TOKENS}/{token_id}"

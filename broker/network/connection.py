@@ -122,13 +122,13 @@ class KafkaConnection:
         self.max_queued = max_queued
         self._principal: KafkaPrincipal = ANONYMOUS
         self._client_information: ClientInformation = UNKNOWN_CLIENT
+        self.authenticator: SaslServerAuthenticator | None = None
         self.context = self._new_context()
         """Set on every request: one object until the principal or the client information changes."""
         self.sasl = sasl
         self.clock = clock
         self.session_expires_at: float | None = None
         """When a SASL session with a lifetime ends (``clock`` time): then only re-authentication is served."""
-        self.authenticator: SaslServerAuthenticator | None = None
         self.state = ConnectionState.READY
         if sasl is not None:
             from odradek.broker.security.sasl_authenticator import SaslServerAuthenticator  # SASL listeners only
@@ -297,6 +297,7 @@ class KafkaConnection:
             endpoint.security_protocol,
             self._principal,
             self._client_information,
+            self.authenticator is not None and self.authenticator.complete and self.authenticator.token_authenticated,
         )
 
     def _authentication_step(self, step: Step, size: int, request: Request | None) -> Event:

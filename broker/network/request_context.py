@@ -76,3 +76,6 @@ class RequestContext(TupleFields):
     security_protocol: str
     principal: KafkaPrincipal = ANONYMOUS
     client_information: ClientInformation = UNKNOWN_CLIENT
+    token_authenticated: bool = False
+    """Logged in with a delegation token (Kafka's ``KafkaPrincipal.tokenAuthenticated``, which its equality
+    ignores, so it is kept beside the principal): such a connection may not ask for tokens."""

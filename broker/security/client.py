@@ -23,22 +23,25 @@ if TYPE_CHECKING:
 
 
 class ClientSecurity(FrozenFields):
-    __slots__ = _FIELDS = ("security_protocol", "ssl_context", "mechanism", "username", "password")
+    __slots__ = _FIELDS = ("security_protocol", "ssl_context", "mechanism", "username", "password", "token_auth")
     security_protocol: str
     ssl_context: ssl.SSLContext | None
     mechanism: str | None
     username: str
     password: str
+    token_auth: bool
+    """SCRAM as a delegation token (the JAAS option ``tokenauth="true"``: the username is the token id, the
+    password its HMAC)."""
 
-    def __init__(self, security_protocol: str = "PLAINTEXT", ssl_context: ssl.SSLContext | None = None, mechanism: str | None = None, username: str = "", password: str = "") -> None:
-        self._set(security_protocol, ssl_context, mechanism, username, password)
+    def __init__(self, security_protocol: str = "PLAINTEXT", ssl_context: ssl.SSLContext | None = None, mechanism: str | None = None, username: str = "", password: str = "", token_auth: bool = False) -> None:
+        self._set(security_protocol, ssl_context, mechanism, username, password, token_auth)
 
     def sasl_client(self) -> SaslClient | None:
         if not self.mechanism:
             return None
         from odradek.broker.security.sasl_client import sasl_client
 
-        return sasl_client(self.mechanism, self.username, self.password)
+        return sasl_client(self.mechanism, self.username, self.password, token_auth=self.token_auth)
 
 
 PLAINTEXT = ClientSecurity()
@@ -59,7 +62,12 @@ def inter_broker_security(config: BrokerConfig) -> ClientSecurity:
             f"Listener {listener}: inter-broker SASL/{mechanism} needs the broker's own username and password in "
             f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
         )
-    return ClientSecurity(protocol, context, mechanism, options["username"], options["password"])
+    return _sasl_security(protocol, context, mechanism, options)
+
+
+def _sasl_security(protocol: str, context: ssl.SSLContext | None, mechanism: str, jaas_options: Mapping[str, str]) -> ClientSecurity:
+    token_auth = jaas_options.get("tokenauth", "").lower() == "true"
+    return ClientSecurity(protocol, context, mechanism, jaas_options["username"], jaas_options["password"], token_auth)
 
 
 def _client_context(setting: "TlsSetting", name: str) -> ssl.SSLContext:
@@ -104,4 +112,4 @@ def client_security(properties: Mapping[str, str]) -> ClientSecurity:
         raise ConfigError(f"Invalid sasl.jaas.config: {exc}") from None
     if "username" not in options or "password" not in options:
         raise ConfigError(f"sasl.jaas.config for {mechanism} needs username and password")
-    return ClientSecurity(protocol, context, mechanism, options["username"], options["password"])
+    return _sasl_security(protocol, context, mechanism, options)

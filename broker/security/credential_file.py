@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from odradek.storage.checkpoints import write_atomically
 
 if TYPE_CHECKING:
+    from odradek.broker.security.delegation_token import DelegationTokenManager
     from odradek.broker.security.scram import ScramCredential
 
 SCRAM_CREDENTIALS_FILE = "odradek-scram-credentials.json"
@@ -29,6 +30,8 @@ class FileCredentialStore:
         self.path = path
         self._lock = threading.Lock()
         self._users: dict[str, dict[str, str]] = json.loads(path.read_text()) if path.exists() else {}
+        self.tokens: DelegationTokenManager | None = None
+        """The delegation tokens, when ``delegation.token.secret.key`` is set (kept in a file of their own)."""
 
     def credential(self, mechanism: str, user: str) -> ScramCredential | None:
         text = self._users.get(user, {}).get(mechanism)

@@ -7,12 +7,15 @@ the user's quotas, each change announced in ``/config/changes`` so that every br
 from __future__ import annotations
 
 import threading
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from odradek.broker.quotas import DEFAULT, desanitize, sanitize
 from odradek.broker.security.scram import SCRAM_MECHANISMS, ScramCredential
 from odradek.controller import zk_data as zd
 from odradek.controller.zk_client import ZkClient
+
+if TYPE_CHECKING:
+    from odradek.broker.security.delegation_token import DelegationTokenManager
 
 
 def scram_configs(config: Mapping[str, str]) -> dict[str, str]:
@@ -29,6 +32,8 @@ class ZkCredentialStore:
         self._users: dict[str, dict[str, str]] = {}
         """Desanitized user name -> mechanism -> ``salt=..,stored_key=..,server_key=..,iterations=..``."""
         self._lock = threading.Lock()
+        self.tokens: DelegationTokenManager | None = None
+        """The delegation tokens, bound to ZooKeeper with the credentials (:meth:`bind`)."""
 
     def bind(self, zk: ZkClient) -> None:
         """The broker's session; every ``/config/users/<user>`` read (at start)."""
@@ -36,6 +41,13 @@ class ZkCredentialStore:
         for sanitized, config in zk.all_entity_configs(zd.ConfigType.USER).items():
             if "/" not in sanitized:
                 self.update(sanitized, config)
+        if self.tokens is not None:
+            from odradek.broker.security.delegation_token_zk import ZkTokenStore
+
+            store = ZkTokenStore(zk)
+            self.tokens.store = store
+            self.tokens.start()
+            store.follow(self.tokens)
 
     def update(self, sanitized_user: str, config: Mapping[str, str]) -> None:
         """A user's entity config as ZooKeeper now holds it (the default user has no credentials)."""

@@ -50,6 +50,7 @@ class OAuthBearerServer:
         self.complete = False
         self.authorization_id = ""
         self.credential_expiration_ms: int | None = None
+        self.token_authenticated = False
         self._error: str | None = None
 
     def evaluate(self, token: bytes) -> bytes:

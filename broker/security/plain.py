@@ -14,6 +14,7 @@ _USER_PREFIX = "user_"
 class PlainServer:
     mechanism = PLAIN
     credential_expiration_ms = None
+    token_authenticated = False
 
     def __init__(self, jaas_options: dict[str, str]) -> None:
         self._options = jaas_options

@@ -109,6 +109,11 @@ class SaslServerAuthenticator:
         return KafkaPrincipal.user(self.server.authorization_id)
 
     @property
+    def token_authenticated(self) -> bool:
+        """Logged in as a delegation token (SCRAM's ``tokenauth`` extension)."""
+        return self.server is not None and self.server.token_authenticated
+
+    @property
     def text(self) -> str:
         return "re-authentication" if self.reauthenticating else "authentication"
 

@@ -42,13 +42,14 @@ class PlainClient:
 
 
 class ScramClient:
-    def __init__(self, mechanism: ScramMechanism, username: str, password: str) -> None:
+    def __init__(self, mechanism: ScramMechanism, username: str, password: str, token_auth: bool = False) -> None:
+        """``token_auth``: log in as a delegation token (Kafka's ``tokenauth=true`` extension)."""
         self.mechanism = mechanism.name
         self._mechanism = mechanism
         self._username = username.replace("=", "=3D").replace(",", "=2C")
         self._password = password
         self._nonce = secrets.token_urlsafe(24)
-        self._first_bare = f"n={self._username},r={self._nonce}"
+        self._first_bare = f"n={self._username},r={self._nonce}" + (",tokenauth=true" if token_auth else "")
         self._server_signature: bytes | None = None
 
     def first(self) -> bytes:
@@ -75,9 +76,9 @@ class ScramClient:
         return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
 
 
-def sasl_client(mechanism: str, username: str, password: str) -> SaslClient:
+def sasl_client(mechanism: str, username: str, password: str, token_auth: bool = False) -> SaslClient:
     if mechanism == PLAIN:
         return PlainClient(username, password)
     if mechanism in SCRAM_MECHANISMS:
-        return ScramClient(SCRAM_MECHANISMS[mechanism], username, password)
+        return ScramClient(SCRAM_MECHANISMS[mechanism], username, password, token_auth)
     raise ValueError(f"odradek's client does not implement SASL mechanism {mechanism}")

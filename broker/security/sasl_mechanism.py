@@ -34,6 +34,10 @@ class SaslServer(Protocol):
     def credential_expiration_ms(self) -> int | None:
         """When the credential stops being valid (an OAuth token's ``exp``), bounding the session."""
 
+    @property
+    def token_authenticated(self) -> bool:
+        """Logged in as a delegation token (SCRAM only)."""
+
 
 @dataclass(frozen=True)
 class JaasConfig:

@@ -65,9 +65,20 @@ class ScramCredential:
         return cls(base64.b64decode(fields["salt"]), base64.b64decode(fields["stored_key"]), base64.b64decode(fields["server_key"]), int(fields["iterations"]))
 
 
+class TokenLogins(Protocol):
+    """What a SCRAM login as a delegation token asks (the broker's ``DelegationTokenManager``)."""
+
+    def login(self, mechanism: str, token_id: str) -> "tuple[ScramCredential, str, int] | None":
+        """The token's credential, its owner's name and its expiry timestamp; None for no such token."""
+
+
 class CredentialStore(Protocol):
     """Where SCRAM credentials live: the user's config entity (ZooKeeper ``/config/users/<user>`` in
-    cluster mode; on a single node, a file in the metadata directory)."""
+    cluster mode; on a single node, a file in the metadata directory). Beside them, as in Kafka's
+    ``CredentialProvider``, the delegation tokens a SCRAM login may name (None when disabled)."""
+
+    @property
+    def tokens(self) -> "TokenLogins | None": ...
 
     def credential(self, mechanism: str, user: str) -> ScramCredential | None: ...
 
@@ -97,13 +108,14 @@ class ScramServer:
     """Two client messages: client-first (gs2 header, user, nonce) answered with server-first (nonce, salt,
     iterations); client-final (channel binding, nonce, proof) answered with the server signature."""
 
-    credential_expiration_ms = None
-
     def __init__(self, mechanism: ScramMechanism, store: CredentialStore) -> None:
         self.mechanism = mechanism.name
         self._mechanism = mechanism
         self._store = store
         self.complete = False
+        self.credential_expiration_ms: int | None = None
+        """A delegation token's expiry: the session ends with it."""
+        self.token_authenticated = False
         self.authorization_id = ""
         self._client_first_bare = ""
         self._server_first = ""
@@ -120,11 +132,17 @@ class ScramServer:
         authzid_part, sep2, bare = bare.partition(",")
         if not sep or not sep2 or gs2 not in ("n", "y") or (authzid_part and not authzid_part.startswith("a=")):
             raise SaslError(f"Invalid SCRAM client first message {message!r}")
-        attributes = _attributes(bare)
+        # after the user and the nonce come the extensions (Kafka's ScramExtensions: ``tokenauth=true``)
+        items = bare.split(",")
+        extensions = dict(i.split("=", 1) for i in items[2:] if len(i.partition("=")[0]) > 1 and "=" in i)
+        attributes = _attributes(",".join(i for i in items if len(i.partition("=")[0]) <= 1))
         if "n" not in attributes or "r" not in attributes:
             raise SaslError(f"Invalid SCRAM client first message {message!r}")
         username = _username(attributes["n"])
-        credential = self._store.credential(self.mechanism, username)
+        if extensions.get("tokenauth", "").lower() == "true":
+            credential, authorization_id = self._token_credential(username)
+        else:
+            credential, authorization_id = self._store.credential(self.mechanism, username), username
         if credential is None:
             raise SaslError("Authentication failed: Invalid user credentials")
         authzid = authzid_part[2:]
@@ -132,12 +150,23 @@ class ScramServer:
             raise SaslAuthenticationError("Authentication failed: Client requested an authorization id that is different from username")
         if credential.iterations < MIN_ITERATIONS:
             raise SaslError(f"Iterations {credential.iterations} is less than the minimum {MIN_ITERATIONS} for {self.mechanism}")
-        self.authorization_id = username
+        self.authorization_id = authorization_id
         self._credential = credential
         self._client_first_bare = bare
         self._nonce = attributes["r"] + base64.b64encode(os.urandom(18)).decode().replace("/", "-").replace("+", "_")
         self._server_first = f"r={self._nonce},s={base64.b64encode(credential.salt).decode()},i={credential.iterations}"
         return self._server_first.encode()
+
+    def _token_credential(self, token_id: str) -> tuple[ScramCredential | None, str]:
+        """A login as a delegation token (Kafka's ``DelegationTokenCredentialCallback``): the token's
+        credential, acting as its owner, the session bounded by the token's expiry."""
+        tokens = self._store.tokens
+        found = tokens.login(self.mechanism, token_id) if tokens is not None else None
+        if found is None:
+            raise SaslError(f"Token Authentication failed: Invalid tokenId : {token_id}")
+        credential, owner, self.credential_expiration_ms = found
+        self.token_authenticated = True
+        return credential, owner
 
     def _client_final(self, message: str) -> bytes:
         if self.complete:

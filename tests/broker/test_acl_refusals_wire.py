@@ -243,6 +243,14 @@ REQUESTS: list[tuple[str, ApiKey, int, dict, Any]] = [
     ("ListPartitionReassignments without DESCRIBE on the cluster", ApiKey.ListPartitionReassignments, 0, {"timeout_ms": 5000, "topics": None}, lambda r: (r.error_code, r.topics)),
     ("ElectLeaders without ALTER on the cluster", ApiKey.ElectLeaders, 2, {"election_type": 0, "topic_partitions": [{"topic": READ_ONLY, "partitions": [0]}], "timeout_ms": 5000},
      lambda r: (r.error_code, [(t.topic, p.partition_id, p.error_code) for t in r.replica_election_results for p in t.partition_result])),
+    # Token requests on a PLAINTEXT listener are refused before any ACL is asked (the ACL rules for tokens,
+    # CREATE_TOKENS and DESCRIBE_TOKENS, need a SASL login: tests/e2e/test_delegation_tokens.py)
+    ("CreateDelegationToken on a PLAINTEXT listener", ApiKey.CreateDelegationToken, 3,
+     {"owner_principal_type": "User", "owner_principal_name": "bob", "renewers": [], "max_lifetime_ms": -1},
+     lambda r: (r.error_code, r.principal_type, r.principal_name, r.token_requester_principal_name, r.token_id, r.max_timestamp_ms)),
+    ("RenewDelegationToken on a PLAINTEXT listener", ApiKey.RenewDelegationToken, 2, {"hmac": b"x", "renew_period_ms": 1000}, lambda r: (r.error_code, r.expiry_timestamp_ms)),
+    ("ExpireDelegationToken on a PLAINTEXT listener", ApiKey.ExpireDelegationToken, 2, {"hmac": b"x", "expiry_time_period_ms": -1}, lambda r: (r.error_code, r.expiry_timestamp_ms)),
+    ("DescribeDelegationToken on a PLAINTEXT listener", ApiKey.DescribeDelegationToken, 3, {"owners": None}, lambda r: (r.error_code, r.tokens)),
 ] + topic_refusals(DENIED, "the refused topic") + topic_refusals(MISSING, "a refused topic that does not exist")
 
 UNAUTHORIZED: dict[ApiKey, str] = {
