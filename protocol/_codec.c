@@ -6,20 +6,22 @@
  * so that errors carry the reference's kind and text, and tests compare the two on every message version.
  *
  * A struct's program is a tuple:
- *   (container class, fields, absent, tag_defaults, flexible, tag_parsers, known_names, tagged, tagged_names)
+ *   (container class, fields, absent, tag_defaults, flexible, tag_parsers, known_names, tagged, template)
  *   fields        ((name, op, encode default), ...) in wire order
- *   absent        ((name, kind, value), ...): defaults of fields this version lacks, then tag_defaults those of
- *                 its tagged fields (kind 0: the value itself, 1: a new empty list, 2: Container(value),
- *                 3: copy_default(value))
+ *   absent        ((name, kind, value), ...): the defaults to make afresh for each decoded struct, of fields
+ *                 this version lacks, then tag_defaults those of its tagged fields (kind 1: a new empty list,
+ *                 2: Container(value), 3: copy_default(value))
+ *   template      a dict of every key in the decoded struct's order, holding the immutable defaults
  *   tag_parsers   {tag: (name, op)}, for decoding a flexible struct's tagged fields
  *   known_names   frozenset of the struct's field names (encoding refuses other keys) or None
  *   tagged        ((tag, name, op, encode default), ...) in tag order, for encoding
- * An op is (code, flags, argument): flags COMPACT and NULLABLE; the argument is an array's element op, or a
- * struct's program.
+ * An op is (code | flags << 4, argument): flags COMPACT and NULLABLE; the argument is an array's element op,
+ * or a struct's program.
  *
  * decode(programs, view, offset) -> (values, end): the parts one after the other from the buffer `view`;
  *   records fields are slices of `view`.
- * encode(parts, framed) -> (bytes, splices): parts are (program, value); framed puts the 4-byte size first
+ * encode(programs, parts, framed) -> (bytes, splices): parts are (message, version, value), each written by
+ *   its program; framed puts the 4-byte size first
  *   (counting the spliced records); splices are Splice(position, value) for records given as objects with
  *   a `length` (sent beside the frame).
  *
@@ -37,14 +39,13 @@ enum {
     OP_STRING, OP_BYTES, OP_RECORDS, OP_ARRAY, OP_STRUCT, OP_NULLABLE_STRUCT
 };
 enum { COMPACT = 1, NULLABLE = 2 };
-enum { P_CLASS, P_FIELDS, P_ABSENT, P_TAG_DEFAULTS, P_FLEXIBLE, P_TAG_PARSERS, P_KNOWN, P_TAGGED };
+enum { P_CLASS, P_FIELDS, P_ABSENT, P_TAG_DEFAULTS, P_FLEXIBLE, P_TAG_PARSERS, P_KNOWN, P_TAGGED, P_TEMPLATE };
 
 static PyObject *DecodeError, *EncodeError, *ContainerBase, *copy_default, *uuid_of_bytes, *uuid_bytes, *SpliceClass;
 static PyObject *empty_tuple, *str_unknown_tags, *str_length;
 
-#define OP_CODE(op) ((int)PyLong_AsLong(PyTuple_GET_ITEM(op, 0)))
-#define OP_FLAGS(op) ((int)PyLong_AsLong(PyTuple_GET_ITEM(op, 1)))
-#define OP_ARG(op) PyTuple_GET_ITEM(op, 2)
+#define OP_WORD(op) ((int)PyLong_AsLong(PyTuple_GET_ITEM(op, 0)))
+#define OP_ARG(op) PyTuple_GET_ITEM(op, 1)
 
 /* ---------------------------------------------------------------------------------------------------- */
 /* Decoding */
@@ -118,8 +119,7 @@ static int read_length(reader *r, int compact, int width, int64_t *out) {
 static PyObject *decode_struct(reader *r, PyObject *program);
 
 static PyObject *decode_op(reader *r, PyObject *op) {
-    int code = OP_CODE(op);
-    int flags = OP_FLAGS(op);
+    int word = OP_WORD(op), code = word & 15, flags = word >> 4;
     int64_t n;
     const uint8_t *p;
     switch (code) {
@@ -265,15 +265,16 @@ static int set_defaults(PyObject *result, PyObject *defaults) {
         PyObject *value = PyTuple_GET_ITEM(entry, 2);
         int rc;
         switch (PyLong_AsLong(PyTuple_GET_ITEM(entry, 1))) {
-        case 0:
-            rc = PyDict_SetItem(result, PyTuple_GET_ITEM(entry, 0), value);
-            break;
         case 1:
             value = PyList_New(0);
             goto made;
-        case 2:
-            value = PyObject_CallOneArg(ContainerBase, value);
+        case 2: { /* Container(value), a flat struct's copy */
+            PyObject *copy = ((PyTypeObject *)ContainerBase)->tp_new((PyTypeObject *)ContainerBase, empty_tuple, NULL);
+            if (copy != NULL && PyDict_Update(copy, value) < 0)
+                Py_CLEAR(copy);
+            value = copy;
             goto made;
+        }
         default:
             value = PyObject_CallOneArg(copy_default, value);
         made:
@@ -358,6 +359,10 @@ static PyObject *decode_struct(reader *r, PyObject *program) {
     PyObject *result = cls->tp_new(cls, empty_tuple, NULL);
     if (result == NULL)
         return NULL;
+    /* Every key at once, in the reference's order, immutable defaults in place: the decoded fields then
+     * replace values rather than grow the dict key by key. */
+    if (PyDict_Update(result, PyTuple_GET_ITEM(program, P_TEMPLATE)) < 0)
+        goto error;
     PyObject *fields = PyTuple_GET_ITEM(program, P_FIELDS);
     Py_ssize_t count = PyTuple_GET_SIZE(fields);
     for (Py_ssize_t i = 0; i < count; i++) {
@@ -532,8 +537,7 @@ static int byte_view(PyObject *value, const char **p, Py_ssize_t *n) {
 static int encode_struct(writer *w, PyObject *program, PyObject *value);
 
 static int encode_op(writer *w, PyObject *op, PyObject *value) {
-    int code = OP_CODE(op);
-    int flags = OP_FLAGS(op);
+    int word = OP_WORD(op), code = word & 15, flags = word >> 4;
     const char *p;
     Py_ssize_t n;
     int is_bytes;
@@ -814,10 +818,14 @@ static int encode_struct(writer *w, PyObject *program, PyObject *obj) {
 }
 
 static PyObject *encode(PyObject *self, PyObject *args) {
-    PyObject *parts;
+    PyObject *programs, *parts;
     int framed;
-    if (!PyArg_ParseTuple(args, "O!p", &PyTuple_Type, &parts, &framed))
+    if (!PyArg_ParseTuple(args, "O!O!p", &PyTuple_Type, &programs, &PyTuple_Type, &parts, &framed))
         return NULL;
+    if (PyTuple_GET_SIZE(programs) != PyTuple_GET_SIZE(parts)) {
+        PyErr_SetString(PyExc_ValueError, "a program for each part");
+        return NULL;
+    }
     writer w = {NULL, 0, 0, PyList_New(0), 0};
     PyObject *result = NULL, *data = NULL;
     if (w.splices == NULL)
@@ -827,11 +835,11 @@ static PyObject *encode(PyObject *self, PyObject *args) {
     Py_ssize_t count = PyTuple_GET_SIZE(parts);
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *part = PyTuple_GET_ITEM(parts, i);
-        if (!PyTuple_Check(part) || PyTuple_GET_SIZE(part) != 2) {
-            PyErr_SetString(PyExc_TypeError, "a part is (program, value)");
+        if (!PyTuple_Check(part) || PyTuple_GET_SIZE(part) != 3) {
+            PyErr_SetString(PyExc_TypeError, "a part is (message, version, value)");
             goto done;
         }
-        if (encode_struct(&w, PyTuple_GET_ITEM(part, 0), PyTuple_GET_ITEM(part, 1)) < 0)
+        if (encode_struct(&w, PyTuple_GET_ITEM(programs, i), PyTuple_GET_ITEM(part, 2)) < 0)
             goto done;
     }
     if (framed) {
@@ -867,11 +875,33 @@ static PyObject *configure(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* A dict of these keys and values, sized for them at once (a struct's template, see decode_struct). */
+static PyObject *template(PyObject *self, PyObject *args) {
+    PyObject *names, *values;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyTuple_Type, &names, &PyTuple_Type, &values))
+        return NULL;
+    if (PyTuple_GET_SIZE(names) != PyTuple_GET_SIZE(values)) {
+        PyErr_SetString(PyExc_ValueError, "as many values as names");
+        return NULL;
+    }
+    PyObject *result = _PyDict_NewPresized(PyTuple_GET_SIZE(names));
+    if (result == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
+        if (PyDict_SetItem(result, PyTuple_GET_ITEM(names, i), PyTuple_GET_ITEM(values, i)) < 0) {
+            Py_DECREF(result);
+            return NULL;
+        }
+    }
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"template", template, METH_VARARGS, "template(names, values) -> dict, sized for them at once."},
     {"configure", configure, METH_VARARGS,
      "configure(DecodeError, EncodeError, Container, copy_default, uuid_of_bytes, uuid_bytes, Splice)"},
     {"decode", decode, METH_VARARGS, "decode(programs, view, offset) -> (values, end); see the module source."},
-    {"encode", encode, METH_VARARGS, "encode(parts, framed) -> (bytes, splices); see the module source."},
+    {"encode", encode, METH_VARARGS, "encode(programs, parts, framed) -> (bytes, splices); see the module source."},
     {NULL, NULL, 0, NULL},
 };
 

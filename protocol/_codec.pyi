@@ -19,5 +19,9 @@ def configure(
 def decode(programs: tuple[Any, ...], view: Buffer, offset: int, /) -> tuple[list[Any], int]:
     """The structs of ``programs`` read one after the other from ``view[offset:]``, and the end offset."""
 
-def encode(parts: tuple[tuple[Any, Any], ...], framed: bool, /) -> tuple[bytes, list[Any]]:
-    """The ``(program, value)`` parts written in order (after a 4-byte size if ``framed``), and the splices."""
+def encode(programs: tuple[Any, ...], parts: tuple[tuple[Any, int, Any], ...], framed: bool, /) -> tuple[bytes, list[Any]]:
+    """The values of the ``(message, version, value)`` parts written in order by their programs (after a
+    4-byte size if ``framed``), and the splices."""
+
+def template(names: tuple[str, ...], values: tuple[Any, ...], /) -> dict[str, Any]:
+    """A dict of these keys and values, sized for them at once."""

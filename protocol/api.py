@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import Any, Generic, Mapping, TypeVar
 
 from odradek.protocol.messages import DECLARATIONS, ApiKey, headers, module
-from odradek.protocol.schema import Container, DecodeError, Message, Splice, Versions, decode, decode_frame, encode_frame
+from odradek.protocol.schema import Container, DecodeError, Message, Splice, Versions, decode, decode_frame_by, encode_frame, encode_frame_by, frame_programs
 from odradek.protocol.values import TupleFields
 
 __all__ = [
@@ -168,13 +168,22 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request[Any]:
     # Kafka reads a request's fields and ignores whatever follows them (AbstractRequest.parseRequest does
     # not check for a remainder); librdkafka's AdminClient relies on it, sending Metadata v12 with 3 bytes
     # past the fields Kafka defines.
-    (header, body), _ = decode_frame(frame, *parts)
+    programs = _REQUEST_PROGRAMS.get((api_key, api_version))
+    if programs is None:
+        programs = _REQUEST_PROGRAMS[(api_key, api_version)] = frame_programs(*parts)
+    (header, body), _ = decode_frame_by(programs, frame, parts)
     return Request(RequestHeader(api_key, api_version, correlation_id, header.client_id, parts[0][1]), body)
 
 
 _REQUEST_PARTS: dict[tuple[int, int], tuple[tuple[Message, int], tuple[Message, int]]] = {}
 """The header and body to decode for each API key and version, filled at the API's first use: looked up
 once per request rather than worked out from the version ranges."""
+
+_REQUEST_PROGRAMS: dict[tuple[int, int], tuple[Any, ...] | None] = {}
+"""The schema machine's programs of each API key and version's header and body, made at its first request."""
+
+_RESPONSE_PROGRAMS: dict[tuple[int, int], tuple[Any, ...] | None] = {}
+"""The same of each API key and version's answer, made at its first answer."""
 
 _RESPONSE_PARTS: dict[tuple[int, int], tuple[int, Message]] = {}
 """Each API key and version's response header version and response message, looked up once per answer."""
@@ -201,7 +210,10 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: M
     except KeyError:
         _parts_at_first_use(api_key)
         header_version, response = _RESPONSE_PARTS[(api_key, api_version)]
-    return encode_frame((headers.RESPONSE_HEADER, header_version, {"correlation_id": correlation_id}), (response, api_version, body))
+    programs = _RESPONSE_PROGRAMS.get((api_key, api_version))
+    if programs is None:
+        programs = _RESPONSE_PROGRAMS[(api_key, api_version)] = frame_programs((headers.RESPONSE_HEADER, header_version), (response, api_version))
+    return encode_frame_by(programs, ((headers.RESPONSE_HEADER, header_version, {"correlation_id": correlation_id}), (response, api_version, body)))
 
 
 def encode_request(api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any], client_id: str | None = "odradek") -> bytes:

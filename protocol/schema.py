@@ -57,6 +57,9 @@ __all__ = [
     "UnknownFieldError",
     "decode",
     "decode_frame",
+    "decode_frame_by",
+    "encode_frame_by",
+    "frame_programs",
     "snake_case",
 ]
 
@@ -410,8 +413,8 @@ class _Field:
         """An expression writing ``obj`` to ``io``, whose value is ``obj``."""
         raise NotImplementedError
 
-    def op(self) -> tuple[int, int, Any]:
-        """The schema machine's op for this field: (code, flags, argument), as ``protocol/_codec.c`` reads it."""
+    def op(self) -> tuple[int, Any]:
+        """The schema machine's op for this field: (code and flags, argument), as ``protocol/_codec.c`` reads it."""
         raise NotImplementedError
 
     def holds_records(self) -> bool:
@@ -446,8 +449,8 @@ class Primitive(_Field):
         kind = {"string": "str", "bytes": "bytes", "records": "records"}[t]
         return f"_rt.read_{kind}(io, this, {self.compact}, {self.nullable})"
 
-    def op(self) -> tuple[int, int, Any]:
-        return (_OPS[self.type_name], _flags(self.compact, self.nullable), None)
+    def op(self) -> tuple[int, Any]:
+        return (_op_word(_OPS[self.type_name], self.compact, self.nullable), None)
 
     def holds_records(self) -> bool:
         return self.type_name == "records"
@@ -509,8 +512,8 @@ class KArray(_Field):
             f"        a.append({self.element.emit_parse(code)})",
         ]
 
-    def op(self) -> tuple[int, int, Any]:
-        return (_OP_ARRAY, _flags(self.compact, self.nullable), self.element.op())
+    def op(self) -> tuple[int, Any]:
+        return (_op_word(_OP_ARRAY, self.compact, self.nullable), self.element.op())
 
     def holds_records(self) -> bool:
         return self.element.holds_records()
@@ -573,8 +576,8 @@ class KStruct(_Field):
                 self.regular.append((name, _field_for(f, version, field_flexible), f))
         self.tagged.sort(key=lambda t: t[1])
 
-    def op(self) -> tuple[int, int, Any]:
-        return (_OP_STRUCT, 0, self.program())
+    def op(self) -> tuple[int, Any]:
+        return (_OP_STRUCT, self.program())
 
     def holds_records(self) -> bool:
         return any(sub.holds_records() for _, sub, _ in self.regular) or any(sub.holds_records() for _, _, sub, _ in self.tagged)
@@ -592,11 +595,17 @@ class KStruct(_Field):
         fields = tuple((sys.intern(name), sub.op(), _resolve_default(f)) for name, sub, f in self.regular)
         absent = tuple(_default_entry(name, f) for name, f in self.absent)
         tag_defaults = tuple(_default_entry(name, f) for name, _, _, f in self.tagged)
+        template = _codec.template(
+            tuple(name for name, _, _ in fields) + tuple(name for name, _, _ in absent + tag_defaults),
+            (None,) * len(fields) + tuple(value if kind == 0 else None for _, kind, value in absent + tag_defaults),
+        )
+        absent = tuple(entry for entry in absent if entry[1] != 0)
+        tag_defaults = tuple(entry for entry in tag_defaults if entry[1] != 0)
         parsers = {tag: (sys.intern(name), sub.op()) for name, tag, sub, _ in self.tagged}
         known = frozenset(snake_case(f.name) for f in self.decl.fields) | {"_unknown_tags"} if CHECK_FIELD_NAMES else None
         tagged = tuple((tag, sys.intern(name), sub.op(), _resolve_default(f)) for name, tag, sub, f in self.tagged)
         container = _fields_container(tuple(snake_case(f.name) for f in self.decl.fields))
-        return (container, fields, absent, tag_defaults, bool(self.flexible), parsers, known, tagged)
+        return (container, fields, absent, tag_defaults, bool(self.flexible), parsers, known, tagged, template)
 
     def emit_parse(self, code: _Code) -> str:
         return f"{self.parse_function(code)}(io, this)"
@@ -674,8 +683,8 @@ class NullableStruct(_Field):
     def __init__(self, struct_: KStruct) -> None:
         self.struct = struct_
 
-    def op(self) -> tuple[int, int, Any]:
-        return (_OP_NULLABLE_STRUCT, 0, self.struct.program())
+    def op(self) -> tuple[int, Any]:
+        return (_OP_NULLABLE_STRUCT, self.struct.program())
 
     def holds_records(self) -> bool:
         return self.struct.holds_records()
@@ -716,8 +725,9 @@ _OPS = {name: code for code, name in enumerate(("bool", "int8", "int16", "uint16
 _OP_ARRAY, _OP_STRUCT, _OP_NULLABLE_STRUCT = len(_OPS), len(_OPS) + 1, len(_OPS) + 2
 
 
-def _flags(compact: bool, nullable: bool) -> int:
-    return compact | nullable << 1
+def _op_word(code: int, compact: bool, nullable: bool) -> int:
+    """An op's code and flags in one number, as the machine reads them."""
+    return code | (compact | nullable << 1) << 4
 
 
 def _default_entry(name: str, f: F) -> tuple[str, int, Any]:
@@ -886,17 +896,31 @@ def decode_frame(data: bytes | bytearray | memoryview, *parts: tuple[Message, in
     """Decode ``parts`` (header, body), one after the other, from ``data[offset:]``: their values and the end
     offset of the last, bytes after it ignored (one stream and context for all of them, as
     :func:`encode_frame` builds them). Errors as :func:`decode`'s."""
+    return decode_frame_by(frame_programs(*parts), data, parts, offset)
+
+
+def frame_programs(*parts: tuple[Message, int]) -> tuple[Any, ...] | None:
+    """The schema machine's programs of ``parts`` (message, version), for :func:`decode_frame_by` and
+    :func:`encode_frame_by` (a caller that encodes or decodes the same parts often keeps them); None where
+    the Python codec runs."""
+    if _codec is None:
+        return None
+    programs = tuple(message.codec(version).program for message, version in parts)
+    return None if None in programs else programs
+
+
+def decode_frame_by(
+    programs: tuple[Any, ...] | None, data: bytes | bytearray | memoryview, parts: tuple[tuple[Message, int], ...], offset: int = 0
+) -> tuple[list[Container], int]:
+    """:func:`decode_frame` with the parts' :func:`frame_programs`."""
     # ``records`` views are taken on ``data`` itself, so a bytearray frame yields writable views the broker
     # patches in place.
     view = memoryview(data)
-    if _codec is not None:
-        programs = tuple(message.codec(version).program for message, version in parts)
-        if None not in programs:
-            try:
-                values, end = _codec.decode(programs, view, offset)
-                return values, end
-            except Exception:  # noqa: BLE001 - the Python reader below gives the error its kind and text
-                pass
+    if programs is not None:
+        try:
+            return _codec.decode(programs, view, offset)
+        except Exception:  # noqa: BLE001 - the Python reader below gives the error its kind and text
+            pass
     return _decode_frame_python(data, view, parts, offset)
 
 
@@ -958,7 +982,7 @@ def encode_parts(message: Message, version: int, value: Mapping[str, Any]) -> tu
     program = message.codec(version).program
     if program is not None:
         try:
-            return cast("tuple[bytes, list[Splice]]", _codec.encode(((program, value),), False))
+            return _codec.encode((program,), ((message, version, value),), False)
         except Exception:  # noqa: BLE001 - the Python writer below gives the error its kind and text
             pass
     return _encode_parts_python(message, version, value)
@@ -977,13 +1001,16 @@ def encode_frame(*parts: tuple[Message, int, Mapping[str, Any]]) -> tuple[bytes,
     The size is written over a placeholder once the parts are built and before the buffer is taken out
     (writing after ``getvalue`` would copy it); it counts the spliced-in data, which is sent separately.
     Splice positions are offsets in the returned frame."""
-    if _codec is not None:
-        programs = tuple((message.codec(version).program, value) for message, version, value in parts)
-        if all(program is not None for program, _ in programs):
-            try:
-                return cast("tuple[bytes, list[Splice]]", _codec.encode(programs, True))
-            except Exception:  # noqa: BLE001 - the Python writer below gives the error its kind and text
-                pass
+    return encode_frame_by(frame_programs(*((message, version) for message, version, _ in parts)), parts)
+
+
+def encode_frame_by(programs: tuple[Any, ...] | None, parts: tuple[tuple[Message, int, Mapping[str, Any]], ...]) -> tuple[bytes, list[Splice]]:
+    """:func:`encode_frame` with the parts' :func:`frame_programs`."""
+    if programs is not None:
+        try:
+            return _codec.encode(programs, parts, True)
+        except Exception:  # noqa: BLE001 - the Python writer below gives the error its kind and text
+            pass
     return _encode_frame_python(*parts)
 
 

@@ -80,10 +80,10 @@ def test_machine_encodes_and_decodes_as_the_reference(message: Message, version:
     @given(value=struct_strategy(message.struct, version, flexible), edits=st.lists(st.tuples(st.integers(0, 1 << 16), st.integers(0, 255)), max_size=3))
     def check(value: dict[str, Any], edits: list[tuple[int, int]]) -> None:
         data, splices = schema._encode_parts_python(message, version, value)
-        assert machine.encode(((program, value),), False) == (data, splices)
+        assert machine.encode((program,), ((message, version, value),), False) == (data, splices)
         assert_decodes_alike(message, version, data)
         decoded = machine_decode(message, version, data)[0]
-        assert machine.encode(((program, decoded),), False) == (data, [])
+        assert machine.encode((program,), ((message, version, decoded),), False) == (data, [])
         for end in range(len(data)):
             assert_decodes_alike(message, version, data[:end])
         if data:
@@ -106,7 +106,7 @@ def test_spliced_records_are_placed_as_the_reference_places_them() -> None:
     body = {"responses": [{"topic": "t", "partitions": [{"partition_index": i, "records": FileSlice(10 * i + 1)} for i in range(3)]}]}
     parts = ((headers.RESPONSE_HEADER, 1, {"correlation_id": 7}), (fetch.RESPONSE, 12, body))
     want_frame, want_splices = schema._encode_frame_python(*parts)
-    got_frame, got_splices = machine.encode(tuple((m.codec(v).program, value) for m, v, value in parts), True)
+    got_frame, got_splices = machine.encode(tuple(m.codec(v).program for m, v, _ in parts), parts, True)
     assert got_frame == want_frame
     assert [(s.position, s.value) for s in got_splices] == [(s.position, s.value) for s in want_splices]
     assert all(type(s) is Splice for s in got_splices)
