@@ -91,10 +91,12 @@ def _mechanism_server(config: BrokerConfig, listener: str, mechanism: str, crede
     if mechanism in SCRAM_MECHANISMS:
         scram = SCRAM_MECHANISMS[mechanism]
         return lambda: ScramServer(scram, credentials)
+    if mechanism == "GSSAPI":
+        return _gssapi_server(config, listener)
     if mechanism not in (PLAIN, OAUTHBEARER):
         raise ConfigError(
             f"Listener {listener}: SASL mechanism {mechanism} is not implemented by odradek (it implements "
-            f"{', '.join((PLAIN, *SCRAM_MECHANISMS, OAUTHBEARER))}): set sasl.enabled.mechanisms"
+            f"{', '.join((PLAIN, *SCRAM_MECHANISMS, OAUTHBEARER, 'GSSAPI'))}): set sasl.enabled.mechanisms"
         )
     jaas = jaas_config(config, listener, mechanism)
     if jaas is None:
@@ -107,6 +109,34 @@ def _mechanism_server(config: BrokerConfig, listener: str, mechanism: str, crede
         return lambda: PlainServer(options)
     validator = _oauthbearer_validator(config, listener, options)
     return lambda: OAuthBearerServer(validator)
+
+
+def _gssapi_server(config: BrokerConfig, listener: str) -> Callable[[], SaslServer]:
+    """Kerberos: the keytab and principal of the listener's ``Krb5LoginModule`` entry, and the principal
+    mapping rules, checked now (the GSS-API library is loaded here, for a GSSAPI listener only)."""
+    from odradek.broker.security.gssapi import Acceptor, GssapiServer, KerberosName, default_realm, parse_rules
+    from odradek.broker.security.sasl_mechanism import SaslError
+
+    jaas = jaas_config(config, listener, "GSSAPI")
+    options = jaas.options if jaas is not None else {}
+    if options.get("useKeyTab", "").lower() != "true" or "keyTab" not in options or "principal" not in options:
+        raise ConfigError(
+            f"Listener {listener}: {'no JAAS configuration' if jaas is None else 'no keytab'} for SASL mechanism GSSAPI: set "
+            f"listener.name.{listener.lower()}.gssapi.sasl.jaas.config to "
+            'com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true keyTab="..." principal="...";'
+        )
+    try:
+        KerberosName.parse(options["principal"])
+        rules = parse_rules(config.list_for_listener(listener, "sasl.kerberos.principal.to.local.rules"))
+    except ValueError as exc:
+        raise ConfigError(f"Listener {listener}: {exc}") from None
+    acceptor = Acceptor(options["keyTab"], options["principal"])
+    try:
+        acceptor.check()  # refused at start, not at the first client
+    except (OSError, SaslError) as exc:
+        raise ConfigError(f"Listener {listener}: {exc}") from None
+    realm = default_realm()
+    return lambda: GssapiServer(acceptor, rules, realm)
 
 
 def _oauthbearer_validator(config: BrokerConfig, listener: str, jaas_options: dict[str, str]) -> TokenValidator:

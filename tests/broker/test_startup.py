@@ -40,7 +40,13 @@ def one_line_failure(result: subprocess.CompletedProcess) -> str:
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (["listeners=SASL_PLAINTEXT://127.0.0.1:0", "security.inter.broker.protocol=SASL_PLAINTEXT"], "Listener SASL_PLAINTEXT: SASL mechanism GSSAPI is not implemented by odradek"),
+        (["listeners=SASL_PLAINTEXT://127.0.0.1:0", "security.inter.broker.protocol=SASL_PLAINTEXT"], "Listener SASL_PLAINTEXT: no JAAS configuration for SASL mechanism GSSAPI"),
+        (
+            ["listeners=SASL_PLAINTEXT://127.0.0.1:0", "security.inter.broker.protocol=SASL_PLAINTEXT",
+             "listener.name.sasl_plaintext.gssapi.sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true keyTab=\"/nonexistent.keytab\" principal=\"kafka/h@R\";"],
+            "Listener SASL_PLAINTEXT: GSSAPI credentials from keytab /nonexistent.keytab failed",
+        ),
+        (["listeners=SASL_PLAINTEXT://127.0.0.1:0", "security.inter.broker.protocol=SASL_PLAINTEXT", "sasl.enabled.mechanisms=SCRAM-SHA-1", "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-1"], "Listener SASL_PLAINTEXT: SASL mechanism SCRAM-SHA-1 is not implemented by odradek"),
         (
             ["listeners=SASL_SSL://127.0.0.1:0", "security.inter.broker.protocol=SASL_SSL", "sasl.enabled.mechanisms=PLAIN", "sasl.mechanism.inter.broker.protocol=PLAIN", "ssl.keystore.type=PEM", "ssl.keystore.location=/nonexistent.pem"],
             "Listener SASL_SSL: failed to load the SSL keystore",

@@ -1,0 +1,108 @@
+"""SASL/GSSAPI (Kerberos) against a real MIT KDC (tests/kerberos.py), odradek and Kafka 3.9.1 configured
+alike: a SASL_PLAINTEXT listener whose GSSAPI accepts with the broker's keytab (``kafka/localhost``), the
+ACL authorizer, and ``sasl.kerberos.principal.to.local.rules`` mapping principals to the names ACLs use.
+Kafka's Java producer logs in with its own keytab; what it may do shows which principal the broker saw."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import kafka_jvm
+from kafka_jvm import free_port
+import pytest
+from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic, ResourcePatternType, ResourceType
+
+from odradek import Broker
+from tests.kerberos import REALM, Kdc
+
+RULES = f"RULE:[2:$1@$0](.*@{REALM})s/@.*//,DEFAULT"
+"""``svc/host@REALM`` becomes ``svc``; ``user@REALM`` (the default realm) becomes ``user``."""
+TOPIC = "kerberized"
+
+
+@pytest.fixture(scope="module")
+def kdc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kdc]:
+    kdc = Kdc(tmp_path_factory.mktemp("kdc")).start()
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("KRB5_CONFIG", str(kdc.krb5_conf))
+        env.setenv("KRB5RCACHETYPE", "none")
+        env.setenv("JAVA_TOOL_OPTIONS", f"-Djava.security.krb5.conf={kdc.krb5_conf}")
+        try:
+            yield kdc
+        finally:
+            kdc.stop()
+
+
+def settings(kdc: Kdc, plain: int, sasl: int) -> dict[str, str]:
+    keytab = kdc.keytab("kafka/localhost")
+    return {
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://localhost:{sasl}",
+        "sasl.enabled.mechanisms": "GSSAPI",
+        "sasl.kerberos.service.name": "kafka",
+        "sasl.kerberos.principal.to.local.rules": RULES,
+        "listener.name.sasl_plaintext.gssapi.sasl.jaas.config":
+            f'com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true keyTab="{keytab}" principal="kafka/localhost@{REALM}";',
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:ANONYMOUS",
+    }
+
+
+@pytest.fixture(scope="module")
+def brokers(kdc: Kdc, real_kafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[int, int]]]:
+    """(PLAINTEXT port, SASL_PLAINTEXT port) of each broker; alice may write the topic, nobody else."""
+    ours, theirs = (free_port(), free_port()), (free_port(), free_port())
+    kafka = kafka_jvm.KafkaBroker(tmp_path_factory.mktemp("kafka-gssapi"), real_kafka.zookeeper.connect + "/gssapi", settings=settings(kdc, *theirs), port=theirs[0]).start()
+    try:
+        with Broker(log_dir=tmp_path_factory.mktemp("odradek-gssapi"), subprocess=True, config=settings(kdc, *ours)):
+            for plain, _ in (ours, theirs):
+                admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{plain}"})
+                admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
+                for principal in ("User:alice", "User:kafka"):
+                    for operation in (AclOperation.WRITE, AclOperation.DESCRIBE):
+                        binding = AclBinding(ResourceType.TOPIC, TOPIC, ResourcePatternType.LITERAL, principal, "*", operation, AclPermissionType.ALLOW)
+                        for done in admin.create_acls([binding]).values():
+                            done.result(30)
+            yield {"odradek": ours, "kafka": theirs}
+    finally:
+        kafka.stop()
+
+
+@pytest.fixture(scope="module")
+def java_probe(kdc: Kdc) -> Callable[..., tuple[int, dict[str, Any] | str]]:
+    """Kafka's own producer (tests/e2e/java_security/SecurityProbe.java): its exit status and what it observed
+    (or its last error lines)."""
+    programs = kafka_jvm.java_programs(sorted((Path(__file__).parent / "java_security").glob("*.java")), 120)
+
+    def run(port: int, principal: str) -> tuple[int, dict[str, Any] | str]:
+        keytab = kdc.keytab(principal)
+        jaas = f'com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true keyTab="{keytab}" principal="{principal}@{REALM}";'
+        done = programs.run("SecurityProbe", f"localhost:{port}", "SASL_PLAINTEXT", "GSSAPI", jaas, "1", TOPIC, "sasl.kerberos.service.name=kafka", "max.block.ms=15000", "delivery.timeout.ms=15000", "request.timeout.ms=10000", timeout_s=120)
+        if done.returncode == 0:
+            return 0, json.loads(done.stdout.splitlines()[-1])
+        return done.returncode, done.stderr
+
+    return run
+
+
+@pytest.mark.parametrize("kind", ["odradek", "kafka"])
+def test_a_kerberos_user_produces_as_its_short_name(brokers: dict[str, tuple[int, int]], java_probe: Callable[..., Any], kind: str) -> None:
+    status, seen = java_probe(brokers[kind][1], "alice")
+    assert status == 0, seen
+    assert isinstance(seen, dict) and seen["acked"] >= 5 and seen["failed-authentication-total"] == 0
+
+
+@pytest.mark.parametrize("kind", ["odradek", "kafka"])
+def test_a_service_principal_is_mapped_by_the_rules(brokers: dict[str, tuple[int, int]], java_probe: Callable[..., Any], kind: str) -> None:
+    """``kafka/client-host@REALM`` is ``User:kafka`` by the RULE, which the ACLs allow."""
+    status, seen = java_probe(brokers[kind][1], "kafka/client-host")
+    assert status == 0, seen
+
+
+@pytest.mark.parametrize("kind", ["odradek", "kafka"])
+def test_a_kerberos_user_without_an_acl_is_refused_the_topic(brokers: dict[str, tuple[int, int]], java_probe: Callable[..., Any], kind: str) -> None:
+    status, seen = java_probe(brokers[kind][1], "carol")
+    assert status != 0
+    assert "TopicAuthorizationException" in seen and "Not authorized to access topics: [kerberized]" in seen
