@@ -230,7 +230,11 @@ static PyObject *decode_op(reader *r, PyObject *op) {
             fail("count exceeds the remaining input");
             return NULL;
         }
-        PyObject *list = PyList_New((Py_ssize_t)n);
+        /* Room made at once for no more elements than bytes remain (an element other than an empty struct takes
+         * at least one): a hostile count costs no more memory than the input could fill. */
+        Py_ssize_t room = r->end - r->pos;
+        room = room < 0 ? 0 : (n < room ? (Py_ssize_t)n : room);
+        PyObject *list = PyList_New(room);
         if (list == NULL)
             return NULL;
         PyObject *element = OP_ARG(op);
@@ -240,7 +244,16 @@ static PyObject *decode_op(reader *r, PyObject *op) {
                 Py_DECREF(list);
                 return NULL;
             }
-            PyList_SET_ITEM(list, i, item);
+            if (i < room) {
+                PyList_SET_ITEM(list, i, item);
+            } else {
+                int rc = PyList_Append(list, item);
+                Py_DECREF(item);
+                if (rc < 0) {
+                    Py_DECREF(list);
+                    return NULL;
+                }
+            }
         }
         return list;
     }

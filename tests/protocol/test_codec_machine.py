@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import struct
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 from odradek.protocol import schema
 from odradek.protocol.api import APIS, decode_request, encode_response
 from odradek.protocol.messages import fetch, headers, produce
-from odradek.protocol.schema import Message, Splice
+from odradek.protocol.schema import Array, F, Message, S, Splice
 from tests.protocol.test_roundtrip import cases, struct_strategy
 
 EXAMPLES = int(os.environ.get("ODRADEK_MACHINE_EXAMPLES", "8"))
@@ -130,3 +131,14 @@ def test_values_the_machine_refuses_get_the_references_errors() -> None:
     with pytest.raises(schema.EncodeError):
         schema.encode(produce.REQUEST, 9, {"acks": 1 << 20})
     assert all(m.codec(v).program is not None for api in APIS.values() for m in (api.request, api.response) for v in m.versions())
+
+
+def test_arrays_of_empty_structs_beyond_the_bytes_left_decode_as_the_reference_decodes_them() -> None:
+    """The machine makes room for no more elements than bytes remain (a hostile count costs no memory the
+    input cannot fill), and still reads elements that take no bytes, as the reference does."""
+    message = Message("T", "0", "none", F("Xs", Array(S("X"))), F("Ys", Array("int32")))
+    data = struct.pack(">iiii", 5, 2, 7, 8)
+    assert_decodes_alike(message, 0, data)
+    assert machine_decode(message, 0, data) is not None
+    for count in (3, 1 << 20, 0x7FFFFFFF):
+        assert_decodes_alike(message, 0, struct.pack(">iii", 0, count, 7))
