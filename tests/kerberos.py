@@ -63,8 +63,10 @@ class Kdc:
         raise RuntimeError("the KDC did not start")
 
     def keytab(self, principal: str) -> Path:
-        """A new principal with a random key, written to its own keytab."""
+        """The principal's keytab: made once, with a random key (asking again gives the same file)."""
         path = self.root / (principal.replace("/", "_") + ".keytab")
+        if path.exists():
+            return path
         self._run("kadmin.local", "-r", REALM, "-q", f"addprinc -randkey {principal}@{REALM}")
         self._run("kadmin.local", "-r", REALM, "-q", f"ktadd -k {path} {principal}@{REALM}")
         return path

@@ -148,7 +148,7 @@ class BrokerConnection:
         task_group.start_soon(connection._read_answers)
         try:
             await connection._negotiate_versions()
-            sasl = security.sasl_client()
+            sasl = security.sasl_client(host)
             if sasl is not None:
                 await connection._authenticate(sasl)
         except AuthenticationError as exc:
@@ -190,15 +190,16 @@ class BrokerConnection:
         if handshake.error_code != ErrorCode.NONE:
             raise AuthenticationError(handshake.error_code, f"SASL mechanism {client.mechanism}; the broker enables {', '.join(handshake.mechanisms)}")
         version = self.version_for(ApiKey.SaslAuthenticate)
-        token: bytes | None = client.first()
-        while token is not None:
-            answer = await self.send(ApiKey.SaslAuthenticate, version, {"auth_bytes": token})
-            if answer.error_code != ErrorCode.NONE:
-                raise AuthenticationError(answer.error_code, answer.error_message)
-            try:
-                token = client.respond(bytes(answer.auth_bytes))
-            except sasl_client.SaslClientError as exc:
-                raise AuthenticationError(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc)) from None
+        try:
+            # off the event loop: GSSAPI's first token asks the KDC, SCRAM's answer derives keys
+            token: bytes | None = await anyio.to_thread.run_sync(client.first)
+            while token is not None:
+                answer = await self.send(ApiKey.SaslAuthenticate, version, {"auth_bytes": token})
+                if answer.error_code != ErrorCode.NONE:
+                    raise AuthenticationError(answer.error_code, answer.error_message)
+                token = await anyio.to_thread.run_sync(client.respond, bytes(answer.auth_bytes))
+        except sasl_client.SaslClientError as exc:
+            raise AuthenticationError(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc)) from None
 
     def version_for(self, api_key: int) -> int:
         """The highest version of the API both the broker and odradek know."""

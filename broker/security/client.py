@@ -15,6 +15,7 @@ from odradek.broker.security.listeners import SASL_PROTOCOLS, TLS_PROTOCOLS, int
 from odradek.storage.config_types import ConfigError
 
 if TYPE_CHECKING:
+    from odradek.broker.security.gssapi import KerberosLogin
     from odradek.broker.security.sasl_client import SaslClient
     from odradek.broker.security.tls import TlsSetting
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 
 class ClientSecurity(FrozenFields):
-    __slots__ = _FIELDS = ("security_protocol", "ssl_context", "mechanism", "username", "password", "token_auth")
+    __slots__ = _FIELDS = ("security_protocol", "ssl_context", "mechanism", "username", "password", "token_auth", "kerberos")
     security_protocol: str
     ssl_context: ssl.SSLContext | None
     mechanism: str | None
@@ -32,13 +33,18 @@ class ClientSecurity(FrozenFields):
     token_auth: bool
     """SCRAM as a delegation token (the JAAS option ``tokenauth="true"``: the username is the token id, the
     password its HMAC)."""
+    kerberos: "KerberosLogin | None"
+    """GSSAPI: the keytab and principal (or the ticket cache) and the brokers' service name."""
 
-    def __init__(self, security_protocol: str = "PLAINTEXT", ssl_context: ssl.SSLContext | None = None, mechanism: str | None = None, username: str = "", password: str = "", token_auth: bool = False) -> None:
-        self._set(security_protocol, ssl_context, mechanism, username, password, token_auth)
+    def __init__(self, security_protocol: str = "PLAINTEXT", ssl_context: ssl.SSLContext | None = None, mechanism: str | None = None, username: str = "", password: str = "", token_auth: bool = False, kerberos: "KerberosLogin | None" = None) -> None:
+        self._set(security_protocol, ssl_context, mechanism, username, password, token_auth, kerberos)
 
-    def sasl_client(self) -> SaslClient | None:
+    def sasl_client(self, host: str) -> SaslClient | None:
+        """The SASL client of a connection to ``host`` (GSSAPI asks for the service's principal on that host)."""
         if not self.mechanism:
             return None
+        if self.kerberos is not None:
+            return self.kerberos.client(host)
         from odradek.broker.security.sasl_client import sasl_client
 
         return sasl_client(self.mechanism, self.username, self.password, token_auth=self.token_auth)
@@ -57,6 +63,8 @@ def inter_broker_security(config: BrokerConfig) -> ClientSecurity:
     mechanism = _client_mechanism(config["sasl.mechanism.inter.broker.protocol"], "sasl.mechanism.inter.broker.protocol")
     jaas = jaas_config(config, listener, mechanism)
     options = jaas.options if jaas is not None else {}
+    if mechanism == "GSSAPI":
+        return ClientSecurity(protocol, context, mechanism, kerberos=_kerberos_login(options, config["sasl.kerberos.service.name"], f"listener.name.{listener.lower()}.gssapi.sasl.jaas.config"))
     if "username" not in options or "password" not in options:
         raise ConfigError(
             f"Listener {listener}: inter-broker SASL/{mechanism} needs the broker's own username and password in "
@@ -68,6 +76,21 @@ def inter_broker_security(config: BrokerConfig) -> ClientSecurity:
 def _sasl_security(protocol: str, context: ssl.SSLContext | None, mechanism: str, jaas_options: Mapping[str, str]) -> ClientSecurity:
     token_auth = jaas_options.get("tokenauth", "").lower() == "true"
     return ClientSecurity(protocol, context, mechanism, jaas_options["username"], jaas_options["password"], token_auth)
+
+
+def _kerberos_login(jaas_options: Mapping[str, str], service_name: str | None, key: str) -> "KerberosLogin":
+    """Kafka's ``KerberosLogin``: the service name from the JAAS entry's ``serviceName`` or
+    ``sasl.kerberos.service.name``; the keytab and principal with ``useKeyTab=true``, else the ticket cache."""
+    from odradek.broker.security.gssapi import KerberosLogin
+
+    service = jaas_options.get("serviceName") or service_name
+    if not service:
+        raise ConfigError("No serviceName defined in either JAAS or Kafka config")
+    if jaas_options.get("useKeyTab", "").lower() == "true":
+        if "keyTab" not in jaas_options or "principal" not in jaas_options:
+            raise ConfigError(f"{key}: useKeyTab=true needs keyTab and principal")
+        return KerberosLogin(service, jaas_options["keyTab"], jaas_options["principal"])
+    return KerberosLogin(service)
 
 
 def _client_context(setting: "TlsSetting", name: str) -> ssl.SSLContext:
@@ -82,8 +105,8 @@ def _client_mechanism(mechanism: str, key: str) -> str:
     from odradek.broker.security.plain import PLAIN
     from odradek.broker.security.scram import SCRAM_MECHANISMS
 
-    if mechanism != PLAIN and mechanism not in SCRAM_MECHANISMS:
-        raise ConfigError(f"{key} {mechanism}: odradek's client implements PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512")
+    if mechanism not in (PLAIN, "GSSAPI") and mechanism not in SCRAM_MECHANISMS:
+        raise ConfigError(f"{key} {mechanism}: odradek's client implements GSSAPI, PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512")
     return mechanism
 
 
@@ -110,6 +133,8 @@ def client_security(properties: Mapping[str, str]) -> ClientSecurity:
         options = parse_jaas(properties.get("sasl.jaas.config", "")).options
     except ValueError as exc:
         raise ConfigError(f"Invalid sasl.jaas.config: {exc}") from None
+    if mechanism == "GSSAPI":
+        return ClientSecurity(protocol, context, mechanism, kerberos=_kerberos_login(options, properties.get("sasl.kerberos.service.name"), "sasl.jaas.config"))
     if "username" not in options or "password" not in options:
         raise ConfigError(f"sasl.jaas.config for {mechanism} needs username and password")
     return _sasl_security(protocol, context, mechanism, options)

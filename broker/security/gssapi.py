@@ -66,6 +66,8 @@ class _Library:
         self._sign("gss_release_name", [p(OM_uint32), p(vp)])
         self._sign("gss_delete_sec_context", [p(OM_uint32), p(vp), vp])
         self._sign("gss_release_cred", [p(OM_uint32), p(vp)])
+        self._sign("gss_import_name", [p(OM_uint32), buf, vp, p(vp)])
+        self._sign("gss_init_sec_context", [p(OM_uint32), vp, p(vp), vp, vp, OM_uint32, OM_uint32, vp, buf, p(vp), buf, p(OM_uint32), p(OM_uint32)])
         self._sign("gss_display_status", [p(OM_uint32), OM_uint32, ctypes.c_int, vp, p(OM_uint32), buf])
 
     def _sign(self, name: str, argtypes: list[Any]) -> None:
@@ -94,6 +96,17 @@ class _Library:
                 if not context.value:
                     break
         return "; ".join(words)
+
+    def oid(self, name: str) -> ctypes.c_void_p:
+        """One of the library's exported name-type OIDs (``GSS_C_NT_HOSTBASED_SERVICE``, ...)."""
+        return ctypes.c_void_p.in_dll(self.lib, name)
+
+    def name(self, text: str, name_type: str) -> ctypes.c_void_p:
+        data = text.encode()
+        buffer = _Buffer(len(data), ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p))
+        minor, imported = OM_uint32(), ctypes.c_void_p()
+        self.check(f"import of the name {text}", self.lib.gss_import_name(ctypes.byref(minor), ctypes.byref(buffer), self.oid(name_type), ctypes.byref(imported)), minor)
+        return imported
 
     def check(self, what: str, major: int, minor: OM_uint32) -> None:
         if major & ERROR_MASK:
@@ -131,6 +144,115 @@ class Acceptor:
         """The keytab readable and holding keys."""
         cred, minor = self.credential(), OM_uint32()
         library().lib.gss_release_cred(ctypes.byref(minor), ctypes.byref(cred))
+
+
+@dataclass(frozen=True)
+class KerberosLogin:
+    """How a client logs in (Kafka's ``Krb5LoginModule`` JAAS entry): with its keytab and principal, or, with
+    neither, the default ticket cache (``kinit``); it asks for ``<service name>/<broker host>``."""
+
+    service_name: str
+    keytab: str | None = None
+    principal: str | None = None
+
+    def client(self, host: str) -> "GssapiClient":
+        return GssapiClient(self, host)
+
+
+GSS_C_INITIATE = 1
+GSS_C_MUTUAL_FLAG, GSS_C_SEQUENCE_FLAG, GSS_C_INTEG_FLAG = 2, 8, 32
+
+
+class GssapiClient:
+    """The client side of RFC 4752 (the JDK's ``GssKrb5Client``): GSS-API tokens until the context is made,
+    then the broker's wrapped offer answered with "no security layer"."""
+
+    mechanism = GSSAPI
+
+    def __init__(self, login: KerberosLogin, host: str) -> None:
+        self._login = login
+        self._host = host
+        self._lib = library()
+        self._cred = ctypes.c_void_p()
+        self._target = ctypes.c_void_p()
+        self._context = ctypes.c_void_p()
+        self._established = False
+        self._done = False
+
+    def first(self) -> bytes:
+        lib = self._lib
+        if self._login.keytab is not None and self._login.principal is not None:
+            # initial credentials from the keytab, kept in this client's own memory cache
+            elements = (_KeyValue * 2)(_KeyValue(b"client_keytab", self._login.keytab.encode()), _KeyValue(b"ccache", f"MEMORY:odradek-{id(self)}".encode()))
+            store = _KeyValueSet(2, elements)
+            desired = lib.name(self._login.principal, "GSS_KRB5_NT_PRINCIPAL_NAME")
+            minor = OM_uint32()
+            major = lib.lib.gss_acquire_cred_from(ctypes.byref(minor), desired, 0, None, GSS_C_INITIATE, ctypes.byref(store), ctypes.byref(self._cred), None, None)
+            lib.lib.gss_release_name(ctypes.byref(OM_uint32()), ctypes.byref(desired))
+            self._check(f"credentials of {self._login.principal} from keytab {self._login.keytab}", major, minor)
+        self._target = lib.name(f"{self._login.service_name}@{self._host}", "GSS_C_NT_HOSTBASED_SERVICE")
+        return self._step(b"")
+
+    def respond(self, challenge: bytes) -> bytes | None:
+        if self._done:
+            return None
+        if not self._established:
+            return self._step(challenge)
+        # the broker's offer: the layers it supports (a bit mask) and its largest buffer
+        offer = self._transform("gss_unwrap", challenge)
+        if len(offer) != 4 or not offer[0] & NO_SECURITY_LAYER:
+            self.close()
+            raise _client_error(f"the broker offers no authentication-only layer ({offer[:1].hex()})")
+        self._done = True
+        answer = self._transform("gss_wrap", struct.pack(">B", NO_SECURITY_LAYER) + b"\x00\x00\x00")
+        self.close()
+        return answer
+
+    def _step(self, token: bytes) -> bytes:
+        lib, minor, out = self._lib, OM_uint32(), _Buffer()
+        incoming = _Buffer(len(token), ctypes.cast(ctypes.c_char_p(token), ctypes.c_void_p))
+        major = lib.lib.gss_init_sec_context(
+            ctypes.byref(minor), self._cred or None, ctypes.byref(self._context), self._target, None,
+            GSS_C_MUTUAL_FLAG | GSS_C_SEQUENCE_FLAG | GSS_C_INTEG_FLAG, 0, None, ctypes.byref(incoming) if token else None,
+            None, ctypes.byref(out), None, None,
+        )
+        reply = lib.take(out)
+        self._check("init_sec_context", major, minor)
+        self._established = major == GSS_S_COMPLETE
+        return reply
+
+    def _transform(self, call: str, data: bytes) -> bytes:
+        lib, minor, out = self._lib, OM_uint32(), _Buffer()
+        incoming = _Buffer(len(data), ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p))
+        if call == "gss_wrap":
+            major = lib.lib.gss_wrap(ctypes.byref(minor), self._context, 0, 0, ctypes.byref(incoming), None, ctypes.byref(out))
+        else:
+            major = lib.lib.gss_unwrap(ctypes.byref(minor), self._context, ctypes.byref(incoming), ctypes.byref(out), None, None)
+        result = lib.take(out)
+        self._check(call[4:], major, minor)
+        return result
+
+    def _check(self, what: str, major: int, minor: OM_uint32) -> None:
+        try:
+            self._lib.check(what, major, minor)
+        except SaslError as exc:
+            self.close()
+            raise _client_error(str(exc)) from None
+
+    def close(self) -> None:
+        minor = OM_uint32()
+        for handle, release in ((self._context, "gss_delete_sec_context"), (self._target, "gss_release_name"), (self._cred, "gss_release_cred")):
+            if handle.value:
+                if release == "gss_delete_sec_context":
+                    self._lib.lib.gss_delete_sec_context(ctypes.byref(minor), ctypes.byref(handle), None)
+                else:
+                    getattr(self._lib.lib, release)(ctypes.byref(minor), ctypes.byref(handle))
+
+
+def _client_error(message: str) -> Exception:
+    from odradek.broker.security.sasl_client import SaslClientError
+
+    return SaslClientError(message)
 
 
 # -- Kafka's KerberosName and KerberosShortNamer -------------------------------------------------------------

@@ -62,5 +62,16 @@ def test_an_inter_broker_sasl_login_without_username_and_password_is_refused_at_
 
 def test_an_inter_broker_mechanism_odradeks_client_does_not_speak_is_refused_at_start() -> None:
     jaas = 'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker";'
-    with pytest.raises(ConfigError, match="sasl.mechanism.inter.broker.protocol OAUTHBEARER: odradek's client implements PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512"):
+    with pytest.raises(ConfigError, match="sasl.mechanism.inter.broker.protocol OAUTHBEARER: odradek's client implements GSSAPI, PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512"):
         inter_broker_security(config(**{"inter.broker.listener.name": "INTERNAL", "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER", "listener.name.internal.oauthbearer.sasl.jaas.config": jaas}))
+
+
+def test_kerberos_between_brokers_needs_a_service_name_and_takes_the_listeners_keytab() -> None:
+    """As Kafka's ``KerberosLogin``: the service name from the JAAS entry or sasl.kerberos.service.name."""
+    jaas = 'com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true keyTab="/etc/kafka.keytab" principal="kafka/b1@R";'
+    settings = {"inter.broker.listener.name": "INTERNAL", "sasl.mechanism.inter.broker.protocol": "GSSAPI", "listener.name.internal.gssapi.sasl.jaas.config": jaas}
+    with pytest.raises(ConfigError, match="No serviceName defined in either JAAS or Kafka config"):
+        inter_broker_security(config(**settings))
+    security = inter_broker_security(config(**settings, **{"sasl.kerberos.service.name": "kafka"}))
+    assert security.kerberos is not None
+    assert (security.kerberos.service_name, security.kerberos.keytab, security.kerberos.principal) == ("kafka", "/etc/kafka.keytab", "kafka/b1@R")

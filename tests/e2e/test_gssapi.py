@@ -1,7 +1,8 @@
 """SASL/GSSAPI (Kerberos) against a real MIT KDC (tests/kerberos.py), odradek and Kafka 3.9.1 configured
 alike: a SASL_PLAINTEXT listener whose GSSAPI accepts with the broker's keytab (``kafka/localhost``), the
 ACL authorizer, and ``sasl.kerberos.principal.to.local.rules`` mapping principals to the names ACLs use.
-Kafka's Java producer logs in with its own keytab; what it may do shows which principal the broker saw."""
+Kafka's Java producer logs in with its own keytab; what it may do shows which principal the broker saw.
+Then a cluster whose brokers log in to each other with Kerberos: two odradek brokers and a Kafka broker."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, A
 
 from odradek import Broker
 from tests.kerberos import REALM, Kdc
+from tests.polling import wait_for
 
 RULES = f"RULE:[2:$1@$0](.*@{REALM})s/@.*//,DEFAULT"
 """``svc/host@REALM`` becomes ``svc``; ``user@REALM`` (the default realm) becomes ``user``."""
@@ -76,10 +78,10 @@ def java_probe(kdc: Kdc) -> Callable[..., tuple[int, dict[str, Any] | str]]:
     (or its last error lines)."""
     programs = kafka_jvm.java_programs(sorted((Path(__file__).parent / "java_security").glob("*.java")), 120)
 
-    def run(port: int, principal: str) -> tuple[int, dict[str, Any] | str]:
+    def run(port: int, principal: str, topic: str = TOPIC) -> tuple[int, dict[str, Any] | str]:
         keytab = kdc.keytab(principal)
         jaas = f'com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true keyTab="{keytab}" principal="{principal}@{REALM}";'
-        done = programs.run("SecurityProbe", f"localhost:{port}", "SASL_PLAINTEXT", "GSSAPI", jaas, "1", TOPIC, "sasl.kerberos.service.name=kafka", "max.block.ms=15000", "delivery.timeout.ms=15000", "request.timeout.ms=10000", timeout_s=120)
+        done = programs.run("SecurityProbe", f"localhost:{port}", "SASL_PLAINTEXT", "GSSAPI", jaas, "1", topic, "sasl.kerberos.service.name=kafka", "max.block.ms=15000", "delivery.timeout.ms=15000", "request.timeout.ms=10000", timeout_s=120)
         if done.returncode == 0:
             return 0, json.loads(done.stdout.splitlines()[-1])
         return done.returncode, done.stderr
@@ -106,3 +108,51 @@ def test_a_kerberos_user_without_an_acl_is_refused_the_topic(brokers: dict[str, 
     status, seen = java_probe(brokers[kind][1], "carol")
     assert status != 0
     assert "TopicAuthorizationException" in seen and "Not authorized to access topics: [kerberized]" in seen
+
+
+def test_brokers_log_in_to_each_other_with_kerberos(kdc: Kdc, real_kafka, java_probe: Callable[..., Any], tmp_path: Path) -> None:
+    """``sasl.mechanism.inter.broker.protocol=GSSAPI`` (Kafka's default) on the inter-broker listener: the
+    controller's requests, the replica fetchers and AlterPartition all log in as ``kafka/localhost``. Two
+    odradek brokers and Kafka 3.9.1 replicate a topic of three replicas (every pair follows the other) until
+    every ISR is full, and an acks=all producer is acknowledged."""
+    connect = real_kafka.zookeeper.connect + "/gssapi-cluster"
+    ports = {broker_id: (free_port(), free_port()) for broker_id in (0, 1, 5)}
+
+    def cluster_settings(broker_id: int) -> dict[str, str]:
+        base = {k: v for k, v in settings(kdc, *ports[broker_id]).items() if k not in ("authorizer.class.name", "super.users")}
+        return {**base, "broker.id": str(broker_id), "zookeeper.connect": connect, "inter.broker.listener.name": "SASL_PLAINTEXT", "sasl.mechanism.inter.broker.protocol": "GSSAPI", "offsets.topic.replication.factor": "1"}
+
+    kafka = kafka_jvm.KafkaBroker(tmp_path / "kafka", connect, broker_id=5, settings=cluster_settings(5), port=ports[5][0]).start()
+    try:
+        with Broker(log_dir=tmp_path / "b0", subprocess=True, config=cluster_settings(0)), Broker(log_dir=tmp_path / "b1", subprocess=True, config=cluster_settings(1)):
+            admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{ports[0][0]}"})
+            wait_for(lambda: len(admin.list_topics(timeout=5).brokers) == 3, timeout_s=30, what="three brokers registered")
+            topic = "kerberized-cluster"
+            admin.create_topics([NewTopic(topic, num_partitions=3, replica_assignment=[[0, 1, 5], [5, 0, 1], [1, 5, 0]])])[topic].result(30)
+
+            def isrs_full() -> bool:
+                partitions = admin.list_topics(topic, timeout=5).topics[topic].partitions
+                return len(partitions) == 3 and all(len(p.isrs) == 3 for p in partitions.values())
+
+            wait_for(isrs_full, timeout_s=60, what="every ISR full")
+            for partition_leader in (0, 1, 5):
+                status, seen = java_probe(ports[partition_leader][1], "alice", topic)
+                assert status == 0, seen
+                assert isinstance(seen, dict) and seen["acked"] >= 5
+            assert isrs_full()
+    finally:
+        kafka.stop()
+
+
+@pytest.mark.parametrize("kind", ["odradek", "kafka"])
+def test_odradeks_tools_log_in_with_kerberos(brokers: dict[str, tuple[int, int]], kdc: Kdc, tmp_path: Path, kind: str) -> None:
+    """``--command-config`` with Kafka's GSSAPI client properties: the tool logs in as alice with her keytab."""
+    import subprocess
+    import sys
+
+    config = tmp_path / "client.properties"
+    jaas = f'com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true keyTab="{kdc.keytab("alice")}" principal="alice@{REALM}";'
+    config.write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\nsasl.kerberos.service.name=kafka\nsasl.jaas.config={jaas}\n")
+    done = subprocess.run([sys.executable, "-m", "odradek", "topics", "--bootstrap-server", f"localhost:{brokers[kind][1]}", "--command-config", str(config), "--list"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert TOPIC in done.stdout.split()
