@@ -162,6 +162,10 @@ def _oauthbearer_validator(config: BrokerConfig, listener: str, jaas_options: di
         expected_issuer=setting("sasl.oauthbearer.expected.issuer"),
         scope_claim_name=setting("sasl.oauthbearer.scope.claim.name") or "",
         sub_claim_name=setting("sasl.oauthbearer.sub.claim.name") or "",
+        refresh_ms=config.int_for_listener(listener, "sasl.oauthbearer.jwks.endpoint.refresh.ms", prefix="oauthbearer."),
+        retry_backoff_ms=config.int_for_listener(listener, "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", prefix="oauthbearer."),
+        retry_backoff_max_ms=config.int_for_listener(listener, "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", prefix="oauthbearer."),
+        jaas_options=dict(jaas_options),
     )
     try:
         return JwksValidator(settings)  # imports PyJWT, which comes with the tls extra, like cryptography

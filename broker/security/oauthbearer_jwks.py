@@ -6,15 +6,22 @@ against the keys of a JWKS (``sasl.oauthbearer.jwks.endpoint.url``), with the cl
 (and refused when present but none is expected, as jose4j does); ``iss`` equal to
 ``sasl.oauthbearer.expected.issuer``; the principal from ``sasl.oauthbearer.sub.claim.name``.
 
-Only ``file:`` JWKS URLs are implemented: Kafka reads that file once when the listener starts
-(``JwksFileVerificationKeyResolver``), and so does this module, before the broker serves. An ``http(s)``
-JWKS endpoint is refused at start-up."""
+A ``file:`` JWKS is read once when the listener starts, as Kafka's ``JwksFileVerificationKeyResolver``. An
+``http(s)`` JWKS endpoint is Kafka's ``RefreshingHttpsJwks``: fetched before the broker serves (a failure
+refuses the start), fetched again every ``sasl.oauthbearer.jwks.endpoint.refresh.ms`` on a thread of its own,
+and at once, off the event loop, when a token names a key id it does not know (at most once a minute per
+id): the token is refused, and the client's next attempt finds the rotated key. A failed fetch is retried
+with the backoff keys and leaves the keys as they were. HTTPS is verified with the ``ssl.*`` options of the
+listener's JAAS entry, as Kafka's ``JaasOptionsUtils`` does."""
 
 from __future__ import annotations
 
+import collections
 import json
+import logging
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import unquote, urlparse
@@ -49,10 +56,16 @@ class JwksValidatorSettings:
     expected_issuer: str | None
     scope_claim_name: str
     sub_claim_name: str
+    refresh_ms: int = 3600000
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 10000
+    jaas_options: dict[str, str] = field(default_factory=dict)
+    """The listener's JAAS options: an https endpoint's truststore (``ssl.truststore.location``, ...)."""
 
 
-def jwks_file(url: str) -> Path:
-    """The JWKS file a ``file:`` URL names, with Kafka's ``ConfigurationUtils`` checks and messages."""
+def jwks_file(url: str) -> Path | None:
+    """The JWKS file a ``file:`` URL names (None for an http(s) endpoint), with Kafka's ``ConfigurationUtils``
+    checks and messages."""
     parsed = urlparse(url)
     scheme = parsed.scheme.lower()
     if not scheme:
@@ -63,7 +76,7 @@ def jwks_file(url: str) -> Path:
             'only "http", "https", and "file" protocol are supported'
         )
     if scheme != "file":
-        raise ConfigError(f"{JWKS_URL}={url}: odradek reads the JWKS from a file: URL only (an HTTP(S) JWKS endpoint is not implemented)")
+        return None
     path = Path(unquote(parsed.path))
     if not path.exists():
         raise ConfigError(f"The OAuth configuration option {JWKS_URL} contains a file ({path}) that doesn't exist")
@@ -80,16 +93,20 @@ class _Key:
 
 def _load_keys(path: Path) -> list[_Key]:
     """The usable keys of a JWKS file; a file that is not a JWKS stops the start, as Kafka's ``init`` does."""
-    import jwt
     try:
-        document = json.loads(path.read_text())
-        keys = document["keys"]
-        if not isinstance(keys, list):
-            raise TypeError("keys is not a list")
+        return _parse_keys(path.read_bytes())
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(
             f"The OAuth validator configuration encountered an error when initializing the VerificationKeyResolver: {path}: {exc}"
         ) from None
+
+
+def _parse_keys(data: bytes) -> list[_Key]:
+    import jwt
+
+    keys = json.loads(data)["keys"]
+    if not isinstance(keys, list):
+        raise TypeError("keys is not a list")
     usable: list[_Key] = []
     for entry in keys:
         try:
@@ -120,6 +137,116 @@ def _string_claim(claims: dict[str, Any], name: str) -> str:
     return value.strip()
 
 
+class JwksFile:
+    """A ``file:`` JWKS, read once."""
+
+    def __init__(self, path: Path) -> None:
+        self.keys = _load_keys(path)
+
+    def maybe_expedite_refresh(self, key_id: str) -> None:
+        pass
+
+
+MISSING_KEY_ID_CACHE_MAX_ENTRIES = 16
+MISSING_KEY_ID_CACHE_IN_FLIGHT_S = 60.0
+MISSING_KEY_ID_MAX_KEY_LENGTH = 1000
+FETCH_TIMEOUT_S = 10.0
+
+
+class RefreshingJwks:
+    """An http(s) JWKS endpoint (Kafka's ``RefreshingHttpsJwks``): the keys of the last good fetch, fetched
+    again on a schedule and when a token names an unknown key id. Fetches never run on the event loop."""
+
+    def __init__(self, url: str, settings: JwksValidatorSettings, clock: Callable[[], float] = time.monotonic) -> None:
+        if settings.refresh_ms <= 0:
+            raise ConfigError("JWKS validation key refresh configuration value retryWaitMs value must be positive")
+        self.url = url
+        self._settings = settings
+        self._clock = clock
+        self._ssl = _jaas_ssl_context(settings.jaas_options) if url.lower().startswith("https:") else None
+        self._lock = threading.Lock()
+        self._refreshing = False
+        self._missing: collections.OrderedDict[str, float] = collections.OrderedDict()
+        try:
+            self.keys = self._fetch()
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"The OAuth validator configuration encountered an error when initializing the VerificationKeyResolver: Could not refresh JWKS from {url}: {exc}") from None
+        log.info("JWKS validation key refresh thread started with a refresh interval of %d ms", settings.refresh_ms)
+        threading.Thread(target=self._scheduled, name="jwks-refresh", daemon=True).start()
+
+    def _fetch(self) -> list[_Key]:
+        import urllib.request
+
+        with urllib.request.urlopen(self.url, timeout=FETCH_TIMEOUT_S, context=self._ssl) as answer:  # noqa: S310 (the operator's URL)
+            return _parse_keys(answer.read())
+
+    def _scheduled(self) -> None:
+        while True:
+            time.sleep(self._settings.refresh_ms / 1000)
+            self.refresh()
+
+    def refresh(self) -> None:
+        """Kafka's ``refresh`` with its ``Retry``: attempts with doubling waits within retry.backoff.max.ms; on
+        failure the keys stay as they were."""
+        with self._lock:
+            if self._refreshing:
+                return
+            self._refreshing = True
+        try:
+            log.info("OAuth JWKS refresh of %s starting", self.url)
+            s = self._settings
+            end = self._clock() + s.retry_backoff_max_ms / 1000
+            attempt = 0
+            while True:
+                attempt += 1
+                try:
+                    keys = self._fetch()
+                    break
+                except (OSError, ValueError, KeyError, TypeError) as exc:
+                    wait = min(s.retry_backoff_ms / 1000 * 2 ** (attempt - 1), end - self._clock())
+                    if wait <= 0:
+                        log.warning("OAuth JWKS refresh of %s encountered an error; not updating local JWKS cache: %s", self.url, exc)
+                        return
+                    log.warning("Attempt %d to make call resulted in an error; sleeping %d ms before retrying: %s", attempt, wait * 1000, exc)
+                    time.sleep(wait)
+            with self._lock:
+                for key in keys:
+                    self._missing.pop(str(key.jwk.get("kid")), None)
+                self.keys = keys
+            log.info("OAuth JWKS refresh of %s complete", self.url)
+        finally:
+            with self._lock:
+                self._refreshing = False
+
+    def maybe_expedite_refresh(self, key_id: str) -> None:
+        """Kafka's ``maybeExpediteRefresh``: a refresh now for a key id not asked about in the last minute."""
+        if len(key_id) > MISSING_KEY_ID_MAX_KEY_LENGTH:
+            log.warning("Key ID %s (trimmed to first %d characters out of %d total) was too long to cache", key_id[:MISSING_KEY_ID_MAX_KEY_LENGTH], MISSING_KEY_ID_MAX_KEY_LENGTH, len(key_id))
+            return
+        now = self._clock()
+        with self._lock:
+            next_check = self._missing.get(key_id)
+            if next_check is not None and next_check > now:
+                return
+            self._missing[key_id] = now + MISSING_KEY_ID_CACHE_IN_FLIGHT_S
+            self._missing.move_to_end(key_id)
+            while len(self._missing) > MISSING_KEY_ID_CACHE_MAX_ENTRIES:
+                self._missing.popitem(last=False)
+        threading.Thread(target=self.refresh, name="jwks-refresh-now", daemon=True).start()
+
+
+def _jaas_ssl_context(options: dict[str, str]) -> Any:
+    """Kafka's ``JaasOptionsUtils.createSSLSocketFactory``: the client TLS settings among the JAAS options,
+    with Kafka's client defaults (the server's name checked)."""
+    from odradek.broker.security.tls import client_context
+
+    defaults = {"ssl.endpoint.identification.algorithm": "https", "ssl.truststore.type": "JKS", "ssl.keystore.type": "JKS"}
+    return client_context(lambda key: options.get(key, defaults.get(key)), "JWKS endpoint")
+
+
+log = logging.getLogger("odradek.oauthbearer")
+
+
 class JwksValidator:
     """Validates one signed token; cheap enough (one signature check) to run on the event loop."""
 
@@ -129,7 +256,8 @@ class JwksValidator:
 
         self._jwt = jwt
         self._settings = settings
-        self._keys = _load_keys(jwks_file(settings.jwks_url))
+        path = jwks_file(settings.jwks_url)
+        self._source: JwksFile | RefreshingJwks = JwksFile(path) if path is not None else RefreshingJwks(settings.jwks_url, settings)
         self._clock = clock
 
     def _key(self, header: dict[str, Any]) -> jwt.PyJWK:
@@ -138,13 +266,15 @@ class JwksValidator:
         kid = header.get("kid")
         alg = header.get("alg")
         candidates = [
-            k.key for k in self._keys
+            k.key for k in self._source.keys
             if (kid is None or k.jwk.get("kid") == kid)
             and alg in _ALGORITHMS.get(k.key.key_type or "", ())  # PyJWK refuses a key without kty
             and k.jwk.get("alg", alg) == alg
             and k.jwk.get("use", "sig") == "sig"
         ]
         if len(candidates) != 1:
+            if isinstance(kid, str):
+                self._source.maybe_expedite_refresh(kid)
             raise InvalidToken(f"Could not validate the access token: Unable to find a suitable verification key for JWS w/ header {json.dumps(header)}")
         return candidates[0]
 

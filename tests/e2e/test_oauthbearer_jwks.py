@@ -1,7 +1,8 @@
 """OAUTHBEARER with Kafka's secured validator (``OAuthBearerValidatorCallbackHandler``): confluent-kafka
 signs in with RS256 tokens this module signs, against odradek and the real Kafka 3.9.1 configured alike
 (a ``file:`` JWKS, an expected audience and issuer, the ACL authorizer). Both accept and refuse the same
-tokens, and the principal the authorizer sees is the token's ``sub``."""
+tokens, and the principal the authorizer sees is the token's ``sub``. Then both fetch the JWKS from an HTTPS
+endpoint whose keys rotate."""
 
 from __future__ import annotations
 
@@ -158,11 +159,11 @@ def test_the_authorizer_sees_the_sub_claim(brokers: dict[str, str]) -> None:
 @pytest.mark.parametrize(
     "url, message",
     [
-        ("https://idp.test/jwks", "odradek reads the JWKS from a file: URL only"),
+        ("https://127.0.0.1:1/jwks", "Could not refresh JWKS from https://127.0.0.1:1/jwks"),
         ("ftp://idp.test/jwks", 'contains an invalid protocol (ftp); only "http", "https", and "file" protocol are supported'),
         ("file:///nonexistent/jwks.json", "contains a file (/nonexistent/jwks.json) that doesn't exist"),
     ],
-    ids=["https", "ftp", "missing-file"],
+    ids=["https-unreachable", "ftp", "missing-file"],
 )
 def test_a_jwks_url_odradek_cannot_read_refuses_the_start(jwks: Path, tmp_path: Path, url: str, message: str) -> None:
     config = {**settings(jwks), "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", "sasl.oauthbearer.jwks.endpoint.url": url, "log.dirs": str(tmp_path)}
@@ -190,3 +191,81 @@ def test_the_java_client_signs_in_with_a_token_from_a_file(brokers: dict[str, st
         # one authentication per connection: the bootstrap's and the leader's
         acked[name] = (seen["acked"], seen["successful-authentication-total"] >= 1, seen["failed-authentication-total"])
     assert acked == {"odradek": (1, True, 0), "kafka": (1, True, 0)}
+
+
+ROTATED = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def jwk(key: rsa.RSAPrivateKey, kid: str) -> dict[str, Any]:
+    return {**json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key())), "kid": kid, "use": "sig", "alg": "RS256"}
+
+
+class JwksEndpoint:
+    """An HTTPS JWKS endpoint (the test's CA signed its certificate) whose document the test changes."""
+
+    def __init__(self, root: Path) -> None:
+        import http.server
+        import ssl
+        import threading
+
+        from tests.certificates import make_pki
+
+        self.pki = make_pki(root)
+        self.document = {"keys": [jwk(TRUSTED, "trusted")]}
+        endpoint = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                body = json.dumps(endpoint.document).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(self.pki.keystore("broker"))
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"https://localhost:{self.server.server_address[1]}/jwks"
+
+    def settings(self) -> dict[str, str]:
+        jaas = f'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker" ssl.truststore.type="PEM" ssl.truststore.location="{self.pki.ca}";'
+        return {"sasl.oauthbearer.jwks.endpoint.url": self.url, "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": jaas}
+
+
+@pytest.fixture(scope="module")
+def rotating(jwks: Path, real_kafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JwksEndpoint, dict[str, str]]]:
+    """odradek and Kafka 3.9.1 validating against one HTTPS JWKS endpoint (refreshed hourly)."""
+    endpoint = JwksEndpoint(tmp_path_factory.mktemp("jwks-https"))
+    ours, plain, theirs, their_plain = (kafka_jvm.free_port() for _ in range(4))
+    common = {**settings(jwks), **endpoint.settings()}
+    kafka = kafka_jvm.KafkaBroker(
+        tmp_path_factory.mktemp("kafka-https-jwks"), real_kafka.zookeeper.connect + "/https-jwks", port=their_plain,
+        settings={**common, "listeners": f"PLAINTEXT://127.0.0.1:{their_plain},SASL_PLAINTEXT://127.0.0.1:{theirs}"},
+    ).start()
+    try:
+        with Broker(log_dir=tmp_path_factory.mktemp("odradek-https-jwks"), subprocess=True, config={**common, "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{ours}"}):
+            yield endpoint, {"odradek": f"127.0.0.1:{ours}", "kafka": f"127.0.0.1:{theirs}"}
+    finally:
+        kafka.stop()
+        endpoint.server.shutdown()
+
+
+def test_keys_from_an_https_endpoint_and_a_rotated_key_found_at_the_clients_next_attempt(rotating: tuple[JwksEndpoint, dict[str, str]]) -> None:
+    """A token signed by a key the endpoint did not have at the start is refused once, the refusal has the
+    broker fetch the JWKS again at once (not at the hourly refresh), and the client's next attempt signs in:
+    the same on both brokers."""
+    endpoint, brokers = rotating
+    assert {name: sign_in(bootstrap, token()) for name, bootstrap in brokers.items()} == {"odradek": "ok", "kafka": "ok"}
+    endpoint.document = {"keys": [jwk(TRUSTED, "trusted"), jwk(ROTATED, "rotated")]}
+    rotated = token(key=ROTATED, kid="rotated")
+    refused = 'SASL authentication error: {"status":"invalid_token"}'
+    assert {name: sign_in(bootstrap, rotated) for name, bootstrap in brokers.items()} == {"odradek": refused, "kafka": refused}
+    time.sleep(2)
+    assert {name: sign_in(bootstrap, rotated) for name, bootstrap in brokers.items()} == {"odradek": "ok", "kafka": "ok"}
+    assert {name: sign_in(bootstrap, token(key=UNTRUSTED, kid="unknown")) for name, bootstrap in brokers.items()} == {"odradek": refused, "kafka": refused}
