@@ -352,7 +352,10 @@ class LogConfig(FrozenFields):
     compiled into a ``ForwardRef``), as a frozen dataclass its generated methods ~18 M (docs/performance.md,
     "Start-up"). Its lists and mappings are read, never changed in place, so the defaults may be shared."""
 
-    __slots__ = _FIELDS = (*(key.attribute for key in TOPIC_CONFIG), "overrides", "broker_defaults")
+    _FIELDS = (*(key.attribute for key in TOPIC_CONFIG), "overrides", "broker_defaults")
+    _DERIVED = ("log_append_time", "effective_timestamp_before_max_ms", "effective_timestamp_after_max_ms")
+    """Worked out from the fields once (not compared: they follow from the fields)."""
+    __slots__ = (*_FIELDS, *_DERIVED)
 
     cleanup_policy: list[str]
     compression_gzip_level: int
@@ -393,6 +396,9 @@ class LogConfig(FrozenFields):
     overrides: Mapping[str, str]
     """The topic-level overrides this config was built from (DescribeConfigs source DYNAMIC_TOPIC_CONFIG)."""
     broker_defaults: Mapping[str, str]
+    log_append_time: bool
+    effective_timestamp_before_max_ms: int
+    effective_timestamp_after_max_ms: int
 
     def __init__(self, **values: Any) -> None:
         """Each field's value, else its default (``LogConfig()``: every default)."""
@@ -401,6 +407,14 @@ class LogConfig(FrozenFields):
             raise TypeError(f"LogConfig has no field {', '.join(sorted(unknown))}")
         for name, default in _DEFAULTS.items():
             object.__setattr__(self, name, values.get(name, default))
+        # What the append path asks of every batch, worked out once (each was a property read per append: five
+        # Python calls per produce).
+        set_ = object.__setattr__
+        set_(self, "log_append_time", self.message_timestamp_type == "LogAppendTime")
+        # KIP-937: the deprecated difference key still applies while a new key is left at its default.
+        difference = self.message_timestamp_difference_max_ms
+        set_(self, "effective_timestamp_before_max_ms", self.message_timestamp_before_max_ms if self.message_timestamp_before_max_ms != LONG_MAX else difference)
+        set_(self, "effective_timestamp_after_max_ms", self.message_timestamp_after_max_ms if self.message_timestamp_after_max_ms != LONG_MAX else difference)
 
     @classmethod
     def from_props(cls, topic_overrides: Mapping[str, str] | None = None, broker_defaults: Mapping[str, str] | None = None) -> LogConfig:
@@ -456,23 +470,6 @@ class LogConfig(FrozenFields):
     def max_index_size(self) -> int:
         return self.segment_index_bytes
 
-    @property
-    def log_append_time(self) -> bool:
-        return self.message_timestamp_type == "LogAppendTime"
-
-    @property
-    def effective_timestamp_before_max_ms(self) -> int:
-        """KIP-937: the deprecated difference key still applies while the new key is left at its default."""
-        if self.message_timestamp_before_max_ms != LONG_MAX:
-            return self.message_timestamp_before_max_ms
-        return self.message_timestamp_difference_max_ms
-
-    @property
-    def effective_timestamp_after_max_ms(self) -> int:
-        if self.message_timestamp_after_max_ms != LONG_MAX:
-            return self.message_timestamp_after_max_ms
-        return self.message_timestamp_difference_max_ms
-
     def random_segment_jitter(self) -> int:
         """Kafka draws one jitter per segment, below min(segment.jitter.ms, segment.ms)."""
         if self.segment_jitter_ms == 0:
@@ -508,7 +505,7 @@ _DEFAULTS: dict[str, Any] = {key.attribute: key.default for key in TOPIC_CONFIG}
 
 
 def _check_table_matches_attributes() -> None:
-    annotated = [name for name in LogConfig.__annotations__ if name not in ("overrides", "broker_defaults")]
+    annotated = [name for name in LogConfig.__annotations__ if name not in ("overrides", "broker_defaults", *LogConfig._DERIVED)]
     assert annotated == [key.attribute for key in TOPIC_CONFIG], "LogConfig attributes must follow TOPIC_CONFIG"
 
 
