@@ -16,6 +16,7 @@ from odradek.storage.config_types import ConfigError
 
 if TYPE_CHECKING:
     from odradek.broker.security.gssapi import KerberosLogin
+    from odradek.broker.security.oauthbearer import OAuthBearerLogin
     from odradek.broker.security.sasl_client import SaslClient
     from odradek.broker.security.tls import TlsSetting
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 
 class ClientSecurity(FrozenFields):
-    __slots__ = _FIELDS = ("security_protocol", "ssl_context", "mechanism", "username", "password", "token_auth", "kerberos")
+    __slots__ = _FIELDS = ("security_protocol", "ssl_context", "mechanism", "username", "password", "token_auth", "kerberos", "oauth")
     security_protocol: str
     ssl_context: ssl.SSLContext | None
     mechanism: str | None
@@ -35,9 +36,14 @@ class ClientSecurity(FrozenFields):
     password its HMAC)."""
     kerberos: "KerberosLogin | None"
     """GSSAPI: the keytab and principal (or the ticket cache) and the brokers' service name."""
+    oauth: "OAuthBearerLogin | None"
+    """OAUTHBEARER: where the token comes from."""
 
-    def __init__(self, security_protocol: str = "PLAINTEXT", ssl_context: ssl.SSLContext | None = None, mechanism: str | None = None, username: str = "", password: str = "", token_auth: bool = False, kerberos: "KerberosLogin | None" = None) -> None:
-        self._set(security_protocol, ssl_context, mechanism, username, password, token_auth, kerberos)
+    def __init__(
+        self, security_protocol: str = "PLAINTEXT", ssl_context: ssl.SSLContext | None = None, mechanism: str | None = None, username: str = "", password: str = "",
+        token_auth: bool = False, kerberos: "KerberosLogin | None" = None, oauth: "OAuthBearerLogin | None" = None,
+    ) -> None:
+        self._set(security_protocol, ssl_context, mechanism, username, password, token_auth, kerberos, oauth)
 
     def sasl_client(self, host: str) -> SaslClient | None:
         """The SASL client of a connection to ``host`` (GSSAPI asks for the service's principal on that host)."""
@@ -45,6 +51,8 @@ class ClientSecurity(FrozenFields):
             return None
         if self.kerberos is not None:
             return self.kerberos.client(host)
+        if self.oauth is not None:
+            return self.oauth.client()
         from odradek.broker.security.sasl_client import sasl_client
 
         return sasl_client(self.mechanism, self.username, self.password, token_auth=self.token_auth)
@@ -65,6 +73,9 @@ def inter_broker_security(config: BrokerConfig) -> ClientSecurity:
     options = jaas.options if jaas is not None else {}
     if mechanism == "GSSAPI":
         return ClientSecurity(protocol, context, mechanism, kerberos=_kerberos_login(options, config["sasl.kerberos.service.name"], f"listener.name.{listener.lower()}.gssapi.sasl.jaas.config"))
+    if mechanism == "OAUTHBEARER":
+        setting = lambda key: config.str_for_listener(listener, key, prefix="oauthbearer.")  # noqa: E731
+        return ClientSecurity(protocol, context, mechanism, oauth=_oauth_login(options, setting("sasl.login.callback.handler.class"), setting("sasl.oauthbearer.token.endpoint.url")))
     if "username" not in options or "password" not in options:
         raise ConfigError(
             f"Listener {listener}: inter-broker SASL/{mechanism} needs the broker's own username and password in "
@@ -93,6 +104,28 @@ def _kerberos_login(jaas_options: Mapping[str, str], service_name: str | None, k
     return KerberosLogin(service)
 
 
+def _oauth_login(jaas_options: Mapping[str, str], login_handler: str | None, token_endpoint: str | None) -> "OAuthBearerLogin":
+    """Kafka's ``OAuthBearerLoginModule`` client side: its secured handler with a ``file:`` token endpoint,
+    else the unsecured login (which needs its principal claim: checked now, as Kafka's login at start)."""
+    from urllib.parse import unquote, urlparse
+
+    from odradek.broker.security.oauthbearer import LOGIN_HANDLER_CLASSES, OAuthBearerLogin
+
+    if login_handler:
+        if login_handler not in LOGIN_HANDLER_CLASSES:
+            raise ConfigError(f"sasl.login.callback.handler.class {login_handler} is not implemented by odradek's client (it implements {LOGIN_HANDLER_CLASSES[0]})")
+        parsed = urlparse(token_endpoint or "")
+        if parsed.scheme.lower() != "file":
+            raise ConfigError(f"sasl.oauthbearer.token.endpoint.url {token_endpoint}: odradek's client reads its token from a file: URL")
+        return OAuthBearerLogin(tuple(jaas_options.items()), unquote(parsed.path))
+    login = OAuthBearerLogin(tuple(jaas_options.items()))
+    try:
+        login.token()
+    except ValueError as exc:
+        raise ConfigError(f"OAUTHBEARER login: {exc}") from None
+    return login
+
+
 def _client_context(setting: "TlsSetting", name: str) -> ssl.SSLContext:
     """The TLS context of a connection to a TLS listener (the tls module is imported for one only)."""
     from odradek.broker.security.tls import client_context
@@ -105,8 +138,8 @@ def _client_mechanism(mechanism: str, key: str) -> str:
     from odradek.broker.security.plain import PLAIN
     from odradek.broker.security.scram import SCRAM_MECHANISMS
 
-    if mechanism not in (PLAIN, "GSSAPI") and mechanism not in SCRAM_MECHANISMS:
-        raise ConfigError(f"{key} {mechanism}: odradek's client implements GSSAPI, PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512")
+    if mechanism not in (PLAIN, "GSSAPI", "OAUTHBEARER") and mechanism not in SCRAM_MECHANISMS:
+        raise ConfigError(f"{key} {mechanism}: odradek's client implements GSSAPI, OAUTHBEARER, PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512")
     return mechanism
 
 
@@ -135,6 +168,8 @@ def client_security(properties: Mapping[str, str]) -> ClientSecurity:
         raise ConfigError(f"Invalid sasl.jaas.config: {exc}") from None
     if mechanism == "GSSAPI":
         return ClientSecurity(protocol, context, mechanism, kerberos=_kerberos_login(options, properties.get("sasl.kerberos.service.name"), "sasl.jaas.config"))
+    if mechanism == "OAUTHBEARER":
+        return ClientSecurity(protocol, context, mechanism, oauth=_oauth_login(options, properties.get("sasl.login.callback.handler.class"), properties.get("sasl.oauthbearer.token.endpoint.url")))
     if "username" not in options or "password" not in options:
         raise ConfigError(f"sasl.jaas.config for {mechanism} needs username and password")
     return _sasl_security(protocol, context, mechanism, options)

@@ -119,3 +119,59 @@ class UnsecuredValidator:
         if any(s not in scopes for s in self._required_scope):
             raise InvalidToken(f"the scope lacks one of {self._required_scope}")
         return ValidToken(principal, int(exp * 1000))
+
+
+# -- the client side (Kafka's OAuthBearerLoginModule and OAuthBearerSaslClient) --------------------------------
+
+LOGIN_HANDLER_CLASSES = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
+)
+_UNSECURED = "unsecuredLogin"
+
+
+@dataclass(frozen=True)
+class OAuthBearerLogin:
+    """How a client gets its token: with Kafka's secured login handler, the token a ``file:`` token endpoint
+    holds (read at each login, as Kafka's ``FileTokenRetriever``); else an unsecured JWT (``alg: none``) made
+    from the JAAS entry's ``unsecuredLogin*`` options, as Kafka's ``OAuthBearerUnsecuredLoginCallbackHandler``."""
+
+    jaas_options: tuple[tuple[str, str], ...]
+    token_file: str | None = None
+
+    def token(self) -> str:
+        if self.token_file is not None:
+            with open(self.token_file) as f:
+                return f.read().strip()
+        options = dict(self.jaas_options)
+        principal_claim = options.get(f"{_UNSECURED}PrincipalClaimName", "").strip() or "sub"
+        now = time.time()
+        claims: dict[str, Any] = {"exp": int(now + int(options.get(f"{_UNSECURED}LifetimeSeconds", "3600"))), "iat": now}
+        for key, value in options.items():
+            for kind in ("StringClaim_", "NumberClaim_", "ListClaim_"):
+                if key.startswith(_UNSECURED + kind):
+                    name = key[len(_UNSECURED + kind):]
+                    claims[name] = value if kind == "StringClaim_" else float(value) if kind == "NumberClaim_" else [v for v in value[1:].split(value[:1]) if v]
+        if not isinstance(claims.get(principal_claim), str) or not claims[principal_claim].strip():
+            raise ValueError(f"No principal name in JWT claim: {principal_claim}")
+        encode = lambda document: base64.urlsafe_b64encode(json.dumps(document, separators=(",", ":")).encode()).rstrip(b"=").decode()  # noqa: E731
+        return f"{encode({'alg': 'none'})}.{encode(claims)}."
+
+    def client(self) -> "OAuthBearerClient":
+        return OAuthBearerClient(self)
+
+
+class OAuthBearerClient:
+    """RFC 7628's client: the Bearer token in the first message; an error challenge answered with ``%x01``,
+    after which the server refuses the login with its message."""
+
+    mechanism = OAUTHBEARER
+
+    def __init__(self, login: OAuthBearerLogin) -> None:
+        self._login = login
+
+    def first(self) -> bytes:
+        return f"n,,{_SEPARATOR}auth=Bearer {self._login.token()}{_SEPARATOR}{_SEPARATOR}".encode()
+
+    def respond(self, challenge: bytes) -> bytes | None:
+        return _SEPARATOR.encode() if challenge else None

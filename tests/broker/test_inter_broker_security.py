@@ -61,9 +61,28 @@ def test_an_inter_broker_sasl_login_without_username_and_password_is_refused_at_
 
 
 def test_an_inter_broker_mechanism_odradeks_client_does_not_speak_is_refused_at_start() -> None:
-    jaas = 'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker";'
-    with pytest.raises(ConfigError, match="sasl.mechanism.inter.broker.protocol OAUTHBEARER: odradek's client implements GSSAPI, PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512"):
-        inter_broker_security(config(**{"inter.broker.listener.name": "INTERNAL", "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER", "listener.name.internal.oauthbearer.sasl.jaas.config": jaas}))
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="b" password="p";'
+    with pytest.raises(ConfigError, match="sasl.mechanism.inter.broker.protocol DIGEST-MD5: odradek's client implements GSSAPI, OAUTHBEARER, PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512"):
+        inter_broker_security(config(**{"inter.broker.listener.name": "INTERNAL", "sasl.mechanism.inter.broker.protocol": "DIGEST-MD5", "listener.name.internal.digest-md5.sasl.jaas.config": jaas}))
+
+
+def test_an_unsecured_oauthbearer_login_needs_its_principal_claim() -> None:
+    """As Kafka's login at start: "No principal name in JWT claim: sub"."""
+    settings = {"inter.broker.listener.name": "INTERNAL", "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER"}
+    without = 'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_name="b";'
+    with pytest.raises(ConfigError, match="No principal name in JWT claim: sub"):
+        inter_broker_security(config(**settings, **{"listener.name.internal.oauthbearer.sasl.jaas.config": without}))
+    with_sub = 'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker" unsecuredLoginLifetimeSeconds="60";'
+    security = inter_broker_security(config(**settings, **{"listener.name.internal.oauthbearer.sasl.jaas.config": with_sub}))
+    assert security.oauth is not None
+    import base64
+    import json
+    import time
+
+    header, claims, signature = security.oauth.token().split(".")
+    assert json.loads(base64.urlsafe_b64decode(header + "==")) == {"alg": "none"} and signature == ""
+    decoded = json.loads(base64.urlsafe_b64decode(claims + "=="))
+    assert decoded["sub"] == "broker" and 55 <= decoded["exp"] - time.time() <= 61
 
 
 def test_kerberos_between_brokers_needs_a_service_name_and_takes_the_listeners_keytab() -> None:
