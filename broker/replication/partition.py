@@ -238,9 +238,11 @@ class Partition:
     def check_leader(self, current_leader_epoch: int = -1) -> None:
         """Kafka's leader checks (``Partition.getLocalLog``), in its order: the requester's view of the epoch
         must not be stale or from the future (:meth:`check_epoch`), then this replica must lead (a follower
-        asked with a stale epoch answers FENCED_LEADER_EPOCH)."""
-        self.check_epoch(current_leader_epoch)
-        if not self.is_leader:
+        asked with a stale epoch answers FENCED_LEADER_EPOCH). Both read in place when no epoch is given (a
+        produce's checks, twice per partition): two Python calls fewer each time."""
+        if current_leader_epoch != -1:
+            self.check_epoch(current_leader_epoch)
+        if self.state.leader != self.local_broker_id:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
     def check_epoch(self, current_leader_epoch: int = -1) -> None:
