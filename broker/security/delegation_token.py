@@ -228,16 +228,23 @@ class DelegationTokenManager:
         token_id = self._by_hmac.get(bytes(digest))
         return self.token(token_id) if token_id is not None else None
 
-    def renew(self, principal: KafkaPrincipal, digest: bytes, renew_period_ms: int) -> tuple[ErrorCode, int]:
-        """Kafka's ``renewToken``: the new expiry timestamp, never past the token's maximum."""
+    def _renewable(self, principal: KafkaPrincipal, digest: bytes) -> TokenInformation | ErrorCode:
+        """The token the HMAC names, if ``principal`` may renew or expire it; else why not."""
         if self.secret is None:
-            return ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, ERROR_TIMESTAMP
+            return ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED
         token = self._find(digest)
         if token is None:
-            return ErrorCode.DELEGATION_TOKEN_NOT_FOUND, ERROR_TIMESTAMP
-        now = self.clock_ms()
+            return ErrorCode.DELEGATION_TOKEN_NOT_FOUND
         if not token.may_renew(principal):
-            return ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH, ERROR_TIMESTAMP
+            return ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH
+        return token
+
+    def renew(self, principal: KafkaPrincipal, digest: bytes, renew_period_ms: int) -> tuple[ErrorCode, int]:
+        """Kafka's ``renewToken``: the new expiry timestamp, never past the token's maximum."""
+        token = self._renewable(principal, digest)
+        if isinstance(token, ErrorCode):
+            return token, ERROR_TIMESTAMP
+        now = self.clock_ms()
         if token.expired(now):
             return ErrorCode.DELEGATION_TOKEN_EXPIRED, ERROR_TIMESTAMP
         expiry = min(token.max_timestamp, now + (self.expiry_time_ms if renew_period_ms < 0 else renew_period_ms))
@@ -247,14 +254,10 @@ class DelegationTokenManager:
     def expire(self, principal: KafkaPrincipal, digest: bytes, expiry_period_ms: int) -> tuple[ErrorCode, int]:
         """Kafka's ``expireToken``: a negative period removes the token now; else its expiry moves to
         ``now + period``, never past its maximum."""
-        if self.secret is None:
-            return ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, ERROR_TIMESTAMP
-        token = self._find(digest)
-        if token is None:
-            return ErrorCode.DELEGATION_TOKEN_NOT_FOUND, ERROR_TIMESTAMP
+        token = self._renewable(principal, digest)
+        if isinstance(token, ErrorCode):
+            return token, ERROR_TIMESTAMP
         now = self.clock_ms()
-        if not token.may_renew(principal):
-            return ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH, ERROR_TIMESTAMP
         if expiry_period_ms < 0:
             self._remove(token.token_id)
             return ErrorCode.NONE, now

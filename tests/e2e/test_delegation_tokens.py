@@ -7,7 +7,6 @@ keeps its tokens in a file beside its metadata: they survive a restart there."""
 from __future__ import annotations
 
 import json
-import socket
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -18,8 +17,9 @@ import pytest
 
 from odradek import Broker
 from odradek.broker.security.sasl_client import sasl_client
-from odradek.protocol.api import ApiKey, decode_response, encode_request
+from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
+from tests.conftest import Wire
 from tests.polling import wait_for
 
 PLAIN_USERS = {"alice": "alice-secret", "admin": "admin-secret", "bob": "bob-secret"}
@@ -65,22 +65,11 @@ def brokers(real_kafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator[di
 # -- a raw client ---------------------------------------------------------------------------------------------
 
 
-def _read(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError(f"closed after {len(data)} of {n} bytes")
-        data += chunk
-    return data
-
-
-class Session:
+class Session(Wire):
     """One connection, logged in with ``mechanism`` unless None (PLAINTEXT)."""
 
     def __init__(self, port: int, mechanism: str | None = None, user: str = "", password: str = "", token: bool = False) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=15)
-        self.correlation_id = 0
+        super().__init__(f"127.0.0.1:{port}")
         if mechanism is None:
             return
         assert self.call(ApiKey.SaslHandshake, 1, {"mechanism": mechanism}).error_code == ErrorCode.NONE
@@ -92,12 +81,6 @@ class Session:
                 return
             answer = self.call(ApiKey.SaslAuthenticate, 2, {"auth_bytes": reply})
         raise PermissionError(answer.error_message)
-
-    def call(self, api: ApiKey, version: int, body: dict[str, Any]) -> Any:
-        self.correlation_id += 1
-        self.sock.sendall(encode_request(api, version, self.correlation_id, body))
-        size = int.from_bytes(_read(self.sock, 4), "big")
-        return decode_response(api, version, _read(self.sock, size))[1]
 
     def create(self, version: int = 3, owner: tuple[str, str] | None = None, renewers: tuple[tuple[str, str], ...] = (), max_lifetime_ms: int = -1) -> Any:
         body: dict[str, Any] = {"renewers": [{"principal_type": t, "principal_name": n} for t, n in renewers], "max_lifetime_ms": max_lifetime_ms}
@@ -115,8 +98,6 @@ class Session:
         body = {"owners": None if owners is None else [{"principal_type": t, "principal_name": n} for t, n in owners]}
         return self.call(ApiKey.DescribeDelegationToken, version, body)
 
-    def close(self) -> None:
-        self.sock.close()
 
 
 def login(endpoints: Endpoints, user: str) -> Session:
