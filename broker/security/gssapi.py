@@ -387,6 +387,8 @@ class GssapiServer:
             raise
 
     def _accept(self, token: bytes) -> bytes:
+        if not token:  # the JDK's acceptor: "Defective token detected"; MIT's would wait for one
+            raise SaslError("GSSAPI accept_sec_context failed: Defective token detected")
         lib = self._lib
         minor, flags, source = OM_uint32(), OM_uint32(), ctypes.c_void_p()
         incoming = _Buffer(len(token), ctypes.cast(ctypes.c_char_p(token), ctypes.c_void_p))

@@ -156,3 +156,21 @@ def test_odradeks_tools_log_in_with_kerberos(brokers: dict[str, tuple[int, int]]
     done = subprocess.run([sys.executable, "-m", "odradek", "topics", "--bootstrap-server", f"localhost:{brokers[kind][1]}", "--command-config", str(config), "--list"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     assert TOPIC in done.stdout.split()
+
+
+@pytest.mark.parametrize("token", [b"", b"\x00" * 7, b"\x60\x82\xff\xff" + b"\x01" * 64], ids=["empty", "zeros", "truncated-der"])
+def test_a_garbage_gssapi_token_is_refused_as_kafka_refuses_it(brokers: dict[str, tuple[int, int]], token: bytes) -> None:
+    """Bad input gets Kafka's answer (SASL_AUTHENTICATION_FAILED) and the broker goes on serving."""
+    from odradek.protocol.api import ApiKey
+    from tests.conftest import Wire
+
+    answers = {}
+    for kind, (plain, sasl) in brokers.items():
+        wire = Wire(f"127.0.0.1:{sasl}")
+        assert wire.call(ApiKey.SaslHandshake, 1, {"mechanism": "GSSAPI"}).error_code == 0
+        answer = wire.call(ApiKey.SaslAuthenticate, 2, {"auth_bytes": token})
+        answers[kind] = (answer.error_code, wire.closed_by_peer())
+        wire.close()
+        assert Wire.call_once(f"127.0.0.1:{plain}", ApiKey.ApiVersions, 3, {"client_software_name": "t", "client_software_version": "1"}).error_code == 0
+    assert answers["odradek"] == answers["kafka"]
+    assert answers["kafka"][0] == 58  # SASL_AUTHENTICATION_FAILED
