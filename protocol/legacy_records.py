@@ -310,7 +310,7 @@ def up_convert(message_set: Bytes, *, compression: int | None = None, keep_offse
     """One magic-2 batch holding every message of a legacy message set, as Kafka 3.x stores produce v0-v2.
 
     By default the records get offsets 0, 1, 2, ... (Kafka ignores the offsets old producers send; the
-    broker assigns real ones with ``set_base_offset``); ``keep_offsets`` keeps the messages' absolute
+    broker assigns real ones with ``assign_offset_and_epoch``); ``keep_offsets`` keeps the messages' absolute
     offsets instead, which must then increase. The batch uses ``compression``, or by default the message
     set's own codec. Timestamps are kept (magic 0 has none: -1) and the batch is CreateTime; a broker with
     LogAppendTime stamps it afterwards with ``set_log_append_time``.

@@ -61,6 +61,7 @@ _PREFIX = struct.Struct(">qi")  # baseOffset, batchLength: enough to walk a log
 _PREFIX_WITH_MAGIC = struct.Struct(">qiib")  # ... partitionLeaderEpoch, magic
 _CRC_COVERED_HEADER = struct.Struct(">hiqqqhii")  # attributes .. recordsCount
 _INT64 = struct.Struct(">q")
+_BASE_LENGTH_EPOCH = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch: the first 16 bytes
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 _UINT32 = struct.Struct(">I")
@@ -275,14 +276,15 @@ def verify_crc(buf: bytes | bytearray | memoryview, pos: int = 0, header: BatchH
     return compute_crc(buf, pos, header.size) == header.crc
 
 
-def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
-    """The base offset is outside the CRC, so no CRC update is needed."""
-    _INT64.pack_into(buf, pos, base_offset)
+def assign_offset_and_epoch(buf: bytearray | memoryview, pos: int, header: BatchHeader, base_offset: int, epoch: int) -> None:
+    """Give the batch at ``pos`` its base offset and partition leader epoch, in its bytes and in ``header``.
 
-
-def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
-    """The partition leader epoch is outside the CRC, so no CRC update is needed."""
-    _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
+    Both fields are outside the CRC, so no CRC update is needed; they sit either side of the batch length,
+    which is written back as it is, so the three go in one ``pack_into`` (the leader's append does this for
+    every batch)."""
+    _BASE_LENGTH_EPOCH.pack_into(buf, pos, base_offset, header.batch_length, epoch)
+    header.base_offset = base_offset
+    header.partition_leader_epoch = epoch
 
 
 def set_max_timestamp(buf: bytearray | memoryview, pos: int, timestamp_type: int, timestamp: int) -> None:

@@ -30,10 +30,9 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.kafka_uuid import Uuid, random_uuid
 from odradek.protocol.record_batch import (
     BatchHeader,
+    assign_offset_and_epoch,
     iter_batch_positions,
-    set_base_offset,
     set_log_append_time,
-    set_partition_leader_epoch,
     validate_batches,
 )
 from odradek.protocol.values import Fields, TupleFields
@@ -337,10 +336,7 @@ class Log:
             producers = False
             for position, header in headers:
                 producers = producers or header.producer_id >= 0
-                set_base_offset(batches, position, offset)
-                set_partition_leader_epoch(batches, position, leader_epoch)
-                header.base_offset = offset
-                header.partition_leader_epoch = leader_epoch
+                assign_offset_and_epoch(batches, position, header, offset, leader_epoch)
                 if log_append_time is not None:
                     set_log_append_time(batches, position, log_append_time)
                     header.max_timestamp = log_append_time

@@ -138,7 +138,7 @@ def precheck(records: Any) -> Prechecked | None:
 class CheckedBatches:
     """An append's batches past the checks that read no record; a client's still await the record walk."""
 
-    __slots__ = ("records", "validated", "config", "origin", "now_ms", "topic_partition", "prechecked")
+    __slots__ = ("records", "validated", "config", "origin", "now_ms", "topic_partition", "prechecked", "needs_walk")
 
     def __init__(
         self,
@@ -157,10 +157,9 @@ class CheckedBatches:
         self.now_ms = now_ms
         self.topic_partition = topic_partition
         self.prechecked = prechecked
-
-    @property
-    def needs_walk(self) -> bool:
-        return self.origin is AppendOrigin.CLIENT
+        self.needs_walk = origin is AppendOrigin.CLIENT
+        """A client's batch has its records walked; a trusted append is taken as it is (an attribute: asked
+        twice per append)."""
 
     def _timestamp_bounds(self) -> TimestampBounds | None:
         """The bounds of the records' timestamps (KIP-937); None where nothing is bounded: a LogAppendTime

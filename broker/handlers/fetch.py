@@ -88,11 +88,13 @@ def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, c
     isolation = body.isolation_level if version >= 4 else 0
     # From v11 a consumer names its rack and any replica may serve it (KIP-392, Kafka's ClientMetadata).
     from_any_replica = version >= 11 and not is_follower
+    # A follower is charged nothing; a consumer only when some client quota is configured (asked once).
+    charged = not is_follower and quotas.any_quota()
     params = FetchParams(
         replica_id=replica_id,
         max_wait_ms=body.max_wait_ms,
         min_bytes=body.min_bytes,
-        max_bytes=min(body.max_bytes if version >= 3 else 2**31 - 1, config["fetch.max.bytes"], _quota_max_bytes(quotas, request, is_follower)),
+        max_bytes=min(body.max_bytes if version >= 3 else 2**31 - 1, config["fetch.max.bytes"], _quota_max_bytes(quotas, request) if charged else 2**31 - 1),
         isolation=isolation,
         hard_limit=version <= 2,
         magic=_MAGIC_FOR_VERSION.get(version),
@@ -107,7 +109,7 @@ def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, c
         return _failed(request, exc)
     read_committed = isolation == READ_COMMITTED
     if isinstance(reads, list):
-        throttle_ms = 0 if is_follower else _charge(quotas, request, reads)
+        throttle_ms = _charge(quotas, request, reads) if charged else 0
         if throttle_ms == 0:
             return _respond(replica_manager, request, fetch_sessions, context, reads + denied, version, is_follower, read_committed, now_ms)
         return _throttled(context, throttle_ms)
@@ -117,7 +119,7 @@ def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, c
             done = await reads
         except NegativeTimestampError as exc:
             return _failed(request, exc)
-        throttle_ms = 0 if is_follower else _charge(quotas, request, done)
+        throttle_ms = _charge(quotas, request, done) if not is_follower and quotas.any_quota() else 0  # (a quota set meanwhile counts)
         if throttle_ms == 0:
             return _respond(replica_manager, request, fetch_sessions, context, done + denied, version, is_follower, read_committed, int(time.time() * 1000))
         return _throttled(context, throttle_ms)
@@ -139,15 +141,14 @@ def _failed(request: Request[FetchRequest], exc: Exception) -> FetchResponseDict
     return {"error_code": code, "session_id": body.session_id, "responses": topics}
 
 
-def _quota_max_bytes(quotas: ClientQuotas, request: Request, is_follower: bool) -> int:
-    bound = None if is_follower else quotas.fetch_max_bytes(request)
+def _quota_max_bytes(quotas: ClientQuotas, request: Request) -> int:
+    bound = quotas.fetch_max_bytes(request)
     return 2**31 - 1 if bound is None else bound
 
 
 def _charge(quotas: ClientQuotas, request: Request, reads: list[PartitionRead]) -> int:
-    """The answer's record bytes against the consumer's quota (Kafka counts the whole answer's size)."""
-    if not quotas.any_quota():
-        return 0  # nothing to charge: no sum, no clock read
+    """The answer's record bytes against the consumer's quota (Kafka counts the whole answer's size); asked
+    only when some client quota is configured."""
     return quotas.record_fetch(request, sum(r.length for r in reads), time.monotonic())
 
 
@@ -197,10 +198,7 @@ def _respond(replica_manager: ReplicaManager, request: Request[FetchRequest], fe
         if fp.key[0] != last_topic:
             topics.append({"topic": fp.topic or "", "topic_id": fp.topic_id, "partitions": []})
             last_topic = fp.key[0]
-        partition: PartitionDataDict = {}
-        if r.diverging_epoch is not None:
-            partition["diverging_epoch"] = {"epoch": r.diverging_epoch[0], "end_offset": r.diverging_epoch[1]}
-        entry: PartitionDataDict = partition | {
+        entry: PartitionDataDict = {
             "partition_index": fp.partition,
             "error_code": r.error,
             "high_watermark": r.high_watermark,
@@ -214,6 +212,8 @@ def _respond(replica_manager: ReplicaManager, request: Request[FetchRequest], fe
             "preferred_read_replica": r.preferred_read_replica,
             "records": r.records if r.records is not None else b"",
         }
+        if r.diverging_epoch is not None:
+            entry["diverging_epoch"] = {"epoch": r.diverging_epoch[0], "end_offset": r.diverging_epoch[1]}
         topics[-1]["partitions"].append(entry)
         if r.error in leader_hints.FETCH_ERRORS and version >= leader_hints.FETCH_VERSION and fp.topic is not None:
             hinted.append((fp.topic, fp.partition, entry))

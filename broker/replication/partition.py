@@ -260,14 +260,14 @@ class Partition:
         """Append what the validator passed (``storage.log_validator``) at the LEO; acks=all needs the ISR to
         hold ``min.insync.replicas``. A LogAppendTime topic stamps it with ``now_ms``."""
         self.check_leader()
-        config = self.log.config
+        log_ = self.log
         if required_acks == -1 and len(self.isr) < self.effective_min_isr:
             raise KafkaError(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
                 f"The size of the current ISR {set(self.isr)} is insufficient to satisfy the min.isr requirement of {self.effective_min_isr} for partition {self.topic}-{self.index}",
             )
         try:
-            info = self.log.append_as_leader(validated, self.leader_epoch, now_ms if config.log_append_time else None)
+            info = log_.append_as_leader(validated, self.state.leader_epoch, now_ms if log_.config.log_append_time else None)
         except OSError as exc:
             raise self._storage_failure(exc, "appending records to", "append to") from exc
         if not self.maybe_increment_high_watermark(now_ms) and not info.duplicate:

@@ -21,14 +21,13 @@ from odradek.protocol.record_batch import (
     InvalidRecordError,
     RecordsError,
     TimestampType,
+    assign_offset_and_epoch,
     compute_crc,
     iter_batch_positions,
     parse_header,
     peek_magic,
     read_prefix,
-    set_base_offset,
     set_log_append_time,
-    set_partition_leader_epoch,
     validate_batches,
     verify_crc,
 )
@@ -268,11 +267,14 @@ def test_builder_refuses_decreasing_offsets_and_empty_batches() -> None:
 
 def test_base_offset_and_leader_epoch_patches_keep_the_crc_valid() -> None:
     buf = bytearray(GOLDEN)
-    set_base_offset(buf, 0, 1000)
-    set_partition_leader_epoch(buf, 0, 42)
+    header = parse_header(buf)
+    assign_offset_and_epoch(buf, 0, header, 1000, 42)
     assert verify_crc(buf)
     assert [r.offset for r in iter_records(buf)] == [1000, 1001]
-    assert parse_header(buf).partition_leader_epoch == 42
+    patched = parse_header(buf)
+    assert (patched.base_offset, patched.batch_length, patched.partition_leader_epoch) == (1000, len(GOLDEN) - 12, 42)
+    assert (header.base_offset, header.partition_leader_epoch) == (1000, 42)
+    assert buf[16:] == GOLDEN[16:]
 
 
 def test_log_append_time_restamps_every_record() -> None:

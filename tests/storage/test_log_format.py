@@ -6,7 +6,7 @@ import os
 import struct
 import uuid
 
-from odradek.protocol.record_batch import parse_header, set_base_offset, set_partition_leader_epoch, verify_crc
+from odradek.protocol.record_batch import assign_offset_and_epoch, parse_header, verify_crc
 from odradek.protocol.records import iter_records
 from tests.validated import validated
 
@@ -25,8 +25,7 @@ def test_log_file_is_exactly_the_batches_with_assigned_offsets_and_epoch(open_lo
         original = bytearray(batch)
         info = log.append_as_leader(validated(batch), leader_epoch=7)
         assert (info.first_offset, info.last_offset) == (offset, offset + parse_header(original).last_offset_delta)
-        set_base_offset(original, 0, offset)
-        set_partition_leader_epoch(original, 0, 7)
+        assign_offset_and_epoch(original, 0, parse_header(original), offset, 7)
         expected += original
         offset = info.last_offset + 1
     log.close()

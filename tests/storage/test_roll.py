@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from odradek.protocol.record_batch import set_base_offset
+from odradek.protocol.record_batch import assign_offset_and_epoch, parse_header
 from odradek.storage.checkpoints import LEADER_EPOCH_CHECKPOINT
 from tests.validated import validated
 
@@ -51,7 +51,8 @@ def test_rolls_when_an_offset_no_longer_fits_a_relative_offset(open_log, make_ba
     log = open_log()
     log.append_as_follower(make_batch(1))
     far = make_batch(1)
-    set_base_offset(far, 0, 2**31 + 5)
+    header = parse_header(far)
+    assign_offset_and_epoch(far, 0, header, 2**31 + 5, header.partition_leader_epoch)
     log.append_as_follower(far)
     assert [s.base_offset for s in log.segments] == [0, 2**31 + 5]
     assert log.log_end_offset == 2**31 + 6

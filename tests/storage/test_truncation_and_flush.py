@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.record_batch import set_base_offset, set_partition_leader_epoch
+from odradek.protocol.record_batch import assign_offset_and_epoch, parse_header
 from tests.validated import validated
 
 
@@ -45,8 +45,7 @@ def test_follower_appends_keep_the_leaders_offsets_and_epochs(open_log, make_bat
     leader_bytes = bytearray()
     for offset, epoch in ((0, 3), (4, 3), (8, 5)):
         batch = make_batch(4)
-        set_base_offset(batch, 0, offset)
-        set_partition_leader_epoch(batch, 0, epoch)
+        assign_offset_and_epoch(batch, 0, parse_header(batch), offset, epoch)
         leader_bytes += batch
     follower = open_log(name="follower-0")
     info = follower.append_as_follower(bytes(leader_bytes) + bytes(leader_bytes[:30]))  # a cut last batch is dropped
