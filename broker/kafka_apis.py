@@ -116,6 +116,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.AlterConfigs: _all(ApiKey.AlterConfigs, "alter_configs", *ALTER_CONFIGS),
     ApiKey.ListConfigResources: Handler("list_config_resources", 0, 1, ("metadata", "dynamic_config", "authorization")),
     ApiKey.DescribeLogDirs: _all(ApiKey.DescribeLogDirs, "describe_log_dirs", "replica_manager", "authorization"),
+    ApiKey.AlterReplicaLogDirs: _all(ApiKey.AlterReplicaLogDirs, "alter_replica_log_dirs", "replica_manager", "authorization"),
     ApiKey.CreatePartitions: _all(ApiKey.CreatePartitions, "create_partitions", "metadata_support", "replica_manager", "authorization", "quotas"),
     ApiKey.IncrementalAlterConfigs: _all(ApiKey.IncrementalAlterConfigs, "incremental_alter_configs", *ALTER_CONFIGS),
     ApiKey.DescribeCluster: _all(ApiKey.DescribeCluster, "describe_cluster", "metadata", "authorization"),

@@ -134,8 +134,22 @@ def log_delete_dir_name(topic: str, partition: int) -> str:
     return topic[: 255 - len(suffix)] + suffix
 
 
+def log_future_dir_name(topic: str, partition: int) -> str:
+    """``<topic>-<partition>.<uuid hex>-future``: a replica being moved to another log directory (Kafka's
+    ``logFutureDirName``), cut to 255 characters as the delete name is."""
+    suffix = f"-{partition}.{random_uuid().hex}-future"
+    return topic[: 255 - len(suffix)] + suffix
+
+
+SUFFIXED_DIRS = ("-delete", "-future", "-stray")
+"""Kafka's ``.<uuid>-delete``, ``-future`` and ``-stray`` directories, named after their partition."""
+
+
 def parse_topic_partition(dir_name: str) -> TopicPartition:
-    """``<topic>-<partition>`` (topics may contain '-', partitions never do)."""
+    """``<topic>-<partition>`` (topics may contain '-', partitions never do), also with Kafka's
+    ``.<uuid>-delete``/``-future``/``-stray`` suffix (``UnifiedLog.parseTopicPartitionName``)."""
+    if dir_name.endswith(SUFFIXED_DIRS) and "." in dir_name:
+        dir_name = dir_name[: dir_name.rindex(".")]
     topic, dash, partition = dir_name.rpartition("-")
     if not dash or not topic or not partition.isdigit():
         raise ValueError(f"Found directory {dir_name}, '{dir_name}' is not in the form of topic-partition")

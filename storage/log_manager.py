@@ -37,7 +37,7 @@ from odradek.storage.checkpoints import (
     write_clean_shutdown,
     write_properties,
 )
-from odradek.storage.log import Log, parse_topic_partition
+from odradek.storage.log import Log, log_future_dir_name, parse_topic_partition
 from odradek.storage.log_config import LogConfig
 from odradek.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from odradek.storage.topic_partition import TopicPartition
@@ -98,6 +98,10 @@ class LogManager:
         self._partitions_in: Counter[Path] = Counter()
         """How many partitions each log directory holds (a new log goes to the least loaded)."""
         self._unloaded: dict[TopicPartition, _UnloadedLog] = {}
+        self._futures: dict[TopicPartition, Log] = {}
+        """Replicas being moved to another log directory (AlterReplicaLogDirs): the copy, ``<tp>.<id>-future``."""
+        self._preferred_dirs: dict[TopicPartition, Path] = {}
+        """Where a partition's log goes when it is made (AlterReplicaLogDirs before the replica exists)."""
         self._topic_configs: dict[str, LogConfig] = {}
         self._recovery_points: dict[TopicPartition, int] = {}
         self._log_start_offsets: dict[TopicPartition, int] = {}
@@ -135,7 +139,14 @@ class LogManager:
                 if entry.name.endswith(DELETE_DIR_SUFFIX):
                     self._logs_to_be_deleted.append((Path(entry.path), self._time_ms()))  # deleted before a shutdown
                     continue
-                if entry.name.endswith((FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
+                if entry.name.endswith(STRAY_DIR_SUFFIX):
+                    continue
+                if entry.name.endswith(FUTURE_DIR_SUFFIX):
+                    # a move that a stop interrupted: the copy is kept and the move goes on once the partition is
+                    # hosted again (Kafka's future logs); recovered from its start, as its offsets are not checkpointed
+                    tp = parse_topic_partition(entry.name)
+                    log.info("Loading the future replica of %s-%d in %s", tp[0], tp[1], log_dir)
+                    self._futures[tp] = self._open(tp, Path(entry.path), had_clean_shutdown=False, recovery_point=0)
                     continue
                 try:
                     tp = parse_topic_partition(entry.name)
@@ -175,13 +186,14 @@ class LogManager:
         if cluster_id and not stored_cluster:
             write_properties(path, {"cluster.id": cluster_id, **properties})
 
-    def _open(self, tp: TopicPartition, dir: Path, *, had_clean_shutdown: bool, config: LogConfig | None = None, topic_id: Uuid | None = None) -> Log:
+    def _open(self, tp: TopicPartition, dir: Path, *, had_clean_shutdown: bool, config: LogConfig | None = None, topic_id: Uuid | None = None, recovery_point: int | None = None) -> Log:
+        future = recovery_point is not None
         return Log.open(
             dir,
             config or self._topic_configs.get(tp[0], self.default_config),
-            log_start_offset=self._log_start_offsets.get(tp),
-            recovery_point=self._recovery_points.get(tp, 0),
-            high_watermark=self._high_watermarks.get(tp),
+            log_start_offset=None if future else self._log_start_offsets.get(tp),
+            recovery_point=recovery_point if recovery_point is not None else self._recovery_points.get(tp, 0),
+            high_watermark=None if future else self._high_watermarks.get(tp),
             had_clean_shutdown=had_clean_shutdown,
             topic_id=topic_id,
             time_ms=self._time_ms,
@@ -215,7 +227,8 @@ class LogManager:
                 if topic_id is not None:
                     log_.assign_topic_id(topic_id)
                 return log_
-            log_dir = min(self.live_log_dirs, key=lambda d: self._partitions_in[d])
+            preferred = self._preferred_dirs.pop(tp, None)
+            log_dir = preferred if preferred in self.live_log_dirs else min(self.live_log_dirs, key=lambda d: self._partitions_in[d])
             log_ = Log.open(
                 log_dir / f"{topic}-{partition}",
                 config or self._topic_configs.get(topic, self.default_config),
@@ -273,10 +286,88 @@ class LogManager:
                 if name == topic:
                     log_.config = config
 
+    # -- moving a replica between log directories (AlterReplicaLogDirs) --------------------------------------
+
+    def log_dir(self, path: str) -> Path | None:
+        """The configured log directory ``path`` names (Kafka compares absolute paths), else None."""
+        return next((d for d in self.log_dirs if str(d.absolute()) == path), None)
+
+    def future_log(self, topic: str, partition: int) -> Log | None:
+        return self._futures.get((topic, partition))
+
+    def future_logs(self) -> list[Log]:
+        with self._lock:
+            return list(self._futures.values())
+
+    def maybe_update_preferred_log_dir(self, topic: str, partition: int, log_dir: Path) -> None:
+        """Kafka's ``maybeUpdatePreferredLogDir``: remember where the partition's log is to be made, unless its
+        log or its future log is there already."""
+        tp = (topic, partition)
+        with self._lock:
+            future = self._futures.get(tp)
+            if self._log_dirs_of.get(tp) != log_dir and (future is None or future.dir.parent != log_dir):
+                self._preferred_dirs[tp] = log_dir
+
+    def create_future_log(self, topic: str, partition: int, log_dir: Path) -> Log:
+        """An empty log in ``log_dir`` that the partition's records are copied into, with its topic id."""
+        tp = (topic, partition)
+        with self._lock:
+            current = self.get_log(topic, partition)
+            assert current is not None and tp not in self._futures
+            future = Log.open(
+                log_dir / log_future_dir_name(topic, partition), current.config, topic_id=current.topic_id,
+                time_ms=self._time_ms, producer_id_expiration_ms=self._producer_id_expiration_ms,
+            )
+            self._futures[tp] = future
+            self._preferred_dirs.pop(tp, None)
+            return future
+
+    def remove_future_log(self, topic: str, partition: int) -> None:
+        """Give up a move: the future log is deleted as a deleted partition's log is."""
+        with self._lock:
+            future = self._futures.pop((topic, partition), None)
+        if future is not None:
+            doomed = future.delete()
+            with self._lock:
+                self._logs_to_be_deleted.append((doomed, self._time_ms()))
+
+    def replace_current_with_future(self, topic: str, partition: int) -> Log:
+        """Kafka's ``replaceCurrentWithFutureLog``, once the copy has caught up (the caller holds both logs
+        still): the future log becomes ``<topic>-<partition>`` in its directory, opened again there, and the
+        old log is deleted as a deleted partition's is (readers that picked up its files keep them until then).
+        Returns the partition's log."""
+        tp = (topic, partition)
+        with self._lock:
+            future, current = self._futures.pop(tp), self._logs[tp]
+            log_dir, name = future.dir.parent, f"{topic}-{partition}"
+            future.flush()
+            future.close()
+            os.rename(future.dir, log_dir / name)
+            sync_filesystem(log_dir)
+            moved = Log.open(
+                log_dir / name, current.config, log_start_offset=current.log_start_offset, recovery_point=current.log_end_offset,
+                high_watermark=current.high_watermark, had_clean_shutdown=True, topic_id=current.topic_id,
+                time_ms=self._time_ms, producer_id_expiration_ms=self._producer_id_expiration_ms,
+            )
+            for epoch, start in current.epoch_cache.entries:  # an epoch begun with no record yet is in no batch
+                if epoch > (moved.latest_epoch if moved.latest_epoch is not None else -1):
+                    moved.assign_epoch_start_offset(epoch, start)
+            self._logs[tp] = moved
+            self._partitions_in[self._log_dirs_of[tp]] -= 1
+            self._log_dirs_of[tp] = log_dir
+            self._partitions_in[log_dir] += 1
+            self._recovery_points[tp] = moved.recovery_point
+        doomed = current.delete()
+        with self._lock:
+            self._logs_to_be_deleted.append((doomed, self._time_ms()))
+        log.info("The current replica of %s-%d is replaced with its future replica in %s", topic, partition, log_dir)
+        return moved
+
     def delete_log(self, topic: str, partition: int) -> None:
         """Close the partition's log and rename its directory for deletion (``Log.delete``); ``delete_logs``
         removes the directory once ``file.delete.delay.ms`` has passed."""
         tp = (topic, partition)
+        self.remove_future_log(topic, partition)
         with self._lock:
             log_ = self.get_log(topic, partition)
             self._logs.pop(tp, None)
@@ -321,6 +412,9 @@ class LogManager:
             log_dir = next(d for d in self.log_dirs if d.resolve() == failed.resolve())
             self.offline_dirs.add(log_dir)
             gone = sorted(tp for tp, owner in self._log_dirs_of.items() if owner == log_dir)
+            for tp, future in list(self._futures.items()):
+                if future.dir.parent == log_dir:
+                    del self._futures[tp]
             for tp in gone:
                 del self._log_dirs_of[tp]
                 self._unloaded.pop(tp, None)
@@ -411,12 +505,13 @@ class LogManager:
         """Flush and close every log, write the checkpoints, then mark each directory cleanly shut down
         (unless ``mark_clean`` is False: the next start then recovers the logs from their recovery points)."""
         with self._lock:
-            for log_ in self._logs.values():
+            for log_ in (*self._logs.values(), *self._futures.values()):
                 log_.flush()
             self.checkpoint()
-            for log_ in self._logs.values():
+            for log_ in (*self._logs.values(), *self._futures.values()):
                 log_.close()
             for log_dir in self.live_log_dirs if mark_clean else ():
                 write_clean_shutdown(log_dir)
             self._logs.clear()
+            self._futures.clear()
             self._unloaded.clear()

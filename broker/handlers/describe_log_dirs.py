@@ -2,9 +2,9 @@
 
 As Kafka's ``ReplicaManager.describeLogDirs``: every configured directory is listed (absolute path), an
 unreadable one with KAFKA_STORAGE_ERROR; ``topics`` null means every partition; a partition's offset lag is
-how far its log end offset is behind the high watermark (0 on a leader). odradek has no future logs
-(intra-broker moves), so ``is_future_key`` is always false. Total and usable bytes (v4+) come from the
-file system holding the directory.
+how far its log end offset is behind the high watermark (0 on a leader); a replica being moved here
+(AlterReplicaLogDirs) is listed with ``is_future_key`` and how far its copy is behind. Total and usable bytes
+(v4+) come from the file system holding the directory.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def handle(replica_manager: ReplicaManager, authorization: Authorization, reques
             continue
         by_topic: dict[str, list[DescribeLogDirsPartitionDict]] = {}
         for p in described.partitions:
-            by_topic.setdefault(p.topic, []).append({"partition_index": p.index, "partition_size": p.size, "offset_lag": p.offset_lag, "is_future_key": False})
+            by_topic.setdefault(p.topic, []).append({"partition_index": p.index, "partition_size": p.size, "offset_lag": p.offset_lag, "is_future_key": p.is_future})
         results.append({
             "error_code": ErrorCode.NONE,
             "log_dir": str(described.path),

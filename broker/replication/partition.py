@@ -371,6 +371,41 @@ class Partition:
             aborted = log.aborted_transactions(fetch_offset, data)
         return LogReadInfo(data, high_watermark, last_stable, log_start, aborted)
 
+    # -- a move to another log directory (AlterReplicaLogDirs) -------------------------------------------------
+
+    def copy_to_future(self, future: Log, max_bytes: int) -> int:
+        """Bring the future log closer to this partition's log, as a follower its leader (Kafka's
+        ``ReplicaAlterLogDirsThread``; on a worker thread): truncated first where the logs part (this log was
+        truncated, or its start moved past the copy), then the next chunk appended. Returns the bytes appended."""
+        current = self.log
+        with current.lock:  # a truncation of the current log does not run in the middle of the read
+            start, end = current.log_start_offset, current.log_end_offset
+            keep = min(future.log_end_offset, end)
+            if future.latest_epoch is not None:  # a follower's truncation: where the copy's last epoch ends here
+                epoch_end = current.end_offset_for_epoch(future.latest_epoch)[1]
+                keep = min(keep, epoch_end) if epoch_end >= 0 else start
+            if keep < start:
+                future.truncate_fully_and_start_at(start)
+            elif keep < future.log_end_offset:
+                future.truncate_to(keep)
+            data = current.read(future.log_end_offset, max_bytes).read()
+            high_watermark = current.high_watermark
+        if data:
+            future.append_as_follower(data)
+        future.high_watermark = min(high_watermark, future.log_end_offset)
+        if future.log_start_offset < start <= future.log_end_offset:
+            future.maybe_increment_log_start_offset(start)
+        return len(data)
+
+    def maybe_replace_current_with_future(self, future: Log, replace: Callable[[], Log]) -> bool:
+        """Kafka's ``maybeReplaceCurrentWithFutureReplica``, called on the event loop where appends happen: once
+        the copy has reached this log's end, ``replace`` swaps it in and it becomes this partition's log."""
+        if future.log_end_offset != self.log.log_end_offset:
+            return False
+        self.log = replace()
+        log.info("The current replica of %s-%d is successfully replaced with the future replica", self.topic, self.index)
+        return True
+
     def fetch_offset_for_timestamp(self, timestamp: int, isolation: int, replica_id: int) -> tuple[int, int, int]:
         """(timestamp, offset, leader epoch) as Kafka's ``Partition.fetchOffsetForTimestamp`` answers."""
         log = self.log

@@ -147,13 +147,15 @@ class PartitionRead:
 
 
 class PartitionSize:
-    __slots__ = ("topic", "index", "size", "offset_lag")
+    __slots__ = ("topic", "index", "size", "offset_lag", "is_future")
 
-    def __init__(self, topic: str, index: int, size: int, offset_lag: int) -> None:
+    def __init__(self, topic: str, index: int, size: int, offset_lag: int, is_future: bool = False) -> None:
         self.topic = topic
         self.index = index
         self.size = size
         self.offset_lag = offset_lag
+        self.is_future = is_future
+        """A copy being moved here from another log directory (AlterReplicaLogDirs)."""
 
 
 class LogDirDescription:
@@ -215,6 +217,10 @@ class ReplicaManager:
         """Where I/O errors on logs go in cluster mode (a failed log directory goes offline, the last one
         halts the broker); None on a single node, which answers KAFKA_STORAGE_ERROR and goes on."""
         self.offline_partitions: set[TopicPartition] = set()
+        from odradek.broker.replication.replica_alter_log_dirs import ReplicaAlterLogDirs
+
+        self.alter_log_dirs = ReplicaAlterLogDirs(log_manager, self.partitions, lambda: self.background)
+        """Replicas being moved between this broker's log directories."""
         """Partitions whose log directory failed (Kafka's ``HostedPartition.Offline``): KAFKA_STORAGE_ERROR."""
         self.on_log_dir_offline: Callable[[], None] = lambda: None
         """Tells the controller a log directory went offline (``/log_dir_event_notification``)."""
@@ -252,6 +258,8 @@ class ReplicaManager:
                     on_storage_error=self.storage_error,
                 )
                 self.partitions[key] = partition
+                if self.log_manager.future_log(*key) is not None:  # a move a stop interrupted goes on
+                    self.alter_log_dirs.add(key)
             if state.leader == self.broker_id:
                 self._stop_fetching({key})
                 partition.become_leader(state, is_new, int(time.time() * 1000))
@@ -338,6 +346,7 @@ class ReplicaManager:
         self._stop_fetching({(topic.name, index) for index in topic.partitions})
         for index in list(topic.partitions):
             partition = self.partitions.pop((topic.name, index), None)
+            self.alter_log_dirs.remove((topic.name, index))
             if partition is not None:
                 self.purgatory.check_and_complete((topic.name, index))
             if delete:  # also a replica stopped by an earlier StopReplica (Kafka's controller stops, then deletes)
@@ -592,6 +601,11 @@ class ReplicaManager:
                 by_dir.setdefault(log_.dir.parent.absolute(), []).append(
                     PartitionSize(log_.topic, log_.partition, log_.size_in_bytes, max(log_.high_watermark - log_.log_end_offset, 0))
                 )
+        for future in self.log_manager.future_logs():  # Kafka: the future's lag is behind the current log's end
+            if wanted is None or (future.topic, future.partition) in wanted:
+                current = self.log_manager.get_log(future.topic, future.partition)
+                lag = current.log_end_offset - future.log_end_offset if current is not None else -1
+                by_dir.setdefault(future.dir.parent.absolute(), []).append(PartitionSize(future.topic, future.partition, future.size_in_bytes, lag, is_future=True))
         described = []
         for log_dir in (d.absolute() for d in self.log_manager.log_dirs):
             if self.log_dir_failure is not None and self.log_dir_failure.is_offline(log_dir):
@@ -606,6 +620,42 @@ class ReplicaManager:
                 continue
             described.append(LogDirDescription(log_dir, ErrorCode.NONE, by_dir.get(log_dir, []), min(usage.total, LONG_MAX), min(usage.free, LONG_MAX)))
         return described
+
+    def alter_replica_log_dir(self, topic: str, index: int, path: str) -> ErrorCode:
+        """AlterReplicaLogDirs for one partition (Kafka's ``ReplicaManager.alterReplicaLogDirs``): the
+        destination must be a configured, online log directory; a move to another directory under way is
+        given up for the new one; a replica not hosted yet is made there later (REPLICA_NOT_AVAILABLE now);
+        else its records are copied into a future log there, which then replaces it."""
+        from odradek.storage.log import log_future_dir_name
+
+        if len(log_future_dir_name(topic, index)) > 255:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION
+        log_dir = self.log_manager.log_dir(path)
+        if log_dir is None:
+            log.warning("Unable to alter log dir for %s-%d: Log dir %s is not found in the config.", topic, index, path)
+            return ErrorCode.LOG_DIR_NOT_FOUND
+        if log_dir not in self.log_manager.live_log_dirs:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        key = (topic, index)
+        if key in self.offline_partitions:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        partition = self.partitions.get(key)
+        future = self.log_manager.future_log(topic, index)
+        if partition is not None and future is not None and future.dir.parent != log_dir:
+            self.alter_log_dirs.remove(key)
+            self.log_manager.remove_future_log(topic, index)
+        self.log_manager.maybe_update_preferred_log_dir(topic, index, log_dir)
+        if partition is None:
+            # Kafka's getPartitionOrException: NOT_LEADER_OR_FOLLOWER, answered REPLICA_NOT_AVAILABLE here, for a
+            # partition of the metadata; unknown otherwise
+            return ErrorCode.REPLICA_NOT_AVAILABLE if self._metadata_partition(topic, index) is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if partition.log.dir.parent == log_dir:
+            log.info("Current log directory %s is same as requested log dir %s. Skipping future replica creation.", log_dir, path)
+            return ErrorCode.NONE
+        if self.log_manager.future_log(topic, index) is None:
+            self.log_manager.create_future_log(topic, index, log_dir)
+            self.alter_log_dirs.add(key)
+        return ErrorCode.NONE
 
     # -- waits --------------------------------------------------------------------------------------------
 

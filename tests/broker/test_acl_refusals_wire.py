@@ -243,6 +243,8 @@ REQUESTS: list[tuple[str, ApiKey, int, dict, Any]] = [
     ("ListPartitionReassignments without DESCRIBE on the cluster", ApiKey.ListPartitionReassignments, 0, {"timeout_ms": 5000, "topics": None}, lambda r: (r.error_code, r.topics)),
     ("ElectLeaders without ALTER on the cluster", ApiKey.ElectLeaders, 2, {"election_type": 0, "topic_partitions": [{"topic": READ_ONLY, "partitions": [0]}], "timeout_ms": 5000},
      lambda r: (r.error_code, [(t.topic, p.partition_id, p.error_code) for t in r.replica_election_results for p in t.partition_result])),
+    ("AlterReplicaLogDirs without ALTER on the cluster", ApiKey.AlterReplicaLogDirs, 1, {"dirs": [{"path": "/nowhere", "topics": [{"name": READ_ONLY, "partitions": [0]}]}]},
+     lambda r: [(t.topic_name, p.partition_index, p.error_code) for t in r.results for p in t.partitions]),
     # Token requests on a PLAINTEXT listener are refused before any ACL is asked (the ACL rules for tokens,
     # CREATE_TOKENS and DESCRIBE_TOKENS, need a SASL login: tests/e2e/test_delegation_tokens.py)
     ("CreateDelegationToken on a PLAINTEXT listener", ApiKey.CreateDelegationToken, 3,

@@ -252,3 +252,32 @@ def test_one_partitions_bad_config_stops_no_duty_for_the_others(dirs, clock, mak
     assert good.log_start_offset == 3
     assert manager.clean_logs(clock.now) == 0
     assert "Retention of bad-0 failed" in caplog.text and "measuring bad-0 for cleaning" in caplog.text
+
+
+def test_a_future_log_is_kept_over_a_restart_and_then_replaces_the_current_one(dirs, clock, make_batch):
+    """AlterReplicaLogDirs' storage side: a copy in ``<tp>.<uuid>-future`` in the other directory survives a
+    stop (found at the next start, recovered from its start), then replaces the partition's log: renamed to
+    ``<topic>-<partition>`` there, the old directory renamed ``-delete``, the epochs the copy lacks kept."""
+    manager = _manager(dirs, clock)
+    current = manager.get_or_create_log("moving", 0)
+    current.assign_epoch_start_offset(3, 0)
+    current.append_as_leader(validated(make_batch(5)), leader_epoch=3)
+    future = manager.create_future_log("moving", 0, dirs[1] if current.dir.parent == dirs[0] else dirs[0])
+    assert re.fullmatch(r"moving-0\.[0-9a-f]{32}-future", future.dir.name)
+    copied = current.read(0, 1 << 20).read()
+    future.append_as_follower(copied)
+    manager.shutdown()
+    restarted = _manager(dirs, clock)
+    future = restarted.future_log("moving", 0)
+    current = restarted.get_log("moving", 0)
+    assert future is not None and current is not None and future.log_end_offset == current.log_end_offset == 5
+    assert restarted.partitions() == [("moving", 0)]  # the copy is no partition of its own
+    current.assign_epoch_start_offset(4, 5)  # a new epoch begun at the end, in no batch yet
+    moved = restarted.replace_current_with_future("moving", 0)
+    assert moved.dir == future.dir.parent / "moving-0" and moved.log_end_offset == 5
+    assert moved.epoch_cache.entries == [(3, 0), (4, 5)]
+    assert restarted.future_log("moving", 0) is None and restarted.get_log("moving", 0) is moved
+    assert [p.name for p in current.dir.parent.iterdir() if p.name.startswith("moving-0")] == [current.dir.name]
+    assert current.dir.name.endswith("-delete")
+    assert moved.read(0, 1 << 20).read() == copied
+    restarted.shutdown()
