@@ -117,6 +117,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ListConfigResources: Handler("list_config_resources", 0, 1, ("metadata", "dynamic_config", "authorization")),
     ApiKey.DescribeLogDirs: _all(ApiKey.DescribeLogDirs, "describe_log_dirs", "replica_manager", "authorization"),
     ApiKey.AlterReplicaLogDirs: _all(ApiKey.AlterReplicaLogDirs, "alter_replica_log_dirs", "replica_manager", "authorization"),
+    ApiKey.UpdateFeatures: _all(ApiKey.UpdateFeatures, "update_features", "finalized_features", "metadata_support", "authorization"),
+    ApiKey.Envelope: _all(ApiKey.Envelope, "envelope"),
     ApiKey.CreatePartitions: _all(ApiKey.CreatePartitions, "create_partitions", "metadata_support", "replica_manager", "authorization", "quotas"),
     ApiKey.IncrementalAlterConfigs: _all(ApiKey.IncrementalAlterConfigs, "incremental_alter_configs", *ALTER_CONFIGS),
     ApiKey.DescribeCluster: _all(ApiKey.DescribeCluster, "describe_cluster", "metadata", "authorization"),

@@ -8,13 +8,15 @@ from compat_client import Client, TopicSpec
 from compat_observe import is_kafka_uuid, unique
 from compat_targets import Target
 
-# Kafka 3.9's ranges (validVersions of its message specs; none of these has an unstable latest version)
-# for the APIs odradek serves to clients.
 KAFKA_39_API_VERSIONS = {
     "Produce": [0, 11],
     "Fetch": [0, 17],
     "ListOffsets": [0, 9],
     "Metadata": [0, 12],
+    "LeaderAndIsr": [0, 7],
+    "StopReplica": [0, 4],
+    "UpdateMetadata": [0, 8],
+    "ControlledShutdown": [0, 3],
     "OffsetCommit": [0, 9],
     "OffsetFetch": [0, 9],
     "FindCoordinator": [0, 6],
@@ -24,34 +26,59 @@ KAFKA_39_API_VERSIONS = {
     "SyncGroup": [0, 5],
     "DescribeGroups": [0, 5],
     "ListGroups": [0, 5],
+    "SaslHandshake": [0, 1],
     "ApiVersions": [0, 4],
     "CreateTopics": [0, 7],
     "DeleteTopics": [0, 6],
     "DeleteRecords": [0, 2],
     "InitProducerId": [0, 5],
     "OffsetForLeaderEpoch": [0, 4],
-    "DescribeConfigs": [0, 4],
-    "AlterConfigs": [0, 2],
-    "DescribeLogDirs": [0, 4],
-    "CreatePartitions": [0, 3],
-    "DeleteGroups": [0, 2],
-    "IncrementalAlterConfigs": [0, 1],
-    "OffsetDelete": [0, 0],
-    "DescribeCluster": [0, 1],
-    "DescribeProducers": [0, 0],
     "AddPartitionsToTxn": [0, 5],
     "AddOffsetsToTxn": [0, 4],
     "EndTxn": [0, 4],
     "WriteTxnMarkers": [0, 1],
     "TxnOffsetCommit": [0, 4],
+    "DescribeAcls": [0, 3],
+    "CreateAcls": [0, 3],
+    "DeleteAcls": [0, 3],
+    "DescribeConfigs": [0, 4],
+    "AlterConfigs": [0, 2],
+    "AlterReplicaLogDirs": [0, 2],
+    "DescribeLogDirs": [0, 4],
+    "SaslAuthenticate": [0, 2],
+    "CreatePartitions": [0, 3],
+    "CreateDelegationToken": [0, 3],
+    "RenewDelegationToken": [0, 2],
+    "ExpireDelegationToken": [0, 2],
+    "DescribeDelegationToken": [0, 3],
+    "DeleteGroups": [0, 2],
+    "ElectLeaders": [0, 2],
+    "IncrementalAlterConfigs": [0, 1],
+    "AlterPartitionReassignments": [0, 0],
+    "ListPartitionReassignments": [0, 0],
+    "OffsetDelete": [0, 0],
+    "DescribeClientQuotas": [0, 1],
+    "AlterClientQuotas": [0, 1],
+    "DescribeUserScramCredentials": [0, 0],
+    "AlterUserScramCredentials": [0, 0],
+    "AlterPartition": [0, 3],
+    "UpdateFeatures": [0, 1],
+    "Envelope": [0, 0],
+    "DescribeCluster": [0, 1],
+    "DescribeProducers": [0, 0],
     "DescribeTransactions": [0, 0],
     "ListTransactions": [0, 1],
+    "AllocateProducerIds": [0, 0],
+    "ConsumerGroupHeartbeat": [0, 0],
+    "ConsumerGroupDescribe": [0, 0],
 }
+"""Every API a Kafka 3.9.1 broker in ZooKeeper mode advertises, with its versions (its ApiVersions answer)."""
 
 
-ODRADEK_BEYOND_3_9 = {"Produce": [0, 12], "EndTxn": [0, 5], "TxnOffsetCommit": [0, 5]}
+ODRADEK_BEYOND_3_9 = {"Produce": [0, 12], "EndTxn": [0, 5], "TxnOffsetCommit": [0, 5], "ConsumerGroupHeartbeat": [0, 1], "ConsumerGroupDescribe": [0, 1]}
 """Where odradek advertises more than Kafka 3.9 for these APIs: transactions v2 (KIP-890, Kafka 4.0), which
-Kafka 4.x clients use when ``transaction.version`` 2 is finalized (issue 24; docs/transactions.md)."""
+Kafka 4.x clients use when ``transaction.version`` 2 is finalized (issue 24; docs/transactions.md), and the
+consumer group protocol's versions of Kafka 4.x (KIP-848; docs/protocol.md)."""
 
 
 def advertised(client: Client) -> dict[str, list[int] | None]:

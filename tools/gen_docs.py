@@ -117,7 +117,7 @@ def render_protocol() -> str:
         "ApiVersions (v3+) reports the features listed in `broker/features.py` (KIP-584), which Kafka 4.x clients",
         "go by (`transaction.version` for transactions v2, `group.version` for the consumer group protocol) and",
         "`kafka-features.sh describe` prints. Kafka finalizes features only in KRaft mode (a ZooKeeper-mode Kafka",
-        "3.9 finalizes none); odradek finalizes these at fixed levels (no UpdateFeatures): on a single node at the",
+        "3.9 finalizes none); odradek finalizes these at fixed levels: on a single node at the",
         "levels of the table below, with epoch 0. In ZooKeeper mode a feature level is finalized, as Kafka does,",
         "cluster-wide and only where every broker supports it: each odradek broker registers its supported levels",
         "in `/brokers/ids/<id>` (the `features` map of the v5 registration, `min_version`/`max_version`, as",
@@ -128,6 +128,12 @@ def render_protocol() -> str:
         "`/feature` znode's version): it grows with every change and never goes back.",
         "`transaction.version` 2 is transactions v2 (KIP-890 part 2): EndTxn v5 bumps the producer epoch, Produce",
         "v12 and TxnOffsetCommit v5 add their partition to the transaction (docs/transactions.md).",
+        "",
+        "UpdateFeatures (`kafka-features.sh upgrade`) is answered as a Kafka 3.9 ZooKeeper-mode broker answers it:",
+        "ALTER on the cluster, the active controller's only, and INVALID_REQUEST with Kafka's message for a feature",
+        "odradek does not finalize (Kafka's: every feature). An update to the level odradek has finalized is",
+        "answered NONE and changes nothing; any other level is refused: the levels are fixed. Envelope is",
+        "advertised as by Kafka 3.9 and, forwarding never being enabled, closes the connection that sends one.",
         "",
     ]
     if FEATURES:

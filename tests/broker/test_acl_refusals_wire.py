@@ -243,6 +243,8 @@ REQUESTS: list[tuple[str, ApiKey, int, dict, Any]] = [
     ("ListPartitionReassignments without DESCRIBE on the cluster", ApiKey.ListPartitionReassignments, 0, {"timeout_ms": 5000, "topics": None}, lambda r: (r.error_code, r.topics)),
     ("ElectLeaders without ALTER on the cluster", ApiKey.ElectLeaders, 2, {"election_type": 0, "topic_partitions": [{"topic": READ_ONLY, "partitions": [0]}], "timeout_ms": 5000},
      lambda r: (r.error_code, [(t.topic, p.partition_id, p.error_code) for t in r.replica_election_results for p in t.partition_result])),
+    ("UpdateFeatures without ALTER on the cluster", ApiKey.UpdateFeatures, 1, {"timeout_ms": 5000, "feature_updates": [{"feature": "f", "max_version_level": 1, "upgrade_type": 1}], "validate_only": True},
+     lambda r: (r.error_code, r.results)),
     ("AlterReplicaLogDirs without ALTER on the cluster", ApiKey.AlterReplicaLogDirs, 1, {"dirs": [{"path": "/nowhere", "topics": [{"name": READ_ONLY, "partitions": [0]}]}]},
      lambda r: [(t.topic_name, p.partition_index, p.error_code) for t in r.results for p in t.partitions]),
     # Token requests on a PLAINTEXT listener are refused before any ACL is asked (the ACL rules for tokens,
@@ -259,6 +261,7 @@ UNAUTHORIZED: dict[ApiKey, str] = {
     ApiKey.ApiVersions: "answered before and without authentication, to every client (KafkaApis authorizes nothing in it)",
     ApiKey.SaslHandshake: "part of authenticating, before there is a principal to authorize",
     ApiKey.SaslAuthenticate: "part of authenticating, before there is a principal to authorize",
+    ApiKey.Envelope: "the connection is closed before any ACL is asked: forwarding is not enabled (Kafka's handleEnvelope)",
 }
 """The APIs odradek serves that Kafka's ZooKeeper-mode broker answers without asking the authorizer."""
 
