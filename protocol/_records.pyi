@@ -19,3 +19,7 @@ def walk(
     /,
 ) -> tuple[int, bool, list[tuple[int, int, int, int]] | None]:
     """(max timestamp, offsets in sequence, problems as (index, kind, timestamp, offset delta) or None)."""
+
+def batch_header(buf: Buffer, pos: int, from_client: bool, /) -> tuple[int, int, int, int, int, int, int, int, int, int, int, int, int] | None:
+    """The 13 fields of a magic-2 batch header that passes every check of ``record_batch.read_batch_header``
+    (and, ``from_client``, of ``_check_client_batch``); None for the Python checks to refuse it."""

@@ -13,19 +13,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
+from odradek.protocol import _records
 from odradek.protocol.compression import CompressionType
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.record_batch import (
     HEADER_SIZE,
+    BatchHeader,
     CorruptRecordError,
     InvalidRecordError,
     RecordsError,
     TimestampType,
     assign_offset_and_epoch,
+    _check_client_batch,
     compute_crc,
     iter_batch_positions,
     parse_header,
     peek_magic,
+    read_batch_header,
     read_prefix,
     set_log_append_time,
     validate_batches,
@@ -494,3 +498,104 @@ def test_control_record_keys() -> None:
             parse_control_record_type(bad)
     with pytest.raises(InvalidRecordError):
         EndTransactionMarker.from_record(Record(key=control_record_key(ControlRecordType.COMMIT), value=b"\x00\x00"))
+
+
+# -- the C checks of a batch header (protocol/_records.c's batch_header) against the Python ones ----------------
+
+
+def _python_verdict(buf: bytes | bytearray, pos: int, from_client: bool) -> tuple[int, ...] | None:
+    """The header's fields when the Python checks (``read_batch_header``, ``_check_client_batch``) pass it,
+    None when they refuse it."""
+    try:
+        header = read_batch_header(buf, pos)
+        if from_client:
+            _check_client_batch(header)
+    except RecordsError:
+        return None
+    return tuple(getattr(header, name) for name in BatchHeader.__slots__[:13])
+
+
+def _assert_c_agrees(buf: bytes | bytearray, pos: int = 0) -> None:
+    """The C checks pass exactly what the Python checks pass, with the same fields (this machine has SSE4.2's
+    crc32 instruction, so the C checks are not skipped), and hand everything else to them."""
+    for from_client in (False, True):
+        assert _records.batch_header(buf, pos, from_client) == _python_verdict(buf, pos, from_client)
+
+
+def _recrc(buf: bytearray) -> bytearray:
+    """The batch at 0 with its CRC made right again after a change, so the checks after the CRC's are reached."""
+    struct.pack_into(">I", buf, 17, compute_crc(buf, 0))
+    return buf
+
+
+_T = 1_700_000_000_000
+_CLIENT_BATCHES = [
+    build_batch([Record(timestamp=_T, key=b"k", value=b"v")]),
+    build_batch([Record(timestamp=_T, key=None, value=b"x" * 300), Record(timestamp=_T + 1, key=b"k", value=None)], producer_id=7, producer_epoch=1, base_sequence=3),
+    build_batch([Record(timestamp=_T, key=b"k", value=b"v" * 100) for _ in range(3)], compression=CompressionType.GZIP, is_transactional=True, producer_id=9, producer_epoch=0, base_sequence=0),
+]
+
+
+@pytest.mark.parametrize("batch", [GOLDEN, *_CLIENT_BATCHES], ids=["golden", "one-record", "idempotent", "transactional-gzip"])
+def test_c_header_checks_pass_what_python_passes_and_refer_every_cut(batch: bytes) -> None:
+    assert _records.batch_header(batch, 0, False) is not None
+    for end in range(len(batch) + 1):
+        _assert_c_agrees(batch[:end])
+    _assert_c_agrees(b"\x00" * 7 + batch, 7)  # not at the buffer's start
+    _assert_c_agrees(batch + batch, len(batch))  # the second of two
+    for pos in (-1, len(batch), len(batch) + 100):
+        assert _records.batch_header(batch, pos, True) is None
+
+
+@pytest.mark.parametrize(
+    ("offset", "fmt", "value"),
+    [
+        (0, ">q", 1),  # a client's base offset must be 0
+        (0, ">q", -1),
+        (8, ">i", 48),  # a length below the header's
+        (8, ">i", -1),
+        (8, ">i", 2**31 - 1),  # a length past the data
+        (16, ">b", 0),  # legacy magics and an unknown one
+        (16, ">b", 1),
+        (16, ">b", 3),
+        (21, ">h", 5),  # unassigned codec ids
+        (21, ">h", 7),
+        (21, ">h", 0x20),  # a control batch from a client
+        (23, ">i", -1),  # last offset delta and record count disagreeing or invalid
+        (23, ">i", 5),
+        (57, ">i", 0),
+        (57, ">i", -3),
+        (43, ">q", 5),  # an idempotent producer without a sequence
+        (53, ">i", -1),
+    ],
+)
+def test_c_header_checks_refer_what_python_refuses(offset: int, fmt: str, value: int) -> None:
+    for batch in (GOLDEN, *_CLIENT_BATCHES):
+        changed = bytearray(batch)
+        struct.pack_into(fmt, changed, offset, value)
+        _assert_c_agrees(changed)
+        _assert_c_agrees(_recrc(changed))
+
+
+@FUZZ
+@given(st.sampled_from([GOLDEN, *_CLIENT_BATCHES]), st.lists(st.tuples(st.integers(0, 400), st.integers(0, 255)), max_size=4), st.booleans())
+def test_c_header_checks_agree_on_corrupted_batches(batch: bytes, changes: list[tuple[int, int]], recrc: bool) -> None:
+    changed = bytearray(batch)
+    for position, value in changes:
+        if position < len(changed):
+            changed[position] = value
+    if recrc and len(changed) >= HEADER_SIZE:
+        _recrc(changed)
+    _assert_c_agrees(changed)
+
+
+def test_validate_batches_refuses_as_the_python_checks_say() -> None:
+    """A refusal found through the C checks' None is the Python checks' own, error and text."""
+    changed = _recrc(bytearray(_CLIENT_BATCHES[0]))
+    struct.pack_into(">i", changed, 57, 0)
+    with pytest.raises(InvalidRecordError, match="invalid reported count for record batch: 0"):
+        validate_batches(_recrc(changed))
+    corrupt = bytearray(GOLDEN)
+    corrupt[-1] ^= 1
+    with pytest.raises(CorruptRecordError, match="record batch is corrupt"):
+        validate_batches(corrupt, from_client=False)
