@@ -115,9 +115,12 @@ def _oauth_login(jaas_options: Mapping[str, str], login_handler: str | None, tok
         if login_handler not in LOGIN_HANDLER_CLASSES:
             raise ConfigError(f"sasl.login.callback.handler.class {login_handler} is not implemented by odradek's client (it implements {LOGIN_HANDLER_CLASSES[0]})")
         parsed = urlparse(token_endpoint or "")
-        if parsed.scheme.lower() != "file":
-            raise ConfigError(f"sasl.oauthbearer.token.endpoint.url {token_endpoint}: odradek's client reads its token from a file: URL")
-        return OAuthBearerLogin(tuple(jaas_options.items()), unquote(parsed.path))
+        scheme = parsed.scheme.lower()
+        if scheme == "file":
+            return OAuthBearerLogin(tuple(jaas_options.items()), token_file=unquote(parsed.path))
+        if scheme not in ("http", "https"):
+            raise ConfigError(f"sasl.oauthbearer.token.endpoint.url {token_endpoint}: a file:, http: or https: URL is needed")
+        return OAuthBearerLogin(tuple(jaas_options.items()), token_endpoint=token_endpoint)
     login = OAuthBearerLogin(tuple(jaas_options.items()))
     try:
         login.token()

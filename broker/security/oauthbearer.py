@@ -132,18 +132,24 @@ _UNSECURED = "unsecuredLogin"
 
 @dataclass(frozen=True)
 class OAuthBearerLogin:
-    """How a client gets its token: with Kafka's secured login handler, the token a ``file:`` token endpoint
-    holds (read at each login, as Kafka's ``FileTokenRetriever``); else an unsecured JWT (``alg: none``) made
-    from the JAAS entry's ``unsecuredLogin*`` options, as Kafka's ``OAuthBearerUnsecuredLoginCallbackHandler``."""
+    """How a client gets its token: with Kafka's secured login handler, from its token endpoint -- a ``file:``
+    URL's token (read at each login, Kafka's ``FileTokenRetriever``) or an http(s) endpoint's answer to the
+    client credentials grant of the JAAS ``clientId``/``clientSecret``/``scope`` (``HttpAccessTokenRetriever``);
+    else an unsecured JWT (``alg: none``) made from the JAAS entry's ``unsecuredLogin*`` options, as Kafka's
+    ``OAuthBearerUnsecuredLoginCallbackHandler``."""
 
     jaas_options: tuple[tuple[str, str], ...]
     token_file: str | None = None
+    token_endpoint: str | None = None
+    """An http(s) token endpoint (the client credentials grant)."""
 
     def token(self) -> str:
         if self.token_file is not None:
             with open(self.token_file) as f:
                 return f.read().strip()
         options = dict(self.jaas_options)
+        if self.token_endpoint is not None:
+            return _client_credentials_token(self.token_endpoint, options)
         principal_claim = options.get(f"{_UNSECURED}PrincipalClaimName", "").strip() or "sub"
         now = time.time()
         claims: dict[str, Any] = {"exp": int(now + int(options.get(f"{_UNSECURED}LifetimeSeconds", "3600"))), "iat": now}
@@ -171,7 +177,43 @@ class OAuthBearerClient:
         self._login = login
 
     def first(self) -> bytes:
-        return f"n,,{_SEPARATOR}auth=Bearer {self._login.token()}{_SEPARATOR}{_SEPARATOR}".encode()
+        try:
+            token = self._login.token()
+        except (OSError, ValueError) as exc:  # an unreachable or refusing token endpoint, a bad answer
+            from odradek.broker.security.sasl_client import SaslClientError
+
+            raise SaslClientError(f"Could not get an OAUTHBEARER token: {exc}") from None
+        return f"n,,{_SEPARATOR}auth=Bearer {token}{_SEPARATOR}{_SEPARATOR}".encode()
 
     def respond(self, challenge: bytes) -> bytes | None:
         return _SEPARATOR.encode() if challenge else None
+
+
+def _client_credentials_token(url: str, options: dict[str, str]) -> str:
+    """Kafka's ``HttpAccessTokenRetriever``: a POST of ``grant_type=client_credentials`` (and ``scope``) with
+    the client's id and secret as HTTP Basic authentication; the answer's ``access_token``. An https endpoint
+    is verified with the JAAS entry's ``ssl.*`` options."""
+    import urllib.parse
+    import urllib.request
+
+    client_id, client_secret = options.get("clientId", ""), options.get("clientSecret", "")
+    if not client_id or not client_secret:
+        raise ValueError("The OAuth configuration option clientId and clientSecret must be provided for the token endpoint")
+    body = "grant_type=client_credentials"
+    if options.get("scope", "").strip():
+        body += "&scope=" + urllib.parse.quote_plus(options["scope"].strip())
+    credentials = base64.b64encode(f"{client_id}:{client_secret}".encode()).decode()
+    request = urllib.request.Request(url, data=body.encode(), method="POST", headers={
+        "Authorization": f"Basic {credentials}", "Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json", "Cache-Control": "no-cache",
+    })
+    context = None
+    if url.lower().startswith("https:"):
+        from odradek.broker.security.oauthbearer_jwks import _jaas_ssl_context
+
+        context = _jaas_ssl_context(options)
+    with urllib.request.urlopen(request, timeout=10, context=context) as answer:  # noqa: S310 (the operator's URL)
+        document = json.loads(answer.read())
+    token = document.get("access_token") if isinstance(document, dict) else None
+    if not isinstance(token, str) or not token.strip():
+        raise ValueError("The token endpoint response did not contain an access_token value")
+    return token.strip()

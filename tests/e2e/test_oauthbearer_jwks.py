@@ -6,7 +6,10 @@ endpoint whose keys rotate."""
 
 from __future__ import annotations
 
+import base64
 import json
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -223,6 +226,21 @@ class JwksEndpoint:
                 self.end_headers()
                 self.wfile.write(body)
 
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                """The client credentials grant: alice's client gets a token for alice."""
+                form = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode()
+                expected = "Basic " + base64.b64encode(b"alice-client:alice-secret").decode()
+                if self.path != "/token" or self.headers.get("Authorization") != expected or "grant_type=client_credentials" not in form:
+                    self.send_response(401)
+                    self.end_headers()
+                    return
+                body = json.dumps({"access_token": token(sub="alice"), "token_type": "bearer", "expires_in": 600}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
             def log_message(self, *args: Any) -> None:
                 pass
 
@@ -269,3 +287,25 @@ def test_keys_from_an_https_endpoint_and_a_rotated_key_found_at_the_clients_next
     time.sleep(2)
     assert {name: sign_in(bootstrap, rotated) for name, bootstrap in brokers.items()} == {"odradek": "ok", "kafka": "ok"}
     assert {name: sign_in(bootstrap, token(key=UNTRUSTED, kid="unknown")) for name, bootstrap in brokers.items()} == {"odradek": refused, "kafka": refused}
+
+
+@pytest.mark.parametrize("secret, listed", [("alice-secret", True), ("wrong-secret", False)])
+def test_odradeks_tools_get_a_token_from_an_https_token_endpoint(rotating: tuple[JwksEndpoint, dict[str, str]], tmp_path: Path, secret: str, listed: bool) -> None:
+    """Kafka's secured login handler in ``--command-config``: the client credentials grant at the HTTPS
+    token endpoint, and the token it gets accepted by both brokers; a wrong secret gets no token."""
+    endpoint, brokers = rotating
+    jaas = (
+        f'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="alice-client" clientSecret="{secret}" '
+        f'scope="kafka" ssl.truststore.type="PEM" ssl.truststore.location="{endpoint.pki.ca}";'
+    )
+    config = tmp_path / "client.properties"
+    config.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n"
+        f"sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n"
+        f"sasl.oauthbearer.token.endpoint.url={endpoint.url.replace('/jwks', '/token')}\nsasl.jaas.config={jaas}\n"
+    )
+    for bootstrap in brokers.values():
+        done = subprocess.run([sys.executable, "-m", "odradek", "topics", "--bootstrap-server", bootstrap, "--command-config", str(config), "--list"], capture_output=True, text=True, timeout=60)
+        assert (done.returncode == 0) == listed, done.stdout + done.stderr
+        if not listed:
+            assert "Could not get an OAUTHBEARER token" in done.stdout + done.stderr and "401" in done.stdout + done.stderr
