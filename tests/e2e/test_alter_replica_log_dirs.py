@@ -131,3 +131,31 @@ def test_the_move_is_kept_over_a_restart(brokers: dict[str, tuple[str, list[Path
     with Broker(log_dir=dirs[0], subprocess=True, port=port, config=config) as broker:
         assert where(broker.bootstrap) == {source: [], destination: [(TOPIC, 0, False)]}
         assert consume(broker.bootstrap, 500) == list(range(500))
+
+
+def test_a_move_a_stop_interrupted_goes_on_at_the_next_start(tmp_path: Path) -> None:
+    """A broker stopped while a partition's copy half exists in the other directory (its ``-future``
+    directory holding part of the records): the next start finds the copy, finishes it and swaps it in."""
+    import shutil
+
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    port = free_port()
+    config = {"log.dirs": ",".join(map(str, dirs))}
+    with Broker(log_dir=dirs[0], subprocess=True, port=port, config=config) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, 1, 1, config={"segment.bytes": "65536"})])[TOPIC].result(30)
+        produce(broker.bootstrap, 0, 300)
+        [source] = [d for d, held in where(broker.bootstrap).items() if held]
+    [destination] = [d for d in dirs if str(d.absolute()) != source]
+    copy = destination / f"{TOPIC}-0.0123456789abcdef0123456789abcdef-future"
+    shutil.copytree(Path(source) / f"{TOPIC}-0", copy)
+    for checkpoint in copy.glob("*.snapshot"):
+        checkpoint.unlink()
+    logs = sorted(copy.glob("*.log"))
+    for later in logs[len(logs) // 2:]:  # the copy has only the first half of the segments
+        for name in copy.glob(later.stem + ".*"):
+            name.unlink()
+    with Broker(log_dir=dirs[0], subprocess=True, port=port, config=config) as broker:
+        wait_for(lambda: where(broker.bootstrap) == {source: [], str(destination.absolute()): [(TOPIC, 0, False)]}, timeout_s=60, what="the interrupted move finished")
+        assert consume(broker.bootstrap, 300) == list(range(300))
+        assert not copy.exists() and (destination / f"{TOPIC}-0").is_dir()
