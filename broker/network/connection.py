@@ -235,7 +235,7 @@ class KafkaConnection:
                 from odradek.broker.security.sasl_authenticator import SaslState
 
                 if authenticator.state is SaslState.HANDSHAKE_OR_VERSIONS:
-                    return self._authentication_step(authenticator.not_a_request(), size, None)
+                    return self._authentication_step(authenticator.not_a_request(bytes(frame)), size, None)
             return self._end(str(exc) if isinstance(exc, UnknownApiKey) else f"malformed request: {exc}")
         header = request.header
         served = self.served.get(header.api_key)

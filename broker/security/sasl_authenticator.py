@@ -80,6 +80,9 @@ def _frame(request: Request, body: dict) -> bytes:
     return data
 
 
+GSSAPI = "GSSAPI"
+
+
 class SaslServerAuthenticator:
     def __init__(self, settings: SaslSettings, *, reauthenticating: tuple[str, KafkaPrincipal] | None = None, wall_clock_ms: Callable[[], float] = lambda: time.time() * 1000) -> None:
         """``reauthenticating`` is the (mechanism, principal) of the session being renewed: neither may change."""
@@ -137,9 +140,15 @@ class SaslServerAuthenticator:
             return self._fail(self._bad_mechanism)
         return self._fail(f"Unexpected Kafka request of type {kafka_api_name(request)} in SASL state {self.state.value}")
 
-    def not_a_request(self) -> Step:
-        """The first frame is no Kafka request: a GSSAPI token from a 0.9 client, which odradek cannot serve."""
-        return self._fail("Exception handling first SASL packet from client, GSSAPI is not supported by server")
+    def not_a_request(self, frame: bytes) -> Step:
+        """The first frame is no Kafka request: a Kafka 0.9 client's first GSSAPI token, sent without
+        SaslHandshake. As Kafka 3.9, served as GSSAPI's raw exchange where GSSAPI is enabled, else refused."""
+        if GSSAPI not in self.settings.enabled:
+            return self._fail("Exception handling first SASL packet from client, GSSAPI is not supported by server")
+        self.mechanism = GSSAPI
+        self.server = self.settings.servers[GSSAPI]()
+        self.state = SaslState.AUTHENTICATE_RAW
+        return self.raw_token(frame)
 
     def _handshake(self, request: Request) -> Step:
         mechanism = request.body.mechanism
@@ -184,6 +193,8 @@ class SaslServerAuthenticator:
             return self._fail(str(exc))
         if self.server.complete:
             self._complete()
+            if self.mechanism == GSSAPI and not challenge:
+                return Answer(b"")  # the JDK's GSSAPI server ends with no challenge, and Kafka then sends none
         return Answer(struct.pack(">i", len(challenge)) + challenge)
 
     # -- outcomes --------------------------------------------------------------------------------------------

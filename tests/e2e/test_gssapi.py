@@ -174,3 +174,27 @@ def test_a_garbage_gssapi_token_is_refused_as_kafka_refuses_it(brokers: dict[str
         assert Wire.call_once(f"127.0.0.1:{plain}", ApiKey.ApiVersions, 3, {"client_software_name": "t", "client_software_version": "1"}).error_code == 0
     assert answers["odradek"] == answers["kafka"]
     assert answers["kafka"][0] == 58  # SASL_AUTHENTICATION_FAILED
+
+
+@pytest.mark.parametrize("kind", ["odradek", "kafka"])
+def test_a_kafka_0_9_client_logs_in_with_gssapi_tokens_sent_without_a_handshake(brokers: dict[str, tuple[int, int]], kdc: Kdc, kind: str) -> None:
+    """Kafka 0.9's clients send their first GSS-API token as the first frame, no SaslHandshake, and the rest
+    of the exchange raw (size-prefixed tokens); Kafka 3.9 still serves them where GSSAPI is enabled. Then a
+    request is served on the connection, as the authenticated alice."""
+    import struct
+
+    from odradek.broker.security.gssapi import KerberosLogin
+    from odradek.protocol.api import ApiKey
+    from tests.conftest import Wire
+
+    wire = Wire(f"127.0.0.1:{brokers[kind][1]}")
+    client = KerberosLogin("kafka", str(kdc.keytab("alice")), f"alice@{REALM}").client("localhost")
+    token: bytes | None = client.first()
+    while token is not None:
+        wire.send(struct.pack(">i", len(token)) + token)
+        if client._done:  # the client's choice of layer is the last token: no challenge answers it
+            break
+        token = client.respond(wire.read_frame())
+    answer = wire.call(ApiKey.Metadata, 12, {"topics": [{"name": TOPIC}], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+    assert [t.error_code for t in answer.topics] == [0]  # alice may describe it: her WRITE and DESCRIBE ACLs
+    wire.close()
