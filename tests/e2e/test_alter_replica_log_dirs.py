@@ -115,20 +115,34 @@ def test_a_replica_moves_to_the_other_log_directory_as_on_kafka(brokers: dict[st
     ]
 
 
-def test_the_move_is_kept_over_a_restart(brokers: dict[str, tuple[str, list[Path]]], tmp_path: Path) -> None:
-    """A second broker on two directories of its own: a move, a restart, the partition where it was moved."""
-    dirs = [tmp_path / "a", tmp_path / "b"]
-    port = free_port()
-    config = {"log.dirs": ",".join(map(str, dirs))}
-    with Broker(log_dir=dirs[0], subprocess=True, port=port, config=config) as broker:
+class TwoDirBroker:
+    """A broker of its own on two log directories, started again on the same ones and port."""
+
+    def __init__(self, root: Path) -> None:
+        self.dirs = [root / "a", root / "b"]
+        self.port = free_port()
+
+    def start(self) -> Broker:
+        return Broker(log_dir=self.dirs[0], subprocess=True, port=self.port, config={"log.dirs": ",".join(map(str, self.dirs))})
+
+    def with_topic(self, broker: Broker, records: int) -> tuple[str, str]:
+        """The test's topic with ``records`` records: (its log directory, the other one)."""
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_topics([NewTopic(TOPIC, 1, 1, config={"segment.bytes": "65536"})])[TOPIC].result(30)
-        produce(broker.bootstrap, 0, 500)
+        produce(broker.bootstrap, 0, records)
         [source] = [d for d, held in where(broker.bootstrap).items() if held]
-        [destination] = [str(d.absolute()) for d in dirs if str(d.absolute()) != source]
+        [destination] = [str(d.absolute()) for d in self.dirs if str(d.absolute()) != source]
+        return source, destination
+
+
+def test_the_move_is_kept_over_a_restart(brokers: dict[str, tuple[str, list[Path]]], tmp_path: Path) -> None:
+    """A second broker on two directories of its own: a move, a restart, the partition where it was moved."""
+    node = TwoDirBroker(tmp_path)
+    with node.start() as broker:
+        source, destination = node.with_topic(broker, 500)
         assert alter(broker.bootstrap, destination, TOPIC, 0) == [(TOPIC, 0, 0)]
         wait_for(lambda: where(broker.bootstrap) == {source: [], destination: [(TOPIC, 0, False)]}, timeout_s=60, what="moved")
-    with Broker(log_dir=dirs[0], subprocess=True, port=port, config=config) as broker:
+    with node.start() as broker:
         assert where(broker.bootstrap) == {source: [], destination: [(TOPIC, 0, False)]}
         assert consume(broker.bootstrap, 500) == list(range(500))
 
@@ -138,15 +152,10 @@ def test_a_move_a_stop_interrupted_goes_on_at_the_next_start(tmp_path: Path) -> 
     directory holding part of the records): the next start finds the copy, finishes it and swaps it in."""
     import shutil
 
-    dirs = [tmp_path / "a", tmp_path / "b"]
-    port = free_port()
-    config = {"log.dirs": ",".join(map(str, dirs))}
-    with Broker(log_dir=dirs[0], subprocess=True, port=port, config=config) as broker:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        admin.create_topics([NewTopic(TOPIC, 1, 1, config={"segment.bytes": "65536"})])[TOPIC].result(30)
-        produce(broker.bootstrap, 0, 300)
-        [source] = [d for d, held in where(broker.bootstrap).items() if held]
-    [destination] = [d for d in dirs if str(d.absolute()) != source]
+    node = TwoDirBroker(tmp_path)
+    with node.start() as broker:
+        source, destination_path = node.with_topic(broker, 300)
+    destination = Path(destination_path)
     copy = destination / f"{TOPIC}-0.0123456789abcdef0123456789abcdef-future"
     shutil.copytree(Path(source) / f"{TOPIC}-0", copy)
     for checkpoint in copy.glob("*.snapshot"):
@@ -155,7 +164,7 @@ def test_a_move_a_stop_interrupted_goes_on_at_the_next_start(tmp_path: Path) -> 
     for later in logs[len(logs) // 2:]:  # the copy has only the first half of the segments
         for name in copy.glob(later.stem + ".*"):
             name.unlink()
-    with Broker(log_dir=dirs[0], subprocess=True, port=port, config=config) as broker:
-        wait_for(lambda: where(broker.bootstrap) == {source: [], str(destination.absolute()): [(TOPIC, 0, False)]}, timeout_s=60, what="the interrupted move finished")
+    with node.start() as broker:
+        wait_for(lambda: where(broker.bootstrap) == {source: [], destination_path: [(TOPIC, 0, False)]}, timeout_s=60, what="the interrupted move finished")
         assert consume(broker.bootstrap, 300) == list(range(300))
         assert not copy.exists() and (destination / f"{TOPIC}-0").is_dir()
