@@ -104,16 +104,15 @@ class LogOffsetMetadata(Fields):
 class FetchDataInfo(Fields):
     """The result of a read: slices of segment files (at most one segment's worth, as in Kafka)."""
 
-    __slots__ = _FIELDS = ("fetch_offset_metadata", "slices", "first_entry_incomplete")
+    _FIELDS = ("fetch_offset_metadata", "slices", "first_entry_incomplete")
+    __slots__ = (*_FIELDS, "size")
 
     def __init__(self, fetch_offset_metadata: LogOffsetMetadata, slices: tuple[FileSlice, ...] = (), first_entry_incomplete: bool = False) -> None:
         self.fetch_offset_metadata = fetch_offset_metadata
         self.slices = slices
         self.first_entry_incomplete = first_entry_incomplete
-
-    @property
-    def size(self) -> int:
-        return sum(piece.length for piece in self.slices)
+        self.size = slices[0].length if len(slices) == 1 else sum(piece.length for piece in slices)
+        """The bytes read, summed once (a read is at most one segment's: one slice or none)."""
 
     def read(self) -> bytes:
         return b"".join(piece.read() for piece in self.slices)

@@ -177,16 +177,21 @@ def _authorized(authorization: Authorization, request: Request, partitions: list
 def _respond(replica_manager: ReplicaManager, request: Request[FetchRequest], fetch_sessions: FetchSessionCache, context: FetchContext, reads: list[PartitionRead], version: int, is_follower: bool, read_committed: bool, now_ms: int) -> FetchResponseDict:
     if is_follower:
         replica_manager.record_leader_replication(reads)
-    outcomes = {
-        r.request.key: PartitionOutcome(r.error, r.high_watermark, r.last_stable_offset, r.log_start_offset, r.length, r.preferred_read_replica, r.diverging_epoch is not None)
-        for r in reads
-    }
+    # One loop rather than comprehensions (each a Python call): the outcomes, the reads by key, and whether a
+    # partition could not be looked up.
+    outcomes: dict[PartitionKey, PartitionOutcome] = {}
+    by_key: dict[PartitionKey, PartitionRead] = {}
+    lookup_failed = False
+    for r in reads:
+        key = r.request.key
+        outcomes[key] = PartitionOutcome(r.error, r.high_watermark, r.last_stable_offset, r.log_start_offset, r.length, r.preferred_read_replica, r.diverging_epoch is not None)
+        by_key[key] = r
+        lookup_failed = lookup_failed or r.error in _LOOKUP_ERRORS
     if version >= 7:
         session_id, included = fetch_sessions.finish(context, outcomes, is_follower, now_ms)
     else:
         session_id, included = 0, [r.request.key for r in reads]
-    by_key = {r.request.key: r for r in reads}
-    if not is_follower:
+    if not is_follower and lookup_failed:
         # Kafka answers a consumer's partitions it cannot look up after the others (KafkaApis' "erroneous").
         included = [k for k in included if by_key[k].error not in _LOOKUP_ERRORS] + [k for k in included if by_key[k].error in _LOOKUP_ERRORS]
     topics: list[FetchableTopicResponseDict] = []

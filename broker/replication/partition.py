@@ -349,8 +349,9 @@ class Partition:
         ``update_fetch_state`` is False (a read again of a fetch that waited: its position was taken)."""
         log = self.log
         follower = self._follower_or_raise(replica_id) if replica_id >= 0 else None
-        upper = self.fetch_upper_bound(replica_id, isolation)
         high_watermark, last_stable, log_start, log_end = log.high_watermark, log.last_stable_offset, log.log_start_offset, log.log_end_offset
+        # fetch_upper_bound's answer, from the offsets just read (two Python calls fewer per read)
+        upper = log_end if replica_id >= 0 else last_stable if isolation == READ_COMMITTED else high_watermark
         if last_fetched_epoch >= 0:
             epoch, end_offset = log.end_offset_for_epoch(last_fetched_epoch)
             if epoch < 0 or end_offset < 0:
@@ -367,7 +368,7 @@ class Partition:
         if follower is not None and update_fetch_state:
             self.update_follower_fetch_state(replica_id, follower, fetch_offset, follower_log_start_offset, now_ms, log_end)
         aborted = []
-        if isolation == READ_COMMITTED and replica_id < 0 and data.size > 0:  # (the size is a sum: asked last)
+        if isolation == READ_COMMITTED and replica_id < 0 and data.size > 0:
             aborted = log.aborted_transactions(fetch_offset, data)
         return LogReadInfo(data, high_watermark, last_stable, log_start, aborted)
 

@@ -505,7 +505,7 @@ class ReplicaManager:
                 )
                 read.high_watermark, read.last_stable_offset, read.log_start_offset = info.high_watermark, info.last_stable_offset, info.log_start_offset
                 read.diverging_epoch = info.diverging_epoch
-                size = info.data.size  # a sum over the read's slices: taken once
+                size = info.data.size
                 if size > 0 and params.replica_id >= 0 and self._leader_throttles(partition, params.replica_id, now_ms):
                     size = 0  # Kafka's checkFetchDataInfo: the throttled follower gets no records this time
                 if size > 0:
