@@ -49,9 +49,13 @@ def handle(
         transactional_id is None or not authorization.authorize(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
     ):
         return CLOSE_CONNECTION if acks == 0 else _refused(topic_data, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    names = {a.topic for a in requested}
-    writable = authorization.filter_authorized(request, AclOperation.WRITE, ResourceType.TOPIC, names)
-    appends = requested if len(writable) == len(names) else [a for a in requested if a.topic in writable]
+    writable: set[str] | None = None  # None: every topic (no authorizer: no set of the names, no copy of it)
+    appends = requested
+    if authorization.authorizer is not None:
+        names = {a.topic for a in requested}
+        writable = authorization.filter_authorized(request, AclOperation.WRITE, ResourceType.TOPIC, names)
+        if len(writable) < len(names):
+            appends = [a for a in requested if a.topic in writable]
     outcome = replica_manager.append_records(
         appends,
         acks,
@@ -104,7 +108,7 @@ _TOPIC_REFUSED = PartitionResponse(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 """The result of a partition of a topic the client may not write (read only: one for all answers)."""
 
 
-def _response(replica_manager: ReplicaManager, request: Request[ProduceRequest], outcome: AppendOutcome, writable: set[str], throttle_ms: int) -> ProduceResponseDict:
+def _response(replica_manager: ReplicaManager, request: Request[ProduceRequest], outcome: AppendOutcome, writable: set[str] | None, throttle_ms: int) -> ProduceResponseDict:
     response = _entries(request.body.topic_data, iter(outcome.results), writable)
     response["throttle_time_ms"] = throttle_ms
     if outcome.failed and request.header.api_version >= leader_hints.PRODUCE_VERSION:
