@@ -472,7 +472,9 @@ class LogManager:
         and to swap cleaned ones in."""
         now = self._time_ms() if now_ms is None else now_ms
         with self._lock:
-            logs = [(tp, log_, self._log_dirs_of[tp]) for tp, log_ in self._logs.items()]
+            # a log being copied to another directory is not cleaned until the copy replaces it (Kafka's
+            # abortAndPauseCleaning): the copy would hold records cleaning removes meanwhile
+            logs = [(tp, log_, self._log_dirs_of[tp]) for tp, log_ in self._logs.items() if tp not in self._futures]
             live = set(self._log_dirs_of)
         _each_log("retired segment deletion", [log_ for _, log_, _ in logs], lambda log_: log_.delete_retired_segments(now))
         if not self.cleaner.config.enable:

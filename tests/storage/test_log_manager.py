@@ -281,3 +281,20 @@ def test_a_future_log_is_kept_over_a_restart_and_then_replaces_the_current_one(d
     assert current.dir.name.endswith("-delete")
     assert moved.read(0, 1 << 20).read() == copied
     restarted.shutdown()
+
+
+def test_a_log_being_copied_to_another_directory_is_not_cleaned(dirs, clock):
+    """Kafka's abortAndPauseCleaning for a move: the cleaner leaves the log alone while a future log exists."""
+    from odradek.protocol.records import Record, build_batch
+
+    manager = _manager(dirs, clock)
+    compacted = LogConfig.from_props({"cleanup.policy": "compact", "segment.bytes": "1000", "min.cleanable.dirty.ratio": "0.01"}, {})
+    current = manager.get_or_create_log("compacted", 0, compacted)
+    for n in range(30):
+        current.append_as_leader(validated(build_batch([Record(key=b"k", value=b"v" * 100, timestamp=clock.now)])), leader_epoch=0)
+    current.high_watermark = current.log_end_offset
+    manager.create_future_log("compacted", 0, dirs[1] if current.dir.parent == dirs[0] else dirs[0])
+    assert manager.clean_logs(clock.now) == 0
+    manager.remove_future_log("compacted", 0)
+    assert manager.clean_logs(clock.now) == 1
+    manager.shutdown()
