@@ -206,14 +206,19 @@ def _client_credentials_token(url: str, options: dict[str, str]) -> str:
     request = urllib.request.Request(url, data=body.encode(), method="POST", headers={
         "Authorization": f"Basic {credentials}", "Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json", "Cache-Control": "no-cache",
     })
-    context = None
-    if url.lower().startswith("https:"):
-        from odradek.broker.security.oauthbearer_jwks import _jaas_ssl_context
-
-        context = _jaas_ssl_context(options)
+    context = jaas_ssl_context(options) if url.lower().startswith("https:") else None
     with urllib.request.urlopen(request, timeout=10, context=context) as answer:  # noqa: S310 (the operator's URL)
         document = json.loads(answer.read())
     token = document.get("access_token") if isinstance(document, dict) else None
     if not isinstance(token, str) or not token.strip():
         raise ValueError("The token endpoint response did not contain an access_token value")
     return token.strip()
+
+
+def jaas_ssl_context(options: dict[str, str]) -> Any:
+    """Kafka's ``JaasOptionsUtils.createSSLSocketFactory``: the client TLS settings among an OAUTHBEARER JAAS
+    entry's options, with Kafka's client defaults (the server's name checked), for its https endpoints."""
+    from odradek.broker.security.tls import client_context
+
+    defaults = {"ssl.endpoint.identification.algorithm": "https", "ssl.truststore.type": "JKS", "ssl.keystore.type": "JKS"}
+    return client_context(lambda key: options.get(key, defaults.get(key)), "JWKS endpoint")

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import unquote, urlparse
 
-from odradek.broker.security.oauthbearer import InvalidToken, ValidToken
+from odradek.broker.security.oauthbearer import InvalidToken, ValidToken, jaas_ssl_context
 from odradek.storage.config_types import ConfigError
 
 if TYPE_CHECKING:
@@ -163,7 +163,7 @@ class RefreshingJwks:
         self.url = url
         self._settings = settings
         self._clock = clock
-        self._ssl = _jaas_ssl_context(settings.jaas_options) if url.lower().startswith("https:") else None
+        self._ssl = jaas_ssl_context(settings.jaas_options) if url.lower().startswith("https:") else None
         self._lock = threading.Lock()
         self._refreshing = False
         self._missing: collections.OrderedDict[str, float] = collections.OrderedDict()
@@ -233,15 +233,6 @@ class RefreshingJwks:
             while len(self._missing) > MISSING_KEY_ID_CACHE_MAX_ENTRIES:
                 self._missing.popitem(last=False)
         threading.Thread(target=self.refresh, name="jwks-refresh-now", daemon=True).start()
-
-
-def _jaas_ssl_context(options: dict[str, str]) -> Any:
-    """Kafka's ``JaasOptionsUtils.createSSLSocketFactory``: the client TLS settings among the JAAS options,
-    with Kafka's client defaults (the server's name checked)."""
-    from odradek.broker.security.tls import client_context
-
-    defaults = {"ssl.endpoint.identification.algorithm": "https", "ssl.truststore.type": "JKS", "ssl.keystore.type": "JKS"}
-    return client_context(lambda key: options.get(key, defaults.get(key)), "JWKS endpoint")
 
 
 log = logging.getLogger("odradek.oauthbearer")
