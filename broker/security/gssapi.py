@@ -17,7 +17,7 @@ import ctypes.util
 import re
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from odradek.broker.security.sasl_mechanism import SaslError
 
@@ -107,6 +107,24 @@ class _Library:
         minor, imported = OM_uint32(), ctypes.c_void_p()
         self.check(f"import of the name {text}", self.lib.gss_import_name(ctypes.byref(minor), ctypes.byref(buffer), self.oid(name_type), ctypes.byref(imported)), minor)
         return imported
+
+    def wrap(self, context: ctypes.c_void_p, data: bytes) -> bytes:
+        """``gss_wrap`` without confidentiality: RFC 4752's security-layer messages are only integrity-protected."""
+        return self._transform(context, data, unwrap=False)
+
+    def unwrap(self, context: ctypes.c_void_p, data: bytes) -> bytes:
+        return self._transform(context, data, unwrap=True)
+
+    def _transform(self, context: ctypes.c_void_p, data: bytes, *, unwrap: bool) -> bytes:
+        minor, out = OM_uint32(), _Buffer()
+        incoming = _Buffer(len(data), ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p))
+        if unwrap:
+            major = self.lib.gss_unwrap(ctypes.byref(minor), context, ctypes.byref(incoming), ctypes.byref(out), None, None)
+        else:
+            major = self.lib.gss_wrap(ctypes.byref(minor), context, 0, 0, ctypes.byref(incoming), None, ctypes.byref(out))
+        result = self.take(out)
+        self.check("unwrap" if unwrap else "wrap", major, minor)
+        return result
 
     def check(self, what: str, major: int, minor: OM_uint32) -> None:
         if major & ERROR_MASK:
@@ -199,12 +217,12 @@ class GssapiClient:
         if not self._established:
             return self._step(challenge)
         # the broker's offer: the layers it supports (a bit mask) and its largest buffer
-        offer = self._transform("gss_unwrap", challenge)
+        offer = self._security_layer(self._lib.unwrap, challenge)
         if len(offer) != 4 or not offer[0] & NO_SECURITY_LAYER:
             self.close()
             raise _client_error(f"the broker offers no authentication-only layer ({offer[:1].hex()})")
         self._done = True
-        answer = self._transform("gss_wrap", struct.pack(">B", NO_SECURITY_LAYER) + b"\x00\x00\x00")
+        answer = self._security_layer(self._lib.wrap, struct.pack(">B", NO_SECURITY_LAYER) + b"\x00\x00\x00")
         self.close()
         return answer
 
@@ -221,16 +239,12 @@ class GssapiClient:
         self._established = major == GSS_S_COMPLETE
         return reply
 
-    def _transform(self, call: str, data: bytes) -> bytes:
-        lib, minor, out = self._lib, OM_uint32(), _Buffer()
-        incoming = _Buffer(len(data), ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p))
-        if call == "gss_wrap":
-            major = lib.lib.gss_wrap(ctypes.byref(minor), self._context, 0, 0, ctypes.byref(incoming), None, ctypes.byref(out))
-        else:
-            major = lib.lib.gss_unwrap(ctypes.byref(minor), self._context, ctypes.byref(incoming), ctypes.byref(out), None, None)
-        result = lib.take(out)
-        self._check(call[4:], major, minor)
-        return result
+    def _security_layer(self, transform: "Callable[[ctypes.c_void_p, bytes], bytes]", data: bytes) -> bytes:
+        try:
+            return transform(self._context, data)
+        except SaslError as exc:
+            self.close()
+            raise _client_error(str(exc)) from None
 
     def _check(self, what: str, major: int, minor: OM_uint32) -> None:
         try:
@@ -411,10 +425,10 @@ class GssapiServer:
     def _offer(self) -> bytes:
         """The layers the broker supports (authentication only) and its largest buffer, wrapped."""
         self._stage = 2
-        return self._wrap(struct.pack(">B", NO_SECURITY_LAYER) + MAX_BUFFER.to_bytes(3, "big"))
+        return self._lib.wrap(self._context, struct.pack(">B", NO_SECURITY_LAYER) + MAX_BUFFER.to_bytes(3, "big"))
 
     def _choice(self, token: bytes) -> bytes:
-        data = self._unwrap(token)
+        data = self._lib.unwrap(self._context, token)
         if len(data) < 4:
             raise SaslError("Final handshake message should be at least 4 bytes")
         if data[0] & NO_SECURITY_LAYER == 0:
@@ -425,21 +439,6 @@ class GssapiServer:
         self.close()
         return b""
 
-    def _wrap(self, data: bytes) -> bytes:
-        lib, minor, out = self._lib, OM_uint32(), _Buffer()
-        incoming = _Buffer(len(data), ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p))
-        major = lib.lib.gss_wrap(ctypes.byref(minor), self._context, 0, 0, ctypes.byref(incoming), None, ctypes.byref(out))
-        wrapped = lib.take(out)
-        lib.check("wrap", major, minor)
-        return wrapped
-
-    def _unwrap(self, data: bytes) -> bytes:
-        lib, minor, out = self._lib, OM_uint32(), _Buffer()
-        incoming = _Buffer(len(data), ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p))
-        major = lib.lib.gss_unwrap(ctypes.byref(minor), self._context, ctypes.byref(incoming), ctypes.byref(out), None, None)
-        unwrapped = lib.take(out)
-        lib.check("unwrap", major, minor)
-        return unwrapped
 
     def close(self) -> None:
         minor = OM_uint32()
