@@ -81,6 +81,10 @@ class ReplicaAlterLogDirs:
             self.moving.discard(tp)  # stopped, deleted, or its directory failed
             return False
         copied = await anyio.to_thread.run_sync(partition.copy_to_future, future, CHUNK_BYTES)
+        if copied == 0:
+            # caught up: the copy made durable off the event loop, so that the swap below flushes at most the
+            # appends of the moment between
+            await anyio.to_thread.run_sync(future.flush)
         # on the event loop, between two appends (Kafka's maybeReplaceCurrentWithFutureReplica)
         if self._logs.future_log(*tp) is future and partition.maybe_replace_current_with_future(future, lambda: self._logs.replace_current_with_future(*tp)):
             self.moving.discard(tp)
