@@ -28,7 +28,7 @@ from anyio.abc import TaskGroup
 
 from odradek.broker.network.acceptor import Acceptor
 from odradek.broker.config import BrokerConfig
-from odradek.broker.network.connection import AnswerReady, Endpoint, Event, KafkaConnection, RequestReceived
+from odradek.broker.network.connection import AnswerReady, ConnectionEnded, Endpoint, Event, KafkaConnection, RequestReceived
 from odradek.broker.network.connection_quotas import ConnectionQuotas
 from odradek.broker.network.framing import RECEIVE_BUFFER_SIZE
 from odradek.broker.kafka_apis import CLOSE_CONNECTION, HANDLERS, error_response, unsupported_api_versions_response
@@ -184,10 +184,12 @@ class Connection:
         protocol = self.protocol
         pool = self.network.pool
         tls = transport.tls
+        throttled, connection_id = self.server.quotas.throttles.until, protocol.connection_id
         while True:
             if pool.exhausted and not protocol.reading_frame:
                 await pool.wait_available()  # Kafka mutes the channel until the pool has memory again
-            await self._wait_out_throttle()
+            if connection_id in throttled:  # the usual case: one lookup per request, no clock read
+                await self._wait_out_throttle()
             target = protocol.buffer() if tls is None else self.network.tls_buffer
             try:
                 n = transport.recv_into(target)
@@ -200,28 +202,36 @@ class Connection:
                 return
             self.last_active = time.monotonic()
             events = protocol.received(n) if tls is None else await self._received_tls(target[:n])
-            charged = [getattr(event, "size", 0) for event in events]  # released as each is handled
             last = len(events) - 1
+            handled = 0  # the events whose bytes went back to the pool: the others' go back if this read ends
             try:
-                for i, event in enumerate(events):
-                    self.holding = i < last  # pipelined requests read at once: their answers leave together
-                    await self._wait_out_throttle()  # also between requests already read: one at a time, as Kafka's
-                    keep_open = await self._handle(event)
-                    protocol.release(charged.pop(0))
+                for event in events:
+                    self.holding = handled < last  # pipelined requests read at once: their answers leave together
+                    if connection_id in throttled:  # also between requests already read: one at a time, as Kafka's
+                        await self._wait_out_throttle()
+                    if isinstance(event, RequestReceived):
+                        request, size = event
+                        keep_open = self._serve(request)
+                    else:
+                        size, keep_open = getattr(event, "size", 0), self._handle(event)
+                    if type(keep_open) is not bool:
+                        keep_open = await keep_open
+                    handled += 1
+                    pool.release(size)
                     if not keep_open:
                         await self._release_held()
                         return
             finally:
-                protocol.release(sum(charged))
-            await self._release_held()
+                for event in events[handled:]:
+                    pool.release(getattr(event, "size", 0))
+            if self.held:
+                await self._release_held()
 
     async def _wait_out_throttle(self) -> None:
         """A client over its quota is neither read nor served until its throttle time passed (KIP-219: Kafka
         mutes the channel, and handles one request of a connection at a time, so requests the client
         pipelined wait too)."""
         throttles, connection_id = self.server.quotas.throttles, self.protocol.connection_id
-        if connection_id not in throttles.until:  # the usual case: one lookup per request, no clock read
-            return
         while (throttled_s := throttles.remaining_s(connection_id, time.monotonic())) > 0:
             await self._release_held()  # the answers before the throttle do not wait it out
             await anyio.sleep(throttled_s)
@@ -238,10 +248,8 @@ class Connection:
             raise ConnectionClosed
         return events
 
-    async def _handle(self, event: Event) -> bool:
-        """Act on one event of the connection; False closes it."""
-        if isinstance(event, RequestReceived):
-            return await self._dispatch(event.request)
+    async def _handle(self, event: AnswerReady | ConnectionEnded) -> bool:
+        """Act on an event of the connection that is no request; False closes it."""
         if isinstance(event, AnswerReady):
             await self._send(event.data, None)
             return True
@@ -257,22 +265,27 @@ class Connection:
         return False
 
     async def _send(self, request: Any, result: Any) -> None:
-        """Send an answer at once when nothing is queued before it and the socket takes it all (no writer task,
-        one ``sendmsg``); else queue it, or what the socket did not take of it (at most queued.max.requests:
-        reading waits beyond), and start the writer if idle.
+        """Send an answer at once when nothing is queued before it (:meth:`_try_send`); else queue it (at most
+        queued.max.requests: reading waits beyond), and start the writer if idle."""
+        if not self._try_send(request, result):
+            await self._queue(request, result)
+
+    def _try_send(self, request: Any, result: Any) -> bool:
+        """Unless the writer is busy (or TLS or closing leave the answer to it): send the answer now, and queue
+        for the writer what the socket did not take of it (the outbox is empty: no room to wait for); False,
+        with nothing done, when the answer must be queued behind those before it.
 
         The answers to requests a client pipelined, read from the socket together and answered without a wait,
         go out together with the last one's (one ``sendmsg``, one wake-up of the client, instead of one each);
         any wait in between (an acks=all produce, a long poll, a throttle) sends what is held first."""
-        if not self.writing and self.transport.tls is None and not self.closed:
-            rest = self._send_at_once(request, result)
-            if not rest:
-                return
-            request, result = _PIECES, rest
-        await self._queue(request, result)
+        if self.writing or self.transport.tls is not None or self.closed:
+            return False
+        if rest := self._send_at_once(request, result):
+            self._enqueue(_PIECES, rest)
+        return True
 
     def _send_at_once(self, request: Any, result: Any) -> list[Piece]:
-        """``_send`` while nothing is being written, without TLS, open: the answer joins those held and, unless
+        """``_try_send``'s, while nothing is being written, without TLS, open: the answer joins those held and, unless
         held back, they are sent; what the transport did not take."""
         close = self._add_answer(request, result, self.held)
         if self.holding and not close and len(self.held) < _HOLD_AT_MOST:
@@ -312,13 +325,16 @@ class Connection:
             self.writing = True
             self.network.tg.start_soon(self._write_loop)
 
-    async def _dispatch(self, request: Request) -> bool:
-        """Handle one request; False closes the connection."""
+    def _serve(self, request: Request) -> bool | Coroutine[Any, Any, bool]:
+        """Handle one request, and send or queue its answer, as far as that goes without waiting: whether the
+        connection stays open, or else what finishes it (an answer that waits, such as a long poll's or an
+        acks=all produce's, or one that must wait for room in the outbox), for the caller to await. The usual
+        request makes no coroutine on its way from the frame to the ``sendmsg``."""
         result = self._start(request)
         if result is CLOSE_CONNECTION:
             return False
-        if result is not None:
-            await self._answer(request, result)
+        if result is not None and ((type(result) is not dict and inspect.isawaitable(result)) or not self._try_send(request, result)):
+            return self._answer(request, result)
         return True
 
     def _start(self, request: Request) -> Any:
@@ -376,21 +392,18 @@ class Connection:
             if event is None:
                 return False
             self.last_active = time.monotonic()
-            if type(event) is not RequestReceived:
+            if not isinstance(event, RequestReceived):
                 self.left = (self._handle(event), getattr(event, "size", 0))
                 transport.wake()
                 return True
             request, size = event
-            result = self._start(request)
-            if result is CLOSE_CONNECTION:
+            served = self._serve(request)
+            if served is False:
                 self.end()
-            elif result is not None:
-                if type(result) is not dict and inspect.isawaitable(result):
-                    self.left = (self._answer(request, result), size)
-                    transport.wake()
-                    return True
-                if rest := self._send_at_once(request, result):  # nothing is held or queued: the reader waits
-                    self._enqueue(_PIECES, rest)
+            elif served is not True:
+                self.left = (served, size)
+                transport.wake()
+                return True
         except (ConnectionClosed, OSError):
             self.end()
         except Exception:
