@@ -37,6 +37,8 @@ class FrameReader:
         self.max_size = max_size
         self.pool = pool
         self._shared = receive_buffer if receive_buffer is not None else bytearray(RECEIVE_BUFFER_SIZE)
+        self._whole = memoryview(self._shared)
+        """The shared buffer, where the next bytes go when nothing of a frame is pending (made once, not per read)."""
         self._pending = b""  # the start of an unfinished frame that fits the shared buffer
         self._pending_charged = False  # its size prefix was read and charged to the pool
         self._frame: bytearray | None = None  # an unfinished large frame, filled up to _filled
@@ -63,10 +65,11 @@ class FrameReader:
                 grown[: self._filled] = frame
                 frame = grown
             return memoryview(frame)[self._filled :]
-        shared = self._shared
         pending = len(self._pending)
-        shared[:pending] = self._pending
-        return memoryview(shared)[pending:]
+        if not pending:
+            return self._whole
+        self._shared[:pending] = self._pending
+        return self._whole[pending:]
 
     def received(self, n: int) -> list[bytearray]:
         """``n`` bytes were written into the last buffer; return the frames now complete, in order."""
@@ -124,6 +127,6 @@ class FrameReader:
                 return frames
             charged = True
             break
-        self._pending = bytes(shared[start:end])
+        self._pending = bytes(shared[start:end]) if start < end else b""
         self._pending_charged = charged
         return frames

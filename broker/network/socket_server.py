@@ -479,7 +479,9 @@ class Connection:
             if splice.position > pos:
                 pieces.append(view[pos : splice.position])
             pos = splice.position
-            pieces.extend((piece.file, piece.position, piece.length) for piece in splice.value.slices if piece.length > 0)
+            for piece in splice.value.slices:
+                if piece.length > 0:
+                    pieces.append((piece.file, piece.position, piece.length))
         if pos < len(data):
             pieces.append(view[pos:])
         return False

@@ -257,8 +257,15 @@ class SocketTransport:
         small fetch answer is one segment instead of three (each costs the broker the loopback's or the
         network stack's work again). The cork is taken out before returning, whatever is left. Slices of
         little data (a small fetch's) are read instead and sent with the buffers, in one ``sendmsg``."""
-        if len(pieces) > 1 and any(type(piece) is tuple for piece in pieces):
-            if sum(piece[2] for piece in pieces if type(piece) is tuple) <= _COPY_UP_TO:
+        if len(pieces) > 1:
+            slices = in_files = 0
+            for piece in pieces:
+                if type(piece) is tuple:
+                    slices += 1
+                    in_files += piece[2]
+            if not slices:
+                return self._send_now(pieces)
+            if in_files <= _COPY_UP_TO:
                 return self._send_now([_read_slice(*piece) if type(piece) is tuple else piece for piece in pieces])
             sock = self.sock
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
