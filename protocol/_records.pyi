@@ -2,6 +2,8 @@
 
 from typing_extensions import Buffer
 
+from odradek.protocol.record_batch import BatchHeader
+
 class MalformedRecords(ValueError):
     """args: (kind, message); kind 0: Kafka's InvalidRecordException, 1: a record length varint over five bytes."""
 
@@ -20,6 +22,10 @@ def walk(
 ) -> tuple[int, bool, list[tuple[int, int, int, int]] | None]:
     """(max timestamp, offsets in sequence, problems as (index, kind, timestamp, offset delta) or None)."""
 
-def batch_header(buf: Buffer, pos: int, from_client: bool, /) -> tuple[int, int, int, int, int, int, int, int, int, int, int, int, int] | None:
-    """The 13 fields of a magic-2 batch header that passes every check of ``record_batch.read_batch_header``
-    (and, ``from_client``, of ``_check_client_batch``); None for the Python checks to refuse it."""
+def batch_header(buf: Buffer, pos: int, from_client: bool, /) -> BatchHeader | None:
+    """A magic-2 batch header that passes every check of ``record_batch.read_batch_header`` (and, ``from_client``,
+    of ``_check_client_batch``), its size, codec and timestamp type worked out; None for the Python checks to
+    refuse it (and before ``header_layout``)."""
+
+def header_layout(cls: type[BatchHeader], names: tuple[str, ...], /) -> None:
+    """The class ``batch_header`` makes its headers of, and the names of its 16 slots (``BatchHeader._FIELDS``)."""

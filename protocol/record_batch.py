@@ -29,7 +29,7 @@ from __future__ import annotations
 import struct
 from typing import Callable, ClassVar, Iterator
 
-from odradek.protocol._records import batch_header as _batch_header
+from odradek.protocol._records import batch_header as _batch_header, header_layout
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.values import CodeEnum, Fields
 
@@ -246,6 +246,9 @@ class BatchHeader(Fields):
         return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
 
 
+header_layout(BatchHeader, BatchHeader._FIELDS)  # the C checks hand over their headers made whole (protocol/_records.c)
+
+
 def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """Parse the 61-byte header at ``pos``; raises ``struct.error`` if fewer bytes remain."""
     return _header(_HEADER.unpack_from(buf, pos))
@@ -428,10 +431,8 @@ def validate_batches(buf: bytes | bytearray | memoryview, *, from_client: bool =
         # INVALID_RECORD. A length below a batch header's size is corrupt instead (read_batch_header).
         raise InvalidRecordError("the records hold no whole record batch")
     while pos < end:
-        fields = _batch_header(view, pos, from_client)
-        if fields is not None:  # every check below passed, at C speed
-            header = _header(fields)
-        else:  # something to refuse (or a processor without the CRC instruction): the checks in Python say what
+        header = _batch_header(view, pos, from_client)
+        if header is None:  # something to refuse (or a processor without the CRC instruction): the checks in Python say what
             header = read_batch_header(view, pos)
             if from_client:
                 _check_client_batch(header)

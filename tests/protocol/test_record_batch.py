@@ -503,21 +503,22 @@ def test_control_record_keys() -> None:
 # -- the C checks of a batch header (protocol/_records.c's batch_header) against the Python ones ----------------
 
 
-def _python_verdict(buf: bytes | bytearray, pos: int, from_client: bool) -> tuple[int, ...] | None:
-    """The header's fields when the Python checks (``read_batch_header``, ``_check_client_batch``) pass it,
-    None when they refuse it."""
+def _python_verdict(buf: bytes | bytearray, pos: int, from_client: bool) -> BatchHeader | None:
+    """The header when the Python checks (``read_batch_header``, ``_check_client_batch``) pass it, None when
+    they refuse it."""
     try:
         header = read_batch_header(buf, pos)
         if from_client:
             _check_client_batch(header)
     except RecordsError:
         return None
-    return tuple(getattr(header, name) for name in BatchHeader.__slots__[:13])
+    return header
 
 
 def _assert_c_agrees(buf: bytes | bytearray, pos: int = 0) -> None:
-    """The C checks pass exactly what the Python checks pass, with the same fields (this machine has SSE4.2's
-    crc32 instruction, so the C checks are not skipped), and hand everything else to them."""
+    """The C checks pass exactly what the Python checks pass, with the same header, its size, codec and
+    timestamp type included (this machine has SSE4.2's crc32 instruction, so the C checks are not skipped),
+    and hand everything else to them."""
     for from_client in (False, True):
         assert _records.batch_header(buf, pos, from_client) == _python_verdict(buf, pos, from_client)
 
