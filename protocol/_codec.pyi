@@ -25,3 +25,13 @@ def encode(programs: tuple[Any, ...], parts: tuple[tuple[Any, int, Any], ...], f
 
 def template(names: tuple[str, ...], values: tuple[Any, ...], /) -> dict[str, Any]:
     """A dict of these keys and values, sized for them at once."""
+
+class Field:
+    """A decoded struct's field as an attribute of its Container class: its key read, set and deleted."""
+
+    name: str
+
+    def __init__(self, name: str, /) -> None: ...
+    def __get__(self, obj: Any, owner: Any = None, /) -> Any: ...
+    def __set__(self, obj: Any, value: Any, /) -> None: ...
+    def __delete__(self, obj: Any, /) -> None: ...

@@ -130,16 +130,18 @@ _CONTAINER_ATTRIBUTES = frozenset(dir(Container))
 
 
 def _fields_container(names: tuple[str, ...]) -> type[Container]:
-    """The Container class of a decoded struct with these fields: each field read by a property whose getter
-    is ``operator.itemgetter`` (no Python frame: about half a :class:`Container` field read, and its methods
-    such as ``get`` a quarter), the generic lookup for any other key. A decoded struct carries every field
-    of its declaration, so the properties always find their key."""
+    """The Container class of a decoded struct with these fields: each field read by a descriptor that looks
+    its key up (no Python frame: about a quarter of a :class:`Container` field read, and its methods such as
+    ``get`` a quarter), the generic lookup for any other key. A decoded struct carries every field of its
+    declaration, so the descriptors always find their key. The descriptor is the extension's ``Field``
+    (``protocol/_codec.c``: the lookup itself, half a property's instructions), or without the extension a
+    property whose getter is ``operator.itemgetter``."""
     cls = _FIELDS_CONTAINERS.get(names)
     if cls is None:
         namespace: dict[str, Any] = {"__slots__": (), "__getattribute__": object.__getattribute__}
         for name in names:
             if name not in _CONTAINER_ATTRIBUTES and name.isidentifier():
-                namespace[name] = property(operator.itemgetter(name), _field_setter(name), _field_deleter(name))
+                namespace[name] = _codec.Field(name) if _codec is not None else property(operator.itemgetter(name), _field_setter(name), _field_deleter(name))
         cls = _FIELDS_CONTAINERS.setdefault(names, type("Container", (Container,), namespace))
     return cls
 

@@ -330,3 +330,22 @@ def test_a_compact_string_longer_than_kafkas_limit_is_refused() -> None:
     data = bytes([((too_long + 1) & 0x7F) | 0x80, ((too_long + 1) >> 7) & 0x7F | 0x80, (too_long + 1) >> 14]) + b"a" * too_long + b"\x00"
     with pytest.raises(DecodeError, match="invalid length"):
         decode(message, 0, data)
+
+
+def test_a_decoded_structs_fields_are_its_keys_read_set_and_deleted_as_attributes() -> None:
+    """A field read as an attribute is its key's value, set and deleted as one the key is; once deleted, reading
+    it raises KeyError (the key's lookup) and deleting it again AttributeError, as the Container promises."""
+    message = one_field_message(CLASSIC, F("A", "int8"), F("B", "string"))
+    decoded, _ = decode(message, 0, b"\x07\x00\x02hi")
+    assert (decoded.a, decoded.b) == (7, "hi") == (decoded["a"], decoded["b"])
+    decoded.a = 9
+    assert decoded["a"] == 9 and decoded.a == 9
+    del decoded.b
+    assert "b" not in decoded
+    with pytest.raises(KeyError):
+        decoded.b
+    with pytest.raises(AttributeError):
+        del decoded.b
+    decoded["b"] = "again"
+    assert decoded.b == "again"
+    assert decoded == {"a": 9, "b": "again"}
