@@ -32,15 +32,16 @@ install: build-deps $(PYTHON)
 
 # Installs everything the suite needs (Debian packages, Java and Maven, Kafka's and Spark's jars, Python
 # packages, kafkajs), runs `make lint` (a lint or type error fails the run before any test starts), then runs
-# the suite in three parts: three workers (most tests wait on JVMs and brokers, not the CPU), a test file each at a time, the longest files first (tests/conftest.py
-# LONGEST; most tests wait on brokers, JVMs and clients, not on the CPU); the cluster fault tests, two files at
-# a time beside each other only; then the timing-sensitive tests (marked serial) alone. Each part must collect tests: pytest's exit 5
+# the suite in three parts: three workers (most tests wait on JVMs, brokers and clients, not on the CPU), a
+# test file each at a time (every Spark file together: one SparkSession), the longest first (tests/conftest.py
+# LONGEST and work_unit); the cluster fault tests, three clusters at a time beside each other only; then the
+# timing-sensitive tests (marked serial) alone. Each part must collect tests: pytest's exit 5
 # (none collected) fails too. Short tracebacks: a CI that keeps only part of the output still shows each
 # failing line and its message, not the failing test's whole source.
 PYTEST = $(PYTHON) -m pytest -q -p no:cacheprovider --durations=15 --tb=short
 test: system-deps install-test jvm-deps lint
 	$(PYTEST) -n 3 --dist loadfile --no-loadscope-reorder -m "not serial and not cluster_faults" $(PYTEST_ARGS); parallel=$$?; \
-	$(PYTEST) -n 2 --dist loadfile --no-loadscope-reorder -m cluster_faults $(PYTEST_ARGS); cluster=$$?; \
+	$(PYTEST) -n 3 --dist loadfile --no-loadscope-reorder -m cluster_faults $(PYTEST_ARGS); cluster=$$?; \
 	$(PYTEST) -m serial $(PYTEST_ARGS); serial=$$?; \
 	for status in $$parallel $$cluster $$serial; do \
 		if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; \

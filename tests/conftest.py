@@ -27,23 +27,20 @@ import kafka_jvm  # noqa: E402
 
 
 # Tests `make test` runs on their own after the parallel run, in a process of their own: those whose assertions
-# are about time (latency under load, rates), so no other test's load can fail them; the mixed Kafka/odradek
+# are about time (latency under load, rates), so no other test's load can fail them; and the mixed Kafka/odradek
 # clusters (beside another cluster file the Kafka-led one once never refilled its ISRs within the minute its
-# steps allow; alone it passes: the cause is not known yet); and Spark's streaming callbacks (foreachBatch),
-# whose py4j callback server select()s and fails on a descriptor past 1024, which a worker that has run
-# hundreds of test files reaches.
+# steps allow; alone it passes: the cause is not known yet).
 SERIAL = (
     "tests/broker/test_event_loop_stalls.py",
     "tests/broker/test_hostile_connections.py",
     "tests/broker/test_request_quota.py",
     "tests/e2e/test_quota_throttling.py",
     "tests/cluster/test_mixed_cluster.py",
-    "tests/spark/test_kafka_streaming.py",
-    "tests/spark/test_pipeline.py",
 )
 # Cluster fault tests (fail-over within a ZooKeeper session timeout, under a checked load): each starts
-# ZooKeeper and brokers in network namespaces of its own (a harness slot each), so two files run at a time,
-# between the parallel run and the serial one, beside each other only.
+# ZooKeeper and brokers in network namespaces of its own (a harness slot each), so they run between the
+# parallel run and the serial one, beside each other only, three clusters at a time (see work_unit); longest
+# file first.
 CLUSTER_FAULTS = (
     "tests/cluster/test_leader_faults.py",
     "tests/cluster/test_followers_paused.py",
@@ -57,18 +54,25 @@ CLUSTER_FAULTS = (
 # The parallel part's longest test files, longest first (the sum of their tests' times in one run of that
 # part: its "longest test files" section), which it starts first (see longest_first): files of one or two long
 # tests (a cluster's fail-over, a fresh clone's install) belong here, or they come last. A stale entry only
-# costs balance, never a test.
+# costs balance, never a test. The Spark files come first: they are one unit of work (SPARK), the longest,
+# and the streaming ones lead it, run by a worker that has opened few descriptors yet (py4j's callback server
+# for foreachBatch select()s, and fails on a descriptor past 1024).
 LONGEST = (
+    "tests/spark/test_kafka_streaming.py",
+    "tests/spark/test_pipeline.py",
+    "tests/spark/test_odradek_log_source.py",
+    "tests/spark/test_kafka_source.py",
+    "tests/spark/test_odradek_log_broker.py",
+    "tests/spark/test_kafka_source_transactions.py",
+    "tests/spark/test_kafka_sink.py",
     "tests/e2e/test_share_groups.py",
     "tests/protocol/test_codec_machine.py",
     "tests/e2e/test_consumer_group_protocol.py",
     "tests/tools/test_console.py",
     "compat-tests/test_groups.py",
     "tests/e2e/test_transactions.py",
-    "tests/spark/test_odradek_log_source.py",
     "tests/e2e/test_oauthbearer_jwks.py",
     "tests/protocol/test_roundtrip.py",
-    "tests/spark/test_kafka_source_transactions.py",
     "tests/controller/test_share_group_failover_cluster.py",
     "tests/e2e/test_gssapi.py",
     "tests/e2e/test_produce_consume.py",
@@ -78,8 +82,6 @@ LONGEST = (
     "tests/e2e/test_groups_clients.py",
     "compat-tests/test_restarts.py",
     "tests/e2e/test_multicore.py",
-    "tests/spark/test_odradek_log_broker.py",
-    "tests/spark/test_kafka_source.py",
     "tests/broker/test_startup.py",
     "tests/e2e/test_security.py",
     "tests/controller/test_leader_balance_cluster.py",
@@ -160,7 +162,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 
 def longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    """The files of :data:`LONGEST` first, in that order, then the others by their number of tests, most first.
+    """The files of :data:`LONGEST` and then :data:`CLUSTER_FAULTS` first, in that order, then the others by their
+    number of tests, most first.
 
     `make test` runs each part with ``--dist loadfile --no-loadscope-reorder``: xdist hands a worker the next
     file in this order whenever it runs short. Left to itself it orders files by their number of tests, which
@@ -169,9 +172,42 @@ def longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
     files: dict[Path, list[pytest.Item]] = {}
     for item in items:
         files.setdefault(item.path, []).append(item)
-    rank = {ROOT / path: i for i, path in enumerate(LONGEST)}
+    rank = {ROOT / path: i for i, path in enumerate(LONGEST + CLUSTER_FAULTS)}
     ordered = sorted(files.items(), key=lambda entry: (rank.get(entry[0], len(rank)), -len(entry[1])))
     return [item for _, file_items in ordered for item in file_items]
+
+
+SPARK = "tests/spark/"
+"""The Spark test files' folder: one unit of work for xdist (:func:`work_unit`)."""
+
+
+def work_unit(nodeid: str) -> str:
+    """What xdist hands a worker at once: a test file, except that
+
+    * every Spark file is one unit (:data:`SPARK`): each worker that runs one starts a SparkSession of its
+      own (a JVM, ~10 s of CPU and 1 GiB), and one session serves them all;
+    * a cluster fault file is one unit per broker kind (the first part of its tests' parameters): its
+      module-scoped cluster is started once per kind in any case, so the kinds run on different workers at
+      no extra cost, and no file of one worker sets the part's length."""
+    path, _, test = nodeid.partition("::")
+    if path.startswith(SPARK):
+        return SPARK
+    if path in CLUSTER_FAULTS and "[" in test:
+        return f"{path}[{test.split('[', 1)[1].split('-', 1)[0].rstrip(']')}]"
+    return path
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` over :func:`work_unit`'s units instead of files."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class WorkUnits(LoadFileScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return WorkUnits(config, log)
 
 
 class Wire:
