@@ -32,7 +32,7 @@ install: build-deps $(PYTHON)
 
 # Installs everything the suite needs (Debian packages, Java and Maven, Kafka's and Spark's jars, Python
 # packages, kafkajs), runs `make lint` (a lint or type error fails the run before any test starts), then runs
-# the suite in three parts: three workers (most tests wait on JVMs, brokers and clients, not on the CPU), a
+# the suite in three parts: four workers (most tests wait on JVMs, brokers and clients, not on the CPU), a
 # test file each at a time (every Spark file together: one SparkSession), the longest first (tests/conftest.py
 # LONGEST and work_unit); the cluster fault tests, three clusters at a time beside each other only; then the
 # timing-sensitive tests (marked serial) alone. Each part must collect tests: pytest's exit 5
@@ -40,7 +40,7 @@ install: build-deps $(PYTHON)
 # failing line and its message, not the failing test's whole source.
 PYTEST = $(PYTHON) -m pytest -q -p no:cacheprovider --durations=15 --tb=short
 test: system-deps install-test jvm-deps lint
-	$(PYTEST) -n 3 --dist loadfile --no-loadscope-reorder -m "not serial and not cluster_faults" $(PYTEST_ARGS); parallel=$$?; \
+	$(PYTEST) -n 4 --dist loadfile --no-loadscope-reorder -m "not serial and not cluster_faults" $(PYTEST_ARGS); parallel=$$?; \
 	$(PYTEST) -n 3 --dist loadfile --no-loadscope-reorder -m cluster_faults $(PYTEST_ARGS); cluster=$$?; \
 	$(PYTEST) -m serial $(PYTEST_ARGS); serial=$$?; \
 	for status in $$parallel $$cluster $$serial; do \
