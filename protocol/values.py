@@ -22,6 +22,11 @@ from types import FunctionType, MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator
 
 try:
+    from odradek.protocol import _codec  # a TupleFields class's __new__ in C (FieldsNew), when built
+except ImportError:
+    _codec = None  # type: ignore[assignment]
+
+try:
     from _collections import _tuplegetter  # type: ignore[import-not-found]  # the C descriptor namedtuple gives each field
 except ImportError:  # as collections falls back on another implementation
     from operator import itemgetter
@@ -179,7 +184,9 @@ _tuple_new = tuple.__new__
 @cache
 def _new_of(arity: int) -> FunctionType:
     """A tuple class's ``__new__`` taking ``arity`` fields, compiled once per arity (namedtuple compiles one per
-    class): each class gets a copy with its fields' names (its keywords) and defaults."""
+    class): each class gets a copy with its fields' names (its keywords) and defaults. Used where the schema
+    machine's extension is not built; with it, the class's ``__new__`` is its ``FieldsNew`` (a tuple made in
+    a little over half this one's instructions)."""
     args = "".join(f"a{index}, " for index in range(arity))
     namespace: dict[str, Any] = {}
     exec(compile(f"def __new__(_cls, {args}): return _tuple_new(_cls, ({args}))", "<TupleFields>", "exec"), {"_tuple_new": _tuple_new}, namespace)
@@ -197,9 +204,12 @@ class _TupleFieldsType(type):
             defaults = {field: namespace.pop(field) for field in fields if field in namespace}
             if tuple(defaults) != fields[len(fields) - len(defaults):]:
                 raise TypeError(f"{name}: a field without a default follows one with a default")
-            template = _new_of(len(fields))
-            code = template.__code__.replace(co_varnames=("_cls", *fields), co_qualname=f"{name}.__new__")
-            namespace["__new__"] = FunctionType(code, template.__globals__, "__new__", tuple(defaults.values()) or None)
+            if _codec is not None:
+                namespace["__new__"] = _codec.FieldsNew(fields, tuple(defaults.values()))
+            else:
+                template = _new_of(len(fields))
+                code = template.__code__.replace(co_varnames=("_cls", *fields), co_qualname=f"{name}.__new__")
+                namespace["__new__"] = FunctionType(code, template.__globals__, "__new__", tuple(defaults.values()) or None)
             namespace["_fields"] = namespace["__match_args__"] = fields
             namespace["_field_defaults"] = defaults
             for index, field in enumerate(fields):

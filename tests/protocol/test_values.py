@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import enum
 import pickle
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -132,6 +132,20 @@ def test_a_tuple_class_is_a_named_tuples() -> None:
         Ended("x")._replace(bogus=1)
     with pytest.raises(TypeError):
         Ended._make(["only one"])
+
+
+def test_a_tuple_class_refuses_the_calls_a_named_tuple_refuses() -> None:
+    """Missing, repeated, unknown and surplus arguments: a TypeError from both, whichever ``__new__`` the class
+    has (the schema machine's ``FieldsNew`` when the extension is built)."""
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+        ((), {}), ((), {"answer": b"a"}), (("x",), {"reason": "y"}), (("x",), {"bogus": 1}), (("x", b"a", 1.0, 2), {}),
+    ]
+    for args, kwargs in calls:
+        for cls in (Ended, StdEnded):
+            with pytest.raises(TypeError):
+                cls(*args, **kwargs)
+    assert Ended("x", delay_s=2.0, answer=b"a") == StdEnded("x", delay_s=2.0, answer=b"a")
+    assert Ended.__new__(Ended, "x") == Ended("x") and type(Ended.__new__(Ended, "x")) is Ended
 
 
 def test_a_field_without_a_default_after_one_with_is_refused() -> None:
