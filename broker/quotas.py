@@ -438,6 +438,11 @@ class ClientQuotas:
         self.controller_mutation = controller_mutation
         self.request = request
         self.throttles = ChannelThrottles()
+        self.entities = request.configs.store.entity_configs()
+        """The client quota entities' configs: the metadata's own map, the same one for the broker's life, which
+        both modes change in place as a quota is set or removed (the embedded controller's and ZooKeeper's
+        notifications alike). Whether it is empty is whether any quota is configured, which every produce and
+        fetch asks twice: an attribute and a truth test, where asking the store is three Python calls."""
 
     @classmethod
     def from_config(cls, configs: ClientQuotaConfigs, samples: int, window_s: int) -> "ClientQuotas":
@@ -453,7 +458,7 @@ class ClientQuotas:
 
     def any_quota(self) -> bool:
         """Whether any client quota is configured: without, nothing is measured or charged."""
-        return bool(self.request.configs.store.entity_configs())
+        return bool(self.entities)
 
     def record_request_time(self, request: Request, handling_ns: int, now_s: float) -> int:
         """Charge the time spent handling a request to the client's ``request_percentage`` (percent of one

@@ -176,7 +176,8 @@ class MetadataSupport(ABC):
 
     def entity_configs(self) -> Mapping[str, dict[str, str]]:
         """The client quota entities' configs (``users/u``, ``clients/c``, ``users/u/clients/c``, ``ips/i``), for
-        the quotas: the image's own map, not to be changed."""
+        the quotas: the image's own map, not to be changed. The same dict for the broker's life, changed in place
+        (``ClientQuotas.entities`` holds it)."""
         return self.image.entity_configs
 
     @abstractmethod

@@ -89,7 +89,7 @@ def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, c
     # From v11 a consumer names its rack and any replica may serve it (KIP-392, Kafka's ClientMetadata).
     from_any_replica = version >= 11 and not is_follower
     # A follower is charged nothing; a consumer only when some client quota is configured (asked once).
-    charged = not is_follower and quotas.any_quota()
+    charged = not is_follower and quotas.entities
     params = FetchParams(
         replica_id=replica_id,
         max_wait_ms=body.max_wait_ms,
@@ -119,7 +119,7 @@ def handle(replica_manager: ReplicaManager, fetch_sessions: FetchSessionCache, c
             done = await reads
         except NegativeTimestampError as exc:
             return _failed(request, exc)
-        throttle_ms = _charge(quotas, request, done) if not is_follower and quotas.any_quota() else 0  # (a quota set meanwhile counts)
+        throttle_ms = _charge(quotas, request, done) if not is_follower and quotas.entities else 0  # (a quota set meanwhile counts)
         if throttle_ms == 0:
             return _respond(replica_manager, request, fetch_sessions, context, done + denied, version, is_follower, read_committed, int(time.time() * 1000))
         return _throttled(context, throttle_ms)

@@ -44,7 +44,7 @@ def handle(
     topic_data, acks, transactional_id = body.topic_data, body.acks, body.transactional_id
     # A produce a front process decoded and checked (docs/multicore.md, step 2) comes with its appends.
     requested = body.appends if type(body) is ForwardedProduce else [PartitionAppend(t.name, pd.index, pd.records) for t in topic_data for pd in t.partition_data]
-    throttle_ms = _record_bytes(quotas, request, requested) if quotas.any_quota() else 0  # none: no sum, no clock read
+    throttle_ms = _record_bytes(quotas, request, requested) if quotas.entities else 0  # no quota: no sum, no clock read
     if has_transactional_records(requested) and (
         transactional_id is None or not authorization.authorize(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
     ):

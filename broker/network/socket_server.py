@@ -342,7 +342,7 @@ class Connection:
         None (no answer) or CLOSE_CONNECTION."""
         header = request.header
         quotas = self.server.quotas
-        timed = quotas.any_quota() and charged(request)  # request_percentage: the handling time, when a quota may apply
+        timed = quotas.entities and charged(request)  # request_percentage: the handling time, when a quota may apply
         start_ns = time.perf_counter_ns() if timed else 0
         try:
             result = HANDLERS[header.api_key].handle(self.server, request)
