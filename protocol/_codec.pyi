@@ -41,3 +41,7 @@ class FieldsNew:
 
     def __init__(self, fields: tuple[str, ...], defaults: tuple[Any, ...], /) -> None: ...
     def __call__(self, cls: type[tuple[Any, ...]], /, *values: Any, **by_name: Any) -> Any: ...
+
+def slots_init(cls: type, names: tuple[str, ...], defaults: tuple[Any, ...], /) -> None:
+    """Calling ``cls`` fills the slots ``names`` (the last ``len(defaults)`` with defaults) in C, running no
+    ``__init__``: for a class whose ``__init__`` does only that (``values.plain_init`` checks)."""

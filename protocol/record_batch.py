@@ -31,7 +31,7 @@ from typing import Callable, ClassVar, Iterator
 
 from odradek.protocol._records import batch_header as _batch_header, header_layout
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.values import CodeEnum, Fields
+from odradek.protocol.values import CodeEnum, Fields, plain_init
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes not counted by batchLength
@@ -364,6 +364,7 @@ def encode_batch(
     return b"".join((prefix, _UINT32.pack(crc), covered, records))
 
 
+@plain_init
 class ValidatedBatches:
     """What the produce path needs from a validated ``records`` field, read from the batch headers alone."""
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from odradek.protocol import _records
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.values import CodeEnum, Fields
+from odradek.protocol.values import CodeEnum, Fields, plain_init
 from odradek.protocol.record_batch import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,
     HEADER_SIZE,
@@ -77,6 +77,7 @@ class RecordProblem:
         self.offset_delta = offset_delta
 
 
+@plain_init
 class WalkedBatch(Fields):
     __slots__ = _FIELDS = ("max_timestamp", "offsets_in_sequence", "problems")
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from functools import cache
 from types import FunctionType, MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator, TypeVar
 
 try:
     from odradek.protocol import _codec  # a TupleFields class's __new__ in C (FieldsNew), when built
@@ -33,6 +33,9 @@ except ImportError:  # as collections falls back on another implementation
 
     def _tuplegetter(index: int, doc: str | None) -> Any:
         return property(itemgetter(index), doc=doc)
+
+
+_T = TypeVar("_T")
 
 
 class Fields:
@@ -55,6 +58,48 @@ class Fields:
 
     def __repr__(self) -> str:
         return f"{type(self).__qualname__}({', '.join(f'{name}={getattr(self, name)!r}' for name in self._FIELDS)})"
+
+
+_PLAIN_FIELDS = 16
+"""The most parameters a :func:`plain_init` ``__init__`` may have (the extension's ``MAX_PLAIN_SLOTS``)."""
+_NOP = 9
+"""The ``NOP`` opcode (``opcode.opmap``), which an attribute's docstring after its assignment compiles to."""
+
+
+@cache
+def _plain_code() -> bytes:
+    """The bytecode of an ``__init__`` setting each of :data:`_PLAIN_FIELDS` parameters to the attribute of the
+    same name, in order: compiled once, when the first class asks."""
+    fields = [f"a{index}" for index in range(_PLAIN_FIELDS)]
+    source = f"def __init__(self, {', '.join(fields)}):\n" + "".join(f"    self.{field} = {field}\n" for field in fields)
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<plain_init>", "exec"), namespace)
+    code: bytes = namespace["__init__"].__code__.co_code
+    return code
+
+
+def plain_init(cls: type[_T]) -> type[_T]:
+    """A class decorator: calling ``cls`` fills its slots in C (the extension's ``slots_init``, when built), without
+    running its ``__init__``, which must only set each of its parameters to the slot of the same name, in order
+    (its bytecode is checked against one that does, attribute docstrings aside: anything more is a TypeError
+    here, at import). What a Python ``__init__`` costs is mostly the call around it (``type_call``, the lookup
+    of ``__init__``, an argument tuple, a frame): ~1.5-2.5k instructions an object, and a small produce or
+    fetch makes half a dozen such objects of its own (docs/performance.md, the per-request floor's eighth
+    round). Without the extension, the ``__init__`` runs as written."""
+    init = cls.__dict__["__init__"]
+    code = init.__code__
+    names = code.co_varnames[1 : code.co_argcount]
+    plain = _plain_code()
+    size = (len(plain) - 6) // _PLAIN_FIELDS  # RESUME, a block per field, then LOAD_CONST None and RETURN_VALUE
+    units = b"".join(code.co_code[i : i + 2] for i in range(0, len(code.co_code), 2) if code.co_code[i] != _NOP)
+    if (
+        len(names) > _PLAIN_FIELDS or code.co_flags & 0x0C or code.co_kwonlyargcount or code.co_posonlyargcount or code.co_names != names
+        or code.co_consts[:1] != (None,) or units != plain[: 2 + size * len(names)] + plain[-4:]
+    ):
+        raise TypeError(f"{cls.__qualname__}.__init__ does more than set its parameters to the slots of their names")
+    if _codec is not None:
+        _codec.slots_init(cls, names, init.__defaults__ or ())
+    return cls
 
 
 class FrozenFields(Fields):

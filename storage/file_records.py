@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
 from odradek.protocol.record_batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, BatchHeader, parse_header, verify_crc
+from odradek.protocol.values import plain_init
 
 _SCAN_CHUNK = 8192
 """Bytes read per ``pread`` when walking batch headers: small batches are walked from memory, large ones cost
@@ -179,6 +180,7 @@ class FileRecords:
         return walk_entries(self.read, position, self.size if end is None else end, min_size=HEADER_SIZE, whole=True, entry=entry)
 
 
+@plain_init
 class FileSlice:
     """``length`` bytes of a segment file at ``position``, for ``os.sendfile(sock, file.fileno(), position, length)``.
 

@@ -35,7 +35,7 @@ from odradek.protocol.record_batch import (
     set_log_append_time,
     validate_batches,
 )
-from odradek.protocol.values import Fields, TupleFields
+from odradek.protocol.values import Fields, TupleFields, plain_init
 from odradek.storage.checkpoints import fsync_dir, read_partition_metadata, write_partition_metadata
 from odradek.storage.file_records import FileSlice
 from odradek.storage.leader_epoch import LeaderEpochFileCache
@@ -73,6 +73,7 @@ class OffsetOutOfRangeError(KafkaError):
         super().__init__(ErrorCode.OFFSET_OUT_OF_RANGE, message)
 
 
+@plain_init
 class AppendInfo(Fields):
     """What an append did, as Kafka's LogAppendInfo reports it to the produce path."""
 
@@ -92,6 +93,7 @@ class AppendInfo(Fields):
         original append's and the produce succeeds with them."""
 
 
+@plain_init
 class LogOffsetMetadata(Fields):
     __slots__ = _FIELDS = ("message_offset", "segment_base_offset", "relative_position")
 

@@ -28,7 +28,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.values import Fields
+from odradek.protocol.values import Fields, plain_init
 from odradek.protocol.java_hash import int64
 from odradek.protocol.record_batch import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,
@@ -82,6 +82,7 @@ class RecordValidationError(KafkaError):
         self.record_errors = record_errors
 
 
+@plain_init
 class ValidationResult(Fields):
     """An append the validator passed (Kafka's ``LogValidator.ValidationResult``): the records to write, as
     received or rebuilt, writable so the log can patch their headers in place, and each batch's (position,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from odradek.protocol.record_batch import LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V2, BatchHeader, read_prefix
-from odradek.protocol.values import Fields
+from odradek.protocol.values import Fields, plain_init
 from odradek.storage.file_records import FileRecords, FileSlice
 from odradek.storage.indexes import INT32_MAX, NO_TIMESTAMP, CorruptIndexError, OffsetIndex, TimeIndex
 from odradek.storage.log_config import LogConfig
@@ -57,6 +57,7 @@ class SegmentOverflowError(Exception):
     """An offset that no longer fits the segment's 32-bit relative offsets (the log must roll first)."""
 
 
+@plain_init
 class OffsetPosition(Fields):
     """Where a read starts: the batch holding (or following) an offset, and its size."""
 
@@ -68,6 +69,7 @@ class OffsetPosition(Fields):
         self.size = size
 
 
+@plain_init
 class SegmentRead(Fields):
     """A segment's answer to a read: the bytes to send and the metadata of where the read started."""
 

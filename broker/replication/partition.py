@@ -16,7 +16,7 @@ from typing import Callable
 from odradek.controller.metadata_image import PartitionState
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.kafka_uuid import Uuid
-from odradek.protocol.values import FrozenFields
+from odradek.protocol.values import FrozenFields, plain_init
 from odradek.storage.log import AppendInfo, FetchDataInfo, Log, LogOffsetMetadata
 from odradek.storage.log_config import LogConfig
 from odradek.storage.log_validator import ValidationResult
@@ -109,6 +109,7 @@ GIVE_UP_ON = RESET_ON | {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN
 """Answers after which the leader waits for LeaderAndIsr instead of asking again."""
 
 
+@plain_init
 class LogReadInfo:
     """A read from the leader's log with the offsets the fetch response reports (Kafka's LogReadInfo)."""
 

@@ -29,6 +29,7 @@ from odradek.controller.metadata_image import INTERNAL_TOPICS, MetadataImage, Pa
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.kafka_uuid import Uuid
 from odradek.protocol.record_batch import UnsupportedCompressionTypeError
+from odradek.protocol.values import plain_init
 from odradek.storage.file_records import FileSlice
 from odradek.storage.log import Log
 from odradek.storage.log_config import LogConfig
@@ -55,6 +56,7 @@ VALID_ACKS = (-1, 0, 1)
 LONG_MAX = 2**63 - 1
 
 
+@plain_init
 class FetchRecords:
     """A records placeholder for a response: the file slices to send with sendfile, and their total length."""
 
@@ -68,6 +70,7 @@ class FetchRecords:
 # -- what the replica manager answers -----------------------------------------------------------------------
 
 
+@plain_init
 class PartitionResponse:
     """One partition's outcome of an append, as the produce response carries it (Kafka's
     ProduceResponse.PartitionResponse). The coordinators see less: ``coordinator.runtime.AppendResult``,
@@ -85,6 +88,7 @@ class PartitionResponse:
         """Set only for records the validator refused one by one: Kafka fills the message for those alone."""
 
 
+@plain_init
 class PartitionAppend:
     """One partition's records in an append."""
 
@@ -98,6 +102,7 @@ class PartitionAppend:
         """What a front process found of the records' header, CRC and walk (docs/multicore.md, step 2)."""
 
 
+@plain_init
 class FetchParams:
     """A fetch's limits (Kafka's FetchParams), decided by the handler from the request and its version."""
 

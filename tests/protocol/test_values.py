@@ -1,12 +1,14 @@
 """The value bases of protocol/values.py behave as what they replace wherever the broker, tools and tests use
 one: ``CodeEnum`` as ``enum.IntEnum`` (the same members, names, values, look-ups, text and equality, built
 without ``EnumType``), ``TupleFields`` as ``typing.NamedTuple`` (the same tuple, fields, defaults, keywords,
-methods and text, built without evaluating source per class)."""
+methods and text, built without evaluating source per class), and a ``plain_init`` class as its own ``__init__``
+(the same slots from the same calls, and the same refusals)."""
 
 from __future__ import annotations
 
 import copy
 import enum
+import importlib
 import pickle
 from typing import Any, NamedTuple
 
@@ -15,7 +17,7 @@ import pytest
 from odradek.broker.authorizer.acl import AclOperation
 from odradek.protocol.api import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.values import CodeEnum, TupleFields
+from odradek.protocol.values import CodeEnum, Fields, TupleFields, _codec, plain_init
 
 
 class Colour(CodeEnum):
@@ -154,3 +156,97 @@ def test_a_field_without_a_default_after_one_with_is_refused() -> None:
         class Wrong(TupleFields):  # type: ignore[misc]
             first: int = 0
             second: int
+
+
+def _read_class() -> Any:
+    class Read(Fields):
+        __slots__ = _FIELDS = ("offset", "slice", "size")
+
+        def __init__(self, offset: int, slice: Any, size: int = -1) -> None:
+            self.offset = offset
+            """An attribute's docstring (a NOP in the bytecode) is allowed."""
+            self.slice = slice
+            self.size = size
+
+    return Read
+
+
+Read, PlainRead = _read_class(), plain_init(_read_class())
+
+
+def test_a_plain_init_class_is_made_as_its_init_makes_it() -> None:
+    """The same slots from the same calls, and a TypeError where its ``__init__`` refuses the call (missing,
+    repeated, unknown and surplus arguments); a subclass is made by the ``__init__`` it inherits."""
+    assert _codec is None or "_plain_init" in vars(PlainRead)  # the extension's call, when built (`make install`)
+    made = [((1, b"s"), {}), ((1, b"s", 7), {}), ((1,), {"slice": b"s"}), ((), {"size": 3, "slice": None, "offset": 2}), ((1,), {"slice": b"s", "size": 4})]
+    for args, kwargs in made:
+        plain, read = PlainRead(*args, **kwargs), Read(*args, **kwargs)
+        assert type(plain) is PlainRead and plain._values() == read._values()
+    refused = [((), {}), ((1,), {}), ((1, b"s"), {"offset": 1}), ((1, b"s"), {"bogus": 1}), ((1, b"s", 7, 8), {}), ((1, b"s", 7), {"size": 7})]
+    for args, kwargs in refused:
+        for cls in (PlainRead, Read):
+            with pytest.raises(TypeError):
+                cls(*args, **kwargs)
+
+    class Sub(PlainRead):  # type: ignore[valid-type, misc]
+        __slots__ = ("extra",)
+
+    assert Sub(1, b"s")._values() == (1, b"s", -1) and not hasattr(Sub(1, b"s"), "extra")
+
+
+def test_plain_init_refuses_an_init_that_does_more() -> None:
+    class Computed(Fields):
+        __slots__ = ("offset", "size")
+
+        def __init__(self, offset: int, size: int) -> None:
+            self.offset = offset
+            self.size = size + 1
+
+    class Reordered(Fields):
+        __slots__ = ("offset", "size")
+
+        def __init__(self, offset: int, size: int) -> None:
+            self.size = size
+            self.offset = offset
+
+    class Renamed(Fields):
+        __slots__ = ("offset", "size")
+
+        def __init__(self, offset: int, length: int) -> None:
+            self.offset = offset
+            self.size = length
+
+    class ByKeyword(Fields):
+        __slots__ = ("offset", "size")
+
+        def __init__(self, offset: int, *, size: int) -> None:
+            self.offset = offset
+            self.size = size
+
+    for cls in (Computed, Reordered, Renamed, ByKeyword):
+        with pytest.raises(TypeError, match="does more than set its parameters"):
+            plain_init(cls)
+
+
+PLAIN_MODULES = (
+    "odradek.protocol.record_walk", "odradek.protocol.record_batch", "odradek.storage.log_validator", "odradek.storage.log",
+    "odradek.storage.segment", "odradek.storage.file_records", "odradek.broker.replication.partition", "odradek.broker.replication.replica_manager",
+)
+
+
+@pytest.mark.skipif(_codec is None, reason="protocol/_codec.c not built")  # `make install` builds it
+def test_every_plain_init_class_fills_each_slot_from_its_argument() -> None:
+    """Each class of the broker made by ``slots_init``: every slot holds the argument of its name (none is
+    filled from another's), and each default is its ``__init__``'s."""
+    classes = [c for m in PLAIN_MODULES for c in vars(importlib.import_module(m)).values() if isinstance(c, type) and "_plain_init" in vars(c)]
+    assert {c.__name__ for c in classes} >= {"AppendInfo", "FetchParams", "PartitionResponse", "FileSlice", "OffsetPosition"}
+    for cls in classes:
+        code = cls.__init__.__code__
+        names = code.co_varnames[1 : code.co_argcount]
+        given = {name: object() for name in names}
+        made = cls(**given)
+        assert all(getattr(made, name) is value for name, value in given.items()), cls
+        defaults = cls.__init__.__defaults__ or ()
+        required = names[: len(names) - len(defaults)]
+        made = cls(*(given[name] for name in required))
+        assert [getattr(made, name) for name in names] == [given[name] for name in required] + list(defaults), cls
