@@ -15,7 +15,7 @@ from typing import Any, Generic, Mapping, TypeVar
 
 from odradek.protocol.messages import DECLARATIONS, ApiKey, headers, module
 from odradek.protocol.schema import Container, DecodeError, Message, Splice, Versions, decode, decode_frame_by, encode_frame, encode_frame_by, frame_programs
-from odradek.protocol.values import TupleFields
+from odradek.protocol.values import TupleFields, plain_init
 
 __all__ = [
     "ApiKey",
@@ -123,6 +123,7 @@ in ``protocol/message_types``); at run time every body is a ``Container``. Covar
 share (AlterConfigs and IncrementalAlterConfigs) takes ``Request[AlterConfigsRequest | IncrementalAlterConfigsRequest]``."""
 
 
+@plain_init
 class Request(Generic[Body]):
     __slots__ = ("header", "body", "client_address", "context")
 

@@ -229,7 +229,7 @@ def test_plain_init_refuses_an_init_that_does_more() -> None:
 
 
 PLAIN_MODULES = (
-    "odradek.protocol.record_walk", "odradek.protocol.record_batch", "odradek.storage.log_validator", "odradek.storage.log",
+    "odradek.protocol.api", "odradek.protocol.record_walk", "odradek.protocol.record_batch", "odradek.storage.log_validator", "odradek.storage.log",
     "odradek.storage.segment", "odradek.storage.file_records", "odradek.broker.replication.partition", "odradek.broker.replication.replica_manager",
 )
 
@@ -239,7 +239,7 @@ def test_every_plain_init_class_fills_each_slot_from_its_argument() -> None:
     """Each class of the broker made by ``slots_init``: every slot holds the argument of its name (none is
     filled from another's), and each default is its ``__init__``'s."""
     classes = [c for m in PLAIN_MODULES for c in vars(importlib.import_module(m)).values() if isinstance(c, type) and "_plain_init" in vars(c)]
-    assert {c.__name__ for c in classes} >= {"AppendInfo", "FetchParams", "PartitionResponse", "FileSlice", "OffsetPosition"}
+    assert {c.__name__ for c in classes} >= {"Request", "AppendInfo", "FetchParams", "PartitionResponse", "FileSlice", "OffsetPosition"}
     for cls in classes:
         code = cls.__init__.__code__
         names = code.co_varnames[1 : code.co_argcount]
