@@ -17,6 +17,7 @@ from typing import Callable, Hashable
 
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.kafka_uuid import Uuid
+from odradek.protocol.values import Fields, plain_init
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
@@ -27,21 +28,27 @@ PartitionKey = tuple[Hashable, int]
 """(topic name or topic id, partition index)."""
 
 
-@dataclass
-class FetchPartition:
-    """What the client asked for one partition."""
+@plain_init
+class FetchPartition(Fields):
+    """What the client asked for one partition (one per partition of every fetch: made in C, see ``plain_init``)."""
 
-    key: PartitionKey
-    topic: str | None
-    topic_id: Uuid
-    """The request's topic id (zeros before v13, which name topics)."""
-    partition: int
-    fetch_offset: int
-    max_bytes: int
-    current_leader_epoch: int = -1
-    log_start_offset: int = -1
-    last_fetched_epoch: int = -1
-    """The epoch of the fetcher's last batch (v12+): the leader answers a diverging epoch if its log parts there."""
+    __slots__ = _FIELDS = ("key", "topic", "topic_id", "partition", "fetch_offset", "max_bytes", "current_leader_epoch", "log_start_offset", "last_fetched_epoch")
+
+    def __init__(
+        self, key: PartitionKey, topic: str | None, topic_id: Uuid, partition: int, fetch_offset: int, max_bytes: int,
+        current_leader_epoch: int = -1, log_start_offset: int = -1, last_fetched_epoch: int = -1,
+    ) -> None:
+        self.key = key
+        self.topic = topic
+        self.topic_id = topic_id
+        """The request's topic id (zeros before v13, which name topics)."""
+        self.partition = partition
+        self.fetch_offset = fetch_offset
+        self.max_bytes = max_bytes
+        self.current_leader_epoch = current_leader_epoch
+        self.log_start_offset = log_start_offset
+        self.last_fetched_epoch = last_fetched_epoch
+        """The epoch of the fetcher's last batch (v12+): the leader answers a diverging epoch if its log parts there."""
 
 
 @dataclass
@@ -52,17 +59,23 @@ class CachedPartition:
     log_start_offset: int = -1
 
 
-@dataclass
-class PartitionOutcome:
+@plain_init
+class PartitionOutcome(Fields):
     """What the broker found for one partition: decides whether an incremental response includes it."""
 
-    error: int
-    high_watermark: int
-    last_stable_offset: int
-    log_start_offset: int
-    records_length: int
-    preferred_read_replica: int = -1
-    diverging: bool = False
+    __slots__ = _FIELDS = ("error", "high_watermark", "last_stable_offset", "log_start_offset", "records_length", "preferred_read_replica", "diverging")
+
+    def __init__(
+        self, error: int, high_watermark: int, last_stable_offset: int, log_start_offset: int, records_length: int,
+        preferred_read_replica: int = -1, diverging: bool = False,
+    ) -> None:
+        self.error = error
+        self.high_watermark = high_watermark
+        self.last_stable_offset = last_stable_offset
+        self.log_start_offset = log_start_offset
+        self.records_length = records_length
+        self.preferred_read_replica = preferred_read_replica
+        self.diverging = diverging
 
 
 @dataclass

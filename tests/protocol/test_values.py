@@ -231,6 +231,7 @@ def test_plain_init_refuses_an_init_that_does_more() -> None:
 PLAIN_MODULES = (
     "odradek.protocol.api", "odradek.protocol.record_walk", "odradek.protocol.record_batch", "odradek.storage.log_validator", "odradek.storage.log",
     "odradek.storage.segment", "odradek.storage.file_records", "odradek.broker.replication.partition", "odradek.broker.replication.replica_manager",
+    "odradek.broker.replication.fetch_session",
 )
 
 
