@@ -979,19 +979,88 @@ static PyTypeObject FieldType = {
 };
 
 /*
+ * bind_arguments: the values a call gives `names` (the last len(defaults) with these defaults), bound as Python
+ * binds a function's arguments to its parameters: the positional values first, then each remaining name by
+ * keyword or its default. `values` (len(names) of them) receives borrowed references. A TypeError naming
+ * `owner`.`method` (counting its implicit first parameter, cls or self, as Python does) for a surplus,
+ * missing, repeated or unknown argument. The one binding of FieldsNew and of slots_init's classes.
+ */
+static int bind_arguments(const char *owner, const char *method, PyObject *names, PyObject *defaults, PyObject *const *args,
+                          Py_ssize_t given, PyObject *kwnames, PyObject **values) {
+    Py_ssize_t count = PyTuple_GET_SIZE(names), required = count - PyTuple_GET_SIZE(defaults);
+    if (given > count) {
+        PyErr_Format(PyExc_TypeError, "%s.%s() takes %zd positional arguments but %zd were given", owner, method, count + 1, given + 1);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < count; i++)
+        values[i] = i < given ? args[i] : NULL;
+    Py_ssize_t by_name = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t k = 0; k < by_name; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        Py_ssize_t index = 0;
+        while (index < count && PyTuple_GET_ITEM(names, index) != key)
+            index++;
+        if (index == count) /* keyword names are interned as a rule: an uninterned one is compared by value */
+            for (index = 0; index < count && PyUnicode_Compare(key, PyTuple_GET_ITEM(names, index)) != 0; index++) {
+            }
+        if (index == count) {
+            PyErr_Format(PyExc_TypeError, "%s.%s() got an unexpected keyword argument %R", owner, method, key);
+            return -1;
+        }
+        if (values[index] != NULL) {
+            PyErr_Format(PyExc_TypeError, "%s.%s() got multiple values for argument %R", owner, method, key);
+            return -1;
+        }
+        values[index] = args[given + k];
+    }
+    for (Py_ssize_t i = given; i < count; i++)
+        if (values[i] == NULL) {
+            if (i < required) {
+                PyErr_Format(PyExc_TypeError, "%s.%s() missing required argument: %R", owner, method, PyTuple_GET_ITEM(names, i));
+                return -1;
+            }
+            values[i] = PyTuple_GET_ITEM(defaults, i - required);
+        }
+    return 0;
+}
+
+/*
  * FieldsNew(fields, defaults): the __new__ of a protocol/values.py TupleFields class, a tuple subclass whose
  * items are `fields` (names) and whose last len(defaults) fields have these defaults: called as
- * __new__(cls, *values, **by_name) as the Python one it stands for (the positional values, then each
- * remaining field by keyword or its default; a TypeError for a missing, repeated or unknown one). The
- * Python __new__ went through a frame and tuple.__new__'s argument parsing and temporary tuple: ~2.9k
- * instructions per tuple of two fields, against ~1.6k with this one (most of it type_call's and the slot
- * lookup of __new__), and the network layer makes two per request.
+ * __new__(cls, *values, **by_name) as the Python one it stands for (bind_arguments). The Python __new__ went
+ * through a frame and tuple.__new__'s argument parsing and temporary tuple: ~2.9k instructions per tuple of
+ * two fields, against ~1.6k with this one (most of it type_call's and the slot lookup of __new__), and the
+ * network layer makes two per request. Called by vectorcall: no argument tuple either.
  */
 typedef struct {
     PyObject_HEAD
     PyObject *fields;
     PyObject *defaults;
+    vectorcallfunc vectorcall;
 } FieldsNewObject;
+
+static PyObject *fields_new_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    PyObject *fields = ((FieldsNewObject *)self)->fields;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs < 1 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "__new__(cls, ...): cls must be a tuple class");
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)args[0];
+    Py_ssize_t count = PyTuple_GET_SIZE(fields);
+    PyObject *result = cls->tp_alloc(cls, count);
+    if (result == NULL)
+        return NULL;
+    PyObject **items = ((PyTupleObject *)result)->ob_item;
+    if (bind_arguments(cls->tp_name, "__new__", fields, ((FieldsNewObject *)self)->defaults, args + 1, nargs - 1, kwnames, items) < 0) {
+        memset(items, 0, (size_t)count * sizeof *items); /* borrowed: nothing of them to release */
+        Py_DECREF(result);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < count; i++)
+        Py_INCREF(items[i]);
+    return result;
+}
 
 static int fields_new_init(PyObject *self, PyObject *args, PyObject *kwds) {
     PyObject *fields, *defaults;
@@ -1012,6 +1081,7 @@ static int fields_new_init(PyObject *self, PyObject *args, PyObject *kwds) {
         }
     Py_XSETREF(((FieldsNewObject *)self)->fields, Py_NewRef(fields));
     Py_XSETREF(((FieldsNewObject *)self)->defaults, Py_NewRef(defaults));
+    ((FieldsNewObject *)self)->vectorcall = fields_new_call; /* uninitialised, a call is refused (PyVectorcall_Call) */
     return 0;
 }
 
@@ -1021,86 +1091,17 @@ static void fields_new_dealloc(PyObject *self) {
     Py_TYPE(self)->tp_free(self);
 }
 
-static PyObject *fields_new_call(PyObject *self, PyObject *args, PyObject *kwargs) {
-    PyObject *fields = ((FieldsNewObject *)self)->fields, *defaults = ((FieldsNewObject *)self)->defaults;
-    if (fields == NULL) {
-        PyErr_SetString(PyExc_TypeError, "FieldsNew not initialised");
-        return NULL;
-    }
-    Py_ssize_t count = PyTuple_GET_SIZE(fields), required = count - PyTuple_GET_SIZE(defaults);
-    Py_ssize_t given = PyTuple_GET_SIZE(args) - 1;
-    if (given < 0 || !PyType_Check(PyTuple_GET_ITEM(args, 0)) ||
-        !PyType_IsSubtype((PyTypeObject *)PyTuple_GET_ITEM(args, 0), &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "__new__(cls, ...): cls must be a tuple class");
-        return NULL;
-    }
-    PyTypeObject *cls = (PyTypeObject *)PyTuple_GET_ITEM(args, 0);
-    if (given > count) {
-        PyErr_Format(PyExc_TypeError, "%s.__new__() takes at most %zd positional arguments but %zd were given", cls->tp_name, count, given);
-        return NULL;
-    }
-    Py_ssize_t by_name = kwargs == NULL ? 0 : PyDict_GET_SIZE(kwargs);
-    PyObject *result = cls->tp_alloc(cls, count);
-    if (result == NULL)
-        return NULL;
-    for (Py_ssize_t i = 0; i < given; i++)
-        PyTuple_SET_ITEM(result, i, Py_NewRef(PyTuple_GET_ITEM(args, i + 1)));
-    Py_ssize_t matched = 0;
-    for (Py_ssize_t i = given; i < count; i++) {
-        PyObject *value = NULL;
-        if (by_name) {
-            value = PyDict_GetItemWithError(kwargs, PyTuple_GET_ITEM(fields, i));
-            if (value == NULL && PyErr_Occurred())
-                goto fail;
-            matched += value != NULL;
-        }
-        if (value == NULL) {
-            if (i < required) {
-                PyErr_Format(PyExc_TypeError, "%s.__new__() missing required argument: %R", cls->tp_name, PyTuple_GET_ITEM(fields, i));
-                goto fail;
-            }
-            value = PyTuple_GET_ITEM(defaults, i - required);
-        }
-        PyTuple_SET_ITEM(result, i, Py_NewRef(value));
-    }
-    if (matched < by_name) { /* a keyword for a field already given by position, or for no field */
-        PyObject *key, *value;
-        Py_ssize_t pos = 0;
-        while (PyDict_Next(kwargs, &pos, &key, &value)) {
-            Py_ssize_t index = 0;
-            for (; index < count; index++) {
-                int equal = PyObject_RichCompareBool(key, PyTuple_GET_ITEM(fields, index), Py_EQ);
-                if (equal < 0)
-                    goto fail;
-                if (equal)
-                    break;
-            }
-            if (index < given) {
-                PyErr_Format(PyExc_TypeError, "%s.__new__() got multiple values for argument %R", cls->tp_name, key);
-                goto fail;
-            }
-            if (index == count) {
-                PyErr_Format(PyExc_TypeError, "%s.__new__() got an unexpected keyword argument %R", cls->tp_name, key);
-                goto fail;
-            }
-        }
-    }
-    return result;
-fail:
-    Py_DECREF(result);
-    return NULL;
-}
-
 static PyTypeObject FieldsNewType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "odradek.protocol._codec.FieldsNew",
     .tp_basicsize = sizeof(FieldsNewObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_doc = "A TupleFields class's __new__, in C; see the module source.",
     .tp_new = PyType_GenericNew,
     .tp_init = fields_new_init,
     .tp_dealloc = fields_new_dealloc,
-    .tp_call = fields_new_call,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(FieldsNewObject, vectorcall),
 };
 
 /*
@@ -1108,8 +1109,7 @@ static PyTypeObject FieldsNewType = {
  * `type` whose __new__ is object's and whose __init__ only sets each of its parameters, `names`, to the slot
  * of the same name, the last len(defaults) of them with these defaults (protocol/values.py's plain_init
  * checks the __init__'s bytecode before asking this). Calling the class then runs no __init__: the instance
- * is allocated and its slots filled from the positional values, then each remaining name by keyword or its
- * default, with a TypeError for a missing, repeated or unknown argument. type_call, the slot lookup of
+ * is allocated and its slots filled from the arguments as bind_arguments binds them. type_call, the slot lookup of
  * __init__, its argument tuple and its Python frame were ~1.5-2.5k instructions per object, and a small
  * produce or fetch makes half a dozen such objects.
  *
@@ -1150,45 +1150,13 @@ static PyObject *plain_call(PyObject *callable, PyObject *const *args, size_t na
         return NULL;
     }
     SlotsInitObject *layout = (SlotsInitObject *)found;
-    Py_ssize_t count = PyTuple_GET_SIZE(layout->names), required = count - PyTuple_GET_SIZE(layout->defaults);
-    Py_ssize_t given = PyVectorcall_NARGS(nargsf), by_name = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
-    if (given > count) {
-        PyErr_Format(PyExc_TypeError, "%s.__init__() takes %zd positional arguments but %zd were given", cls->tp_name, count + 1, given + 1);
-        return NULL;
-    }
     PyObject *values[MAX_PLAIN_SLOTS];
-    for (Py_ssize_t i = 0; i < count; i++)
-        values[i] = i < given ? args[i] : NULL;
-    for (Py_ssize_t k = 0; k < by_name; k++) {
-        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
-        Py_ssize_t index = 0;
-        while (index < count && PyTuple_GET_ITEM(layout->names, index) != key)
-            index++;
-        if (index == count) /* keyword names are interned as a rule: an uninterned one is compared by value */
-            for (index = 0; index < count && PyUnicode_Compare(key, PyTuple_GET_ITEM(layout->names, index)) != 0; index++) {
-            }
-        if (index == count) {
-            PyErr_Format(PyExc_TypeError, "%s.__init__() got an unexpected keyword argument %R", cls->tp_name, key);
-            return NULL;
-        }
-        if (values[index] != NULL) {
-            PyErr_Format(PyExc_TypeError, "%s.__init__() got multiple values for argument %R", cls->tp_name, key);
-            return NULL;
-        }
-        values[index] = args[given + k];
-    }
-    for (Py_ssize_t i = given; i < count; i++)
-        if (values[i] == NULL) {
-            if (i < required) {
-                PyErr_Format(PyExc_TypeError, "%s.__init__() missing required argument: %R", cls->tp_name, PyTuple_GET_ITEM(layout->names, i));
-                return NULL;
-            }
-            values[i] = PyTuple_GET_ITEM(layout->defaults, i - required);
-        }
+    if (bind_arguments(cls->tp_name, "__init__", layout->names, layout->defaults, args, PyVectorcall_NARGS(nargsf), kwnames, values) < 0)
+        return NULL;
     PyObject *made = cls->tp_alloc(cls, 0);
     if (made == NULL)
         return NULL;
-    for (Py_ssize_t i = 0; i < count; i++)
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(layout->names); i++)
         *(PyObject **)((char *)made + layout->offsets[i]) = Py_NewRef(values[i]);
     return made;
 }
