@@ -27,7 +27,6 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <structmember.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -244,71 +243,46 @@ done:
 }
 
 /*
- * header_layout(cls, names): the class batch_header makes its headers of (record_batch.py's BatchHeader,
- * given once at its import) and the names of its 16 slots: the 13 fields in their order on the wire, then
- * size, compression and timestamp_type. Each must be a slot (a member descriptor of an object): batch_header
- * fills them in place, with no __init__ call (a Python frame and 16 attribute stores: most of what making a
- * header cost on the produce path).
+ * header_class(cls): the class batch_header makes its headers of (record_batch.py's BatchHeader, given once
+ * at its import), called with its 16 fields: the 13 in their order on the wire, then size, compression and
+ * timestamp_type. A plain_init class (protocol/values.py), so the call fills its slots in C, with no
+ * __init__ frame: most of what making a header cost on the produce path.
  *
  * batch_header(buf, pos, from_client) -> BatchHeader | None
  *
  * The magic-2 batch header at `pos`, its size, codec and timestamp type worked out (as parse_header does),
  * when the batch passes every check odradek/protocol/record_batch.py's read_batch_header makes (its size,
  * magic, length, codec id and CRC-32C) and, with `from_client`, those of _check_client_batch. None for
- * anything else, and before header_layout: the caller then runs those Python checks, the reference, which
+ * anything else, and before header_class: the caller then runs those Python checks, the reference, which
  * raise the refusal with its error and text. So this function only ever saves time: it never refuses, and
  * a batch it passes the reference passes too, with the same header (tests/protocol/test_record_batch.py
  * compares both on good, cut and corrupted batches).
  *
  * The CRC is the SSE4.2 crc32 instruction's; on a processor without it every batch goes to the reference.
  */
-enum { HEADER_SLOTS = 16 };
-static PyTypeObject *header_type;
-static Py_ssize_t header_offsets[HEADER_SLOTS];
+enum { HEADER_FIELDS = 16 };
+static PyObject *header_type;
 
-static PyObject *header_layout(PyObject *self, PyObject *args) {
-    PyObject *cls, *names;
-    if (!PyArg_ParseTuple(args, "O!O!", &PyType_Type, &cls, &PyTuple_Type, &names))
-        return NULL;
-    if (PyTuple_GET_SIZE(names) != HEADER_SLOTS) {
-        PyErr_Format(PyExc_ValueError, "header_layout: %d slot names expected", HEADER_SLOTS);
+static PyObject *header_class(PyObject *self, PyObject *cls) {
+    if (!PyType_Check(cls)) {
+        PyErr_Format(PyExc_TypeError, "header_class: %R is no class", cls);
         return NULL;
     }
-    Py_ssize_t offsets[HEADER_SLOTS];
-    for (Py_ssize_t i = 0; i < HEADER_SLOTS; i++) {
-        PyObject *descr = PyObject_GetAttr(cls, PyTuple_GET_ITEM(names, i));
-        if (descr == NULL)
-            return NULL;
-        int is_slot = Py_IS_TYPE(descr, &PyMemberDescr_Type) && ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX;
-        if (is_slot)
-            offsets[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
-        Py_DECREF(descr);
-        if (!is_slot) {
-            PyErr_Format(PyExc_TypeError, "header_layout: %R is no slot of %R", PyTuple_GET_ITEM(names, i), cls);
-            return NULL;
-        }
-    }
-    memcpy(header_offsets, offsets, sizeof offsets);
-    Py_XSETREF(header_type, (PyTypeObject *)Py_NewRef(cls));
+    Py_XSETREF(header_type, Py_NewRef(cls));
     Py_RETURN_NONE;
 }
 
-/* A header of these values (references stolen, all of them released on failure). */
-static PyObject *make_header(PyObject *values[HEADER_SLOTS]) {
+/* A header of these values (references released whatever happens; a NULL among them is an error raised). */
+static PyObject *make_header(PyObject *values[HEADER_FIELDS]) {
     PyObject *header = NULL;
-    for (int i = 0; i < HEADER_SLOTS; i++)
-        if (values[i] == NULL)
-            goto fail;
-    header = header_type->tp_alloc(header_type, 0);
-    if (header == NULL)
-        goto fail;
-    for (int i = 0; i < HEADER_SLOTS; i++)
-        *(PyObject **)((char *)header + header_offsets[i]) = values[i];
-    return header;
-fail:
-    for (int i = 0; i < HEADER_SLOTS; i++)
+    int complete = 1;
+    for (int i = 0; i < HEADER_FIELDS; i++)
+        complete &= values[i] != NULL;
+    if (complete)
+        header = PyObject_Vectorcall(header_type, values, HEADER_FIELDS, NULL);
+    for (int i = 0; i < HEADER_FIELDS; i++)
         Py_XDECREF(values[i]);
-    return NULL;
+    return header;
 }
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HAVE_CRC32C_INSTRUCTION 1
@@ -381,7 +355,7 @@ static PyObject *batch_header(PyObject *self, PyObject *const *args, Py_ssize_t 
                         (int64_t)records_count != (int64_t)last_offset_delta + 1 || (attributes & CONTROL_FLAG) ||
                         (producer_id >= 0 && base_sequence < 0)))
         goto refer;
-    PyObject *values[HEADER_SLOTS] = {
+    PyObject *values[HEADER_FIELDS] = {
         PyLong_FromLongLong(base_offset), PyLong_FromLong(batch_length), PyLong_FromLong(be32(b + 12)),
         PyLong_FromLong(MAGIC_V2), PyLong_FromUnsignedLong(crc), PyLong_FromLong(attributes),
         PyLong_FromLong(last_offset_delta), PyLong_FromLongLong(be64(b + 27)), PyLong_FromLongLong(be64(b + 35)),
@@ -406,7 +380,7 @@ static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS, "Check every record of one batch's records section; see the module source."},
     {"batch_header", (PyCFunction)(void (*)(void))batch_header, METH_FASTCALL,
      "A good magic-2 batch header, or None for the Python checks to refuse; see the module source."},
-    {"header_layout", header_layout, METH_VARARGS, "The class batch_header makes headers of, and its slots; see the module source."},
+    {"header_class", header_class, METH_O, "The class batch_header makes headers of; see the module source."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -25,7 +25,7 @@ def walk(
 def batch_header(buf: Buffer, pos: int, from_client: bool, /) -> BatchHeader | None:
     """A magic-2 batch header that passes every check of ``record_batch.read_batch_header`` (and, ``from_client``,
     of ``_check_client_batch``), its size, codec and timestamp type worked out; None for the Python checks to
-    refuse it (and before ``header_layout``)."""
+    refuse it (and before ``header_class``)."""
 
-def header_layout(cls: type[BatchHeader], names: tuple[str, ...], /) -> None:
-    """The class ``batch_header`` makes its headers of, and the names of its 16 slots (``BatchHeader._FIELDS``)."""
+def header_class(cls: type[BatchHeader], /) -> None:
+    """The class ``batch_header`` makes its headers of, called with its 16 fields (``BatchHeader._FIELDS``)."""

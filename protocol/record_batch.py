@@ -29,7 +29,7 @@ from __future__ import annotations
 import struct
 from typing import Callable, ClassVar, Iterator
 
-from odradek.protocol._records import batch_header as _batch_header, header_layout
+from odradek.protocol._records import batch_header as _batch_header, header_class
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.values import CodeEnum, Fields, plain_init
 
@@ -184,27 +184,22 @@ def crc32c(data: bytes | bytearray | memoryview) -> int:
     return _crc32c(data)
 
 
+@plain_init
 class BatchHeader(Fields):
-    """A record batch's header as parsed, with three values worked out from it (:func:`parse_header`)."""
+    """A record batch's header as parsed: its fields in their order on the wire, then three values worked out from
+    them (:func:`_header`)."""
 
     __slots__ = _FIELDS = (
         "base_offset", "batch_length", "partition_leader_epoch", "magic", "crc", "attributes", "last_offset_delta",
         "base_timestamp", "max_timestamp", "producer_id", "producer_epoch", "base_sequence", "records_count",
         "size", "compression", "timestamp_type",
     )
-    size: int
-    """Total bytes of the batch on the wire and on disk."""
-    compression: int
-    timestamp_type: int
-    """0 = CreateTime, 1 = LogAppendTime."""
 
     def __init__(
         self, base_offset: int, batch_length: int, partition_leader_epoch: int, magic: int, crc: int, attributes: int,
         last_offset_delta: int, base_timestamp: int, max_timestamp: int, producer_id: int, producer_epoch: int,
-        base_sequence: int, records_count: int,
+        base_sequence: int, records_count: int, size: int, compression: int, timestamp_type: int,
     ) -> None:
-        """The header's fields in their order on the wire; ``size``, ``compression`` and ``timestamp_type`` are
-        set by :func:`parse_header`."""
         self.base_offset = base_offset
         self.batch_length = batch_length
         self.partition_leader_epoch = partition_leader_epoch
@@ -218,6 +213,11 @@ class BatchHeader(Fields):
         self.producer_epoch = producer_epoch
         self.base_sequence = base_sequence
         self.records_count = records_count
+        self.size = size
+        """Total bytes of the batch on the wire and on disk."""
+        self.compression = compression
+        self.timestamp_type = timestamp_type
+        """0 = CreateTime, 1 = LogAppendTime."""
 
     @property
     def last_offset(self) -> int:
@@ -246,7 +246,7 @@ class BatchHeader(Fields):
         return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
 
 
-header_layout(BatchHeader, BatchHeader._FIELDS)  # the C checks hand over their headers made whole (protocol/_records.c)
+header_class(BatchHeader)  # the C checks hand over their headers made whole (protocol/_records.c)
 
 
 def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
@@ -257,12 +257,8 @@ def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHead
 def _header(fields: tuple[int, ...]) -> BatchHeader:
     """The header of the fields in their order on the wire. The size, codec and timestamp type are worked out
     here, once: the produce path reads them about fifteen times per batch."""
-    header = BatchHeader(*fields)
-    attributes = header.attributes
-    header.size = header.batch_length + LOG_OVERHEAD
-    header.compression = attributes & COMPRESSION_MASK
-    header.timestamp_type = (attributes & TIMESTAMP_TYPE_MASK) >> 3
-    return header
+    attributes = fields[5]
+    return BatchHeader(*(*fields, fields[1] + LOG_OVERHEAD, attributes & COMPRESSION_MASK, (attributes & TIMESTAMP_TYPE_MASK) >> 3))
 
 
 def read_prefix(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int]:
