@@ -441,8 +441,9 @@ class ClientQuotas:
         self.entities = request.configs.store.entity_configs()
         """The client quota entities' configs: the metadata's own map, the same one for the broker's life, which
         both modes change in place as a quota is set or removed (the embedded controller's and ZooKeeper's
-        notifications alike). Whether it is empty is whether any quota is configured, which every produce and
-        fetch asks twice: an attribute and a truth test, where asking the store is three Python calls."""
+        notifications alike). Whether it is empty is whether any client quota is configured (without, nothing is
+        measured or charged), which every produce and fetch asks twice: an attribute and a truth test, where
+        asking the store is three Python calls."""
 
     @classmethod
     def from_config(cls, configs: ClientQuotaConfigs, samples: int, window_s: int) -> "ClientQuotas":
@@ -455,10 +456,6 @@ class ClientQuotas:
             # Kafka's ClientRequestQuotaManager throttles a client for one window at most.
             ClientQuotaManager(REQUEST, configs, samples, window_ms, max_throttle_ms=window_ms),
         )
-
-    def any_quota(self) -> bool:
-        """Whether any client quota is configured: without, nothing is measured or charged."""
-        return bool(self.entities)
 
     def record_request_time(self, request: Request, handling_ns: int, now_s: float) -> int:
         """Charge the time spent handling a request to the client's ``request_percentage`` (percent of one
@@ -483,7 +480,7 @@ class ClientQuotas:
     def record_produce(self, request: Request, size: int, now_s: float) -> int:
         """Charge a produce of ``size`` bytes to the client's ``producer_byte_rate``; the throttle time, for
         which its connection is then muted (with no quota configured: nothing charged, one test per request)."""
-        if not self.any_quota():
+        if not self.entities:
             return 0
         user, client_id, connection_id = quota_client(request)
         throttle_ms = self.produce.record_and_get_throttle_ms(user, client_id, size, int(now_s * 1000))
@@ -493,7 +490,7 @@ class ClientQuotas:
 
     def fetch_max_bytes(self, request: Request) -> int | None:
         """The most a consumer's fetch answer may carry under its ``consumer_byte_rate``, if it has one."""
-        if not self.any_quota():
+        if not self.entities:
             return None
         user, client_id, _ = quota_client(request)
         return self.fetch.max_value_in_window(user, client_id)
@@ -501,7 +498,7 @@ class ClientQuotas:
     def record_fetch(self, request: Request, size: int, now_s: float) -> int:
         """Charge a consumer fetch answer of ``size`` bytes to its ``consumer_byte_rate``; when over, the
         throttle time (the answer is then sent empty, so its bytes are taken back) and the connection muted."""
-        if not self.any_quota():
+        if not self.entities:
             return 0
         user, client_id, connection_id = quota_client(request)
         now_ms = int(now_s * 1000)

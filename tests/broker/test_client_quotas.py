@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from odradek import Broker
 from odradek.broker.quotas import PRODUCE, ClientQuotaConfigs, ClientQuotaManager, Rate, sanitize
+from odradek.protocol.api import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import Record, build_batch
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "jvm"))
 import kafka_jvm  # noqa: E402
@@ -100,3 +104,28 @@ def test_entity_names_are_sanitized_as_kafka_does() -> None:
     assert sanitize("c 1*") == "c%201%2A"
     assert sanitize("User:ü/x~") == "User%3A%C3%BC%2Fx%7E"
     assert sanitize(None) == "<default>"
+
+
+def test_a_quota_throttles_once_set_and_after_a_restart(tmp_path: Path, connect) -> None:
+    """The quotas take the metadata's map of quota entities once, at start, and ask it whether any quota is set
+    before measuring anything: a quota set at run time must land in that map, and a restarted broker's quotas
+    must consult the map it loaded from its state."""
+
+    def produce_throttle_ms(bootstrap: str, client_id: str) -> int:
+        batch = build_batch([Record(timestamp=1_700_000_000_000, value=b"x" * 1000)])
+        body = {"transactional_id": None, "acks": 1, "timeout_ms": 30000, "topic_data": [{"name": "q", "partition_data": [{"index": 0, "records": batch}]}]}
+        answer = connect(bootstrap, client_id).call(ApiKey.Produce, 9, body)
+        assert answer.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+        return int(answer.throttle_time_ms)
+
+    with Broker(log_dir=tmp_path) as broker:  # no quota at its start
+        admin = connect(broker.bootstrap)
+        topic = {"name": "q", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+        assert admin.call(ApiKey.CreateTopics, 7, {"topics": [topic], "timeout_ms": 30000, "validate_only": False}).topics[0].error_code == ErrorCode.NONE
+        entry = {"entity": [{"entity_type": "client-id", "entity_name": "slow"}], "ops": [{"key": "producer_byte_rate", "value": 1.0, "remove": False}]}
+        assert admin.call(ApiKey.AlterClientQuotas, 1, {"entries": [entry], "validate_only": False}).entries[0].error_code == ErrorCode.NONE
+        assert produce_throttle_ms(broker.bootstrap, "slow") > 0
+        assert produce_throttle_ms(broker.bootstrap, "unlimited") == 0
+    with Broker(log_dir=tmp_path) as broker:
+        assert produce_throttle_ms(broker.bootstrap, "slow") > 0
+        assert produce_throttle_ms(broker.bootstrap, "unlimited") == 0
