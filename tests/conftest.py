@@ -51,6 +51,12 @@ CLUSTER_FAULTS = (
     "tests/cluster/test_full_disk.py",
     "tests/cluster/test_log_dir_failure.py",
 )
+THREAD_TIMEOUT = pytest.mark.timeout(method="thread")
+"""The cluster fault tests' timeout (pyproject's seconds): by a thread that prints every thread's stack and ends
+the worker. pytest-timeout's default, SIGALRM, raises in the main thread only if the signal reaches it: one such
+test once hung in ``Producer.flush``, its main thread waiting in a delivery callback for a lock, while the alarm
+went to one of librdkafka's threads. The harness removes what the ended worker's cluster left when its slot is
+next taken."""
 # The parallel part's longest test files, longest first (the sum of their tests' times in one run of that
 # part: its "longest test files" section), which it starts first (see longest_first): files of one or two long
 # tests (a cluster's fail-over, a fresh clone's install) belong here, or they come last. A stale entry only
@@ -139,6 +145,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.serial)
         elif path in CLUSTER_FAULTS:
             item.add_marker(pytest.mark.cluster_faults)
+            item.add_marker(THREAD_TIMEOUT)
     items[:] = longest_first(items)
 
 
