@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
 from odradek.protocol.values import TupleFields
-from odradek.broker.replication.replica_selector import SELECTORS
 from odradek.storage.config_types import ConfigKey, ConfigType, ConfigError, ConfigValue
 
 log = logging.getLogger("odradek.config")
@@ -30,6 +29,9 @@ B, S, I, L, LIST, D, PW, C = (
 )
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+"""``replica.selector.class``'s one valid value, Kafka's selector (broker/replication/replica_selector.py), named
+here so that a start checks it without importing the selector, which only a broker that sets the key uses."""
 
 
 _k = ConfigKey
@@ -175,7 +177,7 @@ BROKER_CONFIG: tuple[ConfigKey, ...] = (
     _k(
         "replica.selector.class", C, None,
         "The leader's choice of a replica for a consumer to fetch from (KIP-392): org.apache.kafka.common.replica.RackAwareReplicaSelector, a replica in the consumer's client.rack; unset: none is preferred, though any replica serves a consumer that fetches from it.",
-        valid=tuple(SELECTORS),
+        valid=(RACK_AWARE_REPLICA_SELECTOR,),
     ),
     _k("replica.fetch.max.bytes", I, 1048576, "Bytes of messages a follower fetches per partition.", at_least=0),
     _k("replica.fetch.wait.max.ms", I, 500, "Max wait time for each fetcher request issued by follower replicas; at most replica.socket.timeout.ms and replica.lag.time.max.ms."),

@@ -35,6 +35,12 @@ class InvalidOffsetError(Exception):
     """An index append that would break the index's ordering (a bug upstream, never a client error)."""
 
 
+class CorruptTransactionIndexError(Exception):
+    """A transaction index entry of a version newer than this broker reads (Kafka's read throws a
+    ``KafkaException``). Here, not in :mod:`.transaction_index`, so that the fetch path names it without
+    importing the transaction index, which a broker whose producers never abort a transaction never opens."""
+
+
 class _Index:
     """The shared file/mmap mechanics of Kafka's AbstractIndex."""
 

@@ -24,7 +24,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.kafka_uuid import Uuid, random_uuid
@@ -61,7 +61,9 @@ from odradek.storage.segment import (
     unlink_if_exists,
 )
 from odradek.storage.topic_partition import TopicPartition
-from odradek.storage.transaction_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from odradek.storage.transaction_index import AbortedTxn
 
 log = logging.getLogger("odradek.storage")
 

@@ -31,9 +31,9 @@ from odradek.protocol.record_batch import BatchHeader, crc32c
 from odradek.protocol.values import CodeEnum, Fields, FrozenFields
 from odradek.storage.checkpoints import fsync_file, write_atomically
 from odradek.storage.hash_map_order import HashMapOrder
-from odradek.storage.transaction_index import AbortedTxn, TransactionIndex
 
 if TYPE_CHECKING:
+    from odradek.storage.transaction_index import TransactionIndex
     from odradek.protocol.records import EndTransactionMarker
 
 log = logging.getLogger("odradek.storage")
@@ -333,6 +333,8 @@ class ProducerStateManager:
         segment holding its marker) with the last stable offset it leaves, as Kafka's append and recovery do;
         replay passes no index (the segments already hold their entries)."""
         if txn_index is not None and completed.is_aborted:
+            from odradek.storage.transaction_index import AbortedTxn  # imported with the index itself
+
             txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset, self.last_stable_offset_after(completed)))
         if self.ongoing_txns.pop(completed.first_offset, None) is None:
             raise ValueError(f"Attempted to complete transaction {completed} on partition {self.dir.name} which was not started")

@@ -12,14 +12,16 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from odradek.protocol.record_batch import LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V2, BatchHeader, read_prefix
 from odradek.protocol.values import Fields, plain_init
 from odradek.storage.file_records import FileRecords, FileSlice
 from odradek.storage.indexes import INT32_MAX, NO_TIMESTAMP, CorruptIndexError, OffsetIndex, TimeIndex
 from odradek.storage.log_config import LogConfig
-from odradek.storage.transaction_index import TransactionIndex
+
+if TYPE_CHECKING:  # opened at a segment's first aborted transaction
+    from odradek.storage.transaction_index import TransactionIndex
 
 log = logging.getLogger("odradek.storage")
 
@@ -178,6 +180,8 @@ class LogSegment:
     def txn_index(self) -> TransactionIndex:
         """The aborted transactions whose abort marker this segment holds; its file exists once one does."""
         if self._txn_index is None:
+            from odradek.storage.transaction_index import TransactionIndex
+
             self._txn_index = TransactionIndex(self.path(TXN_INDEX_SUFFIX))
         return self._txn_index
 

@@ -14,13 +14,10 @@ import struct
 from pathlib import Path
 
 from odradek.protocol.values import TupleFields
+from odradek.storage.indexes import CorruptTransactionIndexError
 
 ENTRY = struct.Struct(">hqqqq")
 CURRENT_VERSION = 0
-
-
-class CorruptTransactionIndexError(Exception):
-    pass
 
 
 class AbortedTxn(TupleFields):

@@ -35,7 +35,6 @@ from odradek.broker.kafka_apis import CLOSE_CONNECTION, HANDLERS, error_response
 from odradek.broker.kafka_server import KafkaServer
 from odradek.broker.network.memory_pool import MemoryPool, Unbounded, memory_pool
 from odradek.broker.network.transport import ConnectionClosed, Piece, SocketTransport, Transport
-from odradek.broker.request_quota import charge, charged
 from odradek.protocol.api import Request, decode_request, encode_response
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.schema import EncodeError
@@ -342,7 +341,12 @@ class Connection:
         None (no answer) or CLOSE_CONNECTION."""
         header = request.header
         quotas = self.server.quotas
-        timed = quotas.entities and charged(request)  # request_percentage: the handling time, when a quota may apply
+        if quotas.entities:  # request_percentage: the handling time, when a quota may apply
+            from odradek.broker.request_quota import charge, charged  # a broker without quotas never imports it
+
+            timed = charged(request)
+        else:
+            timed = False
         start_ns = time.perf_counter_ns() if timed else 0
         try:
             result = HANDLERS[header.api_key].handle(self.server, request)

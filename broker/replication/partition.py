@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from odradek.controller.metadata_image import PartitionState
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -22,7 +22,9 @@ from odradek.storage.log_config import LogConfig
 from odradek.storage.log_validator import ValidationResult
 from odradek.storage.producer_state import ProducerStateEntry
 from odradek.storage.topic_partition import TopicPartition
-from odradek.storage.transaction_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from odradek.storage.transaction_index import AbortedTxn
 
 log = logging.getLogger("odradek.partition")
 

@@ -31,15 +31,16 @@ from odradek.protocol.kafka_uuid import Uuid
 from odradek.protocol.record_batch import UnsupportedCompressionTypeError
 from odradek.protocol.values import plain_init
 from odradek.storage.file_records import FileSlice
+from odradek.storage.indexes import CorruptTransactionIndexError
 from odradek.storage.log import Log
 from odradek.storage.log_config import LogConfig
 from odradek.storage.log_manager import LogManager
 from odradek.storage.log_validator import CheckedBatches, Prechecked, RecordValidationError, ValidationResult, WalkElsewhere, check_batches, validate_records
 from odradek.storage.producer_state import AppendOrigin, ProducerStateEntry
 from odradek.storage.topic_partition import TopicPartition
-from odradek.storage.transaction_index import AbortedTxn, CorruptTransactionIndexError
 
 if TYPE_CHECKING:
+    from odradek.storage.transaction_index import AbortedTxn
     from anyio.abc import TaskGroup
 
     from odradek.broker.coordinator.transaction.transaction_verification import TransactionVerifier

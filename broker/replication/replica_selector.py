@@ -9,7 +9,7 @@ still serves a v11+ consumer that fetches from it.
 
 from __future__ import annotations
 
-RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+from odradek.broker.config import RACK_AWARE_REPLICA_SELECTOR as RACK_AWARE
 
 
 class ReplicaView:

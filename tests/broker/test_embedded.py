@@ -50,6 +50,9 @@ NOT_AT_START = (
     "odradek.broker.authorizer.acl_authorizer",  # with authorizer.class.name
     "odradek.broker.authorizer.acl_bindings",  # the ACLs themselves: with the authorizer or at the first ACL request
     "odradek.storage.log_cleaner",  # at the cleaner's first pass
+    "odradek.storage.transaction_index",  # at a segment's first aborted transaction (or a read_committed fetch)
+    "odradek.broker.request_quota",  # with a client quota set
+    "odradek.broker.replication.replica_selector",  # with replica.selector.class
     "cramjam",  # the codecs at the first compressed batch, crc32c at the first checksum
     "zstandard",
     "zlib",
