@@ -24,7 +24,6 @@ from odradek.broker.features import FinalizedFeatures
 from odradek.broker.coordinator.coordinators import CoordinatorKind, Coordinators, CoordinatorTopic, offsets_topic, share_group_state_topic, transaction_state_topic
 from odradek.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from odradek.broker.replication.new_logs import make_logs, unmake_logs
-from odradek.broker.replication.log_dir_failure import LogDirFailureChannel
 from odradek.broker.replication.replication_quota import FOLLOWER_RATE, LEADER_RATE, rate_bound
 from odradek.broker.replication.replica_manager import ReplicaManager
 from odradek.broker.security.client import inter_broker_security
@@ -97,6 +96,7 @@ def start_metadata_support(server: "KafkaServer", me: BrokerInfo) -> "tuple[Meta
         # ZooKeeper mode's modules (kazoo, the ZooKeeper controller's) are imported only here: a single node
         # needs none of them.
         from odradek.broker.authorizer.zk_acl_store import ZkAclStore
+        from odradek.broker.replication.log_dir_failure import LogDirFailureChannel
         from odradek.broker.security.credentials import ZkCredentialStore
         from odradek.broker.zk_broker import ZkBroker
 

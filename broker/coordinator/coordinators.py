@@ -16,6 +16,7 @@ import sys
 from collections.abc import Awaitable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
+import anyio
 import anyio.to_thread
 
 from odradek.protocol.values import FrozenFields
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
     from odradek.broker.config import BrokerConfig
+    from odradek.broker.coordinator.deferred import Deferred
+    from odradek.protocol.errors import ErrorCode
     from odradek.controller.metadata_image import TopicInfo
 
 Runtime = Any
@@ -35,6 +38,36 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"
 SHARE_GROUP_STATE_TOPIC = "__share_group_state"
 
 T = TypeVar("T")
+
+
+class AskCoordinator(Exception):
+    """What a partition leader's check of a transactional produce (or TxnOffsetCommit) raises when another
+    broker's transaction coordinator must be asked first (:mod:`odradek.broker.coordinator.transaction.transaction_verification`):
+    ``answer()`` asks it (the append waits for it, holding its turn on the partition), and the check is made
+    again with its verdict. Here, beside the table of coordinators, so that the replica manager, which catches
+    it on the produce path, imports neither the verification nor the transaction coordinator's package before
+    a transactional produce needs them."""
+
+    def __init__(self, ask: Callable[[], Deferred[ErrorCode]]) -> None:
+        super().__init__("the transaction coordinator is another broker")
+        self._ask = ask
+
+    async def answer(self) -> ErrorCode:
+        [verdict] = await self.answers([self])
+        return verdict
+
+    @staticmethod
+    async def answers(asks: list["AskCoordinator"]) -> list[ErrorCode]:
+        """Every ask sent before any answer is awaited: those for one coordinator share its next request."""
+        deferreds = [ask._ask() for ask in asks]
+        verdicts = []
+        for deferred in deferreds:
+            if not deferred.done:
+                arrived = anyio.Event()
+                deferred.add_callback(lambda _: arrived.set())
+                await arrived.wait()
+            verdicts.append(deferred.value)
+        return verdicts
 
 
 class CoordinatorTopic(FrozenFields):

@@ -25,8 +25,8 @@ from odradek.broker.coordinator.runtime import CoordinatorRuntime
 from odradek.broker.coordinator.group.group_coordinator import GROUP_METADATA_TOPIC
 from odradek.broker.coordinator.group.group_metadata_manager import STORE_OFFSETS_ERRORS
 from odradek.broker.coordinator.group.group_metadata_records import OffsetAndMetadata
+from odradek.broker.coordinator.coordinators import AskCoordinator
 from odradek.broker.replication.replica_manager import ReplicaManager
-from odradek.broker.coordinator.transaction.ask_coordinator import AskCoordinator
 from odradek.broker.coordinator.transaction.transaction_verification import ADDS_PARTITION_SINCE_TXN_OFFSET_COMMIT
 from odradek.controller.metadata_image import MetadataImage
 from odradek.protocol.api import Request

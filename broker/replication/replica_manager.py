@@ -20,11 +20,10 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 
 import anyio
 
+from odradek.broker.coordinator.coordinators import AskCoordinator
 from odradek.broker.replication.partition import LogReadInfo, Partition
 from odradek.broker.replication.purgatory import Purgatory
-from odradek.broker.replication.log_dir_failure import LogDirFailureChannel
 from odradek.broker.replication.replication_quota import UNBOUNDED, ReplicationQuota
-from odradek.broker.coordinator.transaction.ask_coordinator import AskCoordinator
 from odradek.controller.metadata_image import INTERNAL_TOPICS, MetadataImage, PartitionState, TopicInfo
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.kafka_uuid import Uuid
@@ -40,16 +39,17 @@ from odradek.storage.producer_state import AppendOrigin, ProducerStateEntry
 from odradek.storage.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
-    from odradek.storage.transaction_index import AbortedTxn
     from anyio.abc import TaskGroup
 
     from odradek.broker.coordinator.transaction.transaction_verification import TransactionVerifier
     from odradek.broker.network.kafka_client import Node
+    from odradek.broker.replication.log_dir_failure import LogDirFailureChannel
     from odradek.broker.replication.fetch_session import FetchPartition
     from odradek.broker.replication.alter_partition_manager import AlterPartitionManager
     from odradek.broker.replication.replica_fetcher import FetcherConfig, ReplicaFetcherManager
     from odradek.broker.replication.replica_selector import ReplicaView
     from odradek.protocol.message_types.produce import BatchIndexAndErrorMessageDict
+    from odradek.storage.transaction_index import AbortedTxn
 
 log = logging.getLogger("odradek.replica_manager")
 

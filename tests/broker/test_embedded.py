@@ -34,6 +34,7 @@ NOT_AT_START = (
     "odradek.protocol.legacy_records",  # message formats v0 and v1: at the first request that uses one
     "odradek.broker.coordinator.runtime",  # the coordinators: at their first use (FindCoordinator, ...)
     "odradek.broker.coordinator.group.group_coordinator",
+    "odradek.broker.coordinator.transaction",  # the transaction coordinator's package, with its first use
     "odradek.broker.coordinator.transaction.transaction_coordinator",
     "odradek.broker.replication.fetch_session",  # at the first fetch
     "odradek.broker.replication.replica_fetcher",  # when this broker first follows a leader
@@ -53,6 +54,7 @@ NOT_AT_START = (
     "odradek.storage.transaction_index",  # at a segment's first aborted transaction (or a read_committed fetch)
     "odradek.broker.request_quota",  # with a client quota set
     "odradek.broker.replication.replica_selector",  # with replica.selector.class
+    "odradek.broker.replication.log_dir_failure",  # ZooKeeper mode's log directory failures
     "cramjam",  # the codecs at the first compressed batch, crc32c at the first checksum
     "zstandard",
     "zlib",

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 
+from odradek.broker.coordinator.coordinators import AskCoordinator
 from odradek.broker.coordinator.deferred import Deferred
-from odradek.broker.coordinator.transaction.ask_coordinator import AskCoordinator
 from odradek.broker.network.inter_broker_send import InterBrokerSender
 from odradek.broker.network.kafka_client import UnsupportedVersionError
 from odradek.broker.coordinator.transaction.transaction_coordinator import TRANSACTION_STATE_TOPIC
