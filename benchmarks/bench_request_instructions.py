@@ -18,7 +18,9 @@ request runs do not, so trees are compared by them (docs/performance.md, the per
   ~15k per request). Repeated runs agree within ~0.3%.
 
 The requests are ``bench_request_path.py``'s: a 1-record produce v9 (acks=1, and acks=all on a topic of one
-replica) and a small fetch v12 (one 1-record batch). Needs valgrind (``apt-get install valgrind``); each part
+replica) and a small fetch v12 (one 1-record batch). Through a socket also a tailing consumer's round, the
+usual state of a consumer that keeps up (and the end-to-end latency benchmark's with linger.ms=0): its long
+poll waits at the log end, the client idles 2 ms, then a 1-record produce on another connection answers both. Needs valgrind (``apt-get install valgrind``); each part
 takes a minute or so. ``python benchmarks/bench_request_instructions.py [through_socket|in_process]``.
 """
 
@@ -38,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from bench_request_path import ONE_RECORD, SMALL, TOPIC, _create_body, _exchange, _fetch_body, _produce_body
+from bench_request_path import ONE_RECORD, SMALL, TOPIC, _answer, _create_body, _exchange, _fetch_body, _produce_body
 from run import Result
 
 from odradek.protocol.api import ApiKey, encode_request
@@ -55,6 +57,14 @@ KINDS = {
     "1-record produce, acks=all, one replica (v9)": (ApiKey.Produce, 9, _ALL),
     "small fetch, one 1-record batch (v12)": (ApiKey.Fetch, 12, _fetch_body(SMALL)),
 }
+TAILED = "tailed"
+TAILING = "a tailing consumer's round: a long poll (v12) at the log end answered by a 1-record produce (v9)"
+
+
+def _long_poll(topic: str, offset: int) -> dict:
+    return {**_fetch_body(topic), "max_wait_ms": 5000, "topics": [{"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1, "fetch_offset": offset, "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}
+
+
 _STAGES = {"functools_reduce": "decode", "builtin_sorted": "decode + handler", "min_max": "encode"}
 """The C function each in-process stage's loop runs in, collection toggled on its entry and exit."""
 
@@ -115,6 +125,23 @@ def through_socket() -> list[Result]:
                         _exchange(sock, frame)
                     total, seconds = counted(lambda: [_exchange(sock, frame) for _ in range(REQUESTS)])
                     results.append(Result(f"{name}: frame to answer through a socket (broker, user space)", (total - idle / idle_s * seconds) / REQUESTS, UNIT))
+                with socket.create_connection(("127.0.0.1", port)) as tail:
+                    tail.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    _exchange(sock, encode_request(ApiKey.CreateTopics, 5, 1, _create_body(TAILED)))
+                    rounds = itertools.count()
+                    produce = encode_request(ApiKey.Produce, 9, 1, _produce_body(TAILED, ONE_RECORD))
+
+                    def tailing_round() -> None:
+                        """A consumer's long poll waits at the log end; a 1-record produce answers it."""
+                        tail.sendall(encode_request(ApiKey.Fetch, 12, 1, _long_poll(TAILED, next(rounds))))
+                        time.sleep(0.002)  # parked: the broker idles, as between a tailing consumer's records
+                        _exchange(sock, produce)
+                        _answer(tail)
+
+                    for _ in range(WARM_UP):
+                        tailing_round()
+                    total, seconds = counted(lambda: [tailing_round() for _ in range(REQUESTS)])
+                    results.append(Result(f"{TAILING}: through a socket (broker, user space)", (total - idle / idle_s * seconds) / REQUESTS, UNIT))
             return results
         finally:
             proc.terminate()

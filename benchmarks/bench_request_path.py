@@ -134,6 +134,11 @@ def _process_cpu_s(pid: int) -> float:
 
 def _exchange(sock: socket.socket, frame: bytes) -> None:
     sock.sendall(frame)
+    _answer(sock)
+
+
+def _answer(sock: socket.socket) -> None:
+    """Read one answer whole."""
     head = b""
     while len(head) < 4:
         head += sock.recv(4 - len(head)) or _closed()

@@ -22,7 +22,7 @@ import anyio
 
 from odradek.broker.coordinator.coordinators import AskCoordinator
 from odradek.broker.replication.partition import LogReadInfo, Partition
-from odradek.broker.replication.purgatory import Purgatory
+from odradek.broker.replication.purgatory import DelayedFetch, Purgatory
 from odradek.broker.replication.replication_quota import UNBOUNDED, ReplicationQuota
 from odradek.controller.metadata_image import INTERNAL_TOPICS, MetadataImage, PartitionState, TopicInfo
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -435,35 +435,20 @@ class ReplicaManager:
     # -- fetch --------------------------------------------------------------------------------------------
 
     def fetch_messages(self, params: FetchParams, partitions: list[FetchPartition]) -> Any:
-        """The fetch's reads, or (a long poll: too few bytes yet, ``max_wait_ms`` > 0) an awaitable of them
-        that reads again whenever a partition changes, until ``min_bytes`` arrive or the wait is over."""
+        """The fetch's reads, or (a long poll: too few bytes yet, ``max_wait_ms`` > 0) a future of them, read
+        again whenever something the fetch can see changed, until ``min_bytes`` arrive or the wait is over
+        (``purgatory.DelayedFetch``). Reads from the purgatory do not update a follower's fetch state (Kafka's
+        ``updateFetchState = !readFromPurgatory``): its fetch reported its position when it arrived."""
         reads = self._read(params, partitions)
         # Answered at once, as Kafka's: no wait asked, enough bytes, an error, or a preferred read replica named.
         if params.max_wait_ms <= 0 or sum(r.length for r in reads) >= params.min_bytes or any(r.error or r.preferred_read_replica >= 0 for r in reads) or not reads:
             return reads
-        # Watch from now on: appends made before the connection's writer starts the wait must wake it.
+        # Kafka's DelayedFetch, watching from now on: no append after this read goes unseen.
         keys = [(r.request.topic, r.request.partition) for r in reads if r.request.topic is not None]
-        return self._delayed_fetch(params, partitions, keys, self.purgatory.watch(keys))
-
-    async def _delayed_fetch(self, params: FetchParams, partitions: list[FetchPartition], keys: list[TopicPartition], watching: anyio.Event) -> list[PartitionRead]:
-        """Kafka's DelayedFetch: woken by any change of its partitions, it reads again only once something
-        it can see has changed (``tryComplete`` looks at offsets, ``onComplete`` reads): a consumer's fetch
-        is woken by every append but sees only high watermark moves, a follower's by every high watermark
-        move but reads only to the log end. Reads from here do not update a follower's fetch state (Kafka's
-        ``updateFetchState = !readFromPurgatory``): its fetch reported its position when it arrived."""
-        deadline = time.monotonic() + params.max_wait_ms / 1000
-        seen = self._fetchable(params, partitions)
-        while True:
-            await self.purgatory.wait(keys, deadline - time.monotonic(), watching)
-            expired = time.monotonic() >= deadline
-            if not expired and self._fetchable(params, partitions) == seen:
-                watching = self.purgatory.watch(keys)
-                continue
-            reads = self._read(params, partitions, update_fetch_state=False)
-            if expired or sum(r.length for r in reads) >= params.min_bytes or any(r.error for r in reads):
-                return reads
-            seen = self._fetchable(params, partitions)
-            watching = self.purgatory.watch(keys)
+        return DelayedFetch(
+            self.purgatory, keys, lambda: self._read(params, partitions, update_fetch_state=False), lambda: self._fetchable(params, partitions),
+            params.min_bytes, params.max_wait_ms,
+        ).future
 
     def _fetchable(self, params: FetchParams, partitions: list[FetchPartition]) -> list[object]:
         """What a read of ``partitions`` depends on, without reading: each partition as hosted (gone, or

@@ -208,3 +208,62 @@ def test_answers_before_a_long_poll_are_not_held_back_by_it(broker, connect):
     many = [(ApiKey.ApiVersions, 3, versions) if i % 2 else (ApiKey.Metadata, 12, metadata) for i in range(200)]
     wire.send(b"".join(encode_request(api, version, 1000 + i, body) for i, (api, version, body) in enumerate(many)))
     assert [decode_response(api, version, wire.read_frame())[0] for api, version, _ in many] == list(range(1000, 1200))
+
+
+def test_a_long_poll_is_answered_by_the_append_it_waits_for_or_at_its_wait(broker, connect):
+    """Kafka's DelayedFetch, watched by a client: a fetch at the log end waits; a produce on another connection
+    answers it at once with the record; a fetch asking for more bytes than arrive is answered with what there
+    is once ``max_wait_ms`` passes, not before; and the long polls of clients that left are forgotten when their
+    wait ends (as in Kafka, a muted connection's close is seen when its answer is sent): the purgatory holds
+    nothing for them, so a broker tailed by many short-lived consumers does not grow."""
+    from odradek.protocol.api import decode_response, encode_request
+    from odradek.protocol.records import Record, build_batch
+
+    topic = "tailed"
+    writer = connect(broker.bootstrap)
+    writer.call(ApiKey.CreateTopics, 7, {"topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1}], "timeout_ms": 5000})
+
+    def long_poll(offset: int, min_bytes: int, max_wait_ms: int) -> dict:
+        return {
+            "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": 1 << 20, "isolation_level": 0,
+            "topics": [{"topic": topic, "partitions": [{"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}],
+        }
+
+    def produce(value: bytes) -> None:
+        answer = writer.call(ApiKey.Produce, 9, {"acks": 1, "timeout_ms": 5000, "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": build_batch([Record(value=value)])}]}]})
+        assert answer["responses"][0]["partition_responses"][0]["error_code"] == ErrorCode.NONE
+
+    def answered(wire, version: int = 11) -> tuple[dict, float]:
+        _, body = decode_response(ApiKey.Fetch, version, wire.read_frame())
+        return body["responses"][0]["partitions"][0], time.monotonic()
+
+    reader = connect(broker.bootstrap)
+    for offset in range(3):  # each round waits at the new log end
+        reader.send(encode_request(ApiKey.Fetch, 11, offset, long_poll(offset, 1, 10_000)))
+        time.sleep(0.3)  # parked
+        sent = time.monotonic()
+        produce(b"tail-%d" % offset)
+        partition, at = answered(reader)
+        assert partition["error_code"] == ErrorCode.NONE and partition["high_watermark"] == offset + 1
+        assert partition["records"], "the long poll was answered without the record that completed it"
+        assert at - sent < 1.0, f"the append completed the long poll {at - sent:.2f}s late"
+
+    started = time.monotonic()
+    reader.send(encode_request(ApiKey.Fetch, 11, 9, long_poll(3, 100_000, 800)))
+    time.sleep(0.2)
+    produce(b"too few bytes")
+    partition, at = answered(reader)
+    assert 0.75 <= at - started < 3.0, f"a fetch short of min_bytes was answered after {at - started:.2f}s (max_wait_ms 800)"
+    assert partition["high_watermark"] == 4 and partition["records"]
+
+    for _ in range(20):
+        leaving = connect(broker.bootstrap)
+        leaving.send(encode_request(ApiKey.Fetch, 11, 1, long_poll(4, 1, 1000)))
+        time.sleep(0.05)
+        leaving.close()
+    purgatory = broker.server.replica_manager.purgatory
+    assert purgatory._watchers.get((topic, 0)), "the long polls were not waiting"
+    deadline = time.monotonic() + 10
+    while purgatory._watchers.get((topic, 0)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not purgatory._watchers.get((topic, 0)), f"{len(purgatory._watchers[(topic, 0)])} long polls of closed connections still watched"
