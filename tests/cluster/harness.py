@@ -153,7 +153,10 @@ class Network:
         raise HarnessUnavailable(f"the harness slots are all in use ({LOCK_DIR}/odradek-cluster-harness-*.lock)")
 
     def add_node(self, name: str, host_number: int) -> Node:
-        """A namespace with loopback up and a veth to the bridge, and an empty nftables table for cuts."""
+        """A namespace with loopback up and a veth to the bridge, and an empty nftables table for cuts. ``name``
+        starts with a letter (:meth:`owns_link`)."""
+        if not name[:1].isalpha():
+            raise ValueError(f"a node's name starts with a letter: {name!r}")
         node = Node(name, f"{self.prefix}-{name}", f"10.77.{self.slot}.{host_number}", f"{self.prefix}{name}")
         peer = f"{node.host_veth}p"
         run("ip", "netns", "add", node.netns)
@@ -202,8 +205,13 @@ class Network:
             run("ip", "netns", "del", netns, check=False)
         links = run("ip", "-o", "link", "show", check=False).stdout.splitlines()
         for name in (line.split(":")[1].strip().split("@")[0] for line in links if ":" in line):
-            if name.startswith(self.prefix):
+            if self.owns_link(name):
                 run("ip", "link", "del", name, check=False)
+
+    def owns_link(self, name: str) -> bool:
+        """Whether a link is this slot's: its bridge or a node's veth, the prefix followed by the node's name,
+        which starts with a letter (so slot 1's prefix ``odk1`` never claims slot 11's ``odk11b1``)."""
+        return name.startswith(self.prefix) and name[len(self.prefix) : len(self.prefix) + 1].isalpha()
 
     def close(self) -> None:
         self.remove_leftovers()

@@ -4,6 +4,7 @@ clients, and what a crashed run left (namespaces, links, processes) is gone when
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess as sp
 import sys
@@ -11,7 +12,7 @@ import time
 from typing import Iterator
 
 import pytest
-from harness import HarnessUnavailable, Network, Node, run
+from harness import SLOTS, HarnessUnavailable, Network, Node, run
 
 PORT = 7000
 LISTEN = f"import socket, time\ns = socket.create_server(('', {PORT}))\nwhile True:\n    s.accept()[0].close()\n"
@@ -88,3 +89,17 @@ def test_a_crashed_runs_leftovers_are_removed_when_its_slot_is_taken() -> None:
     finally:
         again.close()
     assert again.bridge not in run("ip", "-o", "link", "show").stdout
+
+
+
+def test_a_slot_claims_only_its_own_links() -> None:
+    """Slot 1's prefix ``odk1`` begins slots 10-15's names too (``odk11br``, ``odk12b1``): taking slot 1 again
+    must remove its own bridge and veths and none of theirs, which other runs may be using."""
+    with open(os.devnull, "w") as lock:
+        one = Network(1, lock)
+        assert one.owns_link("odk1br") and one.owns_link("odk1b1") and one.owns_link("odk1zkp")
+        for slot in range(10, SLOTS):
+            other = Network(slot, lock)
+            for name in (other.bridge, f"{other.prefix}b1", f"{other.prefix}zkp"):
+                assert not one.owns_link(name), f"slot 1 claims slot {slot}'s {name}"
+                assert other.owns_link(name)
