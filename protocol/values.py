@@ -66,16 +66,27 @@ _NOP = 9
 """The ``NOP`` opcode (``opcode.opmap``), which an attribute's docstring after its assignment compiles to."""
 
 
-@cache
-def _plain_code() -> bytes:
-    """The bytecode of an ``__init__`` setting each of :data:`_PLAIN_FIELDS` parameters to the attribute of the
-    same name, in order: compiled once, when the first class asks."""
-    fields = [f"a{index}" for index in range(_PLAIN_FIELDS)]
-    source = f"def __init__(self, {', '.join(fields)}):\n" + "".join(f"    self.{field} = {field}\n" for field in fields)
-    namespace: dict[str, Any] = {}
-    exec(compile(source, "<plain_init>", "exec"), namespace)
-    code: bytes = namespace["__init__"].__code__.co_code
-    return code
+# An ``__init__`` setting each of _PLAIN_FIELDS parameters to the attribute of the same name, in order, whose
+# bytecode plain_init compares a class's with (no docstring: its first constant must be None, as theirs). Written
+# out rather than compiled at the first class: ``compile`` cost ~0.9 M instructions every start
+# (docs/performance.md, "Start-up").
+def _plain_template(self: Any, a0: Any, a1: Any, a2: Any, a3: Any, a4: Any, a5: Any, a6: Any, a7: Any, a8: Any, a9: Any, a10: Any, a11: Any, a12: Any, a13: Any, a14: Any, a15: Any) -> None:
+    self.a0 = a0
+    self.a1 = a1
+    self.a2 = a2
+    self.a3 = a3
+    self.a4 = a4
+    self.a5 = a5
+    self.a6 = a6
+    self.a7 = a7
+    self.a8 = a8
+    self.a9 = a9
+    self.a10 = a10
+    self.a11 = a11
+    self.a12 = a12
+    self.a13 = a13
+    self.a14 = a14
+    self.a15 = a15
 
 
 def plain_init(cls: type[_T]) -> type[_T]:
@@ -89,7 +100,7 @@ def plain_init(cls: type[_T]) -> type[_T]:
     init = cls.__dict__["__init__"]
     code = init.__code__
     names = code.co_varnames[1 : code.co_argcount]
-    plain = _plain_code()
+    plain = _plain_template.__code__.co_code
     size = (len(plain) - 6) // _PLAIN_FIELDS  # RESUME, a block per field, then LOAD_CONST None and RETURN_VALUE
     units = b"".join(code.co_code[i : i + 2] for i in range(0, len(code.co_code), 2) if code.co_code[i] != _NOP)
     if (
