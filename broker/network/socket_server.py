@@ -20,6 +20,7 @@ import itertools
 import logging
 import socket
 import time
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Coroutine, cast
 
 import anyio
@@ -69,10 +70,14 @@ class Network:
         self.pool = pool
         self.connection_quotas = connection_quotas
         self.connections: set[Connection] = set()
-        self.tls_buffer = memoryview(bytearray(_TLS_READ_SIZE))
-        """Where TLS connections receive their encrypted bytes (handed to their TLS session at once)."""
         self.slot_freed = anyio.Event()
         """Set when a connection closes: a listener at max.connections waits for it."""
+
+    @cached_property
+    def tls_buffer(self) -> memoryview:
+        """Where TLS connections receive their encrypted bytes (handed to their TLS session at once): made by
+        the first, so that a broker without TLS listeners neither zeroes nor holds its 256 KiB."""
+        return memoryview(bytearray(_TLS_READ_SIZE))
 
     def connection_closed(self, ip: str) -> None:
         self.connection_quotas.close(ip)
