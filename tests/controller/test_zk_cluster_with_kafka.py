@@ -44,8 +44,9 @@ def odradek_led(zookeeper: kafka_jvm.ZooKeeper, tmp_path_factory: pytest.TempPat
     zk = ZkClient(connect)
     channel = ControllerChannelManager(1)
     controller = ZkController(zk, 1, channel)
-    # a short ZooKeeper session, so that a killed Kafka broker's registration goes within seconds
-    kafka = kafka_jvm.KafkaBroker(tmp_path_factory.mktemp("kafka-peer"), connect, broker_id=0, settings={"zookeeper.session.timeout.ms": "6000"})
+    # a short ZooKeeper session, so that a killed Kafka broker's registration goes within seconds; stopped
+    # last, it leads partitions whose other replica is gone (kafka_jvm.CLUSTER_STOP_SETTINGS)
+    kafka = kafka_jvm.KafkaBroker(tmp_path_factory.mktemp("kafka-peer"), connect, broker_id=0, settings={"zookeeper.session.timeout.ms": "6000", **kafka_jvm.CLUSTER_STOP_SETTINGS})
     try:
         zk.create_top_level_paths()
         zk.create_or_get_cluster_id(new_cluster_id())

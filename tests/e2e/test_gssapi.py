@@ -120,7 +120,7 @@ def test_brokers_log_in_to_each_other_with_kerberos(kdc: Kdc, real_kafka, java_p
 
     def cluster_settings(broker_id: int) -> dict[str, str]:
         base = {k: v for k, v in settings(kdc, *ports[broker_id]).items() if k not in ("authorizer.class.name", "super.users")}
-        return {**base, "broker.id": str(broker_id), "zookeeper.connect": connect, "inter.broker.listener.name": "SASL_PLAINTEXT", "sasl.mechanism.inter.broker.protocol": "GSSAPI", "offsets.topic.replication.factor": "1"}
+        return {**base, "broker.id": str(broker_id), "zookeeper.connect": connect, "inter.broker.listener.name": "SASL_PLAINTEXT", "sasl.mechanism.inter.broker.protocol": "GSSAPI", "offsets.topic.replication.factor": "1", **kafka_jvm.CLUSTER_STOP_SETTINGS}
 
     kafka = kafka_jvm.KafkaBroker(tmp_path / "kafka", connect, broker_id=5, settings=cluster_settings(5), port=ports[5][0]).start()
     try:

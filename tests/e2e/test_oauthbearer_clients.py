@@ -32,6 +32,7 @@ def settings(broker_id: int, plain: int, sasl: int, connect: str) -> dict[str, s
         "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
         "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": JAAS,
         "offsets.topic.replication.factor": "1",
+        **kafka_jvm.CLUSTER_STOP_SETTINGS,
     }
 
 

@@ -44,6 +44,14 @@ BROKER_SETTINGS: dict[str, str] = {
 """What the tests' Kafka and odradek both run with beyond Kafka's defaults: one node, no rebalance delay,
 and a log cleaner that looks for work every second rather than every 15 s (so compaction shows quickly)."""
 
+CLUSTER_STOP_SETTINGS: dict[str, str] = {"controlled.shutdown.retry.backoff.ms": "100"}
+"""For the brokers of a ZooKeeper-mode cluster that a test stops cleanly, all of them at its end (Kafka's and
+odradek's alike). The broker stopped last leads partitions whose other replicas have stopped: its controlled
+shutdown can move none of them, and Kafka tries it ``controlled.shutdown.max.retries`` (3) times, 5 s apart by
+default, before it shuts down anyway -- 10 s of every such cluster's end. 100 ms is what Kafka's own test
+harness gives its brokers (``TestUtils.createBrokerConfig``). Not for a test that stops a broker while the
+others keep serving and counts on the retries' time for a follower to catch up (a rolling restart)."""
+
 TOOLS: dict[str, str] = {
     "kafka-topics": "org.apache.kafka.tools.TopicCommand",
     "kafka-configs": "kafka.admin.ConfigCommand",

@@ -72,17 +72,13 @@ def _console_address(lines: Callable[[], list[str]], timeout_s: float = 30.0) ->
 @contextlib.contextmanager
 def two_brokers(root: Path, config: Callable[[int], dict[str, str]]) -> Iterator[tuple[list[Broker], str]]:
     """ZooKeeper and odradek brokers 1 and 2, each with ``config(id)``, broker 2 serving the console (the
-    brokers, the console's URL), both in the metadata; all stopped afterwards.
-
-    The broker stopped last leads partitions whose other replica is gone: its controlled shutdown can move none
-    of them, and Kafka retries it ``controlled.shutdown.max.retries`` times ``controlled.shutdown.retry.backoff.ms``
-    apart before it shuts down anyway -- 10 s at Kafka's default backoff, 0.2 s at the 100 ms Kafka's own test
-    harness (``TestUtils.createBrokerConfig``) gives its brokers."""
+    brokers, the console's URL), both in the metadata; all stopped afterwards, the last at once
+    (:data:`kafka_jvm.CLUSTER_STOP_SETTINGS`)."""
     zookeeper = kafka_jvm.ZooKeeper(root / "zookeeper").start()
     brokers: list[Broker] = []
     try:
         for broker_id in (1, 2):
-            props = {"broker.id": str(broker_id), "zookeeper.connect": zookeeper.connect, "controlled.shutdown.retry.backoff.ms": "100", **config(broker_id)}
+            props = {"broker.id": str(broker_id), "zookeeper.connect": zookeeper.connect, **kafka_jvm.CLUSTER_STOP_SETTINGS, **config(broker_id)}
             if broker_id == 2:
                 props["console.listener"] = "http://127.0.0.1:0"
             brokers.append(Broker(log_dir=root / f"broker{broker_id}", subprocess=True, config=props).start())
