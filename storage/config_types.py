@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.protocol.values import CodeEnum
+from odradek.protocol.values import CodeEnum, plain_init
 
 
 class ConfigError(ValueError):
@@ -54,6 +54,7 @@ def _java_integer(text: str) -> bool:
     return digits.isascii() and digits.isdigit()
 
 
+@plain_init  # ~250 keys made by every start (the broker's and the topics' tables): their slots filled in C
 class ConfigKey:
     __slots__ = ("name", "type", "default", "doc", "at_least", "valid", "acted_on")
 

@@ -47,7 +47,7 @@ class BrokerSynonym(FrozenFields):
 
 
 class TopicConfigKey(ConfigKey):
-    __slots__ = ("synonyms", "check")
+    __slots__ = ("synonyms", "check", "attribute")
 
     def __init__(self, *key: Any, synonyms: tuple[BrokerSynonym, ...] = (), check: Callable[[Any], str | None] | None = None, **options: Any) -> None:
         """``key`` and ``options``: a :class:`ConfigKey`'s."""
@@ -55,11 +55,8 @@ class TopicConfigKey(ConfigKey):
         self.synonyms = synonyms
         self.check = check
         """Validation beyond ``at_least``/``valid``: returns Kafka's reason when the value is rejected."""
-
-    @property
-    def attribute(self) -> str:
-        """The ``LogConfig`` attribute holding this key's value."""
-        return self.name.replace(".", "_")
+        self.attribute = self.name.replace(".", "_")
+        """The ``LogConfig`` attribute holding this key's value (read by every ``LogConfig`` made: worked out once)."""
 
     def validate(self, value: Any) -> None:
         super().validate(value)
