@@ -66,7 +66,7 @@ class KafkaLeader:
 
     def __init__(self, root: Path) -> None:
         self.zookeeper = kafka_jvm.ZooKeeper(root / "zookeeper").start()
-        self.kafka = kafka_jvm.KafkaBroker(root / "kafka", self.zookeeper.connect, broker_id=LEADER, settings={"replica.lag.time.max.ms": "3000"})
+        self.kafka = kafka_jvm.KafkaBroker(root / "kafka", self.zookeeper.connect, broker_id=LEADER, settings={"replica.lag.time.max.ms": "3000", **kafka_jvm.CLUSTER_STOP_SETTINGS})
         self.registration: ZkClient | None = None
         self.kafka.start()
         self.observer = ZkClient(self.zookeeper.connect)

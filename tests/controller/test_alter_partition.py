@@ -35,7 +35,7 @@ def cluster(zookeeper: kafka_jvm.ZooKeeper, tmp_path_factory: pytest.TempPathFac
     zk = ZkClient(connect)
     channel = ControllerChannelManager(1)
     controller = ZkController(zk, 1, channel)
-    kafka = kafka_jvm.KafkaBroker(tmp_path_factory.mktemp("kafka-leader"), connect, broker_id=0)
+    kafka = kafka_jvm.KafkaBroker(tmp_path_factory.mktemp("kafka-leader"), connect, broker_id=0, settings=kafka_jvm.CLUSTER_STOP_SETTINGS)
     try:
         zk.create_top_level_paths()
         zk.create_or_get_cluster_id(new_cluster_id())
