@@ -71,27 +71,35 @@ def assert_decodes_alike(message: Message, version: int, data: bytes | bytearray
         same(want, got, message.name)
 
 
+def assert_machine_agrees(message: Message, version: int, program: Any, value: dict[str, Any], edits: list[tuple[int, int]]) -> None:
+    data, splices = schema._encode_parts_python(message, version, value)
+    assert machine.encode((program,), ((message, version, value),), False) == (data, splices)
+    assert_decodes_alike(message, version, data)
+    decoded = machine_decode(message, version, data)[0]
+    assert machine.encode((program,), ((message, version, decoded),), False) == (data, [])
+    for end in range(len(data)):
+        assert_decodes_alike(message, version, data[:end])
+    if data:
+        damaged = bytearray(data)
+        for position, byte in edits:
+            damaged[position % len(damaged)] = byte
+        assert_decodes_alike(message, version, damaged)
+
+
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+
+
 @pytest.mark.parametrize("message,version,api_key,kind", cases())
 def test_machine_encodes_and_decodes_as_the_reference(message: Message, version: int, api_key: int | None, kind: str | None) -> None:
+    # The body is a module-level function, as in test_roundtrip: Hypothesis tokenizes the given function's source.
     program = message.codec(version).program
     assert program is not None, f"{message.name} v{version} is left to the Python codec"
     flexible = message.is_flexible(version)
 
-    @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @SETTINGS
     @given(value=struct_strategy(message.struct, version, flexible), edits=st.lists(st.tuples(st.integers(0, 1 << 16), st.integers(0, 255)), max_size=3))
     def check(value: dict[str, Any], edits: list[tuple[int, int]]) -> None:
-        data, splices = schema._encode_parts_python(message, version, value)
-        assert machine.encode((program,), ((message, version, value),), False) == (data, splices)
-        assert_decodes_alike(message, version, data)
-        decoded = machine_decode(message, version, data)[0]
-        assert machine.encode((program,), ((message, version, decoded),), False) == (data, [])
-        for end in range(len(data)):
-            assert_decodes_alike(message, version, data[:end])
-        if data:
-            damaged = bytearray(data)
-            for position, byte in edits:
-                damaged[position % len(damaged)] = byte
-            assert_decodes_alike(message, version, damaged)
+        assert_machine_agrees(message, version, program, value, edits)
 
     check()
 
