@@ -222,7 +222,9 @@ class Wire:
 
     def __init__(self, bootstrap: str, client_id: str = "wire-test") -> None:
         host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=10)
+        # Longer than the timeout_ms most requests here carry (5-10 s): a broker that answers a slow CreateTopics
+        # at its timeout, as a real Kafka on a loaded machine does, is read rather than cut off at that moment.
+        self.sock = socket.create_connection((host, int(port)), timeout=30)
         self.correlation = itertools.count(1)
         self.client_id = client_id
 
