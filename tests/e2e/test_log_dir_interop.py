@@ -19,6 +19,7 @@ aborted. Both are stopped cleanly. Then:
 from __future__ import annotations
 
 import random
+import re
 import shutil
 import socket
 import struct
@@ -34,6 +35,7 @@ import pytest
 
 import kafka_jvm
 from odradek import Broker
+from odradek.storage.file_records import FileRecords
 
 SETTINGS = {
     "log.segment.bytes": "4096",
@@ -394,6 +396,31 @@ def both_dump_logs(files: list[str], *options: str) -> tuple[sp.CompletedProcess
     return kafka, ours
 
 
+_EMPTIED = re.compile(r"Found timestamp mismatch in :(?P<path>\S+)\.timeindex\n  Index timestamp: (?P<timestamp>\d+), log timestamp: -1\n")
+
+
+def strip_emptied_batch_reports(stderr: str) -> str:
+    """``kafka-dump-log --verify-index-only``'s report without its mismatches at batches the cleaner emptied.
+
+    The cleaner keeps a producer's last batch when all its records are compacted away, as an empty batch that
+    still carries the producer's fields and the batch's max timestamp (Kafka's ``MemoryRecords.filterTo``,
+    ``writeEmptyHeader``), and counts that timestamp for the cleaned segment's time index
+    (``updateRetainedBatchMetadata(batch, 0, true)``, then ``LogSegment.onBecomeInactiveSegment``). The tool
+    takes the max timestamp of the records it finds there, none, so Kafka's own cleaned logs get the same
+    report. Each report taken out is checked to be that: an empty batch of the segment with that timestamp."""
+
+    def emptied(match: re.Match[str]) -> str:
+        timestamp = int(match["timestamp"])
+        records = FileRecords.open(Path(match["path"] + ".log"), writable=False)
+        try:
+            assert any(header.records_count == 0 and header.max_timestamp == timestamp for _, header, _ in records.batches()), match[0]
+        finally:
+            records.close()
+        return ""
+
+    return _EMPTIED.sub(emptied, stderr)
+
+
 def assert_same_dump(kafka: sp.CompletedProcess[str], ours: sp.CompletedProcess[str]) -> None:
     assert kafka.returncode == 0, kafka.stderr
     assert ours.stderr == kafka.stderr
@@ -433,7 +460,8 @@ def test_kafka_dump_log_and_ours_print_the_same(log_dirs: list[Path], dump: str)
 def test_kafka_finds_the_indexes_consistent(log_dirs: list[Path], check: str) -> None:
     files = [f for topic in (None, "__consumer_offsets", "__transaction_state") for f in partition_files(log_dirs, (".index", ".timeindex"), topic)]
     kafka, ours = both_dump_logs(files, check)
-    assert kafka.returncode == 0 and kafka.stderr == "", kafka.stderr
+    assert kafka.returncode == 0 and strip_emptied_batch_reports(kafka.stderr) == "", kafka.stderr
+    assert ours.stderr == kafka.stderr
     if check == "--index-sanity-check":
         assert all(line.startswith("Dumping ") or line.endswith((" passed sanity check.", " is empty.")) for line in kafka.stdout.splitlines())
     else:
