@@ -5,8 +5,8 @@ ZooKeeper as Kafka 3.9's ``KafkaController.processAlterPartition`` does in ZooKe
 live broker with its current epoch (else STALE_BROKER_EPOCH for the whole request); a leader or partition
 epoch newer than the controller's says this controller is stale (NOT_CONTROLLER), an older leader epoch is
 fenced, a change already made is answered with the current state (idempotent retries), an older partition
-epoch is INVALID_UPDATE_VERSION, and an ISR naming a broker that is not live is refused (INELIGIBLE_REPLICA,
-OPERATION_NOT_ATTEMPTED before v2). Accepted changes are written at the partition's znode version (the
+epoch is INVALID_UPDATE_VERSION, and an ISR naming a broker that is not live, or is in controlled shutdown,
+is refused (INELIGIBLE_REPLICA, OPERATION_NOT_ATTEMPTED before v2; KIP-841). Accepted changes are written at the partition's znode version (the
 partition epoch), and every live broker gets UpdateMetadata for the partitions asked about.
 """
 
@@ -69,7 +69,7 @@ def judge(ctx: ControllerContext, broker_id: int, proposal: IsrProposal, version
         return ErrorCode.INVALID_REQUEST
     if state.leader_recovery_state != RECOVERING and proposal.leader_recovery_state == RECOVERING:
         return ErrorCode.INVALID_REQUEST
-    if set(proposal.isr) - set(ctx.live_brokers):
+    if not all(ctx.is_live(b) for b in proposal.isr):
         return ErrorCode.INELIGIBLE_REPLICA if version > 1 else ErrorCode.OPERATION_NOT_ATTEMPTED
     return zd.LeaderIsrAndControllerEpoch(broker_id, proposal.leader_epoch, proposal.isr, ctx.epoch, proposal.leader_recovery_state)
 

@@ -304,10 +304,10 @@ class ZkController:
         ctx = self.context
         for topic, p in ctx.offline_partitions():
             partition = (topic, p)
-            live = set(ctx.live_replicas(partition))
+            live = set(ctx.electable_replicas(partition))
             current = ctx.leadership.get(partition)
             if current is None:
-                state = initial_leadership(ctx.live_replicas(partition), ctx.epoch)
+                state = initial_leadership(ctx.electable_replicas(partition), ctx.epoch)
                 if state is None or not self.zk.create_partition_state_fenced(topic, p, state, ctx.epoch_zk_version):
                     continue
                 ctx.leadership[partition] = Leadership(state, 0)
@@ -529,7 +529,7 @@ class ZkController:
         ISR member, else the first live replica), written at the version read (re-read and chosen again on
         a conflict) and sent to its live replicas. Answers each partition's new leader or why none."""
         ctx = self.context
-        live = set(ctx.live_brokers)
+        live = {b for b in ctx.live_brokers if ctx.is_live(b)}
         batch = RequestBatch(ctx)
         results: dict[TopicPartition, ElectionResult] = {}
         for partition in partitions:

@@ -66,6 +66,15 @@ class ControllerContext:
     def live_replicas(self, partition: TopicPartition) -> list[int]:
         return [r for r in self.assignments[partition].replicas if self.is_online(r, partition)]
 
+    def is_live(self, broker: int) -> bool:
+        """Kafka's ``isLiveBroker``: registered and not shutting down. Only such brokers may join an ISR or
+        be elected; a broker in controlled shutdown still hears of its partitions until it is gone."""
+        return broker in self.live_brokers and broker not in self.shutting_down
+
+    def electable_replicas(self, partition: TopicPartition) -> list[int]:
+        """Kafka's ``isReplicaOnline`` without the brokers shutting down: who an election may choose."""
+        return [r for r in self.live_replicas(partition) if r not in self.shutting_down]
+
     def partitions_of(self, topic: str) -> list[TopicPartition]:
         return sorted(tp for tp in self.assignments if tp[0] == topic)
 
@@ -145,7 +154,7 @@ def imbalanced_partitions(ctx: ControllerContext, imbalance_percentage: int) -> 
     for partition, assignment in ctx.assignments.items():
         if partition[0] not in ctx.topics_being_deleted and assignment.replicas:
             by_preferred.setdefault(assignment.replicas[0], []).append(partition)
-    live = set(ctx.live_brokers)
+    live = {b for b in ctx.live_brokers if ctx.is_live(b)}
     candidates: list[TopicPartition] = []
     for preferred, partitions in sorted(by_preferred.items()):
         led_elsewhere = [p for p in partitions if p in ctx.leadership and ctx.leadership[p].state.leader != preferred]

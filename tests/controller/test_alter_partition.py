@@ -97,3 +97,23 @@ def test_a_leaders_isr_change_is_judged_and_written_as_kafkas_controller_does(cl
     assert only_partition(alter(controller, epoch, state.leader_epoch, [0, 5], version + 1))["error_code"] == ErrorCode.INELIGIBLE_REPLICA
     assert only_partition(alter(controller, epoch, state.leader_epoch, [0, 5], version + 1, version=1))["error_code"] == ErrorCode.OPERATION_NOT_ATTEMPTED
     assert only_partition(alter(controller, epoch, state.leader_epoch - 1, [0], version + 1))["error_code"] == ErrorCode.FENCED_LEADER_EPOCH
+
+
+def test_a_broker_in_controlled_shutdown_cannot_rejoin_an_isr(cluster: tuple[ZkController, kafka_jvm.KafkaBroker]) -> None:
+    """KIP-841: once broker 1 asked for a controlled shutdown it left the ISR, and while it stops it still
+    fetches; the leader's change adding it back is refused (INELIGIBLE_REPLICA, OPERATION_NOT_ATTEMPTED
+    before v2) and ZooKeeper keeps the ISR without it, as Kafka's controller does."""
+    controller, _ = cluster
+    state, version = controller.zk.partition_state(TOPIC, 0)
+    epochs = controller.context.broker_epochs
+    if 1 not in state.isr:
+        rejoined = only_partition(alter(controller, epochs[0], state.leader_epoch, [0, 1], version))
+        assert (rejoined["error_code"], rejoined["isr"]) == (ErrorCode.NONE, [0, 1])
+        state, version = controller.zk.partition_state(TOPIC, 0)
+    assert controller.controlled_shutdown(1, epochs[1]).result(10) == {"error_code": ErrorCode.NONE, "remaining_partitions": []}
+    shrunk, version = controller.zk.partition_state(TOPIC, 0)
+    assert (shrunk.leader, shrunk.isr) == (0, (0,))
+
+    assert only_partition(alter(controller, epochs[0], shrunk.leader_epoch, [0, 1], version))["error_code"] == ErrorCode.INELIGIBLE_REPLICA
+    assert only_partition(alter(controller, epochs[0], shrunk.leader_epoch, [0, 1], version, version=1))["error_code"] == ErrorCode.OPERATION_NOT_ATTEMPTED
+    assert controller.zk.partition_state(TOPIC, 0) == (shrunk, version)
