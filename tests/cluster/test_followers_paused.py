@@ -18,7 +18,8 @@ Kafka as in odradek, so no moment after the SIGSTOP marks a limit for such an ac
 
 The producer retries the unacknowledged writes after SIGCONT; the leader already has them, and answers each
 retry as a duplicate of one of the producer's last five batches: error NONE with the original batch's
-offsets (``findDuplicateBatch``), so every acknowledgement carries the offset where the record is. The
+offsets (``findDuplicateBatch``), so every acknowledgement of partition 0 carries the offset where the
+record is (the other partitions' leaders are the frozen followers, whose requests time out in the client). The
 checker then finds nothing lost, duplicated or reordered.
 
 The load above meets the race that matters only now and then, so the same pause is also played at the wire,
@@ -122,7 +123,11 @@ def test_nothing_acknowledged_that_only_the_leader_holds(cluster: Cluster) -> No
                            f"the followers' logs ending at {log_ends}, {recovered:.1f}s to recover")
         report = workload.finish()
     print(f"\n{'; '.join(timings)}\n{report}")
-    assert report.ok and report.count(ViolationKind.NO_OFFSET) == 0, str(report)
+    # Every retry to partition 0's leader, which never stopped, carries its original offset. The other
+    # partitions are led by the frozen followers: a request to them times out in the client, and librdkafka
+    # then acknowledges its records without an offset once a later batch succeeds (its implicit ack, which
+    # Kafka's leader faults bring about as well; checker.py).
+    assert report.ok and [v for v in report.violations if v.kind is ViolationKind.NO_OFFSET and v.partition == 0] == [], str(report)
     assert report.acknowledged > 0 and not report.delivery_errors, str(report)
 
 
