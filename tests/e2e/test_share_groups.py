@@ -117,10 +117,13 @@ def long_lock_broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
 @pytest.fixture(scope="module")
 def probe(java44: kafka44_jvm.JavaPrograms) -> Probe:
     """``probe(mode, bootstrap, topic, group, count, consumers, policy, timeout_ms)``: ShareProbe's JSON lines
-    (ShareProbe is among the java44 programs, compiled once)."""
+    (ShareProbe is among the java44 programs, compiled once). Each run but hold's is a call to the test
+    process's lasting runner JVM (a JVM start is most of a short run's CPU); hold halts the JVM it runs in,
+    a consumer that vanishes with records it never acknowledged, so it gets a JVM of its own."""
 
     def run(mode: str, bootstrap: str, topic: str, group: str, count: int, consumers: int = 1, policy: str = "accept", timeout_ms: int = 60000) -> list[dict[str, Any]]:
-        done = java44.run("ShareProbe", mode, bootstrap, topic, group, str(count), str(consumers), policy, str(timeout_ms), timeout_s=PROBE_TIMEOUT_S)
+        args = (mode, bootstrap, topic, group, str(count), str(consumers), policy, str(timeout_ms))
+        done = java44.run("ShareProbe", *args, timeout_s=PROBE_TIMEOUT_S, lasting=mode != "hold")
         assert done.returncode == 0, f"ShareProbe {mode} exited {done.returncode}:\n{done.stderr[-4000:]}"
         return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 

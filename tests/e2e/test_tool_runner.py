@@ -1,5 +1,6 @@
 """The tool runner (tests/jvm/tool_runner.py, ToolRunner.java): a Kafka tool run in the long-lived JVM answers
-exactly what the tool's own JVM answers, and a call that hangs past its timeout still times out.
+exactly what the tool's own JVM answers, and a call that hangs past its timeout still times out (a test
+program's run in a lasting runner, kafka_jvm.JavaPrograms, as well).
 
 What the tools print against a broker is compared with Kafka's by the tests that use them (test_kafka_tools
 and others), through the runner; these cover what those do not reach: usage errors, a stack trace with a
@@ -44,3 +45,18 @@ def test_a_call_that_hangs_times_out_and_the_next_call_gets_a_fresh_runner(monke
         kafka_jvm.run_tool("kafka-console-consumer", "--bootstrap-server", f"127.0.0.1:{kafka_jvm.free_port()}", "--topic", "t", timeout_s=5)
     done = kafka_jvm.run_tool("kafka-topics", "--version")
     assert (done.returncode, done.stdout.strip()) == (0, "3.9.1")
+
+
+def test_a_program_run_that_hangs_times_out_and_the_next_run_gets_a_fresh_runner(java44: kafka44_jvm.JavaPrograms, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lasting program run (ShareProbe, as test_share_groups runs it) that outlives its timeout takes its
+    runner with it: the next run answers as a JVM of its own does."""
+    monkeypatch.setenv(tool_runner.ENV, "1")
+    nowhere = f"127.0.0.1:{kafka_jvm.free_port()}"
+    with pytest.raises(sp.TimeoutExpired):
+        # Share consumers with no broker to reach poll until the run's own deadline, ten minutes away.
+        java44.run("ShareProbe", "drain", nowhere, "t", "g", "1", "1", "accept", "600000", timeout_s=5, lasting=True)
+    produce = ("ShareProbe", "produce", nowhere, "t", "g", "0", "1", "accept", "1000")
+    in_runner = java44.run(*produce, lasting=True)
+    own_jvm = java44.run(*produce)
+    # (Their standard error: the producer's warnings that it found no broker, at times of their own.)
+    assert (in_runner.returncode, in_runner.stdout) == (own_jvm.returncode, own_jvm.stdout) == (0, '{"produced": 0}\n')

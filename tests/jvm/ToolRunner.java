@@ -40,7 +40,9 @@ import javax.management.ObjectName;
 
 /**
  * Runs Kafka's command-line tools one after another in this one JVM, for the tests (tests/jvm/tool_runner.py):
- * a tool's own JVM spends ~1.5 s starting and loading classes that this one has loaded already.
+ * a tool's own JVM spends ~1.5 s starting and loading classes that this one has loaded already. The tests' own
+ * Java programs that are fit for it run here too (kafka_jvm.JavaPrograms, {@code lasting}), in a runner of
+ * their own classpath.
  *
  * <p>Each call arrives on standard input (main class, arguments, standard input text) and its answer (exit
  * code, what it printed on standard output and standard error) leaves on standard output, both framed by

@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Sequence
 
 import kafka_jvm
-import tool_runner
 from kafka_jvm import JavaProcess, JavaPrograms, free_port, start_java, tail, wait_for_port
 
 KAFKA44_ENV = "ODRADEK_COMPAT_KAFKA44"
@@ -68,6 +67,9 @@ TRANSACTION_SETTINGS: dict[str, str] = {"transaction.abort.timed.out.transaction
 """What the transactions v2 tests run both brokers with (the shared node has it): the coordinator looks for
 transactions past their timeout every second rather than every 10 s, so a test that lets one time out waits
 about its timeout, not up to 10 s more."""
+
+EXIT_CLASS = "org.apache.kafka.common.utils.internals.Exit"
+"""Kafka 4.x's ``Exit`` (moved from 3.9's ``common.utils``), through which its tools leave."""
 
 TOOLS: dict[str, str] = {
     "kafka-topics": "org.apache.kafka.tools.TopicCommand",
@@ -322,19 +324,12 @@ def run_tool(tool: str, *args: str, timeout_s: float = 120.0, input: str | None 
     archive = kafka_jvm.ClassDataArchive.of(*JAR_SETS)
     properties = [f"-Dlog4j2.configurationFile={log4j2}"]
     cmd = ["java", "-Xmx256m", *kafka_jvm.TOOL_JVM_FLAGS, *archive.flags(), *properties, "-cp", classpath(), TOOLS[tool], *args]
-    jvm = [kafka_jvm.RUNNER_HEAP, *kafka_jvm.TOOL_JVM_FLAGS, *archive.runner_flags(), *properties]
-    done = tool_runner.run(jvm, classpath(), "org.apache.kafka.common.utils.internals.Exit", TOOLS[tool], args, input=input, timeout_s=timeout_s, command=cmd, cache=kafka_jvm.JAR_ROOT)
-    if done is not None:
-        return done
-    try:
-        return sp.run(cmd, capture_output=True, text=True, timeout=timeout_s, input=input)
-    finally:
-        archive.finish()
+    return kafka_jvm.run_java(cmd, archive, kafka_jvm.RunnerCall(classpath(), EXIT_CLASS, properties), TOOLS[tool], args, timeout_s=timeout_s, input=input)
 
 
 def java_programs(sources: Sequence[Path]) -> JavaPrograms:
     """Java sources compiled once against kafka-clients 4.4.0, each program logging as Kafka 4.4's tools do."""
-    return JavaPrograms.compile(sources, JAR_SETS, {"log4j2.configurationFile": str(log4j2_file(TOOLS_LOG4J2, "tools-log4j2.properties"))})
+    return JavaPrograms.compile(sources, JAR_SETS, {"log4j2.configurationFile": str(log4j2_file(TOOLS_LOG4J2, "tools-log4j2.properties"))}, EXIT_CLASS)
 
 
 @dataclass

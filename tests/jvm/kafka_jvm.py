@@ -393,6 +393,8 @@ KAFKA_SERVER_JVM_FLAGS = [
 ]
 """``KAFKA_JVM_PERFORMANCE_OPTS`` of Kafka's bin/kafka-run-class.sh; bin/kafka-server-start.sh adds a 1 GiB heap
 (``-Xmx1G -Xms1G``): a broker as Kafka ships it, for benchmarks."""
+EXIT_CLASS = "org.apache.kafka.common.utils.Exit"
+"""Kafka 3.9's ``Exit``, through which its tools leave (a runner JVM traps it: tool_runner)."""
 RUNNER_HEAP = "-Xmx512m"
 """A tool runner's heap (tool_runner): its tools' 256 MiB, and room for the classes of all of them."""
 
@@ -409,7 +411,9 @@ def tools_log4j() -> Path:
 @dataclass(frozen=True)
 class JavaPrograms:
     """Java sources compiled once (``javac -Werror``) against jar sets, each program run as a JVM of its own:
-    ``programs.run("Main", *args)``.
+    ``programs.run("Main", *args)``, or in a runner JVM that stays up (``lasting=True``, tool_runner) when
+    the program is fit for one: it leaves through Kafka's ``Exit`` (:attr:`exit_class`), never
+    ``System.exit`` or ``halt``, keeps no state from one run to the next and closes its clients.
 
     The classes go into one jar beside the jar sets, named by a digest of the sources, the JDK and the jars,
     so every test process finds the same file: a class-data archive (:class:`ClassDataArchive`) is dumped only
@@ -422,9 +426,11 @@ class JavaPrograms:
     jar_sets: tuple[str, ...]
     system_properties: tuple[tuple[str, str], ...]
     """The logging configuration each program gets, as ``bin/*.sh`` gives the tools theirs."""
+    exit_class: str
+    """Kafka's ``Exit`` class in these jar sets, which a runner JVM traps (tool_runner)."""
 
     @classmethod
-    def compile(cls, sources: Sequence[Path], jar_sets: Sequence[str], system_properties: Mapping[str, str], timeout_s: float = 180.0) -> "JavaPrograms":
+    def compile(cls, sources: Sequence[Path], jar_sets: Sequence[str], system_properties: Mapping[str, str], exit_class: str, timeout_s: float = 180.0) -> "JavaPrograms":
         javac, jar_tool = shutil.which("javac"), shutil.which("jar")
         if javac is None or jar_tool is None:
             raise JvmUnavailable("no `javac` or `jar` on PATH: install a Java 17 JDK (make test does)")
@@ -448,7 +454,7 @@ class JavaPrograms:
                     raise
             finally:
                 shutil.rmtree(temp, ignore_errors=True)
-        return cls(folder / "programs.jar", tuple(jar_sets), tuple(system_properties.items()))
+        return cls(folder / "programs.jar", tuple(jar_sets), tuple(system_properties.items()), exit_class)
 
     def archive(self) -> ClassDataArchive:
         return ClassDataArchive.of(*self.jar_sets, jar=self.jar)
@@ -461,18 +467,44 @@ class JavaPrograms:
         cp = jars_classpath(self.jar_sets, self.jar)
         return ["java", f"-Xmx{heap}", *TOOL_JVM_FLAGS, *flags, *properties, "-cp", cp, main_class, *args]
 
-    def run(self, main_class: str, *args: str, timeout_s: float = 180.0) -> sp.CompletedProcess[str]:
-        """``main_class`` run to its exit (the first such run dumps the archive)."""
+    def run(self, main_class: str, *args: str, timeout_s: float = 180.0, lasting: bool = False) -> sp.CompletedProcess[str]:
+        """``main_class`` run to its exit (the first such run dumps the archive); ``lasting``: in this process's
+        runner JVM for these programs instead, unless runners are off."""
         archive = self.archive()
-        try:
-            return sp.run(self.command(main_class, *args, cds=archive.flags()), capture_output=True, text=True, timeout=timeout_s)
-        finally:
+        command = self.command(main_class, *args, cds=archive.flags())
+        runner = RunnerCall(jars_classpath(self.jar_sets, self.jar), self.exit_class, [f"-D{k}={v}" for k, v in self.system_properties]) if lasting else None
+        return run_java(command, archive, runner, main_class, args, timeout_s=timeout_s)
+
+
+@dataclass(frozen=True)
+class RunnerCall:
+    """What a runner JVM (tool_runner) needs beyond a main class's own command line: its classpath, the Kafka
+    ``Exit`` class it traps, and the system properties its calls share."""
+
+    classpath: str
+    exit_class: str
+    properties: list[str]
+
+
+def run_java(command: list[str], archive: ClassDataArchive | None, runner: RunnerCall | None, main_class: str, args: Sequence[str], *, timeout_s: float, input: str | None = None) -> sp.CompletedProcess[str]:
+    """``main_class`` with ``args`` run to its exit: in this process's runner JVM (tool_runner) when ``runner``
+    says how to start one and runners are on, else as ``command``, a JVM of its own that maps or dumps
+    ``archive``. The answer is ``subprocess.run(command, capture_output=True, text=True)``'s either way."""
+    if runner is not None:
+        jvm = [RUNNER_HEAP, *TOOL_JVM_FLAGS, *(archive.runner_flags() if archive else []), *runner.properties]
+        done = tool_runner.run(jvm, runner.classpath, runner.exit_class, main_class, args, input=input, timeout_s=timeout_s, command=command, cache=JAR_ROOT)
+        if done is not None:
+            return done
+    try:
+        return sp.run(command, capture_output=True, text=True, timeout=timeout_s, input=input)
+    finally:
+        if archive:
             archive.finish()
 
 
 def java_programs(sources: Sequence[Path], timeout_s: float = 180.0) -> JavaPrograms:
     """Java sources compiled once against kafka-clients 3.9.1, each program logging as Kafka's tools do."""
-    return JavaPrograms.compile(sources, ["kafka"], {"log4j.configuration": tools_log4j().as_uri()}, timeout_s)
+    return JavaPrograms.compile(sources, ["kafka"], {"log4j.configuration": tools_log4j().as_uri()}, EXIT_CLASS, timeout_s)
 
 
 def run_tool(tool: str, *args: str, timeout_s: float = 120.0, input: str | None = None, cp: str | None = None) -> sp.CompletedProcess[str]:
@@ -483,16 +515,8 @@ def run_tool(tool: str, *args: str, timeout_s: float = 120.0, input: str | None 
     cds = archive.flags() if archive else []
     properties = [f"-Dlog4j.configuration={log4j.as_uri()}"]
     cmd = ["java", "-Xmx256m", *TOOL_JVM_FLAGS, *cds, *properties, "-cp", cp or classpath(), TOOLS[tool], *args]
-    if archive is not None:
-        jvm = [RUNNER_HEAP, *TOOL_JVM_FLAGS, *archive.runner_flags(), *properties]
-        done = tool_runner.run(jvm, classpath(), "org.apache.kafka.common.utils.Exit", TOOLS[tool], args, input=input, timeout_s=timeout_s, command=cmd, cache=JAR_ROOT)
-        if done is not None:
-            return done
-    try:
-        return sp.run(cmd, capture_output=True, text=True, timeout=timeout_s, input=input)
-    finally:
-        if archive:
-            archive.finish()
+    runner = RunnerCall(classpath(), EXIT_CLASS, properties) if archive is not None else None
+    return run_java(cmd, archive, runner, TOOLS[tool], args, timeout_s=timeout_s, input=input)
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Kafka's command-line tools run in a JVM that stays up between calls (``ToolRunner.java`` beside this file).
+"""Kafka's command-line tools run in a JVM that stays up between calls (``ToolRunner.java`` beside this file),
+and so do the tests' Java programs that are fit for it (``kafka_jvm.JavaPrograms.run(..., lasting=True)``).
 
 A tool's own JVM costs ~1.5 s even with a class-data archive, most of it loading the classes the last one
 loaded; the suite runs hundreds. :func:`run` hands a tool's main class, arguments and standard input to a

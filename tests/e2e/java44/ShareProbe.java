@@ -14,6 +14,7 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
+import org.apache.kafka.common.utils.internals.Exit;
 
 /**
  * Drives Kafka 4.4's KafkaShareConsumer (KIP-932) for tests/e2e/test_share_groups.py; prints one JSON line
@@ -28,12 +29,17 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   MODE produce: produce COUNT records "p-*".
  *   POLICY accept | release-once (RELEASE at delivery 1, ACCEPT later) | release-always | reject; the consumers
  *   stop once COUNT records were accepted, or every one was delivered and nothing came for 4 s.
+ *
+ * <p>Every mode but hold also runs in a runner JVM that stays up (tests/jvm/ToolRunner.java), one run after
+ * another: a run's state is an instance's, its clients are closed before main returns, and a failed run leaves
+ * through Kafka's Exit (which the runner traps), never System.exit. hold halts the JVM it runs in, as a
+ * crashed consumer vanishes: it runs in a JVM of its own.
  */
 public final class ShareProbe {
-    private static final Set<String> accepted = ConcurrentHashMap.newKeySet();
-    private static final AtomicBoolean warm = new AtomicBoolean(false);
-    private static final Set<String> seen = ConcurrentHashMap.newKeySet();
-    private static volatile long lastDelivery = System.currentTimeMillis();
+    private final Set<String> accepted = ConcurrentHashMap.newKeySet();
+    private final AtomicBoolean warm = new AtomicBoolean(false);
+    private final Set<String> seen = ConcurrentHashMap.newKeySet();
+    private volatile long lastDelivery = System.currentTimeMillis();
     private static final long IDLE_MS = 4000;
 
     private static String quote(String s) {
@@ -78,6 +84,13 @@ public final class ShareProbe {
     }
 
     public static void main(String[] args) throws Exception {
+        if (!new ShareProbe().run(args)) {
+            Exit.exit(1);
+        }
+    }
+
+    /** One run; false when a consumer failed. */
+    private boolean run(String[] args) throws Exception {
         String mode = args[0], bootstrap = args[1], topic = args[2], group = args[3];
         int count = Integer.parseInt(args[4]), consumers = Integer.parseInt(args[5]);
         String policy = args[6];
@@ -90,7 +103,7 @@ public final class ShareProbe {
                 producer.flush();
             }
             emit("{\"produced\": " + count + "}");
-            return;
+            return true;
         }
         boolean hold = mode.equals("hold");
         boolean produce = mode.equals("consume") || hold;
@@ -158,6 +171,6 @@ public final class ShareProbe {
         for (Thread t : threads) t.join();
         for (Throwable e : failures) e.printStackTrace();
         emit("{\"accepted\": " + accepted.size() + ", \"warm\": " + warm.get() + ", \"failures\": " + failures.size() + "}");
-        System.exit(failures.isEmpty() ? 0 : 1);
+        return failures.isEmpty();
     }
 }
