@@ -212,7 +212,8 @@ class DynamicBrokerConfig:
         self.static = static
         self.per_broker: dict[str, str] = {}
         self.cluster_default: dict[str, str] = {}
-        self.current = self._config(self.per_broker, self.cluster_default)
+        self.current = static
+        """The static configuration itself while no dynamic level is set: :meth:`update` makes a new one."""
 
     def level(self, per_broker: bool) -> dict[str, str]:
         return self.per_broker if per_broker else self.cluster_default
