@@ -340,7 +340,8 @@ class KafkaServer:
     @background.setter
     def background(self, task_group: "TaskGroup | None") -> None:
         self.replica_manager.background = task_group
-        self.replica_manager.alter_log_dirs.start()  # moves between log directories a stop interrupted
+        if self.replica_manager.alter_log_dirs is not None:
+            self.replica_manager.alter_log_dirs.start()  # moves between log directories a stop interrupted
 
     def _spawn(self, work: "Callable[[], Coroutine[Any, Any, None]]") -> None:
         """Start ``work`` in the network's task group: coordinator appends waiting for their replicas,

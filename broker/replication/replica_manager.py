@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from odradek.broker.coordinator.transaction.transaction_verification import TransactionVerifier
     from odradek.broker.network.kafka_client import Node
     from odradek.broker.replication.log_dir_failure import LogDirFailureChannel
+    from odradek.broker.replication.replica_alter_log_dirs import ReplicaAlterLogDirs
     from odradek.broker.replication.fetch_session import FetchPartition
     from odradek.broker.replication.alter_partition_manager import AlterPartitionManager
     from odradek.broker.replication.replica_fetcher import FetcherConfig, ReplicaFetcherManager
@@ -223,11 +224,10 @@ class ReplicaManager:
         """Where I/O errors on logs go in cluster mode (a failed log directory goes offline, the last one
         halts the broker); None on a single node, which answers KAFKA_STORAGE_ERROR and goes on."""
         self.offline_partitions: set[TopicPartition] = set()
-        from odradek.broker.replication.replica_alter_log_dirs import ReplicaAlterLogDirs
-
-        self.alter_log_dirs = ReplicaAlterLogDirs(log_manager, self.partitions, lambda: self.background)
-        """Replicas being moved between this broker's log directories."""
         """Partitions whose log directory failed (Kafka's ``HostedPartition.Offline``): KAFKA_STORAGE_ERROR."""
+        self.alter_log_dirs: ReplicaAlterLogDirs | None = None
+        """Replicas being moved between this broker's log directories: made by the first move (:meth:`_move`),
+        so a broker that moves none does not import its module."""
         self.on_log_dir_offline: Callable[[], None] = lambda: None
         """Tells the controller a log directory went offline (``/log_dir_event_notification``)."""
 
@@ -265,7 +265,7 @@ class ReplicaManager:
                 )
                 self.partitions[key] = partition
                 if self.log_manager.future_log(*key) is not None:  # a move a stop interrupted goes on
-                    self.alter_log_dirs.add(key)
+                    self._move(key)
             if state.leader == self.broker_id:
                 self._stop_fetching({key})
                 partition.become_leader(state, is_new, int(time.time() * 1000))
@@ -352,7 +352,7 @@ class ReplicaManager:
         self._stop_fetching({(topic.name, index) for index in topic.partitions})
         for index in list(topic.partitions):
             partition = self.partitions.pop((topic.name, index), None)
-            self.alter_log_dirs.remove((topic.name, index))
+            self._stop_moving((topic.name, index))
             if partition is not None:
                 self.purgatory.check_and_complete((topic.name, index))
             if delete:  # also a replica stopped by an earlier StopReplica (Kafka's controller stops, then deletes)
@@ -633,7 +633,7 @@ class ReplicaManager:
         partition = self.partitions.get(key)
         future = self.log_manager.future_log(topic, index)
         if partition is not None and future is not None and future.dir.parent != log_dir:
-            self.alter_log_dirs.remove(key)
+            self._stop_moving(key)
             self.log_manager.remove_future_log(topic, index)
         self.log_manager.maybe_update_preferred_log_dir(topic, index, log_dir)
         if partition is None:
@@ -645,8 +645,20 @@ class ReplicaManager:
             return ErrorCode.NONE
         if self.log_manager.future_log(topic, index) is None:
             self.log_manager.create_future_log(topic, index, log_dir)
-            self.alter_log_dirs.add(key)
+            self._move(key)
         return ErrorCode.NONE
+
+    def _move(self, key: TopicPartition) -> None:
+        """Copy ``key``'s log into its future log, in the background, until it replaces it."""
+        if self.alter_log_dirs is None:
+            from odradek.broker.replication.replica_alter_log_dirs import ReplicaAlterLogDirs
+
+            self.alter_log_dirs = ReplicaAlterLogDirs(self.log_manager, self.partitions, lambda: self.background)
+        self.alter_log_dirs.add(key)
+
+    def _stop_moving(self, key: TopicPartition) -> None:
+        if self.alter_log_dirs is not None:
+            self.alter_log_dirs.remove(key)
 
     # -- waits --------------------------------------------------------------------------------------------
 
