@@ -48,8 +48,8 @@ from odradek.controller import zk_data as zd
 from odradek.controller import leader_election
 from odradek.controller.embedded_controller import new_cluster_id
 from odradek.controller.leader_election import ElectionError, ElectionType
-from odradek.controller.metadata_image import BrokerInfo, MetadataImage, MetadataListener, PartitionState, TopicInfo
-from odradek.controller.metadata_support import ControllerForBrokers, MetadataSupport, PartitionErrors
+from odradek.controller.metadata_image import BrokerInfo, MetadataImage, PartitionState, TopicInfo
+from odradek.controller.metadata_support import MetadataSupport, PartitionErrors
 from odradek.controller.reassignment import ApiError
 from odradek.controller.replica_assignment import assign_replicas_to_brokers
 from odradek.controller.zk_client import ZkClient
@@ -61,6 +61,8 @@ from odradek.protocol.kafka_uuid import Uuid, ZERO_UUID, random_uuid
 from odradek.storage.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
+    from odradek.controller.metadata_image import MetadataListener
+    from odradek.controller.metadata_support import ControllerForBrokers
     from odradek.protocol.message_types.alter_configs import AlterConfigsResponseDict
     from odradek.protocol.message_types.controlled_shutdown import ControlledShutdownResponse
 

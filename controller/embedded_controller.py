@@ -22,20 +22,22 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, Ty
 from odradek.controller.metadata_image import (
     BrokerInfo,
     MetadataImage,
-    MetadataListener,
     PartitionState,
     TopicInfo,
     topic_name_error,
     unify_collision_chars,
 )
 from odradek.controller.log_dir_discovery import recover_metadata
-from odradek.controller.metadata_support import ControllerForBrokers, MetadataSupport, PartitionErrors
+from odradek.controller.metadata_support import MetadataSupport, PartitionErrors
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.kafka_uuid import Uuid, random_uuid
 from odradek.storage.checkpoints import write_atomically
 from odradek.storage.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
+    from odradek.controller.metadata_image import MetadataListener
+    from odradek.controller.metadata_support import ControllerForBrokers
+
     # Imported by the requests that need them (elections, reassignments, another controller's LeaderAndIsr),
     # not by every single node's start-up.
     from odradek.controller.leader_election import ElectionError, ElectionType

@@ -31,13 +31,14 @@ from odradek.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from odradek.broker.group_config import GROUP_KEYS, broker_lookup, validate_group_configs
 from odradek.broker.handlers.describe_configs import ResourceType, config_refusal, resource_type_name
 from odradek.controller.metadata_image import MetadataImage
-from odradek.controller.metadata_support import ConfigWrites, MetadataSupport
+from odradek.controller.metadata_support import MetadataSupport
 from odradek.protocol.api import Request
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.config_types import ConfigError, ConfigKey, InvalidValueError
 from odradek.storage.log_config import TOPIC_CONFIG_BY_NAME, LogConfig
 
 if TYPE_CHECKING:
+    from odradek.controller.metadata_support import ConfigWrites
     from odradek.protocol.message_types.alter_configs import AlterConfigsRequest, AlterConfigsResourceResponseDict, AlterConfigsResponseDict
     from odradek.protocol.message_types.incremental_alter_configs import IncrementalAlterConfigsRequest
 

@@ -35,13 +35,14 @@ from odradek.broker.network.framing import RECEIVE_BUFFER_SIZE
 from odradek.broker.kafka_apis import CLOSE_CONNECTION, HANDLERS, error_response, unsupported_api_versions_response
 from odradek.broker.kafka_server import KafkaServer
 from odradek.broker.network.memory_pool import MemoryPool, Unbounded, memory_pool
-from odradek.broker.network.transport import ConnectionClosed, Piece, SocketTransport, Transport
+from odradek.broker.network.transport import ConnectionClosed, Piece, SocketTransport
 from odradek.protocol.api import Request, decode_request, encode_response
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.schema import EncodeError
 from odradek.protocol.values import TupleFields
 
 if TYPE_CHECKING:
+    from odradek.broker.network.transport import Transport
     from odradek.broker.network.worker_channel import ChannelTransport, HandedOver, WorkerZeroLinks
     from odradek.broker.security.listeners import ListenerSecurity
     from odradek.broker.security.sasl_authenticator import SaslSettings

@@ -42,33 +42,34 @@ class ConnectionClosed(Exception):
     pass
 
 
-class Transport(Protocol):
-    """What the request side needs of the bytes' carrier."""
+if TYPE_CHECKING:  # a type for the checker only: creating a Protocol class costs ~0.13 M instructions a start
+    class Transport(Protocol):
+        """What the request side needs of the bytes' carrier."""
 
-    tls: TlsSession | None
-    front: bool
-    """A connection a front worker process holds, forwarded to worker 0 (broker/network/worker_channel.py):
-    the only kind that needs the multi-process modules, which a single-process broker never imports."""
+        tls: TlsSession | None
+        front: bool
+        """A connection a front worker process holds, forwarded to worker 0 (broker/network/worker_channel.py):
+        the only kind that needs the multi-process modules, which a single-process broker never imports."""
 
-    def recv_into(self, target: memoryview) -> int:
-        """Bytes received now (0: the peer closed); BlockingIOError when none is there yet."""
-        ...
+        def recv_into(self, target: memoryview) -> int:
+            """Bytes received now (0: the peer closed); BlockingIOError when none is there yet."""
+            ...
 
-    async def wait_readable(self) -> None: ...
+        async def wait_readable(self) -> None: ...
 
-    def send_some(self, pieces: list[Piece]) -> list[Piece]:
-        """Send what can go now, without waiting; what is left."""
-        ...
+        def send_some(self, pieces: list[Piece]) -> list[Piece]:
+            """Send what can go now, without waiting; what is left."""
+            ...
 
-    async def write(self, pieces: list[Piece]) -> None:
-        """Send all the pieces, waiting for room as needed."""
-        ...
+        async def write(self, pieces: list[Piece]) -> None:
+            """Send all the pieces, waiting for room as needed."""
+            ...
 
-    def shutdown(self) -> None:
-        """Stop both directions: a reader wakes to an end of stream."""
-        ...
+        def shutdown(self) -> None:
+            """Stop both directions: a reader wakes to an end of stream."""
+            ...
 
-    def close(self) -> None: ...
+        def close(self) -> None: ...
 
 
 def _tls_session(settings: TlsSettings) -> TlsSession:
