@@ -158,7 +158,6 @@ class _CodeEnumType(type):
         by_name: dict[str, Any] = {}
         by_value: dict[int, Any] = {}
         new: Any = cls.__new__  # int's, or the class's own (ErrorCode's)
-        set_member = type.__setattr__
         for key, value in members.items():
             code = value[0] if value.__class__ is tuple else value
             canonical = by_value.get(code)
@@ -168,7 +167,10 @@ class _CodeEnumType(type):
                 canonical.value = code
                 by_value[code] = canonical
             by_name[key] = canonical
-            set_member(cls, key, canonical)
+        # Only once every member is made: setting a class attribute invalidates the class's attribute cache,
+        # and each member's attributes set after that looked their names up through the classes again.
+        for key, canonical in by_name.items():
+            setattr(cls, key, canonical)
         cls._member_map_ = by_name
         cls._value2member_map_ = by_value
         cls._members = tuple(by_value.values())
