@@ -26,8 +26,8 @@ from odradek.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from odradek.broker.replication.new_logs import make_logs, unmake_logs
 from odradek.broker.replication.replication_quota import FOLLOWER_RATE, LEADER_RATE, rate_bound
 from odradek.broker.replication.replica_manager import ReplicaManager
-from odradek.broker.security.client import inter_broker_security
 from odradek.broker.security.credential_file import SCRAM_CREDENTIALS_FILE, FileCredentialStore
+from odradek.broker.security.listeners import inter_broker_listener, security_protocol_map
 from odradek.controller.embedded_controller import EmbeddedController
 from odradek.controller.metadata_image import BrokerInfo, MetadataImage, TopicInfo
 from odradek.controller.metadata_support import MetadataSupport
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from odradek.broker.share.partition_metadata_client import PartitionMetadataClient
     from odradek.broker.share.share_partition_manager import ShareConfig, SharePartitionManager
     from odradek.broker.network.kafka_client import Node
+    from odradek.broker.security.client import ClientSecurity
     from odradek.broker.replication.fetch_session import FetchSessionCache
     from odradek.broker.replication.replica_fetcher import FetcherConfig
     from odradek.broker.coordinator.transaction.transaction_verification import TransactionVerifier
@@ -129,9 +130,9 @@ class KafkaServer:
         self.broker_defaults = config.broker_defaults_for_topics()
         """What topic configs fall back to: the static configuration, then with the dynamic levels over it."""
         self.log_manager = LogManager(self.log_dirs, self.broker_defaults)
-        self.inter_broker_security = inter_broker_security(config)
-        """How this broker connects to the others (fetchers, the controller's channel, requests to the
-        controller, transaction markers): the inter-broker listener's TLS and SASL."""
+        mapping = security_protocol_map(config)
+        if mapping[inter_broker_listener(config, mapping)] != "PLAINTEXT":
+            self.inter_broker_security  # made now: a TLS or SASL setting it cannot use refuses the start, as in Kafka
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, self.broker_defaults,
             fetcher_config=self._fetcher_config,
@@ -161,6 +162,15 @@ class KafkaServer:
         a v2 client's partitions to its transaction (always)."""
         self.metrics: Any = None
         """The runner's ``BrokerMetrics`` (broker/metrics.py, which reads this server), when prometheus.port is set."""
+
+    @cached_property
+    def inter_broker_security(self) -> ClientSecurity:
+        """How this broker connects to the others (fetchers, the controller's channel, requests to the
+        controller, transaction markers): the inter-broker listener's TLS and SASL. Made at its first use, or at
+        start when that listener is not PLAINTEXT: a single node's start does not import the module."""
+        from odradek.broker.security.client import inter_broker_security
+
+        return inter_broker_security(self.config)
 
     @cached_property
     def fetch_sessions(self) -> "FetchSessionCache":

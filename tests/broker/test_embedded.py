@@ -48,6 +48,7 @@ NOT_AT_START = (
     "odradek.broker.security.tls",  # TLS and SASL, by the listeners that use them
     "odradek.broker.security.sasl_authenticator",
     "odradek.broker.security.scram",
+    "odradek.broker.security.client",  # the inter-broker security: at its first use, or at start when not PLAINTEXT
     "odradek.broker.authorizer.acl_authorizer",  # with authorizer.class.name
     "odradek.broker.authorizer.acl_bindings",  # the ACLs themselves: with the authorizer or at the first ACL request
     "odradek.storage.log_cleaner",  # at the cleaner's first pass

@@ -30,6 +30,22 @@ def test_the_listener_and_mechanism_prefixed_jaas_config_comes_first_then_the_me
     assert jaas_config(both, "INTERNAL", "SCRAM-SHA-256") is None
 
 
+def test_a_broker_whose_inter_broker_login_cannot_be_made_does_not_start(tmp_path) -> None:
+    """The inter-broker security is made at its first use, except on a listener that is not PLAINTEXT: there at
+    start, so a login it cannot make stops the start as in Kafka, not the first connection to another broker."""
+    from odradek import Broker
+
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_broker="secret";'
+    broker = Broker(log_dir=tmp_path, config={
+        "listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL", "sasl.mechanism.inter.broker.protocol": "PLAIN", "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.internal.plain.sasl.jaas.config": jaas,
+    })
+    with pytest.raises(RuntimeError, match="broker failed to start") as failed:
+        broker.start()
+    assert "needs the broker's own username and password in listener.name.internal.plain.sasl.jaas.config" in str(failed.value.__cause__)
+
+
 def test_a_bare_sasl_jaas_config_is_ignored_by_a_broker_with_kafkas_warning(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING):
         assert jaas_config(config(**{"sasl.jaas.config": PLAIN_JAAS.format("x")}), "INTERNAL", "PLAIN") is None
