@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
@@ -27,7 +28,6 @@ from odradek.controller.metadata_image import (
     topic_name_error,
     unify_collision_chars,
 )
-from odradek.controller.log_dir_discovery import recover_metadata
 from odradek.controller.metadata_support import MetadataSupport, PartitionErrors
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.kafka_uuid import Uuid, random_uuid
@@ -95,10 +95,17 @@ class EmbeddedController(MetadataSupport):
         self.next_producer_id = 0
         state = json.loads(self.path.read_text()) if self.path.exists() else None
         if state is None:
-            recovered = recover_metadata(list(log_dirs) or [state_dir], broker.node_id, internal_topic_configs or {})
-            self._image = MetadataImage(cluster_id or recovered.cluster_id or new_cluster_id(), broker.node_id, {broker.node_id: broker}, recovered.topics)
+            dirs = list(log_dirs) or [state_dir]
+            topics: dict[str, TopicInfo] = {}
+            max_producer_id = -1
+            if any(d.is_dir() and os.listdir(d) for d in dirs):  # a new directory (every test's first start) holds nothing
+                from odradek.controller.log_dir_discovery import recover_metadata
+
+                recovered = recover_metadata(dirs, broker.node_id, internal_topic_configs or {})
+                cluster_id, topics, max_producer_id = cluster_id or recovered.cluster_id, recovered.topics, recovered.max_producer_id
+            self._image = MetadataImage(cluster_id or new_cluster_id(), broker.node_id, {broker.node_id: broker}, topics)
             # The block after the one the highest producer id came from, as Kafka's next block from ZooKeeper.
-            self.next_producer_id = -(-(recovered.max_producer_id + 1) // PRODUCER_ID_BLOCK_SIZE) * PRODUCER_ID_BLOCK_SIZE
+            self.next_producer_id = -(-(max_producer_id + 1) // PRODUCER_ID_BLOCK_SIZE) * PRODUCER_ID_BLOCK_SIZE
             self._save()
         else:
             self._image = MetadataImage(state["cluster_id"], broker.node_id, {broker.node_id: broker})
