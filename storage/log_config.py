@@ -499,11 +499,3 @@ def _resolve(key: TopicConfigKey, topic_overrides: Mapping[str, str], broker_def
 
 _DEFAULTS: dict[str, Any] = {key.attribute: key.default for key in TOPIC_CONFIG} | {"overrides": {}, "broker_defaults": {}}
 """Each ``LogConfig`` field's default: the table's."""
-
-
-def _check_table_matches_attributes() -> None:
-    annotated = [name for name in LogConfig.__annotations__ if name not in ("overrides", "broker_defaults", *LogConfig._DERIVED)]
-    assert annotated == [key.attribute for key in TOPIC_CONFIG], "LogConfig attributes must follow TOPIC_CONFIG"
-
-
-_check_table_matches_attributes()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from odradek.storage.config_types import ConfigError, ConfigType
-from odradek.storage.log_config import TOPIC_CONFIG_BY_NAME, LogConfig
+from odradek.storage.log_config import TOPIC_CONFIG, TOPIC_CONFIG_BY_NAME, LogConfig
 
 KAFKA_39_TOPIC_KEYS = {
     "cleanup.policy", "compression.gzip.level", "compression.lz4.level", "compression.type", "compression.zstd.level",
@@ -24,6 +24,12 @@ KAFKA_39_TOPIC_KEYS = {
 def test_the_table_has_every_kafka_39_topic_key():
     assert set(TOPIC_CONFIG_BY_NAME) == KAFKA_39_TOPIC_KEYS
     assert all(key.doc for key in TOPIC_CONFIG_BY_NAME.values())
+
+
+def test_the_log_config_attributes_follow_the_table():
+    """Checked here rather than at every import (docs/performance.md, "Start-up")."""
+    annotated = [name for name in LogConfig.__annotations__ if name not in ("overrides", "broker_defaults", *LogConfig._DERIVED)]
+    assert annotated == [key.attribute for key in TOPIC_CONFIG]
 
 
 def test_defaults_are_kafkas():
