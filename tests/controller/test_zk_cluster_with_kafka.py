@@ -205,9 +205,9 @@ def test_a_deleted_topic_is_stopped_and_deleted_on_the_kafka_broker(odradek_led:
     # StopReplica (delete) reached Kafka: it renames the logs for deletion; UpdateMetadata dropped the topic
     wait_for(lambda: not (kafka.log_dir / "doomed-0").exists() and not (kafka.log_dir / "doomed-1").exists(), what="Kafka deleted the logs")
     wait_for(lambda: "doomed" not in AdminClient({"bootstrap.servers": kafka.bootstrap}).list_topics(timeout=10).topics, what="Kafka forgot the topic")
-    wait_for(lambda: controller.zk.topic_assignment("doomed") is None, what="the topic's znodes deleted")
-    assert not controller.zk.kazoo.exists(zd.delete_topic_path("doomed"))
-    assert not controller.zk.kazoo.exists(zd.config_entity_path(zd.ConfigType.TOPIC, "doomed"))
+    # As Kafka's completeDeleteTopic, three deletions one after the other: the topic, its config, the mark.
+    znodes = (zd.topic_path("doomed"), zd.config_entity_path(zd.ConfigType.TOPIC, "doomed"), zd.delete_topic_path("doomed"))
+    wait_for(lambda: not any(controller.zk.kazoo.exists(path) for path in znodes), what="the topic's znodes deleted")
     assert ("doomed", 0) not in controller.context.assignments
 
 
