@@ -296,7 +296,8 @@ class RequestBatch:
                 "isr": list(state.state.isr),
                 "zk_version": state.zk_version,
                 "replicas": list(replicas),
-                "offline_replicas": [r for r in replicas if not ctx.is_online(r, (topic, p))],
+                # Kafka's isReplicaOnline: a broker in controlled shutdown holds its replicas offline.
+                "offline_replicas": [r for r in replicas if not ctx.is_online(r, (topic, p)) or r in ctx.shutting_down],
             })
         return [{"topic_name": t, "topic_id": ctx.topic_ids.get(t, ZERO_UUID), "partition_states": ps} for t, ps in by_topic.items()]
 

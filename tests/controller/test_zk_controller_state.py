@@ -104,6 +104,23 @@ def test_a_replica_in_a_failed_log_dir_of_a_live_broker_is_offline_for_its_parti
     assert list(update.topic_states[0].partition_states[0].offline_replicas) == [1]
 
 
+def test_a_broker_in_controlled_shutdown_hears_of_its_partitions_but_is_neither_elected_nor_online() -> None:
+    """Kafka's ``isLiveBroker`` and ``isReplicaOnline``: a broker that asked for a controlled shutdown stays
+    registered until it stops, and still gets the cluster's metadata, but no election chooses it, no ISR may
+    take it back, and the metadata calls its replicas offline."""
+    ctx = context()
+    ctx.shutting_down.add(1)
+    assert (ctx.is_live(1), ctx.is_live(2), ctx.is_live(3)) == (False, True, False)
+    assert (ctx.live_replicas(("t", 0)), ctx.electable_replicas(("t", 0))) == ([1, 2], [2])
+    batch = RequestBatch(ctx)
+    batch.add_update_metadata(ctx.live_brokers, [("t", 0)])
+    requests = batch.requests("PLAINTEXT")
+    assert [r.broker_id for r in requests] == [1, 2]
+    update = roundtrip(ApiKey.UpdateMetadata, 8, requests[0].body)
+    assert list(update.topic_states[0].partition_states[0].offline_replicas) == [1]
+    assert [b.id for b in update.live_brokers] == [1, 2]
+
+
 def test_stop_replica_for_a_topic_being_deleted_carries_the_deletion_sentinel() -> None:
     ctx = context()
     ctx.topics_being_deleted.add("t")
