@@ -33,7 +33,7 @@ def clusters(zookeeper: kafka_jvm.ZooKeeper, tmp_path_factory: pytest.TempPathFa
 
 
 def spread(java44: kafka44_jvm.JavaPrograms, bootstrap: str, topic: str) -> list[dict[str, Any]]:
-    done = java44.run("Client44Probe", "spread", bootstrap, topic)
+    done = java44.run("Client44Probe", "spread", bootstrap, topic, lasting=True)
     assert done.returncode == 0, f"Client44Probe spread on {bootstrap} exited {done.returncode}:\n{done.stderr[-4000:]}"
     return [json.loads(line) for line in done.stdout.splitlines()]
 

@@ -289,11 +289,12 @@ PROBE_TIMEOUT_S = 120
 @pytest.fixture(scope="session")
 def probe() -> Callable[..., list[dict[str, Any]]]:
     """``probe(sub_command, bootstrap, *args)``: runs tests/e2e/java/ClientProbe.java (Kafka's Java client,
-    compiled once) and returns the JSON lines it printed."""
+    compiled once) and returns the JSON lines it printed. Each run is a call to the test process's lasting runner
+    JVM (tool_runner): a JVM start is most of a short run's CPU."""
     programs = kafka_jvm.java_programs(sorted(JAVA_SOURCES.glob("*.java")), PROBE_TIMEOUT_S)
 
     def run(sub_command: str, bootstrap: str, *args: str) -> list[dict[str, Any]]:
-        done = programs.run("ClientProbe", sub_command, bootstrap, *args, timeout_s=PROBE_TIMEOUT_S)
+        done = programs.run("ClientProbe", sub_command, bootstrap, *args, timeout_s=PROBE_TIMEOUT_S, lasting=True)
         assert done.returncode == 0, f"ClientProbe {sub_command} exited {done.returncode}:\n{done.stderr[-4000:]}"
         return [json.loads(line) for line in done.stdout.splitlines()]
 

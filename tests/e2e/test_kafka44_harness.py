@@ -24,7 +24,7 @@ def tool(name: str, *args: str) -> str:
 
 
 def probe(java44: kafka44_jvm.JavaPrograms, *args: str) -> dict[str, Any]:
-    done = java44.run("Client44Probe", *args)
+    done = java44.run("Client44Probe", *args, lasting=True)
     assert done.returncode == 0, f"Client44Probe {' '.join(args)} exited {done.returncode}:\n{done.stderr[-4000:]}"
     return {line["step"]: line for line in map(json.loads, done.stdout.splitlines())}
 

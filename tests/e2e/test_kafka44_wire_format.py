@@ -122,7 +122,7 @@ def traffic(tmp_path_factory: pytest.TempPathFactory, java44: kafka44_jvm.JavaPr
         for tool, *args in tools[:3]:
             done = kafka44_jvm.run_tool(tool, *args)
             assert done.returncode == 0, f"{tool}: {done.stdout}\n{done.stderr}"
-        probe = java44.run("Client44Probe", "roundtrip", bootstrap, GROUP_TOPIC, "20", "wire44-group", "consumer")
+        probe = java44.run("Client44Probe", "roundtrip", bootstrap, GROUP_TOPIC, "20", "wire44-group", "consumer", lasting=True)
         assert probe.returncode == 0, probe.stdout + probe.stderr
         assert json.loads(probe.stdout.splitlines()[-1])["step"], probe.stdout
         for tool, *args in tools[3:]:

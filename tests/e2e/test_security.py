@@ -277,7 +277,7 @@ def java_probe() -> Callable[..., dict[str, Any]]:
     programs = kafka_jvm.java_programs(sorted(sources.glob("*.java")), 120)
 
     def run(*args: str) -> dict[str, Any]:
-        done = programs.run("SecurityProbe", *args, timeout_s=120)
+        done = programs.run("SecurityProbe", *args, timeout_s=120, lasting=True)
         assert done.returncode == 0, done.stderr[-4000:]
         return json.loads(done.stdout.splitlines()[-1])
 

@@ -47,7 +47,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory, metrics_port: int) -> Itera
 
 
 def probe(java44: kafka44_jvm.JavaPrograms, *args: str) -> list[dict[str, Any]]:
-    done = java44.run("Client44Probe", *args)
+    done = java44.run("Client44Probe", *args, lasting=True)
     assert done.returncode == 0, f"Client44Probe {' '.join(args)} exited {done.returncode}:\n{done.stderr[-4000:]}"
     return [json.loads(line) for line in done.stdout.splitlines()]
 

@@ -56,6 +56,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   transactions BOOTSTRAP TOPIC         a transactional producer's commits and abort, a zombie fenced by its
  *                                          successor, then read_committed and read_uncommitted read-backs
  * </pre>
+ *
+ * <p>It runs in a runner JVM that stays up (tests/jvm/ToolRunner.java), one run after another: it keeps no
+ * state between runs, closes its clients before main returns and never calls System.exit.
  */
 public final class ClientProbe {
     private static final ObjectMapper JSON = new ObjectMapper();

@@ -44,6 +44,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *                                  commit the group's offsets too (the first one aborted and redone), then
  *                                  OUT read read_committed
  * </pre>
+ *
+ * <p>It runs in a runner JVM that stays up (tests/jvm/ToolRunner.java), one run after another: it keeps no
+ * state between runs, closes its clients before main returns and never calls System.exit.
  */
 public final class Client44Probe {
     private static final ObjectMapper JSON = new ObjectMapper();

@@ -18,6 +18,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * re-authentications). Arguments: bootstrap, security protocol, mechanism and JAAS config (both empty
  * without SASL), seconds (counted from the first acknowledgement), topic, then more client settings as
  * key=value (TLS stores).
+ *
+ * <p>The tests but test_gssapi's run it in a runner JVM that stays up (tests/jvm/ToolRunner.java), one run
+ * after another: it keeps no state between runs, closes its producer before main returns and never calls
+ * System.exit.
  */
 public final class SecurityProbe {
     public static void main(String[] args) throws Exception {
