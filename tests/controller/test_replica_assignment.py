@@ -79,7 +79,7 @@ def kafka_assignments(tmp_path_factory: pytest.TempPathFactory) -> list[dict[int
         cp = kafka_jvm.classpath()
     except kafka_jvm.JvmUnavailable as exc:
         pytest.fail(str(exc), pytrace=False)
-    done = subprocess.run(["java", "-cp", cp, str(source)], input=lines, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(["java", *kafka_jvm.TOOL_JVM_FLAGS, "-cp", cp, str(source)], input=lines, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return [{int(k): v for k, v in a.items()} for a in json.loads(done.stdout)]
 

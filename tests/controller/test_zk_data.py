@@ -160,7 +160,7 @@ def test_the_notification_znodes_no_tool_of_kafka_39_writes_are_encoded_as_kafka
         cp = kafka_jvm.classpath()
     except kafka_jvm.JvmUnavailable as exc:
         pytest.fail(str(exc), pytrace=False)
-    done = subprocess.run(["java", "-cp", cp, str(source)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(["java", *kafka_jvm.TOOL_JVM_FLAGS, "-cp", cp, str(source)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
         zd.encode_preferred_replica_election([("t", 0)]).decode(),
