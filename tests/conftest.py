@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).parent / "jvm"))
 
 import kafka44_jvm  # noqa: E402
 import kafka_jvm  # noqa: E402
+import tool_runner  # noqa: E402
 
 
 # Tests `make test` runs on their own after the parallel run, in a process of their own: those whose assertions
@@ -157,6 +158,13 @@ xdist controller, or the one process without xdist."""
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     path = report.nodeid.split("::", 1)[0]
     FILE_SECONDS[path] = FILE_SECONDS.get(path, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The session's shared JVMs (the real Kafkas, the tool runners) stopped while the run still waits for this
+    process: its exit handlers get only 10 s under pytest-xdist (kafka_jvm.stop_shared)."""
+    tool_runner.stop_all()
+    kafka_jvm.stop_shared()
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -361,7 +361,7 @@ def shared_kafka44() -> RealKafka44:
         node.stop()
         shutil.rmtree(root, ignore_errors=True)
 
-    atexit.register(stop)
+    kafka_jvm.stop_with_session(stop)
     try:
         node.start()
     except BaseException:

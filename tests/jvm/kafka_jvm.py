@@ -25,7 +25,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import tool_runner
 
@@ -550,10 +550,32 @@ def shared_kafka() -> RealKafka:
         raise
 
     def stop() -> None:
-        broker.stop()
-        zookeeper.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        try:
+            broker.stop()
+        finally:
+            zookeeper.stop()
+            shutil.rmtree(root, ignore_errors=True)
 
-    atexit.register(stop)
+    stop_with_session(stop)
     _shared = RealKafka(broker.bootstrap, broker, zookeeper)
     return _shared
+
+
+_stops: list[Callable[[], None]] = []
+"""How to stop the shared JVMs this process started, in the order they started."""
+
+
+def stop_with_session(stop: Callable[[], None]) -> None:
+    """``stop`` (of a JVM shared by the whole session: :func:`shared_kafka`, ``kafka44_jvm.shared_kafka44``)
+    run by :func:`stop_shared`."""
+    _stops.append(stop)
+
+
+@atexit.register
+def stop_shared() -> None:
+    """Stop the JVMs shared by a whole test session, last started first; at most once each. The session's end
+    calls it (tests/conftest.py), not only the exit: pytest-xdist gives a worker's exit handlers 10 s and
+    then kills the worker, and a JVM whose stop was not reached by then (each is stopped by SIGTERM and
+    waited for) outlives the run."""
+    while _stops:
+        _stops.pop()()
