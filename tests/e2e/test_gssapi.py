@@ -78,10 +78,11 @@ def java_probe(kdc: Kdc) -> Callable[..., tuple[int, dict[str, Any] | str]]:
     (or its last error lines)."""
     programs = kafka_jvm.java_programs(sorted((Path(__file__).parent / "java_security").glob("*.java")), 120)
 
-    def run(port: int, principal: str, topic: str = TOPIC) -> tuple[int, dict[str, Any] | str]:
+    def run(port: int, principal: str, topic: str = TOPIC, seconds: int = 1) -> tuple[int, dict[str, Any] | str]:
+        """``seconds``: how long it produces after its first acknowledgement, one record each 100 ms."""
         keytab = kdc.keytab(principal)
         jaas = f'com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true keyTab="{keytab}" principal="{principal}@{REALM}";'
-        done = programs.run("SecurityProbe", f"localhost:{port}", "SASL_PLAINTEXT", "GSSAPI", jaas, "1", topic, "sasl.kerberos.service.name=kafka", "max.block.ms=15000", "delivery.timeout.ms=15000", "request.timeout.ms=10000", timeout_s=120)
+        done = programs.run("SecurityProbe", f"localhost:{port}", "SASL_PLAINTEXT", "GSSAPI", jaas, str(seconds), topic, "sasl.kerberos.service.name=kafka", "max.block.ms=15000", "delivery.timeout.ms=15000", "request.timeout.ms=10000", timeout_s=120)
         if done.returncode == 0:
             return 0, json.loads(done.stdout.splitlines()[-1])
         return done.returncode, done.stderr
@@ -136,7 +137,9 @@ def test_brokers_log_in_to_each_other_with_kerberos(kdc: Kdc, real_kafka, java_p
 
             wait_for(isrs_full, timeout_s=60, what="every ISR full")
             for partition_leader in (0, 1, 5):
-                status, seen = java_probe(ports[partition_leader][1], "alice", topic)
+                # acks=all here waits for two followers, across both kinds of broker: 3 s, so that five
+                # acknowledgements do not ask each round trip for less than 100 ms on a loaded machine.
+                status, seen = java_probe(ports[partition_leader][1], "alice", topic, seconds=3)
                 assert status == 0, seen
                 assert isinstance(seen, dict) and seen["acked"] >= 5
             assert isrs_full()
