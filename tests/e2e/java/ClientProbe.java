@@ -195,13 +195,23 @@ public final class ClientProbe {
             }
         }
         TopicPartition partition = new TopicPartition(topic, 0);
+        long highWatermark;
+        try (KafkaConsumer<String, String> consumer = consumer(bootstrap, null, "read_uncommitted", Map.of(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_uncommitted"))) {
+            highWatermark = consumer.endOffsets(List.of(partition)).get(partition);
+        }
         for (String isolation : List.of("read_committed", "read_uncommitted")) {
             try (KafkaConsumer<String, String> consumer = consumer(bootstrap, null, isolation, Map.of(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation))) {
                 consumer.assign(List.of(partition));
                 consumer.seekToBeginning(List.of(partition));
                 long end = consumer.endOffsets(List.of(partition)).get(partition);
-                List<String> values = new ArrayList<>();
                 long deadline = System.currentTimeMillis() + TIMEOUT_MS;
+                // Every transaction above is decided, but Kafka writes a commit's markers after it answers
+                // EndTxn: its last stable offset may trail the high watermark for a moment. Wait for it.
+                while (end < highWatermark && System.currentTimeMillis() < deadline) {
+                    Thread.sleep(50);
+                    end = consumer.endOffsets(List.of(partition)).get(partition);
+                }
+                List<String> values = new ArrayList<>();
                 while (consumer.position(partition) < end && System.currentTimeMillis() < deadline) {
                     consumer.poll(POLL).forEach(r -> values.add(r.value()));
                 }
