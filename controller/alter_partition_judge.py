@@ -6,8 +6,9 @@ live broker with its current epoch (else STALE_BROKER_EPOCH for the whole reques
 epoch newer than the controller's says this controller is stale (NOT_CONTROLLER), an older leader epoch is
 fenced, a change already made is answered with the current state (idempotent retries), an older partition
 epoch is INVALID_UPDATE_VERSION, and an ISR naming a broker that is not live, or is in controlled shutdown,
-is refused (INELIGIBLE_REPLICA, OPERATION_NOT_ATTEMPTED before v2; KIP-841). Accepted changes are written at the partition's znode version (the
-partition epoch), and every live broker gets UpdateMetadata for the partitions asked about.
+is refused (INELIGIBLE_REPLICA, OPERATION_NOT_ATTEMPTED before v2; KIP-841). Accepted changes are written at
+the partition's znode version (the partition epoch), and every live broker gets UpdateMetadata for the
+partitions asked about.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def judge(ctx: ControllerContext, broker_id: int, proposal: IsrProposal, version
         return ErrorCode.INVALID_REQUEST
     if state.leader_recovery_state != RECOVERING and proposal.leader_recovery_state == RECOVERING:
         return ErrorCode.INVALID_REQUEST
-    if not all(ctx.is_live(b) for b in proposal.isr):
+    if not ctx.live_broker_ids().issuperset(proposal.isr):
         return ErrorCode.INELIGIBLE_REPLICA if version > 1 else ErrorCode.OPERATION_NOT_ATTEMPTED
     return zd.LeaderIsrAndControllerEpoch(broker_id, proposal.leader_epoch, proposal.isr, ctx.epoch, proposal.leader_recovery_state)
 

@@ -529,7 +529,7 @@ class ZkController:
         ISR member, else the first live replica), written at the version read (re-read and chosen again on
         a conflict) and sent to its live replicas. Answers each partition's new leader or why none."""
         ctx = self.context
-        live = {b for b in ctx.live_brokers if ctx.is_live(b)}
+        live = ctx.live_broker_ids()
         batch = RequestBatch(ctx)
         results: dict[TopicPartition, ElectionResult] = {}
         for partition in partitions:

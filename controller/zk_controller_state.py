@@ -60,20 +60,25 @@ class ControllerContext:
     """Each live broker's replicas in a failed log directory (its LeaderAndIsr answers said KAFKA_STORAGE_ERROR)."""
 
     def is_online(self, replica: int, partition: TopicPartition) -> bool:
-        """``isReplicaOnline``: on a live broker, and not in one of its failed log directories."""
+        """``isReplicaOnline`` with ``includeShuttingDownBrokers``: on a live broker (shutting down or not), and
+        not in one of its failed log directories. Who hears of a partition's changes."""
         return replica in self.live_brokers and partition not in self.replicas_on_offline_dirs.get(replica, ())
 
     def live_replicas(self, partition: TopicPartition) -> list[int]:
         return [r for r in self.assignments[partition].replicas if self.is_online(r, partition)]
 
-    def is_live(self, broker: int) -> bool:
-        """Kafka's ``isLiveBroker``: registered and not shutting down. Only such brokers may join an ISR or
-        be elected; a broker in controlled shutdown still hears of its partitions until it is gone."""
-        return broker in self.live_brokers and broker not in self.shutting_down
+    def live_broker_ids(self) -> set[int]:
+        """Kafka's ``liveBrokerIds``: registered and not shutting down. Only these may join an ISR or be
+        elected; a broker in controlled shutdown still hears of its partitions until it is gone."""
+        return set(self.live_brokers) - self.shutting_down
+
+    def is_replica_online(self, replica: int, partition: TopicPartition) -> bool:
+        """Kafka's ``isReplicaOnline``: online (:meth:`is_online`) and its broker not shutting down. What the
+        elections may choose, and what the metadata does not call offline."""
+        return replica not in self.shutting_down and self.is_online(replica, partition)
 
     def electable_replicas(self, partition: TopicPartition) -> list[int]:
-        """Kafka's ``isReplicaOnline`` without the brokers shutting down: who an election may choose."""
-        return [r for r in self.live_replicas(partition) if r not in self.shutting_down]
+        return [r for r in self.assignments[partition].replicas if self.is_replica_online(r, partition)]
 
     def partitions_of(self, topic: str) -> list[TopicPartition]:
         return sorted(tp for tp in self.assignments if tp[0] == topic)
@@ -154,7 +159,7 @@ def imbalanced_partitions(ctx: ControllerContext, imbalance_percentage: int) -> 
     for partition, assignment in ctx.assignments.items():
         if partition[0] not in ctx.topics_being_deleted and assignment.replicas:
             by_preferred.setdefault(assignment.replicas[0], []).append(partition)
-    live = {b for b in ctx.live_brokers if ctx.is_live(b)}
+    live = ctx.live_broker_ids()
     candidates: list[TopicPartition] = []
     for preferred, partitions in sorted(by_preferred.items()):
         led_elsewhere = [p for p in partitions if p in ctx.leadership and ctx.leadership[p].state.leader != preferred]
@@ -296,8 +301,7 @@ class RequestBatch:
                 "isr": list(state.state.isr),
                 "zk_version": state.zk_version,
                 "replicas": list(replicas),
-                # Kafka's isReplicaOnline: a broker in controlled shutdown holds its replicas offline.
-                "offline_replicas": [r for r in replicas if not ctx.is_online(r, (topic, p)) or r in ctx.shutting_down],
+                "offline_replicas": [r for r in replicas if not ctx.is_replica_online(r, (topic, p))],
             })
         return [{"topic_name": t, "topic_id": ctx.topic_ids.get(t, ZERO_UUID), "partition_states": ps} for t, ps in by_topic.items()]
 

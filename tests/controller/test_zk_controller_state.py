@@ -110,7 +110,8 @@ def test_a_broker_in_controlled_shutdown_hears_of_its_partitions_but_is_neither_
     take it back, and the metadata calls its replicas offline."""
     ctx = context()
     ctx.shutting_down.add(1)
-    assert (ctx.is_live(1), ctx.is_live(2), ctx.is_live(3)) == (False, True, False)
+    assert ctx.live_broker_ids() == {2}
+    assert (ctx.is_online(1, ("t", 0)), ctx.is_replica_online(1, ("t", 0)), ctx.is_replica_online(2, ("t", 0))) == (True, False, True)
     assert (ctx.live_replicas(("t", 0)), ctx.electable_replicas(("t", 0))) == ([1, 2], [2])
     batch = RequestBatch(ctx)
     batch.add_update_metadata(ctx.live_brokers, [("t", 0)])
