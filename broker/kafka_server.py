@@ -27,7 +27,7 @@ from odradek.broker.replication.new_logs import make_logs, unmake_logs
 from odradek.broker.replication.replication_quota import FOLLOWER_RATE, LEADER_RATE, rate_bound
 from odradek.broker.replication.replica_manager import ReplicaManager
 from odradek.broker.security.credential_file import SCRAM_CREDENTIALS_FILE, FileCredentialStore
-from odradek.broker.security.listeners import inter_broker_listener, security_protocol_map
+from odradek.broker.security.listeners import inter_broker_protocol
 from odradek.controller.embedded_controller import EmbeddedController
 from odradek.controller.metadata_image import BrokerInfo, MetadataImage, TopicInfo
 from odradek.controller.metadata_support import MetadataSupport
@@ -130,8 +130,7 @@ class KafkaServer:
         self.broker_defaults = config.broker_defaults_for_topics()
         """What topic configs fall back to: the static configuration, then with the dynamic levels over it."""
         self.log_manager = LogManager(self.log_dirs, self.broker_defaults)
-        mapping = security_protocol_map(config)
-        if mapping[inter_broker_listener(config, mapping)] != "PLAINTEXT":
+        if inter_broker_protocol(config)[1] != "PLAINTEXT":
             self.inter_broker_security  # made now: a TLS or SASL setting it cannot use refuses the start, as in Kafka
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, self.broker_defaults,

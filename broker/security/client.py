@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from odradek.broker.config import BrokerConfig
 from odradek.protocol.values import FrozenFields
-from odradek.broker.security.listeners import SASL_PROTOCOLS, TLS_PROTOCOLS, inter_broker_listener, jaas_config, security_protocol_map, tls_setting
+from odradek.broker.security.listeners import SASL_PROTOCOLS, TLS_PROTOCOLS, inter_broker_protocol, jaas_config, tls_setting
 from odradek.storage.config_types import ConfigError
 
 if TYPE_CHECKING:
@@ -62,9 +62,7 @@ PLAINTEXT = ClientSecurity()
 
 
 def inter_broker_security(config: BrokerConfig) -> ClientSecurity:
-    mapping = security_protocol_map(config)
-    listener = inter_broker_listener(config, mapping)
-    protocol = mapping[listener]
+    listener, protocol = inter_broker_protocol(config)
     context = _client_context(lambda key: tls_setting(config, listener, key, sasl=False), listener) if protocol in TLS_PROTOCOLS else None
     if protocol not in SASL_PROTOCOLS:
         return ClientSecurity(protocol, context)

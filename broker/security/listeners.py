@@ -64,6 +64,13 @@ def inter_broker_listener(config: BrokerConfig, mapping: dict[str, str]) -> str:
     return name
 
 
+def inter_broker_protocol(config: BrokerConfig) -> tuple[str, str]:
+    """The inter-broker listener (:func:`inter_broker_listener`) and its security protocol."""
+    mapping = security_protocol_map(config)
+    listener = inter_broker_listener(config, mapping)
+    return listener, mapping[listener]
+
+
 def jaas_config(config: BrokerConfig, listener: str, mechanism: str) -> JaasConfig | None:
     """Kafka's ``JaasContext.loadServerContext``: ``listener.name.<listener>.<mechanism>.sasl.jaas.config``,
     else ``<mechanism>.sasl.jaas.config``. A broker ignores a bare ``sasl.jaas.config`` (a client's key),
