@@ -13,6 +13,7 @@ stops both (by PID) when the test process exits; every test directory shares tha
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import os
 import shutil
@@ -561,14 +562,14 @@ def shared_kafka() -> RealKafka:
     return _shared
 
 
-_stops: list[Callable[[], None]] = []
-"""How to stop the shared JVMs this process started, in the order they started."""
+_stops = contextlib.ExitStack()
+"""How to stop the shared JVMs this process started: each stop runs even if an earlier one failed."""
 
 
 def stop_with_session(stop: Callable[[], None]) -> None:
     """``stop`` (of a JVM shared by the whole session: :func:`shared_kafka`, ``kafka44_jvm.shared_kafka44``)
     run by :func:`stop_shared`."""
-    _stops.append(stop)
+    _stops.callback(stop)
 
 
 @atexit.register
@@ -577,5 +578,4 @@ def stop_shared() -> None:
     calls it (tests/conftest.py), not only the exit: pytest-xdist gives a worker's exit handlers 10 s and
     then kills the worker, and a JVM whose stop was not reached by then (each is stopped by SIGTERM and
     waited for) outlives the run."""
-    while _stops:
-        _stops.pop()()
+    _stops.close()
